@@ -1,0 +1,160 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/** Options of {@link startRedisServer}. */
+export interface RedisServerOptions {
+  /** Data directory. Default: a new temporary directory, removed by `stop()`. */
+  dir?: string;
+  /** Port on 127.0.0.1. Default: a free port chosen at start. */
+  port?: number;
+  /** Append-only file persistence, as production wants it. Default: `true`. */
+  appendOnly?: boolean;
+  /** redis-server binary. Default: `redis-server` on PATH, else `/usr/bin/redis-server`. */
+  binary?: string;
+  /** How long to wait for "Ready to accept connections". Default: 10000 ms. */
+  startTimeoutMs?: number;
+}
+
+/** A private redis-server process owned by this process. */
+export interface RedisServer {
+  readonly url: string;
+  readonly port: number;
+  readonly dir: string;
+  /** Stops the server (data directory kept), so that a test can simulate an outage. */
+  pause(): Promise<void>;
+  /** Starts it again on the same port and data directory. */
+  resume(): Promise<void>;
+  /** Stops the server and removes a temporary data directory. */
+  stop(): Promise<void>;
+}
+
+export class RedisServerError extends Error {
+  override name = 'RedisServerError';
+}
+
+function resolveBinary(explicit?: string): string {
+  if (explicit) return explicit;
+  const onPath = (process.env.PATH ?? '')
+    .split(':')
+    .map((d) => join(d, 'redis-server'))
+    .find((p) => existsSync(p));
+  const binary =
+    onPath ?? ['/usr/bin/redis-server', '/usr/local/bin/redis-server'].find((p) => existsSync(p));
+  if (!binary) {
+    throw new RedisServerError(
+      'redis-server is not installed. Fix: run `npm run setup` (installs it with apt-get)',
+    );
+  }
+  return binary;
+}
+
+/** Asks the kernel for a port that is free right now on 127.0.0.1. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject()));
+    });
+  });
+}
+
+function launch(binary: string, dir: string, port: number, appendOnly: boolean, timeoutMs: number) {
+  const args = [
+    '--port', String(port),
+    '--bind', '127.0.0.1',
+    '--dir', dir,
+    '--save', '',
+    '--appendonly', appendOnly ? 'yes' : 'no',
+    '--appendfsync', 'everysec',
+    '--maxmemory-policy', 'noeviction',
+    '--daemonize', 'no',
+    '--protected-mode', 'yes',
+    '--logfile', '',
+  ]; // biome-ignore format: one flag per line pair reads best
+  const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  return new Promise<ChildProcess>((resolve, reject) => {
+    let output = '';
+    const timer = setTimeout(() => fail(`did not report ready within ${timeoutMs} ms`), timeoutMs);
+    const fail = (why: string) => {
+      clearTimeout(timer);
+      child.kill('SIGKILL');
+      reject(new RedisServerError(`redis-server on port ${port} ${why}:\n${output.slice(-2000)}`));
+    };
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('Ready to accept connections')) {
+        clearTimeout(timer);
+        child.stdout?.off('data', onData);
+        child.stdout?.resume();
+        child.stderr?.resume();
+        resolve(child);
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', (c: Buffer) => {
+      output += c.toString();
+    });
+    child.once('error', (err) => fail(`could not start (${err.message})`));
+    child.once('exit', (code) => fail(`exited with code ${code}`));
+  });
+}
+
+function terminate(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    child.removeAllListeners('exit');
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+  });
+}
+
+/**
+ * Starts a private redis-server on 127.0.0.1 (never one already running), with
+ * `maxmemory-policy noeviction` as BullMQ requires. Retries on another port if the chosen
+ * one was taken in the meantime.
+ */
+export async function startRedisServer(options: RedisServerOptions = {}): Promise<RedisServer> {
+  const binary = resolveBinary(options.binary);
+  const ownsDir = options.dir === undefined;
+  const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'h2h-redis-'));
+  const appendOnly = options.appendOnly ?? true;
+  const timeoutMs = options.startTimeoutMs ?? 10_000;
+  let port = options.port ?? 0;
+  let child: ChildProcess | undefined;
+  for (let attempt = 0; !child; attempt++) {
+    const tryPort = port || (await freePort());
+    try {
+      child = await launch(binary, dir, tryPort, appendOnly, timeoutMs);
+      port = tryPort;
+    } catch (err) {
+      if (options.port !== undefined || attempt >= 4) {
+        if (ownsDir) rmSync(dir, { recursive: true, force: true });
+        throw err;
+      }
+    }
+  }
+  const stopChild = async () => {
+    if (child) await terminate(child);
+  };
+  process.once('exit', () => child?.kill('SIGKILL'));
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    port,
+    dir,
+    pause: stopChild,
+    async resume() {
+      await stopChild();
+      child = await launch(binary, dir, port, appendOnly, timeoutMs);
+    },
+    async stop() {
+      await stopChild();
+      if (ownsDir) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,201 @@
+/**
+ * The upstream H2H API's data model: the spec's resources (`shared/upstream-api.md` §2), the
+ * order state machine and the error codes fixed in `shared/decisions.md`. The simulator, the
+ * client, the store and the receiver all import these; nothing else defines them.
+ */
+
+/** Path prefix of every member endpoint (spec §1). */
+export const API_PREFIX = '/v1/member-api';
+
+/** GET /profile (spec §2). */
+export interface Profile {
+  member_id: string;
+  member_name: string;
+  member_role: string;
+  member_balance: number;
+}
+
+/** An entry of GET /categories (spec §2). */
+export interface Category {
+  name: string;
+  code: string;
+  sub_name: string;
+  logo: string;
+  is_active: boolean;
+}
+
+/** An entry of GET /products (decisions.md: "Order responses"); `price` is already the caller's. */
+export interface Product {
+  id: string;
+  code: string;
+  name: string;
+  category_code: string;
+  price: number;
+  is_active: boolean;
+}
+
+/** Every status of decisions.md, in the order an order normally moves through them. */
+export const ORDER_STATUSES = ['PENDING', 'PROCESSING', 'SUCCESS', 'FAILED', 'REFUNDED'] as const;
+export type OrderStatus = (typeof ORDER_STATUSES)[number];
+
+/** The order object of POST /orders and GET /orders/:ref (spec §2 plus decisions.md's extra fields). */
+export interface Order {
+  invoice_number: string;
+  partner_ref: string;
+  /** Usually an {@link OrderStatus}; a string outside the table is kept as received. */
+  status: string;
+  amount: number;
+  /** `user_id(server_id)`, or the user id alone for products without a server id. */
+  target: string;
+  product_name: string;
+  product_code: string;
+  serial_number: string | null;
+  nickname: string | null;
+  /** A short reason on FAILED/REFUNDED, otherwise null. */
+  message: string | null;
+  created_at: string;
+  success_at: string | null;
+}
+
+/** Target data of an order: for a game top-up `{user_id, server_id}`; other products other keys. */
+export type OrderData = Record<string, string>;
+
+/** Body of POST /orders (spec §2, "Order input"). */
+export interface OrderInput {
+  product_code?: string;
+  product_id?: string;
+  /** The member's idempotency key, at most {@link PARTNER_REF_MAX_LENGTH} characters. */
+  partner_ref?: string;
+  data: OrderData;
+  callback_url?: string;
+}
+
+/** Spec §8. */
+export const PARTNER_REF_MAX_LENGTH = 64;
+/** Spec §8 and decisions.md: requests per rolling minute per API key. */
+export const DEFAULT_RATE_LIMIT_PER_MINUTE = 60;
+
+/** Every error body of the upstream (spec §7). */
+export interface ErrorBody {
+  statusCode: number;
+  /** The error code: the field to act on. */
+  message: string;
+  /** Detail; for IP_NOT_WHITELISTED the sender IP. */
+  error: string;
+}
+
+/**
+ * The upstream's error codes (the `message` field) with their HTTP status and what the caller
+ * should do. Spec §7 plus the codes decisions.md fixes for the spec's gaps.
+ */
+export const UPSTREAM_ERRORS = {
+  API_KEY_MISSING: { status: 401, fix: 'send the API key in x-api-key or Authorization: Bearer' },
+  INVALID_API_KEY: { status: 401, fix: 'check the API key, and that H2H access and the account are active' },
+  IP_NOT_WHITELISTED: { status: 401, fix: 'add the IP in the error detail to the member whitelist' },
+  TOO_MANY_REQUESTS: {
+    status: 429,
+    fix: 'slow down: at most 60 requests per minute; retry after Retry-After',
+  },
+  INVALID_PRODUCT: { status: 400, fix: 'use an active product code or id that is enabled for the API' },
+  INSUFFICIENT_BALANCE: { status: 400, fix: 'top up the balance, then create a new order' },
+  INVALID_TARGET: { status: 400, fix: 'fix the target data field named in the detail' },
+  VALIDATION_ERROR: { status: 400, fix: 'fix the request field named in the detail' },
+  ORDER_NOT_FOUND: { status: 404, fix: 'check the partner_ref or invoice number' },
+  INTERNAL_ERROR: { status: 500, fix: 'the upstream failed; retry later' },
+} as const satisfies Record<string, { status: number; fix: string }>;
+export type UpstreamErrorCode = keyof typeof UPSTREAM_ERRORS;
+
+/** The reason phrase that goes into `error` when there is no more specific detail. */
+export const HTTP_REASON: Record<number, string> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  404: 'Not Found',
+  429: 'Too Many Requests',
+  500: 'Internal Server Error',
+  503: 'Service Unavailable',
+};
+
+/** Builds an error body of the spec's shape for a known code. */
+export function errorBody(code: UpstreamErrorCode, detail?: string): ErrorBody {
+  const status = UPSTREAM_ERRORS[code].status;
+  return { statusCode: status, message: code, error: detail ?? HTTP_REASON[status] ?? 'Error' };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The order state machine (decisions.md, "Order states"). The single source of the rules.
+
+/** Statuses after which an order is settled. SUCCESS may still become REFUNDED. */
+const FINAL: ReadonlySet<string> = new Set<OrderStatus>(['SUCCESS', 'FAILED', 'REFUNDED']);
+
+/** The allowed status changes (besides SUCCESS→SUCCESS adding a serial number). */
+export const ALLOWED_TRANSITIONS: Readonly<Record<OrderStatus, readonly OrderStatus[]>> = {
+  PENDING: ['PROCESSING', 'SUCCESS', 'FAILED'],
+  PROCESSING: ['SUCCESS', 'FAILED'],
+  SUCCESS: ['REFUNDED'],
+  FAILED: [],
+  REFUNDED: [],
+};
+
+export function isKnownStatus(status: string): status is OrderStatus {
+  return (ORDER_STATUSES as readonly string[]).includes(status);
+}
+
+/** Final per decisions.md; a status outside the table is never final. */
+export function isFinalStatus(status: string): boolean {
+  return FINAL.has(status);
+}
+
+/** What a snapshot's status and serial number are compared on. */
+export interface StatusSnapshot {
+  status: string;
+  serial_number: string | null;
+}
+
+/** Why a snapshot changes an order, or why it does not. */
+export type TransitionVerdict =
+  | { apply: true; reason: 'transition' | 'serial_added' }
+  | { apply: false; reason: 'duplicate' | 'not_allowed' | 'unknown_status' };
+
+/**
+ * Decides whether an order at `current` moves to `next` (decisions.md, "Allowed transitions").
+ * Anything not allowed (an older state after a newer one, FAILED after SUCCESS, a status outside
+ * the table) leaves the order as it is; the caller still records the event.
+ */
+export function decideTransition(current: StatusSnapshot, next: StatusSnapshot): TransitionVerdict {
+  if (!isKnownStatus(next.status)) return { apply: false, reason: 'unknown_status' };
+  if (current.status === next.status) {
+    if (next.status === 'SUCCESS' && next.serial_number && !current.serial_number) {
+      return { apply: true, reason: 'serial_added' };
+    }
+    return { apply: false, reason: 'duplicate' };
+  }
+  // An order whose status we only know as an unknown string may move to any known status.
+  if (!isKnownStatus(current.status)) return { apply: true, reason: 'transition' };
+  return ALLOWED_TRANSITIONS[current.status].includes(next.status)
+    ? { apply: true, reason: 'transition' }
+    : { apply: false, reason: 'not_allowed' };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Webhooks (decisions.md, "Webhooks").
+
+/** The event type every webhook carries. */
+export const ORDER_UPDATED_EVENT = 'order.updated';
+
+/** Body of a webhook delivery. */
+export interface WebhookEvent {
+  event_id: string;
+  event: typeof ORDER_UPDATED_EVENT;
+  /** ISO 8601 UTC. */
+  created_at: string;
+  /** The order as GET /orders/:ref returned it at that moment. */
+  data: Order;
+}
+
+/** Default header names of a webhook delivery; the receiver takes others as settings. */
+export const WEBHOOK_HEADERS = {
+  timestamp: 'x-timestamp',
+  signature: 'x-signature',
+  eventId: 'x-event-id',
+  eventType: 'x-event-type',
+} as const;

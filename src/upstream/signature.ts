@@ -1,0 +1,100 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+
+/**
+ * The webhook signature of spec §6 and decisions.md: lowercase hex HMAC-SHA256, keyed with the
+ * member's API secret, over `timestamp + "." + raw body`. Signing and verifying live side by
+ * side here; the simulator signs with this module and the receiver verifies with it.
+ */
+
+/** Default tolerated distance between the signed timestamp and now, either way (decisions.md). */
+export const DEFAULT_TOLERANCE_S = 300;
+
+const HEX_SHA256 = /^[0-9a-fA-F]{64}$/;
+const DECIMAL_SECONDS = /^[0-9]{1,12}$/;
+
+/** Signs a raw body. `rawBody` must be the exact bytes sent; a string is taken as UTF-8. */
+export function signWebhook(secret: string, timestamp: string | number, rawBody: Buffer | string): string {
+  return createHmac('sha256', secret).update(`${timestamp}.`).update(rawBody).digest('hex');
+}
+
+/** The reasons a webhook is refused; each is an answer code of the receiver. */
+export type SignatureFailureCode = 'SIGNATURE_MISSING' | 'INVALID_SIGNATURE' | 'TIMESTAMP_OUT_OF_TOLERANCE';
+
+export interface VerifyWebhookInput {
+  /** The request body exactly as received. Never a re-serialised object. */
+  rawBody: Buffer;
+  /** The timestamp header as received (unix seconds, decimal). */
+  timestamp: string | undefined;
+  /** The signature header as received (hex). */
+  signature: string | undefined;
+  /** Accepted secrets, newest first; more than one while a secret is being rotated. */
+  secrets: readonly string[];
+  /** Default: {@link DEFAULT_TOLERANCE_S}. */
+  toleranceS?: number;
+  /** Current unix time in seconds. Default: the clock. */
+  nowS?: number;
+}
+
+export type VerifyWebhookResult =
+  | { ok: true; timestamp: number; secretIndex: number }
+  | {
+      ok: false;
+      code: SignatureFailureCode;
+      /** What is wrong and what to fix. */
+      message: string;
+      /** True when the signature matched but the timestamp did not: the event is authentic. */
+      authentic: boolean;
+    };
+
+/**
+ * Verifies a webhook signature in constant time against each secret. Never throws on bad input:
+ * a missing header, malformed hex or a wrong length is a failure result.
+ */
+export function verifyWebhookSignature(input: VerifyWebhookInput): VerifyWebhookResult {
+  const { rawBody, timestamp, signature, secrets } = input;
+  if (!timestamp || !signature) {
+    return {
+      ok: false,
+      code: 'SIGNATURE_MISSING',
+      message: 'the signature or timestamp header is missing; is the sender signing its webhooks?',
+      authentic: false,
+    };
+  }
+  const received = HEX_SHA256.test(signature) ? Buffer.from(signature, 'hex') : undefined;
+  const secretIndex = received
+    ? secrets.findIndex((secret) =>
+        timingSafeEqual(Buffer.from(signWebhook(secret, timestamp, rawBody), 'hex'), received),
+      )
+    : -1;
+  if (secretIndex < 0) {
+    return {
+      ok: false,
+      code: 'INVALID_SIGNATURE',
+      message:
+        'the signature does not match any configured secret; check the API secret, and that the raw request body is verified as received',
+      authentic: false,
+    };
+  }
+  const seconds = DECIMAL_SECONDS.test(timestamp) ? Number(timestamp) : Number.NaN;
+  const nowS = input.nowS ?? Math.floor(Date.now() / 1000);
+  const tolerance = input.toleranceS ?? DEFAULT_TOLERANCE_S;
+  if (!(Math.abs(nowS - seconds) <= tolerance)) {
+    return {
+      ok: false,
+      code: 'TIMESTAMP_OUT_OF_TOLERANCE',
+      message: `the timestamp is more than ${tolerance} s from this server's clock; check both clocks (NTP)`,
+      authentic: true,
+    };
+  }
+  return { ok: true, timestamp: seconds, secretIndex };
+}
+
+/** Headers of a validly signed delivery, for tests and the simulator. */
+export function signedWebhookHeaders(
+  secret: string,
+  rawBody: Buffer | string,
+  timestampS: number = Math.floor(Date.now() / 1000),
+): { 'x-timestamp': string; 'x-signature': string } {
+  const ts = String(timestampS);
+  return { 'x-timestamp': ts, 'x-signature': signWebhook(secret, ts, rawBody) };
+}
