@@ -1,0 +1,162 @@
+import { z } from 'zod';
+
+/**
+ * Every setting of h2h-sync, read once from the environment at start-up and validated here.
+ * Each entry's description and default feed the settings table of the README
+ * (`npm run docs:config` prints it; a test keeps the README in step). Components receive only
+ * their own section of {@link Config}; nothing else reads `process.env`.
+ */
+
+const int = (min: number) => z.coerce.number().int().min(min);
+const list = z.string().transform((s) =>
+  s
+    .split(',')
+    .map((part) => part.trim())
+    .filter(Boolean),
+);
+
+export const settingsSchema = z.object({
+  H2H_BASE_URL: z
+    .url({ protocol: /^https?$/ })
+    .optional()
+    .describe('Upstream base URL including `/v1/member-api`. Required by commands that call the upstream.'),
+  H2H_API_KEY: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('Upstream API key. Required by commands that call the upstream.'),
+  H2H_API_SECRET: list
+    .optional()
+    .describe(
+      'Webhook secrets, comma-separated, newest first (two during a rotation). Required by the receiver.',
+    ),
+  H2H_AUTH_STYLE: z
+    .enum(['x-api-key', 'bearer'])
+    .default('x-api-key')
+    .describe('How the API key is sent: `x-api-key` header or `Authorization: Bearer`.'),
+  H2H_CONNECT_TIMEOUT_MS: int(1).default(5_000).describe('Upstream connect timeout.'),
+  H2H_HEADERS_TIMEOUT_MS: int(1).default(15_000).describe('Upstream timeout until response headers arrive.'),
+  H2H_BODY_TIMEOUT_MS: int(1).default(15_000).describe('Upstream timeout between body chunks.'),
+  H2H_RETRY_MAX_ATTEMPTS: int(1).default(4).describe('Attempts per upstream call, first one included.'),
+  H2H_RATE_LIMIT: int(1)
+    .default(60)
+    .describe('Upstream calls allowed per rate window, shared by every process.'),
+  H2H_RATE_WINDOW_MS: int(1000).default(60_000).describe('Length of the rolling rate window.'),
+  H2H_RATE_RESERVE_CREATE: int(0)
+    .default(20)
+    .describe('Calls per window that status polling may never use, kept for order creation.'),
+  REDIS_URL: z
+    .url({ protocol: /^rediss?$/ })
+    .default('redis://127.0.0.1:6379')
+    .describe('Redis for the queues and the shared rate budget.'),
+  H2H_DB_PATH: z.string().min(1).default('./var/h2h-sync.db').describe('SQLite order store file.'),
+  LOG_LEVEL: z
+    .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+    .default('info')
+    .describe('pino log level.'),
+});
+
+export type Settings = z.infer<typeof settingsSchema>;
+
+/** Settings whose values never appear in messages or logs. */
+const SECRET_SETTINGS = new Set(['H2H_API_KEY', 'H2H_API_SECRET']);
+
+/** A setting is missing or malformed; the message names the variable and the fix. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+  readonly code = 'CONFIG_INVALID';
+}
+
+/** Options of the upstream client, as the config provides them. */
+export interface UpstreamSettings {
+  baseUrl: string;
+  apiKey: string;
+  authStyle: 'x-api-key' | 'bearer';
+  connectTimeoutMs: number;
+  headersTimeoutMs: number;
+  bodyTimeoutMs: number;
+  retryMaxAttempts: number;
+}
+
+/** The validated configuration, one section per component. */
+export interface Config {
+  settings: Settings;
+  redisUrl: string;
+  dbPath: string;
+  logLevel: Settings['LOG_LEVEL'];
+  budget: { limit: number; windowMs: number; reservedForCreate: number };
+}
+
+/** Reads and validates every setting; throws {@link ConfigError} naming each bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const raw: Record<string, string | undefined> = Object.fromEntries(
+    Object.keys(settingsSchema.shape).map((key) => [key, env[key] === '' ? undefined : env[key]]),
+  );
+  const parsed = settingsSchema.safeParse(raw);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((issue) => {
+      const name = String(issue.path[0]);
+      const shown = SECRET_SETTINGS.has(name) ? '(hidden)' : JSON.stringify(raw[name]);
+      return `${name}=${shown} is not valid: ${issue.message}`;
+    });
+    throw new ConfigError(
+      `invalid configuration:\n  ${lines.join('\n  ')}\nFix the variables above (see README, "Settings").`,
+    );
+  }
+  const s = parsed.data;
+  if (s.H2H_RATE_RESERVE_CREATE >= s.H2H_RATE_LIMIT) {
+    throw new ConfigError(
+      `H2H_RATE_RESERVE_CREATE (${s.H2H_RATE_RESERVE_CREATE}) must be below H2H_RATE_LIMIT (${s.H2H_RATE_LIMIT}), or polling could never run`,
+    );
+  }
+  return {
+    settings: s,
+    redisUrl: s.REDIS_URL,
+    dbPath: s.H2H_DB_PATH,
+    logLevel: s.LOG_LEVEL,
+    budget: {
+      limit: s.H2H_RATE_LIMIT,
+      windowMs: s.H2H_RATE_WINDOW_MS,
+      reservedForCreate: s.H2H_RATE_RESERVE_CREATE,
+    },
+  };
+}
+
+/** The upstream section; throws {@link ConfigError} when the URL or key a command needs is missing. */
+export function upstreamSettings(config: Config): UpstreamSettings {
+  const s = config.settings;
+  const missing = [!s.H2H_BASE_URL && 'H2H_BASE_URL', !s.H2H_API_KEY && 'H2H_API_KEY'].filter(Boolean);
+  if (missing.length > 0) {
+    throw new ConfigError(
+      `${missing.join(' and ')} must be set to call the upstream (for the simulator: H2H_BASE_URL=http://127.0.0.1:4010/v1/member-api H2H_API_KEY=sim_key_demo_M0001)`,
+    );
+  }
+  return {
+    baseUrl: s.H2H_BASE_URL!,
+    apiKey: s.H2H_API_KEY!,
+    authStyle: s.H2H_AUTH_STYLE,
+    connectTimeoutMs: s.H2H_CONNECT_TIMEOUT_MS,
+    headersTimeoutMs: s.H2H_HEADERS_TIMEOUT_MS,
+    bodyTimeoutMs: s.H2H_BODY_TIMEOUT_MS,
+    retryMaxAttempts: s.H2H_RETRY_MAX_ATTEMPTS,
+  };
+}
+
+/** The webhook secrets; throws {@link ConfigError} when none is configured. */
+export function webhookSecrets(config: Config): string[] {
+  const secrets = config.settings.H2H_API_SECRET ?? [];
+  if (secrets.length === 0) {
+    throw new ConfigError('H2H_API_SECRET must be set (comma-separated, newest first) to verify webhooks');
+  }
+  return secrets;
+}
+
+/** The settings table of the README, generated from the schema. */
+export function settingsTable(): string {
+  const rows = Object.entries(settingsSchema.shape).map(([name, schema]) => {
+    const def = schema.def as { type: string; defaultValue?: unknown };
+    const fallback = def.type === 'default' ? `\`${String(def.defaultValue)}\`` : '—';
+    return `| \`${name}\` | ${fallback} | ${schema.description ?? ''} |`;
+  });
+  return ['| Variable | Default | Meaning |', '|---|---|---|', ...rows].join('\n');
+}

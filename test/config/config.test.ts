@@ -1,0 +1,74 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+import {
+  ConfigError,
+  loadConfig,
+  settingsTable,
+  upstreamSettings,
+  webhookSecrets,
+} from '../../src/config/config.js';
+
+test('with no environment every setting has its documented default', () => {
+  const config = loadConfig({});
+  assert.equal(config.redisUrl, 'redis://127.0.0.1:6379');
+  assert.equal(config.dbPath, './var/h2h-sync.db');
+  assert.deepEqual(config.budget, { limit: 60, windowMs: 60_000, reservedForCreate: 20 });
+  assert.equal(config.settings.H2H_AUTH_STYLE, 'x-api-key');
+});
+
+test('a malformed setting fails at start-up naming the variable and its value', () => {
+  assert.throws(
+    () => loadConfig({ H2H_RATE_LIMIT: 'sixty', REDIS_URL: 'http://localhost' }),
+    (err: unknown) =>
+      err instanceof ConfigError &&
+      /H2H_RATE_LIMIT="sixty"/.test(err.message) &&
+      /REDIS_URL="http:\/\/localhost"/.test(err.message),
+  );
+});
+
+test('secret values never appear in a configuration error', () => {
+  assert.throws(
+    () =>
+      loadConfig({
+        H2H_API_KEY: '',
+        H2H_API_SECRET: 'topsecret',
+        H2H_BASE_URL: 'ftp://x',
+        H2H_AUTH_STYLE: 'basic',
+      }),
+    (err: unknown) =>
+      err instanceof ConfigError && !err.message.includes('topsecret') && /H2H_AUTH_STYLE/.test(err.message),
+  );
+});
+
+test('commands that call the upstream name the missing URL and key', () => {
+  assert.throws(() => upstreamSettings(loadConfig({})), /H2H_BASE_URL and H2H_API_KEY must be set/);
+  const upstream = upstreamSettings(
+    loadConfig({
+      H2H_BASE_URL: 'http://127.0.0.1:4010/v1/member-api',
+      H2H_API_KEY: 'k',
+      H2H_AUTH_STYLE: 'bearer',
+    }),
+  );
+  assert.equal(upstream.authStyle, 'bearer');
+});
+
+test('webhook secrets are a comma-separated list, newest first, and required by the receiver', () => {
+  assert.deepEqual(webhookSecrets(loadConfig({ H2H_API_SECRET: ' new , old ' })), ['new', 'old']);
+  assert.throws(() => webhookSecrets(loadConfig({})), /H2H_API_SECRET must be set/);
+});
+
+test('a creation reserve that leaves polling nothing is refused', () => {
+  assert.throws(
+    () => loadConfig({ H2H_RATE_LIMIT: '10', H2H_RATE_RESERVE_CREATE: '10' }),
+    /H2H_RATE_RESERVE_CREATE/,
+  );
+});
+
+test('the README settings table is the one generated from the schema', () => {
+  const readme = readFileSync('README.md', 'utf8');
+  assert.ok(
+    readme.includes(settingsTable()),
+    'README is out of date: paste the output of `npm run docs:config`',
+  );
+});
