@@ -1,0 +1,45 @@
+import { type Logger, pino } from 'pino';
+
+/**
+ * Paths pino censors in every log line: the API key and secrets wherever they could appear
+ * (request headers, config objects, error details). Hyphenated header names need brackets.
+ */
+export const REDACT_PATHS = [
+  'apiKey',
+  '*.apiKey',
+  'secrets',
+  '*.secrets',
+  'H2H_API_KEY',
+  'H2H_API_SECRET',
+  '*.H2H_API_KEY',
+  '*.H2H_API_SECRET',
+  'req.headers.authorization',
+  'req.headers["x-api-key"]',
+  'req.headers["x-signature"]',
+  'headers.authorization',
+  'headers["x-api-key"]',
+  'headers["x-signature"]',
+];
+
+export interface LoggerOptions {
+  /** Default: `info`. */
+  level?: string;
+  /** The component name in every line (`receiver`, `worker`, …). */
+  name?: string;
+  /** Where lines go. Default: stdout. */
+  destination?: pino.DestinationStream;
+}
+
+/** The structured JSON logger every component uses, with secrets redacted. */
+export function createLogger(options: LoggerOptions = {}): Logger {
+  return pino(
+    {
+      level: options.level ?? 'info',
+      name: options.name,
+      redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+      base: { pid: process.pid },
+      timestamp: pino.stdTimeFunctions.isoTime,
+    },
+    options.destination,
+  );
+}
