@@ -1,6 +1,98 @@
-import type { Command } from 'commander';
+import { type Command, InvalidArgumentError, Option } from 'commander';
+import { pino } from 'pino';
+import { createSimulator } from './index.js';
+import { SIMULATOR_DEFAULTS } from './simulator-options.js';
 
-/** Registers `h2h-sync sim`. (Placeholder until the simulator lands.) */
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/** A commander argument parser for a number in [min, max] (an integer unless `fraction`). */
+function numberIn(flag: string, min: number, max: number, fraction = false) {
+  return (raw: string): number => {
+    const value = Number(raw);
+    const ok = raw.trim() !== '' && Number.isFinite(value) && (fraction || Number.isInteger(value));
+    if (!ok || value < min || value > max) {
+      const kind = fraction ? 'a number' : 'an integer';
+      throw new InvalidArgumentError(`${flag} must be ${kind} from ${min} to ${max} (got "${raw}")`);
+    }
+    return value;
+  };
+}
+
+interface SimFlags {
+  port: number;
+  host: string;
+  fixture: string;
+  timeScale: number;
+  seed: number;
+  rateLimit: number;
+  webhookTimeoutMs: number;
+  logLevel: string;
+}
+
+/**
+ * Registers `h2h-sync sim`: runs the upstream simulator (docs/simulator.md) until SIGINT or
+ * SIGTERM, after printing `simulator listening: <base URL>`.
+ */
 export function registerSimCommand(program: Command): void {
-  program.command('sim').description('run the upstream simulator');
+  program
+    .command('sim')
+    .description('run the upstream simulator (docs/simulator.md)')
+    .requiredOption('--fixture <path>', 'JSON fixture file, e.g. fixtures/demo.json')
+    .option('--port <port>', 'port to listen on; 0 = a free one', numberIn('--port', 0, 65_535), 4010)
+    .option('--host <host>', 'address to listen on', SIMULATOR_DEFAULTS.host)
+    .option(
+      '--time-scale <factor>',
+      'multiplies every simulated delay (0.001: a 1-minute retry takes 60 ms)',
+      numberIn('--time-scale', 0, 1_000, true),
+      SIMULATOR_DEFAULTS.timeScale,
+    )
+    .option('--seed <n>', 'seed of the fault random source', numberIn('--seed', 0, 2 ** 31 - 1), 1)
+    .option(
+      '--rate-limit <n>',
+      'requests per rolling minute per member; 0 = unlimited',
+      numberIn('--rate-limit', 0, 1_000_000),
+      SIMULATOR_DEFAULTS.rateLimit,
+    )
+    .option(
+      '--webhook-timeout-ms <ms>',
+      'a webhook not answered 2xx within this fails',
+      numberIn('--webhook-timeout-ms', 1, 600_000),
+      SIMULATOR_DEFAULTS.webhookTimeoutMs,
+    )
+    .addOption(new Option('--log-level <level>', 'pino log level').choices(LOG_LEVELS).default('info'))
+    .action(async (flags: SimFlags) => {
+      const logger = pino({ level: flags.logLevel });
+      let sim: Awaited<ReturnType<typeof createSimulator>>;
+      try {
+        sim = await createSimulator({
+          fixture: flags.fixture,
+          host: flags.host,
+          port: flags.port,
+          timeScale: flags.timeScale,
+          seed: flags.seed,
+          rateLimit: flags.rateLimit,
+          webhookTimeoutMs: flags.webhookTimeoutMs,
+          logger,
+        });
+      } catch (error) {
+        process.stderr.write(`h2h-sync sim: ${(error as Error).message}\n`);
+        process.exitCode = 1;
+        return;
+      }
+      process.stdout.write(`simulator listening: ${sim.baseUrl}\n`);
+      process.stdout.write(`control API: ${sim.origin}/__sim\n`);
+
+      const stop = (signal: NodeJS.Signals) => {
+        logger.info({ signal }, 'simulator stopping');
+        sim.close().then(
+          () => process.stdout.write('simulator stopped\n'),
+          (error: unknown) => {
+            process.stderr.write(`h2h-sync sim: close failed: ${(error as Error).message}\n`);
+            process.exitCode = 1;
+          },
+        );
+      };
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+    });
 }

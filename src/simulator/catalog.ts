@@ -1,0 +1,71 @@
+import type { Category, Product } from '../upstream/model.js';
+import type { CatalogProduct, FixtureCategory } from './fixture.js';
+
+/** The categories and products of the fixture, indexed for the order path. Read-only. */
+export class Catalog {
+  private readonly categoriesByCode: ReadonlyMap<string, FixtureCategory>;
+  private readonly productsById: ReadonlyMap<string, CatalogProduct>;
+  private readonly productsByCode: ReadonlyMap<string, CatalogProduct>;
+
+  constructor(
+    private readonly categories: readonly FixtureCategory[],
+    private readonly products: readonly CatalogProduct[],
+  ) {
+    this.categoriesByCode = new Map(categories.map((category) => [category.code, category]));
+    this.productsById = new Map(products.map((product) => [product.id.toLowerCase(), product]));
+    this.productsByCode = new Map(products.map((product) => [product.code, product]));
+  }
+
+  findProductById(id: string): CatalogProduct | undefined {
+    return this.productsById.get(id.toLowerCase());
+  }
+
+  findProductByCode(code: string): CatalogProduct | undefined {
+    return this.productsByCode.get(code);
+  }
+
+  /** Active, enabled for the API, and in an active category (spec §2: "Products must be active..."). */
+  isOrderable(product: CatalogProduct): boolean {
+    return product.is_active && product.api_enabled && this.isCategoryActive(product.category_code);
+  }
+
+  /** GET /categories: every category, inactive ones included. */
+  listCategories(): Category[] {
+    return this.categories.map(({ name, code, sub_name, logo, is_active }) => ({
+      name,
+      code,
+      sub_name,
+      logo,
+      is_active,
+    }));
+  }
+
+  /**
+   * GET /products for a member of `role`: every product (inactive ones included, optionally of one
+   * category), priced for the role. `is_active` is false when the product or its category is off.
+   */
+  listProducts(role: string, categoryCode?: string): Product[] {
+    const result: Product[] = [];
+    for (const product of this.products) {
+      if (categoryCode !== undefined && product.category_code !== categoryCode) continue;
+      result.push({
+        id: product.id,
+        code: product.code,
+        name: product.name,
+        category_code: product.category_code,
+        price: priceFor(product, role),
+        is_active: product.is_active && this.isCategoryActive(product.category_code),
+      });
+    }
+    return result;
+  }
+
+  private isCategoryActive(code: string): boolean {
+    return this.categoriesByCode.get(code)?.is_active === true;
+  }
+}
+
+/** The price a member of `role` pays: the role's price when the product has one, else the list price. */
+export function priceFor(product: CatalogProduct, role: string): number {
+  return Object.hasOwn(product.role_prices, role) ? product.role_prices[role]! : product.price;
+}

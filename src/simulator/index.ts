@@ -1,0 +1,64 @@
+import type { AddressInfo } from 'node:net';
+import { pino } from 'pino';
+import { API_PREFIX } from '../upstream/model.js';
+import { loadFixture } from './fixture.js';
+import { buildSimApp } from './sim-app.js';
+import { SimEngine } from './sim-engine.js';
+import { resolveSimulatorOptions, type SimulatorOptions } from './simulator-options.js';
+
+export type { Fixture } from './fixture.js';
+export { FixtureError } from './fixture.js';
+export type { SimulatorOptions } from './simulator-options.js';
+export { SIMULATOR_DEFAULTS } from './simulator-options.js';
+export type { WebhookAttemptRecord } from './webhook-dispatcher.js';
+
+/** A running simulator. */
+export interface Simulator {
+  /** Where it listens, e.g. `http://127.0.0.1:43121`. */
+  readonly origin: string;
+  /** `origin` + `/v1/member-api`: the base URL a client is configured with. */
+  readonly baseUrl: string;
+  /** Stops HTTP, every timer and every pending webhook delivery. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the upstream simulator (docs/simulator.md) and resolves once it listens. Rejects with a
+ * FixtureError for a bad fixture and a RangeError for a bad option, naming what to fix.
+ */
+export async function createSimulator(options: SimulatorOptions): Promise<Simulator> {
+  const settings = resolveSimulatorOptions(options);
+  const fixture = await loadFixture(options.fixture);
+  const engine = new SimEngine({
+    fixture,
+    timeScale: settings.timeScale,
+    seed: settings.seed,
+    rateLimit: settings.rateLimit,
+    webhookTimeoutMs: settings.webhookTimeoutMs,
+    logger: options.logger ?? pino({ level: 'silent' }),
+  });
+  const app = buildSimApp(engine, options.logger);
+  try {
+    await app.listen({ host: settings.host, port: settings.port });
+  } catch (error) {
+    await engine.close();
+    throw error;
+  }
+  const { address, port, family } = app.server.address() as AddressInfo;
+  const origin = `http://${family === 'IPv6' ? `[${address}]` : address}:${port}`;
+
+  let closing: Promise<void> | undefined;
+  const close = async () => {
+    engine.abortHeldResponses();
+    await app.close();
+    await engine.close();
+  };
+  return {
+    origin,
+    baseUrl: `${origin}${API_PREFIX}`,
+    close: () => {
+      closing ??= close();
+      return closing;
+    },
+  };
+}

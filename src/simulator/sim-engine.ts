@@ -1,0 +1,203 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from 'pino';
+import { decideTransition, type TransitionVerdict } from '../upstream/model.js';
+import { Catalog, priceFor } from './catalog.js';
+import { FaultInjector } from './faults.js';
+import type { LoadedFixture } from './fixture.js';
+import { MemberDirectory, type MemberState } from './members.js';
+import { OrderBook } from './order-book.js';
+import { InvoiceNumbers, nicknameFor, serialNumberFor, targetLabel } from './order-identifiers.js';
+import { parseOrderInput } from './order-input.js';
+import { checkTarget, resolveOrderableProduct } from './order-rules.js';
+import { RollingWindowLimiter } from './rate-limiter.js';
+import { upstreamError } from './sim-errors.js';
+import type { SimOrder } from './sim-order.js';
+import { type ProgressionStep, progressionFor, STATUS_STEP_MS } from './status-progression.js';
+import { TimerSet } from './timer-set.js';
+import { WebhookDispatcher } from './webhook-dispatcher.js';
+
+export interface SimEngineOptions {
+  fixture: LoadedFixture;
+  timeScale: number;
+  seed: number;
+  /** Requests per rolling minute per member; 0 = unlimited. */
+  rateLimit: number;
+  webhookTimeoutMs: number;
+  logger: Logger;
+}
+
+/** A status change asked for by the timeline or the control API. */
+export interface StatusChange {
+  status: string;
+  serial_number?: string | null;
+  /** Default on FAILED/REFUNDED: {@link DEFAULT_STATUS_MESSAGES}; otherwise null. */
+  message?: string | null;
+}
+
+export const DEFAULT_STATUS_MESSAGES: Readonly<Record<string, string>> = {
+  FAILED: 'Top-up failed at the provider; the amount was credited back',
+  REFUNDED: 'Top-up reversed by the provider; the amount was credited back',
+};
+
+/** Statuses that give the member its money back (decisions.md, "Order states"). */
+const CREDITED_BACK = new Set(['FAILED', 'REFUNDED']);
+
+/**
+ * The simulator's state and the only code that changes it: order creation, status changes,
+ * reset. HTTP routes translate requests into these calls and nothing else.
+ */
+export class SimEngine {
+  readonly catalog: Catalog;
+  readonly faults: FaultInjector;
+  readonly limiter: RollingWindowLimiter;
+  readonly orders = new OrderBook();
+  readonly webhooks: WebhookDispatcher;
+  private membersOfRun: MemberDirectory;
+  private readonly timers = new TimerSet();
+  private readonly invoices = new InvoiceNumbers();
+  /** Aborts answers held back by `create_response_delay_ms` when the simulator closes. */
+  private readonly closing = new AbortController();
+  private closed = false;
+
+  constructor(private readonly options: SimEngineOptions) {
+    const { fixture } = options;
+    this.catalog = new Catalog(fixture.categories, fixture.products);
+    this.membersOfRun = new MemberDirectory(fixture.members);
+    this.faults = new FaultInjector(options.seed);
+    this.limiter = new RollingWindowLimiter(options.rateLimit);
+    this.webhooks = new WebhookDispatcher({
+      timers: this.timers,
+      faults: this.faults,
+      timeScale: options.timeScale,
+      timeoutMs: options.webhookTimeoutMs,
+      logger: options.logger,
+    });
+  }
+
+  get members(): MemberDirectory {
+    return this.membersOfRun;
+  }
+
+  /**
+   * POST /orders (spec §4 and decisions.md). Entirely synchronous: no other request can run
+   * between the partner_ref lookup and the insert, so concurrent retries of one partner_ref
+   * create one order and one debit. Throws the spec's 400s.
+   */
+  createOrder(member: MemberState, body: unknown): { created: boolean; order: SimOrder } {
+    const input = parseOrderInput(body);
+    if (input.partner_ref !== undefined) {
+      const existing = this.orders.findByPartnerRef(member.member_id, input.partner_ref);
+      if (existing) return { created: false, order: existing };
+    }
+    const product = resolveOrderableProduct(this.catalog, input);
+    checkTarget(product, input.data);
+    const price = priceFor(product, member.member_role);
+    if (member.balance < price) {
+      throw upstreamError(
+        'INSUFFICIENT_BALANCE',
+        `the balance ${member.balance} is below the price ${price}`,
+      );
+    }
+
+    const now = new Date();
+    const invoiceNumber = this.invoices.next(now);
+    const target = targetLabel(
+      input.data,
+      product.targetRules.map((rule) => rule.key),
+    );
+    const order: SimOrder = {
+      member,
+      product,
+      invoice_number: invoiceNumber,
+      partner_ref: input.partner_ref ?? invoiceNumber,
+      amount: price,
+      target,
+      nickname: this.faults.current.nickname_validator_down
+        ? null
+        : nicknameFor(input.data.user_id ?? target),
+      data: { ...input.data },
+      callback_url: input.callback_url,
+      created_at: now.toISOString(),
+      status: 'PENDING',
+      serial_number: null,
+      message: null,
+      success_at: null,
+    };
+    member.balance -= price;
+    this.orders.insert(order);
+    this.scheduleSteps(order, progressionFor(input.data.user_id), 0);
+    this.options.logger.debug(
+      { invoice_number: invoiceNumber, member_id: member.member_id },
+      'order created',
+    );
+    return { created: true, order };
+  }
+
+  /**
+   * The one place an order's status changes, for the timeline and the control API alike. Applies
+   * what `decideTransition` allows, credits FAILED/REFUNDED back and sends one webhook event.
+   */
+  changeStatus(order: SimOrder, change: StatusChange): TransitionVerdict {
+    const serialNumber = change.serial_number ?? null;
+    const verdict = decideTransition(order, { status: change.status, serial_number: serialNumber });
+    if (!verdict.apply) return verdict;
+    if (verdict.reason === 'transition') {
+      order.status = change.status;
+      if (change.status === 'SUCCESS') order.success_at ??= new Date().toISOString();
+      if (CREDITED_BACK.has(change.status)) order.member.balance += order.amount;
+      order.message = change.message ?? DEFAULT_STATUS_MESSAGES[change.status] ?? null;
+    } else if (change.message !== undefined) {
+      order.message = change.message;
+    }
+    if (serialNumber !== null) order.serial_number = serialNumber;
+    this.options.logger.info(
+      { invoice_number: order.invoice_number, status: order.status, serial_number: order.serial_number },
+      'order status changed',
+    );
+    this.webhooks.enqueue(order);
+    return verdict;
+  }
+
+  /** Holds an answer for `create_response_delay_ms` (real time); rejects when the simulator closes. */
+  delayResponse(delayMs: number): Promise<void> {
+    return sleep(delayMs, undefined, { signal: this.closing.signal });
+  }
+
+  /** Back to the fixture: members, balances, orders, webhook log, rate windows, faults and seed. */
+  reset(): void {
+    this.timers.clearAll();
+    this.webhooks.reset();
+    this.orders.clear();
+    this.limiter.clear();
+    this.faults.reset();
+    this.membersOfRun = new MemberDirectory(this.options.fixture.members);
+    this.options.logger.info('simulator reset to the fixture');
+  }
+
+  /** Stops held answers first, so the HTTP server can drain. */
+  abortHeldResponses(): void {
+    this.closing.abort();
+  }
+
+  /** Cancels every timer and webhook delivery; nothing is scheduled afterwards. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.closing.abort();
+    this.timers.close();
+    await this.webhooks.close();
+  }
+
+  /** The timeline goes on past a step the state machine refuses (the control API may have moved the order). */
+  private scheduleSteps(order: SimOrder, steps: readonly ProgressionStep[], index: number): void {
+    const step = steps[index];
+    if (!step) return;
+    this.timers.schedule(STATUS_STEP_MS * this.options.timeScale, () => {
+      this.changeStatus(order, {
+        status: step.status,
+        serial_number: step.withSerial ? serialNumberFor(order.invoice_number) : null,
+      });
+      this.scheduleSteps(order, steps, index + 1);
+    });
+  }
+}
