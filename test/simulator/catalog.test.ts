@@ -1,0 +1,117 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { Product } from '../../src/upstream/model.js';
+import { DEMO_MEMBERS, type FixtureProduct, startSimulator } from '../helpers/simulator.js';
+
+const PRODUCT_FIELDS = ['category_code', 'code', 'id', 'is_active', 'name', 'price'];
+
+/** What GET /products should show of a fixture product to a member of `role`. */
+function expectedProduct(product: FixtureProduct, role: string): Product {
+  return {
+    id: product.id,
+    code: product.code,
+    name: product.name,
+    category_code: product.category_code,
+    price: product.role_prices[role] ?? product.price,
+    is_active: product.is_active,
+  };
+}
+
+/** Products a member can order through the API: listed whatever else the simulator shows. */
+function orderable(products: FixtureProduct[]): FixtureProduct[] {
+  return products.filter((p) => p.is_active && p.api_enabled);
+}
+
+function byCode(products: Product[]): Map<string, Product> {
+  return new Map(products.map((p) => [p.code, p]));
+}
+
+describe('GET /categories', () => {
+  test('lists every fixture category with name, code, sub_name, logo and is_active', async (t) => {
+    const { api, fixture } = await startSimulator(t);
+
+    const answer = await api('/categories');
+
+    assert.equal(answer.status, 200);
+    assert.ok(Array.isArray(answer.body), 'a plain array');
+    assert.deepEqual(
+      [...answer.body].sort((a, b) => a.code.localeCompare(b.code)),
+      [...fixture.categories].sort((a, b) => a.code.localeCompare(b.code)),
+    );
+  });
+});
+
+describe('GET /products', () => {
+  test('answers a plain array of {id, code, name, category_code, price, is_active}', async (t) => {
+    const { api } = await startSimulator(t);
+
+    const answer = await api<Product[]>('/products');
+
+    assert.equal(answer.status, 200);
+    assert.ok(Array.isArray(answer.body), `a plain array, got ${answer.text.slice(0, 80)}`);
+    assert.ok(answer.body.length > 0);
+    for (const product of answer.body) {
+      assert.deepEqual(Object.keys(product).sort(), PRODUCT_FIELDS, product.code);
+      assert.match(product.id, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+    }
+  });
+
+  test('a reseller sees every orderable product at its reseller price', async (t) => {
+    const { api, fixture } = await startSimulator(t);
+
+    const listed = byCode((await api<Product[]>('/products')).body);
+
+    for (const product of orderable(fixture.products)) {
+      assert.deepEqual(listed.get(product.code), expectedProduct(product, 'reseller'), product.code);
+      assert.notEqual(listed.get(product.code)?.price, product.price, `${product.code} discounted`);
+    }
+  });
+
+  test('a member of role "member" sees the base price', async (t) => {
+    const { api, fixture, keyOf } = await startSimulator(t);
+
+    const listed = byCode((await api<Product[]>('/products', { key: keyOf(DEMO_MEMBERS.memberRole) })).body);
+
+    for (const product of orderable(fixture.products)) {
+      assert.deepEqual(listed.get(product.code), expectedProduct(product, 'member'), product.code);
+      assert.equal(listed.get(product.code)?.price, product.price, product.code);
+    }
+  });
+
+  test('every product listed matches its fixture record, price adjusted to the caller', async (t) => {
+    const { api, fixture } = await startSimulator(t);
+
+    const listed = (await api<Product[]>('/products')).body;
+
+    for (const product of listed) {
+      const record = fixture.products.find((p) => p.code === product.code);
+      assert.ok(record, `${product.code} is in the fixture`);
+      assert.deepEqual(product, expectedProduct(record, 'reseller'));
+    }
+  });
+
+  test('category_code restricts the list to that category', async (t) => {
+    const { api, fixture } = await startSimulator(t);
+
+    const answer = await api<Product[]>('/products?category_code=GI');
+
+    assert.equal(answer.status, 200);
+    assert.deepEqual(
+      answer.body.map((p) => p.code).sort(),
+      orderable(fixture.products)
+        .filter((p) => p.category_code === 'GI')
+        .map((p) => p.code)
+        .sort(),
+    );
+    assert.ok(answer.body.every((p) => p.category_code === 'GI'));
+  });
+
+  test('an unknown category_code gives an empty list', async (t) => {
+    const { api } = await startSimulator(t);
+
+    const answer = await api<Product[]>('/products?category_code=NOPE');
+
+    assert.equal(answer.status, 200);
+    assert.deepEqual(answer.body, []);
+  });
+});

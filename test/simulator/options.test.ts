@@ -1,0 +1,85 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { createSimulator } from '../../src/simulator/index.js';
+import { demoFixture, httpRequest } from '../helpers/simulator.js';
+import { hangFirst, startWebhookSink } from '../helpers/webhook-sink.js';
+
+const DEMO_PATH = fileURLToPath(new URL('../../fixtures/demo.json', import.meta.url));
+
+describe('createSimulator', () => {
+  test('starts from a fixture file path and serves /v1/member-api at baseUrl on 127.0.0.1', async (t) => {
+    const sim = await createSimulator({ fixture: DEMO_PATH });
+    t.after(() => sim.close());
+
+    const profile = await httpRequest(`${sim.baseUrl}/profile`, {
+      headers: { 'x-api-key': 'sim_key_demo_M0001' },
+    });
+
+    assert.match(sim.origin, /^http:\/\/127\.0\.0\.1:\d+$/);
+    assert.equal(sim.baseUrl, `${sim.origin}/v1/member-api`);
+    assert.equal(profile.status, 200);
+    assert.equal(profile.body.member_id, 'M-0001');
+  });
+
+  test('a bad option is refused at start with an error naming it', async () => {
+    const cases: Array<[Record<string, unknown>, RegExp]> = [
+      [{ timeScale: -1 }, /timeScale/],
+      [{ rateLimit: 1.5 }, /rateLimit/],
+      [{ port: 70_000 }, /port/],
+      [{ webhookTimeoutMs: 0 }, /webhookTimeoutMs/],
+    ];
+    for (const [option, name] of cases) {
+      await assert.rejects(createSimulator({ fixture: demoFixture() as never, ...option }), name);
+    }
+  });
+
+  test('a fixture that does not validate is refused with an error naming the field', async () => {
+    const fixture = demoFixture();
+    fixture.products[0]!.category_code = 'NOPE';
+    fixture.members[1]!.ip_whitelist = ['not-an-ip'];
+
+    await assert.rejects(createSimulator({ fixture: fixture as never }), (error: Error) => {
+      assert.match(error.message, /products\[0\]\.category_code/);
+      assert.match(error.message, /members\[1\]\.ip_whitelist/);
+      return true;
+    });
+  });
+
+  test('a missing fixture file is refused with an error naming the path', async () => {
+    await assert.rejects(
+      createSimulator({ fixture: '/nonexistent/fixture.json' }),
+      /\/nonexistent\/fixture\.json/,
+    );
+  });
+
+  test('close() stops listening and may be called twice', async () => {
+    const sim = await createSimulator({ fixture: demoFixture() as never });
+
+    await sim.close();
+    await sim.close();
+
+    await assert.rejects(httpRequest(`${sim.baseUrl}/profile`), /ECONNREFUSED/);
+  });
+
+  test('close() returns promptly while a webhook delivery is waiting for an answer', async (t) => {
+    const sink = await startWebhookSink(t, { secrets: ['sim_secret_demo_M0001'], answer: hangFirst(1) });
+    const fixture = demoFixture();
+    fixture.members[0]!.webhook_url = sink.url;
+    const sim = await createSimulator({ fixture: fixture as never, timeScale: 0.001 });
+    await httpRequest(`${sim.baseUrl}/orders`, {
+      headers: { 'x-api-key': 'sim_key_demo_M0001' },
+      json: {
+        product_code: 'MLBB-86',
+        partner_ref: 'hang-1',
+        data: { user_id: '12344321', server_id: '2001' },
+      },
+    });
+    await sink.waitForDeliveries(() => true);
+
+    const started = Date.now();
+    await sim.close();
+
+    assert.ok(Date.now() - started < 2_000, `close took ${Date.now() - started} ms`);
+  });
+});
