@@ -48,9 +48,9 @@ export function memberRoutes(engine: SimEngine): FastifyPluginAsync {
     app.post('/orders', async (request, reply) => {
       const { created, order } = engine.createOrder(memberOf(request), request.body);
       const answer = toPublicOrder(order);
-      const dropAnswer = engine.faults.roll('create_drop_response');
+      let dropAnswer = engine.faults.roll('create_drop_response');
       const delayMs = engine.faults.current.create_response_delay_ms;
-      if (delayMs > 0) await engine.delayResponse(delayMs);
+      if (delayMs > 0 && !(await engine.delayResponse(delayMs))) dropAnswer = true;
       if (dropAnswer) {
         reply.hijack();
         request.raw.socket.destroy();

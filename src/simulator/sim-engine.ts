@@ -158,9 +158,14 @@ export class SimEngine {
     return verdict;
   }
 
-  /** Holds an answer for `create_response_delay_ms` (real time); rejects when the simulator closes. */
-  delayResponse(delayMs: number): Promise<void> {
-    return sleep(delayMs, undefined, { signal: this.closing.signal });
+  /** Holds an answer for `create_response_delay_ms` (real time); false when the simulator closes meanwhile. */
+  async delayResponse(delayMs: number): Promise<boolean> {
+    try {
+      await sleep(delayMs, undefined, { signal: this.closing.signal });
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   /** Back to the fixture: members, balances, orders, webhook log, rate windows, faults and seed. */
