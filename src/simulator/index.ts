@@ -34,6 +34,7 @@ export async function createSimulator(options: SimulatorOptions): Promise<Simula
     timeScale: settings.timeScale,
     seed: settings.seed,
     rateLimit: settings.rateLimit,
+    rateWindowMs: settings.rateWindowMs,
     webhookTimeoutMs: settings.webhookTimeoutMs,
     logger: options.logger ?? pino({ level: 'silent' }),
   });

@@ -25,6 +25,7 @@ interface SimFlags {
   timeScale: number;
   seed: number;
   rateLimit: number;
+  rateWindowMs: number;
   webhookTimeoutMs: number;
   logLevel: string;
 }
@@ -54,6 +55,12 @@ export function registerSimCommand(program: Command): void {
       SIMULATOR_DEFAULTS.rateLimit,
     )
     .option(
+      '--rate-window-ms <ms>',
+      'length of the rolling rate window',
+      numberIn('--rate-window-ms', 100, 3_600_000),
+      SIMULATOR_DEFAULTS.rateWindowMs,
+    )
+    .option(
       '--webhook-timeout-ms <ms>',
       'a webhook not answered 2xx within this fails',
       numberIn('--webhook-timeout-ms', 1, 600_000),
@@ -71,6 +78,7 @@ export function registerSimCommand(program: Command): void {
           timeScale: flags.timeScale,
           seed: flags.seed,
           rateLimit: flags.rateLimit,
+          rateWindowMs: flags.rateWindowMs,
           webhookTimeoutMs: flags.webhookTimeoutMs,
           logger,
         });

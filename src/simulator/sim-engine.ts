@@ -22,6 +22,8 @@ export interface SimEngineOptions {
   seed: number;
   /** Requests per rolling minute per member; 0 = unlimited. */
   rateLimit: number;
+  /** Length of the rolling rate window in ms. */
+  rateWindowMs: number;
   webhookTimeoutMs: number;
   logger: Logger;
 }
@@ -64,7 +66,7 @@ export class SimEngine {
     this.catalog = new Catalog(fixture.categories, fixture.products);
     this.membersOfRun = new MemberDirectory(fixture.members);
     this.faults = new FaultInjector(options.seed);
-    this.limiter = new RollingWindowLimiter(options.rateLimit);
+    this.limiter = new RollingWindowLimiter(options.rateLimit, options.rateWindowMs);
     this.webhooks = new WebhookDispatcher({
       timers: this.timers,
       faults: this.faults,

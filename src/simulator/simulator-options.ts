@@ -21,6 +21,11 @@ export interface SimulatorOptions {
   seed?: number;
   /** Requests per rolling minute per member over the whole member API. Default `60`; `0` = unlimited. */
   rateLimit?: number;
+  /**
+   * Length of the rolling rate window in real ms. Default `60000` (spec §8); tests shorten it so
+   * that a proof of "never over the limit" does not take minutes.
+   */
+  rateWindowMs?: number;
   /** A webhook attempt not answered 2xx within this many ms has failed. Default `10000`. */
   webhookTimeoutMs?: number;
   /** Where the simulator logs (and Fastify its requests). Default: nothing is logged. */
@@ -33,6 +38,7 @@ export const SIMULATOR_DEFAULTS = {
   timeScale: 1,
   seed: 1,
   rateLimit: DEFAULT_RATE_LIMIT_PER_MINUTE,
+  rateWindowMs: 60_000,
   webhookTimeoutMs: 10_000,
 } as const;
 
@@ -47,6 +53,7 @@ const scalarOptionsSchema = z.object({
     .max(2 ** 31 - 1)
     .default(SIMULATOR_DEFAULTS.seed),
   rateLimit: z.number().int().min(0).max(1_000_000).default(SIMULATOR_DEFAULTS.rateLimit),
+  rateWindowMs: z.number().int().min(100).max(3_600_000).default(SIMULATOR_DEFAULTS.rateWindowMs),
   webhookTimeoutMs: z.number().int().min(1).max(600_000).default(SIMULATOR_DEFAULTS.webhookTimeoutMs),
 });
 export type ResolvedSimulatorOptions = z.output<typeof scalarOptionsSchema>;
