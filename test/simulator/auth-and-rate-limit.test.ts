@@ -9,6 +9,7 @@ import {
   orderInput,
   startSimulator,
 } from '../helpers/simulator.js';
+import { waitFor } from '../helpers/wait.js';
 
 const MEMBER_ENDPOINTS: Array<{ method: 'GET' | 'POST'; path: string; json?: unknown }> = [
   { method: 'GET', path: '/profile' },
@@ -133,6 +134,17 @@ describe('authentication', () => {
     }
   });
 
+  test('over IPv6 loopback a member whitelisting ::1 is served and the refused sender IP is ::1', async (t) => {
+    const { api, keyOf, sim } = await startSimulator(t, { host: '::1' });
+
+    const served = await api('/profile');
+    const refused = await api('/profile', { key: keyOf(DEMO_MEMBERS.remote) });
+
+    assert.match(sim.origin, /^http:\/\/\[::1\]:\d+$/);
+    assert.equal(served.status, 200);
+    assert.deepEqual(refused.body, { statusCode: 401, message: 'IP_NOT_WHITELISTED', error: '::1' });
+  });
+
   test('a refused key creates no order and debits nothing', async (t) => {
     const { api, keyOf, control, fixture } = await startSimulator(t);
     const remote = fixtureMember(fixture, DEMO_MEMBERS.remote);
@@ -219,6 +231,22 @@ describe('rate limit', () => {
     assert.equal(limited.status, 429);
     const orders = (await control('/orders')).body as Array<{ partner_ref: string; member_id: string }>;
     assert.equal(orders.filter((o) => o.member_id === member.member_id).length, 0);
+  });
+
+  test('the window rolls: once the oldest counted request leaves the window, requests are served again', async (t) => {
+    const { api } = await startSimulator(t, { rateLimit: 3, rateWindowMs: 800 });
+    const firstAt = Date.now();
+    for (let i = 0; i < 3; i++) assert.equal((await api('/profile')).status, 200);
+
+    const limited = await api('/profile');
+    const servedAt = await waitFor(async () => ((await api('/profile')).status === 200 ? Date.now() : 0), {
+      intervalMs: 50,
+      message: 'a request served again after the window',
+    });
+
+    assert.equal(limited.status, 429);
+    assert.equal(limited.headers['retry-after'], '1');
+    assert.ok(servedAt - firstAt >= 800, `served again ${servedAt - firstAt} ms after the first request`);
   });
 
   test('rate limit 0 means unlimited: 150 requests in a row are all served', async (t) => {

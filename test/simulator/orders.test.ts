@@ -316,6 +316,18 @@ describe('GET /orders/:ref', () => {
     }
   });
 
+  test('a partner_ref of 64 four-byte characters is accepted and found again', async (t) => {
+    const { createOrder, getOrder } = await startSimulator(t);
+    const ref = '😀'.repeat(64);
+
+    const created = await createOrder({ partner_ref: ref });
+    const found = await getOrder(ref);
+
+    assert.equal(created.status, 201, created.text);
+    assert.equal(found.status, 200, found.text);
+    assert.equal(found.body.partner_ref, ref);
+  });
+
   test('an unknown ref answers 404 ORDER_NOT_FOUND', async (t) => {
     const { getOrder } = await startSimulator(t);
 
