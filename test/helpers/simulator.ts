@@ -217,6 +217,29 @@ export interface TestSimulator {
   createOrder(input?: Partial<OrderInput>, options?: ApiOptions): Promise<HttpAnswer<OrderAnswerBody>>;
   /** GET /orders/:ref with the ref URL-encoded. */
   getOrder(ref: string, options?: ApiOptions): Promise<HttpAnswer<OrderAnswerBody>>;
+  /** POST /__sim/faults (a partial merge); throws unless it answers 200. */
+  setFaults(patch: Record<string, number | boolean>): Promise<void>;
+  /** PATCH /__sim/members/:member_id; throws unless it answers 200. */
+  patchMember(memberId: string, patch: Record<string, unknown>): Promise<void>;
+  /**
+   * POST /__sim/orders/:ref/status (ref URL-encoded). Returns the answer: 200 with the order, or
+   * 409 TRANSITION_NOT_ALLOWED when decisions.md forbids the change.
+   */
+  setStatus(
+    ref: string,
+    change: { status: string; serial_number?: string; message?: string },
+  ): Promise<HttpAnswer<OrderAnswerBody>>;
+  /** GET /__sim/orders: every order of every member, with member_id, product_id, data, callback_url. */
+  allOrders(): Promise<
+    Array<
+      Order & {
+        member_id: string;
+        product_id: string;
+        data: Record<string, string>;
+        callback_url: string | null;
+      }
+    >
+  >;
   /** `member_balance` from GET /profile; fails when the call does not answer 200. */
   balance(key?: string): Promise<number>;
   /** The API key of a fixture member. */
@@ -252,12 +275,31 @@ export async function startSimulator(
     return httpRequest(`${sim.baseUrl}${path}`, { ...http, headers });
   };
 
+  const control: TestSimulator['control'] = (path, http) => httpRequest(`${sim.origin}/__sim${path}`, http);
+  const expectOk = async (answer: Promise<HttpAnswer>, what: string): Promise<HttpAnswer> => {
+    const settled = await answer;
+    if (settled.status !== 200) throw new Error(`${what} answered ${settled.status}: ${settled.text}`);
+    return settled;
+  };
+
   return {
     sim,
     fixture,
     member,
     api,
-    control: (path, http) => httpRequest(`${sim.origin}/__sim${path}`, http),
+    control,
+    async setFaults(patch) {
+      await expectOk(control('/faults', { method: 'POST', json: patch }), 'POST /__sim/faults');
+    },
+    async patchMember(memberId, patch) {
+      await expectOk(
+        control(`/members/${encodeURIComponent(memberId)}`, { method: 'PATCH', json: patch }),
+        `PATCH /__sim/members/${memberId}`,
+      );
+    },
+    setStatus: (ref, change) =>
+      control<OrderAnswerBody>(`/orders/${encodeURIComponent(ref)}/status`, { method: 'POST', json: change }),
+    allOrders: async () => (await expectOk(control('/orders'), 'GET /__sim/orders')).body,
     createOrder: (input = {}, opts = {}) =>
       api<OrderAnswerBody>('/orders', { ...opts, method: 'POST', json: orderInput(input) }),
     getOrder: (ref, opts) => api<OrderAnswerBody>(`/orders/${encodeURIComponent(ref)}`, opts),

@@ -146,7 +146,7 @@ describe('authentication', () => {
   });
 
   test('a refused key creates no order and debits nothing', async (t) => {
-    const { api, keyOf, control, fixture } = await startSimulator(t);
+    const { api, keyOf, fixture, patchMember, allOrders } = await startSimulator(t);
     const remote = fixtureMember(fixture, DEMO_MEMBERS.remote);
 
     const refused = await api('/orders', {
@@ -154,13 +154,10 @@ describe('authentication', () => {
       method: 'POST',
       json: orderInput(),
     });
-    await control(`/members/${remote.member_id}`, {
-      method: 'PATCH',
-      json: { ip_whitelist: ['127.0.0.1', '::1'] },
-    });
+    await patchMember(remote.member_id, { ip_whitelist: ['127.0.0.1', '::1'] });
 
     assert.equal(refused.status, 401);
-    assert.equal((await control('/orders')).body.length, 0);
+    assert.equal((await allOrders()).length, 0);
     const profile = await api('/profile', { key: remote.api_key });
     assert.equal(profile.body.member_balance, remote.balance);
   });
@@ -222,14 +219,14 @@ describe('rate limit', () => {
   });
 
   test('a limited POST /orders creates no order and debits nothing', async (t) => {
-    const { api, control, member } = await startSimulator(t, { rateLimit: 5 });
+    const { api, member, allOrders } = await startSimulator(t, { rateLimit: 5 });
 
     for (let i = 0; i < 5; i++) await api('/categories');
     const input = orderInput();
     const limited = await api('/orders', { method: 'POST', json: input });
 
     assert.equal(limited.status, 429);
-    const orders = (await control('/orders')).body as Array<{ partner_ref: string; member_id: string }>;
+    const orders = (await allOrders()) as Array<{ partner_ref: string; member_id: string }>;
     assert.equal(orders.filter((o) => o.member_id === member.member_id).length, 0);
   });
 

@@ -15,7 +15,7 @@ const MEMBER_ENDPOINTS: Array<{ method: 'GET' | 'POST'; path: string; json?: unk
 describe('member API faults', () => {
   test('error_5xx 1: every member endpoint answers 503 in the spec error shape, and no order is created', async (t) => {
     const harness = await startSimulator(t);
-    await harness.control('/faults', { method: 'POST', json: { error_5xx: 1 } });
+    await harness.setFaults({ error_5xx: 1 });
 
     for (const endpoint of MEMBER_ENDPOINTS) {
       const answer = await harness.api(endpoint.path, { method: endpoint.method, json: endpoint.json });
@@ -24,7 +24,7 @@ describe('member API faults', () => {
       assert.equal(answer.body.statusCode, 503);
     }
     const orders = await harness.control('/orders');
-    await harness.control('/faults', { method: 'POST', json: { error_5xx: 0 } });
+    await harness.setFaults({ error_5xx: 0 });
 
     assert.equal(orders.status, 200, 'the control API is not affected');
     assert.deepEqual(orders.body, []);
@@ -33,7 +33,7 @@ describe('member API faults', () => {
 
   test('create_response_delay_ms: the order is committed before the late answer arrives', async (t) => {
     const harness = await startSimulator(t);
-    await harness.control('/faults', { method: 'POST', json: { create_response_delay_ms: 600 } });
+    await harness.setFaults({ create_response_delay_ms: 600 });
     const input = orderInput();
     const started = Date.now();
 
@@ -56,11 +56,11 @@ describe('member API faults', () => {
 
   test('create_drop_response 1: the connection is cut, the order exists, and a repeat with the same partner_ref returns it without a second debit', async (t) => {
     const harness = await startSimulator(t);
-    await harness.control('/faults', { method: 'POST', json: { create_drop_response: 1 } });
+    await harness.setFaults({ create_drop_response: 1 });
     const input = orderInput();
 
     await assert.rejects(harness.createOrder(input), 'the POST gets no answer');
-    await harness.control('/faults', { method: 'POST', json: { create_drop_response: 0 } });
+    await harness.setFaults({ create_drop_response: 0 });
     const repeat = await harness.createOrder(input);
     const found = await harness.getOrder(input.partner_ref!);
 
@@ -72,14 +72,14 @@ describe('member API faults', () => {
   test('nickname_validator_down: orders still proceed with nickname null; back up, nicknames return', async (t) => {
     const sink = await startWebhookSink(t, { secrets: ['sim_secret_demo_M0001'] });
     const harness = await startSimulator(t, { webhookUrl: sink.url });
-    await harness.control('/faults', { method: 'POST', json: { nickname_validator_down: true } });
+    await harness.setFaults({ nickname_validator_down: true });
     const data = { user_id: userIdEndingIn('4321'), server_id: '2001' };
 
     const down = await harness.createOrder({ data });
     const [delivered] = await sink.waitForDeliveries(
       (d) => d.body?.data?.partner_ref === down.body.partner_ref,
     );
-    await harness.control('/faults', { method: 'POST', json: { nickname_validator_down: false } });
+    await harness.setFaults({ nickname_validator_down: false });
     const up = await harness.createOrder({ data });
 
     assert.equal(down.status, 201);

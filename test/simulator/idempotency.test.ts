@@ -32,12 +32,9 @@ describe('partner_ref idempotency', () => {
   });
 
   test('a repeat returns the order with its current status, not the one at creation', async (t) => {
-    const { createOrder, control } = await startSimulator(t);
+    const { createOrder, setStatus } = await startSimulator(t);
     const first = await createOrder();
-    await control(`/orders/${encodeURIComponent(first.body.partner_ref)}/status`, {
-      method: 'POST',
-      json: { status: 'PROCESSING' },
-    });
+    await setStatus(first.body.partner_ref, { status: 'PROCESSING' });
 
     const again = await createOrder({ partner_ref: first.body.partner_ref });
 
@@ -47,7 +44,7 @@ describe('partner_ref idempotency', () => {
   });
 
   test('50 parallel POSTs with one partner_ref create one order and one debit', async (t) => {
-    const { createOrder, balance, control, member } = await startSimulator(t);
+    const { createOrder, balance, member, allOrders } = await startSimulator(t);
     const input = orderInput();
 
     const answers = await Promise.all(Array.from({ length: 50 }, () => createOrder(input)));
@@ -55,30 +52,27 @@ describe('partner_ref idempotency', () => {
     const statuses = answers.map((a) => a.status).sort();
     assert.deepEqual(statuses, [...Array(49).fill(200), 201]);
     assert.equal(new Set(answers.map((a) => a.body.invoice_number)).size, 1);
-    const orders = (await control('/orders')).body as Array<{ partner_ref: string }>;
+    const orders = await allOrders();
     assert.equal(orders.filter((o) => o.partner_ref === input.partner_ref).length, 1);
     assert.equal(await balance(), member.balance - answers[0]!.body.amount);
   });
 
   test('50 parallel POSTs with distinct partner_refs create 50 orders and 50 debits', async (t) => {
-    const { createOrder, balance, control, member, fixture } = await startSimulator(t);
+    const { createOrder, balance, member, fixture, allOrders } = await startSimulator(t);
     const price = fixtureProduct(fixture, 'MLBB-86').role_prices.reseller!;
 
     const answers = await Promise.all(Array.from({ length: 50 }, () => createOrder()));
 
     assert.ok(answers.every((a) => a.status === 201));
     assert.equal(new Set(answers.map((a) => a.body.invoice_number)).size, 50);
-    assert.equal((await control('/orders')).body.length, 50);
+    assert.equal((await allOrders()).length, 50);
     assert.equal(await balance(), member.balance - 50 * price);
   });
 
   test('parallel orders never overdraw: with balance for 3, exactly 3 of 10 succeed', async (t) => {
-    const { createOrder, balance, control, keyOf, fixture } = await startSimulator(t);
+    const { createOrder, balance, keyOf, fixture, patchMember } = await startSimulator(t);
     const price = fixtureProduct(fixture, 'MLBB-86').role_prices.reseller!;
-    await control(`/members/${DEMO_MEMBERS.lowBalance}`, {
-      method: 'PATCH',
-      json: { balance: 3 * price + 1 },
-    });
+    await patchMember(DEMO_MEMBERS.lowBalance, { balance: 3 * price + 1 });
     const key = keyOf(DEMO_MEMBERS.lowBalance);
 
     const answers = await Promise.all(Array.from({ length: 10 }, () => createOrder({}, { key })));
@@ -89,13 +83,12 @@ describe('partner_ref idempotency', () => {
   });
 
   test('a partner_ref refused for insufficient balance can be used again after a top-up', async (t) => {
-    const { createOrder, control, keyOf, fixture } = await startSimulator(t);
+    const { createOrder, keyOf, fixture, patchMember } = await startSimulator(t);
     const key = keyOf(DEMO_MEMBERS.lowBalance);
     const input = orderInput();
     const refused = await createOrder(input, { key });
-    await control(`/members/${DEMO_MEMBERS.lowBalance}`, {
-      method: 'PATCH',
-      json: { balance: fixtureProduct(fixture, 'MLBB-86').role_prices.reseller! },
+    await patchMember(DEMO_MEMBERS.lowBalance, {
+      balance: fixtureProduct(fixture, 'MLBB-86').role_prices.reseller!,
     });
 
     const retried = await createOrder(input, { key });

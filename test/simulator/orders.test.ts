@@ -140,9 +140,9 @@ describe('POST /orders', () => {
   });
 
   test('a balance exactly equal to the price is enough, and leaves 0', async (t) => {
-    const { createOrder, control, balance, keyOf, fixture } = await startSimulator(t);
+    const { createOrder, balance, keyOf, fixture, patchMember } = await startSimulator(t);
     const price = fixtureProduct(fixture, 'MLBB-86').role_prices.reseller!;
-    await control(`/members/${DEMO_MEMBERS.lowBalance}`, { method: 'PATCH', json: { balance: price } });
+    await patchMember(DEMO_MEMBERS.lowBalance, { balance: price });
     const key = keyOf(DEMO_MEMBERS.lowBalance);
 
     const answer = await createOrder({}, { key });
@@ -169,7 +169,7 @@ describe('POST /orders refusals', () => {
   });
 
   test('INVALID_PRODUCT for an unknown code, an unknown id, an inactive product, an API-disabled product and a product of an inactive category', async (t) => {
-    const { createOrder, balance, control, member } = await startSimulator(t);
+    const { createOrder, balance, member, allOrders } = await startSimulator(t);
     const game = { user_id: userIdEndingIn('0007'), server_id: '2001' };
     const cases: Array<[string, Partial<OrderInput>]> = [
       ['unknown code', { product_code: 'NOPE-1', data: game }],
@@ -189,7 +189,7 @@ describe('POST /orders refusals', () => {
       assert.equal(answer.body.statusCode, 400, name);
     }
     assert.equal(await balance(), member.balance);
-    assert.equal((await control('/orders')).body.length, 0);
+    assert.equal((await allOrders()).length, 0);
   });
 
   test('INVALID_TARGET names the field whose value does not match the product', async (t) => {
@@ -232,7 +232,7 @@ describe('POST /orders refusals', () => {
   });
 
   test('VALIDATION_ERROR names the malformed field, and nothing is debited', async (t) => {
-    const { api, balance, control, member } = await startSimulator(t);
+    const { api, balance, member, allOrders } = await startSimulator(t);
     const data = { user_id: userIdEndingIn('0007'), server_id: '2001' };
     const cases: Array<[string, unknown, string]> = [
       ['neither product_code nor product_id', { partner_ref: uniqueRef(), data }, 'product_(code|id)'],
@@ -261,7 +261,7 @@ describe('POST /orders refusals', () => {
       assert.match(String(answer.body.error), new RegExp(field), `${name}: error names ${field}`);
     }
     assert.equal(await balance(), member.balance);
-    assert.equal((await control('/orders')).body.length, 0);
+    assert.equal((await allOrders()).length, 0);
   });
 
   test('a body that is not JSON answers 400 VALIDATION_ERROR in the spec error shape', async (t) => {

@@ -146,9 +146,9 @@ describe('status progression by the last four digits of data.user_id', () => {
     assert.equal(still.body.status, 'PENDING');
     assert.equal(sink.forRef(parked.body.partner_ref).length, 0);
 
-    const moved = await harness.control(`/orders/${encodeURIComponent(parked.body.partner_ref)}/status`, {
-      method: 'POST',
-      json: { status: 'SUCCESS', serial_number: 'SN-CONTROL-1' },
+    const moved = await harness.setStatus(parked.body.partner_ref, {
+      status: 'SUCCESS',
+      serial_number: 'SN-CONTROL-1',
     });
     assert.equal(moved.status, 200);
     const [delivery] = await sink.waitForDeliveries(

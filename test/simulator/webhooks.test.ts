@@ -289,7 +289,7 @@ describe('webhook retries', () => {
 describe('webhook faults', () => {
   test('webhook_drop 1: events are not sent, are logged as dropped, and the order still progresses', async (t) => {
     const { harness, sink } = await setup(t);
-    await harness.control('/faults', { method: 'POST', json: { webhook_drop: 1 } });
+    await harness.setFaults({ webhook_drop: 1 });
 
     const created = await harness.createOrder({ data: TWO_EVENTS });
     const log = await waitFor(async () => {
@@ -310,7 +310,7 @@ describe('webhook faults', () => {
 
   test('webhook_duplicate 1: every event arrives twice, byte for byte, with one event id', async (t) => {
     const { harness, sink } = await setup(t);
-    await harness.control('/faults', { method: 'POST', json: { webhook_duplicate: 1 } });
+    await harness.setFaults({ webhook_duplicate: 1 });
 
     const created = await harness.createOrder({ data: ONE_EVENT });
     const copies = await sink.waitForDeliveries(forRef(created.body.partner_ref), 2);
@@ -322,7 +322,7 @@ describe('webhook faults', () => {
 
   test('webhook_bad_signature 1: the signature does not verify with the member secret', async (t) => {
     const { harness, sink } = await setup(t);
-    await harness.control('/faults', { method: 'POST', json: { webhook_bad_signature: 1 } });
+    await harness.setFaults({ webhook_bad_signature: 1 });
 
     const created = await harness.createOrder({ data: ONE_EVENT });
     const [delivery] = await sink.waitForDeliveries(forRef(created.body.partner_ref));
@@ -333,7 +333,7 @@ describe('webhook faults', () => {
 
   test('webhook_stale_timestamp 1: correctly signed, but the timestamp is beyond the 300 s tolerance', async (t) => {
     const { harness, sink } = await setup(t);
-    await harness.control('/faults', { method: 'POST', json: { webhook_stale_timestamp: 1 } });
+    await harness.setFaults({ webhook_stale_timestamp: 1 });
 
     const created = await harness.createOrder({ data: ONE_EVENT });
     const [delivery] = await sink.waitForDeliveries(forRef(created.body.partner_ref));
@@ -345,7 +345,7 @@ describe('webhook faults', () => {
 
   test('webhook_reorder 1: the newer event of an order is delivered before the older one', async (t) => {
     const { harness, sink } = await setup(t, { timeScale: 0.01 });
-    await harness.control('/faults', { method: 'POST', json: { webhook_reorder: 1 } });
+    await harness.setFaults({ webhook_reorder: 1 });
 
     const created = await harness.createOrder({ data: TWO_EVENTS });
     const deliveries = await sink.waitForDeliveries(forRef(created.body.partner_ref), 2);
@@ -359,7 +359,7 @@ describe('webhook faults', () => {
 
   test('webhook_reorder 1: an event with no newer one to wait for is still delivered', async (t) => {
     const { harness, sink } = await setup(t);
-    await harness.control('/faults', { method: 'POST', json: { webhook_reorder: 1 } });
+    await harness.setFaults({ webhook_reorder: 1 });
 
     const created = await harness.createOrder({ data: ONE_EVENT });
     const [delivery] = await sink.waitForDeliveries(forRef(created.body.partner_ref));
@@ -369,7 +369,7 @@ describe('webhook faults', () => {
 
   test('webhook_delay_ms: each delivery arrives at least that long after its event was created', async (t) => {
     const { harness, sink } = await setup(t);
-    await harness.control('/faults', { method: 'POST', json: { webhook_delay_ms: 300 } });
+    await harness.setFaults({ webhook_delay_ms: 300 });
 
     const created = await harness.createOrder({ data: ONE_EVENT });
     const [delivery] = await sink.waitForDeliveries(forRef(created.body.partner_ref));
