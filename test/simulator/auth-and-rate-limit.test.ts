@@ -226,7 +226,7 @@ describe('rate limit', () => {
     const limited = await api('/orders', { method: 'POST', json: input });
 
     assert.equal(limited.status, 429);
-    const orders = (await allOrders()) as Array<{ partner_ref: string; member_id: string }>;
+    const orders = await allOrders();
     assert.equal(orders.filter((o) => o.member_id === member.member_id).length, 0);
   });
 
