@@ -1,0 +1,257 @@
+/**
+ * The shared rate budget: every upstream call of every process draws from one Redis-backed
+ * budget per API key, so that together they never exceed the upstream's limit (spec §8: 60
+ * requests per rolling minute) and the upstream never has to answer 429.
+ *
+ * Why a sliding-window log and not rate-limiter-flexible: its Redis limiter is a fixed window
+ * (INCRBY on a key whose TTL starts at the first request of the window), so up to 2 × limit
+ * requests can pass within one rolling minute around a window boundary, exactly what makes the
+ * upstream answer 429. None of its limiters (Bursty, Union, Queue) bounds a rolling window
+ * without giving up a large part of the limit, and none lets two priorities share one window
+ * atomically. So the budget is a sorted set of grant timestamps, checked and appended by one Lua
+ * script that takes the ceiling of the caller's priority: creation and polling share one window.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { DEFAULT_RATE_LIMIT_PER_MINUTE } from '../upstream/model.js';
+
+/** Who draws: order creation (`create`, may use the whole limit) or status polling (`poll`, only what creation leaves). */
+export type BudgetPriority = 'create' | 'poll';
+
+/** Options of {@link RateBudget}. */
+export interface RateBudgetOptions {
+  /** An ioredis connection; the budget does not close it. */
+  redis: Redis;
+  /** The API key whose budget this is. Only a SHA-256 of it goes into the Redis key name. */
+  apiKey: string;
+  /** Calls allowed per rolling window. Default: 60 ({@link DEFAULT_RATE_LIMIT_PER_MINUTE}). */
+  limit?: number;
+  /** The upstream's rolling window in ms. Default: 60000. */
+  windowMs?: number;
+  /**
+   * Added to the window to absorb clock and latency skew between a grant here and the request's
+   * arrival upstream: a grant is counted for `windowMs + marginMs`. Default: 1000.
+   */
+  marginMs?: number;
+  /**
+   * Calls of each window that polling may not use, kept for order creation. Polling may use at
+   * most `limit - reservedForCreate`. Default: a third of the limit, rounded (20 of 60).
+   */
+  reservedForCreate?: number;
+  /** Prefix of the Redis key. Default: `h2h:rate-budget:`. */
+  keyPrefix?: string;
+}
+
+/** Options of {@link RateBudget.acquire}. */
+export interface AcquireOptions {
+  /** Longest wait for a slot before {@link BudgetExhaustedError}. Default: 2 × (windowMs + marginMs). */
+  maxWaitMs?: number;
+  /** Stops the wait early (rejects with the signal's reason). */
+  signal?: AbortSignal;
+}
+
+/** Budget use in the current rolling window. */
+export interface BudgetUsage {
+  /** Grants in the current window (both priorities). */
+  used: number;
+  create: number;
+  poll: number;
+  limit: number;
+  /** The most polling may use: `limit - reservedForCreate`. */
+  pollCeiling: number;
+  /** `windowMs + marginMs`. */
+  windowMs: number;
+}
+
+/**
+ * The budget for this priority is spent for now. A poll that gets it (the reconciler) ends its
+ * pass; `retryAfterMs` says when a slot frees at the earliest.
+ */
+export class BudgetExhaustedError extends Error {
+  override name = 'BudgetExhaustedError';
+  readonly code = 'BUDGET_EXHAUSTED' as const;
+  constructor(
+    readonly priority: BudgetPriority,
+    /** Earliest time, in ms from now, at which a slot of this priority frees. */
+    readonly retryAfterMs: number,
+    options?: { cause?: unknown; waitedMs?: number },
+  ) {
+    const waited = options?.waitedMs ? ` after waiting ${options.waitedMs} ms` : '';
+    super(
+      `the shared rate budget for ${priority} calls is spent${waited}; a slot frees in ${retryAfterMs} ms: ` +
+        (priority === 'poll'
+          ? 'end this polling pass and continue in the next one'
+          : 'too many calls for the upstream limit; try again later'),
+      options?.cause === undefined ? undefined : { cause: options.cause },
+    );
+  }
+}
+
+/** The result of one attempt to draw: granted, or how long until a slot frees. */
+interface DrawResult {
+  granted: boolean;
+  used: number;
+  retryAfterMs: number;
+}
+
+// KEYS[1] the window's sorted set; ARGV: window ms (with margin), ceiling of the caller's
+// priority, the member to add. Redis's own clock is the one clock of every process.
+// Returns {granted 0|1, used after the call, ms until a slot under the ceiling frees}.
+const DRAW_SCRIPT = `
+local key = KEYS[1]
+local window = tonumber(ARGV[1])
+local ceiling = tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+local used = redis.call('ZCARD', key)
+if used < ceiling then
+  redis.call('ZADD', key, now, ARGV[3])
+  redis.call('PEXPIRE', key, window)
+  return {1, used + 1, 0}
+end
+local idx = used - ceiling
+local entry = redis.call('ZRANGE', key, idx, idx, 'WITHSCORES')
+if entry[2] == nil then
+  return {0, used, window}
+end
+return {0, used, math.max(1, tonumber(entry[2]) + window - now)}
+`;
+
+// KEYS[1] the window's sorted set; ARGV[1] window ms. Returns {create, poll} grants in the window.
+const USAGE_SCRIPT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local members = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. (now - tonumber(ARGV[1])), '+inf')
+local create, poll = 0, 0
+for _, m in ipairs(members) do
+  if string.sub(m, 1, 2) == 'p:' then poll = poll + 1 else create = create + 1 end
+end
+return {create, poll}
+`;
+
+const DRAW_SHA = createHash('sha1').update(DRAW_SCRIPT).digest('hex');
+const USAGE_SHA = createHash('sha1').update(USAGE_SCRIPT).digest('hex');
+
+function positiveInteger(name: string, value: number): number {
+  if (!Number.isSafeInteger(value) || value <= 0) {
+    throw new RangeError(`RateBudget: ${name} must be a positive integer, got ${value}`);
+  }
+  return value;
+}
+
+/** The Redis key of an API key's budget: a hash of the key, never the key itself. */
+export function budgetKeyFor(apiKey: string, keyPrefix = 'h2h:rate-budget:'): string {
+  return `${keyPrefix}${createHash('sha256').update(apiKey).digest('hex').slice(0, 32)}`;
+}
+
+/**
+ * One API key's share of the upstream's rate limit, shared by every process through Redis.
+ * `acquire` waits for a slot; `tryAcquire` answers at once.
+ */
+export class RateBudget {
+  readonly limit: number;
+  readonly windowMs: number;
+  readonly marginMs: number;
+  readonly reservedForCreate: number;
+  /** The Redis key of this budget (a hash of the API key). */
+  readonly key: string;
+  readonly #redis: Redis;
+
+  constructor(options: RateBudgetOptions) {
+    if (!options.redis) throw new TypeError('RateBudget: redis is required');
+    if (!options.apiKey) throw new TypeError('RateBudget: apiKey is required');
+    this.#redis = options.redis;
+    this.limit = positiveInteger('limit', options.limit ?? DEFAULT_RATE_LIMIT_PER_MINUTE);
+    this.windowMs = positiveInteger('windowMs', options.windowMs ?? 60_000);
+    this.marginMs = options.marginMs ?? 1000;
+    if (!Number.isSafeInteger(this.marginMs) || this.marginMs < 0) {
+      throw new RangeError(`RateBudget: marginMs must be an integer ≥ 0, got ${options.marginMs}`);
+    }
+    this.reservedForCreate = options.reservedForCreate ?? Math.round(this.limit / 3);
+    if (
+      !Number.isSafeInteger(this.reservedForCreate) ||
+      this.reservedForCreate < 0 ||
+      this.reservedForCreate >= this.limit
+    ) {
+      throw new RangeError(
+        `RateBudget: reservedForCreate must be an integer from 0 to limit - 1 (${this.limit - 1}), ` +
+          `got ${options.reservedForCreate}`,
+      );
+    }
+    this.key = budgetKeyFor(options.apiKey, options.keyPrefix);
+  }
+
+  /** The most calls of `priority` one rolling window allows. */
+  ceilingFor(priority: BudgetPriority): number {
+    return priority === 'create' ? this.limit : this.limit - this.reservedForCreate;
+  }
+
+  /** Takes one slot if the window has one for `priority`; false at once when it is spent. */
+  async tryAcquire(priority: BudgetPriority): Promise<boolean> {
+    return (await this.#draw(priority)).granted;
+  }
+
+  /**
+   * Takes one slot, waiting (until the oldest grant leaves the window) while the budget for
+   * `priority` is spent. Throws {@link BudgetExhaustedError} when no slot frees within `maxWaitMs`.
+   */
+  async acquire(priority: BudgetPriority, options: AcquireOptions = {}): Promise<void> {
+    const maxWaitMs = options.maxWaitMs ?? 2 * (this.windowMs + this.marginMs);
+    const started = Date.now();
+    for (;;) {
+      options.signal?.throwIfAborted();
+      const result = await this.#draw(priority);
+      if (result.granted) return;
+      const waited = Date.now() - started;
+      if (waited + result.retryAfterMs > maxWaitMs) {
+        throw new BudgetExhaustedError(priority, result.retryAfterMs, { waitedMs: waited });
+      }
+      // A little jitter so that waiters of several processes do not all retry in the same ms.
+      const jitter = Math.floor(Math.random() * Math.min(50, 1 + result.retryAfterMs / 10));
+      try {
+        await sleep(result.retryAfterMs + jitter, undefined, { signal: options.signal });
+      } catch (error) {
+        throw options.signal?.aborted ? options.signal.reason : error;
+      }
+    }
+  }
+
+  /** Grants in the current rolling window, by priority. */
+  async used(): Promise<BudgetUsage> {
+    const [create, poll] = (await this.#eval(USAGE_SCRIPT, USAGE_SHA, [
+      String(this.windowMs + this.marginMs),
+    ])) as [number, number];
+    return {
+      used: create + poll,
+      create,
+      poll,
+      limit: this.limit,
+      pollCeiling: this.ceilingFor('poll'),
+      windowMs: this.windowMs + this.marginMs,
+    };
+  }
+
+  async #draw(priority: BudgetPriority): Promise<DrawResult> {
+    const member = `${priority === 'poll' ? 'p' : 'c'}:${randomUUID()}`;
+    const [granted, used, retryAfterMs] = (await this.#eval(DRAW_SCRIPT, DRAW_SHA, [
+      String(this.windowMs + this.marginMs),
+      String(this.ceilingFor(priority)),
+      member,
+    ])) as [number, number, number];
+    return { granted: granted === 1, used, retryAfterMs };
+  }
+
+  /** EVALSHA, loading the script with EVAL when Redis does not know it (after a restart, say). */
+  async #eval(script: string, sha: string, args: string[]): Promise<unknown> {
+    try {
+      return await this.#redis.evalsha(sha, 1, this.key, ...args);
+    } catch (error) {
+      if (error instanceof Error && error.message.startsWith('NOSCRIPT')) {
+        return this.#redis.eval(script, 1, this.key, ...args);
+      }
+      throw error;
+    }
+  }
+}

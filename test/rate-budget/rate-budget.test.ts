@@ -1,0 +1,202 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { Redis } from 'ioredis';
+import {
+  BudgetExhaustedError,
+  RateBudget,
+  type RateBudgetOptions,
+} from '../../src/rate-budget/rate-budget.js';
+import { privateRedis } from '../helpers/redis.js';
+
+type Context = Parameters<typeof privateRedis>[0];
+
+/** A Redis connection to a private server, closed when the test ends. */
+async function redisFor(t: Context, url?: string): Promise<{ redis: Redis; url: string }> {
+  const serverUrl = url ?? (await privateRedis(t)).url;
+  const redis = new Redis(serverUrl, { maxRetriesPerRequest: 1 });
+  t.after(() => redis.disconnect());
+  return { redis, url: serverUrl };
+}
+
+function budget(redis: Redis, options: Partial<RateBudgetOptions> = {}): RateBudget {
+  return new RateBudget({ redis, apiKey: 'sim_key_demo_M0001', ...options });
+}
+
+/** The largest number of `times` within any interval [t, t + windowMs). */
+function busiestWindow(times: number[], windowMs: number): number {
+  const sorted = [...times].sort((a, b) => a - b);
+  let most = 0;
+  for (let i = 0, j = 0; i < sorted.length; i++) {
+    while (sorted[i]! - sorted[j]! >= windowMs) j++;
+    most = Math.max(most, i - j + 1);
+  }
+  return most;
+}
+
+describe('RateBudget', () => {
+  test('concurrent acquirers on several connections never exceed the limit within any rolling window', async (t) => {
+    const { url } = await redisFor(t);
+    const connections = await Promise.all([1, 2, 3, 4].map(() => redisFor(t, url)));
+    const budgets = connections.map(({ redis }) => budget(redis, { limit: 5, windowMs: 400, marginMs: 50 }));
+    const grants: number[] = [];
+
+    await Promise.all(
+      Array.from({ length: 24 }, async (_, i) => {
+        await budgets[i % budgets.length]!.acquire('create', { maxWaitMs: 10_000 });
+        grants.push(performance.now());
+      }),
+    );
+
+    assert.equal(grants.length, 24);
+    assert.ok(
+      busiestWindow(grants, 400) <= 5,
+      `busiest 400 ms window had ${busiestWindow(grants, 400)} grants`,
+    );
+    // A fixed window would let 10 through around a boundary; the rolling one spreads 24 grants over ≥ 4 windows.
+    const spread = Math.max(...grants) - Math.min(...grants);
+    assert.ok(spread >= 4 * 400, `24 grants at 5 per 400 ms took only ${Math.round(spread)} ms`);
+  });
+
+  test('polls stop at their share while order creation still gets the reserved part', async (t) => {
+    const { redis } = await redisFor(t);
+    const shared = budget(redis, { limit: 6, reservedForCreate: 2, windowMs: 60_000 });
+
+    const polls = [];
+    for (let i = 0; i < 6; i++) polls.push(await shared.tryAcquire('poll'));
+    const creates = [];
+    for (let i = 0; i < 3; i++) creates.push(await shared.tryAcquire('create'));
+
+    assert.deepEqual(polls, [true, true, true, true, false, false]);
+    assert.deepEqual(creates, [true, true, false]);
+    assert.deepEqual(await shared.used(), {
+      used: 6,
+      create: 2,
+      poll: 4,
+      limit: 6,
+      pollCeiling: 4,
+      windowMs: 61_000,
+    });
+  });
+
+  test('order creation may use the whole window, after which polls get nothing', async (t) => {
+    const { redis } = await redisFor(t);
+    const shared = budget(redis, { limit: 3, windowMs: 60_000 });
+
+    for (let i = 0; i < 3; i++) assert.equal(await shared.tryAcquire('create'), true);
+
+    assert.equal(await shared.tryAcquire('poll'), false);
+    assert.equal(await shared.tryAcquire('create'), false);
+  });
+
+  test('the default budget is 60 per 61 s with 20 reserved for creation', async (t) => {
+    const { redis } = await redisFor(t);
+    const defaults = budget(redis);
+
+    assert.equal(defaults.limit, 60);
+    assert.equal(defaults.ceilingFor('poll'), 40);
+    assert.equal(defaults.ceilingFor('create'), 60);
+    assert.equal((await defaults.used()).windowMs, 61_000);
+  });
+
+  test('acquire waits until the oldest grant leaves the window', async (t) => {
+    const { redis } = await redisFor(t);
+    const shared = budget(redis, { limit: 2, windowMs: 300, marginMs: 0 });
+    await shared.acquire('create');
+    const firstGrant = performance.now();
+    await shared.acquire('create');
+
+    await shared.acquire('create');
+
+    const waited = performance.now() - firstGrant;
+    assert.ok(waited >= 290, `third grant came ${Math.round(waited)} ms after the first`);
+  });
+
+  test('acquire gives up with BudgetExhaustedError when no slot frees within maxWaitMs', async (t) => {
+    const { redis } = await redisFor(t);
+    const shared = budget(redis, { limit: 1, windowMs: 60_000 });
+    await shared.acquire('create');
+
+    const started = performance.now();
+    await assert.rejects(shared.acquire('create', { maxWaitMs: 5_000 }), (error: unknown) => {
+      assert.ok(error instanceof BudgetExhaustedError);
+      assert.equal(error.code, 'BUDGET_EXHAUSTED');
+      assert.equal(error.priority, 'create');
+      assert.ok(error.retryAfterMs > 55_000 && error.retryAfterMs <= 61_000, String(error.retryAfterMs));
+      return true;
+    });
+    assert.ok(performance.now() - started < 1_000, 'it did not wait for a slot that cannot free in time');
+  });
+
+  test('acquire with maxWaitMs 0 throws at once for a spent poll share, with the time until a slot frees', async (t) => {
+    const { redis } = await redisFor(t);
+    const shared = budget(redis, { limit: 3, reservedForCreate: 1, windowMs: 10_000, marginMs: 0 });
+    await shared.acquire('poll');
+    await shared.acquire('poll');
+
+    await assert.rejects(shared.acquire('poll', { maxWaitMs: 0 }), (error: unknown) => {
+      assert.ok(error instanceof BudgetExhaustedError);
+      assert.equal(error.priority, 'poll');
+      assert.ok(error.retryAfterMs > 9_000 && error.retryAfterMs <= 10_000, String(error.retryAfterMs));
+      assert.match(error.message, /end this polling pass/);
+      return true;
+    });
+  });
+
+  test('an aborted wait rejects with the abort reason', async (t) => {
+    const { redis } = await redisFor(t);
+    const shared = budget(redis, { limit: 1, windowMs: 60_000 });
+    await shared.acquire('create');
+    const controller = new AbortController();
+
+    const waiting = shared.acquire('create', { signal: controller.signal });
+    controller.abort(new Error('shutting down'));
+
+    await assert.rejects(waiting, /shutting down/);
+  });
+
+  test('the Redis key is a hash of the API key, and each API key has its own budget', async (t) => {
+    const { redis } = await redisFor(t);
+    const first = budget(redis, { apiKey: 'sim_key_demo_M0001', limit: 1, windowMs: 60_000 });
+    const second = budget(redis, { apiKey: 'sim_key_other_M0006', limit: 1, windowMs: 60_000 });
+
+    assert.equal(await first.tryAcquire('create'), true);
+    assert.equal(await second.tryAcquire('create'), true);
+    assert.equal(await first.tryAcquire('create'), false);
+
+    const keys = (await redis.keys('*')).sort();
+    assert.deepEqual(keys, [first.key, second.key].sort());
+    assert.match(first.key, /^h2h:rate-budget:[0-9a-f]{32}$/);
+    for (const key of keys) assert.ok(!key.includes('sim_key'), `${key} shows the API key`);
+  });
+
+  test('grants leave Redis when the window has passed (the key expires)', async (t) => {
+    const { redis } = await redisFor(t);
+    const shared = budget(redis, { limit: 2, windowMs: 100, marginMs: 0 });
+    await shared.acquire('create');
+
+    const ttl = await redis.pttl(shared.key);
+
+    assert.ok(ttl > 0 && ttl <= 100, `pttl ${ttl}`);
+  });
+
+  test('the budget keeps working after Redis forgets its scripts', async (t) => {
+    const { redis } = await redisFor(t);
+    const shared = budget(redis, { limit: 5, windowMs: 60_000 });
+    await shared.acquire('create');
+
+    await redis.script('FLUSH');
+
+    assert.equal(await shared.tryAcquire('create'), true);
+    assert.equal((await shared.used()).used, 2);
+  });
+
+  test('wrong options throw at construction', async (t) => {
+    const { redis } = await redisFor(t);
+
+    assert.throws(() => budget(redis, { limit: 0 }), /limit must be a positive integer/);
+    assert.throws(() => budget(redis, { windowMs: 1.5 }), /windowMs must be a positive integer/);
+    assert.throws(() => budget(redis, { marginMs: -1 }), /marginMs/);
+    assert.throws(() => budget(redis, { limit: 10, reservedForCreate: 10 }), /reservedForCreate/);
+    assert.throws(() => budget(redis, { apiKey: '' }), /apiKey is required/);
+  });
+});
