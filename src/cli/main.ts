@@ -1,12 +1,18 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
+import { registerReceiverCommand } from '../receiver/receiver-command.js';
 import { registerSimCommand } from '../simulator/sim-command.js';
+import { registerCatalogCommands } from './commands/catalog.js';
+import { registerOrderCommands } from './commands/order.js';
 
 const program = new Command('h2h-sync')
   .description('Reseller-side sync for the upstream H2H top-up API')
   .showHelpAfterError()
   .configureHelp({ sortSubcommands: true });
 
+registerCatalogCommands(program);
+registerOrderCommands(program);
+registerReceiverCommand(program);
 registerSimCommand(program);
 
 await program.parseAsync(process.argv);

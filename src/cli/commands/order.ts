@@ -1,0 +1,155 @@
+import { type Command, InvalidArgumentError } from 'commander';
+import { placeOrder } from '../../orders/place-order.js';
+import type { LocalOrder, OrderEvent } from '../../store/local-order.js';
+import { openContext } from '../context.js';
+import { type Column, EXIT, printResult, renderTable, runAction } from '../output.js';
+
+const orderColumns: Column<LocalOrder>[] = [
+  { header: 'Partner ref', cell: (o) => o.partnerRef },
+  { header: 'Invoice', cell: (o) => o.invoiceNumber },
+  { header: 'Product', cell: (o) => o.productCode ?? o.productId },
+  { header: 'Target', cell: (o) => o.target },
+  { header: 'Amount', cell: (o) => o.amount?.toLocaleString('en-US') },
+  { header: 'Status', cell: (o) => o.upstreamStatus ?? o.status },
+  {
+    header: 'Submission',
+    cell: (o) => (o.rejectionCode ? `rejected: ${o.rejectionCode}` : o.submissionState),
+  },
+  { header: 'Serial', cell: (o) => o.serialNumber },
+];
+
+const eventColumns: Column<OrderEvent>[] = [
+  { header: 'Received', cell: (e) => new Date(e.receivedAt).toISOString() },
+  { header: 'Source', cell: (e) => e.source },
+  { header: 'Status', cell: (e) => e.status },
+  { header: 'Changed', cell: (e) => (e.changed ? 'yes' : 'no') },
+  { header: 'Reason', cell: (e) => e.reason },
+  { header: 'Event id', cell: (e) => e.eventId },
+];
+
+function keyValue(value: string, previous: Record<string, string>): Record<string, string> {
+  const eq = value.indexOf('=');
+  if (eq <= 0) throw new InvalidArgumentError('expected KEY=VALUE');
+  return { ...previous, [value.slice(0, eq)]: value.slice(eq + 1) };
+}
+
+function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('expected a whole number of at least 1');
+  return n;
+}
+
+interface CreateFlags {
+  product?: string;
+  productId?: string;
+  userId?: string;
+  serverId?: string;
+  data: Record<string, string>;
+  partnerRef?: string;
+  callbackUrl?: string;
+  json?: boolean;
+}
+
+/** Registers `order create`, `order show` and `order list`. */
+export function registerOrderCommands(program: Command): void {
+  const order = program.command('order').description('place and inspect orders');
+
+  order
+    .command('create')
+    .description('place an order (at most once per partner_ref)')
+    .option('--product <code>', 'product code')
+    .option('--product-id <uuid>', 'product id')
+    .option('--user-id <id>', 'target game user id (data.user_id)')
+    .option('--server-id <id>', 'target server id (data.server_id)')
+    .option('--data <key=value>', 'other target data; repeatable', keyValue, {})
+    .option('--partner-ref <ref>', 'your idempotency key (default: a new sortable one)')
+    .option('--callback-url <url>', 'webhook URL for this order only')
+    .option('--json', 'print JSON')
+    .action(async (flags: CreateFlags) => {
+      await runAction(Boolean(flags.json), async () => {
+        const data = {
+          ...flags.data,
+          ...(flags.userId ? { user_id: flags.userId } : {}),
+          ...(flags.serverId ? { server_id: flags.serverId } : {}),
+        };
+        const context = await openContext({ upstream: true, store: true });
+        try {
+          const result = await placeOrder(
+            { client: context.client!, store: context.store!, logger: context.logger },
+            {
+              productCode: flags.product,
+              productId: flags.productId,
+              data,
+              partnerRef: flags.partnerRef,
+              callbackUrl: flags.callbackUrl,
+            },
+          );
+          if (flags.json) {
+            process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+          } else {
+            process.stdout.write(`${renderTable([result.order], orderColumns)}\n`);
+            if (result.outcome === 'rejected')
+              process.stderr.write(`rejected: ${result.code} (${result.detail}) — ${result.fix}\n`);
+            if (result.outcome === 'unknown') {
+              process.stderr.write(
+                `outcome unknown (${result.reason}); the reconciler will resolve it with the same partner_ref\n`,
+              );
+            }
+          }
+          if (result.outcome === 'rejected') process.exitCode = EXIT.failed;
+          if (result.outcome === 'unknown') process.exitCode = EXIT.unknownOutcome;
+        } finally {
+          await context.close();
+        }
+      });
+    });
+
+  order
+    .command('show <ref>')
+    .description('show a local order (by partner_ref or invoice number) and its event history')
+    .option('--json', 'print JSON')
+    .action(async (ref: string, flags: { json?: boolean }) => {
+      await runAction(Boolean(flags.json), async () => {
+        const context = await openContext({ store: true });
+        try {
+          const found = context.store!.getOrder(ref);
+          if (!found) {
+            throw Object.assign(new Error(`no local order with partner_ref or invoice ${ref}`), {
+              code: 'NOT_FOUND',
+            });
+          }
+          const events = context.store!.listEvents(found.partnerRef);
+          if (flags.json) {
+            process.stdout.write(`${JSON.stringify({ order: found, events }, null, 2)}\n`);
+          } else {
+            process.stdout.write(
+              `${renderTable([found], orderColumns)}\n${renderTable(events, eventColumns)}\n`,
+            );
+          }
+        } finally {
+          await context.close();
+        }
+      });
+    });
+
+  order
+    .command('list')
+    .description('list local orders, newest first')
+    .option('--status <status>', 'an order status (SUCCESS …) or a submission state (rejected, unknown …)')
+    .option('--limit <n>', 'how many', positiveInt, 50)
+    .option('--json', 'print JSON')
+    .action(async (flags: { status?: string; limit: number; json?: boolean }) => {
+      await runAction(Boolean(flags.json), async () => {
+        const context = await openContext({ store: true });
+        try {
+          printResult(
+            context.store!.listOrders({ status: flags.status, limit: flags.limit }),
+            Boolean(flags.json),
+            orderColumns,
+          );
+        } finally {
+          await context.close();
+        }
+      });
+    });
+}

@@ -1,0 +1,89 @@
+import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { type Config, ConfigError, loadConfig, upstreamSettings } from '../config/config.js';
+import { createLogger } from '../observability/logger.js';
+import { RateBudget } from '../rate-budget/rate-budget.js';
+import { openDatabase } from '../store/database.js';
+import { OrderStore } from '../store/order-store.js';
+import { UpstreamClient } from '../upstream/client.js';
+
+/** What a CLI command works with; open only the parts it needs and `close()` them at the end. */
+export interface CliContext {
+  config: Config;
+  logger: Logger;
+  client?: UpstreamClient;
+  store?: OrderStore;
+  close(): Promise<void>;
+}
+
+export interface OpenContextOptions {
+  /** Calls the upstream: needs H2H_BASE_URL, H2H_API_KEY and the shared rate budget in Redis. */
+  upstream?: boolean;
+  /** Reads or writes the order store (H2H_DB_PATH). */
+  store?: boolean;
+  /** CLI log level (logs go to stderr; the command prints its own outcome). Default: `error`. */
+  logLevel?: string;
+}
+
+/** Connects to Redis or fails fast with the fix: the budget is shared, so no call goes without it. */
+export async function connectRedis(url: string): Promise<Redis> {
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    connectTimeout: 3000,
+    maxRetriesPerRequest: 1,
+    retryStrategy: () => null,
+  });
+  redis.on('error', () => {});
+  try {
+    await redis.connect();
+    return redis;
+  } catch (err) {
+    redis.disconnect();
+    throw new ConfigError(
+      `cannot reach Redis at REDIS_URL=${url} (${(err as Error).message}); every upstream call draws from the rate budget kept there: start Redis or set REDIS_URL`,
+    );
+  }
+}
+
+/** Loads the config and opens what the command needs. */
+export async function openContext(options: OpenContextOptions): Promise<CliContext> {
+  const config = loadConfig();
+  const logger = createLogger({
+    level: options.logLevel ?? 'error',
+    name: 'cli',
+    destination: process.stderr,
+  });
+  const closers: Array<() => Promise<void> | void> = [];
+  const context: CliContext = {
+    config,
+    logger,
+    async close() {
+      for (const close of closers.reverse()) await close();
+    },
+  };
+  try {
+    if (options.store) {
+      const db = openDatabase({ path: config.dbPath });
+      closers.push(() => void db.close());
+      context.store = new OrderStore(db);
+    }
+    if (options.upstream) {
+      const upstream = upstreamSettings(config);
+      const redis = await connectRedis(config.redisUrl);
+      closers.push(() => void redis.disconnect());
+      const budget = new RateBudget({ redis, apiKey: upstream.apiKey, ...config.budget });
+      const client = new UpstreamClient({
+        ...upstream,
+        retry: { maxAttempts: upstream.retryMaxAttempts },
+        budget,
+        logger,
+      });
+      closers.push(() => client.close());
+      context.client = client;
+    }
+    return context;
+  } catch (err) {
+    await context.close();
+    throw err;
+  }
+}

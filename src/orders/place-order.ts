@@ -1,0 +1,111 @@
+import type { Logger } from 'pino';
+import type { LocalOrder } from '../store/local-order.js';
+import type { OrderStore } from '../store/order-store.js';
+import type { UpstreamClient } from '../upstream/client.js';
+import { UpstreamError } from '../upstream/errors.js';
+import type { OrderData, OrderInput } from '../upstream/model.js';
+import { newPartnerRef, partnerRefProblem } from './partner-ref.js';
+
+/** What a caller asks for. One of `productCode` and `productId` is required. */
+export interface PlaceOrderInput {
+  productCode?: string;
+  productId?: string;
+  /** Target data, for a game top-up `{ user_id, server_id }`. */
+  data: OrderData;
+  /** The idempotency key. Default: a new sortable one ({@link newPartnerRef}). */
+  partnerRef?: string;
+  callbackUrl?: string;
+}
+
+/**
+ * How placement ended:
+ * - `accepted`: the upstream has the order (created now, or earlier under the same partner_ref);
+ * - `rejected`: the upstream refused it (a 4xx); never retried; `code` says why;
+ * - `unknown`: no definite answer after the client's retries; the order may exist upstream. The
+ *   reconciler resolves it (reads it by partner_ref, or repeats the create with the same ref).
+ */
+export type PlaceOrderResult =
+  | { outcome: 'accepted'; order: LocalOrder }
+  | { outcome: 'rejected'; order: LocalOrder; code: string; detail: string; fix: string }
+  | { outcome: 'unknown'; order: LocalOrder; reason: string };
+
+export interface PlaceOrderDeps {
+  client: UpstreamClient;
+  store: OrderStore;
+  logger?: Logger;
+}
+
+/** The caller's input is unusable before anything is written or sent. */
+export class PlaceOrderInputError extends Error {
+  override name = 'PlaceOrderInputError';
+  readonly code = 'INVALID_ORDER_INPUT';
+}
+
+function upstreamInput(order: LocalOrder): OrderInput {
+  return {
+    ...(order.productCode ? { product_code: order.productCode } : {}),
+    ...(order.productId ? { product_id: order.productId } : {}),
+    partner_ref: order.partnerRef,
+    data: order.data ?? {},
+    ...(order.callbackUrl ? { callback_url: order.callbackUrl } : {}),
+  };
+}
+
+/**
+ * Places an order at most once per partner_ref: the local order is written first (submission
+ * `pending`), then created upstream with that partner_ref, and the answer goes through the
+ * store's one apply function. Placing a partner_ref that is already known locally never sends a
+ * second, different order: an accepted or rejected one is returned as it is, and a pending or
+ * unknown one is submitted again with the same partner_ref, which the upstream answers with the
+ * existing order (spec §4 rule 2).
+ */
+export async function placeOrder(deps: PlaceOrderDeps, input: PlaceOrderInput): Promise<PlaceOrderResult> {
+  if (!input.productCode && !input.productId) {
+    throw new PlaceOrderInputError('give a product code or a product id');
+  }
+  const partnerRef = input.partnerRef ?? newPartnerRef();
+  const problem = partnerRefProblem(partnerRef);
+  if (problem) throw new PlaceOrderInputError(problem);
+
+  const { order: local } = deps.store.createLocalOrder({
+    partnerRef,
+    productCode: input.productCode,
+    productId: input.productId,
+    data: input.data,
+    callbackUrl: input.callbackUrl,
+  });
+  if (local.submissionState === 'accepted') return { outcome: 'accepted', order: local };
+  if (local.submissionState === 'rejected') {
+    const code = local.rejectionCode ?? 'REJECTED';
+    const detail = local.rejectionDetail ?? '';
+    return {
+      outcome: 'rejected',
+      order: local,
+      code,
+      detail,
+      fix: 'create a new order with a new partner_ref',
+    };
+  }
+
+  try {
+    const created = await deps.client.createOrder(upstreamInput(local));
+    const { order } = deps.store.applyOrderSnapshot(created, { source: 'create' });
+    deps.logger?.info({ partnerRef, invoice: order.invoiceNumber, status: order.status }, 'order accepted');
+    return { outcome: 'accepted', order };
+  } catch (err) {
+    // A 4xx is a definite refusal (spec §7 rule 1). Everything else — a timeout, a network error,
+    // a 5xx or 429 after the retries, a budget that stayed spent — leaves the outcome unknown.
+    if (err instanceof UpstreamError && err.status >= 400 && err.status < 500 && err.status !== 429) {
+      const order = deps.store.markRejected(partnerRef, err.code, err.detail);
+      deps.logger?.warn({ partnerRef, code: err.code }, 'order rejected');
+      return { outcome: 'rejected', order, code: err.code, detail: err.detail, fix: err.fix };
+    }
+    const order = deps.store.markSubmissionUnknown(partnerRef);
+    const reason = err instanceof Error ? err.message : String(err);
+    deps.logger?.warn(
+      { partnerRef, reason },
+      'order submission outcome unknown; the reconciler will resolve it',
+    );
+    return { outcome: 'unknown', order, reason };
+  }
+}

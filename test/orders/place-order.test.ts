@@ -1,0 +1,140 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { type PlaceOrderResult, placeOrder } from '../../src/orders/place-order.js';
+import { UpstreamClient } from '../../src/upstream/client.js';
+import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
+import { tempStore } from '../store/temp-store.js';
+
+const target = (suffix = '0001') => ({ user_id: userIdEndingIn(suffix), server_id: '1234' });
+
+async function setup(t: Parameters<typeof startSimulator>[0], client: { headersTimeoutMs?: number } = {}) {
+  const sim = await startSimulator(t);
+  const { store } = tempStore(t, { now: Date.now });
+  const upstream = new UpstreamClient({
+    baseUrl: sim.sim.baseUrl,
+    apiKey: sim.member.api_key,
+    headersTimeoutMs: client.headersTimeoutMs ?? 2000,
+    retry: { maxAttempts: 3, baseDelayMs: 5, maxDelayMs: 20 },
+  });
+  t.after(() => upstream.close());
+  return { sim, store, deps: { client: upstream, store } };
+}
+
+test('an accepted order is stored with the upstream snapshot and a generated sortable partner_ref', async (t) => {
+  const { sim, deps } = await setup(t);
+  const first = await placeOrder(deps, { productCode: 'MLBB-86', data: target() });
+  const second = await placeOrder(deps, { productCode: 'MLBB-86', data: target() });
+  assert.equal(first.outcome, 'accepted');
+  assert.match(first.order.partnerRef, /^h2h-[0-9A-Z]{26}$/);
+  assert.ok(first.order.partnerRef < second.order.partnerRef, 'generated refs sort by creation');
+  const upstream = (await sim.allOrders()).find((o) => o.partner_ref === first.order.partnerRef);
+  assert.equal(first.order.invoiceNumber, upstream?.invoice_number);
+  assert.equal(first.order.status, 'PENDING');
+  assert.equal(first.order.amount, 19_500);
+  assert.deepEqual(
+    deps.store.listEvents(first.order.partnerRef).map((e) => [e.source, e.status, e.changed]),
+    [['create', 'PENDING', true]],
+  );
+});
+
+test('placing the same partner_ref again sends no second order and debits once', async (t) => {
+  const { sim, deps } = await setup(t);
+  const before = await sim.balance();
+  const results = await Promise.all(
+    Array.from({ length: 5 }, () =>
+      placeOrder(deps, { productCode: 'MLBB-86', data: target(), partnerRef: 'same/ref ü' }),
+    ),
+  );
+  assert.ok(results.every((r) => r.outcome === 'accepted'));
+  const upstream = (await sim.allOrders()).filter((o) => o.partner_ref === 'same/ref ü');
+  assert.equal(upstream.length, 1);
+  assert.equal(before - (await sim.balance()), 19_500);
+  assert.equal(deps.store.listOrders().length, 1);
+});
+
+test('a 400 marks the order rejected with the upstream code, and it is never retried', async (t) => {
+  const { sim, deps } = await setup(t);
+  await sim.patchMember('M-0001', { balance: 100 });
+  const result = await placeOrder(deps, { productCode: 'MLBB-86', data: target(), partnerRef: 'poor-1' });
+  assert.equal(result.outcome, 'rejected');
+  assert.equal(result.outcome === 'rejected' && result.code, 'INSUFFICIENT_BALANCE');
+  assert.match(result.outcome === 'rejected' ? result.fix : '', /top up/);
+  assert.equal(result.order.submissionState, 'rejected');
+  assert.equal(result.order.status, null);
+
+  await sim.patchMember('M-0001', { balance: 1_000_000 });
+  const again = await placeOrder(deps, { productCode: 'MLBB-86', data: target(), partnerRef: 'poor-1' });
+  assert.equal(
+    again.outcome,
+    'rejected',
+    'a rejected partner_ref stays rejected: a new order needs a new ref',
+  );
+  assert.equal((await sim.allOrders()).length, 0);
+});
+
+test('a create answer that never comes leaves the order unknown, never failed, and the retry adopts the one upstream order', async (t) => {
+  // undici checks header timeouts on a coarse (about 0.5 to 1 s) timer, hence the long delay.
+  const { sim, deps } = await setup(t, { headersTimeoutMs: 200 });
+  await sim.setFaults({ create_response_delay_ms: 2500 });
+  const result = await placeOrder(deps, { productCode: 'MLBB-86', data: target(), partnerRef: 'slow-1' });
+  assert.equal(result.outcome, 'unknown');
+  assert.equal(result.order.submissionState, 'unknown');
+  assert.equal(result.order.status, null);
+  assert.ok(result.order.nextPollAt !== null, 'the reconciler is told to look at it');
+
+  await sim.setFaults({ create_response_delay_ms: 0 });
+  const retried = await placeOrder(deps, { productCode: 'MLBB-86', data: target(), partnerRef: 'slow-1' });
+  assert.equal(retried.outcome, 'accepted');
+  assert.equal((await sim.allOrders()).filter((o) => o.partner_ref === 'slow-1').length, 1);
+});
+
+test('100 orders under dropped answers, 5xx and late answers exist exactly once upstream and are debited once', async (t) => {
+  const { sim, deps } = await setup(t, { headersTimeoutMs: 200 });
+  await sim.patchMember('M-0001', { balance: 5_000_000 });
+  const before = await sim.balance();
+  const refs = Array.from({ length: 100 }, (_, i) => `fault-${String(i).padStart(3, '0')}`);
+  const placeAll = async () => {
+    const results: PlaceOrderResult[] = [];
+    for (let i = 0; i < refs.length; i += 10) {
+      const batch = refs.slice(i, i + 10);
+      results.push(
+        ...(await Promise.all(
+          batch.map((ref) => placeOrder(deps, { productCode: 'MLBB-86', data: target(), partnerRef: ref })),
+        )),
+      );
+    }
+    return results;
+  };
+
+  await sim.setFaults({ create_drop_response: 0.4, error_5xx: 0.3 });
+  const faulty = await placeAll();
+  // Every refused or lost answer was either retried into the one order or left unknown; none failed.
+  const outcomes = faulty.map((r) =>
+    r.outcome === 'rejected' ? `rejected ${r.code} ${r.detail}` : r.outcome,
+  );
+  assert.deepEqual(
+    outcomes.filter((o) => o !== 'accepted' && o !== 'unknown'),
+    [],
+  );
+  assert.ok(faulty.some((r) => r.outcome === 'accepted'));
+
+  await sim.setFaults({ create_drop_response: 0, error_5xx: 0, create_response_delay_ms: 2500 });
+  await Promise.all(
+    refs
+      .slice(0, 5)
+      .map((ref) => placeOrder(deps, { productCode: 'MLBB-86', data: target(), partnerRef: ref })),
+  );
+
+  // Resolve what is left with the same partner_refs, as the reconciler will.
+  await sim.setFaults({ create_response_delay_ms: 0 });
+  const settled = await placeAll();
+  assert.deepEqual(new Set(settled.map((r) => r.outcome)), new Set(['accepted']));
+
+  const upstream = (await sim.allOrders()).filter((o) => refs.includes(o.partner_ref));
+  assert.equal(upstream.length, 100);
+  assert.equal(new Set(upstream.map((o) => o.partner_ref)).size, 100);
+  assert.equal(before - (await sim.balance()), 100 * 19_500);
+  for (const order of upstream) {
+    assert.equal(deps.store.getOrder(order.partner_ref)?.invoiceNumber, order.invoice_number);
+  }
+});
