@@ -8,6 +8,11 @@ import { z } from 'zod';
  */
 
 const int = (min: number) => z.coerce.number().int().min(min);
+/** An HTTP header name, compared in lower case as Node delivers them. */
+const header = z
+  .string()
+  .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'must be an HTTP header name')
+  .transform((name) => name.toLowerCase());
 const list = z.string().transform((s) =>
   s
     .split(',')
@@ -54,6 +59,33 @@ export const settingsSchema = z.object({
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
     .default('info')
     .describe('pino log level.'),
+  HOST: z.string().min(1).default('127.0.0.1').describe('Address the webhook receiver listens on.'),
+  PORT: int(0).max(65_535).default(3000).describe('Port the webhook receiver listens on; `0` = a free one.'),
+  H2H_WEBHOOK_PATH: z
+    .string()
+    .regex(/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/, 'must be a URL path starting with /')
+    .default('/webhooks/h2h')
+    .describe('Path the receiver accepts webhooks on (`POST`).'),
+  H2H_WEBHOOK_TOLERANCE_S: int(1)
+    .default(300)
+    .describe('Seconds a webhook timestamp may be from this clock, either way, before it is refused.'),
+  H2H_WEBHOOK_BODY_LIMIT: int(1)
+    .default(262_144)
+    .describe('Largest webhook body the receiver accepts, in bytes; larger is 413.'),
+  H2H_TIMESTAMP_HEADER: header
+    .default('x-timestamp')
+    .describe('Webhook header carrying the signed timestamp.'),
+  H2H_SIGNATURE_HEADER: header.default('x-signature').describe('Webhook header carrying the signature.'),
+  H2H_EVENT_ID_HEADER: header
+    .default('x-event-id')
+    .describe('Webhook header carrying the event id the receiver dedupes on.'),
+  H2H_EVENT_TYPE_HEADER: header.default('x-event-type').describe('Webhook header carrying the event type.'),
+  H2H_ENQUEUE_TIMEOUT_MS: int(1)
+    .default(2_000)
+    .describe('Longest wait for Redis to acknowledge a queued webhook before the receiver answers 503.'),
+  H2H_SHUTDOWN_TIMEOUT_MS: int(1)
+    .default(10_000)
+    .describe('Longest graceful drain of the receiver on SIGINT/SIGTERM before it exits anyway.'),
 });
 
 export type Settings = z.infer<typeof settingsSchema>;
@@ -149,6 +181,53 @@ export function webhookSecrets(config: Config): string[] {
     throw new ConfigError('H2H_API_SECRET must be set (comma-separated, newest first) to verify webhooks');
   }
   return secrets;
+}
+
+/** The webhook receiver's section of the configuration (docs/receiver.md, "Settings"). */
+export interface ReceiverSettings {
+  /** `HOST`, default `127.0.0.1`. */
+  host: string;
+  /** `PORT`, default 3000. */
+  port: number;
+  /** `H2H_WEBHOOK_PATH`, default `/webhooks/h2h`. */
+  path: string;
+  /** Accepted secrets, newest first (`H2H_API_SECRET`). */
+  secrets: string[];
+  /** `H2H_WEBHOOK_TOLERANCE_S`, default 300. */
+  toleranceS: number;
+  /** `H2H_WEBHOOK_BODY_LIMIT`, default 262144 (256 KiB). */
+  bodyLimit: number;
+  /** Header names in lower case; defaults `x-timestamp`, `x-signature`, `x-event-id`, `x-event-type`. */
+  headers: { timestamp: string; signature: string; eventId: string; eventType: string };
+  /** `H2H_ENQUEUE_TIMEOUT_MS`, default 2000. */
+  enqueueTimeoutMs: number;
+  /** `H2H_SHUTDOWN_TIMEOUT_MS`, default 10000. */
+  shutdownTimeoutMs: number;
+  redisUrl: string;
+  logLevel: Settings['LOG_LEVEL'];
+}
+
+/** The receiver section; throws {@link ConfigError} when no webhook secret is configured. */
+export function receiverSettings(config: Config): ReceiverSettings {
+  const s = config.settings;
+  return {
+    host: s.HOST,
+    port: s.PORT,
+    path: s.H2H_WEBHOOK_PATH,
+    secrets: webhookSecrets(config),
+    toleranceS: s.H2H_WEBHOOK_TOLERANCE_S,
+    bodyLimit: s.H2H_WEBHOOK_BODY_LIMIT,
+    headers: {
+      timestamp: s.H2H_TIMESTAMP_HEADER,
+      signature: s.H2H_SIGNATURE_HEADER,
+      eventId: s.H2H_EVENT_ID_HEADER,
+      eventType: s.H2H_EVENT_TYPE_HEADER,
+    },
+    enqueueTimeoutMs: s.H2H_ENQUEUE_TIMEOUT_MS,
+    shutdownTimeoutMs: s.H2H_SHUTDOWN_TIMEOUT_MS,
+    redisUrl: config.redisUrl,
+    logLevel: config.logLevel,
+  };
 }
 
 /** The settings table of the README, generated from the schema. */

@@ -28,6 +28,17 @@ export interface LoggerOptions {
   name?: string;
   /** Where lines go. Default: stdout. */
   destination?: pino.DestinationStream;
+  /**
+   * Further request header names to censor, in lower case: a signature header renamed by a
+   * setting, for example. Default: none besides {@link REDACT_PATHS}.
+   */
+  redactHeaders?: readonly string[];
+}
+
+/** The redact paths of one header name, under a request and on its own. */
+function headerPaths(name: string): string[] {
+  const key = JSON.stringify(name.toLowerCase());
+  return [`req.headers[${key}]`, `headers[${key}]`];
 }
 
 /** The structured JSON logger every component uses, with secrets redacted. */
@@ -36,7 +47,10 @@ export function createLogger(options: LoggerOptions = {}): Logger {
     {
       level: options.level ?? 'info',
       name: options.name,
-      redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+      redact: {
+        paths: [...new Set([...REDACT_PATHS, ...(options.redactHeaders ?? []).flatMap(headerPaths)])],
+        censor: '[redacted]',
+      },
       base: { pid: process.pid },
       timestamp: pino.stdTimeFunctions.isoTime,
     },
