@@ -1,0 +1,231 @@
+import { performance } from 'node:perf_hooks';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyRequest,
+  LogController,
+} from 'fastify';
+import fastifyRawBody from 'fastify-raw-body';
+import type { Logger } from 'pino';
+import { findOrderInWebhook, parseWebhookBody } from '../queue/webhook-order.js';
+import { QueueUnavailableError, type WebhookProducer } from '../queue/webhook-producer.js';
+import { WEBHOOK_HEADERS } from '../upstream/model.js';
+import { DEFAULT_TOLERANCE_S, verifyWebhookSignature } from '../upstream/signature.js';
+import { type ReceiverErrorCode, ReceiverHttpError, receiverErrorBody } from './errors.js';
+import { createReceiverMetrics, type WebhookOutcome } from './metrics.js';
+
+/** Default of {@link ReceiverAppOptions.path}. */
+export const DEFAULT_WEBHOOK_PATH = '/webhooks/h2h';
+/** Default of {@link ReceiverAppOptions.bodyLimit}: 256 KiB. */
+export const DEFAULT_WEBHOOK_BODY_LIMIT = 256 * 1024;
+
+/** Header names the receiver reads, in lower case. */
+export interface WebhookHeaderNames {
+  timestamp: string;
+  signature: string;
+  eventId: string;
+  eventType: string;
+}
+
+export interface ReceiverAppOptions {
+  /** Accepted webhook secrets, newest first (more than one during a rotation). Required. */
+  secrets: readonly string[];
+  /** Where verified webhooks and early-poll requests go. The app does not close it. */
+  producer: WebhookProducer;
+  /** Default: {@link DEFAULT_WEBHOOK_PATH}. */
+  path?: string;
+  /** Tolerated clock distance, either way, in seconds. Default: {@link DEFAULT_TOLERANCE_S} (300). */
+  toleranceS?: number;
+  /** Largest accepted body in bytes. Default: {@link DEFAULT_WEBHOOK_BODY_LIMIT}. */
+  bodyLimit?: number;
+  /** Default: `x-timestamp`, `x-signature`, `x-event-id`, `x-event-type` (decisions.md). */
+  headers?: Partial<WebhookHeaderNames>;
+  /** Default: no logging. */
+  logger?: Logger;
+}
+
+/** Content types the receiver takes as JSON; anything else is 415 before the body is read. */
+const JSON_CONTENT_TYPES: (string | RegExp)[] = [
+  'application/json',
+  /^application\/[a-z0-9!#$&^_.+-]+\+json$/i,
+];
+
+function headerValue(value: string | string[] | undefined): string | undefined {
+  const first = Array.isArray(value) ? value[0] : value;
+  return first === '' ? undefined : first;
+}
+
+function validateOptions(options: ReceiverAppOptions): void {
+  if (options.secrets.length === 0 || options.secrets.some((s) => s === '')) {
+    throw new TypeError('buildReceiverApp: secrets must list at least one non-empty webhook secret');
+  }
+  if (options.path !== undefined && !options.path.startsWith('/')) {
+    throw new TypeError(`buildReceiverApp: path must start with / (got "${options.path}")`);
+  }
+}
+
+/**
+ * Builds the webhook receiver (docs/receiver.md) without listening: `POST <path>` verifies the
+ * signature over the raw bytes, then queues the event and answers 200 only once Redis has it;
+ * `GET /healthz`, `GET /readyz`, `GET /metrics`. Throws a TypeError for invalid options.
+ */
+export async function buildReceiverApp(options: ReceiverAppOptions): Promise<FastifyInstance> {
+  validateOptions(options);
+  const path = options.path ?? DEFAULT_WEBHOOK_PATH;
+  const bodyLimit = options.bodyLimit ?? DEFAULT_WEBHOOK_BODY_LIMIT;
+  const toleranceS = options.toleranceS ?? DEFAULT_TOLERANCE_S;
+  const names: WebhookHeaderNames = {
+    timestamp: (options.headers?.timestamp ?? WEBHOOK_HEADERS.timestamp).toLowerCase(),
+    signature: (options.headers?.signature ?? WEBHOOK_HEADERS.signature).toLowerCase(),
+    eventId: (options.headers?.eventId ?? WEBHOOK_HEADERS.eventId).toLowerCase(),
+    eventType: (options.headers?.eventType ?? WEBHOOK_HEADERS.eventType).toLowerCase(),
+  };
+  const secrets = [...options.secrets];
+  const { producer } = options;
+  const metrics = createReceiverMetrics(producer);
+
+  const loggerInstance: FastifyBaseLogger | undefined = options.logger;
+  const app = Fastify({
+    ...(loggerInstance ? { loggerInstance } : { logger: false }),
+    // One line per webhook is logged by the route itself, without headers.
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit,
+    // Requests already on open connections while closing are still served: Redis closes after.
+    return503OnClosing: false,
+  });
+
+  await app.register(fastifyRawBody, { field: 'rawBody', global: false, encoding: false, runFirst: true });
+  // An authentic body that is not JSON must still reach the route and be queued (the worker
+  // parks it), so the JSON parser keeps the bytes and never fails; text/plain etc. become 415.
+  app.removeAllContentTypeParsers();
+  for (const contentType of JSON_CONTENT_TYPES) {
+    app.addContentTypeParser(contentType, { parseAs: 'buffer', bodyLimit }, (_request, body, done) =>
+      done(null, body),
+    );
+  }
+
+  // Node closes only the connections that are idle when close() begins; one busy then would
+  // stay open (keep-alive) after its answer and hold the drain up. Answers sent while draining
+  // therefore close their connection.
+  let draining = false;
+  app.addHook('preClose', (done) => {
+    draining = true;
+    done();
+  });
+  app.addHook('onSend', (_request, reply, payload, done) => {
+    if (draining) reply.header('connection', 'close');
+    done(null, payload);
+  });
+
+  const isWebhookRoute = (request: FastifyRequest) =>
+    request.method === 'POST' && request.routeOptions.url === path;
+
+  app.setErrorHandler((error: FastifyError | ReceiverHttpError | QueueUnavailableError, request, reply) => {
+    let code: ReceiverErrorCode;
+    let detail: string | undefined;
+    if (error instanceof ReceiverHttpError) {
+      code = error.code;
+      detail = error.body.error;
+    } else if (error instanceof QueueUnavailableError) {
+      code = 'QUEUE_UNAVAILABLE';
+      request.log.error({ err: error }, 'webhook not queued: Redis unavailable');
+    } else if (error.statusCode === 413) {
+      code = 'PAYLOAD_TOO_LARGE';
+      detail = `the body is over the limit of ${bodyLimit} bytes`;
+    } else if (error.statusCode === 415) {
+      code = 'UNSUPPORTED_MEDIA_TYPE';
+    } else if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
+      code = 'BAD_REQUEST';
+      detail = error.message;
+    } else {
+      code = 'INTERNAL_ERROR';
+      request.log.error({ err: error }, 'receiver failure');
+    }
+    if (isWebhookRoute(request)) {
+      metrics.countRequest(code.toLowerCase() as WebhookOutcome);
+      if (code !== 'QUEUE_UNAVAILABLE' && code !== 'INTERNAL_ERROR') {
+        request.log.warn({ code, eventId: headerValue(request.headers[names.eventId]) }, 'webhook refused');
+      }
+    }
+    const body = receiverErrorBody(code, detail);
+    return reply.code(body.statusCode).send(body);
+  });
+
+  app.setNotFoundHandler(async (request) => {
+    throw new ReceiverHttpError(
+      'NOT_FOUND',
+      `no route ${request.method} ${request.url}; webhooks are POSTed to ${path}`,
+    );
+  });
+
+  /** A stale but authentic event: its order is polled early (decisions.md, "Webhooks"). */
+  async function requestEarlyPoll(rawBody: Buffer, request: FastifyRequest): Promise<void> {
+    const parsed = parseWebhookBody(rawBody);
+    const found = parsed.ok ? findOrderInWebhook(parsed.body) : null;
+    if (!found) {
+      request.log.warn('stale webhook names no recognisable order; no early poll requested');
+      return;
+    }
+    try {
+      const { jobId } = await producer.requestPoll({
+        ...(found.partnerRef ? { partnerRef: found.partnerRef } : {}),
+        ...(found.invoiceNumber ? { invoiceNumber: found.invoiceNumber } : {}),
+        reason: 'stale_webhook',
+      });
+      request.log.info({ jobId }, 'stale but authentic webhook: early poll requested');
+    } catch (error) {
+      // Still a 401: the sender retries with a fresh timestamp, and reconciliation polls anyway.
+      request.log.error({ err: error }, 'stale webhook: early poll request not queued');
+    }
+  }
+
+  app.post(path, { config: { rawBody: true }, bodyLimit }, async (request, reply) => {
+    const started = performance.now();
+    const rawBody = request.rawBody;
+    if (!Buffer.isBuffer(rawBody)) throw new ReceiverHttpError('BODY_UNREADABLE');
+    const headers = request.headers;
+    const verdict = verifyWebhookSignature({
+      rawBody,
+      timestamp: headerValue(headers[names.timestamp]),
+      signature: headerValue(headers[names.signature]),
+      secrets,
+      toleranceS,
+    });
+    if (!verdict.ok) {
+      if (verdict.authentic) await requestEarlyPoll(rawBody, request);
+      throw new ReceiverHttpError(verdict.code, verdict.message);
+    }
+    const eventId = headerValue(headers[names.eventId]) ?? null;
+    const eventType = headerValue(headers[names.eventType]);
+    const { jobId, duplicate } = await producer.enqueueWebhook({
+      rawBody,
+      eventId,
+      timestamp: verdict.timestamp,
+      ...(eventType === undefined ? {} : { eventType }),
+    });
+    metrics.observeEnqueue((performance.now() - started) / 1000);
+    metrics.countRequest(duplicate ? 'duplicate' : 'accepted');
+    request.log.debug({ eventId, jobId, duplicate }, 'webhook queued');
+    return reply.code(200).send({ received: true, duplicate });
+  });
+
+  app.get('/healthz', async () => ({ status: 'ok' }));
+
+  app.get('/readyz', async (request, reply) => {
+    try {
+      await producer.ping();
+      return { status: 'ready' };
+    } catch (error) {
+      request.log.warn({ err: error }, 'not ready: Redis unavailable');
+      return reply.code(503).send(receiverErrorBody('QUEUE_UNAVAILABLE', 'not ready: Redis does not answer'));
+    }
+  });
+
+  app.get('/metrics', async (_request, reply) => {
+    const text = await metrics.registry.metrics();
+    return reply.type(metrics.registry.contentType).send(text);
+  });
+
+  return app;
+}

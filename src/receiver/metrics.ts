@@ -1,0 +1,67 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import type { WebhookProducer } from '../queue/webhook-producer.js';
+import type { RECEIVER_ERRORS } from './errors.js';
+
+/** What happened to one webhook request: accepted, duplicate, or an error code in lower case. */
+export type WebhookOutcome = 'accepted' | 'duplicate' | Lowercase<keyof typeof RECEIVER_ERRORS>;
+
+/** The receiver's Prometheus metrics, in a registry of their own. */
+export interface ReceiverMetrics {
+  readonly registry: Registry;
+  /** Counts one webhook request by outcome. */
+  countRequest(outcome: WebhookOutcome): void;
+  /** Records the verify-and-enqueue time of an accepted (or duplicate) webhook. */
+  observeEnqueue(seconds: number): void;
+}
+
+/**
+ * Creates `h2h_webhook_requests_total{outcome}`, `h2h_webhook_enqueue_seconds` and
+ * `h2h_queue_jobs{queue,state}` (read from Redis at each scrape; absent while Redis is
+ * unavailable), plus Node's default process metrics.
+ */
+export function createReceiverMetrics(producer: WebhookProducer): ReceiverMetrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+
+  const requests = new Counter({
+    name: 'h2h_webhook_requests_total',
+    help: 'Webhook requests by outcome: accepted, duplicate, or the error code in lower case.',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  for (const outcome of ['accepted', 'duplicate', 'signature_missing', 'invalid_signature'] as const) {
+    requests.inc({ outcome }, 0);
+  }
+
+  const enqueueSeconds = new Histogram({
+    name: 'h2h_webhook_enqueue_seconds',
+    help: 'Time from the start of verification to Redis acknowledging the job, for accepted webhooks.',
+    buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [registry],
+  });
+
+  new Gauge({
+    name: 'h2h_queue_jobs',
+    help: 'Jobs per queue and BullMQ state, read from Redis at scrape time.',
+    labelNames: ['queue', 'state'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      let counts: Awaited<ReturnType<WebhookProducer['jobCounts']>>;
+      try {
+        counts = await producer.jobCounts();
+      } catch {
+        return; // Redis unavailable: no series rather than stale ones
+      }
+      for (const { queue, counts: byState } of counts) {
+        for (const [state, value] of Object.entries(byState)) this.set({ queue, state }, value);
+      }
+    },
+  });
+
+  return {
+    registry,
+    countRequest: (outcome) => requests.inc({ outcome }),
+    observeEnqueue: (seconds) => enqueueSeconds.observe(seconds),
+  };
+}

@@ -1,0 +1,124 @@
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { type Config, loadConfig, type ReceiverSettings, receiverSettings } from '../config/config.js';
+import { createLogger } from '../observability/logger.js';
+import { createWebhookProducer, type WebhookProducer } from '../queue/webhook-producer.js';
+import { buildReceiverApp } from './app.js';
+
+/** A listening receiver. */
+export interface RunningReceiver {
+  readonly app: FastifyInstance;
+  readonly producer: WebhookProducer;
+  /** Where it listens, e.g. `http://127.0.0.1:3000`. */
+  readonly origin: string;
+  /** `origin` + the webhook path. */
+  readonly webhookUrl: string;
+  /**
+   * Stops accepting connections, lets requests in flight finish (their events are queued as
+   * usual), then closes the queues and Redis. Safe to call twice.
+   */
+  close(): Promise<void>;
+}
+
+export interface StartReceiverOptions {
+  logger?: Logger;
+  /** BullMQ key prefix. Default: the producer's (`bull`). */
+  queuePrefix?: string;
+}
+
+/**
+ * Builds the receiver from its settings and listens on `host:port`. Redis need not be up: until
+ * it is, webhooks are answered 503 and `/readyz` says so.
+ */
+export async function startReceiver(
+  settings: ReceiverSettings,
+  options: StartReceiverOptions = {},
+): Promise<RunningReceiver> {
+  const producer = createWebhookProducer({
+    redisUrl: settings.redisUrl,
+    enqueueTimeoutMs: settings.enqueueTimeoutMs,
+    ...(options.queuePrefix === undefined ? {} : { prefix: options.queuePrefix }),
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
+  try {
+    await producer.ping();
+  } catch (error) {
+    options.logger?.warn({ err: error }, 'Redis is not reachable yet; webhooks are answered 503 until it is');
+  }
+  let app: FastifyInstance;
+  try {
+    app = await buildReceiverApp({
+      secrets: settings.secrets,
+      producer,
+      path: settings.path,
+      toleranceS: settings.toleranceS,
+      bodyLimit: settings.bodyLimit,
+      headers: settings.headers,
+      ...(options.logger ? { logger: options.logger } : {}),
+    });
+    await app.listen({ host: settings.host, port: settings.port });
+  } catch (error) {
+    await producer.close();
+    throw error;
+  }
+  const { address, port, family } = app.server.address() as AddressInfo;
+  const origin = `http://${family === 'IPv6' ? `[${address}]` : address}:${port}`;
+  let closing: Promise<void> | undefined;
+  return {
+    app,
+    producer,
+    origin,
+    webhookUrl: `${origin}${settings.path}`,
+    close() {
+      closing ??= (async () => {
+        try {
+          await app.close();
+        } finally {
+          await producer.close();
+        }
+      })();
+      return closing;
+    },
+  };
+}
+
+/**
+ * The `h2h-sync receiver` process: loads the configuration, listens, tells pm2 it is ready
+ * (`process.send('ready')`, for `wait_ready`), and on SIGINT or SIGTERM drains and exits 0 — or
+ * exits 1 when the drain outlasts `H2H_SHUTDOWN_TIMEOUT_MS`. Throws a ConfigError for bad
+ * settings before anything starts.
+ */
+export async function runReceiver(config: Config = loadConfig()): Promise<RunningReceiver> {
+  const settings = receiverSettings(config);
+  const logger = createLogger({
+    name: 'receiver',
+    level: settings.logLevel,
+    redactHeaders: [settings.headers.signature],
+  });
+  const receiver = await startReceiver(settings, { logger });
+  logger.info({ url: receiver.webhookUrl, origin: receiver.origin }, 'receiver listening');
+  process.send?.('ready');
+
+  const shutdown = (signal: NodeJS.Signals) => {
+    logger.info({ signal }, 'receiver stopping: draining requests in flight');
+    const deadline = setTimeout(() => {
+      logger.error({ timeoutMs: settings.shutdownTimeoutMs }, 'receiver drain timed out; exiting anyway');
+      process.exit(1);
+    }, settings.shutdownTimeoutMs);
+    deadline.unref();
+    receiver.close().then(
+      () => {
+        logger.info('receiver stopped');
+        process.exit(0);
+      },
+      (error: unknown) => {
+        logger.error({ err: error }, 'receiver close failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGINT', shutdown);
+  process.once('SIGTERM', shutdown);
+  return receiver;
+}

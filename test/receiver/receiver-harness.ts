@@ -1,0 +1,141 @@
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
+import { Writable } from 'node:stream';
+import type { TestContext } from 'node:test';
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import type { Logger } from 'pino';
+import type { RedisServer } from '../../src/dev/redis-server.js';
+import { createLogger } from '../../src/observability/logger.js';
+import {
+  createWebhookProducer,
+  type WebhookProducer,
+  type WebhookProducerOptions,
+} from '../../src/queue/webhook-producer.js';
+import { buildReceiverApp, type ReceiverAppOptions } from '../../src/receiver/app.js';
+import { signedWebhookHeaders } from '../../src/upstream/signature.js';
+import { privateRedis } from '../helpers/redis.js';
+
+/** The demo member's webhook secret (fixtures/demo.json). */
+export const SECRET = 'sim_secret_demo_M0001';
+
+/** A webhook body as the simulator sends it, for an order with `partnerRef`. */
+export function webhookBody(partnerRef = `ref-${randomUUID().slice(0, 8)}`, eventId = `evt_${randomUUID()}`) {
+  return JSON.stringify({
+    event_id: eventId,
+    event: 'order.updated',
+    created_at: new Date().toISOString(),
+    data: { invoice_number: `INV-${partnerRef}`, partner_ref: partnerRef, status: 'SUCCESS' },
+  });
+}
+
+/** Headers of a delivery of `rawBody` signed with `secret` at `timestampS` (default now). */
+export function deliveryHeaders(
+  rawBody: string | Buffer,
+  options: { secret?: string; timestampS?: number; eventId?: string | null } = {},
+): Record<string, string> {
+  const { secret = SECRET, timestampS, eventId = `evt_${randomUUID()}` } = options;
+  return {
+    'content-type': 'application/json',
+    ...signedWebhookHeaders(secret, rawBody, timestampS),
+    ...(eventId === null ? {} : { 'x-event-id': eventId, 'x-event-type': 'order.updated' }),
+  };
+}
+
+/** Log lines captured from a real pino logger (secrets redacted as in production). */
+export function capturedLogger(options: { redactHeaders?: string[] } = {}): {
+  logger: Logger;
+  lines: string[];
+} {
+  const lines: string[] = [];
+  const destination = new Writable({
+    write(chunk, _encoding, done) {
+      lines.push(chunk.toString());
+      done();
+    },
+  });
+  return {
+    logger: createLogger({ name: 'receiver', level: 'trace', destination, ...options }),
+    lines,
+  };
+}
+
+export interface TestReceiver {
+  app: FastifyInstance;
+  producer: WebhookProducer;
+  redis: RedisServer;
+  /** POSTs `rawBody` with `headers` to the webhook path through `inject`. */
+  post(
+    rawBody: string | Buffer,
+    headers: Record<string, string>,
+    path?: string,
+  ): Promise<LightMyRequestResponse>;
+}
+
+export interface TestReceiverOptions extends Partial<Omit<ReceiverAppOptions, 'producer'>> {
+  /** Default: a new private redis-server for this test. */
+  redis?: RedisServer;
+  producer?: Omit<WebhookProducerOptions, 'redisUrl'>;
+}
+
+/** A receiver app (not listening) on a private Redis, closed when the test ends. */
+export async function startTestReceiver(
+  t: Pick<TestContext, 'after'>,
+  options: TestReceiverOptions = {},
+): Promise<TestReceiver> {
+  const { redis: givenRedis, producer: producerOptions, ...appOptions } = options;
+  const redis = givenRedis ?? (await privateRedis(t));
+  const producer = createWebhookProducer({ redisUrl: redis.url, ...producerOptions });
+  t.after(() => producer.close());
+  await producer.ping();
+  const app = await buildReceiverApp({ secrets: [SECRET], ...appOptions, producer });
+  t.after(() => app.close());
+  const webhookPath = appOptions.path ?? '/webhooks/h2h';
+  return {
+    app,
+    producer,
+    redis,
+    post: (rawBody, headers, path = webhookPath) =>
+      app.inject({ method: 'POST', url: path, payload: rawBody, headers }),
+  };
+}
+
+/**
+ * A TCP proxy in front of Redis that can freeze: once frozen it keeps every connection open and
+ * forwards nothing, like a Redis process that was stopped with SIGSTOP.
+ */
+export async function freezableProxy(
+  t: Pick<TestContext, 'after'>,
+  target: { port: number },
+): Promise<{ url: string; freeze(): void }> {
+  let frozen = false;
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect(target.port, '127.0.0.1');
+    sockets.add(client).add(upstream);
+    client.on('data', (chunk) => {
+      if (!frozen) upstream.write(chunk);
+    });
+    upstream.on('data', (chunk) => {
+      if (!frozen) client.write(chunk);
+    });
+    for (const socket of [client, upstream]) {
+      socket.on('error', () => {});
+      socket.on('close', () => {
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(async () => {
+    for (const socket of sockets) socket.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  return {
+    url: `redis://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    freeze: () => {
+      frozen = true;
+    },
+  };
+}
