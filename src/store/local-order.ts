@@ -1,0 +1,194 @@
+import { isFinalStatus, isKnownStatus, type OrderData, type OrderStatus } from '../upstream/model.js';
+
+/**
+ * Where the create call of an order stands, apart from the order's status:
+ * - `pending`: written locally, the create call has not answered yet;
+ * - `accepted`: the upstream has the order (any snapshot of it proves that);
+ * - `rejected`: the upstream answered 400; see `rejectionCode`; never retried;
+ * - `unknown`: the create call timed out; the reconciler must find out.
+ */
+export const SUBMISSION_STATES = ['pending', 'accepted', 'rejected', 'unknown'] as const;
+export type SubmissionState = (typeof SUBMISSION_STATES)[number];
+
+/** Who delivered an event. */
+export const EVENT_SOURCES = ['create', 'webhook', 'poll', 'manual'] as const;
+export type EventSource = (typeof EVENT_SOURCES)[number];
+
+/**
+ * Why an event changed an order, or why it did not. The transition verdicts come from
+ * `decideTransition`; the store adds:
+ * - `initial`: the first known status of an order;
+ * - `duplicate_event`: the (source, event id) was applied before (returned, never recorded);
+ * - `rejected`, `submission_unknown`: what the create call said, recorded by `markRejected` and
+ *   `markSubmissionUnknown`;
+ * - `submission_settled`: such a create outcome arrived after the submission was settled
+ *   (accepted or rejected) and changed nothing.
+ */
+export type EventReason =
+  | 'initial'
+  | 'transition'
+  | 'serial_added'
+  | 'duplicate'
+  | 'not_allowed'
+  | 'unknown_status'
+  | 'duplicate_event'
+  | 'rejected'
+  | 'submission_unknown'
+  | 'submission_settled';
+
+/** An order as the store keeps it. Times we set are ms since the epoch; upstream times are ISO. */
+export interface LocalOrder {
+  id: number;
+  partnerRef: string;
+  invoiceNumber: string | null;
+  productCode: string | null;
+  productId: string | null;
+  /** The target data we sent; null for an order placed elsewhere. */
+  data: OrderData | null;
+  callbackUrl: string | null;
+  amount: number | null;
+  /** The last applied status; null until the upstream confirmed a known status. */
+  status: OrderStatus | null;
+  /** The status string as last applied, or as received when outside decisions.md's table. */
+  upstreamStatus: string | null;
+  serialNumber: string | null;
+  nickname: string | null;
+  message: string | null;
+  target: string | null;
+  productName: string | null;
+  /** The upstream's creation time (ISO 8601), once known. */
+  createdAt: string | null;
+  successAt: string | null;
+  localCreatedAt: number;
+  updatedAt: number;
+  submissionState: SubmissionState;
+  rejectionCode: string | null;
+  rejectionDetail: string | null;
+  lastPolledAt: number | null;
+  /** When the reconciler should look at the order next; null when there is nothing to poll. */
+  nextPollAt: number | null;
+  pollCount: number;
+  /** When the reconciler gave up waiting and marked the order stuck (it keeps polling). */
+  stuckAt: number | null;
+  /** When the order first reached a final status. */
+  finalAt: number | null;
+}
+
+/** One row of the audit trail. */
+export interface OrderEvent {
+  id: number;
+  partnerRef: string;
+  source: EventSource;
+  eventId: string | null;
+  /** The status as received; null for create outcomes without an order (rejected, unknown). */
+  status: string | null;
+  payload: unknown;
+  receivedAt: number;
+  appliedAt: number;
+  changed: boolean;
+  reason: EventReason;
+}
+
+/** A row of `orders` exactly as SQLite returns it. */
+export interface OrderRow {
+  id: number;
+  partner_ref: string;
+  invoice_number: string | null;
+  product_code: string | null;
+  product_id: string | null;
+  target_data: string | null;
+  callback_url: string | null;
+  amount: number | null;
+  status: string | null;
+  upstream_status: string | null;
+  serial_number: string | null;
+  nickname: string | null;
+  message: string | null;
+  target: string | null;
+  product_name: string | null;
+  created_at: string | null;
+  success_at: string | null;
+  local_created_at: number;
+  updated_at: number;
+  submission_state: SubmissionState;
+  rejection_code: string | null;
+  rejection_detail: string | null;
+  last_polled_at: number | null;
+  next_poll_at: number | null;
+  poll_count: number;
+  stuck_at: number | null;
+  final_at: number | null;
+}
+
+/** A row of `order_events` exactly as SQLite returns it. */
+export interface OrderEventRow {
+  id: number;
+  partner_ref: string;
+  source: EventSource;
+  event_id: string | null;
+  status: string | null;
+  payload: string | null;
+  received_at: number;
+  applied_at: number;
+  changed: number;
+  reason: EventReason;
+}
+
+/**
+ * True when nothing about the order can still change by itself, so polling ends: FAILED,
+ * REFUNDED, or SUCCESS with its serial number (decisions.md: a serial may follow a SUCCESS, and a
+ * SUCCESS may still be refunded, which a webhook reports). A rejected submission never existed
+ * upstream and is settled too.
+ */
+export function isSettled(order: Pick<OrderRow, 'status' | 'serial_number' | 'submission_state'>): boolean {
+  if (order.submission_state === 'rejected') return true;
+  if (order.status === null || !isFinalStatus(order.status)) return false;
+  return order.status !== 'SUCCESS' || order.serial_number !== null;
+}
+
+export function toLocalOrder(row: OrderRow): LocalOrder {
+  return {
+    id: row.id,
+    partnerRef: row.partner_ref,
+    invoiceNumber: row.invoice_number,
+    productCode: row.product_code,
+    productId: row.product_id,
+    data: row.target_data === null ? null : (JSON.parse(row.target_data) as OrderData),
+    callbackUrl: row.callback_url,
+    amount: row.amount,
+    status: row.status !== null && isKnownStatus(row.status) ? row.status : null,
+    upstreamStatus: row.upstream_status,
+    serialNumber: row.serial_number,
+    nickname: row.nickname,
+    message: row.message,
+    target: row.target,
+    productName: row.product_name,
+    createdAt: row.created_at,
+    successAt: row.success_at,
+    localCreatedAt: row.local_created_at,
+    updatedAt: row.updated_at,
+    submissionState: row.submission_state,
+    rejectionCode: row.rejection_code,
+    rejectionDetail: row.rejection_detail,
+    lastPolledAt: row.last_polled_at,
+    nextPollAt: row.next_poll_at,
+    pollCount: row.poll_count,
+    stuckAt: row.stuck_at,
+    finalAt: row.final_at,
+  };
+}
+
+export function toOrderEvent(row: OrderEventRow): OrderEvent {
+  return {
+    id: row.id,
+    partnerRef: row.partner_ref,
+    source: row.source,
+    eventId: row.event_id,
+    status: row.status,
+    payload: row.payload === null ? null : JSON.parse(row.payload),
+    receivedAt: row.received_at,
+    appliedAt: row.applied_at,
+    changed: row.changed === 1,
+    reason: row.reason,
+  };
+}

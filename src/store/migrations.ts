@@ -1,0 +1,113 @@
+import type { Database } from 'better-sqlite3';
+import { StoreError } from './store-error.js';
+
+/** One step of the schema. Once released, a migration is never edited: add the next one. */
+export interface Migration {
+  /** 1, 2, 3 …: the `PRAGMA user_version` the database has after this step. */
+  version: number;
+  description: string;
+  sql: string;
+}
+
+/**
+ * Every schema step, in order. Timestamps we produce are integer milliseconds since the epoch;
+ * the upstream's own timestamps (`created_at`, `success_at`) are kept as the ISO strings it sent.
+ * docs/store.md describes each column.
+ */
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    description: 'orders and order_events',
+    sql: `
+      CREATE TABLE orders (
+        id               INTEGER PRIMARY KEY,
+        partner_ref      TEXT    NOT NULL UNIQUE,
+        invoice_number   TEXT    UNIQUE,
+        product_code     TEXT,
+        product_id       TEXT,
+        target_data      TEXT,
+        callback_url     TEXT,
+        amount           REAL,
+        status           TEXT,
+        upstream_status  TEXT,
+        serial_number    TEXT,
+        nickname         TEXT,
+        message          TEXT,
+        target           TEXT,
+        product_name     TEXT,
+        created_at       TEXT,
+        success_at       TEXT,
+        local_created_at INTEGER NOT NULL,
+        updated_at       INTEGER NOT NULL,
+        submission_state TEXT    NOT NULL
+          CHECK (submission_state IN ('pending', 'accepted', 'rejected', 'unknown')),
+        rejection_code   TEXT,
+        rejection_detail TEXT,
+        last_polled_at   INTEGER,
+        next_poll_at     INTEGER,
+        poll_count       INTEGER NOT NULL DEFAULT 0,
+        stuck_at         INTEGER,
+        final_at         INTEGER
+      );
+      CREATE INDEX orders_next_poll_at ON orders (next_poll_at);
+      CREATE INDEX orders_status ON orders (status);
+      CREATE INDEX orders_local_created_at ON orders (local_created_at);
+
+      CREATE TABLE order_events (
+        id          INTEGER PRIMARY KEY,
+        partner_ref TEXT    NOT NULL REFERENCES orders (partner_ref),
+        source      TEXT    NOT NULL CHECK (source IN ('create', 'webhook', 'poll', 'manual')),
+        event_id    TEXT,
+        status      TEXT,
+        payload     TEXT,
+        received_at INTEGER NOT NULL,
+        applied_at  INTEGER NOT NULL,
+        changed     INTEGER NOT NULL CHECK (changed IN (0, 1)),
+        reason      TEXT    NOT NULL
+      );
+      CREATE UNIQUE INDEX order_events_source_event_id
+        ON order_events (source, event_id) WHERE event_id IS NOT NULL;
+      CREATE INDEX order_events_partner_ref ON order_events (partner_ref);
+    `,
+  },
+];
+
+/** The schema version this code writes and understands. */
+export const LATEST_SCHEMA_VERSION = MIGRATIONS.length;
+
+function schemaVersion(db: Database): number {
+  return db.pragma('user_version', { simple: true }) as number;
+}
+
+function refuseNewer(db: Database, version: number): void {
+  if (version > LATEST_SCHEMA_VERSION) {
+    throw new StoreError(
+      'DATABASE_TOO_NEW',
+      `${db.name} has schema version ${version}, but this h2h-sync knows only up to ` +
+        `${LATEST_SCHEMA_VERSION}: run the newer h2h-sync that wrote it, or point H2H_DB_PATH at another file`,
+    );
+  }
+}
+
+/**
+ * Brings the database up to {@link LATEST_SCHEMA_VERSION}, one immediate transaction per
+ * migration, so a crash leaves it at a whole version and a second process starting at the same
+ * time waits (busy timeout) and then finds the step already done. Idempotent. Throws
+ * `DATABASE_TOO_NEW` for a file migrated by newer code. Returns the versions before and after.
+ */
+export function migrate(db: Database): { from: number; to: number } {
+  const from = schemaVersion(db);
+  refuseNewer(db, from);
+  for (const migration of MIGRATIONS) {
+    if (migration.version <= from) continue;
+    db.transaction(() => {
+      // Re-read inside the write lock: another process may have applied it since.
+      const current = schemaVersion(db);
+      refuseNewer(db, current);
+      if (current >= migration.version) return;
+      db.exec(migration.sql);
+      db.pragma(`user_version = ${migration.version}`);
+    }).immediate();
+  }
+  return { from, to: schemaVersion(db) };
+}

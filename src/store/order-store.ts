@@ -1,0 +1,633 @@
+import type { Database, Statement, Transaction } from 'better-sqlite3';
+import {
+  isFinalStatus,
+  isKnownStatus,
+  type Order,
+  type OrderData,
+  type OrderStatus,
+  PARTNER_REF_MAX_LENGTH,
+} from '../upstream/model.js';
+import {
+  type EventReason,
+  type EventSource,
+  isSettled,
+  type LocalOrder,
+  type OrderEvent,
+  type OrderEventRow,
+  type OrderRow,
+  SUBMISSION_STATES,
+  type SubmissionState,
+  toLocalOrder,
+  toOrderEvent,
+} from './local-order.js';
+import { decideSnapshot, type SnapshotVerdict } from './snapshot-verdict.js';
+import { StoreError } from './store-error.js';
+import { WriteLock } from './write-lock.js';
+
+/** Default delay before the first poll of a new or just-changed order: its webhook is overdue then. */
+export const DEFAULT_FIRST_POLL_DELAY_MS = 30_000;
+/** Default page size of {@link OrderStore.listOrders}. */
+export const DEFAULT_LIST_LIMIT = 50;
+
+export interface OrderStoreOptions {
+  /** Delay from a change (or creation) to the order's first poll. Default: {@link DEFAULT_FIRST_POLL_DELAY_MS}. */
+  firstPollDelayMs?: number;
+  /** The clock, in ms since the epoch. Default: `Date.now`. */
+  now?: () => number;
+}
+
+export interface CreateLocalOrderInput {
+  /** The idempotency key sent upstream, at most 64 characters. */
+  partnerRef: string;
+  productCode?: string;
+  productId?: string;
+  /** The target data sent upstream. */
+  data: OrderData;
+  callbackUrl?: string;
+}
+
+export interface ApplyOptions {
+  source: EventSource;
+  /** The webhook event id (or another dedupe key): a (source, eventId) pair applies once, ever. */
+  eventId?: string;
+  /** What to keep in the audit trail. Default: the snapshot itself. */
+  payload?: unknown;
+  /** When the event reached us, in ms. Default: now. */
+  receivedAt?: number;
+}
+
+export interface ApplyResult {
+  order: LocalOrder;
+  /** True when the event moved the order (or created it). */
+  changed: boolean;
+  reason: EventReason;
+  /** True when (source, eventId) had been applied before: nothing was recorded. */
+  duplicate: boolean;
+  /** True when the order was unknown locally and the snapshot created it. */
+  created: boolean;
+}
+
+export interface RecordPollInput {
+  /** When to poll next, in ms. Ignored (stays null) once the order is settled. */
+  nextPollAt: number;
+  /** Mark the order stuck; the first marking time is kept. */
+  stuck?: boolean;
+}
+
+export interface ListOrdersInput {
+  /**
+   * An order status (`PENDING`, `SUCCESS` …) matches the last applied status; a submission state
+   * (`pending`, `accepted`, `rejected`, `unknown`) matches the create outcome; any other string
+   * matches the raw upstream status (for example a status outside decisions.md's table).
+   */
+  status?: string;
+  /** Default: {@link DEFAULT_LIST_LIMIT}. */
+  limit?: number;
+}
+
+/** Figures for `h2h-sync status`. */
+export interface OrderCounts {
+  total: number;
+  /** Orders by last applied status, or by raw upstream status when that is outside the table. */
+  byStatus: Record<string, number>;
+  bySubmissionState: Record<SubmissionState, number>;
+  /** Orders not settled yet, that is orders with a next poll time. */
+  open: number;
+  /** Local creation time (ms) of the oldest open order, or null. */
+  oldestOpenLocalCreatedAt: number | null;
+  dueForPoll: number;
+  /** Open orders marked stuck. */
+  stuck: number;
+}
+
+/** The snapshot's fields after the tolerant reading of {@link readSnapshot}. */
+type SnapshotFields = Pick<
+  OrderRow,
+  | 'invoice_number'
+  | 'amount'
+  | 'target'
+  | 'product_name'
+  | 'product_code'
+  | 'serial_number'
+  | 'nickname'
+  | 'message'
+  | 'created_at'
+  | 'success_at'
+> & { status: string; partner_ref: string | null };
+
+/** Upstream facts that a snapshot carries and an order keeps once known. */
+const KEPT_FIELDS = [
+  'invoice_number',
+  'amount',
+  'target',
+  'product_name',
+  'product_code',
+  'serial_number',
+  'nickname',
+  'created_at',
+  'success_at',
+] as const;
+
+const ROW_COLUMNS = [
+  'partner_ref',
+  'invoice_number',
+  'product_code',
+  'product_id',
+  'target_data',
+  'callback_url',
+  'amount',
+  'status',
+  'upstream_status',
+  'serial_number',
+  'nickname',
+  'message',
+  'target',
+  'product_name',
+  'created_at',
+  'success_at',
+  'local_created_at',
+  'updated_at',
+  'submission_state',
+  'rejection_code',
+  'rejection_detail',
+  'last_polled_at',
+  'next_poll_at',
+  'poll_count',
+  'stuck_at',
+  'final_at',
+] as const satisfies readonly (keyof OrderRow)[];
+
+type NewOrderRow = Omit<OrderRow, 'id'>;
+type NewEventRow = Omit<OrderEventRow, 'id'>;
+
+const text = (value: unknown): string | null => (typeof value === 'string' && value !== '' ? value : null);
+
+/** Reads a snapshot tolerantly (fields may be missing), refusing only what can never apply. */
+function readSnapshot(snapshot: Order): SnapshotFields {
+  if (typeof snapshot !== 'object' || snapshot === null) {
+    throw new StoreError('INVALID_SNAPSHOT', 'the order snapshot is not an object: park the event');
+  }
+  const s = snapshot as unknown as Record<string, unknown>;
+  const status = text(s.status);
+  const partnerRef = text(s.partner_ref);
+  const invoiceNumber = text(s.invoice_number);
+  if (status === null) {
+    throw new StoreError('INVALID_SNAPSHOT', 'the order snapshot has no status: park the event');
+  }
+  if (partnerRef === null && invoiceNumber === null) {
+    throw new StoreError(
+      'INVALID_SNAPSHOT',
+      'the order snapshot names neither partner_ref nor invoice_number: park the event',
+    );
+  }
+  return {
+    status,
+    partner_ref: partnerRef,
+    invoice_number: invoiceNumber,
+    amount: typeof s.amount === 'number' && Number.isFinite(s.amount) ? s.amount : null,
+    target: text(s.target),
+    product_name: text(s.product_name),
+    product_code: text(s.product_code),
+    serial_number: text(s.serial_number),
+    nickname: text(s.nickname),
+    message: text(s.message),
+    created_at: text(s.created_at),
+    success_at: text(s.success_at),
+  };
+}
+
+/**
+ * The order store: the only code that writes `orders` and `order_events`. Every change to an
+ * order's status goes through {@link OrderStore.applyOrderSnapshot}, whatever its source.
+ *
+ * Invariant kept by every method: `next_poll_at` is null exactly when the order is settled
+ * (FAILED, REFUNDED, SUCCESS with a serial, or a rejected submission), so the reconciler never
+ * loses an open order.
+ */
+export class OrderStore {
+  readonly #db: Database;
+  readonly #firstPollDelayMs: number;
+  readonly #now: () => number;
+  readonly #writeLock: WriteLock;
+  readonly #byPartnerRef: Statement<[string], OrderRow>;
+  readonly #byInvoiceNumber: Statement<[string], OrderRow>;
+  readonly #insertOrder: Statement<[NewOrderRow]>;
+  readonly #insertOrderIfNew: Statement<[NewOrderRow]>;
+  readonly #updateOrder: Statement<[OrderRow]>;
+  readonly #eventByKey: Statement<[string, string], { partner_ref: string }>;
+  readonly #insertEvent: Statement<[NewEventRow]>;
+  readonly #eventsOf: Statement<[string], OrderEventRow>;
+  readonly #due: Statement<[number, number], OrderRow>;
+  readonly #applyTx: Transaction<
+    (snapshot: Order, fields: SnapshotFields, options: ApplyOptions) => ApplyResult
+  >;
+  readonly #createTx: Transaction<(row: NewOrderRow) => { order: LocalOrder; created: boolean }>;
+  readonly #settleSubmissionTx: Transaction<(ref: string, outcome: SubmissionOutcome) => LocalOrder>;
+  readonly #recordPollTx: Transaction<(ref: string, input: RecordPollInput) => LocalOrder>;
+
+  constructor(
+    db: Database,
+    { firstPollDelayMs = DEFAULT_FIRST_POLL_DELAY_MS, now = Date.now }: OrderStoreOptions = {},
+  ) {
+    if (!Number.isFinite(firstPollDelayMs) || firstPollDelayMs < 0) {
+      throw new RangeError(`firstPollDelayMs must be a number of ms ≥ 0, got ${firstPollDelayMs}`);
+    }
+    this.#db = db;
+    this.#firstPollDelayMs = firstPollDelayMs;
+    this.#now = now;
+    this.#writeLock = new WriteLock(db);
+
+    const columns = ROW_COLUMNS.join(', ');
+    const values = ROW_COLUMNS.map((c) => `@${c}`).join(', ');
+    this.#byPartnerRef = db.prepare('SELECT * FROM orders WHERE partner_ref = ?');
+    this.#byInvoiceNumber = db.prepare('SELECT * FROM orders WHERE invoice_number = ?');
+    this.#insertOrder = db.prepare(`INSERT INTO orders (${columns}) VALUES (${values})`);
+    this.#insertOrderIfNew = db.prepare(
+      `INSERT INTO orders (${columns}) VALUES (${values}) ON CONFLICT (partner_ref) DO NOTHING`,
+    );
+    this.#updateOrder = db.prepare(
+      `UPDATE orders SET ${ROW_COLUMNS.map((c) => `${c} = @${c}`).join(', ')} WHERE id = @id`,
+    );
+    this.#eventByKey = db.prepare('SELECT partner_ref FROM order_events WHERE source = ? AND event_id = ?');
+    this.#insertEvent = db.prepare(
+      `INSERT INTO order_events
+         (partner_ref, source, event_id, status, payload, received_at, applied_at, changed, reason)
+       VALUES
+         (@partner_ref, @source, @event_id, @status, @payload, @received_at, @applied_at, @changed, @reason)`,
+    );
+    this.#eventsOf = db.prepare('SELECT * FROM order_events WHERE partner_ref = ? ORDER BY id');
+    this.#due = db.prepare('SELECT * FROM orders WHERE next_poll_at <= ? ORDER BY next_poll_at, id LIMIT ?');
+
+    this.#applyTx = db.transaction((snapshot, fields, options) => this.#apply(snapshot, fields, options));
+    this.#createTx = db.transaction((row) => {
+      const created = this.#insertOrderIfNew.run(row).changes === 1;
+      return { order: toLocalOrder(this.#byPartnerRef.get(row.partner_ref)!), created };
+    });
+    this.#settleSubmissionTx = db.transaction((ref, outcome) => this.#settleSubmission(ref, outcome));
+    this.#recordPollTx = db.transaction((ref, input) => this.#recordPoll(ref, input));
+  }
+
+  /**
+   * Writes an order before it is submitted upstream (submission state `pending`). A partner_ref
+   * that exists already returns the existing order with `created: false`: never a second row.
+   * The order is due for a poll after `firstPollDelayMs`, so one whose placing process dies
+   * before the create answer is still resolved by the reconciler.
+   */
+  createLocalOrder(input: CreateLocalOrderInput): { order: LocalOrder; created: boolean } {
+    const { partnerRef } = input;
+    if (typeof partnerRef !== 'string' || partnerRef === '' || partnerRef.length > PARTNER_REF_MAX_LENGTH) {
+      throw new StoreError(
+        'INVALID_PARTNER_REF',
+        `partner_ref must be 1 to ${PARTNER_REF_MAX_LENGTH} characters, got ${JSON.stringify(partnerRef)}`,
+      );
+    }
+    const now = this.#now();
+    return this.#writeLock.run(this.#createTx, {
+      partner_ref: partnerRef,
+      invoice_number: null,
+      product_code: input.productCode ?? null,
+      product_id: input.productId ?? null,
+      target_data: JSON.stringify(input.data),
+      callback_url: input.callbackUrl ?? null,
+      amount: null,
+      status: null,
+      upstream_status: null,
+      serial_number: null,
+      nickname: null,
+      message: null,
+      target: null,
+      product_name: null,
+      created_at: null,
+      success_at: null,
+      local_created_at: now,
+      updated_at: now,
+      submission_state: 'pending',
+      rejection_code: null,
+      rejection_detail: null,
+      last_polled_at: null,
+      next_poll_at: now + this.#firstPollDelayMs,
+      poll_count: 0,
+      stuck_at: null,
+      final_at: null,
+    });
+  }
+
+  /**
+   * Applies an upstream order snapshot (a create answer, a webhook, a poll): the only way an
+   * order's status changes. In one immediate transaction it
+   * 1. returns `duplicate: true` and records nothing when (source, eventId) was applied before;
+   * 2. finds the order by partner_ref, else invoice_number, or creates it (placed elsewhere, or
+   *    its webhook beat the create answer);
+   * 3. decides with decisions.md's state machine (see `decideSnapshot`): an order with no status
+   *    yet takes any known status (`initial`), a newer state may skip late or lost ones, and a
+   *    status outside the table is kept in `upstream_status` only;
+   * 4. marks the submission accepted, records the event, and schedules polling: none once the
+   *    order is settled, `firstPollDelayMs` from now when it changed, unchanged otherwise.
+   *
+   * Throws `INVALID_SNAPSHOT` (permanent) for a snapshot without a status or any reference.
+   */
+  applyOrderSnapshot(snapshot: Order, options: ApplyOptions): ApplyResult {
+    return this.#writeLock.run(this.#applyTx, snapshot, readSnapshot(snapshot), options);
+  }
+
+  /**
+   * Records that the upstream refused the create call (HTTP 400): the submission becomes
+   * `rejected` with the upstream's code and detail, and polling ends. No effect on an order the
+   * upstream has already confirmed. Never touches `status`.
+   */
+  markRejected(partnerRef: string, code: string, detail: string): LocalOrder {
+    return this.#writeLock.run(this.#settleSubmissionTx, partnerRef, { state: 'rejected', code, detail });
+  }
+
+  /**
+   * Records that the create call's outcome is unknown (it timed out after its retries): the
+   * submission becomes `unknown` and the order is due for a poll now. No effect on an order the
+   * upstream has already confirmed or rejected. Never touches `status`.
+   */
+  markSubmissionUnknown(partnerRef: string): LocalOrder {
+    return this.#writeLock.run(this.#settleSubmissionTx, partnerRef, { state: 'unknown' });
+  }
+
+  /** The order with this partner_ref, else with this invoice number. */
+  getOrder(ref: string): LocalOrder | undefined {
+    const row = this.#find(ref, ref);
+    return row && toLocalOrder(row);
+  }
+
+  /** Orders, newest local creation first. See {@link ListOrdersInput.status} for the filter. */
+  listOrders({ status, limit = DEFAULT_LIST_LIMIT }: ListOrdersInput = {}): LocalOrder[] {
+    if (!Number.isInteger(limit) || limit < 1) {
+      throw new RangeError(`limit must be a whole number ≥ 1, got ${limit}`);
+    }
+    const order = 'ORDER BY local_created_at DESC, id DESC LIMIT ?';
+    if (status === undefined) {
+      return this.#db
+        .prepare<[number], OrderRow>(`SELECT * FROM orders ${order}`)
+        .all(limit)
+        .map(toLocalOrder);
+    }
+    const column = isKnownStatus(status)
+      ? 'status'
+      : (SUBMISSION_STATES as readonly string[]).includes(status)
+        ? 'submission_state'
+        : 'upstream_status';
+    return this.#db
+      .prepare<[string, number], OrderRow>(`SELECT * FROM orders WHERE ${column} = ? ${order}`)
+      .all(status, limit)
+      .map(toLocalOrder);
+  }
+
+  /** The audit trail of an order (by partner_ref or invoice number), oldest first. */
+  listEvents(ref: string): OrderEvent[] {
+    const row = this.#find(ref, ref);
+    return row ? this.#eventsOf.all(row.partner_ref).map(toOrderEvent) : [];
+  }
+
+  /** Up to `limit` orders whose next poll time has come, the longest-due first. */
+  dueForPoll(limit: number, now: number = this.#now()): LocalOrder[] {
+    return this.#due.all(now, limit).map(toLocalOrder);
+  }
+
+  /**
+   * Records a poll of an order, after its answer (if any) went through
+   * {@link applyOrderSnapshot}: sets `last_polled_at`, counts the poll, and sets the next poll
+   * time unless the order is settled. `stuck` marks it stuck (the first time is kept).
+   */
+  recordPoll(partnerRef: string, input: RecordPollInput): LocalOrder {
+    return this.#writeLock.run(this.#recordPollTx, partnerRef, input);
+  }
+
+  /** Counts for `h2h-sync status`. */
+  countByStatus(now: number = this.#now()): OrderCounts {
+    const byStatus: Record<string, number> = {};
+    for (const { key, n } of this.#db
+      .prepare<[], { key: string; n: number }>(
+        `SELECT COALESCE(status, upstream_status) AS key, COUNT(*) AS n FROM orders
+         WHERE key IS NOT NULL GROUP BY key ORDER BY key`,
+      )
+      .all()) {
+      byStatus[key] = n;
+    }
+    const bySubmissionState = Object.fromEntries(SUBMISSION_STATES.map((s) => [s, 0])) as Record<
+      SubmissionState,
+      number
+    >;
+    for (const { state, n } of this.#db
+      .prepare<[], { state: SubmissionState; n: number }>(
+        'SELECT submission_state AS state, COUNT(*) AS n FROM orders GROUP BY state',
+      )
+      .all()) {
+      bySubmissionState[state] = n;
+    }
+    const totals = this.#db
+      .prepare<
+        [number],
+        { total: number; open: number; oldest: number | null; due: number | null; stuck: number | null }
+      >(
+        `SELECT COUNT(*) AS total,
+                COUNT(next_poll_at) AS open,
+                MIN(CASE WHEN next_poll_at IS NOT NULL THEN local_created_at END) AS oldest,
+                SUM(next_poll_at <= ?) AS due,
+                SUM(next_poll_at IS NOT NULL AND stuck_at IS NOT NULL) AS stuck
+         FROM orders`,
+      )
+      .get(now)!;
+    return {
+      total: totals.total,
+      byStatus,
+      bySubmissionState,
+      open: totals.open,
+      oldestOpenLocalCreatedAt: totals.oldest,
+      dueForPoll: totals.due ?? 0,
+      stuck: totals.stuck ?? 0,
+    };
+  }
+
+  #find(partnerRef: string | null, invoiceNumber: string | null): OrderRow | undefined {
+    return (
+      (partnerRef === null ? undefined : this.#byPartnerRef.get(partnerRef)) ??
+      (invoiceNumber === null ? undefined : this.#byInvoiceNumber.get(invoiceNumber))
+    );
+  }
+
+  #mustFind(ref: string): OrderRow {
+    const row = this.#find(ref, ref);
+    if (!row) throw new StoreError('ORDER_NOT_FOUND', `no local order has partner_ref or invoice ${ref}`);
+    return row;
+  }
+
+  #apply(snapshot: Order, fields: SnapshotFields, options: ApplyOptions): ApplyResult {
+    const now = this.#now();
+    const eventId = options.eventId ?? null;
+    if (eventId !== null) {
+      const seen = this.#eventByKey.get(options.source, eventId);
+      if (seen) {
+        const order = toLocalOrder(this.#byPartnerRef.get(seen.partner_ref)!);
+        return { order, changed: false, reason: 'duplicate_event', duplicate: true, created: false };
+      }
+    }
+
+    const current = this.#find(fields.partner_ref, fields.invoice_number);
+    let row: OrderRow;
+    let verdict: SnapshotVerdict;
+    let created = false;
+    if (!current) {
+      if (fields.partner_ref === null) {
+        throw new StoreError(
+          'INVALID_SNAPSHOT',
+          `order ${fields.invoice_number} is unknown locally and its snapshot has no partner_ref: park the event`,
+        );
+      }
+      verdict = decideSnapshot({ status: null, serial_number: null }, fields);
+      const fresh = this.#schedule(this.#newRowFrom(fields, now), null, verdict.apply, now);
+      const id = Number(this.#insertOrder.run(fresh).lastInsertRowid);
+      row = { ...fresh, id };
+      created = true;
+    } else {
+      verdict = decideSnapshot(
+        { status: current.status as OrderStatus | null, serial_number: current.serial_number },
+        fields,
+      );
+      row = this.#schedule(this.#merge(current, fields, verdict), current, verdict.apply, now);
+      if (ROW_COLUMNS.some((c) => row[c] !== current[c])) {
+        row.updated_at = now;
+        this.#updateOrder.run(row);
+      }
+    }
+
+    const changed = created || verdict.apply;
+    this.#insertEvent.run({
+      partner_ref: row.partner_ref,
+      source: options.source,
+      event_id: eventId,
+      status: fields.status,
+      payload: JSON.stringify(options.payload ?? snapshot),
+      received_at: options.receivedAt ?? now,
+      applied_at: now,
+      changed: changed ? 1 : 0,
+      reason: verdict.reason,
+    });
+    return { order: toLocalOrder(row), changed, reason: verdict.reason, duplicate: false, created };
+  }
+
+  #newRowFrom(fields: SnapshotFields, now: number): OrderRow {
+    return {
+      id: 0,
+      partner_ref: fields.partner_ref!,
+      invoice_number: fields.invoice_number,
+      product_code: fields.product_code,
+      product_id: null,
+      target_data: null,
+      callback_url: null,
+      amount: fields.amount,
+      status: isKnownStatus(fields.status) ? fields.status : null,
+      upstream_status: fields.status,
+      serial_number: fields.serial_number,
+      nickname: fields.nickname,
+      message: fields.message,
+      target: fields.target,
+      product_name: fields.product_name,
+      created_at: fields.created_at,
+      success_at: fields.success_at,
+      local_created_at: now,
+      updated_at: now,
+      submission_state: 'accepted',
+      rejection_code: null,
+      rejection_detail: null,
+      last_polled_at: null,
+      next_poll_at: null,
+      poll_count: 0,
+      stuck_at: null,
+      final_at: null,
+    };
+  }
+
+  /** The order after a snapshot, before scheduling. Any snapshot proves the upstream has it. */
+  #merge(current: OrderRow, fields: SnapshotFields, verdict: { apply: boolean; reason: string }): OrderRow {
+    const next: OrderRow = {
+      ...current,
+      submission_state: 'accepted',
+      rejection_code: null,
+      rejection_detail: null,
+    };
+    if (verdict.apply) {
+      next.status = fields.status;
+      next.upstream_status = fields.status;
+      // `message` belongs to the state (a reason on FAILED/REFUNDED, null otherwise); the other
+      // facts never go back to null upstream, so a snapshot missing one keeps what we know.
+      next.message = fields.message;
+      for (const field of KEPT_FIELDS) (next[field] as unknown) = fields[field] ?? current[field];
+    } else if (verdict.reason === 'unknown_status') {
+      next.upstream_status = fields.status;
+      for (const field of KEPT_FIELDS) (next[field] as unknown) = current[field] ?? fields[field];
+    }
+    return next;
+  }
+
+  /** Polling bookkeeping after a snapshot (see the class invariant). */
+  #schedule(next: OrderRow, current: OrderRow | null, changed: boolean, now: number): OrderRow {
+    if (next.status !== null && isFinalStatus(next.status)) next.final_at = current?.final_at ?? now;
+    if (isSettled(next)) {
+      next.next_poll_at = null;
+    } else if (changed || current === null) {
+      next.next_poll_at = now + this.#firstPollDelayMs;
+      next.poll_count = 0;
+    } else {
+      next.next_poll_at = current.next_poll_at ?? now + this.#firstPollDelayMs;
+    }
+    return next;
+  }
+
+  #settleSubmission(ref: string, outcome: SubmissionOutcome): LocalOrder {
+    const now = this.#now();
+    const current = this.#mustFind(ref);
+    const open = current.submission_state === 'pending' || current.submission_state === 'unknown';
+    const row: OrderRow = { ...current };
+    if (open && outcome.state === 'rejected') {
+      Object.assign(row, {
+        submission_state: 'rejected',
+        rejection_code: outcome.code,
+        rejection_detail: outcome.detail,
+        next_poll_at: null,
+        updated_at: now,
+      });
+    } else if (open) {
+      Object.assign(row, { submission_state: 'unknown', next_poll_at: now, updated_at: now });
+    }
+    if (open) this.#updateOrder.run(row);
+    this.#insertEvent.run({
+      partner_ref: row.partner_ref,
+      source: 'create',
+      event_id: null,
+      status: null,
+      payload: JSON.stringify(outcome),
+      received_at: now,
+      applied_at: now,
+      changed: open ? 1 : 0,
+      reason: open
+        ? outcome.state === 'rejected'
+          ? 'rejected'
+          : 'submission_unknown'
+        : 'submission_settled',
+    });
+    return toLocalOrder(row);
+  }
+
+  #recordPoll(ref: string, { nextPollAt, stuck = false }: RecordPollInput): LocalOrder {
+    const now = this.#now();
+    const current = this.#mustFind(ref);
+    const row: OrderRow = {
+      ...current,
+      last_polled_at: now,
+      poll_count: current.poll_count + 1,
+      next_poll_at: isSettled(current) ? null : nextPollAt,
+      stuck_at: stuck ? (current.stuck_at ?? now) : current.stuck_at,
+      updated_at: now,
+    };
+    this.#updateOrder.run(row);
+    return toLocalOrder(row);
+  }
+}
+
+/** What the create call said, when it did not answer with an order. */
+type SubmissionOutcome = { state: 'rejected'; code: string; detail: string } | { state: 'unknown' };

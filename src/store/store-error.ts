@@ -1,0 +1,29 @@
+/** The reasons the order store refuses something; each message names the fix. */
+export type StoreErrorCode =
+  /** The database file could not be created, opened or read as SQLite. */
+  | 'DATABASE_OPEN_FAILED'
+  /** The file was migrated by a newer h2h-sync than this one. */
+  | 'DATABASE_TOO_NEW'
+  /** A snapshot without a status or without any order reference: it can never apply. */
+  | 'INVALID_SNAPSHOT'
+  /** A partner_ref that is empty or longer than the upstream allows. */
+  | 'INVALID_PARTNER_REF'
+  /** No local order has that partner_ref or invoice number. */
+  | 'ORDER_NOT_FOUND';
+
+/**
+ * The one error the store throws on purpose. `INVALID_SNAPSHOT` is permanent: a worker should
+ * park the event rather than retry it. SQLite's own errors (for example `SQLITE_BUSY`) pass
+ * through unchanged, since they may be transient.
+ */
+export class StoreError extends Error {
+  override readonly name = 'StoreError';
+
+  constructor(
+    readonly code: StoreErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}

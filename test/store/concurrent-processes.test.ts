@@ -1,0 +1,72 @@
+import assert from 'node:assert/strict';
+import { fork } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { openDatabase } from '../../src/store/database.js';
+import { OrderStore } from '../../src/store/order-store.js';
+import type { ProcessEvent, ProcessReport } from './apply-events-process.js';
+import { nextMessage, snapshot, tempDbPath } from './temp-store.js';
+
+const CHILD = join(dirname(fileURLToPath(import.meta.url)), 'apply-events-process.ts');
+const ORDERS = 200;
+
+/** Every event of every order: refunded orders for even numbers, failed ones for odd numbers. */
+function allEvents(): ProcessEvent[] {
+  const events: ProcessEvent[] = [];
+  for (let n = 0; n < ORDERS; n++) {
+    const ref = `C${n}`;
+    const timeline =
+      n % 2 === 0
+        ? [
+            snapshot(ref, 'PENDING'),
+            snapshot(ref, 'PROCESSING'),
+            snapshot(ref, 'SUCCESS'),
+            snapshot(ref, 'SUCCESS', { serial_number: `SN-${n}` }),
+            snapshot(ref, 'REFUNDED', { serial_number: `SN-${n}` }),
+          ]
+        : [snapshot(ref, 'PENDING'), snapshot(ref, 'PROCESSING'), snapshot(ref, 'FAILED')];
+    for (const [i, s] of timeline.entries()) events.push({ eventId: `${ref}-${i}`, snapshot: s });
+  }
+  return events;
+}
+
+test('two processes applying the same events at the same time end consistent, with no SQLITE_BUSY', async (t) => {
+  const path = tempDbPath(t);
+  const events = allEvents();
+  const forward = join(dirname(path), '..', 'forward.json');
+  const backward = join(dirname(path), '..', 'backward.json');
+  writeFileSync(forward, JSON.stringify(events));
+  writeFileSync(backward, JSON.stringify([...events].reverse()));
+
+  // Both open the fresh file at once, so they also race through the migrations.
+  const children = [forward, backward].map((file) =>
+    fork(CHILD, [path, file], { execArgv: ['--import', 'tsx'], stdio: 'inherit' }),
+  );
+  t.after(() => {
+    for (const child of children) if (child.exitCode === null) child.kill();
+  });
+  await Promise.all(children.map((child) => nextMessage<string>(child)));
+  const reports = Promise.all(children.map((child) => nextMessage<ProcessReport>(child)));
+  for (const child of children) child.send('go');
+  const [a, b] = await reports;
+
+  assert.deepEqual([...a!.errors, ...b!.errors], []);
+  assert.equal(a!.applied + b!.applied, events.length, 'each event applied by exactly one process');
+  assert.equal(a!.duplicates + b!.duplicates, events.length, 'and seen as a duplicate by the other');
+
+  const db = openDatabase({ path });
+  t.after(() => db.close());
+  const store = new OrderStore(db);
+  assert.deepEqual(db.prepare('SELECT COUNT(*) AS n FROM order_events').get(), { n: events.length });
+  for (let n = 0; n < ORDERS; n++) {
+    const order = store.getOrder(`C${n}`)!;
+    if (n % 2 === 0) {
+      assert.deepEqual([order.status, order.serialNumber], ['REFUNDED', `SN-${n}`], order.partnerRef);
+    } else {
+      assert.deepEqual([order.status, order.serialNumber], ['FAILED', null], order.partnerRef);
+    }
+    assert.equal(order.nextPollAt, null, order.partnerRef);
+  }
+});

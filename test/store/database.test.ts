@@ -1,0 +1,104 @@
+import assert from 'node:assert/strict';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { openDatabase } from '../../src/store/database.js';
+import { LATEST_SCHEMA_VERSION, MIGRATIONS, migrate } from '../../src/store/migrations.js';
+import { StoreError } from '../../src/store/store-error.js';
+import { tempDbPath } from './temp-store.js';
+
+test('opening a new file creates its directory, turns on WAL, FULL sync, foreign keys and the busy timeout', (t) => {
+  const path = tempDbPath(t);
+  const db = openDatabase({ path, busyTimeoutMs: 1234 });
+  t.after(() => db.close());
+  assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
+  assert.equal(db.pragma('synchronous', { simple: true }), 2);
+  assert.equal(db.pragma('foreign_keys', { simple: true }), 1);
+  assert.equal(db.pragma('busy_timeout', { simple: true }), 1234);
+  assert.equal(db.pragma('user_version', { simple: true }), LATEST_SCHEMA_VERSION);
+});
+
+test('migrations apply once: re-opening the file changes nothing and keeps the data', (t) => {
+  const path = tempDbPath(t);
+  const first = openDatabase({ path });
+  first
+    .prepare(
+      `INSERT INTO orders (partner_ref, local_created_at, updated_at, submission_state)
+       VALUES ('REF-1', 1, 1, 'pending')`,
+    )
+    .run();
+  const schema = first.prepare('SELECT sql FROM sqlite_schema ORDER BY name').all();
+  first.close();
+
+  const again = openDatabase({ path });
+  t.after(() => again.close());
+  assert.deepEqual(migrate(again), { from: LATEST_SCHEMA_VERSION, to: LATEST_SCHEMA_VERSION });
+  assert.deepEqual(again.prepare('SELECT sql FROM sqlite_schema ORDER BY name').all(), schema);
+  assert.deepEqual(again.prepare('SELECT partner_ref FROM orders').all(), [{ partner_ref: 'REF-1' }]);
+});
+
+test('migration versions are 1, 2, 3 … in order, so user_version names the last one applied', () => {
+  assert.deepEqual(
+    MIGRATIONS.map((m) => m.version),
+    MIGRATIONS.map((_, i) => i + 1),
+  );
+});
+
+test('a database written by a newer h2h-sync is refused with a message that says what to do', (t) => {
+  const path = tempDbPath(t);
+  const db = openDatabase({ path });
+  db.pragma(`user_version = ${LATEST_SCHEMA_VERSION + 1}`);
+  db.close();
+  assert.throws(
+    () => openDatabase({ path }),
+    (error: unknown) =>
+      error instanceof StoreError &&
+      error.code === 'DATABASE_TOO_NEW' &&
+      error.message.includes(path) &&
+      error.message.includes('H2H_DB_PATH'),
+  );
+});
+
+test('a file that is not SQLite is refused with its path and the fix', (t) => {
+  const path = tempDbPath(t);
+  mkdirSync(join(path, '..'), { recursive: true });
+  writeFileSync(path, 'this is not a database, just some text long enough to have a header........');
+  assert.throws(
+    () => openDatabase({ path }),
+    (error: unknown) =>
+      error instanceof StoreError &&
+      error.code === 'DATABASE_OPEN_FAILED' &&
+      error.message.includes(path) &&
+      error.message.includes('H2H_DB_PATH'),
+  );
+});
+
+test('a path whose directory cannot be created is refused with its path and the fix', (t) => {
+  const blocker = tempDbPath(t);
+  mkdirSync(join(blocker, '..'), { recursive: true });
+  writeFileSync(blocker, '');
+  const path = join(blocker, 'nested', 'h2h-sync.db');
+  assert.throws(
+    () => openDatabase({ path }),
+    (error: unknown) =>
+      error instanceof StoreError &&
+      error.code === 'DATABASE_OPEN_FAILED' &&
+      error.message.includes(path) &&
+      error.message.includes('H2H_DB_PATH'),
+  );
+});
+
+test('an event can only name an order that exists (foreign keys are enforced)', (t) => {
+  const db = openDatabase({ path: tempDbPath(t) });
+  t.after(() => db.close());
+  assert.throws(
+    () =>
+      db
+        .prepare(
+          `INSERT INTO order_events (partner_ref, source, received_at, applied_at, changed, reason)
+           VALUES ('NOPE', 'poll', 1, 1, 0, 'duplicate')`,
+        )
+        .run(),
+    /FOREIGN KEY constraint failed/,
+  );
+});

@@ -1,0 +1,77 @@
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TestContext } from 'node:test';
+import type { Database } from 'better-sqlite3';
+import { openDatabase } from '../../src/store/database.js';
+import { OrderStore, type OrderStoreOptions } from '../../src/store/order-store.js';
+import type { Order } from '../../src/upstream/model.js';
+
+/** A path for a database file in a fresh temp directory, removed when the test ends. */
+export function tempDbPath(t: Pick<TestContext, 'after'>): string {
+  const dir = mkdtempSync(join(tmpdir(), 'h2h-store-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return join(dir, 'var', 'h2h-sync.db');
+}
+
+/** A clock the test moves by hand; the store reads it through its `now` option. */
+export interface ManualClock {
+  now: () => number;
+  advance: (ms: number) => void;
+}
+
+export function manualClock(start = Date.UTC(2026, 10, 1)): ManualClock {
+  let t = start;
+  return {
+    now: () => t,
+    advance: (ms) => {
+      t += ms;
+    },
+  };
+}
+
+/** An order store on a real SQLite file in a temp directory, closed when the test ends. */
+export function tempStore(
+  t: Pick<TestContext, 'after'>,
+  options: OrderStoreOptions = {},
+): { store: OrderStore; db: Database; path: string; clock: ManualClock } {
+  const path = tempDbPath(t);
+  const db = openDatabase({ path });
+  t.after(() => db.close());
+  const clock = manualClock();
+  const store = new OrderStore(db, { now: clock.now, ...options });
+  return { store, db, path, clock };
+}
+
+/** An upstream order snapshot as GET /orders/:ref would return it, with a status and overrides. */
+export function snapshot(partnerRef: string, status: string, overrides: Partial<Order> = {}): Order {
+  const successful = status === 'SUCCESS' || status === 'REFUNDED';
+  return {
+    invoice_number: `INV-${partnerRef}`,
+    partner_ref: partnerRef,
+    status,
+    amount: 15_000,
+    target: '12345678(2001)',
+    product_name: 'Mobile Legends 86 Diamonds',
+    product_code: 'ML86',
+    serial_number: null,
+    nickname: 'PlayerOne',
+    message: status === 'FAILED' || status === 'REFUNDED' ? `${status.toLowerCase()} by provider` : null,
+    created_at: '2026-11-01T00:00:00.000Z',
+    success_at: successful ? '2026-11-01T00:01:00.000Z' : null,
+    ...overrides,
+  };
+}
+
+/** The next message of a child process, or a rejection naming its exit if it dies first. */
+export function nextMessage<T>(child: ChildProcess): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const onExit = (code: number | null) => reject(new Error(`child exited with ${code} before answering`));
+    child.once('exit', onExit);
+    child.once('message', (message) => {
+      child.off('exit', onExit);
+      resolve(message as T);
+    });
+  });
+}

@@ -1,0 +1,52 @@
+import assert from 'node:assert/strict';
+import { fork } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { openDatabase } from '../../src/store/database.js';
+import { OrderStore } from '../../src/store/order-store.js';
+import { nextMessage, snapshot, tempDbPath } from './temp-store.js';
+
+const HOLDER = join(dirname(fileURLToPath(import.meta.url)), 'lock-holder-process.ts');
+
+function holdWriteLock(path: string, holdMs?: number) {
+  const args = holdMs === undefined ? [path] : [path, String(holdMs)];
+  return fork(HOLDER, args, { execArgv: ['--import', 'tsx'], stdio: 'inherit' });
+}
+
+test("a write waits for another process's transaction to commit, then applies after it", async (t) => {
+  const path = tempDbPath(t);
+  openDatabase({ path }).close();
+  const holder = holdWriteLock(path, 300);
+  t.after(() => holder.kill());
+  await nextMessage(holder);
+  const db = openDatabase({ path });
+  t.after(() => db.close());
+  const store = new OrderStore(db);
+
+  const result = store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+
+  assert.equal(result.created, true);
+  assert.ok(store.getOrder('R1')!.id > store.getOrder('HELD')!.id, 'the held transaction committed first');
+});
+
+test('a write gives up with SQLITE_BUSY once the busy timeout has passed, and the timeout stays as set', async (t) => {
+  const path = tempDbPath(t);
+  openDatabase({ path }).close();
+  const holder = holdWriteLock(path);
+  t.after(() => holder.kill());
+  await nextMessage(holder);
+  const db = openDatabase({ path, busyTimeoutMs: 100 });
+  t.after(() => db.close());
+  const store = new OrderStore(db);
+
+  assert.throws(
+    () => store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' }),
+    (error: unknown) => (error as { code?: string }).code === 'SQLITE_BUSY',
+  );
+  assert.equal(db.pragma('busy_timeout', { simple: true }), 100);
+  const released = nextMessage(holder);
+  holder.send('release');
+  await released;
+  assert.equal(store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' }).created, true);
+});
