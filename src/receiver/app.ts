@@ -183,7 +183,12 @@ export async function buildReceiverApp(options: ReceiverAppOptions): Promise<Fas
   app.post(path, { config: { rawBody: true }, bodyLimit }, async (request, reply) => {
     const started = performance.now();
     const rawBody = request.rawBody;
-    if (!Buffer.isBuffer(rawBody)) throw new ReceiverHttpError('BODY_UNREADABLE');
+    if (!Buffer.isBuffer(rawBody)) {
+      // Without a content type Fastify reads no body at all.
+      throw new ReceiverHttpError(
+        request.headers['content-type'] ? 'BODY_UNREADABLE' : 'UNSUPPORTED_MEDIA_TYPE',
+      );
+    }
     const headers = request.headers;
     const verdict = verifyWebhookSignature({
       rawBody,

@@ -46,7 +46,7 @@ export async function startReceiver(
   } catch (error) {
     options.logger?.warn({ err: error }, 'Redis is not reachable yet; webhooks are answered 503 until it is');
   }
-  let app: FastifyInstance;
+  let app: FastifyInstance | undefined;
   try {
     app = await buildReceiverApp({
       secrets: settings.secrets,
@@ -59,21 +59,23 @@ export async function startReceiver(
     });
     await app.listen({ host: settings.host, port: settings.port });
   } catch (error) {
+    await app?.close();
     await producer.close();
     throw error;
   }
+  const listening = app;
   const { address, port, family } = app.server.address() as AddressInfo;
   const origin = `http://${family === 'IPv6' ? `[${address}]` : address}:${port}`;
   let closing: Promise<void> | undefined;
   return {
-    app,
+    app: listening,
     producer,
     origin,
     webhookUrl: `${origin}${settings.path}`,
     close() {
       closing ??= (async () => {
         try {
-          await app.close();
+          await listening.close();
         } finally {
           await producer.close();
         }

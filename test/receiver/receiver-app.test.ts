@@ -262,8 +262,8 @@ describe('POST /webhooks/h2h: refusals', () => {
     assert.equal(overSmall.statusCode, 413);
   });
 
-  test('a content type other than JSON is 415 UNSUPPORTED_MEDIA_TYPE', async (t) => {
-    const { post, producer } = await startTestReceiver(t);
+  test('a content type other than JSON, or none, is 415 UNSUPPORTED_MEDIA_TYPE', async (t) => {
+    const { post, producer, app } = await startTestReceiver(t);
     const body = webhookBody();
     for (const contentType of ['text/plain', 'application/x-www-form-urlencoded', 'application/xml']) {
       const res = await post(body, { ...deliveryHeaders(body), 'content-type': contentType });
@@ -271,6 +271,10 @@ describe('POST /webhooks/h2h: refusals', () => {
       assert.equal(res.json().message, 'UNSUPPORTED_MEDIA_TYPE');
       assert.match(res.json().error, /application\/json/);
     }
+    const { 'content-type': _, ...noType } = deliveryHeaders('');
+    const untyped = await app.inject({ method: 'POST', url: '/webhooks/h2h', headers: noType });
+    assert.equal(untyped.statusCode, 415);
+    assert.equal(untyped.json().message, 'UNSUPPORTED_MEDIA_TYPE');
     assert.equal((await producer.webhookQueue.getJobCounts('waiting')).waiting, 0);
   });
 
