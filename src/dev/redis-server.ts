@@ -51,6 +51,12 @@ function resolveBinary(explicit?: string): string {
   return binary;
 }
 
+/** Kills every server this process started if it exits without stopping them (one listener for all). */
+const running = new Set<() => void>();
+process.once('exit', () => {
+  for (const kill of running) kill();
+});
+
 /** Asks the kernel for a port that is free right now on 127.0.0.1. */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -142,7 +148,7 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
   const stopChild = async () => {
     if (child) await terminate(child);
   };
-  process.once('exit', () => child?.kill('SIGKILL'));
+  running.add(() => child?.kill('SIGKILL'));
   return {
     url: `redis://127.0.0.1:${port}`,
     port,

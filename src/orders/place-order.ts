@@ -97,6 +97,8 @@ export async function placeOrder(deps: PlaceOrderDeps, input: PlaceOrderInput): 
     // a 5xx or 429 after the retries, a budget that stayed spent — leaves the outcome unknown.
     if (err instanceof UpstreamError && err.status >= 400 && err.status < 500 && err.status !== 429) {
       const order = deps.store.markRejected(partnerRef, err.code, err.detail);
+      // A webhook or poll may have proved the order exists meanwhile; the store then keeps it.
+      if (order.submissionState === 'accepted') return { outcome: 'accepted', order };
       deps.logger?.warn({ partnerRef, code: err.code }, 'order rejected');
       return { outcome: 'rejected', order, code: err.code, detail: err.detail, fix: err.fix };
     }

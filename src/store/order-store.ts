@@ -1,11 +1,13 @@
 import type { Database, Statement, Transaction } from 'better-sqlite3';
 import {
+  decideSnapshot,
   isFinalStatus,
   isKnownStatus,
   type Order,
   type OrderData,
   type OrderStatus,
   PARTNER_REF_MAX_LENGTH,
+  type SnapshotVerdict,
 } from '../upstream/model.js';
 import {
   type EventReason,
@@ -20,7 +22,6 @@ import {
   toLocalOrder,
   toOrderEvent,
 } from './local-order.js';
-import { decideSnapshot, type SnapshotVerdict } from './snapshot-verdict.js';
 import { StoreError } from './store-error.js';
 import { WriteLock } from './write-lock.js';
 

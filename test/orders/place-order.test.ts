@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { type PlaceOrderResult, placeOrder } from '../../src/orders/place-order.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
-import { tempStore } from '../store/temp-store.js';
+import { tempStore } from '../helpers/store.js';
 
 const target = (suffix = '0001') => ({ user_id: userIdEndingIn(suffix), server_id: '1234' });
 

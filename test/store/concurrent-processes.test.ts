@@ -6,8 +6,8 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { openDatabase } from '../../src/store/database.js';
 import { OrderStore } from '../../src/store/order-store.js';
+import { nextMessage, snapshot, tempDbPath } from '../helpers/store.js';
 import type { ProcessEvent, ProcessReport } from './apply-events-process.js';
-import { nextMessage, snapshot, tempDbPath } from './temp-store.js';
 
 const CHILD = join(dirname(fileURLToPath(import.meta.url)), 'apply-events-process.ts');
 const ORDERS = 200;

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { openDatabase } from '../../src/store/database.js';
 import { LATEST_SCHEMA_VERSION, MIGRATIONS, migrate } from '../../src/store/migrations.js';
 import { StoreError } from '../../src/store/store-error.js';
-import { tempDbPath } from './temp-store.js';
+import { tempDbPath } from '../helpers/store.js';
 
 test('opening a new file creates its directory, turns on WAL, FULL sync, foreign keys and the busy timeout', (t) => {
   const path = tempDbPath(t);

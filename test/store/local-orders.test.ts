@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { StoreError } from '../../src/store/store-error.js';
-import { snapshot, tempStore } from './temp-store.js';
+import { snapshot, tempStore } from '../helpers/store.js';
 
 const DATA = { user_id: '12345678', server_id: '2001' };
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Order } from '../../src/upstream/model.js';
-import { snapshot, tempStore } from './temp-store.js';
+import { snapshot, tempStore } from '../helpers/store.js';
 
 function* permutations<T>(items: readonly T[]): Generator<T[]> {
   if (items.length <= 1) {

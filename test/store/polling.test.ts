@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { snapshot, tempStore } from './temp-store.js';
+import { snapshot, tempStore } from '../helpers/store.js';
 
 const DATA = { user_id: '12345678', server_id: '2001' };
 const refs = (orders: { partnerRef: string }[]) => orders.map((o) => o.partnerRef);

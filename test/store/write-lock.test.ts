@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { openDatabase } from '../../src/store/database.js';
 import { OrderStore } from '../../src/store/order-store.js';
-import { nextMessage, snapshot, tempDbPath } from './temp-store.js';
+import { nextMessage, snapshot, tempDbPath } from '../helpers/store.js';
 
 const HOLDER = join(dirname(fileURLToPath(import.meta.url)), 'lock-holder-process.ts');
 

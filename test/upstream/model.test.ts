@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { decideTransition, isFinalStatus } from '../../src/upstream/model.js';
+import { decideSnapshot, decideTransition, isFinalStatus } from '../../src/upstream/model.js';
 
 const at = (status: string, serial_number: string | null = null) => ({ status, serial_number });
 
@@ -66,4 +66,23 @@ test('a status outside the table is not final and does not move the order', () =
     false,
     false,
   ]);
+});
+
+test('a snapshot applies to an order with no status yet, and may skip ahead to a reachable state', () => {
+  assert.deepEqual(decideSnapshot({ status: null, serial_number: null }, at('SUCCESS', 'SN')), {
+    apply: true,
+    reason: 'initial',
+  });
+  assert.deepEqual(decideSnapshot({ status: 'PENDING', serial_number: null }, at('REFUNDED')), {
+    apply: true,
+    reason: 'transition',
+  });
+  assert.deepEqual(decideSnapshot({ status: 'FAILED', serial_number: null }, at('REFUNDED')), {
+    apply: false,
+    reason: 'not_allowed',
+  });
+  assert.deepEqual(decideSnapshot({ status: 'SUCCESS', serial_number: 'SN' }, at('PROCESSING')), {
+    apply: false,
+    reason: 'not_allowed',
+  });
 });
