@@ -70,6 +70,13 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX order_events_partner_ref ON order_events (partner_ref);
     `,
   },
+  {
+    version: 2,
+    description: 'orders.poll_leased_until: a reconciler claims an order before polling it',
+    sql: `
+      ALTER TABLE orders ADD COLUMN poll_leased_until INTEGER;
+    `,
+  },
 ];
 
 /** The schema version this code writes and understands. */

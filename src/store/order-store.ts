@@ -73,6 +73,11 @@ export interface RecordPollInput {
   nextPollAt: number;
   /** Mark the order stuck; the first marking time is kept. */
   stuck?: boolean;
+  /**
+   * The poll's answer changed the order: `poll_count` (polls since the last change) restarts at
+   * 0 instead of counting this poll. Default: false.
+   */
+  changed?: boolean;
 }
 
 export interface ListOrdersInput {
@@ -159,6 +164,8 @@ const ROW_COLUMNS = [
 ] as const satisfies readonly (keyof OrderRow)[];
 
 type NewOrderRow = Omit<OrderRow, 'id'>;
+/** A row with the poll lease (migration 2), which only the claim methods read or write. */
+type LeasedOrderRow = OrderRow & { poll_leased_until: number | null };
 type NewEventRow = Omit<OrderEventRow, 'id'>;
 
 const text = (value: unknown): string | null => (typeof value === 'string' && value !== '' ? value : null);
@@ -219,6 +226,13 @@ export class OrderStore {
   readonly #insertEvent: Statement<[NewEventRow]>;
   readonly #eventsOf: Statement<[string], OrderEventRow>;
   readonly #due: Statement<[number, number], OrderRow>;
+  readonly #claimable: Statement<[number, number, number], OrderRow>;
+  readonly #setLease: Statement<[number | null, number]>;
+  readonly #claimDueTx: Transaction<(limit: number, now: number, leaseMs: number) => LocalOrder[]>;
+  readonly #releaseTx: Transaction<(id: number) => void>;
+  readonly #claimOneTx: Transaction<
+    (ref: string, now: number, leaseMs: number) => { order: LocalOrder; claimed: boolean } | undefined
+  >;
   readonly #applyTx: Transaction<
     (snapshot: Order, fields: SnapshotFields, options: ApplyOptions) => ApplyResult
   >;
@@ -258,6 +272,12 @@ export class OrderStore {
     );
     this.#eventsOf = db.prepare('SELECT * FROM order_events WHERE partner_ref = ? ORDER BY id');
     this.#due = db.prepare('SELECT * FROM orders WHERE next_poll_at <= ? ORDER BY next_poll_at, id LIMIT ?');
+    this.#claimable = db.prepare(
+      `SELECT * FROM orders
+       WHERE next_poll_at <= ? AND (poll_leased_until IS NULL OR poll_leased_until <= ?)
+       ORDER BY next_poll_at, id LIMIT ?`,
+    );
+    this.#setLease = db.prepare('UPDATE orders SET poll_leased_until = ? WHERE id = ?');
 
     this.#applyTx = db.transaction((snapshot, fields, options) => this.#apply(snapshot, fields, options));
     this.#createTx = db.transaction((row) => {
@@ -266,6 +286,22 @@ export class OrderStore {
     });
     this.#settleSubmissionTx = db.transaction((ref, outcome) => this.#settleSubmission(ref, outcome));
     this.#recordPollTx = db.transaction((ref, input) => this.#recordPoll(ref, input));
+    this.#claimDueTx = db.transaction((limit, now, leaseMs) => {
+      const rows = this.#claimable.all(now, now, limit);
+      for (const row of rows) this.#setLease.run(now + leaseMs, row.id);
+      return rows.map(toLocalOrder);
+    });
+    this.#releaseTx = db.transaction((id) => {
+      this.#setLease.run(null, id);
+    });
+    this.#claimOneTx = db.transaction((ref, now, leaseMs) => {
+      const row = this.#find(ref, ref);
+      if (!row) return undefined;
+      const { poll_leased_until: leasedUntil } = row as LeasedOrderRow;
+      if (leasedUntil !== null && leasedUntil > now) return { order: toLocalOrder(row), claimed: false };
+      this.#setLease.run(now + leaseMs, row.id);
+      return { order: toLocalOrder(row), claimed: true };
+    });
   }
 
   /**
@@ -390,9 +426,44 @@ export class OrderStore {
   }
 
   /**
+   * Claims up to `limit` due orders for polling, longest-due first, in one immediate
+   * transaction: each gets a lease (`poll_leased_until = now + leaseMs`) and orders under
+   * another live lease are skipped, so two reconcilers never poll the same order at once. The
+   * schedule (`next_poll_at`) is untouched: an order whose claim is released keeps its place.
+   * {@link recordPoll} and {@link releasePollClaim} end the lease; a crashed poller's lease
+   * simply expires.
+   */
+  claimDueForPoll(limit: number, now: number = this.#now(), leaseMs = 120_000): LocalOrder[] {
+    if (!Number.isInteger(limit) || limit < 1) {
+      throw new RangeError(`limit must be a whole number ≥ 1, got ${limit}`);
+    }
+    return this.#writeLock.run(this.#claimDueTx, limit, now, leaseMs);
+  }
+
+  /**
+   * Claims one order (by partner_ref, else invoice number) for an early poll, due or not, open
+   * or settled: `claimed: false` when another poller holds a live lease on it; undefined when
+   * the order is unknown locally.
+   */
+  claimForPoll(
+    ref: string,
+    now: number = this.#now(),
+    leaseMs = 120_000,
+  ): { order: LocalOrder; claimed: boolean } | undefined {
+    return this.#writeLock.run(this.#claimOneTx, ref, now, leaseMs);
+  }
+
+  /** Ends a poll lease without recording a poll: the order keeps its place in the schedule. */
+  releasePollClaim(partnerRef: string): void {
+    const row = this.#byPartnerRef.get(partnerRef);
+    if (row) this.#writeLock.run(this.#releaseTx, row.id);
+  }
+
+  /**
    * Records a poll of an order, after its answer (if any) went through
-   * {@link applyOrderSnapshot}: sets `last_polled_at`, counts the poll, and sets the next poll
-   * time unless the order is settled. `stuck` marks it stuck (the first time is kept).
+   * {@link applyOrderSnapshot}: sets `last_polled_at`, counts the poll (or restarts the count
+   * when the poll `changed` the order), sets the next poll time unless the order is settled,
+   * and ends the poll lease. `stuck` marks it stuck (the first time is kept).
    */
   recordPoll(partnerRef: string, input: RecordPollInput): LocalOrder {
     return this.#writeLock.run(this.#recordPollTx, partnerRef, input);
@@ -614,18 +685,19 @@ export class OrderStore {
     return toLocalOrder(row);
   }
 
-  #recordPoll(ref: string, { nextPollAt, stuck = false }: RecordPollInput): LocalOrder {
+  #recordPoll(ref: string, { nextPollAt, stuck = false, changed = false }: RecordPollInput): LocalOrder {
     const now = this.#now();
     const current = this.#mustFind(ref);
     const row: OrderRow = {
       ...current,
       last_polled_at: now,
-      poll_count: current.poll_count + 1,
+      poll_count: changed ? 0 : current.poll_count + 1,
       next_poll_at: isSettled(current) ? null : nextPollAt,
       stuck_at: stuck ? (current.stuck_at ?? now) : current.stuck_at,
       updated_at: now,
     };
     this.#updateOrder.run(row);
+    this.#setLease.run(null, row.id);
     return toLocalOrder(row);
   }
 }
