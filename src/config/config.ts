@@ -86,6 +86,32 @@ export const settingsSchema = z.object({
   H2H_SHUTDOWN_TIMEOUT_MS: int(1)
     .default(10_000)
     .describe('Longest graceful drain of the receiver on SIGINT/SIGTERM before it exits anyway.'),
+  H2H_WORKER_CONCURRENCY: int(1)
+    .default(100)
+    .describe(
+      'Webhook jobs one event worker process holds at once; they share group commits, so also the most events one commit holds.',
+    ),
+  H2H_WORKER_BATCH_SIZE: int(1)
+    .optional()
+    .describe(
+      'Events at which the worker commits a batch without waiting for the next event-loop turn; default and maximum: `H2H_WORKER_CONCURRENCY`.',
+    ),
+  H2H_WORKER_LOCK_DURATION_MS: int(1)
+    .default(30_000)
+    .describe(
+      'How long a webhook job stays locked to its worker without a renewal; a crashed worker’s jobs are taken over after it.',
+    ),
+  H2H_WORKER_STALLED_INTERVAL_MS: int(1)
+    .default(30_000)
+    .describe('How often a worker returns stalled jobs (their lock expired: the worker died) to the queue.'),
+  H2H_WORKER_MAX_STALLED_COUNT: int(0)
+    .default(1)
+    .describe('Times a webhook job may stall and be taken over before it is parked in the failed set.'),
+  H2H_WORKER_SHUTDOWN_TIMEOUT_MS: int(1)
+    .default(10_000)
+    .describe(
+      'Longest graceful stop of the worker on SIGINT/SIGTERM (finish and commit active jobs) before it exits anyway.',
+    ),
 });
 
 export type Settings = z.infer<typeof settingsSchema>;
@@ -226,6 +252,41 @@ export function receiverSettings(config: Config): ReceiverSettings {
     enqueueTimeoutMs: s.H2H_ENQUEUE_TIMEOUT_MS,
     shutdownTimeoutMs: s.H2H_SHUTDOWN_TIMEOUT_MS,
     redisUrl: config.redisUrl,
+    logLevel: config.logLevel,
+  };
+}
+
+/** The event worker's section of the configuration (docs/worker.md, "Settings"). */
+export interface WorkerSettings {
+  redisUrl: string;
+  dbPath: string;
+  /** `H2H_WORKER_CONCURRENCY`, default 100. */
+  concurrency: number;
+  /** `H2H_WORKER_BATCH_SIZE`, default and maximum: the concurrency. */
+  batchSize: number;
+  /** `H2H_WORKER_LOCK_DURATION_MS`, default 30000. */
+  lockDurationMs: number;
+  /** `H2H_WORKER_STALLED_INTERVAL_MS`, default 30000. */
+  stalledIntervalMs: number;
+  /** `H2H_WORKER_MAX_STALLED_COUNT`, default 1. */
+  maxStalledCount: number;
+  /** `H2H_WORKER_SHUTDOWN_TIMEOUT_MS`, default 10000. */
+  shutdownTimeoutMs: number;
+  logLevel: Settings['LOG_LEVEL'];
+}
+
+/** The worker section: a batch never holds more events than the jobs in flight. */
+export function workerSettings(config: Config): WorkerSettings {
+  const s = config.settings;
+  return {
+    redisUrl: config.redisUrl,
+    dbPath: config.dbPath,
+    concurrency: s.H2H_WORKER_CONCURRENCY,
+    batchSize: Math.min(s.H2H_WORKER_BATCH_SIZE ?? s.H2H_WORKER_CONCURRENCY, s.H2H_WORKER_CONCURRENCY),
+    lockDurationMs: s.H2H_WORKER_LOCK_DURATION_MS,
+    stalledIntervalMs: s.H2H_WORKER_STALLED_INTERVAL_MS,
+    maxStalledCount: s.H2H_WORKER_MAX_STALLED_COUNT,
+    shutdownTimeoutMs: s.H2H_WORKER_SHUTDOWN_TIMEOUT_MS,
     logLevel: config.logLevel,
   };
 }
