@@ -74,6 +74,18 @@ export async function placeOrder(deps: PlaceOrderDeps, input: PlaceOrderInput): 
     data: input.data,
     callbackUrl: input.callbackUrl,
   });
+  return resubmitOrder(deps, local);
+}
+
+/**
+ * Submits a local order upstream with its own partner_ref, however many times it was submitted
+ * before: the one create path of placement and of the reconciler (an unknown submission the
+ * upstream answers 404 for is sent again, spec §4 rule 7). An accepted or rejected order is
+ * returned as it is, never sent. The upstream answers a repeat with the existing order (rule 2),
+ * so this never creates a second order or a second debit.
+ */
+export async function resubmitOrder(deps: PlaceOrderDeps, local: LocalOrder): Promise<PlaceOrderResult> {
+  const { partnerRef } = local;
   if (local.submissionState === 'accepted') return { outcome: 'accepted', order: local };
   if (local.submissionState === 'rejected') {
     const code = local.rejectionCode ?? 'REJECTED';
