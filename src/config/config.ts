@@ -112,6 +112,32 @@ export const settingsSchema = z.object({
     .describe(
       'Longest graceful stop of the worker on SIGINT/SIGTERM (finish and commit active jobs) before it exits anyway.',
     ),
+  RECONCILE_EVERY_S: int(1)
+    .default(60)
+    .describe('Seconds between two reconciliation passes (a BullMQ job scheduler, one pass at a time).'),
+  RECONCILE_FIRST_POLL_DELAY_S: int(0)
+    .default(30)
+    .describe(
+      'Seconds after an order is created or changes before its first poll: its webhook is overdue then. Every process that writes orders must use the same value.',
+    ),
+  RECONCILE_BACKOFF_S: z
+    .string()
+    .regex(/^\s*[1-9]\d*\s*(,\s*[1-9]\d*\s*)*$/, 'must be positive whole seconds, comma-separated')
+    .default('60,120,300,600,1800,3600')
+    .describe(
+      'Seconds between polls of an order that does not change, one entry per poll; the last repeats (the cap).',
+    ),
+  RECONCILE_STUCK_AFTER_H: int(1)
+    .default(48)
+    .describe('Hours without a final state after which an order is marked stuck (it is still polled).'),
+  RECONCILE_PASS_SIZE: int(1)
+    .default(500)
+    .describe('Most orders one pass polls; the poll share of the rate budget usually ends a pass first.'),
+  RECONCILE_LEASE_S: int(1)
+    .default(120)
+    .describe(
+      'Seconds an order claimed by a reconciler stays out of reach of the others: longer than one poll with its retries.',
+    ),
 });
 
 export type Settings = z.infer<typeof settingsSchema>;
@@ -288,6 +314,38 @@ export function workerSettings(config: Config): WorkerSettings {
     maxStalledCount: s.H2H_WORKER_MAX_STALLED_COUNT,
     shutdownTimeoutMs: s.H2H_WORKER_SHUTDOWN_TIMEOUT_MS,
     logLevel: config.logLevel,
+  };
+}
+
+/** The reconciler's section of the configuration (docs/reconciler.md, "Settings"), in ms. */
+export interface ReconcilerSettings {
+  /** Interval of the pass scheduler: `RECONCILE_EVERY_S`, default 60 s. */
+  everyMs: number;
+  /** Delay of the first poll after a creation or a change: `RECONCILE_FIRST_POLL_DELAY_S`, default 30 s. */
+  firstPollDelayMs: number;
+  /**
+   * Interval after the 1st, 2nd … poll without a change; the last entry repeats:
+   * `RECONCILE_BACKOFF_S`, default 1, 2, 5, 10, 30 min, 1 h.
+   */
+  backoffMs: number[];
+  /** Age without a final state after which an order is stuck: `RECONCILE_STUCK_AFTER_H`, default 48 h. */
+  stuckAfterMs: number;
+  /** Most orders one pass polls: `RECONCILE_PASS_SIZE`, default 500. */
+  passSize: number;
+  /** How long a claim keeps other pollers off an order: `RECONCILE_LEASE_S`, default 120 s. */
+  leaseMs: number;
+}
+
+/** The reconciler section. */
+export function reconcilerSettings(config: Config): ReconcilerSettings {
+  const s = config.settings;
+  return {
+    everyMs: s.RECONCILE_EVERY_S * 1000,
+    firstPollDelayMs: s.RECONCILE_FIRST_POLL_DELAY_S * 1000,
+    backoffMs: s.RECONCILE_BACKOFF_S.split(',').map((part) => Number(part.trim()) * 1000),
+    stuckAfterMs: s.RECONCILE_STUCK_AFTER_H * 3_600_000,
+    passSize: s.RECONCILE_PASS_SIZE,
+    leaseMs: s.RECONCILE_LEASE_S * 1000,
   };
 }
 
