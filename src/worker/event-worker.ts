@@ -1,0 +1,205 @@
+import type { Database } from 'better-sqlite3';
+import { type Job, UnrecoverableError, Worker } from 'bullmq';
+import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE, type WebhookJobData } from '../queue/webhook-queue.js';
+import type { EventReason } from '../store/local-order.js';
+import type { OrderStore } from '../store/order-store.js';
+import { StoreError } from '../store/store-error.js';
+import { GroupCommit, type GroupCommitStats } from './group-commit.js';
+import { ParkedEventError, readWebhookJob } from './webhook-event.js';
+
+/** Default of {@link EventWorkerOptions.concurrency}. */
+export const DEFAULT_WORKER_CONCURRENCY = 100;
+/** Default of {@link EventWorkerOptions.lockDurationMs} (BullMQ's own). */
+export const DEFAULT_LOCK_DURATION_MS = 30_000;
+/** Default of {@link EventWorkerOptions.stalledIntervalMs} (BullMQ's own). */
+export const DEFAULT_STALLED_INTERVAL_MS = 30_000;
+/** Default of {@link EventWorkerOptions.maxStalledCount} (BullMQ's own). */
+export const DEFAULT_MAX_STALLED_COUNT = 1;
+/** Default of the `timeoutMs` of {@link EventWorker.close}. */
+export const DEFAULT_CLOSE_TIMEOUT_MS = 10_000;
+
+export interface EventWorkerOptions {
+  /** The order store; every event goes through its `applyOrderSnapshot`. */
+  store: OrderStore;
+  /** The connection `store` was built on: batches commit on it (see {@link GroupCommit}). */
+  db: Database;
+  /** Redis of the queue. Default: `redis://127.0.0.1:6379`. */
+  redisUrl?: string;
+  /** BullMQ key prefix; must match the receiver's. Default: {@link DEFAULT_QUEUE_PREFIX}. */
+  prefix?: string;
+  /**
+   * Jobs this process holds at once. It bounds the group commit too: a batch holds at most
+   * this many events, since each job waits for its commit. Default: {@link DEFAULT_WORKER_CONCURRENCY}.
+   */
+  concurrency?: number;
+  /**
+   * A batch commits as soon as it holds this many events, else on the next turn of the event
+   * loop. Default: the concurrency.
+   */
+  maxBatchSize?: number;
+  /**
+   * How long a job stays locked to this worker without a renewal (renewed every half of it
+   * while the process lives). After a crash its jobs are taken over once the lock has expired
+   * and a stalled check has seen them. Default: {@link DEFAULT_LOCK_DURATION_MS}.
+   */
+  lockDurationMs?: number;
+  /** Interval of the check that returns stalled jobs to the queue. Default: {@link DEFAULT_STALLED_INTERVAL_MS}. */
+  stalledIntervalMs?: number;
+  /**
+   * Times a job may be recovered from a stalled state before it is failed ("job stalled more
+   * than allowable limit"; listed by `events failed`). Default: {@link DEFAULT_MAX_STALLED_COUNT}.
+   */
+  maxStalledCount?: number;
+  /** Start taking jobs at once. Default: `true`. */
+  autorun?: boolean;
+  /** Where failures and Redis trouble are reported. Default: nowhere. */
+  logger?: Logger;
+}
+
+/** What a completed webhook job returns (kept with the job while it is retained). */
+export interface EventOutcome {
+  partnerRef: string;
+  status: string | null;
+  changed: boolean;
+  reason: EventReason;
+  duplicate: boolean;
+  created: boolean;
+}
+
+/** A running event worker. */
+export interface EventWorker {
+  readonly worker: Worker<WebhookJobData, EventOutcome>;
+  /** Group-commit figures: commits, events committed and failed, largest batch. */
+  stats(): GroupCommitStats;
+  /** Resolves once the worker is connected and taking jobs. */
+  waitUntilReady(): Promise<void>;
+  /**
+   * Stops taking jobs, lets the active ones finish (their batch commits and they are marked
+   * completed), and closes the Redis connection; resolves to `true`. When that has not happened
+   * within `timeoutMs` (default {@link DEFAULT_CLOSE_TIMEOUT_MS}; Redis unreachable: BullMQ's
+   * close has no timeout of its own), it stops waiting and resolves to `false`: jobs whose
+   * completion never reached Redis are taken over as stalled later and apply as duplicates.
+   * Does not close the database. Safe to call twice.
+   */
+  close(options?: { timeoutMs?: number }): Promise<boolean>;
+}
+
+/** A store error that no retry can fix becomes a parked event; anything else may be transient. */
+function classify(error: unknown): unknown {
+  if (error instanceof StoreError && error.code === 'INVALID_SNAPSHOT') {
+    return new ParkedEventError('INVALID_SNAPSHOT', error.message);
+  }
+  return error;
+}
+
+function positiveInt(name: string, value: number): number {
+  if (!Number.isInteger(value) || value < 1)
+    throw new RangeError(`${name} must be a whole number ≥ 1, got ${value}`);
+  return value;
+}
+
+/**
+ * The event worker (docs/worker.md): a BullMQ worker on {@link WEBHOOK_QUEUE} that applies each
+ * verified webhook to the order store with `applyOrderSnapshot` (source `webhook`).
+ *
+ * - Jobs are applied by group commit: the jobs in flight share one SQLite transaction, each in
+ *   its own savepoint, and a job completes only after that transaction has committed.
+ * - An event that can never apply fails at once with a {@link ParkedEventError} (an
+ *   `UnrecoverableError`) and stays in the failed set. Any other error (SQLITE_BUSY after the
+ *   busy timeout, I/O) is thrown as is, so BullMQ retries it with the job's backoff.
+ * - After a crash, the jobs it held are recovered as stalled by another worker; the store's
+ *   (source, event id) dedupe makes applying one twice harmless.
+ */
+export function createEventWorker(options: EventWorkerOptions): EventWorker {
+  const concurrency = positiveInt('concurrency', options.concurrency ?? DEFAULT_WORKER_CONCURRENCY);
+  const groupCommit = new GroupCommit({
+    db: options.db,
+    maxBatchSize: positiveInt('maxBatchSize', options.maxBatchSize ?? concurrency),
+  });
+  const { store, logger } = options;
+
+  const connection = new Redis(options.redisUrl ?? 'redis://127.0.0.1:6379', {
+    maxRetriesPerRequest: null, // BullMQ workers must wait out a Redis outage, not fail commands
+    connectionName: 'h2h-worker',
+  });
+
+  const processor = async (job: Job<WebhookJobData, EventOutcome>): Promise<EventOutcome> => {
+    const event = readWebhookJob(job.data);
+    try {
+      const result = await groupCommit.submit(() => store.applyOrderSnapshot(event.order, event.options));
+      return {
+        partnerRef: result.order.partnerRef,
+        status: result.order.status,
+        changed: result.changed,
+        reason: result.reason,
+        duplicate: result.duplicate,
+        created: result.created,
+      };
+    } catch (error) {
+      throw classify(error);
+    }
+  };
+
+  const worker = new Worker<WebhookJobData, EventOutcome>(WEBHOOK_QUEUE, processor, {
+    connection,
+    prefix: options.prefix ?? DEFAULT_QUEUE_PREFIX,
+    concurrency,
+    lockDuration: positiveInt('lockDurationMs', options.lockDurationMs ?? DEFAULT_LOCK_DURATION_MS),
+    stalledInterval: positiveInt(
+      'stalledIntervalMs',
+      options.stalledIntervalMs ?? DEFAULT_STALLED_INTERVAL_MS,
+    ),
+    maxStalledCount: options.maxStalledCount ?? DEFAULT_MAX_STALLED_COUNT,
+    autorun: options.autorun ?? true,
+  });
+
+  worker.on('failed', (job, error) => {
+    if (!job) return;
+    const parked = error instanceof UnrecoverableError || job.attemptsMade >= (job.opts.attempts ?? 1);
+    const fields = {
+      jobId: job.id,
+      eventId: job.data?.eventId,
+      attempts: job.attemptsMade,
+      reason: error.message,
+    };
+    if (parked) logger?.warn(fields, 'webhook event parked in the failed set');
+    else logger?.info(fields, 'webhook event failed; BullMQ retries it with backoff');
+  });
+  worker.on('stalled', (jobId) => logger?.warn({ jobId }, 'webhook job stalled; back in the queue'));
+  // Without a listener an 'error' event would crash the process; BullMQ reconnects by itself.
+  worker.on('error', (error) => logger?.error({ err: error }, 'event worker error'));
+
+  let closing: Promise<boolean> | undefined;
+  return {
+    worker,
+    stats: () => groupCommit.stats,
+    waitUntilReady: () => worker.waitUntilReady(),
+    close({ timeoutMs = DEFAULT_CLOSE_TIMEOUT_MS } = {}) {
+      closing ??= (async () => {
+        let timer: NodeJS.Timeout | undefined;
+        const timedOut = new Promise<'timeout'>((resolve) => {
+          timer = setTimeout(() => resolve('timeout'), timeoutMs);
+        });
+        const closed = worker.close().then(() => 'closed' as const);
+        closed.catch(() => {});
+        try {
+          if ((await Promise.race([closed, timedOut])) === 'closed') return true;
+          logger?.error(
+            { timeoutMs },
+            'event worker did not close in time; leaving its jobs to stall recovery',
+          );
+          void worker.close(true).catch(() => {});
+          return false;
+        } finally {
+          clearTimeout(timer);
+          // Whatever is still queued in the batch runs now, before the caller closes the database.
+          groupCommit.flush();
+          connection.disconnect();
+        }
+      })();
+      return closing;
+    },
+  };
+}
