@@ -76,10 +76,13 @@ export class GroupCommit {
     this.#db = db;
     this.#maxBatchSize = maxBatchSize;
     this.#writeLock = new WriteLock(db);
+    // Called inside the outer transaction, a transaction function is a SAVEPOINT: the whole unit
+    // rolls back on a throw, whatever it wrote before throwing.
+    const inSavepoint = db.transaction((work: () => unknown) => work());
     this.#runBatch = db.transaction((units: readonly PendingUnit[]) =>
       units.map((unit): Outcome => {
         try {
-          return { ok: true, value: unit.work() };
+          return { ok: true, value: inSavepoint(unit.work) };
         } catch (error) {
           // An error that ended the whole transaction cannot be confined to this unit.
           if (!this.#db.inTransaction) throw error;
