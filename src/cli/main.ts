@@ -2,7 +2,9 @@
 import { Command } from 'commander';
 import { registerReceiverCommand } from '../receiver/receiver-command.js';
 import { registerSimCommand } from '../simulator/sim-command.js';
+import { registerWorkerCommand } from '../worker/worker-command.js';
 import { registerCatalogCommands } from './commands/catalog.js';
+import { registerEventsCommands } from './commands/events.js';
 import { registerOrderCommands } from './commands/order.js';
 
 const program = new Command('h2h-sync')
@@ -14,5 +16,7 @@ registerCatalogCommands(program);
 registerOrderCommands(program);
 registerReceiverCommand(program);
 registerSimCommand(program);
+registerWorkerCommand(program);
+registerEventsCommands(program);
 
 await program.parseAsync(process.argv);

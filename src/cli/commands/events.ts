@@ -1,0 +1,113 @@
+import { type Command, InvalidArgumentError } from 'commander';
+import { Redis } from 'ioredis';
+import { ConfigError, loadConfig } from '../../config/config.js';
+import {
+  type FailedEvent,
+  failedEventsQueue,
+  listFailedEvents,
+  retryFailedEvents,
+} from '../../worker/failed-events.js';
+import { type Column, renderTable, runAction } from '../output.js';
+
+const failedColumns: Column<FailedEvent>[] = [
+  { header: 'Job id', cell: (e) => e.jobId },
+  { header: 'Failed reason', cell: (e) => e.failedReason },
+  { header: 'Attempts', cell: (e) => e.attemptsMade },
+  { header: 'Received', cell: (e) => e.receivedAt },
+  { header: 'Event id', cell: (e) => e.eventId },
+  { header: 'Body', cell: (e) => e.bodyPreview },
+];
+
+function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('expected a whole number of at least 1');
+  return n;
+}
+
+/** Opens the webhook queue on REDIS_URL (failing fast with the fix), runs `use`, closes. */
+async function withWebhookQueue<T>(
+  use: (queue: ReturnType<typeof failedEventsQueue>) => Promise<T>,
+): Promise<T> {
+  const url = loadConfig().redisUrl;
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    connectTimeout: 3000,
+    maxRetriesPerRequest: 1,
+    retryStrategy: () => null,
+  });
+  redis.on('error', () => {});
+  try {
+    await redis.connect();
+  } catch (err) {
+    redis.disconnect();
+    throw new ConfigError(
+      `cannot reach Redis at REDIS_URL=${url} (${(err as Error).message}); the webhook queue lives there: start Redis or set REDIS_URL`,
+    );
+  }
+  const queue = failedEventsQueue(redis);
+  try {
+    return await use(queue);
+  } finally {
+    await queue.close().catch(() => {});
+    redis.disconnect();
+  }
+}
+
+/** Registers `events failed` and `events retry`. */
+export function registerEventsCommands(program: Command): void {
+  const events = program
+    .command('events')
+    .description('inspect and requeue webhook events the worker could not apply');
+
+  events
+    .command('failed')
+    .description('list webhook events in the failed set, newest first (docs/worker.md)')
+    .option('--limit <n>', 'how many', positiveInt, 50)
+    .option('--json', 'print JSON')
+    .action(async (flags: { limit: number; json?: boolean }) => {
+      await runAction(Boolean(flags.json), async () => {
+        const { total, events: failed } = await withWebhookQueue((queue) =>
+          listFailedEvents(queue, flags.limit),
+        );
+        if (flags.json) {
+          process.stdout.write(`${JSON.stringify({ total, events: failed }, null, 2)}\n`);
+          return;
+        }
+        if (failed.length > 0) process.stdout.write(`${renderTable(failed, failedColumns)}\n`);
+        process.stdout.write(
+          `${total} failed webhook event${total === 1 ? '' : 's'}${failed.length < total ? ` (newest ${failed.length} shown)` : ''}\n`,
+        );
+      });
+    });
+
+  events
+    .command('retry [id]')
+    .description('requeue a failed webhook event (by job id or event id), or every one with --all')
+    .option('--all', 'requeue every failed webhook event')
+    .option('--json', 'print JSON')
+    .action(async (id: string | undefined, flags: { all?: boolean; json?: boolean }) => {
+      await runAction(Boolean(flags.json), async () => {
+        if (Boolean(id) === Boolean(flags.all)) {
+          throw Object.assign(new Error('give either a job id (see `h2h-sync events failed`) or --all'), {
+            code: 'USAGE',
+          });
+        }
+        const summary = await withWebhookQueue((queue) =>
+          retryFailedEvents(queue, flags.all ? 'all' : { id: id! }),
+        );
+        if (flags.json) {
+          process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+          return;
+        }
+        const n = summary.retried.length;
+        process.stdout.write(
+          `requeued ${n} failed webhook event${n === 1 ? '' : 's'}${n > 0 ? `: ${summary.retried.join(', ')}` : ''}\n`,
+        );
+        if (summary.skipped.length > 0) {
+          process.stdout.write(
+            `skipped ${summary.skipped.length} no longer failed: ${summary.skipped.join(', ')}\n`,
+          );
+        }
+      });
+    });
+}

@@ -1,0 +1,132 @@
+import type { Logger } from 'pino';
+import { type Config, loadConfig, type WorkerSettings, workerSettings } from '../config/config.js';
+import { createLogger } from '../observability/logger.js';
+import { openDatabase } from '../store/database.js';
+import { OrderStore } from '../store/order-store.js';
+import { createEventWorker, type EventWorker } from './event-worker.js';
+
+/** The components of one `h2h-sync worker` process. */
+export interface RunningWorkerProcess {
+  readonly settings: WorkerSettings;
+  readonly store: OrderStore;
+  readonly eventWorker: EventWorker;
+  /**
+   * Stops every component (each finishes what it holds), then closes the store. Resolves to
+   * `true` when every component stopped gracefully within `H2H_WORKER_SHUTDOWN_TIMEOUT_MS`,
+   * `false` when one had to be abandoned (see {@link EventWorker.close}). Safe to call twice.
+   */
+  close(): Promise<boolean>;
+}
+
+export interface StartWorkerProcessOptions {
+  logger?: Logger;
+  /** BullMQ key prefix. Default: the queue contract's (`bull`). */
+  queuePrefix?: string;
+}
+
+/**
+ * Composes the worker process: opens the order store (one SQLite connection for the process),
+ * starts the event worker on it and waits until it takes jobs. Everything that runs in the
+ * worker process starts here and stops in `close()`, in reverse order, before the store closes.
+ * Throws a ConfigError or a StoreError before anything runs when the settings or the database
+ * file are unusable.
+ */
+export async function startWorkerProcess(
+  config: Config,
+  options: StartWorkerProcessOptions = {},
+): Promise<RunningWorkerProcess> {
+  const settings = workerSettings(config);
+  const { logger } = options;
+  const db = openDatabase({ path: settings.dbPath });
+  const store = new OrderStore(db);
+  /** Stops of the started components, run last-started first. Each resolves to "stopped gracefully". */
+  const stops: Array<() => Promise<boolean>> = [];
+  const stopAll = async (): Promise<boolean> => {
+    let graceful = true;
+    for (const stop of stops.reverse()) {
+      graceful = (await stop().catch(() => false)) && graceful;
+    }
+    db.close();
+    return graceful;
+  };
+
+  let eventWorker: EventWorker;
+  try {
+    eventWorker = createEventWorker({
+      store,
+      db,
+      redisUrl: settings.redisUrl,
+      ...(options.queuePrefix === undefined ? {} : { prefix: options.queuePrefix }),
+      concurrency: settings.concurrency,
+      maxBatchSize: settings.batchSize,
+      lockDurationMs: settings.lockDurationMs,
+      stalledIntervalMs: settings.stalledIntervalMs,
+      maxStalledCount: settings.maxStalledCount,
+      ...(logger ? { logger } : {}),
+    });
+    stops.push(() => eventWorker.close({ timeoutMs: settings.shutdownTimeoutMs }));
+    await eventWorker.waitUntilReady();
+
+    // ── Reconciler (issue 5, src/reconciler/) ─────────────────────────────────────────────────
+    // Start it here, in the same process, on the same `store` (and so the same SQLite
+    // connection), with its own section of `config`, and register its stop after the event
+    // worker's so that it stops first:
+    //   const reconciler = await startReconciler(reconcilerSettings(config), { store, logger, ... });
+    //   stops.push(() => reconciler.close());
+    // ───────────────────────────────────────────────────────────────────────────────────────────
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+
+  let closing: Promise<boolean> | undefined;
+  return {
+    settings,
+    store,
+    eventWorker,
+    close: () => {
+      closing ??= stopAll();
+      return closing;
+    },
+  };
+}
+
+/**
+ * The `h2h-sync worker` process: loads the configuration, starts {@link startWorkerProcess},
+ * tells pm2 it is ready (`process.send('ready')`, for `wait_ready`), and on SIGINT or SIGTERM
+ * stops taking jobs, finishes and commits the active ones, closes, and exits 0 — or exits 1 when
+ * a component had to be abandoned or the stop outlasts `H2H_WORKER_SHUTDOWN_TIMEOUT_MS` (plus a
+ * second for the store to close).
+ */
+export async function runWorker(config: Config = loadConfig()): Promise<RunningWorkerProcess> {
+  const settings = workerSettings(config);
+  const logger = createLogger({ name: 'worker', level: settings.logLevel });
+  const running = await startWorkerProcess(config, { logger });
+  logger.info(
+    { concurrency: settings.concurrency, batchSize: settings.batchSize, dbPath: settings.dbPath },
+    'worker taking webhook jobs',
+  );
+  process.send?.('ready');
+
+  const shutdown = (signal: NodeJS.Signals) => {
+    logger.info({ signal }, 'worker stopping: finishing active jobs');
+    const deadline = setTimeout(() => {
+      logger.error({ timeoutMs: settings.shutdownTimeoutMs }, 'worker stop timed out; exiting anyway');
+      process.exit(1);
+    }, settings.shutdownTimeoutMs + 1_000);
+    deadline.unref();
+    running.close().then(
+      (graceful) => {
+        logger.info({ graceful, ...running.eventWorker.stats() }, 'worker stopped');
+        process.exit(graceful ? 0 : 1);
+      },
+      (error: unknown) => {
+        logger.error({ err: error }, 'worker close failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGINT', shutdown);
+  process.once('SIGTERM', shutdown);
+  return running;
+}

@@ -1,0 +1,18 @@
+import type { Command } from 'commander';
+import { runAction } from '../cli/output.js';
+import { runWorker } from './server.js';
+
+/**
+ * Registers `h2h-sync worker`: runs the event worker (docs/worker.md) until SIGINT or SIGTERM.
+ * Every setting comes from the environment (README, "Settings").
+ */
+export function registerWorkerCommand(program: Command): void {
+  program
+    .command('worker')
+    .description('run the event worker: apply queued webhooks to the order store (docs/worker.md)')
+    .action(() =>
+      runAction(false, async () => {
+        await runWorker();
+      }),
+    );
+}

@@ -1,0 +1,130 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { test } from 'node:test';
+import { promisify } from 'node:util';
+import { openDatabase } from '../../src/store/database.js';
+import { OrderStore } from '../../src/store/order-store.js';
+import type { FailedEvent, RetrySummary } from '../../src/worker/failed-events.js';
+import { privateRedis } from '../helpers/redis.js';
+import { snapshot, tempDbPath } from '../helpers/store.js';
+import { waitFor } from '../helpers/wait.js';
+import {
+  cleanupScope,
+  queueWebhook,
+  startTestWorker,
+  testProducer,
+  webhookBodyOf,
+} from './worker-harness.js';
+
+const run = promisify(execFile);
+
+/** Runs the CLI as a user would, in a child process, with only the given settings. */
+async function cli(args: string[], env: Record<string, string>) {
+  try {
+    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+      env: { PATH: process.env.PATH ?? '', ...env },
+    });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+test('events failed lists parked events with their reason; events retry requeues one or all of them', async (test) => {
+  const t = cleanupScope(test);
+  const redis = await privateRedis(t);
+  const dbPath = tempDbPath(t);
+  const env = { REDIS_URL: redis.url, H2H_DB_PATH: dbPath };
+  const producer = await testProducer(t, redis.url);
+  const { eventWorker } = await startTestWorker(t, { redisUrl: redis.url, dbPath });
+
+  // A body that is not JSON can never apply. An event naming its order only by invoice number
+  // cannot apply while that order is unknown here, and can once the create answer has arrived.
+  const garbled = await queueWebhook(producer, 'not json at all', 'evt_garbled');
+  const early = await queueWebhook(
+    producer,
+    webhookBodyOf({ invoice_number: 'INV-late-1', status: 'SUCCESS', serial_number: 'SN-L' }, 'evt_early'),
+    'evt_early',
+  );
+  const stateOf = async (jobId: string) => (await producer.webhookQueue.getJob(jobId))?.getState();
+  await waitFor(async () => (await producer.webhookQueue.getFailedCount()) === 2, {
+    message: '2 failed jobs',
+  });
+
+  const listed = await cli(['events', 'failed', '--json'], env);
+  assert.equal(listed.code, 0, listed.stderr);
+  const { total, events } = JSON.parse(listed.stdout) as { total: number; events: FailedEvent[] };
+  assert.equal(total, 2);
+  const byId = new Map(events.map((e) => [e.jobId, e]));
+  assert.deepEqual(
+    { ...byId.get(garbled)!, receivedAt: 'set', failedAt: 'set' },
+    {
+      jobId: garbled,
+      failedReason: byId.get(garbled)!.failedReason,
+      attemptsMade: 1,
+      receivedAt: 'set',
+      failedAt: 'set',
+      eventId: 'evt_garbled',
+      dedupeKey: 'event-id:evt_garbled',
+      bodyPreview: 'not json at all',
+    },
+  );
+  assert.match(byId.get(garbled)!.failedReason, /^UNPARSEABLE_BODY: the body is not JSON/);
+  assert.match(byId.get(early)!.failedReason, /^INVALID_SNAPSHOT: order INV-late-1 is unknown locally/);
+  assert.match(byId.get(early)!.bodyPreview, /^\{"event_id":"evt_early",/);
+
+  const table = await cli(['events', 'failed', '--limit', '1'], env);
+  assert.equal(table.code, 0, table.stderr);
+  assert.match(table.stdout, /│ Job id +│ Failed reason/);
+  assert.match(table.stdout, /2 failed webhook events \(newest 1 shown\)/);
+
+  // The create answer arrives: the order is known by its invoice number now.
+  const db = openDatabase({ path: dbPath });
+  t.after(() => db.close());
+  const store = new OrderStore(db);
+  store.createLocalOrder({ partnerRef: 'late-1', productCode: 'ML86', data: { user_id: '1' } });
+  store.applyOrderSnapshot(snapshot('late-1', 'PENDING', { invoice_number: 'INV-late-1' }), {
+    source: 'create',
+  });
+
+  const one = await cli(['events', 'retry', early, '--json'], env);
+  assert.equal(one.code, 0, one.stderr);
+  assert.deepEqual(JSON.parse(one.stdout) as RetrySummary, { retried: [early], skipped: [] });
+  await waitFor(async () => (await stateOf(early)) === 'completed', {
+    message: 'the retried event completed',
+  });
+  assert.deepEqual(
+    [store.getOrder('late-1')?.status, store.getOrder('late-1')?.serialNumber],
+    ['SUCCESS', 'SN-L'],
+  );
+
+  const all = await cli(['events', 'retry', '--all'], env);
+  assert.equal(all.code, 0, all.stderr);
+  assert.equal(all.stdout, `requeued 1 failed webhook event: ${garbled}\n`);
+  // Nothing about the garbled body changed, so it is parked again, at its first attempt.
+  await waitFor(async () => (await stateOf(garbled)) === 'failed', {
+    message: 'the garbled event failed again',
+  });
+  assert.equal((await producer.webhookQueue.getJob(garbled))?.attemptsMade, 1);
+  assert.equal(eventWorker.stats().committed, 1);
+
+  const missing = await cli(['events', 'retry', 'no-such-job', '--json'], env);
+  assert.equal(missing.code, 1);
+  assert.equal(JSON.parse(missing.stdout).error.code, 'EVENT_NOT_FOUND');
+  const notFailed = await cli(['events', 'retry', 'evt_early'], env);
+  assert.equal(notFailed.code, 1);
+  assert.match(notFailed.stderr, /webhook job ev-evt_early is completed, not failed/);
+  const neither = await cli(['events', 'retry'], env);
+  assert.equal(neither.code, 1);
+  assert.match(neither.stderr, /give either a job id .* or --all/);
+});
+
+test('events failed names the fix when Redis cannot be reached', async () => {
+  const answer = await cli(['events', 'failed'], { REDIS_URL: 'redis://127.0.0.1:1' });
+  assert.equal(answer.code, 2);
+  assert.match(
+    answer.stderr,
+    /cannot reach Redis at REDIS_URL=redis:\/\/127\.0\.0\.1:1 .*start Redis or set REDIS_URL/,
+  );
+});
