@@ -1,3 +1,5 @@
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import type { TestContext } from 'node:test';
 import type { Database } from 'better-sqlite3';
@@ -10,6 +12,7 @@ import {
   type EventWorker,
   type EventWorkerOptions,
 } from '../../src/worker/event-worker.js';
+import { nextMessage, snapshot } from '../helpers/store.js';
 
 /**
  * Harness of the worker tests: webhooks are queued through the receiver's own producer (so the
@@ -138,3 +141,50 @@ export async function queueSettled(producer: WebhookProducer): Promise<boolean> 
   const counts = await webhookJobCounts(producer);
   return counts.waiting === 0 && counts.active === 0 && counts.delayed === 0 && counts.prioritized === 0;
 }
+
+/** Queues one settled SUCCESS event for each of `n` new orders, through the receiver's producer. */
+export async function queueBacklog(producer: WebhookProducer, n: number, prefix: string): Promise<void> {
+  for (let start = 0; start < n; start += 500) {
+    await Promise.all(
+      Array.from({ length: Math.min(500, n - start) }, (_, i) => {
+        const ref = `${prefix}-${start + i}`;
+        const eventId = `evt_${ref}`;
+        return queueWebhook(
+          producer,
+          webhookBodyOf(snapshot(ref, 'SUCCESS', { serial_number: `SN-${ref}` }), eventId),
+          eventId,
+        );
+      }),
+    );
+  }
+}
+
+/** Starts `h2h-sync worker` as a user (or pm2) would, and waits for its `ready` message. */
+export async function spawnWorker(
+  t: Pick<TestContext, 'after'>,
+  env: Record<string, string>,
+): Promise<{ child: ChildProcess; output: () => string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'worker'], {
+    env: { ...process.env, LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+  });
+  let output = '';
+  child.stdout?.on('data', (chunk) => {
+    output += chunk;
+  });
+  child.stderr?.on('data', (chunk) => {
+    output += chunk;
+  });
+  t.after(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  const ready = await nextMessage<string>(child).catch((error: Error) => {
+    throw new Error(`${error.message}\n${output}`);
+  });
+  assert.equal(ready, 'ready');
+  return { child, output: () => output };
+}
+
+/** Events applied so far, read through another connection to the file. */
+export const appliedEvents = (db: Database): number =>
+  (db.prepare('SELECT COUNT(*) AS n FROM order_events').get() as { n: number }).n;
