@@ -1,0 +1,99 @@
+import { BudgetExhaustedError } from '../rate-budget/rate-budget.js';
+import type { LocalOrder } from '../store/local-order.js';
+import { UpstreamError, UpstreamUnreachableError } from '../upstream/errors.js';
+import { describePollError, type PollResult, pollClaimedOrder, type ReconcilerDeps } from './poll-order.js';
+
+/** What an early poll of one order came to. */
+export type EarlyPollResult =
+  | Extract<PollResult, { kind: 'polled' }>
+  | {
+      /** Another poller holds the order right now: its answer is on the way. */
+      kind: 'busy';
+      order: LocalOrder;
+    }
+  | {
+      /** Unknown locally, and the upstream answers 404 for it too. */
+      kind: 'unknown_order';
+    }
+  | {
+      /** The poll could not be made or answered; the order keeps its place in the schedule. */
+      kind: 'kept';
+      reason: Extract<PollResult, { kind: 'kept' }>['reason'];
+      error: { code: string; message: string; fix?: string };
+      retryAfterMs?: number;
+    };
+
+/**
+ * Polls one order now, ahead of its schedule: a stale but authentic webhook named it, or a user
+ * asked (`h2h-sync order show REF --refresh`). `ref` is a partner_ref or an invoice number.
+ *
+ * A local order is claimed first (`claimForPoll`), settled ones too (a stale webhook may carry a
+ * refund), so it is never polled twice at once; it is then polled and resolved exactly as in a
+ * pass. An order unknown locally (placed elsewhere) is read from the upstream and, if it exists,
+ * stored through the same apply function. Takes a `poll` slot of the budget, never waits for one.
+ */
+export async function pollOrderNow(deps: ReconcilerDeps, ref: string): Promise<EarlyPollResult> {
+  const { store, settings } = deps;
+  const now = deps.now ?? Date.now;
+  const claim = store.claimForPoll(ref, now(), settings.leaseMs);
+  if (claim && !claim.claimed) return { kind: 'busy', order: claim.order };
+  if (claim) {
+    const result = await pollClaimedOrder(deps, claim.order);
+    if (result.kind === 'polled') return result;
+    store.releasePollClaim(claim.order.partnerRef);
+    return kept(result.reason, result.error, result.retryAfterMs);
+  }
+  return pollUnknownOrder(deps, ref);
+}
+
+function kept(
+  reason: Extract<PollResult, { kind: 'kept' }>['reason'],
+  error: Error,
+  retryAfterMs?: number,
+): EarlyPollResult {
+  return {
+    kind: 'kept',
+    reason,
+    error: describePollError(error),
+    ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+  };
+}
+
+async function pollUnknownOrder(deps: ReconcilerDeps, ref: string): Promise<EarlyPollResult> {
+  const { store, client, logger, metrics } = deps;
+  try {
+    const snapshot = await client.getOrder(ref);
+    const applied = store.applyOrderSnapshot(snapshot, { source: 'poll' });
+    metrics?.countPoll(applied.changed ? 'changed' : 'unchanged');
+    logger?.info(
+      { ref, partnerRef: applied.order.partnerRef },
+      'early poll stored an order placed elsewhere',
+    );
+    return {
+      kind: 'polled',
+      outcome: applied.changed ? 'changed' : 'unchanged',
+      order: applied.order,
+      changed: applied.changed,
+      anomaly: false,
+      calls: 1,
+    };
+  } catch (error) {
+    if (error instanceof UpstreamError && error.status === 404 && error.code === 'ORDER_NOT_FOUND') {
+      metrics?.countPoll('not_found');
+      logger?.warn({ ref }, 'early poll: no such order locally or upstream');
+      return { kind: 'unknown_order' };
+    }
+    if (error instanceof BudgetExhaustedError) return kept('budget', error, error.retryAfterMs);
+    if (error instanceof UpstreamError) {
+      const reason =
+        error.status === 401 ? 'unauthorized' : error.status === 429 ? 'rate_limited' : 'upstream_error';
+      metrics?.countPoll(reason);
+      return kept(reason, error);
+    }
+    if (error instanceof UpstreamUnreachableError) {
+      metrics?.countPoll('unreachable');
+      return kept('unreachable', error);
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,159 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { LocalOrder } from '../store/local-order.js';
+import type { OrderStore } from '../store/order-store.js';
+
+/**
+ * What one poll came to (the `outcome` label of `h2h_reconcile_polls_total`):
+ * - `changed` / `unchanged`: the answer was applied and moved the order, or not;
+ * - `resubmitted`: 404 for an order whose submission was pending or unknown, so the create was
+ *   repeated with the same partner_ref;
+ * - `not_found`: 404 for an order the upstream had confirmed (an anomaly), or a stale webhook's
+ *   order that nobody knows;
+ * - `unauthorized` (401), `rate_limited` (429), `upstream_error` (5xx or another refusal),
+ *   `unreachable` (no answer), `invalid_answer` (an answer the store cannot apply).
+ */
+export type PollOutcome =
+  | 'changed'
+  | 'unchanged'
+  | 'resubmitted'
+  | 'not_found'
+  | 'unauthorized'
+  | 'rate_limited'
+  | 'upstream_error'
+  | 'unreachable'
+  | 'invalid_answer';
+
+export const POLL_OUTCOMES: readonly PollOutcome[] = [
+  'changed',
+  'unchanged',
+  'resubmitted',
+  'not_found',
+  'unauthorized',
+  'rate_limited',
+  'upstream_error',
+  'unreachable',
+  'invalid_answer',
+];
+
+/** Anomalies the reconciler counts (`h2h_reconcile_anomalies_total{kind}`). */
+export type AnomalyKind = 'confirmed_order_not_found';
+
+/** Where the news that made an order final came from. */
+export type FinalSource = 'poll' | 'webhook' | 'create';
+
+/** The reconciler's Prometheus metrics. */
+export interface ReconcilerMetrics {
+  readonly registry: Registry;
+  countPoll(outcome: PollOutcome): void;
+  /** A poll changed an order: its webhook was lost or late. */
+  countChangedByPoll(): void;
+  countAnomaly(kind: AnomalyKind): void;
+  /** Counts a finished pass by why it ended. */
+  countPass(stoppedBy: string): void;
+  /**
+   * Observes the time from an order's creation (the upstream's `created_at`, else the local
+   * creation) to its first final state. Call once, when `source` made the order final; the
+   * event worker can call it for webhooks.
+   */
+  observeTimeToFinal(
+    order: Pick<LocalOrder, 'createdAt' | 'localCreatedAt' | 'finalAt'>,
+    source: FinalSource,
+  ): void;
+  /** Sets the stuck-orders gauge (it is also read from the store at each scrape when one is given). */
+  setStuck(count: number): void;
+}
+
+export interface ReconcilerMetricsOptions {
+  /** Registry to register in, for example the worker process's. Default: a new one. */
+  registry?: Registry;
+  /** When given, `h2h_reconcile_stuck_orders` is read from it at each scrape. */
+  store?: OrderStore;
+}
+
+/** Buckets of the time-to-final histogram, in seconds: 5 s to 48 h. */
+export const TIME_TO_FINAL_BUCKETS = [
+  5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21_600, 86_400, 172_800,
+];
+
+/**
+ * Creates `h2h_reconcile_polls_total{outcome}`, `h2h_reconcile_orders_changed_total`,
+ * `h2h_reconcile_anomalies_total{kind}`, `h2h_reconcile_passes_total{stopped_by}`,
+ * `h2h_reconcile_stuck_orders` and `h2h_order_time_to_final_seconds{source}`. No default
+ * process metrics: the process that exposes the registry adds those once.
+ */
+export function createReconcilerMetrics(options: ReconcilerMetricsOptions = {}): ReconcilerMetrics {
+  const registry = options.registry ?? new Registry();
+  const registers = [registry];
+
+  const polls = new Counter({
+    name: 'h2h_reconcile_polls_total',
+    help: 'Status polls of the reconciler by outcome.',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
+  for (const outcome of POLL_OUTCOMES) polls.inc({ outcome }, 0);
+
+  const changed = new Counter({
+    name: 'h2h_reconcile_orders_changed_total',
+    help: 'Polls that changed an order: each is a webhook that was lost or late.',
+    registers,
+  });
+
+  const anomalies = new Counter({
+    name: 'h2h_reconcile_anomalies_total',
+    help: 'Anomalies seen while reconciling, such as a 404 for an order the upstream had confirmed.',
+    labelNames: ['kind'] as const,
+    registers,
+  });
+  anomalies.inc({ kind: 'confirmed_order_not_found' }, 0);
+
+  const passes = new Counter({
+    name: 'h2h_reconcile_passes_total',
+    help: 'Reconciliation passes by why they ended (done, budget, pass_size, locked, unauthorized …).',
+    labelNames: ['stopped_by'] as const,
+    registers,
+  });
+
+  const { store } = options;
+  let stuckCount = 0;
+  new Gauge({
+    name: 'h2h_reconcile_stuck_orders',
+    help: 'Open orders marked stuck: no final state after RECONCILE_STUCK_AFTER_H.',
+    registers,
+    collect() {
+      if (store) {
+        try {
+          stuckCount = store.countByStatus().stuck;
+        } catch {
+          // the database is closing or busy: keep the last figure
+        }
+      }
+      this.set(stuckCount);
+    },
+  });
+
+  const timeToFinal = new Histogram({
+    name: 'h2h_order_time_to_final_seconds',
+    help: 'Time from an order’s creation to its first final state, by what reported it.',
+    labelNames: ['source'] as const,
+    buckets: TIME_TO_FINAL_BUCKETS,
+    registers,
+  });
+
+  return {
+    registry,
+    countPoll: (outcome) => polls.inc({ outcome }),
+    countChangedByPoll: () => changed.inc(),
+    countAnomaly: (kind) => anomalies.inc({ kind }),
+    countPass: (stoppedBy) => passes.inc({ stopped_by: stoppedBy }),
+    observeTimeToFinal(order, source) {
+      if (order.finalAt === null) return;
+      const upstreamCreated = order.createdAt === null ? Number.NaN : Date.parse(order.createdAt);
+      const created = Number.isFinite(upstreamCreated) ? upstreamCreated : order.localCreatedAt;
+      timeToFinal.observe({ source }, Math.max(0, (order.finalAt - created) / 1000));
+    },
+    setStuck(count) {
+      stuckCount = count;
+    },
+  };
+}

@@ -1,0 +1,223 @@
+import type { Logger } from 'pino';
+import type { ReconcilerSettings } from '../config/config.js';
+import { resubmitOrder } from '../orders/place-order.js';
+import { BudgetExhaustedError } from '../rate-budget/rate-budget.js';
+import type { LocalOrder } from '../store/local-order.js';
+import type { OrderStore } from '../store/order-store.js';
+import { StoreError } from '../store/store-error.js';
+import type { UpstreamClient } from '../upstream/client.js';
+import { UpstreamError, UpstreamUnreachableError } from '../upstream/errors.js';
+import type { Order } from '../upstream/model.js';
+import type { PollOutcome, ReconcilerMetrics } from './metrics.js';
+import { nextPoll } from './poll-schedule.js';
+
+/** What polling needs; one set per process. */
+export interface ReconcilerDeps {
+  store: OrderStore;
+  /** The upstream client, with the shared rate budget: a poll takes a `poll` slot or ends the pass. */
+  client: UpstreamClient;
+  settings: ReconcilerSettings;
+  logger?: Logger;
+  metrics?: ReconcilerMetrics;
+  /** The clock, in ms; give the store the same one. Default: `Date.now`. */
+  now?: () => number;
+}
+
+/**
+ * Why polling has to stop for now; the order keeps its place in the schedule:
+ * - `budget`: the poll share of the rate budget is spent (`retryAfterMs` says when a slot frees);
+ * - `unauthorized`: 401, the key or the whitelist must be fixed; no further poll can succeed;
+ * - `rate_limited`: the upstream answered 429 although the budget allowed the call: the budget
+ *   is out of step with the upstream's limit (another client on the same key?);
+ * - `upstream_error`: 5xx, or a refusal other than 404 (after the client's retries);
+ * - `unreachable`: no answer at all.
+ */
+export type PollStopReason = 'budget' | 'unauthorized' | 'rate_limited' | 'upstream_error' | 'unreachable';
+
+/** The result of polling one claimed order. */
+export type PollResult =
+  | {
+      kind: 'polled';
+      outcome: Extract<PollOutcome, 'changed' | 'unchanged' | 'resubmitted' | 'not_found' | 'invalid_answer'>;
+      /** The order after the poll (and after any repeated create). */
+      order: LocalOrder;
+      /** The poll changed the order: a webhook was lost or late. */
+      changed: boolean;
+      /** A 404 for an order the upstream had confirmed. */
+      anomaly: boolean;
+      /** How many upstream calls the poll made (a repeated create adds one). */
+      calls: number;
+    }
+  | {
+      kind: 'kept';
+      reason: PollStopReason;
+      error: Error;
+      /** For `budget`: when a poll slot frees, in ms from now. */
+      retryAfterMs?: number;
+      /** Calls made before it failed (0 when the budget refused the first draw). */
+      calls: number;
+    };
+
+/** One line that says what to do, for logs and the CLI. */
+export function describePollError(error: Error): { code: string; message: string; fix?: string } {
+  if (error instanceof UpstreamError || error instanceof UpstreamUnreachableError) {
+    return { code: error.code, message: error.message, fix: error.fix };
+  }
+  if (error instanceof BudgetExhaustedError) return { code: error.code, message: error.message };
+  const code = (error as { code?: unknown }).code;
+  return { code: typeof code === 'string' ? code : 'ERROR', message: error.message };
+}
+
+/** Why a failed GET must stop or skip, or undefined for a 404 (handled by the caller). */
+function classify(
+  error: unknown,
+): { reason: PollStopReason; retryAfterMs?: number; calls: number } | undefined {
+  if (error instanceof BudgetExhaustedError) {
+    // With a cause, the budget refused a retry after a failed attempt: one call was made.
+    return { reason: 'budget', retryAfterMs: error.retryAfterMs, calls: error.cause === undefined ? 0 : 1 };
+  }
+  if (error instanceof UpstreamUnreachableError) return { reason: 'unreachable', calls: error.attempts };
+  if (error instanceof UpstreamError) {
+    if (error.status === 404 && error.code === 'ORDER_NOT_FOUND') return undefined;
+    if (error.status === 401 || error.status === 403)
+      return { reason: 'unauthorized', calls: error.attempts };
+    if (error.status === 429) return { reason: 'rate_limited', calls: error.attempts };
+    return { reason: 'upstream_error', calls: error.attempts };
+  }
+  return { reason: 'upstream_error', calls: 1 };
+}
+
+const KEPT_OUTCOME: Record<Exclude<PollStopReason, 'budget'>, PollOutcome> = {
+  unauthorized: 'unauthorized',
+  rate_limited: 'rate_limited',
+  upstream_error: 'upstream_error',
+  unreachable: 'unreachable',
+};
+
+/**
+ * Polls one order that the caller has claimed (`claimDueForPoll` / `claimForPoll`) and resolves
+ * it, by the rules of docs/reconciler.md:
+ * - `GET /orders/:partner_ref`, applied with `applyOrderSnapshot(…, { source: 'poll' })`, the
+ *   one apply function of webhooks too; a pending or unknown submission is adopted by it;
+ * - 404 for a pending or unknown submission → the create is repeated with the same partner_ref
+ *   (spec §4 rule 7, through `resubmitOrder`), never under a new one;
+ * - 404 for an order the upstream had confirmed → an anomaly: logged at error, counted,
+ *   polling goes on;
+ * - then `recordPoll` with the next poll time of the backoff (or stuck), which ends the claim.
+ *
+ * When the poll cannot be made or answered (budget spent, 401, 429, 5xx, no answer) it returns
+ * `kept` and leaves the claim and the schedule as they are: the caller releases the claim, and
+ * the order keeps its place. It throws only what the store throws (SQLite trouble).
+ */
+export async function pollClaimedOrder(deps: ReconcilerDeps, claimed: LocalOrder): Promise<PollResult> {
+  const { store, client, logger, metrics } = deps;
+  const ref = claimed.partnerRef;
+
+  let snapshot: Order;
+  try {
+    snapshot = await client.getOrder(ref);
+  } catch (error) {
+    const kept = classify(error);
+    if (kept) {
+      if (kept.reason !== 'budget') {
+        metrics?.countPoll(KEPT_OUTCOME[kept.reason]);
+        const level = kept.reason === 'unauthorized' ? 'error' : 'warn';
+        logger?.[level](
+          { partnerRef: ref, err: error },
+          `poll failed (${kept.reason}); the order keeps its place`,
+        );
+      }
+      return { kind: 'kept', ...kept, error: error as Error };
+    }
+    return notFound(deps, claimed, error as UpstreamError);
+  }
+
+  let applied: ReturnType<OrderStore['applyOrderSnapshot']>;
+  try {
+    applied = store.applyOrderSnapshot(snapshot, { source: 'poll' });
+  } catch (error) {
+    if (!(error instanceof StoreError && error.code === 'INVALID_SNAPSHOT')) throw error;
+    metrics?.countPoll('invalid_answer');
+    logger?.error({ partnerRef: ref, err: error }, 'poll answer cannot be applied; polling goes on');
+    const order = record(deps, claimed, false);
+    return { kind: 'polled', outcome: 'invalid_answer', order, changed: false, anomaly: false, calls: 1 };
+  }
+
+  const order = record(deps, applied.order, applied.changed);
+  if (applied.changed) {
+    metrics?.countChangedByPoll();
+    metrics?.countPoll('changed');
+    if (claimed.finalAt === null && order.finalAt !== null) metrics?.observeTimeToFinal(order, 'poll');
+    logger?.info(
+      { partnerRef: ref, from: claimed.upstreamStatus, to: order.upstreamStatus, reason: applied.reason },
+      'poll changed the order: its webhook was lost or late',
+    );
+  } else {
+    metrics?.countPoll('unchanged');
+  }
+  return {
+    kind: 'polled',
+    outcome: applied.changed ? 'changed' : 'unchanged',
+    order,
+    changed: applied.changed,
+    anomaly: false,
+    calls: 1,
+  };
+}
+
+/** Records the poll with the next poll time of the schedule; ends the claim. */
+function record(deps: ReconcilerDeps, after: LocalOrder, changed: boolean): LocalOrder {
+  const now = (deps.now ?? Date.now)();
+  const next = nextPoll(after, changed, now, deps.settings);
+  if (next.stuck && after.stuckAt === null && after.nextPollAt !== null) {
+    deps.logger?.warn(
+      { partnerRef: after.partnerRef, status: after.upstreamStatus, ageMs: now - after.localCreatedAt },
+      'order marked stuck: no final state within the maximum age; still polled at the longest interval',
+    );
+  }
+  return deps.store.recordPoll(after.partnerRef, {
+    nextPollAt: now + next.delayMs,
+    stuck: next.stuck,
+    changed,
+  });
+}
+
+async function notFound(
+  deps: ReconcilerDeps,
+  claimed: LocalOrder,
+  error: UpstreamError,
+): Promise<PollResult> {
+  const { store, client, logger, metrics } = deps;
+  const ref = claimed.partnerRef;
+  const current = store.getOrder(ref) ?? claimed;
+
+  if (current.submissionState === 'pending' || current.submissionState === 'unknown') {
+    // The create never reached the upstream (or its process died first): repeat it with the
+    // same partner_ref (spec §4 rule 7). The upstream answers a repeat with the existing order.
+    const result = await resubmitOrder({ client, store, ...(logger ? { logger } : {}) }, current);
+    metrics?.countPoll('resubmitted');
+    logger?.info(
+      { partnerRef: ref, outcome: result.outcome },
+      'upstream had no order for an unresolved submission: create repeated with the same partner_ref',
+    );
+    const changed = result.outcome !== 'unknown';
+    const order = record(deps, result.order, changed);
+    return { kind: 'polled', outcome: 'resubmitted', order, changed, anomaly: false, calls: 2 };
+  }
+
+  if (current.submissionState === 'rejected') {
+    // An early poll of a refused order: the upstream never had it, as expected.
+    store.releasePollClaim(ref);
+    metrics?.countPoll('not_found');
+    return { kind: 'polled', outcome: 'not_found', order: current, changed: false, anomaly: false, calls: 1 };
+  }
+
+  metrics?.countPoll('not_found');
+  metrics?.countAnomaly('confirmed_order_not_found');
+  logger?.error(
+    { partnerRef: ref, invoice: current.invoiceNumber, status: current.upstreamStatus, err: error },
+    'anomaly: the upstream answers 404 for an order it had confirmed; polling goes on — report it to the provider',
+  );
+  const order = record(deps, current, false);
+  return { kind: 'polled', outcome: 'not_found', order, changed: false, anomaly: true, calls: 1 };
+}

@@ -1,0 +1,274 @@
+import { randomUUID } from 'node:crypto';
+import type { BudgetUsage, RateBudget } from '../rate-budget/rate-budget.js';
+import type { PassLock } from './pass-lock.js';
+import {
+  describePollError,
+  type PollStopReason,
+  pollClaimedOrder,
+  type ReconcilerDeps,
+} from './poll-order.js';
+
+/**
+ * Polls that may fail in a row (5xx, no answer) before a pass gives up: the upstream is failing,
+ * and every further poll would spend budget for nothing. The orders keep their place.
+ */
+export const MAX_CONSECUTIVE_FAILURES = 3;
+
+/**
+ * Why a pass ended:
+ * - `done`: no due order left;
+ * - `pass_size`: it polled `passSize` orders;
+ * - `budget`: the poll share of the rate budget is spent for now; the rest wait;
+ * - `locked`: another pass was running, so this one did nothing;
+ * - `lock_lost`: its lock expired (the process froze): it stopped before the next order;
+ * - `unauthorized`, `rate_limited`, `upstream_failing`: see {@link PollStopReason}; the last
+ *   after {@link MAX_CONSECUTIVE_FAILURES} failures in a row.
+ */
+export type PassStop =
+  | 'done'
+  | 'pass_size'
+  | 'budget'
+  | 'locked'
+  | 'lock_lost'
+  | 'unauthorized'
+  | 'rate_limited'
+  | 'upstream_failing';
+
+/** What a pass did, for logs, the CLI table and `--json`. */
+export interface ReconcilePassSummary {
+  passId: string;
+  /** What started it: `schedule`, `continue`, `cli` … */
+  trigger: string;
+  startedAt: number;
+  finishedAt: number;
+  /** Orders polled with an answer (a 404 included). */
+  checked: number;
+  /** Of those, orders the answer changed: each is a lost or late webhook. */
+  changed: number;
+  /** Orders whose create was repeated with the same partner_ref after a 404. */
+  resubmitted: number;
+  /** Checked orders still open (not final, or SUCCESS without its serial) after the pass. */
+  stillOpen: number;
+  /** Stuck orders in the store after the pass (open, older than the maximum age). */
+  stuck: number;
+  /** Polls that failed (5xx, no answer, 429, 401, an unreadable answer). */
+  errors: number;
+  /** 404s for orders the upstream had confirmed. */
+  anomalies: number;
+  /** Upstream calls this pass made (polls, repeated creates, the client's retries). */
+  calls: number;
+  /** The shared budget's window after the pass, when a budget was given. */
+  budget: BudgetUsage | null;
+  /** Orders due for a poll when the pass ended (the ones the next pass takes first). */
+  dueAfter: number;
+  stoppedBy: PassStop;
+  /** For `budget`: when a poll slot frees, in ms from the end of the pass. */
+  retryAfterMs?: number;
+  /** The error that stopped the pass (`unauthorized`, `rate_limited`, `upstream_failing`), with its fix. */
+  error?: { code: string; message: string; fix?: string };
+  /** For `locked`: who holds the lock. */
+  lockHolder?: string | null;
+}
+
+/** Progress of a pass, reported after each order. */
+export interface PassProgress {
+  /** Orders claimed so far. */
+  attempted: number;
+  /** Orders due when the pass began, at most the pass size: the pass's likely length. */
+  total: number;
+  checked: number;
+  changed: number;
+  errors: number;
+}
+
+export interface RunPassOptions {
+  /** Makes the pass one at a time across processes. Default: none (the caller guarantees it). */
+  lock?: PassLock;
+  /** Read for the summary's budget line. Default: none. */
+  budget?: RateBudget;
+  /** Default: `manual`. */
+  trigger?: string;
+  /** Stops the pass before the next order. */
+  signal?: AbortSignal;
+  onProgress?: (progress: PassProgress) => void;
+}
+
+const STOP_BY_REASON: Record<
+  Exclude<PollStopReason, 'budget' | 'upstream_error' | 'unreachable'>,
+  PassStop
+> = {
+  unauthorized: 'unauthorized',
+  rate_limited: 'rate_limited',
+};
+
+/**
+ * One reconciliation pass: under the pass lock (when given), claims due orders one at a time,
+ * longest-due first (`claimDueForPoll`), and polls each with {@link pollClaimedOrder}, until none
+ * is due, `passSize` orders were taken, or polling must stop (the poll share of the budget is
+ * spent, 401, 429, or the upstream keeps failing). An order that could not be polled keeps its
+ * place: its claim is released at the end of the pass, so the pass does not take it again and
+ * the next one takes it first. Never throws for upstream trouble: the summary says why it ended.
+ */
+export async function runReconcilePass(
+  deps: ReconcilerDeps,
+  options: RunPassOptions = {},
+): Promise<ReconcilePassSummary> {
+  const now = deps.now ?? Date.now;
+  const passId = randomUUID();
+  const trigger = options.trigger ?? 'manual';
+  const startedAt = now();
+
+  const held = options.lock ? await options.lock.acquire() : undefined;
+  if (options.lock && !held) {
+    const summary = emptySummary(passId, trigger, startedAt, now());
+    summary.stoppedBy = 'locked';
+    summary.lockHolder = await options.lock.holder().catch(() => null);
+    summary.dueAfter = deps.store.countByStatus(now()).dueForPoll;
+    deps.logger?.debug({ passId, holder: summary.lockHolder }, 'another reconciliation pass is running');
+    deps.metrics?.countPass('locked');
+    return summary;
+  }
+
+  try {
+    const signals = [options.signal, held?.signal].filter((s): s is AbortSignal => s !== undefined);
+    return await pollDueOrders(deps, { ...options, passId, trigger, startedAt, signals });
+  } finally {
+    await held?.release();
+  }
+}
+
+function emptySummary(
+  passId: string,
+  trigger: string,
+  startedAt: number,
+  finishedAt: number,
+): ReconcilePassSummary {
+  return {
+    passId,
+    trigger,
+    startedAt,
+    finishedAt,
+    checked: 0,
+    changed: 0,
+    resubmitted: 0,
+    stillOpen: 0,
+    stuck: 0,
+    errors: 0,
+    anomalies: 0,
+    calls: 0,
+    budget: null,
+    dueAfter: 0,
+    stoppedBy: 'done',
+  };
+}
+
+async function pollDueOrders(
+  deps: ReconcilerDeps,
+  pass: RunPassOptions & { passId: string; trigger: string; startedAt: number; signals: AbortSignal[] },
+): Promise<ReconcilePassSummary> {
+  const { store, settings, logger, metrics } = deps;
+  const now = deps.now ?? Date.now;
+  const summary = emptySummary(pass.passId, pass.trigger, pass.startedAt, pass.startedAt);
+  const total = Math.min(settings.passSize, store.countByStatus(now()).dueForPoll);
+  // Orders that could not be polled: released at the end, so this pass does not take them again.
+  const kept: string[] = [];
+  let attempted = 0;
+  let failuresInARow = 0;
+
+  try {
+    for (;;) {
+      if (pass.signals.some((s) => s.aborted)) {
+        summary.stoppedBy = 'lock_lost';
+        break;
+      }
+      if (attempted >= settings.passSize) {
+        summary.stoppedBy = 'pass_size';
+        break;
+      }
+      const [order] = store.claimDueForPoll(1, now(), settings.leaseMs);
+      if (!order) break;
+      attempted += 1;
+
+      let result: Awaited<ReturnType<typeof pollClaimedOrder>>;
+      try {
+        result = await pollClaimedOrder(deps, order);
+      } catch (error) {
+        kept.push(order.partnerRef);
+        throw error;
+      }
+      summary.calls += result.calls;
+      if (result.kind === 'polled') {
+        failuresInARow = 0;
+        summary.checked += 1;
+        if (result.changed) summary.changed += 1;
+        if (result.outcome === 'resubmitted') summary.resubmitted += 1;
+        if (result.outcome === 'invalid_answer') summary.errors += 1;
+        if (result.anomaly) summary.anomalies += 1;
+        if (result.order.nextPollAt !== null) summary.stillOpen += 1;
+      } else {
+        kept.push(order.partnerRef);
+        if (result.reason === 'budget') {
+          summary.stoppedBy = 'budget';
+          if (result.retryAfterMs !== undefined) summary.retryAfterMs = result.retryAfterMs;
+          break;
+        }
+        summary.errors += 1;
+        if (result.reason === 'unauthorized' || result.reason === 'rate_limited') {
+          summary.stoppedBy = STOP_BY_REASON[result.reason];
+          summary.error = describePollError(result.error);
+          break;
+        }
+        failuresInARow += 1;
+        if (failuresInARow >= MAX_CONSECUTIVE_FAILURES) {
+          summary.stoppedBy = 'upstream_failing';
+          summary.error = describePollError(result.error);
+          break;
+        }
+      }
+      pass.onProgress?.({
+        attempted,
+        total: Math.max(total, attempted),
+        checked: summary.checked,
+        changed: summary.changed,
+        errors: summary.errors,
+      });
+    }
+  } finally {
+    for (const ref of kept) store.releasePollClaim(ref);
+  }
+
+  const counts = store.countByStatus(now());
+  summary.stuck = counts.stuck;
+  summary.dueAfter = counts.dueForPoll;
+  metrics?.setStuck(counts.stuck);
+  summary.budget = pass.budget ? await pass.budget.used().catch(() => null) : null;
+  summary.finishedAt = now();
+  metrics?.countPass(summary.stoppedBy);
+
+  const line = {
+    passId: summary.passId,
+    trigger: summary.trigger,
+    checked: summary.checked,
+    changed: summary.changed,
+    errors: summary.errors,
+    stoppedBy: summary.stoppedBy,
+    dueAfter: summary.dueAfter,
+    durationMs: summary.finishedAt - summary.startedAt,
+  };
+  if (summary.stoppedBy === 'unauthorized') {
+    logger?.error(
+      { ...line, error: summary.error },
+      `reconciliation pass stopped: ${summary.error?.message}`,
+    );
+  } else if (summary.stoppedBy === 'rate_limited' || summary.stoppedBy === 'upstream_failing') {
+    logger?.warn(
+      { ...line, error: summary.error },
+      'reconciliation pass stopped early; orders keep their place',
+    );
+  } else if (summary.checked > 0 || summary.stoppedBy !== 'done') {
+    logger?.info(line, 'reconciliation pass finished');
+  } else {
+    logger?.debug(line, 'reconciliation pass: nothing due');
+  }
+  return summary;
+}

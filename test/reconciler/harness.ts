@@ -1,0 +1,245 @@
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import type { TestContext } from 'node:test';
+import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { loadConfig, type ReconcilerSettings, reconcilerSettings } from '../../src/config/config.js';
+import { type RedisServer, startRedisServer } from '../../src/dev/redis-server.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { RateBudget, type RateBudgetOptions } from '../../src/rate-budget/rate-budget.js';
+import { createReconcilerMetrics, type ReconcilerMetrics } from '../../src/reconciler/metrics.js';
+import type { ReconcilerDeps } from '../../src/reconciler/poll-order.js';
+import type { OrderStore } from '../../src/store/order-store.js';
+import { UpstreamClient, type UpstreamClientOptions } from '../../src/upstream/client.js';
+import type { Order } from '../../src/upstream/model.js';
+import {
+  startSimulator,
+  type TestSimulator,
+  type TestSimulatorOptions,
+  userIdEndingIn,
+} from '../helpers/simulator.js';
+import { type ManualClock, tempStore } from '../helpers/store.js';
+
+/** Reconciler settings scaled for tests: a pass every 200 ms, first poll after 100 ms, backoff 100/200/400 ms. */
+export function testSettings(overrides: Partial<ReconcilerSettings> = {}): ReconcilerSettings {
+  return {
+    ...reconcilerSettings(loadConfig({})),
+    everyMs: 200,
+    firstPollDelayMs: 100,
+    backoffMs: [100, 200, 400],
+    leaseMs: 10_000,
+    ...overrides,
+  };
+}
+
+/** JSON log lines captured from a real logger. */
+export function capturedLogger(name = 'reconciler'): {
+  logger: Logger;
+  lines: () => Array<Record<string, unknown>>;
+} {
+  const raw: string[] = [];
+  const destination = new Writable({
+    write(chunk, _encoding, done) {
+      raw.push(chunk.toString());
+      done();
+    },
+  });
+  return {
+    logger: createLogger({ name, level: 'debug', destination }),
+    lines: () => raw.map((line) => JSON.parse(line) as Record<string, unknown>),
+  };
+}
+
+/** Counts the simulator's member API requests from its Fastify request log. */
+export interface RequestLog {
+  logger: Logger;
+  /** GET /orders/:ref requests per ref (decoded). */
+  getsByRef(): Map<string, number>;
+  /** Answers by HTTP status. */
+  statuses(): Map<number, number>;
+}
+
+export function simulatorRequestLog(): RequestLog {
+  const { logger, lines } = capturedLogger('sim');
+  const prefix = '/v1/member-api/orders/';
+  return {
+    logger,
+    getsByRef() {
+      const counts = new Map<string, number>();
+      for (const line of lines()) {
+        const req = line.req as { method?: string; url?: string } | undefined;
+        if (line.msg !== 'incoming request' || req?.method !== 'GET' || !req.url?.startsWith(prefix))
+          continue;
+        const ref = decodeURIComponent(req.url.slice(prefix.length));
+        counts.set(ref, (counts.get(ref) ?? 0) + 1);
+      }
+      return counts;
+    },
+    statuses() {
+      const counts = new Map<number, number>();
+      for (const line of lines()) {
+        const status = (line.res as { statusCode?: number } | undefined)?.statusCode;
+        if (line.msg === 'request completed' && typeof status === 'number') {
+          counts.set(status, (counts.get(status) ?? 0) + 1);
+        }
+      }
+      return counts;
+    },
+  };
+}
+
+export interface ReconcilerEnvOptions {
+  sim?: TestSimulatorOptions;
+  settings?: Partial<ReconcilerSettings>;
+  /** Budget options besides redis and key. Default: 100 calls per 1 s window, no margin. */
+  budget?: Partial<Omit<RateBudgetOptions, 'redis' | 'apiKey'>>;
+  client?: Partial<UpstreamClientOptions>;
+  /** A manual clock for the store and the reconciler; default the real one. */
+  manualClock?: boolean;
+  redis?: RedisServer;
+}
+
+export interface ReconcilerEnv {
+  sim: TestSimulator;
+  redis: RedisServer;
+  redisClient: Redis;
+  store: OrderStore;
+  dbPath: string;
+  clock: ManualClock;
+  now: () => number;
+  budget: RateBudget;
+  client: UpstreamClient;
+  settings: ReconcilerSettings;
+  metrics: ReconcilerMetrics;
+  log: ReturnType<typeof capturedLogger>;
+  deps: ReconcilerDeps;
+  /**
+   * Runs `close` when the test ends, before the Redis server and the client stop (last deferred,
+   * first run): reconcilers and workers must close while Redis is still there.
+   */
+  defer(close: () => unknown): void;
+}
+
+/** A simulator, a private Redis, a store on a temp SQLite file and a client with the shared budget. */
+export async function reconcilerEnv(
+  t: TestContext,
+  options: ReconcilerEnvOptions = {},
+): Promise<ReconcilerEnv> {
+  const cleanups: Array<() => unknown> = [];
+  t.after(async () => {
+    for (const close of cleanups.reverse()) await close();
+  });
+  const defer = (close: () => unknown) => {
+    cleanups.push(close);
+  };
+  const sim = await startSimulator(t, options.sim);
+  let redis = options.redis;
+  if (!redis) {
+    const started = await startRedisServer();
+    defer(() => started.stop());
+    redis = started;
+  }
+  const settings = testSettings(options.settings);
+  const redisClient = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+  defer(() => redisClient.disconnect());
+  const { store, path, clock } = tempStore(t, {
+    firstPollDelayMs: settings.firstPollDelayMs,
+    ...(options.manualClock ? {} : { now: Date.now }),
+  });
+  const now = options.manualClock ? clock.now : Date.now;
+  const budget = new RateBudget({
+    redis: redisClient,
+    apiKey: sim.member.api_key,
+    limit: 100,
+    windowMs: 1000,
+    marginMs: 0,
+    ...options.budget,
+  });
+  const log = capturedLogger();
+  const client = new UpstreamClient({
+    baseUrl: sim.sim.baseUrl,
+    apiKey: sim.member.api_key,
+    headersTimeoutMs: 2000,
+    retry: { maxAttempts: 2, baseDelayMs: 5, maxDelayMs: 20 },
+    budget,
+    budgetMaxWaitMs: 5000,
+    ...options.client,
+  });
+  defer(() => client.close());
+  const metrics = createReconcilerMetrics({ store });
+  const deps: ReconcilerDeps = { store, client, settings, metrics, logger: log.logger, now };
+  return {
+    sim,
+    redis,
+    redisClient,
+    store,
+    dbPath: path,
+    clock,
+    now,
+    budget,
+    client,
+    settings,
+    metrics,
+    log,
+    deps,
+    defer,
+  };
+}
+
+/** The order's target data for a timeline suffix (docs/simulator.md, "Magic suffixes"). */
+export function targetFor(suffix: string): { user_id: string; server_id: string } {
+  return { user_id: userIdEndingIn(suffix), server_id: '2001' };
+}
+
+/**
+ * Creates an order upstream through the simulator's HTTP API directly (no budget slot) and
+ * stores the answer as a create would: for tests that must not spend the budget on placement.
+ */
+export async function createUpstreamOrder(
+  env: ReconcilerEnv,
+  partnerRef: string,
+  suffix = '0007',
+): Promise<Order> {
+  const answer = await env.sim.createOrder({ partner_ref: partnerRef, data: targetFor(suffix) });
+  assert.equal(answer.status, 201, answer.text);
+  env.store.applyOrderSnapshot(answer.body, { source: 'create' });
+  return answer.body;
+}
+
+/** Local orders that differ from the simulator's truth (status, serial, success_at), or are still open though final upstream. */
+export async function differencesFromSimulator(
+  store: OrderStore,
+  sim: TestSimulator,
+  refs?: readonly string[],
+): Promise<string[]> {
+  const truth = (await sim.allOrders()).filter((o) => !refs || refs.includes(o.partner_ref));
+  const problems: string[] = [];
+  for (const upstream of truth) {
+    const local = store.getOrder(upstream.partner_ref);
+    const want = [upstream.status, upstream.serial_number, upstream.success_at, upstream.invoice_number];
+    const got = [local?.upstreamStatus, local?.serialNumber, local?.successAt, local?.invoiceNumber];
+    if (JSON.stringify(want) !== JSON.stringify(got)) {
+      problems.push(
+        `${upstream.partner_ref}: upstream ${JSON.stringify(want)}, local ${JSON.stringify(got)}`,
+      );
+    }
+  }
+  return problems;
+}
+
+/** A metric's value from a registry (sum over the given labels' matches). */
+export async function metricValue(
+  metrics: ReconcilerMetrics,
+  name: string,
+  labels: Record<string, string> = {},
+): Promise<number> {
+  const metric = metrics.registry.getSingleMetric(name);
+  if (!metric) throw new Error(`no metric ${name}`);
+  const { values } = await metric.get();
+  return values
+    .filter((v) =>
+      Object.entries(labels).every(([k, want]) => String((v.labels as Record<string, unknown>)[k]) === want),
+    )
+    .filter((v) => !('metricName' in v) || v.metricName === name || v.metricName === undefined)
+    .reduce((sum, v) => sum + v.value, 0);
+}
