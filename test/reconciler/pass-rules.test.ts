@@ -1,0 +1,239 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { PassLock } from '../../src/reconciler/pass-lock.js';
+import { MAX_CONSECUTIVE_FAILURES, runReconcilePass } from '../../src/reconciler/reconcile-pass.js';
+import { snapshot } from '../helpers/store.js';
+import { createUpstreamOrder, metricValue, reconcilerEnv } from './harness.js';
+
+const HOUR = 3_600_000;
+
+test('a pass polls due orders oldest-due first and ends when the poll share of the budget is spent; the rest keep their place', async (t) => {
+  // limit 6 with 2 kept for creation: polling may use 4 per window.
+  const env = await reconcilerEnv(t, {
+    manualClock: true,
+    budget: { limit: 6, reservedForCreate: 2, windowMs: 60_000 },
+  });
+  const refs = Array.from({ length: 10 }, (_, i) => `due-${i}`);
+  for (const ref of refs) {
+    await createUpstreamOrder(env, ref);
+    env.clock.advance(1);
+  }
+  env.clock.advance(env.settings.firstPollDelayMs);
+  const before = new Map(refs.map((ref) => [ref, env.store.getOrder(ref)!.nextPollAt]));
+
+  const summary = await runReconcilePass(env.deps, { budget: env.budget });
+
+  assert.equal(summary.stoppedBy, 'budget');
+  assert.equal(summary.checked, 4);
+  assert.ok(summary.retryAfterMs! > 0);
+  assert.equal(summary.budget?.poll, 4);
+  assert.equal(summary.dueAfter, 6);
+  assert.deepEqual(
+    refs.filter((ref) => env.store.getOrder(ref)!.lastPolledAt !== null),
+    refs.slice(0, 4),
+    'the four longest-due went first',
+  );
+  for (const ref of refs.slice(4)) {
+    assert.equal(env.store.getOrder(ref)!.nextPollAt, before.get(ref), `${ref} keeps its place`);
+  }
+  assert.deepEqual(
+    env.store.claimDueForPoll(10, env.now(), 1000).map((o) => o.partnerRef),
+    refs.slice(4),
+    'and nothing is left claimed',
+  );
+});
+
+test('polling backs off 1st, 2nd, 3rd … interval while nothing changes, and starts over after a change by webhook or by poll', async (t) => {
+  const env = await reconcilerEnv(t, { manualClock: true, settings: { backoffMs: [1000, 2000, 5000] } });
+  await createUpstreamOrder(env, 'slow-1');
+  const delays: number[] = [];
+  const pollAndRecordDelay = async () => {
+    const due = env.store.getOrder('slow-1')!.nextPollAt!;
+    env.clock.advance(due - env.now());
+    const summary = await runReconcilePass(env.deps);
+    assert.equal(summary.checked, 1);
+    delays.push(env.store.getOrder('slow-1')!.nextPollAt! - env.now());
+  };
+
+  for (let i = 0; i < 4; i++) await pollAndRecordDelay();
+  assert.deepEqual(delays, [1000, 2000, 5000, 5000], 'growing, capped at the last');
+  assert.equal(env.store.getOrder('slow-1')!.pollCount, 4);
+
+  // A webhook moves the order: the store puts the next poll at the first-poll delay.
+  const moved = await env.sim.setStatus('slow-1', { status: 'PROCESSING' });
+  env.store.applyOrderSnapshot(moved.body, { source: 'webhook', eventId: 'evt-1' });
+  assert.equal(env.store.getOrder('slow-1')!.nextPollAt! - env.now(), env.settings.firstPollDelayMs);
+  await pollAndRecordDelay();
+  assert.equal(delays.at(-1), 1000, 'the backoff starts over after a webhook change');
+
+  // A lost webhook: the poll itself finds the change, and the backoff starts over too.
+  await pollAndRecordDelay();
+  await env.sim.setStatus('slow-1', { status: 'SUCCESS' });
+  await pollAndRecordDelay();
+  assert.equal(delays.at(-1), env.settings.firstPollDelayMs, 'a SUCCESS without serial is polled again soon');
+  assert.equal(env.store.getOrder('slow-1')!.pollCount, 0);
+  await pollAndRecordDelay();
+  assert.equal(delays.at(-1), 1000);
+});
+
+test('an order open longer than the maximum age is marked stuck, counted, and polled at the longest interval', async (t) => {
+  const env = await reconcilerEnv(t, {
+    manualClock: true,
+    settings: { backoffMs: [60_000, 3_600_000], stuckAfterMs: 48 * HOUR },
+  });
+  await createUpstreamOrder(env, 'old-1');
+  await createUpstreamOrder(env, 'young-1');
+  env.clock.advance(48 * HOUR - 1000);
+  env.store.applyOrderSnapshot(snapshot('young-2', 'PENDING'), { source: 'webhook', eventId: 'e-young' });
+  env.clock.advance(1000);
+
+  const summary = await runReconcilePass(env.deps);
+
+  const old = env.store.getOrder('old-1')!;
+  assert.equal(old.stuckAt, env.now());
+  assert.equal(old.nextPollAt, env.now() + 3_600_000);
+  assert.equal(env.store.getOrder('young-1')!.stuckAt, env.now(), 'created at the same time as old-1');
+  assert.equal(summary.stuck, 2);
+  assert.equal(env.store.countByStatus().stuck, 2);
+  assert.equal(await metricValue(env.metrics, 'h2h_reconcile_stuck_orders'), 2);
+  assert.ok(env.log.lines().some((l) => l.msg?.toString().startsWith('order marked stuck')));
+});
+
+test('401 stops the pass with the upstream code and the fix, and the order keeps its place', async (t) => {
+  const env = await reconcilerEnv(t, { manualClock: true });
+  await createUpstreamOrder(env, 'auth-1');
+  await createUpstreamOrder(env, 'auth-2');
+  env.clock.advance(env.settings.firstPollDelayMs);
+  await env.sim.patchMember('M-0001', { h2h_enabled: false });
+
+  const summary = await runReconcilePass(env.deps);
+
+  assert.equal(summary.stoppedBy, 'unauthorized');
+  assert.equal(summary.error?.code, 'INVALID_API_KEY');
+  assert.match(summary.error?.fix ?? '', /API key/);
+  assert.equal(summary.checked, 0);
+  assert.equal(summary.errors, 1);
+  assert.equal(summary.dueAfter, 2);
+  assert.equal(env.store.getOrder('auth-1')!.lastPolledAt, null);
+  assert.equal(env.store.claimDueForPoll(10, env.now(), 1000).length, 2, 'no claim left behind');
+  assert.ok(env.log.lines().some((l) => l.level === 50 && /INVALID_API_KEY/.test(String(l.msg))));
+});
+
+test('429 from the upstream ends the pass without losing the order’s place', async (t) => {
+  // The simulator allows 3 calls a minute, the budget far more: the two creates and one poll pass.
+  const env = await reconcilerEnv(t, {
+    manualClock: true,
+    sim: { rateLimit: 3, rateWindowMs: 60_000 },
+    client: { retry: { maxAttempts: 1 } },
+  });
+  for (const ref of ['rl-1', 'rl-2']) await createUpstreamOrder(env, ref);
+  env.clock.advance(env.settings.firstPollDelayMs);
+  const place = env.store.getOrder('rl-2')!.nextPollAt;
+
+  const summary = await runReconcilePass(env.deps);
+
+  assert.equal(summary.stoppedBy, 'rate_limited');
+  assert.equal(summary.error?.code, 'TOO_MANY_REQUESTS');
+  assert.equal(summary.checked, 1);
+  assert.equal(env.store.getOrder('rl-2')!.lastPolledAt, null);
+  assert.equal(env.store.getOrder('rl-2')!.nextPollAt, place);
+  assert.equal(summary.dueAfter, 1);
+});
+
+test(`5xx answers skip the order for this pass, and ${MAX_CONSECUTIVE_FAILURES} in a row end the pass; each keeps its place`, async (t) => {
+  const env = await reconcilerEnv(t, { manualClock: true });
+  for (const ref of ['f-1', 'f-2', 'f-3', 'f-4', 'f-5']) await createUpstreamOrder(env, ref);
+  env.clock.advance(env.settings.firstPollDelayMs);
+  await env.sim.setFaults({ error_5xx: 1 });
+
+  const summary = await runReconcilePass(env.deps);
+
+  assert.equal(summary.stoppedBy, 'upstream_failing');
+  assert.equal(summary.errors, MAX_CONSECUTIVE_FAILURES);
+  assert.equal(summary.error?.code, 'SERVICE_UNAVAILABLE');
+  assert.equal(summary.calls, MAX_CONSECUTIVE_FAILURES * 2, 'each order once, with the client’s retry');
+  assert.equal(await metricValue(env.metrics, 'h2h_reconcile_polls_total', { outcome: 'upstream_error' }), 3);
+
+  await env.sim.setFaults({ error_5xx: 0 });
+  const next = await runReconcilePass(env.deps);
+  assert.equal(next.checked, 5);
+  assert.equal(next.stoppedBy, 'done');
+});
+
+test('a 404 for an order the upstream had confirmed is an anomaly: logged at error, counted, and polled again later', async (t) => {
+  const env = await reconcilerEnv(t, { manualClock: true });
+  env.store.applyOrderSnapshot(snapshot('ghost-1', 'PENDING'), { source: 'webhook', eventId: 'e-ghost' });
+  env.clock.advance(env.settings.firstPollDelayMs);
+
+  const summary = await runReconcilePass(env.deps);
+
+  assert.equal(summary.anomalies, 1);
+  assert.equal(summary.checked, 1);
+  assert.equal(
+    await metricValue(env.metrics, 'h2h_reconcile_anomalies_total', { kind: 'confirmed_order_not_found' }),
+    1,
+  );
+  const ghost = env.store.getOrder('ghost-1')!;
+  assert.equal(ghost.nextPollAt, env.now() + env.settings.backoffMs[0]!);
+  assert.equal(ghost.submissionState, 'accepted');
+  assert.ok(
+    env.log
+      .lines()
+      .some((l) => l.level === 50 && l.partnerRef === 'ghost-1' && /anomaly/.test(String(l.msg))),
+  );
+  assert.equal((await env.sim.allOrders()).length, 0, 'never created again under its ref');
+});
+
+test('claims are exclusive across connections, end with the poll or a release, and expire with their lease', async (t) => {
+  const env = await reconcilerEnv(t, { manualClock: true });
+  const { OrderStore } = await import('../../src/store/order-store.js');
+  const { openDatabase } = await import('../../src/store/database.js');
+  const otherDb = openDatabase({ path: env.dbPath });
+  t.after(() => otherDb.close());
+  const other = new OrderStore(otherDb, { now: env.clock.now });
+  for (const ref of ['c-1', 'c-2', 'c-3', 'c-4'])
+    env.store.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'create' });
+  env.clock.advance(env.settings.firstPollDelayMs);
+
+  const mine = env.store.claimDueForPoll(2, env.now(), 5000).map((o) => o.partnerRef);
+  const theirs = other.claimDueForPoll(10, env.now(), 5000).map((o) => o.partnerRef);
+  assert.deepEqual(mine, ['c-1', 'c-2']);
+  assert.deepEqual(theirs, ['c-3', 'c-4']);
+  assert.equal(
+    env.store.claimForPoll('c-3', env.now(), 5000)?.claimed,
+    false,
+    'an early poll waits for the holder',
+  );
+
+  env.store.releasePollClaim('c-1');
+  other.recordPoll('c-3', { nextPollAt: env.now() });
+  assert.deepEqual(
+    env.store.claimDueForPoll(10, env.now(), 5000).map((o) => o.partnerRef),
+    ['c-1', 'c-3'],
+  );
+  env.clock.advance(5000);
+  assert.deepEqual(
+    other.claimDueForPoll(10, env.now(), 5000).map((o) => o.partnerRef),
+    ['c-1', 'c-2', 'c-3', 'c-4'],
+    'every lease expired',
+  );
+});
+
+test('the pass lock lets one pass run at a time; a second pass finds it held and does nothing', async (t) => {
+  const env = await reconcilerEnv(t, { manualClock: true });
+  await createUpstreamOrder(env, 'lock-1');
+  env.clock.advance(env.settings.firstPollDelayMs);
+  const lock = new PassLock(env.redisClient, { key: 'test:pass-lock' });
+  const held = await lock.acquire();
+  assert.ok(held);
+
+  const skipped = await runReconcilePass(env.deps, { lock });
+  assert.equal(skipped.stoppedBy, 'locked');
+  assert.equal(skipped.lockHolder, held.token);
+  assert.equal(env.store.getOrder('lock-1')!.lastPolledAt, null);
+
+  await held.release();
+  const ran = await runReconcilePass(env.deps, { lock });
+  assert.equal(ran.checked, 1);
+  assert.equal(await lock.holder(), null, 'released after the pass');
+});
