@@ -101,6 +101,33 @@ function positiveInt(name: string, value: number): number {
 }
 
 /**
+ * The worker's apply path for one job, without BullMQ: reads the job ({@link readWebhookJob}),
+ * applies its order with `store.applyOrderSnapshot` in the next group commit, and resolves once
+ * that commit is durable. Rejects with a {@link ParkedEventError} for an event that can never
+ * apply, or with the error as thrown (SQLITE_BUSY, I/O) when a retry may succeed.
+ */
+export async function applyWebhookJob(
+  data: unknown,
+  store: OrderStore,
+  groupCommit: GroupCommit,
+): Promise<EventOutcome> {
+  const event = readWebhookJob(data);
+  try {
+    const result = await groupCommit.submit(() => store.applyOrderSnapshot(event.order, event.options));
+    return {
+      partnerRef: result.order.partnerRef,
+      status: result.order.status,
+      changed: result.changed,
+      reason: result.reason,
+      duplicate: result.duplicate,
+      created: result.created,
+    };
+  } catch (error) {
+    throw classify(error);
+  }
+}
+
+/**
  * The event worker (docs/worker.md): a BullMQ worker on {@link WEBHOOK_QUEUE} that applies each
  * verified webhook to the order store with `applyOrderSnapshot` (source `webhook`).
  *
@@ -125,22 +152,8 @@ export function createEventWorker(options: EventWorkerOptions): EventWorker {
     connectionName: 'h2h-worker',
   });
 
-  const processor = async (job: Job<WebhookJobData, EventOutcome>): Promise<EventOutcome> => {
-    const event = readWebhookJob(job.data);
-    try {
-      const result = await groupCommit.submit(() => store.applyOrderSnapshot(event.order, event.options));
-      return {
-        partnerRef: result.order.partnerRef,
-        status: result.order.status,
-        changed: result.changed,
-        reason: result.reason,
-        duplicate: result.duplicate,
-        created: result.created,
-      };
-    } catch (error) {
-      throw classify(error);
-    }
-  };
+  const processor = (job: Job<WebhookJobData, EventOutcome>): Promise<EventOutcome> =>
+    applyWebhookJob(job.data, store, groupCommit);
 
   const worker = new Worker<WebhookJobData, EventOutcome>(WEBHOOK_QUEUE, processor, {
     connection,
