@@ -63,9 +63,10 @@ test('a stale webhook’s early-poll request polls the order at once, even one s
 
   await requestPoll(env, { partnerRef: 'refund-1', reason: 'stale_webhook' });
 
-  const order = await waitFor(
-    () => env.store.getOrder('refund-1')?.status === 'REFUNDED' && env.store.getOrder('refund-1'),
-  );
+  const order = await waitFor(() => {
+    const local = env.store.getOrder('refund-1');
+    return local?.status === 'REFUNDED' ? local : undefined;
+  });
   assert.equal(order.message, refunded.message);
   assert.equal(order.nextPollAt, null, 'settled again');
 });
