@@ -140,11 +140,19 @@ export async function applyWebhookJob(
  *   (source, event id) dedupe makes applying one twice harmless.
  */
 export function createEventWorker(options: EventWorkerOptions): EventWorker {
+  // Every option is checked before anything connects: a wrong one throws here, and leaks nothing.
   const concurrency = positiveInt('concurrency', options.concurrency ?? DEFAULT_WORKER_CONCURRENCY);
-  const groupCommit = new GroupCommit({
-    db: options.db,
-    maxBatchSize: positiveInt('maxBatchSize', options.maxBatchSize ?? concurrency),
-  });
+  const maxBatchSize = positiveInt('maxBatchSize', options.maxBatchSize ?? concurrency);
+  const lockDuration = positiveInt('lockDurationMs', options.lockDurationMs ?? DEFAULT_LOCK_DURATION_MS);
+  const stalledInterval = positiveInt(
+    'stalledIntervalMs',
+    options.stalledIntervalMs ?? DEFAULT_STALLED_INTERVAL_MS,
+  );
+  const maxStalledCount = options.maxStalledCount ?? DEFAULT_MAX_STALLED_COUNT;
+  if (!Number.isInteger(maxStalledCount) || maxStalledCount < 0) {
+    throw new RangeError(`maxStalledCount must be a whole number ≥ 0, got ${maxStalledCount}`);
+  }
+  const groupCommit = new GroupCommit({ db: options.db, maxBatchSize });
   const { store, logger } = options;
 
   const connection = new Redis(options.redisUrl ?? 'redis://127.0.0.1:6379', {
@@ -159,12 +167,9 @@ export function createEventWorker(options: EventWorkerOptions): EventWorker {
     connection,
     prefix: options.prefix ?? DEFAULT_QUEUE_PREFIX,
     concurrency,
-    lockDuration: positiveInt('lockDurationMs', options.lockDurationMs ?? DEFAULT_LOCK_DURATION_MS),
-    stalledInterval: positiveInt(
-      'stalledIntervalMs',
-      options.stalledIntervalMs ?? DEFAULT_STALLED_INTERVAL_MS,
-    ),
-    maxStalledCount: options.maxStalledCount ?? DEFAULT_MAX_STALLED_COUNT,
+    lockDuration,
+    stalledInterval,
+    maxStalledCount,
     autorun: options.autorun ?? true,
   });
 

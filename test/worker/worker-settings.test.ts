@@ -1,0 +1,53 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ConfigError, loadConfig, workerSettings } from '../../src/config/config.js';
+import { createEventWorker } from '../../src/worker/event-worker.js';
+import { tempStore } from '../helpers/store.js';
+
+test('the worker settings default to 100 jobs in flight, batches of up to 100, and BullMQ’s lock and stall defaults', () => {
+  const settings = workerSettings(loadConfig({}));
+  assert.deepEqual(settings, {
+    redisUrl: 'redis://127.0.0.1:6379',
+    dbPath: './var/h2h-sync.db',
+    concurrency: 100,
+    batchSize: 100,
+    lockDurationMs: 30_000,
+    stalledIntervalMs: 30_000,
+    maxStalledCount: 1,
+    shutdownTimeoutMs: 10_000,
+    logLevel: 'info',
+  });
+});
+
+test('a batch never holds more events than the jobs in flight', () => {
+  const capped = workerSettings(loadConfig({ H2H_WORKER_CONCURRENCY: '20', H2H_WORKER_BATCH_SIZE: '500' }));
+  assert.deepEqual([capped.concurrency, capped.batchSize], [20, 20]);
+  const smaller = workerSettings(loadConfig({ H2H_WORKER_CONCURRENCY: '200', H2H_WORKER_BATCH_SIZE: '50' }));
+  assert.deepEqual([smaller.concurrency, smaller.batchSize], [200, 50]);
+});
+
+test('a malformed worker setting stops start-up naming the variable', () => {
+  assert.throws(
+    () => loadConfig({ H2H_WORKER_CONCURRENCY: '0', H2H_WORKER_LOCK_DURATION_MS: 'soon' }),
+    (err: unknown) =>
+      err instanceof ConfigError &&
+      /H2H_WORKER_CONCURRENCY="0"/.test(err.message) &&
+      /H2H_WORKER_LOCK_DURATION_MS="soon"/.test(err.message),
+  );
+});
+
+test('a wrong event worker option throws at construction, before anything connects', (t) => {
+  const { store, db } = tempStore(t);
+  assert.throws(
+    () => createEventWorker({ store, db, concurrency: 0 }),
+    /concurrency must be a whole number ≥ 1, got 0/,
+  );
+  assert.throws(
+    () => createEventWorker({ store, db, lockDurationMs: 1.5 }),
+    /lockDurationMs must be a whole number ≥ 1/,
+  );
+  assert.throws(
+    () => createEventWorker({ store, db, maxStalledCount: -1 }),
+    /maxStalledCount must be a whole number ≥ 0/,
+  );
+});
