@@ -1,0 +1,199 @@
+/**
+ * Event-worker throughput (issue 4: at least 5,000 events/s, and at least 0.5× a no-op BullMQ
+ * worker draining the same queue in the same run).
+ *
+ * A private redis-server (AOF, `appendfsync everysec`, as production wants it) holds two
+ * identical pre-filled queues of N valid webhook jobs, each a distinct order and event, queued
+ * as the receiver queues them (same job ids, options and payload). Then, one after the other:
+ * 1. a no-op BullMQ worker at the same concurrency drains the first queue (the ceiling BullMQ
+ *    and Redis allow on this machine);
+ * 2. the event worker drains the second into a fresh SQLite file (`synchronous=FULL`), on the
+ *    project's disk.
+ * Each rate is jobs completed / time from `run()` to the last completion.
+ *
+ *   npm run bench:worker -- [--events 50000] [--concurrency 100] [--batch 100] [--min-rate 5000] [--min-ratio 0.5]
+ *
+ * Prints both rates, the ratio and the group-commit figures; exits 1 below either goal or when
+ * the store does not hold exactly one event per job.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { Queue, Worker } from 'bullmq';
+import { Redis } from 'ioredis';
+import { startRedisServer } from '../src/dev/redis-server.js';
+import {
+  encodeWebhookRawBody,
+  WEBHOOK_JOB_NAME,
+  WEBHOOK_JOB_OPTIONS,
+  WEBHOOK_QUEUE,
+  type WebhookJobData,
+  webhookIdentity,
+} from '../src/queue/webhook-queue.js';
+import { openDatabase } from '../src/store/database.js';
+import { OrderStore } from '../src/store/order-store.js';
+import { createEventWorker, DEFAULT_WORKER_CONCURRENCY } from '../src/worker/event-worker.js';
+
+const { values: flags } = parseArgs({
+  options: {
+    events: { type: 'string', default: '50000' },
+    concurrency: { type: 'string', default: String(DEFAULT_WORKER_CONCURRENCY) },
+    batch: { type: 'string' },
+    'min-rate': { type: 'string', default: '5000' },
+    'min-ratio': { type: 'string', default: '0.5' },
+  },
+});
+const EVENTS = Number(flags.events);
+const CONCURRENCY = Number(flags.concurrency);
+const BATCH = Number(flags.batch ?? flags.concurrency);
+const MIN_RATE = Number(flags['min-rate']);
+const MIN_RATIO = Number(flags['min-ratio']);
+
+/** One webhook as the simulator sends it: a settled SUCCESS of its own order. */
+function webhookJob(n: number, runId: string): { jobId: string; data: WebhookJobData } {
+  const ref = `bench-${runId}-${n}`;
+  const eventId = `evt_${runId}_${n}`;
+  const rawBody = Buffer.from(
+    JSON.stringify({
+      event_id: eventId,
+      event: 'order.updated',
+      created_at: '2026-11-21T10:00:02.000Z',
+      data: {
+        invoice_number: `INV-${ref}`,
+        partner_ref: ref,
+        status: 'SUCCESS',
+        amount: 19_500,
+        target: '12345678(2001)',
+        product_name: 'Mobile Legends 86 Diamonds',
+        product_code: 'MLBB-86',
+        serial_number: `SN-${n}`,
+        nickname: 'PlayerOne',
+        message: null,
+        created_at: '2026-11-21T10:00:00.000Z',
+        success_at: '2026-11-21T10:00:02.000Z',
+      },
+    }),
+  );
+  return {
+    jobId: webhookIdentity(eventId, rawBody).jobId,
+    data: {
+      dedupeKey: `event-id:${eventId}`,
+      eventId,
+      ...encodeWebhookRawBody(rawBody),
+      receivedAt: Date.now(),
+      headers: { timestamp: Math.floor(Date.now() / 1000), eventType: 'order.updated' },
+    },
+  };
+}
+
+async function prefill(redisUrl: string, prefix: string): Promise<void> {
+  const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
+  const queue = new Queue<WebhookJobData>(WEBHOOK_QUEUE, { connection, prefix });
+  for (let start = 0; start < EVENTS; start += 1_000) {
+    const jobs = [];
+    for (let n = start; n < Math.min(EVENTS, start + 1_000); n++) {
+      const { jobId, data } = webhookJob(n, prefix);
+      jobs.push({ name: WEBHOOK_JOB_NAME, data, opts: { ...WEBHOOK_JOB_OPTIONS, jobId } });
+    }
+    await queue.addBulk(jobs);
+  }
+  const waiting = await queue.getWaitingCount();
+  if (waiting !== EVENTS) throw new Error(`pre-fill left ${waiting} waiting jobs, expected ${EVENTS}`);
+  await queue.close();
+  connection.disconnect();
+}
+
+/** Runs `worker` until `EVENTS` jobs completed; returns jobs/s. */
+async function drain(worker: Worker, label: string): Promise<number> {
+  let completed = 0;
+  let failed = 0;
+  let started = 0;
+  const done = new Promise<void>((resolve, reject) => {
+    worker.on('completed', () => {
+      completed += 1;
+      if (completed === EVENTS) resolve();
+    });
+    worker.on('failed', (_job, error) => {
+      failed += 1;
+      reject(new Error(`${label}: a job failed: ${error.message}`));
+    });
+  });
+  await worker.waitUntilReady();
+  started = performance.now();
+  void worker.run();
+  await done;
+  const seconds = (performance.now() - started) / 1000;
+  if (failed > 0) throw new Error(`${label}: ${failed} jobs failed`);
+  return EVENTS / seconds;
+}
+
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+
+async function main(): Promise<number> {
+  const redis = await startRedisServer();
+  const dir = mkdtempSync(join(process.cwd(), 'var', 'bench-worker-'));
+  try {
+    console.log(
+      `bench:worker — ${EVENTS.toLocaleString('en-US')} events, concurrency ${CONCURRENCY}, batch ≤ ${BATCH}; ` +
+        `${cpus().length} × ${cpus()[0]?.model.trim()}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.versions.node}; ` +
+        `load ${loadavg()
+          .map((l) => l.toFixed(2))
+          .join(' ')}`,
+    );
+    await prefill(redis.url, 'noop');
+    await prefill(redis.url, 'store');
+
+    const noopConnection = new Redis(redis.url, { maxRetriesPerRequest: null });
+    const noop = new Worker(WEBHOOK_QUEUE, async () => undefined, {
+      connection: noopConnection,
+      prefix: 'noop',
+      concurrency: CONCURRENCY,
+      autorun: false,
+    });
+    const noopRate = await drain(noop, 'no-op worker');
+    await noop.close();
+    noopConnection.disconnect();
+    console.log(`no-op BullMQ worker: ${fmt(noopRate)} jobs/s`);
+
+    const db = openDatabase({ path: join(dir, 'h2h-sync.db') });
+    const store = new OrderStore(db);
+    const events = createEventWorker({
+      store,
+      db,
+      redisUrl: redis.url,
+      prefix: 'store',
+      concurrency: CONCURRENCY,
+      maxBatchSize: BATCH,
+      autorun: false,
+    });
+    const rate = await drain(events.worker, 'event worker');
+    const stats = events.stats();
+    await events.close();
+    const stored = (db.prepare('SELECT COUNT(*) AS n FROM order_events').get() as { n: number }).n;
+    db.close();
+    const ratio = rate / noopRate;
+    console.log(`event worker:        ${fmt(rate)} events/s applied (synchronous=FULL)`);
+    console.log(
+      `ratio:               ${ratio.toFixed(2)}× the no-op drain; ${stats.commits.toLocaleString('en-US')} commits, ` +
+        `${(stats.committed / stats.commits).toFixed(1)} events per commit on average, largest ${stats.largestBatch}; ${fmt(stats.busyMs)} ms in SQLite`,
+    );
+    console.log(
+      `load after:          ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')}`,
+    );
+
+    const problems: string[] = [];
+    if (stored !== EVENTS) problems.push(`the store holds ${stored} events, expected ${EVENTS}`);
+    if (rate < MIN_RATE) problems.push(`${fmt(rate)} events/s is below the goal of ${fmt(MIN_RATE)}`);
+    if (ratio < MIN_RATIO) problems.push(`a ratio of ${ratio.toFixed(2)} is below the goal of ${MIN_RATIO}`);
+    for (const problem of problems) console.error(`FAIL: ${problem}`);
+    return problems.length === 0 ? 0 : 1;
+  } finally {
+    await redis.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+process.exitCode = await main();
