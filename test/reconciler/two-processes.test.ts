@@ -99,15 +99,6 @@ test('two reconciler processes on one store and Redis run one pass at a time, po
       `passes overlap: ${JSON.stringify([before, after].map((p) => [p.pid, p.startedAt, p.finishedAt]))}`,
     );
   }
-  console.log(
-    reports.map((r) => [
-      r.pid,
-      r.passes.length,
-      r.passes.filter((p) => p.stoppedBy === 'locked').length,
-      r.passes.reduce((s, p) => s + p.checked, 0),
-      [...new Set(r.passes.map((p) => p.stoppedBy))],
-    ]),
-  );
   const polled = ran.reduce((sum, p) => sum + p.checked, 0);
   assert.equal(polled, refs.length, 'the passes together checked each order once');
 });
