@@ -6,6 +6,8 @@ import { registerWorkerCommand } from '../worker/worker-command.js';
 import { registerCatalogCommands } from './commands/catalog.js';
 import { registerEventsCommands } from './commands/events.js';
 import { registerOrderCommands } from './commands/order.js';
+import { registerReconcileCommand } from './commands/reconcile.js';
+import { registerStatusCommand } from './commands/status.js';
 
 const program = new Command('h2h-sync')
   .description('Reseller-side sync for the upstream H2H top-up API')
@@ -18,5 +20,7 @@ registerReceiverCommand(program);
 registerSimCommand(program);
 registerWorkerCommand(program);
 registerEventsCommands(program);
+registerReconcileCommand(program);
+registerStatusCommand(program);
 
 await program.parseAsync(process.argv);

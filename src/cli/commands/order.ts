@@ -1,5 +1,7 @@
 import { type Command, InvalidArgumentError } from 'commander';
+import { reconcilerSettings } from '../../config/config.js';
 import { placeOrder } from '../../orders/place-order.js';
+import { type EarlyPollResult, pollOrderNow } from '../../reconciler/early-poll.js';
 import type { LocalOrder, OrderEvent } from '../../store/local-order.js';
 import { openContext } from '../context.js';
 import { type Column, EXIT, printResult, renderTable, runAction } from '../output.js';
@@ -26,6 +28,48 @@ const eventColumns: Column<OrderEvent>[] = [
   { header: 'Reason', cell: (e) => e.reason },
   { header: 'Event id', cell: (e) => e.eventId },
 ];
+
+/** What `order show --refresh` did, for the note under the tables and `--json`. */
+interface RefreshReport {
+  result: EarlyPollResult['kind'];
+  /** The upstream answered and the answer went through the store (or another poller's is on its way). */
+  refreshed: boolean;
+  changed?: boolean;
+  note: string;
+  error?: { code: string; message: string; fix?: string };
+}
+
+function refreshReport(result: EarlyPollResult): RefreshReport {
+  switch (result.kind) {
+    case 'polled':
+      return {
+        result: result.kind,
+        refreshed: true,
+        changed: result.changed,
+        note: result.changed
+          ? 'refreshed: the upstream had news (a webhook was lost or late)'
+          : 'refreshed: no change',
+      };
+    case 'busy':
+      return {
+        result: result.kind,
+        refreshed: true,
+        note: 'being polled by the reconciler right now; shown as stored',
+      };
+    case 'unknown_order':
+      return { result: result.kind, refreshed: true, note: 'the upstream has no such order' };
+    case 'kept':
+      return {
+        result: result.kind,
+        refreshed: false,
+        error: result.error,
+        note:
+          result.reason === 'budget'
+            ? `not refreshed: the poll share of the rate budget is spent (a slot frees in ${Math.ceil((result.retryAfterMs ?? 0) / 1000)} s); shown as stored`
+            : `not refreshed: ${result.error.message}; shown as stored`,
+      };
+  }
+}
 
 function keyValue(value: string, previous: Record<string, string>): Record<string, string> {
   const eq = value.indexOf('=');
@@ -107,25 +151,48 @@ export function registerOrderCommands(program: Command): void {
   order
     .command('show <ref>')
     .description('show a local order (by partner_ref or invoice number) and its event history')
+    .option('--refresh', 'poll the upstream for it now (takes a poll slot of the rate budget; never waits)')
     .option('--json', 'print JSON')
-    .action(async (ref: string, flags: { json?: boolean }) => {
+    .action(async (ref: string, flags: { refresh?: boolean; json?: boolean }) => {
       await runAction(Boolean(flags.json), async () => {
-        const context = await openContext({ store: true });
+        const context = await openContext({ store: true, upstream: Boolean(flags.refresh) });
         try {
+          let refresh: RefreshReport | undefined;
+          if (flags.refresh) {
+            const result = await pollOrderNow(
+              {
+                store: context.store!,
+                client: context.client!,
+                settings: reconcilerSettings(context.config),
+              },
+              ref,
+            );
+            refresh = refreshReport(result);
+            if (result.kind === 'kept' && result.reason === 'unauthorized') {
+              throw Object.assign(new Error(`${result.error.message}`), { code: result.error.code });
+            }
+          }
           const found = context.store!.getOrder(ref);
           if (!found) {
-            throw Object.assign(new Error(`no local order with partner_ref or invoice ${ref}`), {
-              code: 'NOT_FOUND',
-            });
+            throw Object.assign(
+              new Error(
+                `no local order with partner_ref or invoice ${ref}${refresh ? ', and the upstream has none either' : ''}`,
+              ),
+              { code: 'NOT_FOUND' },
+            );
           }
           const events = context.store!.listEvents(found.partnerRef);
           if (flags.json) {
-            process.stdout.write(`${JSON.stringify({ order: found, events }, null, 2)}\n`);
+            process.stdout.write(
+              `${JSON.stringify({ order: found, events, ...(refresh ? { refresh } : {}) }, null, 2)}\n`,
+            );
           } else {
             process.stdout.write(
               `${renderTable([found], orderColumns)}\n${renderTable(events, eventColumns)}\n`,
             );
+            if (refresh) (refresh.refreshed ? process.stdout : process.stderr).write(`${refresh.note}\n`);
           }
+          if (refresh && !refresh.refreshed && refresh.result === 'kept') process.exitCode = EXIT.failed;
         } finally {
           await context.close();
         }

@@ -1,0 +1,102 @@
+import type { Command } from 'commander';
+import { reconcilerSettings, upstreamSettings } from '../../config/config.js';
+import { RateBudget } from '../../rate-budget/rate-budget.js';
+import { PassLock } from '../../reconciler/pass-lock.js';
+import {
+  type PassStop,
+  type ReconcilePassSummary,
+  runReconcilePass,
+} from '../../reconciler/reconcile-pass.js';
+import { connectRedis, openContext } from '../context.js';
+import { EXIT, renderTable, runAction } from '../output.js';
+import { createProgressLine } from '../progress.js';
+
+function budgetLine(summary: ReconcilePassSummary): string {
+  const window = summary.budget
+    ? `; window ${summary.budget.used}/${summary.budget.limit} (polls ${summary.budget.poll}/${summary.budget.pollCeiling})`
+    : '';
+  return `${summary.calls} call${summary.calls === 1 ? '' : 's'}${window}`;
+}
+
+const STOP_TEXT: Record<PassStop, (s: ReconcilePassSummary) => string> = {
+  done: () => 'no order left due',
+  pass_size: (s) => `pass size reached; ${s.dueAfter} still due, the next pass takes them first`,
+  budget: (s) =>
+    `the poll share of the rate budget is spent for now (a slot frees in ${Math.ceil((s.retryAfterMs ?? 0) / 1000)} s); ` +
+    `${s.dueAfter} still due, the next pass takes them first`,
+  locked: (s) => `another reconciliation pass is running (${s.lockHolder ?? 'unknown holder'}); nothing done`,
+  lock_lost: () => 'the pass lock expired (the process stalled); stopped before the next order',
+  unauthorized: (s) => `stopped: ${s.error?.message}`,
+  rate_limited: (s) => `stopped: the upstream answered 429 — ${s.error?.fix ?? ''}`,
+  upstream_failing: (s) => `stopped: the upstream keeps failing (${s.error?.code}); orders keep their place`,
+};
+
+/** Exit code by how the pass ended: 0 when it did its work (or the budget ended it), 1 otherwise. */
+function exitCodeFor(stoppedBy: PassStop): number {
+  return stoppedBy === 'done' || stoppedBy === 'budget' || stoppedBy === 'pass_size' ? EXIT.ok : EXIT.failed;
+}
+
+/** Registers `reconcile --once`. */
+export function registerReconcileCommand(program: Command): void {
+  program
+    .command('reconcile')
+    .description('poll due orders now: one reconciliation pass in this process (docs/reconciler.md)')
+    .requiredOption('--once', 'run one pass and exit (the scheduled passes run in `h2h-sync worker`)')
+    .option('--json', 'print the pass summary as JSON')
+    .action(async (flags: { once: boolean; json?: boolean }) => {
+      await runAction(Boolean(flags.json), async () => {
+        const context = await openContext({ upstream: true, store: true });
+        const redis = await connectRedis(context.config.redisUrl).catch(async (error) => {
+          await context.close();
+          throw error;
+        });
+        try {
+          const budget = new RateBudget({
+            redis,
+            apiKey: upstreamSettings(context.config).apiKey,
+            ...context.config.budget,
+          });
+          const progress = createProgressLine(process.stderr, { enabled: !flags.json });
+          const summary = await runReconcilePass(
+            { store: context.store!, client: context.client!, settings: reconcilerSettings(context.config) },
+            {
+              lock: new PassLock(redis),
+              budget,
+              trigger: 'cli',
+              onProgress: (p) =>
+                progress.update(
+                  p.attempted,
+                  p.total,
+                  `checked ${p.checked}, changed ${p.changed}, errors ${p.errors}`,
+                ),
+            },
+          );
+          progress.done();
+          if (flags.json) {
+            process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+          } else {
+            process.stdout.write(
+              `${renderTable(
+                [summary],
+                [
+                  { header: 'Checked', cell: (s) => s.checked },
+                  { header: 'Changed', cell: (s) => s.changed },
+                  { header: 'Still open', cell: (s) => s.stillOpen },
+                  { header: 'Stuck', cell: (s) => s.stuck },
+                  { header: 'Errors', cell: (s) => s.errors },
+                  { header: 'Budget used', cell: budgetLine },
+                ],
+              )}\n`,
+            );
+            const line = STOP_TEXT[summary.stoppedBy](summary);
+            if (exitCodeFor(summary.stoppedBy) === EXIT.ok) process.stdout.write(`${line}\n`);
+            else process.stderr.write(`error: ${line}\n`);
+          }
+          process.exitCode = exitCodeFor(summary.stoppedBy);
+        } finally {
+          redis.disconnect();
+          await context.close();
+        }
+      });
+    });
+}

@@ -1,0 +1,172 @@
+import { Queue } from 'bullmq';
+import type { Command } from 'commander';
+import type { Redis } from 'ioredis';
+import { POLL_REQUEST_QUEUE } from '../../queue/poll-request-queue.js';
+import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE } from '../../queue/webhook-queue.js';
+import { type BudgetUsage, RateBudget } from '../../rate-budget/rate-budget.js';
+import { RECONCILE_QUEUE } from '../../reconciler/reconcile-queue.js';
+import type { OrderCounts } from '../../store/order-store.js';
+import { connectRedis, openContext } from '../context.js';
+import { renderTable, runAction } from '../output.js';
+
+const JOB_STATES = ['waiting', 'active', 'delayed', 'failed'] as const;
+type JobState = (typeof JOB_STATES)[number];
+type QueueDepth = Record<JobState, number>;
+
+/** What `h2h-sync status --json` prints. */
+export interface StatusReport {
+  orders: OrderCounts & {
+    /** Age of the oldest open order in seconds, or null when none is open. */
+    oldestOpenAgeS: number | null;
+  };
+  /** Job counts per queue; null when Redis is unreachable (`queuesError` says why). */
+  queues: { webhooks: QueueDepth; reconcile: QueueDepth; pollRequests: QueueDepth } | null;
+  queuesError?: string;
+  /** Webhook events in the failed set (`h2h-sync events failed`). */
+  failedEvents: number | null;
+  /** The shared rate budget's current window, when an API key is configured and Redis answers. */
+  budget: BudgetUsage | null;
+}
+
+/** "3 d 4 h", "2 h 5 min", "42 s". */
+export function formatAge(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  if (s < 86_400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+  return `${Math.floor(s / 86_400)} d ${Math.floor((s % 86_400) / 3600)} h`;
+}
+
+async function queueDepths(redis: Redis): Promise<NonNullable<StatusReport['queues']>> {
+  const depth = async (name: string): Promise<QueueDepth> => {
+    const queue = new Queue(name, { connection: redis, prefix: DEFAULT_QUEUE_PREFIX });
+    try {
+      const counts = await queue.getJobCounts(...JOB_STATES);
+      return Object.fromEntries(JOB_STATES.map((state) => [state, counts[state] ?? 0])) as QueueDepth;
+    } finally {
+      await queue.close().catch(() => {});
+    }
+  };
+  const [webhooks, reconcile, pollRequests] = await Promise.all([
+    depth(WEBHOOK_QUEUE),
+    depth(RECONCILE_QUEUE),
+    depth(POLL_REQUEST_QUEUE),
+  ]);
+  return { webhooks, reconcile, pollRequests };
+}
+
+/** Registers `status`. */
+export function registerStatusCommand(program: Command): void {
+  program
+    .command('status')
+    .description('orders by status, open and stuck orders, polls due, queue depths and failed events')
+    .option('--json', 'print JSON')
+    .action(async (flags: { json?: boolean }) => {
+      await runAction(Boolean(flags.json), async () => {
+        const context = await openContext({ store: true });
+        try {
+          const now = Date.now();
+          const counts = context.store!.countByStatus(now);
+          const report: StatusReport = {
+            orders: {
+              ...counts,
+              oldestOpenAgeS:
+                counts.oldestOpenLocalCreatedAt === null
+                  ? null
+                  : Math.round((now - counts.oldestOpenLocalCreatedAt) / 1000),
+            },
+            queues: null,
+            failedEvents: null,
+            budget: null,
+          };
+          // The store answers without Redis; the queue part says why it is missing.
+          try {
+            const redis = await connectRedis(context.config.redisUrl);
+            try {
+              report.queues = await queueDepths(redis);
+              report.failedEvents = report.queues.webhooks.failed;
+              const apiKey = context.config.settings.H2H_API_KEY;
+              if (apiKey)
+                report.budget = await new RateBudget({ redis, apiKey, ...context.config.budget }).used();
+            } finally {
+              redis.disconnect();
+            }
+          } catch (error) {
+            report.queuesError = (error as Error).message;
+          }
+          if (flags.json) {
+            process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+            return;
+          }
+          printStatus(report);
+        } finally {
+          await context.close();
+        }
+      });
+    });
+}
+
+function printStatus(report: StatusReport): void {
+  const { orders } = report;
+  const byStatus = Object.entries(orders.byStatus).map(([status, n]) => ({ status, n }));
+  const unresolved = (['pending', 'unknown', 'rejected'] as const)
+    .filter((state) => orders.bySubmissionState[state] > 0)
+    .map((state) => ({ status: `submission ${state}`, n: orders.bySubmissionState[state] }));
+  const out: string[] = [];
+  out.push(
+    renderTable(
+      [...byStatus, ...unresolved, { status: 'total', n: orders.total }],
+      [
+        { header: 'Status', cell: (r) => r.status },
+        { header: 'Orders', cell: (r) => r.n },
+      ],
+    ),
+  );
+  out.push(
+    renderTable(
+      [orders],
+      [
+        { header: 'Open', cell: (o) => o.open },
+        {
+          header: 'Oldest open',
+          cell: (o) => (o.oldestOpenAgeS === null ? '-' : formatAge(o.oldestOpenAgeS)),
+        },
+        { header: 'Due for a poll', cell: (o) => o.dueForPoll },
+        { header: 'Stuck', cell: (o) => o.stuck },
+      ],
+    ),
+  );
+  if (report.queues) {
+    const rows = [
+      { queue: WEBHOOK_QUEUE, ...report.queues.webhooks },
+      { queue: RECONCILE_QUEUE, ...report.queues.reconcile },
+      { queue: POLL_REQUEST_QUEUE, ...report.queues.pollRequests },
+    ];
+    out.push(
+      renderTable(rows, [
+        { header: 'Queue', cell: (r) => r.queue },
+        { header: 'Waiting', cell: (r) => r.waiting },
+        { header: 'Active', cell: (r) => r.active },
+        { header: 'Delayed', cell: (r) => r.delayed },
+        { header: 'Failed', cell: (r) => r.failed },
+      ]),
+    );
+    out.push(
+      `Failed events: ${report.failedEvents}${report.failedEvents ? ' (h2h-sync events failed lists them)' : ''}`,
+    );
+  } else {
+    out.push(`Queues: unavailable (${report.queuesError})`);
+  }
+  if (report.budget) {
+    const b = report.budget;
+    out.push(
+      `Rate budget: ${b.used}/${b.limit} in the last ${b.windowMs / 1000} s (polls ${b.poll}/${b.pollCeiling})`,
+    );
+  }
+  if (orders.stuck > 0) {
+    out.push(
+      `${orders.stuck} stuck order(s): no final state after the maximum age; docs/reconciler.md shows how to list them`,
+    );
+  }
+  process.stdout.write(`${out.join('\n')}\n`);
+}

@@ -1,0 +1,120 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { test } from 'node:test';
+import { promisify } from 'node:util';
+import { PassLock } from '../../src/reconciler/pass-lock.js';
+import { createUpstreamOrder, type ReconcilerEnv, reconcilerEnv } from './harness.js';
+
+const run = promisify(execFile);
+
+/** Runs the CLI as a user would, in a child process, against the test's simulator, Redis and store. */
+async function cli(env: ReconcilerEnv, args: string[], extraEnv: Record<string, string> = {}) {
+  try {
+    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+      env: {
+        PATH: process.env.PATH ?? '',
+        H2H_BASE_URL: env.sim.sim.baseUrl,
+        H2H_API_KEY: env.sim.member.api_key,
+        REDIS_URL: env.redis.url,
+        H2H_DB_PATH: env.dbPath,
+        ...extraEnv,
+      },
+    });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+test('reconcile --once runs one pass now and prints its summary; status shows orders, due polls and queues', async (t) => {
+  // First polls due at once, so the CLI's pass has work; all webhooks lost.
+  const env = await reconcilerEnv(t, { sim: { timeScale: 0.001 }, settings: { firstPollDelayMs: 0 } });
+  await env.sim.setFaults({ webhook_drop: 1 });
+  for (const [ref, suffix] of [
+    ['cli-1', '0001'],
+    ['cli-2', '0002'],
+    ['cli-3', '0007'],
+  ] as const) {
+    await createUpstreamOrder(env, ref, suffix);
+  }
+  const before = await cli(env, ['status', '--json']);
+  assert.equal(before.code, 0, before.stderr);
+  const statusBefore = JSON.parse(before.stdout);
+  assert.equal(statusBefore.orders.dueForPoll, 3);
+  assert.deepEqual(statusBefore.orders.byStatus, { PENDING: 3 });
+  assert.deepEqual(statusBefore.queues.reconcile, { waiting: 0, active: 0, delayed: 0, failed: 0 });
+  assert.equal(statusBefore.failedEvents, 0);
+
+  const pass = await cli(env, ['reconcile', '--once', '--json']);
+  assert.equal(pass.code, 0, pass.stderr);
+  const summary = JSON.parse(pass.stdout);
+  assert.deepEqual(
+    [summary.checked, summary.changed, summary.stillOpen, summary.errors, summary.stoppedBy],
+    [3, 2, 1, 0, 'done'],
+  );
+  assert.equal(summary.budget.poll, 3);
+  assert.equal(pass.stderr, '', 'no progress line when stderr is not a terminal');
+  assert.equal(env.store.getOrder('cli-1')!.status, 'SUCCESS');
+  assert.equal(env.store.getOrder('cli-2')!.status, 'FAILED');
+
+  const table = await cli(env, ['reconcile', '--once']);
+  assert.equal(table.code, 0, table.stderr);
+  assert.match(table.stdout, /Checked.*Changed.*Still open.*Stuck.*Errors.*Budget used/);
+  assert.match(table.stdout, /no order left due/);
+
+  const after = await cli(env, ['status']);
+  assert.equal(after.code, 0, after.stderr);
+  assert.match(after.stdout, /│ FAILED +│ 1 +│/);
+  assert.match(after.stdout, /│ SUCCESS +│ 1 +│/);
+  assert.match(after.stdout, /h2h-reconcile/);
+  assert.match(after.stdout, /Failed events: 0/);
+});
+
+test('reconcile --once says so and exits 1 when another pass holds the lock, or when the upstream refuses the key', async (t) => {
+  const env = await reconcilerEnv(t, { settings: { firstPollDelayMs: 0 } });
+  await createUpstreamOrder(env, 'busy-1');
+  const held = await new PassLock(env.redisClient).acquire();
+  assert.ok(held);
+  const locked = await cli(env, ['reconcile', '--once']);
+  assert.equal(locked.code, 1);
+  assert.match(locked.stderr, /another reconciliation pass is running/);
+  await held.release();
+
+  const refused = await cli(env, ['reconcile', '--once', '--json'], { H2H_API_KEY: 'sim_key_noh2h_M0003' });
+  assert.equal(refused.code, 1);
+  const summary = JSON.parse(refused.stdout);
+  assert.equal(summary.stoppedBy, 'unauthorized');
+  assert.equal(summary.error.code, 'INVALID_API_KEY');
+  assert.equal(env.store.getOrder('busy-1')!.lastPolledAt, null, 'the order keeps its place');
+});
+
+test('order show --refresh polls the order now and shows what the upstream says', async (t) => {
+  const env = await reconcilerEnv(t);
+  await env.sim.setFaults({ webhook_drop: 1 });
+  await createUpstreamOrder(env, 'show-1', '0007');
+  await env.sim.setStatus('show-1', { status: 'SUCCESS', serial_number: 'SN-SHOW' });
+
+  const stored = await cli(env, ['order', 'show', 'show-1', '--json']);
+  assert.equal(JSON.parse(stored.stdout).order.status, 'PENDING', 'without --refresh: the store only');
+
+  const refreshed = await cli(env, ['order', 'show', 'show-1', '--refresh', '--json']);
+  assert.equal(refreshed.code, 0, refreshed.stderr);
+  const shown = JSON.parse(refreshed.stdout);
+  assert.deepEqual(shown.refresh, {
+    result: 'polled',
+    refreshed: true,
+    changed: true,
+    note: 'refreshed: the upstream had news (a webhook was lost or late)',
+  });
+  assert.equal(shown.order.status, 'SUCCESS');
+  assert.equal(shown.order.serialNumber, 'SN-SHOW');
+  assert.equal(shown.events.at(-1).source, 'poll');
+
+  const table = await cli(env, ['order', 'show', 'show-1', '--refresh']);
+  assert.match(table.stdout, /refreshed: no change/);
+
+  const unknown = await cli(env, ['order', 'show', 'nobody-1', '--refresh']);
+  assert.equal(unknown.code, 1);
+  assert.match(unknown.stderr, /no local order .* and the upstream has none either/);
+});
