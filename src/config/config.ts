@@ -127,6 +127,11 @@ export const settingsSchema = z.object({
     .describe(
       'Seconds between polls of an order that does not change, one entry per poll; the last repeats (the cap).',
     ),
+  RECONCILE_REFUND_WATCH_S: int(0)
+    .default(0)
+    .describe(
+      'Seconds a SUCCESS with its serial is still polled, to find a refund whose webhook was lost for good; `0` = settled at once. Costs polls: see docs/reconciler.md. Every process that writes orders must use the same value.',
+    ),
   RECONCILE_STUCK_AFTER_H: int(1)
     .default(48)
     .describe('Hours without a final state after which an order is marked stuck (it is still polled).'),
@@ -328,6 +333,8 @@ export interface ReconcilerSettings {
    * `RECONCILE_BACKOFF_S`, default 1, 2, 5, 10, 30 min, 1 h.
    */
   backoffMs: number[];
+  /** How long a SUCCESS with its serial stays polled for a refund: `RECONCILE_REFUND_WATCH_S`, default 0. */
+  refundWatchMs: number;
   /** Age without a final state after which an order is stuck: `RECONCILE_STUCK_AFTER_H`, default 48 h. */
   stuckAfterMs: number;
   /** Most orders one pass polls: `RECONCILE_PASS_SIZE`, default 500. */
@@ -343,10 +350,21 @@ export function reconcilerSettings(config: Config): ReconcilerSettings {
     everyMs: s.RECONCILE_EVERY_S * 1000,
     firstPollDelayMs: s.RECONCILE_FIRST_POLL_DELAY_S * 1000,
     backoffMs: s.RECONCILE_BACKOFF_S.split(',').map((part) => Number(part.trim()) * 1000),
+    refundWatchMs: s.RECONCILE_REFUND_WATCH_S * 1000,
     stuckAfterMs: s.RECONCILE_STUCK_AFTER_H * 3_600_000,
     passSize: s.RECONCILE_PASS_SIZE,
     leaseMs: s.RECONCILE_LEASE_S * 1000,
   };
+}
+
+/**
+ * Options of `new OrderStore(db, …)` that decide when orders are polled. Every process that
+ * writes orders (CLI, worker, reconciler) must build its store with these, or their schedules
+ * disagree.
+ */
+export function orderStoreOptions(config: Config): { firstPollDelayMs: number; refundWatchMs: number } {
+  const { firstPollDelayMs, refundWatchMs } = reconcilerSettings(config);
+  return { firstPollDelayMs, refundWatchMs };
 }
 
 /** The settings table of the README, generated from the schema. */

@@ -33,6 +33,12 @@ export const DEFAULT_LIST_LIMIT = 50;
 export interface OrderStoreOptions {
   /** Delay from a change (or creation) to the order's first poll. Default: {@link DEFAULT_FIRST_POLL_DELAY_MS}. */
   firstPollDelayMs?: number;
+  /**
+   * How long a SUCCESS with its serial number stays open for polling after it first became
+   * final, so that a refund whose webhook is lost for good is still found (decisions.md: SUCCESS
+   * may still become REFUNDED). Default: 0, settled at once, as before.
+   */
+  refundWatchMs?: number;
   /** The clock, in ms since the epoch. Default: `Date.now`. */
   now?: () => number;
 }
@@ -209,12 +215,13 @@ function readSnapshot(snapshot: Order): SnapshotFields {
  * order's status goes through {@link OrderStore.applyOrderSnapshot}, whatever its source.
  *
  * Invariant kept by every method: `next_poll_at` is null exactly when the order is settled
- * (FAILED, REFUNDED, SUCCESS with a serial, or a rejected submission), so the reconciler never
- * loses an open order.
+ * (FAILED, REFUNDED, SUCCESS with a serial once `refundWatchMs` has passed, or a rejected
+ * submission), so the reconciler never loses an open order.
  */
 export class OrderStore {
   readonly #db: Database;
   readonly #firstPollDelayMs: number;
+  readonly #refundWatchMs: number;
   readonly #now: () => number;
   readonly #writeLock: WriteLock;
   readonly #byPartnerRef: Statement<[string], OrderRow>;
@@ -242,11 +249,19 @@ export class OrderStore {
 
   constructor(
     db: Database,
-    { firstPollDelayMs = DEFAULT_FIRST_POLL_DELAY_MS, now = Date.now }: OrderStoreOptions = {},
+    {
+      firstPollDelayMs = DEFAULT_FIRST_POLL_DELAY_MS,
+      refundWatchMs = 0,
+      now = Date.now,
+    }: OrderStoreOptions = {},
   ) {
     if (!Number.isFinite(firstPollDelayMs) || firstPollDelayMs < 0) {
       throw new RangeError(`firstPollDelayMs must be a number of ms ≥ 0, got ${firstPollDelayMs}`);
     }
+    if (!Number.isFinite(refundWatchMs) || refundWatchMs < 0) {
+      throw new RangeError(`refundWatchMs must be a number of ms ≥ 0, got ${refundWatchMs}`);
+    }
+    this.#refundWatchMs = refundWatchMs;
     this.#db = db;
     this.#firstPollDelayMs = firstPollDelayMs;
     this.#now = now;
@@ -639,7 +654,7 @@ export class OrderStore {
   /** Polling bookkeeping after a snapshot (see the class invariant). */
   #schedule(next: OrderRow, current: OrderRow | null, changed: boolean, now: number): OrderRow {
     if (next.status !== null && isFinalStatus(next.status)) next.final_at = current?.final_at ?? now;
-    if (isSettled(next)) {
+    if (this.#settled(next, now)) {
       next.next_poll_at = null;
     } else if (changed || current === null) {
       next.next_poll_at = now + this.#firstPollDelayMs;
@@ -648,6 +663,13 @@ export class OrderStore {
       next.next_poll_at = current.next_poll_at ?? now + this.#firstPollDelayMs;
     }
     return next;
+  }
+
+  /** {@link isSettled}, except that a SUCCESS stays open for `refundWatchMs` after it became final. */
+  #settled(row: OrderRow, now: number): boolean {
+    if (!isSettled(row)) return false;
+    if (this.#refundWatchMs === 0 || row.status !== 'SUCCESS' || row.final_at === null) return true;
+    return now >= row.final_at + this.#refundWatchMs;
   }
 
   #settleSubmission(ref: string, outcome: SubmissionOutcome): LocalOrder {
@@ -692,7 +714,7 @@ export class OrderStore {
       ...current,
       last_polled_at: now,
       poll_count: changed ? 0 : current.poll_count + 1,
-      next_poll_at: isSettled(current) ? null : nextPollAt,
+      next_poll_at: this.#settled(current, now) ? null : nextPollAt,
       stuck_at: stuck ? (current.stuck_at ?? now) : current.stuck_at,
       updated_at: now,
     };
