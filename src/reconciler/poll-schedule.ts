@@ -37,15 +37,16 @@ export function longestIntervalMs(settings: Pick<ReconcilerSettings, 'backoffMs'
  * - the answer changed it → `firstPollDelayMs`, as after a webhook: the next webhook is overdue then;
  * - otherwise the n-th poll in a row without a change (`pollsWithoutChange` before this one is
  *   n - 1) → `backoffMs[n - 1]`, the last entry repeating;
- * - open for longer than `stuckAfterMs` since it was created locally → stuck, at the longest interval.
+ * - not final yet, `stuckAfterMs` after it was created locally → stuck, at the longest interval
+ *   (a SUCCESS waiting for its serial, or watched for a refund, has a final state: never stuck).
  */
 export function nextPoll(
-  order: Pick<LocalOrder, 'localCreatedAt' | 'pollCount'>,
+  order: Pick<LocalOrder, 'localCreatedAt' | 'pollCount' | 'finalAt'>,
   changed: boolean,
   now: number,
   settings: PollScheduleSettings,
 ): NextPoll {
-  if (now - order.localCreatedAt >= settings.stuckAfterMs) {
+  if (order.finalAt === null && now - order.localCreatedAt >= settings.stuckAfterMs) {
     return { delayMs: longestIntervalMs(settings), stuck: true };
   }
   if (changed) return { delayMs: settings.firstPollDelayMs, stuck: false };

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import type { TestContext } from 'node:test';
+import type { Database } from 'better-sqlite3';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { loadConfig, type ReconcilerSettings, reconcilerSettings } from '../../src/config/config.js';
@@ -104,6 +105,8 @@ export interface ReconcilerEnv {
   redis: RedisServer;
   redisClient: Redis;
   store: OrderStore;
+  /** The store's connection (the event worker's group commit needs it). */
+  db: Database;
   dbPath: string;
   clock: ManualClock;
   now: () => number;
@@ -142,8 +145,9 @@ export async function reconcilerEnv(
   const settings = testSettings(options.settings);
   const redisClient = new Redis(redis.url, { maxRetriesPerRequest: 1 });
   defer(() => redisClient.disconnect());
-  const { store, path, clock } = tempStore(t, {
+  const { store, db, path, clock } = tempStore(t, {
     firstPollDelayMs: settings.firstPollDelayMs,
+    refundWatchMs: settings.refundWatchMs,
     ...(options.manualClock ? {} : { now: Date.now }),
   });
   const now = options.manualClock ? clock.now : Date.now;
@@ -173,6 +177,7 @@ export async function reconcilerEnv(
     redis,
     redisClient,
     store,
+    db,
     dbPath: path,
     clock,
     now,

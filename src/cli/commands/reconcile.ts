@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { reconcilerSettings, upstreamSettings } from '../../config/config.js';
+import { type Config, orderStoreOptions, reconcilerSettings, upstreamSettings } from '../../config/config.js';
 import { RateBudget } from '../../rate-budget/rate-budget.js';
 import { PassLock } from '../../reconciler/pass-lock.js';
 import {
@@ -7,6 +7,8 @@ import {
   type ReconcilePassSummary,
   runReconcilePass,
 } from '../../reconciler/reconcile-pass.js';
+import { openDatabase } from '../../store/database.js';
+import { OrderStore } from '../../store/order-store.js';
 import { connectRedis, openContext } from '../context.js';
 import { EXIT, renderTable, runAction } from '../output.js';
 import { createProgressLine } from '../progress.js';
@@ -36,6 +38,15 @@ function exitCodeFor(stoppedBy: PassStop): number {
   return stoppedBy === 'done' || stoppedBy === 'budget' || stoppedBy === 'pass_size' ? EXIT.ok : EXIT.failed;
 }
 
+/**
+ * The order store with the reconciler's schedule options (`orderStoreOptions`): a poll's answer
+ * must schedule the next poll as every other process does.
+ */
+export function openScheduledStore(config: Config): { store: OrderStore; close(): void } {
+  const db = openDatabase({ path: config.dbPath });
+  return { store: new OrderStore(db, orderStoreOptions(config)), close: () => db.close() };
+}
+
 /** Registers `reconcile --once`. */
 export function registerReconcileCommand(program: Command): void {
   program
@@ -45,11 +56,12 @@ export function registerReconcileCommand(program: Command): void {
     .option('--json', 'print the pass summary as JSON')
     .action(async (flags: { once: boolean; json?: boolean }) => {
       await runAction(Boolean(flags.json), async () => {
-        const context = await openContext({ upstream: true, store: true });
+        const context = await openContext({ upstream: true });
         const redis = await connectRedis(context.config.redisUrl).catch(async (error) => {
           await context.close();
           throw error;
         });
+        const { store, close: closeStore } = openScheduledStore(context.config);
         try {
           const budget = new RateBudget({
             redis,
@@ -58,7 +70,7 @@ export function registerReconcileCommand(program: Command): void {
           });
           const progress = createProgressLine(process.stderr, { enabled: !flags.json });
           const summary = await runReconcilePass(
-            { store: context.store!, client: context.client!, settings: reconcilerSettings(context.config) },
+            { store, client: context.client!, settings: reconcilerSettings(context.config) },
             {
               lock: new PassLock(redis),
               budget,
@@ -94,6 +106,7 @@ export function registerReconcileCommand(program: Command): void {
           }
           process.exitCode = exitCodeFor(summary.stoppedBy);
         } finally {
+          closeStore();
           redis.disconnect();
           await context.close();
         }
