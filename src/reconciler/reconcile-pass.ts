@@ -39,6 +39,7 @@ export interface ReconcilePassSummary {
   passId: string;
   /** What started it: `schedule`, `continue`, `cli` … */
   trigger: string;
+  /** When the pass began (with the lock held) and ended (before releasing it), in ms. */
   startedAt: number;
   finishedAt: number;
   /** Orders polled with an answer (a 404 included). */
@@ -116,9 +117,11 @@ export async function runReconcilePass(
   const now = deps.now ?? Date.now;
   const passId = randomUUID();
   const trigger = options.trigger ?? 'manual';
-  const startedAt = now();
 
   const held = options.lock ? await options.lock.acquire() : undefined;
+  // Taken once the lock is held, and `finishedAt` before it is released: the times of two
+  // passes never overlap.
+  const startedAt = now();
   if (options.lock && !held) {
     const summary = emptySummary(passId, trigger, startedAt, now());
     summary.stoppedBy = 'locked';
