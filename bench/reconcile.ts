@@ -5,11 +5,13 @@
  * polling may use only the poll share of the budget).
  *
  *   npm run bench:reconcile -- [--orders 200] [--rate-limit 60] [--window-ms 6000] [--time-scale 0.5]
+ *                              [--every-ms 6000]
  *
  * Everything runs in this process on real parts: the simulator over HTTP (rate limit and rolling
  * window equal to the budget's, `webhook_drop` 1), a private redis-server, a SQLite file, the
  * shared rate budget and the reconciler started with `startReconciler` (scheduler, pass worker).
- * The limits and the timelines are scaled down from 60 per minute, so the run takes about a
+ * Time is scaled down ten times from production (60 calls per 6 s instead of per minute, a pass
+ * every 6 s instead of 60 s, first poll after 3 s instead of 30 s), so the run takes about a
  * minute. Orders are placed with `placeOrder`; the clock for convergence starts when the last
  * one is placed, since until then creation (which has priority) fills the budget.
  *
@@ -42,6 +44,7 @@ const { values: flags } = parseArgs({
     'rate-limit': { type: 'string', default: '60' },
     'window-ms': { type: 'string', default: '6000' },
     'time-scale': { type: 'string', default: '0.5' },
+    'every-ms': { type: 'string', default: '6000' },
     'max-polls-per-order': { type: 'string', default: '1.5' },
     'max-floor-ratio': { type: 'string', default: '1.5' },
   },
@@ -50,6 +53,7 @@ const N = Number(flags.orders);
 const rateLimit = Number(flags['rate-limit']);
 const windowMs = Number(flags['window-ms']);
 const timeScale = Number(flags['time-scale']);
+const everyMs = Number(flags['every-ms']);
 const maxPollsPerOrder = Number(flags['max-polls-per-order']);
 const maxFloorRatio = Number(flags['max-floor-ratio']);
 
@@ -115,7 +119,7 @@ async function main(): Promise<number> {
   const client = new UpstreamClient({ baseUrl: sim.baseUrl, apiKey, budget, budgetMaxWaitMs: 4 * windowMs });
   const settings = {
     ...reconcilerSettings(loadConfig({})),
-    everyMs: 1000,
+    everyMs,
     firstPollDelayMs,
     backoffMs: [2, 4, 10, 20, 60].map((factor) => factor * firstPollDelayMs),
   };
