@@ -60,20 +60,27 @@ export interface RunningReconciler {
   /**
    * Removes nothing from Redis (the scheduler stays for the other processes), stops taking jobs,
    * lets an active pass or poll finish, and closes its connections; gives up waiting after
-   * `timeoutMs` (default {@link DEFAULT_RECONCILER_CLOSE_TIMEOUT_MS}). Safe to call twice.
+   * `timeoutMs` (default {@link DEFAULT_RECONCILER_CLOSE_TIMEOUT_MS}). Resolves true when it
+   * stopped gracefully, false when it had to give up waiting (an abandoned pass's claims expire
+   * with their lease). Safe to call twice.
    */
-  close(options?: { timeoutMs?: number }): Promise<void>;
+  close(options?: { timeoutMs?: number }): Promise<boolean>;
 }
 
-async function within(work: Promise<unknown>, ms: number): Promise<void> {
+/** Waits for `work` at most `ms`; true when it settled in time (a rejection counts as settled). */
+async function within(work: Promise<unknown>, ms: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
-  await Promise.race([
-    work.catch(() => {}),
-    new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, ms);
+  const settled = await Promise.race([
+    work.then(
+      () => true,
+      () => true,
+    ),
+    new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), ms);
     }),
   ]);
   clearTimeout(timer);
+  return settled;
 }
 
 /**
@@ -199,15 +206,18 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
     'reconciler started',
   );
 
-  let closing: Promise<void> | undefined;
+  let closing: Promise<boolean> | undefined;
   return {
     metrics,
     runPassNow: (trigger = 'manual') => runPass(trigger),
     close({ timeoutMs = DEFAULT_RECONCILER_CLOSE_TIMEOUT_MS } = {}) {
       closing ??= (async () => {
-        await within(Promise.all([passWorker.close(), pollWorker.close()]), timeoutMs);
+        const graceful = await within(Promise.all([passWorker.close(), pollWorker.close()]), timeoutMs);
         await within(queue.close(), 1_000);
         connection.disconnect();
+        if (!graceful)
+          logger?.warn({ timeoutMs }, 'reconciler stop timed out; an abandoned pass’s claims expire');
+        return graceful;
       })();
       return closing;
     },

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { Writable } from 'node:stream';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
+import { createProgressLine } from '../../src/cli/progress.js';
 import { PassLock } from '../../src/reconciler/pass-lock.js';
 import { createUpstreamOrder, type ReconcilerEnv, reconcilerEnv } from './harness.js';
 
@@ -117,4 +119,36 @@ test('order show --refresh polls the order now and shows what the upstream says'
   const unknown = await cli(env, ['order', 'show', 'nobody-1', '--refresh']);
   assert.equal(unknown.code, 1);
   assert.match(unknown.stderr, /no local order .* and the upstream has none either/);
+});
+
+test('the progress line draws a bar on a terminal, clears itself at the end, and writes nothing elsewhere', () => {
+  const written: string[] = [];
+  const stream = (isTTY: boolean) =>
+    Object.assign(
+      new Writable({
+        write(chunk, _encoding, done) {
+          written.push(chunk.toString());
+          done();
+        },
+      }),
+      { isTTY },
+    ) as unknown as NodeJS.WriteStream;
+
+  const line = createProgressLine(stream(true), { width: 10, minIntervalMs: 0 });
+  line.update(3, 10, 'checked 3');
+  line.update(10, 10, 'checked 10');
+  line.done();
+  assert.deepEqual(written, [
+    '\r[###-------] 3/10 checked 3\x1b[K',
+    '\r[##########] 10/10 checked 10\x1b[K',
+    '\r\x1b[K',
+  ]);
+
+  written.length = 0;
+  const piped = createProgressLine(stream(false));
+  piped.update(1, 2);
+  piped.done();
+  const disabled = createProgressLine(stream(true), { enabled: false });
+  disabled.update(1, 2);
+  assert.deepEqual(written, []);
 });
