@@ -139,9 +139,9 @@ export const settingsSchema = z.object({
     .default(500)
     .describe('Most orders one pass polls; the poll share of the rate budget usually ends a pass first.'),
   RECONCILE_LEASE_S: int(1)
-    .default(120)
+    .default(300)
     .describe(
-      'Seconds an order claimed by a reconciler stays out of reach of the others: longer than one poll with its retries.',
+      'Seconds an order claimed by a reconciler stays out of reach of the others: longer than one poll, or one repeated create with its wait for a budget slot, with their retries.',
     ),
 });
 
@@ -339,7 +339,7 @@ export interface ReconcilerSettings {
   stuckAfterMs: number;
   /** Most orders one pass polls: `RECONCILE_PASS_SIZE`, default 500. */
   passSize: number;
-  /** How long a claim keeps other pollers off an order: `RECONCILE_LEASE_S`, default 120 s. */
+  /** How long a claim keeps other pollers off an order: `RECONCILE_LEASE_S`, default 300 s. */
   leaseMs: number;
 }
 
