@@ -1,6 +1,12 @@
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { type Config, ConfigError, loadConfig, upstreamSettings } from '../config/config.js';
+import {
+  type Config,
+  ConfigError,
+  loadConfig,
+  orderStoreOptions,
+  upstreamSettings,
+} from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
 import { RateBudget } from '../rate-budget/rate-budget.js';
 import { openDatabase } from '../store/database.js';
@@ -12,6 +18,10 @@ export interface CliContext {
   config: Config;
   logger: Logger;
   client?: UpstreamClient;
+  /** The shared rate budget the client draws from, and its Redis connection (with `upstream`). */
+  budget?: RateBudget;
+  redis?: Redis;
+  /** Opened with the reconciler's schedule options, as in every process that writes orders. */
   store?: OrderStore;
   close(): Promise<void>;
 }
@@ -65,13 +75,15 @@ export async function openContext(options: OpenContextOptions): Promise<CliConte
     if (options.store) {
       const db = openDatabase({ path: config.dbPath });
       closers.push(() => void db.close());
-      context.store = new OrderStore(db);
+      context.store = new OrderStore(db, orderStoreOptions(config));
     }
     if (options.upstream) {
       const upstream = upstreamSettings(config);
       const redis = await connectRedis(config.redisUrl);
       closers.push(() => void redis.disconnect());
       const budget = new RateBudget({ redis, apiKey: upstream.apiKey, ...config.budget });
+      context.redis = redis;
+      context.budget = budget;
       const client = new UpstreamClient({
         ...upstream,
         retry: { maxAttempts: upstream.retryMaxAttempts },

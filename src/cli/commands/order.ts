@@ -5,7 +5,6 @@ import { type EarlyPollResult, pollOrderNow } from '../../reconciler/early-poll.
 import type { LocalOrder, OrderEvent } from '../../store/local-order.js';
 import { openContext } from '../context.js';
 import { type Column, EXIT, printResult, renderTable, runAction } from '../output.js';
-import { openScheduledStore } from './reconcile.js';
 
 const orderColumns: Column<LocalOrder>[] = [
   { header: 'Partner ref', cell: (o) => o.partnerRef },
@@ -160,15 +159,14 @@ export function registerOrderCommands(program: Command): void {
         try {
           let refresh: RefreshReport | undefined;
           if (flags.refresh) {
-            const scheduled = openScheduledStore(context.config);
             const result = await pollOrderNow(
               {
-                store: scheduled.store,
+                store: context.store!,
                 client: context.client!,
                 settings: reconcilerSettings(context.config),
               },
               ref,
-            ).finally(() => scheduled.close());
+            );
             refresh = refreshReport(result);
             if (result.kind === 'kept' && result.reason === 'unauthorized') {
               throw Object.assign(new Error(`${result.error.message}`), { code: result.error.code });

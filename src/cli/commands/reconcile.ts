@@ -1,15 +1,12 @@
 import type { Command } from 'commander';
-import { type Config, orderStoreOptions, reconcilerSettings, upstreamSettings } from '../../config/config.js';
-import { RateBudget } from '../../rate-budget/rate-budget.js';
+import { reconcilerSettings } from '../../config/config.js';
 import { PassLock } from '../../reconciler/pass-lock.js';
 import {
   type PassStop,
   type ReconcilePassSummary,
   runReconcilePass,
 } from '../../reconciler/reconcile-pass.js';
-import { openDatabase } from '../../store/database.js';
-import { OrderStore } from '../../store/order-store.js';
-import { connectRedis, openContext } from '../context.js';
+import { openContext } from '../context.js';
 import { EXIT, renderTable, runAction } from '../output.js';
 import { createProgressLine } from '../progress.js';
 
@@ -38,15 +35,6 @@ function exitCodeFor(stoppedBy: PassStop): number {
   return stoppedBy === 'done' || stoppedBy === 'budget' || stoppedBy === 'pass_size' ? EXIT.ok : EXIT.failed;
 }
 
-/**
- * The order store with the reconciler's schedule options (`orderStoreOptions`): a poll's answer
- * must schedule the next poll as every other process does.
- */
-export function openScheduledStore(config: Config): { store: OrderStore; close(): void } {
-  const db = openDatabase({ path: config.dbPath });
-  return { store: new OrderStore(db, orderStoreOptions(config)), close: () => db.close() };
-}
-
 /** Registers `reconcile --once`. */
 export function registerReconcileCommand(program: Command): void {
   program
@@ -56,18 +44,9 @@ export function registerReconcileCommand(program: Command): void {
     .option('--json', 'print the pass summary as JSON')
     .action(async (flags: { once: boolean; json?: boolean }) => {
       await runAction(Boolean(flags.json), async () => {
-        const context = await openContext({ upstream: true });
-        const redis = await connectRedis(context.config.redisUrl).catch(async (error) => {
-          await context.close();
-          throw error;
-        });
-        const { store, close: closeStore } = openScheduledStore(context.config);
+        const context = await openContext({ upstream: true, store: true });
+        const { store, redis, budget } = context as Required<typeof context>;
         try {
-          const budget = new RateBudget({
-            redis,
-            apiKey: upstreamSettings(context.config).apiKey,
-            ...context.config.budget,
-          });
           const progress = createProgressLine(process.stderr, { enabled: !flags.json });
           const summary = await runReconcilePass(
             { store, client: context.client!, settings: reconcilerSettings(context.config) },
@@ -106,8 +85,6 @@ export function registerReconcileCommand(program: Command): void {
           }
           process.exitCode = exitCodeFor(summary.stoppedBy);
         } finally {
-          closeStore();
-          redis.disconnect();
           await context.close();
         }
       });
