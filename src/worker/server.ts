@@ -1,5 +1,11 @@
 import type { Logger } from 'pino';
-import { type Config, loadConfig, type WorkerSettings, workerSettings } from '../config/config.js';
+import {
+  type Config,
+  loadConfig,
+  orderStoreOptions,
+  type WorkerSettings,
+  workerSettings,
+} from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
 import { openDatabase } from '../store/database.js';
 import { OrderStore } from '../store/order-store.js';
@@ -38,7 +44,8 @@ export async function startWorkerProcess(
   const settings = workerSettings(config);
   const { logger } = options;
   const db = openDatabase({ path: settings.dbPath });
-  const store = new OrderStore(db);
+  // The reconciler's schedule (first poll, refund watch) applies to orders a webhook moves, too.
+  const store = new OrderStore(db, orderStoreOptions(config));
   /** Stops of the started components, run last-started first. Each resolves to "stopped gracefully". */
   const stops: Array<() => Promise<boolean>> = [];
   const stopAll = async (): Promise<boolean> => {
