@@ -112,6 +112,12 @@ export const settingsSchema = z.object({
     .describe(
       'Longest graceful stop of the worker on SIGINT/SIGTERM (finish and commit active jobs) before it exits anyway.',
     ),
+  RECONCILE_ENABLED: z
+    .stringbool()
+    .default(true)
+    .describe(
+      'Whether `h2h-sync worker` also reconciles (needs H2H_BASE_URL and H2H_API_KEY). `false` runs a worker that only applies webhooks, e.g. an extra event worker.',
+    ),
   RECONCILE_EVERY_S: int(1)
     .default(60)
     .describe('Seconds between two reconciliation passes (a BullMQ job scheduler, one pass at a time).'),

@@ -1,14 +1,21 @@
+import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import {
   type Config,
   loadConfig,
   orderStoreOptions,
+  reconcilerSettings,
+  upstreamSettings,
   type WorkerSettings,
   workerSettings,
 } from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
+import { RateBudget } from '../rate-budget/rate-budget.js';
+import type { ReconcilerMetrics } from '../reconciler/metrics.js';
+import { startReconciler } from '../reconciler/reconciler.js';
 import { openDatabase } from '../store/database.js';
 import { OrderStore } from '../store/order-store.js';
+import { UpstreamClient } from '../upstream/client.js';
 import { createEventWorker, type EventWorker } from './event-worker.js';
 
 /** The components of one `h2h-sync worker` process. */
@@ -16,6 +23,8 @@ export interface RunningWorkerProcess {
   readonly settings: WorkerSettings;
   readonly store: OrderStore;
   readonly eventWorker: EventWorker;
+  /** The reconciler's metrics; undefined when `RECONCILE_ENABLED=false`. */
+  readonly reconcilerMetrics: ReconcilerMetrics | undefined;
   /**
    * Stops every component (each finishes what it holds), then closes the store. Resolves to
    * `true` when every component stopped gracefully within `H2H_WORKER_SHUTDOWN_TIMEOUT_MS`,
@@ -31,8 +40,57 @@ export interface StartWorkerProcessOptions {
 }
 
 /**
+ * Starts the reconciler on the worker's store with the upstream client and the shared rate
+ * budget it needs (docs/reconciler.md). Throws a ConfigError naming H2H_BASE_URL / H2H_API_KEY
+ * when they are missing.
+ */
+async function startProcessReconciler(
+  config: Config,
+  store: OrderStore,
+  options: StartWorkerProcessOptions,
+): Promise<{ metrics: ReconcilerMetrics; stop: () => Promise<boolean> }> {
+  const upstream = upstreamSettings(config);
+  const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 1, connectionName: 'h2h-budget' });
+  redis.on('error', (error) => options.logger?.warn({ err: error }, 'rate budget: Redis error'));
+  const budget = new RateBudget({ redis, apiKey: upstream.apiKey, ...config.budget });
+  const client = new UpstreamClient({
+    ...upstream,
+    retry: { maxAttempts: upstream.retryMaxAttempts },
+    budget,
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
+  const close = async () => {
+    await client.close();
+    redis.disconnect();
+  };
+  try {
+    const reconciler = await startReconciler({
+      settings: reconcilerSettings(config),
+      store,
+      client,
+      budget,
+      redisUrl: config.redisUrl,
+      ...(options.queuePrefix === undefined ? {} : { queuePrefix: options.queuePrefix }),
+      ...(options.logger ? { logger: options.logger } : {}),
+    });
+    return {
+      metrics: reconciler.metrics,
+      stop: async () => {
+        const graceful = await reconciler.close({ timeoutMs: workerSettings(config).shutdownTimeoutMs });
+        await close();
+        return graceful;
+      },
+    };
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}
+
+/**
  * Composes the worker process: opens the order store (one SQLite connection for the process),
- * starts the event worker on it and waits until it takes jobs. Everything that runs in the
+ * starts the event worker on it and waits until it takes jobs, then the reconciler (unless
+ * `RECONCILE_ENABLED=false`) on the same store. Everything that runs in the
  * worker process starts here and stops in `close()`, in reverse order, before the store closes.
  * Throws a ConfigError or a StoreError before anything runs when the settings or the database
  * file are unusable.
@@ -58,6 +116,7 @@ export async function startWorkerProcess(
   };
 
   let eventWorker: EventWorker;
+  let reconcilerMetrics: ReconcilerMetrics | undefined;
   try {
     eventWorker = createEventWorker({
       store,
@@ -74,13 +133,13 @@ export async function startWorkerProcess(
     stops.push(() => eventWorker.close({ timeoutMs: settings.shutdownTimeoutMs }));
     await eventWorker.waitUntilReady();
 
-    // ── Reconciler (issue 5, src/reconciler/) ─────────────────────────────────────────────────
-    // Start it here, in the same process, on the same `store` (and so the same SQLite
-    // connection), with its own section of `config`, and register its stop after the event
-    // worker's so that it stops first:
-    //   const reconciler = await startReconciler(reconcilerSettings(config), { store, logger, ... });
-    //   stops.push(() => reconciler.close());
-    // ───────────────────────────────────────────────────────────────────────────────────────────
+    if (config.settings.RECONCILE_ENABLED) {
+      // Same process, same store (one SQLite connection); registered after the event worker so
+      // that it stops first.
+      const reconciler = await startProcessReconciler(config, store, options);
+      stops.push(reconciler.stop);
+      reconcilerMetrics = reconciler.metrics;
+    }
   } catch (error) {
     await stopAll();
     throw error;
@@ -91,6 +150,7 @@ export async function startWorkerProcess(
     settings,
     store,
     eventWorker,
+    reconcilerMetrics,
     close: () => {
       closing ??= stopAll();
       return closing;

@@ -19,8 +19,9 @@ import {
 async function jobIn(producer: WebhookProducer, jobId: string, state: 'completed' | 'failed' | 'delayed') {
   return waitFor(
     async () => {
-      const job = await producer.webhookQueue.getJob(jobId);
-      return job && (await job.getState()) === state ? job : undefined;
+      // The state first, then the job: a job read before it finished carries no return value.
+      if ((await producer.webhookQueue.getJobState(jobId)) !== state) return undefined;
+      return producer.webhookQueue.getJob(jobId);
     },
     { message: `job ${jobId} ${state}` },
   );

@@ -39,7 +39,14 @@ test('simulator → receiver → Redis → worker → SQLite: with duplicated, r
   const t = cleanupScope(test);
   const redis = await privateRedis(t);
   const dbPath = tempDbPath(t);
-  const config = loadConfig({ REDIS_URL: redis.url, H2H_API_SECRET: SECRET, PORT: '0', H2H_DB_PATH: dbPath });
+  const config = loadConfig({
+    REDIS_URL: redis.url,
+    H2H_API_SECRET: SECRET,
+    PORT: '0',
+    H2H_DB_PATH: dbPath,
+    // Webhooks only: this test proves the webhook path alone converges.
+    RECONCILE_ENABLED: 'false',
+  });
   const receiver = await startReceiver(receiverSettings(config));
   t.after(() => receiver.close());
   const worker = await startWorkerProcess(config);

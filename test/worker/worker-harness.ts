@@ -165,7 +165,7 @@ export async function spawnWorker(
   env: Record<string, string>,
 ): Promise<{ child: ChildProcess; output: () => string }> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'worker'], {
-    env: { ...process.env, LOG_LEVEL: 'info', ...env },
+    env: { ...process.env, LOG_LEVEL: 'info', RECONCILE_ENABLED: 'false', ...env },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
   let output = '';

@@ -1,46 +1,73 @@
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import { test } from 'node:test';
+import { ConfigError, loadConfig } from '../../src/config/config.js';
+import { placeOrder } from '../../src/orders/place-order.js';
 import { openDatabase } from '../../src/store/database.js';
+import { OrderStore } from '../../src/store/order-store.js';
+import { UpstreamClient } from '../../src/upstream/client.js';
+import { startWorkerProcess } from '../../src/worker/server.js';
 import { privateRedis } from '../helpers/redis.js';
+import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
 import { tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
-import {
-  appliedEvents,
-  cleanupScope,
-  queueBacklog,
-  spawnWorker,
-  testProducer,
-  webhookJobCounts,
-} from './worker-harness.js';
+import { cleanupScope } from './worker-harness.js';
 
-test('on SIGTERM h2h-sync worker stops taking jobs, commits and completes its active ones, and exits 0', async (test) => {
+test('the worker process also reconciles: an order whose webhooks are all lost reaches its final state', async (test) => {
   const t = cleanupScope(test);
   const redis = await privateRedis(t);
+  const sim = await startSimulator(t);
+  await sim.setFaults({ webhook_drop: 1 });
   const dbPath = tempDbPath(t);
-  const producer = await testProducer(t, redis.url);
-  const backlog = 8_000;
-  await queueBacklog(producer, backlog, 'stop');
-  const reader = openDatabase({ path: dbPath });
-  t.after(() => reader.close());
+  const config = loadConfig({
+    REDIS_URL: redis.url,
+    H2H_DB_PATH: dbPath,
+    H2H_BASE_URL: sim.sim.baseUrl,
+    H2H_API_KEY: sim.member.api_key,
+    RECONCILE_EVERY_S: '1',
+    RECONCILE_FIRST_POLL_DELAY_S: '0',
+    RECONCILE_BACKOFF_S: '1',
+  });
+  const worker = await startWorkerProcess(config);
+  t.after(() => worker.close());
 
-  const { child, output } = await spawnWorker(t, { REDIS_URL: redis.url, H2H_DB_PATH: dbPath });
-  await waitFor(() => appliedEvents(reader) >= 300, { intervalMs: 5, message: '300 events applied' });
-  const exited = once(child, 'exit');
-  child.kill('SIGTERM');
-  const [code, signal] = await exited;
-  assert.deepEqual({ code, signal }, { code: 0, signal: null }, output());
-
-  const counts = await webhookJobCounts(producer);
-  const applied = appliedEvents(reader);
-  assert.equal(counts.active, 0, 'no job left active for stall recovery');
-  assert.equal(counts.failed, 0);
-  assert.equal(
-    counts.completed,
-    applied,
-    'every committed event completed, and every completed one committed',
+  const db = openDatabase({ path: dbPath });
+  t.after(() => db.close());
+  const store = new OrderStore(db, { firstPollDelayMs: 0 });
+  const client = new UpstreamClient({ baseUrl: sim.sim.baseUrl, apiKey: sim.member.api_key });
+  t.after(() => client.close());
+  const placed = await placeOrder(
+    { client, store },
+    { productCode: 'MLBB-86', data: { user_id: userIdEndingIn('0003'), server_id: '1234' } },
   );
-  assert.ok(applied < backlog, `stopped before the end of the backlog (${applied} of ${backlog})`);
-  assert.equal(counts.waiting, backlog - applied, 'the rest is waiting, untouched');
-  assert.match(output(), /"msg":"worker stopped"/);
+  assert.equal(placed.outcome, 'accepted');
+
+  const truth = await waitFor(
+    async () => {
+      const upstream = (await sim.allOrders()).find((o) => o.partner_ref === placed.order.partnerRef);
+      return upstream?.status === 'SUCCESS' ? upstream : undefined;
+    },
+    { message: 'the simulator to finish the timeline' },
+  );
+  const local = await waitFor(
+    () => {
+      const order = store.getOrder(placed.order.partnerRef);
+      return order?.status === 'SUCCESS' ? order : undefined;
+    },
+    { timeoutMs: 20_000, message: 'the reconciler to poll the order to SUCCESS' },
+  );
+  assert.equal(local.serialNumber, truth.serial_number);
+  assert.ok(store.listEvents(local.partnerRef).some((e) => e.source === 'poll' && e.changed));
+  assert.ok(
+    (await sim.control('/webhooks')).body.every((a: { error: string | null }) => a.error === 'dropped'),
+  );
+});
+
+test('a worker that reconciles refuses to start without the upstream URL and key, naming them', async (test) => {
+  const t = cleanupScope(test);
+  const redis = await privateRedis(t);
+  const config = loadConfig({ REDIS_URL: redis.url, H2H_DB_PATH: tempDbPath(t) });
+  await assert.rejects(
+    startWorkerProcess(config),
+    (error: unknown) => error instanceof ConfigError && /H2H_BASE_URL and H2H_API_KEY/.test(error.message),
+  );
 });
