@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
+import { registerDemoCommand } from '../demo/demo-command.js';
 import { registerReceiverCommand } from '../receiver/receiver-command.js';
 import { registerSimCommand } from '../simulator/sim-command.js';
 import { registerWorkerCommand } from '../worker/worker-command.js';
@@ -15,6 +16,7 @@ const program = new Command('h2h-sync')
   .configureHelp({ sortSubcommands: true });
 
 registerCatalogCommands(program);
+registerDemoCommand(program);
 registerOrderCommands(program);
 registerReceiverCommand(program);
 registerSimCommand(program);

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -129,6 +129,7 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
   const binary = resolveBinary(options.binary);
   const ownsDir = options.dir === undefined;
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'h2h-redis-'));
+  mkdirSync(dir, { recursive: true });
   const appendOnly = options.appendOnly ?? true;
   const timeoutMs = options.startTimeoutMs ?? 10_000;
   let port = options.port ?? 0;

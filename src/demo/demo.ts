@@ -1,0 +1,239 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { pino } from 'pino';
+import { request } from 'undici';
+import { loadConfig, receiverSettings } from '../config/config.js';
+import { startRedisServer } from '../dev/redis-server.js';
+import { placeOrder } from '../orders/place-order.js';
+import { RateBudget } from '../rate-budget/rate-budget.js';
+import { startReceiver } from '../receiver/server.js';
+import { createSimulator } from '../simulator/index.js';
+import type { LocalOrder } from '../store/local-order.js';
+import { UpstreamClient } from '../upstream/client.js';
+import type { Order } from '../upstream/model.js';
+import { startWorkerProcess } from '../worker/server.js';
+
+/** The demo fixture, found from src/demo and dist/demo alike. */
+const DEMO_FIXTURE = fileURLToPath(new URL('../../fixtures/demo.json', import.meta.url));
+const DEMO_KEY = 'sim_key_demo_M0001';
+const DEMO_SECRET = 'sim_secret_demo_M0001';
+
+/** The timelines of docs/simulator.md the demo places orders on, by user_id suffix. */
+export const DEMO_TIMELINES: ReadonlyArray<{ suffix: string; timeline: string }> = [
+  { suffix: '0001', timeline: 'PENDING → SUCCESS with serial' },
+  { suffix: '0002', timeline: 'PENDING → FAILED' },
+  { suffix: '0003', timeline: 'PENDING → PROCESSING → SUCCESS' },
+  { suffix: '0004', timeline: 'PENDING → PROCESSING → FAILED' },
+  { suffix: '0005', timeline: 'SUCCESS, serial later' },
+  { suffix: '0006', timeline: 'SUCCESS → REFUNDED' },
+  { suffix: '0007', timeline: 'PENDING until moved by hand' },
+  { suffix: '0000', timeline: 'refused: INVALID_TARGET' },
+];
+
+/** The realistic mix of faults the demo runs under (docs/simulator.md, "Faults"). */
+export const DEMO_FAULTS = {
+  webhook_drop: 0.25,
+  webhook_duplicate: 0.2,
+  webhook_reorder: 0.2,
+  webhook_bad_signature: 0.1,
+  create_response_delay_ms: 300,
+  create_drop_response: 0.05,
+};
+
+export interface DemoOptions {
+  /** Orders per timeline (the refused one is placed once). Default: 5. */
+  perTimeline?: number;
+  /** Longest wait for every order to converge. Default: 180000 ms. */
+  timeoutMs?: number;
+  /** Fault draws repeat for one seed. Default: 1. */
+  seed?: number;
+  /** Called about twice a second with the converged count. */
+  onProgress?: (converged: number, total: number, elapsedMs: number) => void;
+}
+
+/** One order of the demo: what the reseller's store says against the simulator's truth. */
+export interface DemoRow {
+  partnerRef: string;
+  timeline: string;
+  local: string;
+  upstream: string;
+  converged: boolean;
+}
+
+export interface DemoReport {
+  rows: DemoRow[];
+  converged: boolean;
+  elapsedMs: number;
+  faults: typeof DEMO_FAULTS;
+}
+
+/** What is compared: status, serial number and success time, or a refusal on both sides. */
+function describeLocal(order: LocalOrder | undefined): string {
+  if (!order) return 'missing';
+  if (order.submissionState === 'rejected') return `rejected ${order.rejectionCode}`;
+  if (!order.status) return `submission ${order.submissionState}`;
+  return `${order.status}${order.serialNumber ? ` ${order.serialNumber}` : ''}`;
+}
+
+function describeUpstream(order: Order | undefined, rejected: string | undefined): string {
+  if (!order) return rejected ? `rejected ${rejected}` : 'none';
+  return `${order.status}${order.serial_number ? ` ${order.serial_number}` : ''}`;
+}
+
+function sameState(local: LocalOrder | undefined, upstream: Order | undefined, rejected?: string): boolean {
+  if (!local) return false;
+  if (!upstream)
+    return rejected !== undefined && local.submissionState === 'rejected' && local.rejectionCode === rejected;
+  return (
+    local.status === upstream.status &&
+    local.serialNumber === upstream.serial_number &&
+    local.successAt === upstream.success_at &&
+    local.invoiceNumber === upstream.invoice_number
+  );
+}
+
+/**
+ * The main job on embedded defaults: a private Redis, the simulator with the demo fixture and
+ * {@link DEMO_FAULTS}, the receiver, the worker (event worker and reconciler), then a batch of
+ * orders across every timeline, placed, followed and compared with the simulator's truth until
+ * every one has converged. Time runs ten times faster than production defaults (rate window 6 s,
+ * passes every second). Everything it started is stopped and its files removed before it resolves.
+ */
+export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
+  const perTimeline = options.perTimeline ?? 5;
+  const timeoutMs = options.timeoutMs ?? 180_000;
+  const dir = mkdtempSync(join(tmpdir(), 'h2h-demo-'));
+  const stops: Array<() => Promise<unknown> | unknown> = [
+    () => rmSync(dir, { recursive: true, force: true }),
+  ];
+  const stopAll = async () => {
+    for (const stop of stops.reverse()) await Promise.resolve(stop()).catch(() => {});
+  };
+  try {
+    const redis = await startRedisServer({ dir: join(dir, 'redis') });
+    stops.push(() => redis.stop());
+    const sim = await createSimulator({
+      fixture: DEMO_FIXTURE,
+      timeScale: 0.05,
+      seed: options.seed ?? 1,
+      rateLimit: 60,
+      rateWindowMs: 6000,
+    });
+    stops.push(() => sim.close());
+    const control = async (method: 'POST' | 'PATCH', path: string, body: unknown) => {
+      const answer = await request(`${sim.origin}/__sim${path}`, {
+        method,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      const text = await answer.body.text();
+      if (answer.statusCode !== 200)
+        throw new Error(`simulator ${method} ${path}: ${answer.statusCode} ${text}`);
+      return JSON.parse(text) as unknown;
+    };
+
+    const config = loadConfig({
+      H2H_BASE_URL: sim.baseUrl,
+      H2H_API_KEY: DEMO_KEY,
+      H2H_API_SECRET: DEMO_SECRET,
+      REDIS_URL: redis.url,
+      H2H_DB_PATH: join(dir, 'h2h-sync.db'),
+      PORT: '0',
+      LOG_LEVEL: 'silent',
+      H2H_RATE_LIMIT: '60',
+      H2H_RATE_WINDOW_MS: '6000',
+      H2H_HEADERS_TIMEOUT_MS: '2000',
+      RECONCILE_EVERY_S: '1',
+      RECONCILE_FIRST_POLL_DELAY_S: '3',
+      RECONCILE_BACKOFF_S: '2,4,10',
+      // The demo loses a quarter of all webhooks for good, far more than any real upstream, so
+      // it also watches SUCCESS orders long enough to find a refund whose webhook was lost.
+      RECONCILE_REFUND_WATCH_S: '20',
+      ADMIN_PORT: '0',
+    });
+    const logger = pino({ level: 'silent' });
+    const receiver = await startReceiver(receiverSettings(config), { logger });
+    stops.push(() => receiver.close());
+    const worker = await startWorkerProcess(config, { logger });
+    stops.push(() => worker.close());
+    await control('PATCH', '/members/M-0001', { webhook_url: receiver.webhookUrl });
+    await control('POST', '/faults', DEMO_FAULTS);
+
+    const budgetRedis = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+    stops.push(() => budgetRedis.disconnect());
+    const client = new UpstreamClient({
+      baseUrl: sim.baseUrl,
+      apiKey: DEMO_KEY,
+      headersTimeoutMs: 2000,
+      budget: new RateBudget({ redis: budgetRedis, apiKey: DEMO_KEY, ...config.budget }),
+    });
+    stops.push(() => client.close());
+    const { store } = worker;
+
+    const started = Date.now();
+    const plan = DEMO_TIMELINES.flatMap(({ suffix, timeline }) =>
+      Array.from({ length: suffix === '0000' ? 1 : perTimeline }, (_, i) => ({
+        suffix,
+        timeline,
+        data: { user_id: `${1_000_000 + i}${suffix}`, server_id: '2001' },
+      })),
+    );
+    const placed: Array<{ partnerRef: string; timeline: string; suffix: string }> = [];
+    for (let i = 0; i < plan.length; i += 6) {
+      const batch = plan.slice(i, i + 6);
+      const results = await Promise.all(
+        batch.map((p) => placeOrder({ client, store }, { productCode: 'MLBB-86', data: p.data })),
+      );
+      results.forEach((r, j) => placed.push({ partnerRef: r.order.partnerRef, ...batch[j]! }));
+    }
+    // The 0007 orders wait for a person; the demo plays that person once they exist upstream.
+    for (const order of placed.filter((p) => p.suffix === '0007')) {
+      const local = store.getOrder(order.partnerRef);
+      if (local?.submissionState === 'accepted') {
+        await control('POST', `/orders/${encodeURIComponent(order.partnerRef)}/status`, {
+          status: 'SUCCESS',
+          serial_number: `SN-BY-HAND-${order.partnerRef.slice(-6)}`,
+        });
+      }
+    }
+
+    const truth = async () => {
+      const answer = await request(`${sim.origin}/__sim/orders`);
+      return new Map(((await answer.body.json()) as Order[]).map((o) => [o.partner_ref, o]));
+    };
+    const compare = async (): Promise<DemoRow[]> => {
+      const upstream = await truth();
+      return placed.map(({ partnerRef, timeline, suffix }) => {
+        const local = store.getOrder(partnerRef);
+        const rejected = suffix === '0000' ? 'INVALID_TARGET' : undefined;
+        const remote = upstream.get(partnerRef);
+        return {
+          partnerRef,
+          timeline,
+          local: describeLocal(local),
+          upstream: describeUpstream(remote, rejected),
+          converged: sameState(local, remote, rejected),
+        };
+      });
+    };
+
+    let rows = await compare();
+    while (!rows.every((r) => r.converged) && Date.now() - started < timeoutMs) {
+      options.onProgress?.(rows.filter((r) => r.converged).length, rows.length, Date.now() - started);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      rows = await compare();
+    }
+    options.onProgress?.(rows.filter((r) => r.converged).length, rows.length, Date.now() - started);
+    return {
+      rows,
+      converged: rows.every((r) => r.converged),
+      elapsedMs: Date.now() - started,
+      faults: DEMO_FAULTS,
+    };
+  } finally {
+    await stopAll();
+  }
+}
