@@ -149,12 +149,42 @@ export const settingsSchema = z.object({
     .describe(
       'Seconds an order claimed by a reconciler stays out of reach of the others: longer than one poll, or one repeated create with its wait for a budget slot, with their retries.',
     ),
+  ADMIN_HOST: z
+    .string()
+    .min(1)
+    .default('127.0.0.1')
+    .describe(
+      'Address the admin server of `h2h-sync worker` (Bull Board, `/metrics`, `/healthz`) listens on. Anything but loopback requires ADMIN_USER and ADMIN_PASSWORD.',
+    ),
+  ADMIN_PORT: int(0)
+    .max(65_535)
+    .default(3001)
+    .describe('Port of the admin server of `h2h-sync worker`; `0` = no admin server.'),
+  ADMIN_USER: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('Basic-auth user of the admin server; when set (with ADMIN_PASSWORD) every request needs it.'),
+  ADMIN_PASSWORD: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('Basic-auth password of the admin server, set together with ADMIN_USER.'),
+  H2H_RECEIVER_INSTANCES: int(1)
+    .default(2)
+    .describe('pm2 only (`ecosystem.config.js`): receiver processes in cluster mode, sharing `PORT`.'),
+  H2H_PRIVATE_REDIS_PORT: int(1)
+    .max(65_535)
+    .default(6380)
+    .describe(
+      'pm2 only: port of the private `h2h-redis` app (loopback, AOF, data in `./var/redis`) the ecosystem runs when REDIS_URL is not set; the other apps get `REDIS_URL=redis://127.0.0.1:<port>`.',
+    ),
 });
 
 export type Settings = z.infer<typeof settingsSchema>;
 
 /** Settings whose values never appear in messages or logs. */
-const SECRET_SETTINGS = new Set(['H2H_API_KEY', 'H2H_API_SECRET']);
+const SECRET_SETTINGS = new Set(['H2H_API_KEY', 'H2H_API_SECRET', 'ADMIN_PASSWORD']);
 
 /** A setting is missing or malformed; the message names the variable and the fix. */
 export class ConfigError extends Error {
@@ -291,6 +321,44 @@ export function receiverSettings(config: Config): ReceiverSettings {
     redisUrl: config.redisUrl,
     logLevel: config.logLevel,
   };
+}
+
+/** The admin server's section of the configuration (docs/deployment.md, "Admin"). */
+export interface AdminSettings {
+  /** `ADMIN_HOST`, default `127.0.0.1`. */
+  host: string;
+  /** `ADMIN_PORT`, default 3001; `0` turns the admin server off. */
+  port: number;
+  /** Basic-auth credentials (`ADMIN_USER`, `ADMIN_PASSWORD`); undefined = no auth (loopback only). */
+  auth: { user: string; password: string } | undefined;
+}
+
+/** Hosts that only this machine reaches. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.toLowerCase().replace(/^\[|\]$/g, '');
+  return h === 'localhost' || h === '::1' || /^127(\.\d{1,3}){3}$/.test(h);
+}
+
+/**
+ * The admin section. Throws {@link ConfigError} when only one of ADMIN_USER and ADMIN_PASSWORD
+ * is set, or when ADMIN_HOST is not loopback and they are not: the queues' contents (webhook
+ * bodies) and their retry and delete buttons are never exposed without authentication.
+ */
+export function adminSettings(config: Config): AdminSettings {
+  const s = config.settings;
+  if (Boolean(s.ADMIN_USER) !== Boolean(s.ADMIN_PASSWORD)) {
+    throw new ConfigError(
+      'ADMIN_USER and ADMIN_PASSWORD must be set together (basic auth of the admin server)',
+    );
+  }
+  const auth =
+    s.ADMIN_USER && s.ADMIN_PASSWORD ? { user: s.ADMIN_USER, password: s.ADMIN_PASSWORD } : undefined;
+  if (s.ADMIN_PORT !== 0 && !auth && !isLoopbackHost(s.ADMIN_HOST)) {
+    throw new ConfigError(
+      `ADMIN_HOST=${s.ADMIN_HOST} is not loopback: set ADMIN_USER and ADMIN_PASSWORD (basic auth), or ADMIN_HOST=127.0.0.1, or ADMIN_PORT=0 to turn the admin server off`,
+    );
+  }
+  return { host: s.ADMIN_HOST, port: s.ADMIN_PORT, auth };
 }
 
 /** The event worker's section of the configuration (docs/worker.md, "Settings"). */

@@ -1,6 +1,8 @@
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { type AdminServer, startAdminServer } from '../admin/admin-server.js';
 import {
+  adminSettings,
   type Config,
   loadConfig,
   orderStoreOptions,
@@ -25,6 +27,8 @@ export interface RunningWorkerProcess {
   readonly eventWorker: EventWorker;
   /** The reconciler's metrics; undefined when `RECONCILE_ENABLED=false`. */
   readonly reconcilerMetrics: ReconcilerMetrics | undefined;
+  /** The admin server (Bull Board, /metrics, /healthz); undefined when not started. */
+  readonly admin: AdminServer | undefined;
   /**
    * Stops every component (each finishes what it holds), then closes the store. Resolves to
    * `true` when every component stopped gracefully within `H2H_WORKER_SHUTDOWN_TIMEOUT_MS`,
@@ -37,6 +41,12 @@ export interface StartWorkerProcessOptions {
   logger?: Logger;
   /** BullMQ key prefix. Default: the queue contract's (`bull`). */
   queuePrefix?: string;
+  /**
+   * Whether to serve the admin view (src/admin/admin-server.ts) on ADMIN_HOST:ADMIN_PORT, unless
+   * ADMIN_PORT=0. Default: `false`, so that tests and embedders never bind port 3001;
+   * `h2h-sync worker` ({@link runWorker}) passes `true`.
+   */
+  admin?: boolean;
 }
 
 /**
@@ -88,9 +98,43 @@ async function startProcessReconciler(
 }
 
 /**
+ * Starts the admin server on the process's queues and metrics. A port already in use is logged
+ * and the worker runs on without it (the admin view must never stop webhooks from being
+ * applied, e.g. a second worker on the same host); any other failure is thrown.
+ */
+async function startProcessAdmin(
+  config: Config,
+  settings: ReturnType<typeof adminSettings>,
+  eventWorker: EventWorker,
+  reconcilerMetrics: ReconcilerMetrics | undefined,
+  options: StartWorkerProcessOptions,
+): Promise<AdminServer | undefined> {
+  try {
+    const server = await startAdminServer({
+      settings,
+      redisUrl: config.redisUrl,
+      ...(options.queuePrefix === undefined ? {} : { queuePrefix: options.queuePrefix }),
+      registries: reconcilerMetrics ? [reconcilerMetrics.registry] : [],
+      workerStats: () => eventWorker.stats(),
+      ...(options.logger ? { logger: options.logger } : {}),
+    });
+    options.logger?.info({ url: server.url }, 'admin server listening (Bull Board at /admin/queues)');
+    return server;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error;
+    options.logger?.error(
+      { host: settings.host, port: settings.port },
+      'admin server not started: the port is in use (set ADMIN_PORT to another port, or 0 for none)',
+    );
+    return undefined;
+  }
+}
+
+/**
  * Composes the worker process: opens the order store (one SQLite connection for the process),
  * starts the event worker on it and waits until it takes jobs, then the reconciler (unless
- * `RECONCILE_ENABLED=false`) on the same store. Everything that runs in the
+ * `RECONCILE_ENABLED=false`) on the same store, then the admin server when `options.admin`
+ * is set. Everything that runs in the
  * worker process starts here and stops in `close()`, in reverse order, before the store closes.
  * Throws a ConfigError or a StoreError before anything runs when the settings or the database
  * file are unusable.
@@ -101,6 +145,8 @@ export async function startWorkerProcess(
 ): Promise<RunningWorkerProcess> {
   const settings = workerSettings(config);
   const { logger } = options;
+  // Validated before anything starts: a non-loopback admin host without credentials is refused.
+  const admin = options.admin ? adminSettings(config) : undefined;
   const db = openDatabase({ path: settings.dbPath });
   // The reconciler's schedule (first poll, refund watch) applies to orders a webhook moves, too.
   const store = new OrderStore(db, orderStoreOptions(config));
@@ -117,6 +163,7 @@ export async function startWorkerProcess(
 
   let eventWorker: EventWorker;
   let reconcilerMetrics: ReconcilerMetrics | undefined;
+  let adminServer: AdminServer | undefined;
   try {
     eventWorker = createEventWorker({
       store,
@@ -140,6 +187,17 @@ export async function startWorkerProcess(
       stops.push(reconciler.stop);
       reconcilerMetrics = reconciler.metrics;
     }
+
+    if (admin && admin.port !== 0) {
+      adminServer = await startProcessAdmin(config, admin, eventWorker, reconcilerMetrics, options);
+      const started = adminServer;
+      if (started) {
+        stops.push(async () => {
+          await started.close();
+          return true;
+        });
+      }
+    }
   } catch (error) {
     await stopAll();
     throw error;
@@ -151,6 +209,7 @@ export async function startWorkerProcess(
     store,
     eventWorker,
     reconcilerMetrics,
+    admin: adminServer,
     close: () => {
       closing ??= stopAll();
       return closing;
@@ -168,7 +227,7 @@ export async function startWorkerProcess(
 export async function runWorker(config: Config = loadConfig()): Promise<RunningWorkerProcess> {
   const settings = workerSettings(config);
   const logger = createLogger({ name: 'worker', level: settings.logLevel });
-  const running = await startWorkerProcess(config, { logger });
+  const running = await startWorkerProcess(config, { logger, admin: true });
   logger.info(
     { concurrency: settings.concurrency, batchSize: settings.batchSize, dbPath: settings.dbPath },
     'worker taking webhook jobs',

@@ -1,0 +1,205 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { createBullBoard } from '@bull-board/api';
+import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
+import { FastifyAdapter } from '@bull-board/fastify';
+import { Queue } from 'bullmq';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyReply,
+  type FastifyRequest,
+  LogController,
+} from 'fastify';
+import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
+import type { AdminSettings } from '../config/config.js';
+import { POLL_REQUEST_QUEUE } from '../queue/poll-request-queue.js';
+import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE } from '../queue/webhook-queue.js';
+import { RECONCILE_QUEUE } from '../reconciler/reconcile-queue.js';
+import type { GroupCommitStats } from '../worker/group-commit.js';
+
+/** Where Bull Board is served; its base path and the Fastify prefix must be the same. */
+export const BULL_BOARD_PATH = '/admin/queues';
+
+/** The queues the admin view shows, in this order. */
+export const ADMIN_QUEUES = [WEBHOOK_QUEUE, RECONCILE_QUEUE, POLL_REQUEST_QUEUE] as const;
+
+/** Job states counted by `h2h_queue_jobs{queue,state}`. */
+const DEPTH_STATES = ['waiting', 'active', 'delayed', 'failed', 'completed'] as const;
+
+/** How long `/healthz` and a depth scrape wait for Redis before reporting it down. */
+const REDIS_PROBE_TIMEOUT_MS = 1_000;
+
+export interface AdminServerOptions {
+  /** Host, port and basic-auth credentials (see `adminSettings`). Port `0` = a free one. */
+  settings: AdminSettings;
+  /** Redis of the queues. */
+  redisUrl: string;
+  /** BullMQ key prefix. Default: the queue contract's (`bull`). */
+  queuePrefix?: string;
+  /** Registries whose metrics `/metrics` also serves, e.g. the reconciler's. */
+  registries?: Registry[];
+  /** Group-commit figures of the process's event worker, exposed as `h2h_worker_*` counters. */
+  workerStats?: () => GroupCommitStats;
+  logger?: Logger;
+}
+
+/** A running admin server. */
+export interface AdminServer {
+  /** `http://host:port` it listens on. */
+  readonly url: string;
+  readonly port: number;
+  /** Stops listening and closes its Redis connection. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: no answer from Redis within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+const digest = (value: string) => createHash('sha256').update(value).digest();
+
+/** A constant-time check of an `Authorization: Basic …` header against the credentials. */
+function basicAuthMatches(header: string | undefined, auth: { user: string; password: string }): boolean {
+  const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header ?? '');
+  if (!match?.[1]) return false;
+  const given = Buffer.from(match[1], 'base64').toString('utf8');
+  // Hashing first gives equal lengths, so the comparison leaks neither length nor content.
+  return timingSafeEqual(digest(given), digest(`${auth.user}:${auth.password}`));
+}
+
+function createAdminRegistry(queues: Queue[], workerStats: AdminServerOptions['workerStats']) {
+  const registry = new Registry();
+  const registers = [registry];
+  collectDefaultMetrics({ register: registry });
+  new Gauge({
+    name: 'h2h_queue_jobs',
+    help: 'Jobs per queue and state, read from Redis at each scrape.',
+    labelNames: ['queue', 'state'] as const,
+    registers,
+    async collect() {
+      const counts = await Promise.all(
+        queues.map((queue) =>
+          withTimeout(queue.getJobCounts(...DEPTH_STATES), REDIS_PROBE_TIMEOUT_MS, 'queue depth').catch(
+            () => undefined,
+          ),
+        ),
+      );
+      this.reset();
+      counts.forEach((byState, i) => {
+        if (!byState) return;
+        for (const state of DEPTH_STATES) this.set({ queue: queues[i]!.name, state }, byState[state] ?? 0);
+      });
+    },
+  });
+  if (workerStats) {
+    const fromStats = (name: string, help: string, pick: (stats: GroupCommitStats) => number) =>
+      new Counter({
+        name,
+        help,
+        registers,
+        collect() {
+          this.reset();
+          this.inc(pick(workerStats()));
+        },
+      });
+    fromStats('h2h_worker_commits_total', 'Group commits of the event worker.', (s) => s.commits);
+    fromStats(
+      'h2h_worker_events_committed_total',
+      'Webhook events committed to the store.',
+      (s) => s.committed,
+    );
+    fromStats('h2h_worker_events_failed_total', 'Webhook events whose apply failed.', (s) => s.failed);
+    fromStats(
+      'h2h_worker_busy_seconds_total',
+      'Time spent running and committing batches.',
+      (s) => s.busyMs / 1000,
+    );
+  }
+  return registry;
+}
+
+/**
+ * Starts the admin server of the worker process: Bull Board for the webhook, reconcile and
+ * poll-request queues under {@link BULL_BOARD_PATH}, `GET /metrics` (process, worker,
+ * reconciler and queue-depth metrics) and `GET /healthz` (200 when Redis answers, else 503).
+ * With credentials in `settings.auth`, every route needs them (basic auth, else 401).
+ * Rejects when the address cannot be bound.
+ */
+export async function startAdminServer(options: AdminServerOptions): Promise<AdminServer> {
+  const { settings, logger } = options;
+  const prefix = options.queuePrefix ?? DEFAULT_QUEUE_PREFIX;
+  const connection = new Redis(options.redisUrl, { maxRetriesPerRequest: 1, connectionName: 'h2h-admin' });
+  connection.on('error', (error) => logger?.warn({ err: error }, 'admin: Redis error'));
+  const queues = ADMIN_QUEUES.map((name) => new Queue(name, { connection, prefix }));
+  const adminRegistry = createAdminRegistry(queues, options.workerStats);
+  const registries = [adminRegistry, ...(options.registries ?? [])];
+
+  const loggerInstance: FastifyBaseLogger | undefined = logger?.child({ component: 'admin' });
+  const app = Fastify({
+    ...(loggerInstance ? { loggerInstance } : { logger: false }),
+    logController: new LogController({ disableRequestLogging: true }),
+  });
+  const { auth } = settings;
+  if (auth) {
+    app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+      if (basicAuthMatches(request.headers.authorization, auth)) return;
+      return reply
+        .code(401)
+        .header('www-authenticate', 'Basic realm="h2h-sync admin", charset="UTF-8"')
+        .send({ error: 'UNAUTHORIZED', message: 'admin credentials required (ADMIN_USER / ADMIN_PASSWORD)' });
+    });
+  }
+
+  const serverAdapter = new FastifyAdapter();
+  serverAdapter.setBasePath(BULL_BOARD_PATH);
+  createBullBoard({
+    queues: queues.map((queue) => new BullMQAdapter(queue)),
+    // @bull-board/fastify 9.10.1 declares its adapter against its own copy of @bull-board/api
+    // (9.10.1, beside our 9.10.2): the same interface, nominally different private members.
+    serverAdapter: serverAdapter as unknown as Parameters<typeof createBullBoard>[0]['serverAdapter'],
+    options: { uiConfig: { boardTitle: 'h2h-sync' } },
+  });
+  await app.register(serverAdapter.registerPlugin(), { prefix: BULL_BOARD_PATH });
+
+  app.get('/metrics', async (_request, reply) => {
+    const texts = await Promise.all(registries.map((registry) => registry.metrics()));
+    return reply.type(adminRegistry.contentType).send(texts.join('\n'));
+  });
+  app.get('/healthz', async (_request, reply) => {
+    try {
+      await withTimeout(connection.ping(), REDIS_PROBE_TIMEOUT_MS, 'healthz');
+      return { status: 'ok', redis: 'ok' };
+    } catch (error) {
+      return reply.code(503).send({ status: 'degraded', redis: (error as Error).message });
+    }
+  });
+
+  const closeConnections = async () => {
+    await Promise.all(queues.map((queue) => queue.close().catch(() => {})));
+    connection.disconnect();
+  };
+  try {
+    await app.listen({ host: settings.host, port: settings.port });
+  } catch (error) {
+    await app.close().catch(() => {});
+    await closeConnections();
+    throw error;
+  }
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : settings.port;
+  const host = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://${host}:${port}`,
+    port,
+    close: () => {
+      closing ??= app.close().then(closeConnections);
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,116 @@
+import assert from 'node:assert/strict';
+import { createServer } from 'node:net';
+import { test } from 'node:test';
+import { startAdminServer } from '../../src/admin/admin-server.js';
+import { adminSettings, ConfigError, loadConfig } from '../../src/config/config.js';
+import { freePort } from '../../src/dev/redis-server.js';
+import { startWorkerProcess } from '../../src/worker/server.js';
+import { privateRedis } from '../helpers/redis.js';
+import { startSimulator } from '../helpers/simulator.js';
+import { tempDbPath } from '../helpers/store.js';
+import { cleanupScope } from '../worker/worker-harness.js';
+
+const basic = (user: string, password: string) =>
+  `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+
+test('the worker process serves Bull Board with the three queues, /healthz and /metrics with reconciler, worker and queue figures', async (test) => {
+  const t = cleanupScope(test);
+  const redis = await privateRedis(t);
+  const sim = await startSimulator(t);
+  const port = await freePort();
+  const config = loadConfig({
+    REDIS_URL: redis.url,
+    H2H_DB_PATH: tempDbPath(t),
+    H2H_BASE_URL: sim.sim.baseUrl,
+    H2H_API_KEY: sim.member.api_key,
+    ADMIN_PORT: String(port),
+  });
+  const worker = await startWorkerProcess(config, { admin: true });
+  t.after(() => worker.close());
+  assert.equal(worker.admin?.url, `http://127.0.0.1:${port}`);
+  const base = worker.admin.url;
+
+  const page = await fetch(`${base}/admin/queues`);
+  assert.equal(page.status, 200);
+  assert.match(page.headers.get('content-type') ?? '', /text\/html/);
+  assert.match(await page.text(), /<html/i);
+
+  const api = await fetch(`${base}/admin/queues/api/queues`);
+  assert.equal(api.status, 200);
+  const { queues } = (await api.json()) as { queues: Array<{ name: string }> };
+  assert.deepEqual(queues.map((q) => q.name).sort(), ['h2h-poll-requests', 'h2h-reconcile', 'h2h-webhooks']);
+
+  const health = await fetch(`${base}/healthz`);
+  assert.equal(health.status, 200);
+  assert.deepEqual(await health.json(), { status: 'ok', redis: 'ok' });
+
+  const metrics = await fetch(`${base}/metrics`);
+  assert.equal(metrics.status, 200);
+  const text = await metrics.text();
+  assert.match(text, /^h2h_reconcile_polls_total\{outcome="changed"\} 0$/m);
+  assert.match(text, /^h2h_reconcile_stuck_orders 0$/m);
+  assert.match(text, /^h2h_worker_events_committed_total 0$/m);
+  assert.match(text, /^h2h_queue_jobs\{queue="h2h-webhooks",state="waiting"\} 0$/m);
+  assert.match(text, /^h2h_queue_jobs\{queue="h2h-reconcile",state="delayed"\} \d+$/m);
+  assert.match(text, /^process_cpu_seconds_total /m);
+});
+
+test('with ADMIN_USER and ADMIN_PASSWORD every admin route needs them: 401 without or with wrong ones, 200 with them', async (test) => {
+  const t = cleanupScope(test);
+  const redis = await privateRedis(t);
+  const admin = await startAdminServer({
+    settings: { host: '127.0.0.1', port: 0, auth: { user: 'ops', password: 's3cret' } },
+    redisUrl: redis.url,
+  });
+  t.after(() => admin.close());
+
+  for (const path of ['/admin/queues', '/admin/queues/api/queues', '/metrics', '/healthz']) {
+    const anonymous = await fetch(`${admin.url}${path}`);
+    assert.equal(anonymous.status, 401, path);
+    assert.match(anonymous.headers.get('www-authenticate') ?? '', /^Basic realm=/);
+    const wrong = await fetch(`${admin.url}${path}`, { headers: { authorization: basic('ops', 'guess') } });
+    assert.equal(wrong.status, 401, path);
+    const right = await fetch(`${admin.url}${path}`, { headers: { authorization: basic('ops', 's3cret') } });
+    assert.equal(right.status, 200, path);
+    await right.arrayBuffer();
+  }
+});
+
+test('a non-loopback ADMIN_HOST without credentials refuses to start, naming ADMIN_USER and ADMIN_PASSWORD', async (test) => {
+  const t = cleanupScope(test);
+  const config = loadConfig({
+    REDIS_URL: 'redis://127.0.0.1:1',
+    H2H_DB_PATH: tempDbPath(t),
+    RECONCILE_ENABLED: 'false',
+    ADMIN_HOST: '0.0.0.0',
+  });
+  await assert.rejects(startWorkerProcess(config, { admin: true }), (error: unknown) => {
+    assert.ok(error instanceof ConfigError);
+    assert.match(error.message, /ADMIN_HOST=0\.0\.0\.0 is not loopback: set ADMIN_USER and ADMIN_PASSWORD/);
+    return true;
+  });
+  assert.throws(() => adminSettings(loadConfig({ ADMIN_USER: 'ops' })), {
+    name: 'ConfigError',
+    message: /ADMIN_USER and ADMIN_PASSWORD must be set together/,
+  });
+});
+
+test('an admin port already in use leaves the worker applying webhooks without the admin server', async (test) => {
+  const t = cleanupScope(test);
+  const redis = await privateRedis(t);
+  const blocker = createServer();
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => blocker.close(() => resolve())));
+  const address = blocker.address();
+  assert.ok(address && typeof address === 'object');
+  const config = loadConfig({
+    REDIS_URL: redis.url,
+    H2H_DB_PATH: tempDbPath(t),
+    RECONCILE_ENABLED: 'false',
+    ADMIN_PORT: String(address.port),
+  });
+  const worker = await startWorkerProcess(config, { admin: true });
+  t.after(() => worker.close());
+  assert.equal(worker.admin, undefined);
+  await worker.eventWorker.waitUntilReady();
+});
