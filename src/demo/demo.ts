@@ -187,7 +187,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
       const results = await Promise.all(
         batch.map((p) => placeOrder({ client, store }, { productCode: 'MLBB-86', data: p.data })),
       );
-      results.forEach((r, j) => placed.push({ partnerRef: r.order.partnerRef, ...batch[j]! }));
+      for (const [j, r] of results.entries()) placed.push({ partnerRef: r.order.partnerRef, ...batch[j]! });
     }
     // The 0007 orders wait for a person; the demo plays that person once they exist upstream.
     for (const order of placed.filter((p) => p.suffix === '0007')) {

@@ -9,7 +9,9 @@ import { runWorker } from './server.js';
 export function registerWorkerCommand(program: Command): void {
   program
     .command('worker')
-    .description('run the event worker (apply queued webhooks to the order store) and the reconciler (docs/worker.md, docs/reconciler.md)')
+    .description(
+      'run the event worker (apply queued webhooks to the order store) and the reconciler (docs/worker.md, docs/reconciler.md)',
+    )
     .action(() =>
       runAction(false, async () => {
         await runWorker();
