@@ -35,8 +35,14 @@ export interface OpenContextOptions {
   logLevel?: string;
 }
 
-/** Connects to Redis or fails fast with the fix: the budget is shared, so no call goes without it. */
-export async function connectRedis(url: string): Promise<Redis> {
+/**
+ * Connects to Redis or fails fast with a ConfigError naming REDIS_URL and `what` lives there
+ * (by default the rate budget, which every upstream call draws from).
+ */
+export async function connectRedis(
+  url: string,
+  what = 'every upstream call draws from the rate budget kept there',
+): Promise<Redis> {
   const redis = new Redis(url, {
     lazyConnect: true,
     connectTimeout: 3000,
@@ -50,7 +56,7 @@ export async function connectRedis(url: string): Promise<Redis> {
   } catch (err) {
     redis.disconnect();
     throw new ConfigError(
-      `cannot reach Redis at REDIS_URL=${url} (${(err as Error).message}); every upstream call draws from the rate budget kept there: start Redis or set REDIS_URL`,
+      `cannot reach Redis at REDIS_URL=${url} (${(err as Error).message}); ${what}: start Redis or set REDIS_URL`,
     );
   }
 }

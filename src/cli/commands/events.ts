@@ -1,12 +1,12 @@
 import { type Command, InvalidArgumentError } from 'commander';
-import { Redis } from 'ioredis';
-import { ConfigError, loadConfig } from '../../config/config.js';
+import { loadConfig } from '../../config/config.js';
 import {
   type FailedEvent,
   failedEventsQueue,
   listFailedEvents,
   retryFailedEvents,
 } from '../../worker/failed-events.js';
+import { connectRedis } from '../context.js';
 import { type Column, renderTable, runAction } from '../output.js';
 
 const failedColumns: Column<FailedEvent>[] = [
@@ -28,22 +28,7 @@ function positiveInt(value: string): number {
 async function withWebhookQueue<T>(
   use: (queue: ReturnType<typeof failedEventsQueue>) => Promise<T>,
 ): Promise<T> {
-  const url = loadConfig().redisUrl;
-  const redis = new Redis(url, {
-    lazyConnect: true,
-    connectTimeout: 3000,
-    maxRetriesPerRequest: 1,
-    retryStrategy: () => null,
-  });
-  redis.on('error', () => {});
-  try {
-    await redis.connect();
-  } catch (err) {
-    redis.disconnect();
-    throw new ConfigError(
-      `cannot reach Redis at REDIS_URL=${url} (${(err as Error).message}); the webhook queue lives there: start Redis or set REDIS_URL`,
-    );
-  }
+  const redis = await connectRedis(loadConfig().redisUrl, 'the webhook queue lives there');
   const queue = failedEventsQueue(redis);
   try {
     return await use(queue);
