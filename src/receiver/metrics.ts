@@ -15,7 +15,8 @@ export interface ReceiverMetrics {
 }
 
 /**
- * Creates `h2h_webhook_requests_total{outcome}`, `h2h_webhook_enqueue_seconds` and
+ * Creates `h2h_webhook_requests_total{outcome}`, `h2h_webhook_enqueue_seconds`,
+ * `h2h_webhook_enqueue_batches_total`, `h2h_webhook_enqueue_batched_jobs_total` and
  * `h2h_queue_jobs{queue,state}` (read from Redis at each scrape; absent while Redis is
  * unavailable), plus Node's default process metrics.
  */
@@ -40,6 +41,26 @@ export function createReceiverMetrics(producer: WebhookProducer): ReceiverMetric
     registers: [registry],
   });
 
+  // Read from the producer at scrape time: nothing is counted on the hot path.
+  new Counter({
+    name: 'h2h_webhook_enqueue_batches_total',
+    help: 'Redis commands that carried webhook jobs (the adds of one event-loop turn go together).',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(producer.batchStats().batches);
+    },
+  });
+  new Counter({
+    name: 'h2h_webhook_enqueue_batched_jobs_total',
+    help: 'Webhook jobs sent in those commands; divided by the batches, the mean batch size.',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(producer.batchStats().jobs);
+    },
+  });
+
   new Gauge({
     name: 'h2h_queue_jobs',
     help: 'Jobs per queue and BullMQ state, read from Redis at scrape time.',
@@ -59,9 +80,18 @@ export function createReceiverMetrics(producer: WebhookProducer): ReceiverMetric
     },
   });
 
+  // One child per outcome, looked up once: inc() with a label object hashes the labels each time.
+  const byOutcome = new Map<WebhookOutcome, { inc(): void }>();
   return {
     registry,
-    countRequest: (outcome) => requests.inc({ outcome }),
+    countRequest(outcome) {
+      let counter = byOutcome.get(outcome);
+      if (!counter) {
+        counter = requests.labels({ outcome });
+        byOutcome.set(outcome, counter);
+      }
+      counter.inc();
+    },
     observeEnqueue: (seconds) => enqueueSeconds.observe(seconds),
   };
 }

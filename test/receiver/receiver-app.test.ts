@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
+import { Redis } from 'ioredis';
 import { pollRequestJobId } from '../../src/queue/poll-request-queue.js';
 import { decodeWebhookRawBody, webhookIdentity } from '../../src/queue/webhook-queue.js';
 import { signedWebhookHeaders } from '../../src/upstream/signature.js';
@@ -143,7 +144,7 @@ describe('POST /webhooks/h2h: duplicates', () => {
     assert.equal((await producer.webhookQueue.getJobCounts('waiting')).waiting, 2);
   });
 
-  test('concurrent deliveries of one event all get 200 and leave one job', async (t) => {
+  test('concurrent deliveries of one event all get 200 and leave one job; exactly one is not a duplicate', async (t) => {
     const { post, producer } = await startTestReceiver(t);
     const body = webhookBody();
     const headers = deliveryHeaders(body, { eventId: 'evt_burst' });
@@ -151,7 +152,33 @@ describe('POST /webhooks/h2h: duplicates', () => {
     const answers = await Promise.all(Array.from({ length: 20 }, () => post(body, headers)));
 
     assert.deepEqual(new Set(answers.map((a) => a.statusCode)), new Set([200]));
+    assert.equal(answers.filter((a) => a.json().duplicate === false).length, 1);
     assert.equal((await producer.webhookQueue.getJobCounts('waiting')).waiting, 1);
+  });
+
+  test('a burst of concurrent deliveries, with duplicates of each, leaves one job per event and every 2xx has its job', async (t) => {
+    const { post, producer } = await startTestReceiver(t);
+    const events = Array.from({ length: 30 }, (_, i) => {
+      const body = webhookBody(`burst-${i}`);
+      // Every third event without an event id: the body hash dedupes it.
+      return { body, eventId: i % 3 === 0 ? null : `evt_burst_${i}` };
+    });
+    const deliveries = [...events, ...events, ...events.slice(0, 10)].map(({ body, eventId }) => ({
+      body,
+      eventId,
+      headers: deliveryHeaders(body, { eventId }),
+    }));
+
+    const answers = await Promise.all(deliveries.map((d) => post(d.body, d.headers)));
+
+    assert.deepEqual(new Set(answers.map((a) => a.statusCode)), new Set([200]));
+    assert.equal(answers.filter((a) => a.json().duplicate === false).length, events.length);
+    assert.equal(await producer.webhookQueue.count(), events.length, 'one job per event');
+    for (const { body, eventId } of deliveries) {
+      const { jobId } = webhookIdentity(eventId, Buffer.from(body));
+      assert.ok(await producer.webhookQueue.getJob(jobId), `${jobId} is in Redis`);
+    }
+    assert.ok(producer.batchStats().batches < deliveries.length, 'the adds were batched');
   });
 });
 
@@ -377,6 +404,27 @@ describe('Redis outages', () => {
     assert.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
   });
 
+  test('when Redis refuses a batched add, every webhook of the batch is answered 503 and none is queued', async (t) => {
+    const { post, producer, redis } = await startTestReceiver(t);
+    const admin = new Redis(redis.url);
+    admin.on('error', () => {});
+    t.after(() => admin.disconnect());
+    const bodies = Array.from({ length: 12 }, (_, i) => webhookBody(`refused-${i}`));
+    const before = producer.batchStats();
+    // Over its memory limit (noeviction), Redis refuses every command that may write.
+    await admin.config('SET', 'maxmemory', '1');
+
+    const answers = await Promise.all(bodies.map((body) => post(body, deliveryHeaders(body))));
+    await admin.config('SET', 'maxmemory', '0');
+
+    for (const answer of answers) {
+      assert.equal(answer.statusCode, 503);
+      assert.equal(answer.json().message, 'QUEUE_UNAVAILABLE');
+    }
+    assert.ok(producer.batchStats().batches - before.batches < bodies.length, 'the adds were batched');
+    assert.equal(await producer.webhookQueue.count(), 0);
+  });
+
   test('a frozen Redis (connected, never answering) gives 503 QUEUE_UNAVAILABLE, not a hang', async (t) => {
     const redis = await privateRedis(t);
     const proxy = await freezableProxy(t, redis);
@@ -429,6 +477,8 @@ describe('health, readiness and metrics', () => {
     assert.match(text, /^h2h_webhook_requests_total\{outcome="invalid_signature"\} 1$/m);
     assert.match(text, /^h2h_webhook_requests_total\{outcome="unsupported_media_type"\} 1$/m);
     assert.match(text, /^h2h_webhook_enqueue_seconds_count 2$/m);
+    assert.match(text, /^h2h_webhook_enqueue_batches_total 2$/m);
+    assert.match(text, /^h2h_webhook_enqueue_batched_jobs_total 2$/m);
     assert.match(text, /^h2h_queue_jobs\{queue="h2h-webhooks",state="waiting"\} 1$/m);
     assert.match(text, /^h2h_queue_jobs\{queue="h2h-poll-requests",state="waiting"\} 0$/m);
     assert.match(text, /^process_cpu_user_seconds_total /m);

@@ -1,0 +1,202 @@
+import assert from 'node:assert/strict';
+import { describe, type TestContext, test } from 'node:test';
+import { Queue, Worker } from 'bullmq';
+import { Redis } from 'ioredis';
+import { startRedisServer } from '../../src/dev/redis-server.js';
+import { createBatchedJobAdder } from '../../src/queue/job-batch.js';
+import { createWebhookProducer, QueueUnavailableError } from '../../src/queue/webhook-producer.js';
+import { WEBHOOK_JOB_NAME, WEBHOOK_JOB_OPTIONS, type WebhookJobData } from '../../src/queue/webhook-queue.js';
+import { privateRedis } from '../helpers/redis.js';
+import { waitFor } from '../helpers/wait.js';
+
+const delivery = (eventId: string) => ({
+  rawBody: Buffer.from(`{"event_id":"${eventId}"}`),
+  eventId,
+  timestamp: 1,
+});
+
+const data = (n: number): WebhookJobData => ({
+  dedupeKey: `event-id:evt_${n}`,
+  eventId: `evt_${n}`,
+  rawBody: `{"event_id":"evt_${n}","data":{"partner_ref":"caf\\u00e9 \\"${n}\\""}}`,
+  rawBodyEncoding: 'utf8',
+  receivedAt: 1_700_000_000_000 + n,
+  headers: { timestamp: 1_700_000_000, eventType: 'order.updated' },
+});
+
+/** A queue on its own connection, as the producer has it, on a private Redis; all closed after the test. */
+async function webhookQueue(t: TestContext, prefix = 'batch') {
+  const server = await startRedisServer();
+  const redis = new Redis(server.url, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+  const queue = new Queue<WebhookJobData>('h2h-webhooks', {
+    connection: redis,
+    prefix,
+    defaultJobOptions: WEBHOOK_JOB_OPTIONS,
+  });
+  t.after(async () => {
+    await queue.close();
+    redis.disconnect();
+    await server.stop();
+  });
+  await queue.waitUntilReady();
+  return { server, redis, queue };
+}
+
+describe('batched job adds (job-batch.ts)', () => {
+  test('a job added in a batch is stored exactly as queue.add stores it, and a worker processes it', async (t) => {
+    const { server, redis, queue } = await webhookQueue(t);
+    const addBatch = createBatchedJobAdder(queue, redis, WEBHOOK_JOB_NAME);
+
+    await queue.add(WEBHOOK_JOB_NAME, data(1), { jobId: 'ev-one' });
+    const [result] = await addBatch([{ jobId: 'ev-two', data: data(1) }]);
+
+    assert.deepEqual(result, { ok: true, jobId: 'ev-two', existed: false });
+    const viaAdd = await redis.hgetall(queue.toKey('ev-one'));
+    const viaBatch = await redis.hgetall(queue.toKey('ev-two'));
+    const { timestamp: t1, opts: o1, ...rest1 } = viaAdd;
+    const { timestamp: t2, opts: o2, ...rest2 } = viaBatch;
+    assert.deepEqual(rest2, rest1, 'name, data, delay, priority');
+    assert.deepEqual(JSON.parse(o2!), { ...JSON.parse(o1!), jobId: 'ev-two' });
+    assert.ok(Math.abs(Number(t2) - Number(t1)) < 5_000, 'timestamp is the time of the add');
+    assert.deepEqual(await redis.lrange(queue.toKey('wait'), 0, -1), ['ev-two', 'ev-one']);
+    const events = await redis.xrange(queue.toKey('events'), '-', '+');
+    const eventsOf = (jobId: string) =>
+      events.filter(([, fields]) => fields[3] === jobId).map(([, fields]) => fields[1]);
+    assert.deepEqual(eventsOf('ev-two'), eventsOf('ev-one'));
+
+    const job = await queue.getJob('ev-two');
+    assert.deepEqual(job?.data, data(1));
+    assert.equal(job?.opts.attempts, 10);
+    assert.deepEqual(job?.opts.removeOnComplete, WEBHOOK_JOB_OPTIONS.removeOnComplete);
+
+    const processed: string[] = [];
+    const worker = new Worker<WebhookJobData>(
+      'h2h-webhooks',
+      async (j) => {
+        processed.push(`${j.id}:${j.data.eventId}`);
+      },
+      { connection: { url: server.url, maxRetriesPerRequest: null }, prefix: 'batch' },
+    );
+    try {
+      await waitFor(() => processed.length === 2, { message: 'both jobs processed' });
+    } finally {
+      await worker.close();
+    }
+    assert.deepEqual(processed.sort(), ['ev-one:evt_1', 'ev-two:evt_1']);
+  });
+
+  test('a duplicate, already stored or earlier in the same batch, adds nothing and is answered existed', async (t) => {
+    const { redis, queue } = await webhookQueue(t);
+    const addBatch = createBatchedJobAdder(queue, redis, WEBHOOK_JOB_NAME);
+    await addBatch([{ jobId: 'ev-a', data: data(1) }]);
+
+    const results = await addBatch([
+      { jobId: 'ev-a', data: data(2) },
+      { jobId: 'ev-b', data: data(3) },
+      { jobId: 'ev-b', data: data(4) },
+      { jobId: 'ev-c', data: data(5) },
+    ]);
+
+    assert.deepEqual(
+      results.map((r) => r.ok && [r.jobId, r.existed]),
+      [
+        ['ev-a', true],
+        ['ev-b', false],
+        ['ev-b', true],
+        ['ev-c', false],
+      ],
+    );
+    assert.equal(await queue.count(), 3);
+    assert.equal((await queue.getJob('ev-a'))?.data.eventId, 'evt_1', 'the first add wins');
+    assert.equal((await queue.getJob('ev-b'))?.data.eventId, 'evt_3');
+  });
+
+  test('an id BullMQ refuses fails that job alone; the rest of the batch is stored', async (t) => {
+    const { redis, queue } = await webhookQueue(t);
+    const addBatch = createBatchedJobAdder(queue, redis, WEBHOOK_JOB_NAME);
+
+    const results = await addBatch([
+      { jobId: '42', data: data(1) },
+      { jobId: 'ev-ok', data: data(2) },
+      { jobId: 'a:b', data: data(3) },
+    ]);
+
+    assert.deepEqual(
+      results.map((r) => r.ok),
+      [false, true, false],
+    );
+    assert.match(String(!results[0]!.ok && results[0]!.error.message), /integer/);
+    assert.equal(await queue.count(), 1);
+  });
+});
+
+describe('webhook producer batching', () => {
+  test('adds requested in one turn go to Redis as one command; each resolves with its own job', async (t) => {
+    const server = await privateRedis(t);
+    const producer = createWebhookProducer({ redisUrl: server.url, prefix: 'one-turn' });
+    t.after(() => producer.close());
+    await producer.ping();
+
+    const ids = ['evt_1', 'evt_2', 'evt_1', 'evt_3', 'evt_2', 'evt_1'];
+    const results = await Promise.all(ids.map((id) => producer.enqueueWebhook(delivery(id))));
+
+    assert.deepEqual(producer.batchStats(), { batches: 1, jobs: 6 });
+    assert.deepEqual(
+      results.map((r) => [r.jobId, r.duplicate]),
+      [
+        ['ev-evt_1', false],
+        ['ev-evt_2', false],
+        ['ev-evt_1', true],
+        ['ev-evt_3', false],
+        ['ev-evt_2', true],
+        ['ev-evt_1', true],
+      ],
+    );
+    assert.equal(await producer.webhookQueue.count(), 3, 'one job per event');
+    for (const { jobId } of results) assert.ok(await producer.webhookQueue.getJob(jobId), jobId);
+  });
+
+  test('a turn with more adds than maxBatchSize is split into several commands', async (t) => {
+    const server = await privateRedis(t);
+    const producer = createWebhookProducer({ redisUrl: server.url, prefix: 'split', maxBatchSize: 4 });
+    t.after(() => producer.close());
+    await producer.ping();
+
+    await Promise.all(Array.from({ length: 10 }, (_, i) => producer.enqueueWebhook(delivery(`evt_${i}`))));
+
+    assert.deepEqual(producer.batchStats(), { batches: 3, jobs: 10 });
+    assert.equal(await producer.webhookQueue.count(), 10);
+  });
+
+  test('maxBatchSize must be a positive integer', () => {
+    assert.throws(
+      () => createWebhookProducer({ maxBatchSize: 0 }),
+      /maxBatchSize must be a positive integer/,
+    );
+  });
+
+  test('when Redis refuses a batch, every add of it rejects with QueueUnavailableError and none is stored', async (t) => {
+    const server = await privateRedis(t);
+    const producer = createWebhookProducer({ redisUrl: server.url, prefix: 'refused' });
+    t.after(() => producer.close());
+    await producer.ping();
+    const admin = new Redis(server.url);
+    admin.on('error', () => {});
+    t.after(() => admin.disconnect());
+    // Redis over its memory limit (noeviction) refuses every command that may write.
+    await admin.config('SET', 'maxmemory', '1');
+
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, i) => producer.enqueueWebhook(delivery(`evt_${i}`))),
+    );
+
+    assert.deepEqual(producer.batchStats(), { batches: 1, jobs: 8 });
+    for (const outcome of outcomes) {
+      assert.equal(outcome.status, 'rejected');
+      assert.ok(outcome.reason instanceof QueueUnavailableError, String(outcome.reason));
+      assert.match(outcome.reason.message, /OOM/);
+    }
+    await admin.config('SET', 'maxmemory', '0');
+    assert.equal(await producer.webhookQueue.count(), 0);
+  });
+});
