@@ -188,7 +188,8 @@ async function pollDueOrders(
         summary.stoppedBy = 'pass_size';
         break;
       }
-      const [order] = store.claimDueForPoll(1, now(), settings.leaseMs);
+      // Due by the pass's start: an order this pass polled and rescheduled is not taken twice.
+      const [order] = store.claimDueForPoll(1, now(), settings.leaseMs, pass.startedAt);
       if (!order) break;
       attempted += 1;
 

@@ -235,7 +235,9 @@ export class OrderStore {
   readonly #due: Statement<[number, number], OrderRow>;
   readonly #claimable: Statement<[number, number, number], OrderRow>;
   readonly #setLease: Statement<[number | null, number]>;
-  readonly #claimDueTx: Transaction<(limit: number, now: number, leaseMs: number) => LocalOrder[]>;
+  readonly #claimDueTx: Transaction<
+    (limit: number, now: number, leaseMs: number, dueBy: number) => LocalOrder[]
+  >;
   readonly #releaseTx: Transaction<(id: number) => void>;
   readonly #claimOneTx: Transaction<
     (ref: string, now: number, leaseMs: number) => { order: LocalOrder; claimed: boolean } | undefined
@@ -301,8 +303,8 @@ export class OrderStore {
     });
     this.#settleSubmissionTx = db.transaction((ref, outcome) => this.#settleSubmission(ref, outcome));
     this.#recordPollTx = db.transaction((ref, input) => this.#recordPoll(ref, input));
-    this.#claimDueTx = db.transaction((limit, now, leaseMs) => {
-      const rows = this.#claimable.all(now, now, limit);
+    this.#claimDueTx = db.transaction((limit, now, leaseMs, dueBy) => {
+      const rows = this.#claimable.all(dueBy, now, limit);
       for (const row of rows) this.#setLease.run(now + leaseMs, row.id);
       return rows.map(toLocalOrder);
     });
@@ -446,13 +448,14 @@ export class OrderStore {
    * another live lease are skipped, so two reconcilers never poll the same order at once. The
    * schedule (`next_poll_at`) is untouched: an order whose claim is released keeps its place.
    * {@link recordPoll} and {@link releasePollClaim} end the lease; a crashed poller's lease
-   * simply expires.
+   * simply expires. `dueBy` (default `now`) bounds which orders count as due: a pass passes its
+   * start time, so an order it polled and rescheduled is not due again within the same pass.
    */
-  claimDueForPoll(limit: number, now: number = this.#now(), leaseMs = 120_000): LocalOrder[] {
+  claimDueForPoll(limit: number, now: number = this.#now(), leaseMs = 120_000, dueBy = now): LocalOrder[] {
     if (!Number.isInteger(limit) || limit < 1) {
       throw new RangeError(`limit must be a whole number ≥ 1, got ${limit}`);
     }
-    return this.#writeLock.run(this.#claimDueTx, limit, now, leaseMs);
+    return this.#writeLock.run(this.#claimDueTx, limit, now, leaseMs, Math.min(dueBy, now));
   }
 
   /**

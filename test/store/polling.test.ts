@@ -87,6 +87,19 @@ test('due orders come longest-due first, at most limit of them', (t) => {
   assert.deepEqual(refs(store.dueForPoll(10, clock.now() + 10)), ['B', 'C', 'A']);
 });
 
+test('a claim bounded by a pass start takes no order that became due after it, so a pass polls each order once', (t) => {
+  const { store, clock } = tempStore(t, { firstPollDelayMs: 0 });
+  store.applyOrderSnapshot(snapshot('P1', 'PENDING'), { source: 'create' });
+  const passStart = clock.now();
+  const [first] = store.claimDueForPoll(1, clock.now(), 60_000, passStart);
+  assert.equal(first?.partnerRef, 'P1');
+  // Polled and rescheduled 100 ms on, while the pass goes on for longer than that.
+  store.recordPoll('P1', { nextPollAt: clock.now() + 100 });
+  clock.advance(500);
+  assert.deepEqual(store.claimDueForPoll(1, clock.now(), 60_000, passStart), []);
+  assert.deepEqual(refs(store.claimDueForPoll(1, clock.now(), 60_000)), ['P1'], 'the next pass takes it');
+});
+
 test('recording a poll counts it, sets the next poll time, and marks the order stuck once', (t) => {
   const { store, clock } = tempStore(t);
   store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
