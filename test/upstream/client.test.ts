@@ -264,7 +264,8 @@ describe('UpstreamClient against the simulator', () => {
       retry: { maxAttempts: 3, baseDelayMs: 5 },
     });
     const before = await sim.balance();
-    await sim.setFaults({ create_response_delay_ms: 1_000 });
+    // undici checks header timeouts on a coarse (0.5 to 1 s) timer: the answer must come well after.
+    await sim.setFaults({ create_response_delay_ms: 3_000 });
     const input = orderInput();
 
     await assert.rejects(client.createOrder(input), (error: unknown) => {
