@@ -3,14 +3,21 @@ import type { Redis } from 'ioredis';
 
 /**
  * Adds a batch of jobs to one BullMQ queue with one Redis command, each stored exactly as
- * `queue.add(name, data, {jobId})` stores it: BullMQ's own add script runs once per job inside
- * a single script call, with BullMQ's own encoding of the arguments and options (computed for
- * the batch's first job; the others differ only in id and data). A batch thus costs one
- * command to build, send, run and journal instead of one per job, and Redis runs it atomically.
+ * `queue.add(name, data, {jobId})` stores it. A batch thus costs one command to build, send,
+ * run and journal instead of one per job, and Redis runs it atomically.
+ *
+ * BullMQ encodes the arguments and options of the batch's first job (the others differ only in
+ * id and data); a Lua script then does for every job what BullMQ's `addStandardJob` script does
+ * for a job without parent, delay, priority or deduplication, with the same keys, fields and
+ * events. It is not BullMQ's script run once per job: Redis 7.0 pays about 3 µs per command a
+ * script calls, BullMQ's script calls ten per job and decodes its arguments each time, and this
+ * one calls four per job and does the rest once per batch (docs/performance.md, "Receiver").
+ * test/receiver/job-batch.test.ts compares every key it writes with what `queue.add` writes;
+ * run it whenever BullMQ is upgraded.
  *
  * For each job it also answers whether a job with that id was already stored just before its
- * add (a duplicate: BullMQ's script then adds nothing and answers the existing id). This is
- * exact, even for two jobs with the same id in one batch.
+ * add (a duplicate: like BullMQ, the script then adds nothing and records a `duplicated`
+ * event). This is exact, even for two jobs with the same id in one batch.
  */
 
 /** One job of a batch. The queue's default job options apply, as with `queue.add`. */
@@ -52,33 +59,69 @@ interface AddJobBackend {
   addJobToTransaction(client: unknown, job: unknown, jobId: string): Promise<string>;
 }
 
-/** The part of ioredis used here: the scripts BullMQ defined on the connection. */
-interface ScriptHost {
-  scriptsSet: Record<string, { lua: string; numberOfKeys: number | null } | undefined>;
-}
-
 /**
- * The batch script around BullMQ's add script (whose ARGV are the msgpack'd arguments, the
- * JSON data and the msgpack'd options, the arguments starting with the key prefix and the job
- * id). ARGV[1] and ARGV[2] are BullMQ's arguments and options for the batch's first job; then
- * each job brings its id and its data. Answers {existed (0|1), BullMQ's answer} per job.
+ * KEYS are those of BullMQ's add script (wait, paused, meta, id, completed, delayed, active,
+ * events, marker); ARGV[1] and ARGV[2] are BullMQ's msgpack'd arguments and options of a job
+ * of this queue (the arguments start with the key prefix, the job id, the name and the
+ * timestamp); ARGV[3] is the timestamp of the batch; then each job brings its id and its JSON
+ * data. Answers {existed (0|1), job id} per job, as BullMQ's script answers the id whether or
+ * not the job existed.
+ *
+ * What BullMQ's script does per job and this does once per batch, with the same end state:
+ * increment the id counter (INCRBY), read the queue's meta (maxLenEvents, paused, concurrency),
+ * push the new ids onto the wait list (one LPUSH of several ids stores them in the same order
+ * as one LPUSH each) and add the marker (the same member every time).
  */
-function batchScript(addScript: string): string {
-  return `local function addOne(KEYS, ARGV)
-${addScript}
-end
+/** KEYS of BullMQ's addStandardJob, in its order; the recorded command starts with them. */
+const ADD_SCRIPT_KEYS = 9;
+
+/** The name the batch script is defined under on the connection. */
+const BATCH_COMMAND = 'h2hBatchAdd';
+
+const BATCH_ADD_SCRIPT = `
+local rcall = redis.call
 local args = cmsgpack.unpack(ARGV[1])
 local opts = cmsgpack.unpack(ARGV[2])
-local results = {}
-for i = 3, #ARGV, 2 do
-  local jobId = ARGV[i]
-  args[2] = jobId
-  opts['jobId'] = jobId
-  results[#results + 1] = redis.call('EXISTS', args[1] .. jobId)
-  results[#results + 1] = addOne(KEYS, {cmsgpack.pack(args), ARGV[i + 1], cmsgpack.pack(opts)})
+if args[5] or args[8] or args[9] or opts['de'] then
+  return redis.error_reply('h2h batch add: only jobs without parent, repeat or deduplication')
+end
+local prefix, name, timestamp = args[1], args[3], ARGV[3]
+local metaKey, eventsKey = KEYS[3], KEYS[8]
+local jobCount = (#ARGV - 3) / 2
+rcall('INCRBY', KEYS[4], jobCount)
+local meta = rcall('HMGET', metaKey, 'opts.maxLenEvents', 'paused', 'concurrency')
+local maxEvents = meta[1]
+if not maxEvents then
+  maxEvents = 10000
+  rcall('HSET', metaKey, 'opts.maxLenEvents', maxEvents)
+end
+local pausedOrMaxed = meta[2] and true or false
+if not pausedOrMaxed and meta[3] then
+  pausedOrMaxed = rcall('LLEN', KEYS[7]) >= tonumber(meta[3])
+end
+local results, added = {}, {}
+for i = 4, #ARGV, 2 do
+  local jobId, data = ARGV[i], ARGV[i + 1]
+  local jobKey = prefix .. jobId
+  if rcall('EXISTS', jobKey) == 1 then
+    rcall('XADD', eventsKey, 'MAXLEN', '~', maxEvents, '*', 'event', 'duplicated', 'jobId', jobId)
+    results[#results + 1] = 1
+  else
+    opts['jobId'] = jobId
+    rcall('HMSET', jobKey, 'name', name, 'data', data, 'opts', cjson.encode(opts),
+      'timestamp', timestamp, 'delay', opts['delay'] or 0, 'priority', opts['priority'] or 0)
+    rcall('XADD', eventsKey, '*', 'event', 'added', 'jobId', jobId, 'name', name)
+    rcall('XADD', eventsKey, 'MAXLEN', '~', maxEvents, '*', 'event', 'waiting', 'jobId', jobId)
+    added[#added + 1] = jobId
+    results[#results + 1] = 0
+  end
+  results[#results + 1] = jobId
+end
+if #added > 0 then
+  rcall(opts['lifo'] and 'RPUSH' or 'LPUSH', KEYS[1], unpack(added))
+  if not pausedOrMaxed then rcall('ZADD', KEYS[9], 0, '0') end
 end
 return results`;
-}
 
 /** BullMQ refuses these custom ids (Job.validateOptions). */
 function invalidJobId(jobId: string): string | undefined {
@@ -89,59 +132,59 @@ function invalidJobId(jobId: string): string | undefined {
 }
 
 /**
- * Creates the batch adder of `queue` for jobs named `name`. `redis` must be the ioredis client
- * the queue uses as its connection.
+ * BullMQ's encoding of a job of `queue` named `name`, as queue.add would send it. Keys,
+ * arguments and options are the same for every job of the queue but for the id (set per job by
+ * the script) and the timestamp (sent per batch), so this is done once. Throws when BullMQ
+ * refuses the queue's default job options, or when they need another add script than
+ * addStandardJob (delay, priority, parent), which the batch script does not mirror.
  */
-export function createBatchedJobAdder<DataType>(
-  queue: Queue<DataType>,
-  redis: Redis,
-  name: string,
-): BatchedJobAdder<DataType> {
-  const backend = queue.backend as unknown as AddJobBackend;
-  const scripts = (redis as unknown as ScriptHost).scriptsSet;
-  const commands = redis as unknown as Record<
-    string,
-    (...args: RecordedCommand['args']) => Promise<unknown[]>
-  >;
+function encodeJobOf<DataType>(queue: Queue<DataType>, name: string) {
   let recorded: RecordedCommand | undefined;
-  // Stands in for a Redis transaction: records the command BullMQ would queue on it.
+  // Stands in for a Redis transaction: records the command queue.add would queue on it.
   const recorder = {
     runCommand(command: string, args: RecordedCommand['args']) {
       recorded = { name: command, args };
       return Promise.resolve('recorded');
     },
   };
-
-  /** The command queue.add would send for this job (Queue.addJob, Job.create), without sending it. */
-  function addCommandOf(jobId: string, data: DataType): RecordedCommand {
-    const job = new Job(queue, name, data, { ...queue.defaultJobOptions, jobId }, jobId);
-    const json = job.asJSON();
-    (job as unknown as { validateOptions(json: unknown): void }).validateOptions(json);
-    recorded = undefined;
-    void backend.addJobToTransaction(recorder, json, jobId);
-    const command = recorded as RecordedCommand | undefined;
-    if (!command) throw new Error('BullMQ queued no command for the job');
-    return command;
+  const jobId = 'h2h-batch-template';
+  const job = new Job(queue, name, {} as DataType, { ...queue.defaultJobOptions, jobId }, jobId);
+  const json = job.asJSON();
+  (job as unknown as { validateOptions(json: unknown): void }).validateOptions(json);
+  void (queue.backend as unknown as AddJobBackend).addJobToTransaction(recorder, json, jobId);
+  const command = recorded as RecordedCommand | undefined;
+  if (!command) throw new Error('BullMQ queued no command for a job');
+  if (!command.name.startsWith('addStandardJob')) {
+    throw new Error(
+      `batched adds mirror BullMQ's addStandardJob only; the queue's job options need ${command.name}`,
+    );
   }
+  const [packedArgs, , packedOpts] = command.args.slice(ADD_SCRIPT_KEYS);
+  return { keys: command.args.slice(0, ADD_SCRIPT_KEYS), packedArgs: packedArgs!, packedOpts: packedOpts! };
+}
 
-  /** Defines the batch script of BullMQ's add script `addCommand` once; answers its command and key count. */
-  function batchCommandOf(addCommand: string): { command: string; numberOfKeys: number } {
-    const script = scripts[addCommand];
-    if (!script || typeof script.numberOfKeys !== 'number') {
-      throw new Error(`BullMQ's ${addCommand} script is not defined on this connection`);
-    }
-    const command = `h2hBatch:${addCommand}`;
-    if (typeof commands[command] !== 'function') {
-      redis.defineCommand(command, { lua: batchScript(script.lua), numberOfKeys: script.numberOfKeys });
-    }
-    return { command, numberOfKeys: script.numberOfKeys };
+/**
+ * Creates the batch adder of `queue` for jobs named `name`. `redis` must be the ioredis client
+ * the queue uses as its connection. Throws as {@link encodeJobOf} does.
+ */
+export function createBatchedJobAdder<DataType>(
+  queue: Queue<DataType>,
+  redis: Redis,
+  name: string,
+): BatchedJobAdder<DataType> {
+  const { keys, packedArgs, packedOpts } = encodeJobOf(queue, name);
+  const commands = redis as unknown as Record<
+    string,
+    (...args: RecordedCommand['args']) => Promise<unknown[]>
+  >;
+  if (typeof commands[BATCH_COMMAND] !== 'function') {
+    redis.defineCommand(BATCH_COMMAND, { lua: BATCH_ADD_SCRIPT, numberOfKeys: ADD_SCRIPT_KEYS });
   }
 
   return async (jobs) => {
     const results: BatchedJobResult[] = new Array(jobs.length);
     const sent: number[] = [];
     const argv: RecordedCommand['args'] = [];
-    let first: RecordedCommand | undefined;
     for (let i = 0; i < jobs.length; i++) {
       const { jobId, data } = jobs[i]!;
       const invalid = invalidJobId(jobId);
@@ -149,25 +192,21 @@ export function createBatchedJobAdder<DataType>(
         results[i] = { ok: false, jobId, error: new Error(`${invalid} (got "${jobId}")`) };
         continue;
       }
-      if (!first) {
-        try {
-          first = addCommandOf(jobId, data);
-        } catch (error) {
-          results[i] = { ok: false, jobId, error: error as Error };
-          continue;
-        }
-      }
       sent.push(i);
       // Sent as bytes: ioredis would otherwise measure and copy a string argument several times.
       argv.push(jobId, Buffer.from(JSON.stringify(data === undefined ? {} : data)));
     }
-    if (!first) return results;
+    if (sent.length === 0) return results;
 
-    await queue.waitUntilReady(); // BullMQ defines its scripts on the connection once it is up
-    const { command, numberOfKeys } = batchCommandOf(first.name);
-    const keys = first.args.slice(0, numberOfKeys);
-    const [packedArgs, , packedOpts] = first.args.slice(numberOfKeys);
-    const replies = await commands[command]!.call(redis, ...keys, packedArgs!, packedOpts!, ...argv);
+    const timestamp = String(Date.now());
+    const replies = await commands[BATCH_COMMAND]!.call(
+      redis,
+      ...keys,
+      packedArgs,
+      packedOpts,
+      timestamp,
+      ...argv,
+    );
     sent.forEach((index, n) => {
       const { jobId } = jobs[index]!;
       const answer = replies[2 * n + 1];
@@ -180,7 +219,7 @@ export function createBatchedJobAdder<DataType>(
               error:
                 answer instanceof Error
                   ? answer
-                  : new Error(`BullMQ's add script refused job ${jobId} (answer ${String(answer)})`),
+                  : new Error(`the batch add script refused job ${jobId} (answer ${String(answer)})`),
             };
     });
     return results;

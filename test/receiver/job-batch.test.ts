@@ -42,7 +42,60 @@ async function webhookQueue(t: TestContext, prefix = 'batch') {
   return { server, redis, queue };
 }
 
+/** Every key of `prefix`'s webhook queue, normalised: job timestamps and stream entry ids vary. */
+async function queueKeys(redis: Redis, prefix: string) {
+  const base = `${prefix}:h2h-webhooks:`;
+  const keys = (await redis.keys(`${base}*`)).sort();
+  const dump: Record<string, unknown> = {};
+  for (const key of keys) {
+    const name = key.slice(base.length);
+    const type = await redis.type(key);
+    if (type === 'hash') {
+      const { timestamp, opts, ...fields } = await redis.hgetall(key);
+      if (timestamp !== undefined) {
+        assert.ok(
+          Math.abs(Number(timestamp) - Date.now()) < 60_000,
+          `${name}: timestamp is the time of the add`,
+        );
+      }
+      dump[name] = { ...fields, ...(opts === undefined ? {} : { opts: JSON.parse(opts) }) };
+    } else if (type === 'list') dump[name] = await redis.lrange(key, 0, -1);
+    else if (type === 'zset') dump[name] = await redis.zrange(key, 0, -1, 'WITHSCORES');
+    else if (type === 'stream') dump[name] = (await redis.xrange(key, '-', '+')).map(([, fields]) => fields);
+    else if (type === 'string') dump[name] = await redis.get(key);
+    else dump[name] = type;
+  }
+  return dump;
+}
+
 describe('batched job adds (job-batch.ts)', () => {
+  test('every key a batch writes is what queue.add writes: new jobs, duplicates, a paused queue', async (t) => {
+    const viaAdd = await webhookQueue(t, 'via-add');
+    const viaBatch = await webhookQueue(t, 'via-batch');
+    const addBatch = createBatchedJobAdder(viaBatch.queue, viaBatch.redis, WEBHOOK_JOB_NAME);
+    const steps: { jobIds: string[]; pause?: boolean }[] = [
+      { jobIds: ['ev-a', 'ev-b', 'ev-a', 'ev-c'] },
+      { jobIds: ['ev-c', 'ev-d'] },
+      { jobIds: ['ev-e', 'ev-b'], pause: true },
+    ];
+
+    for (const [n, { jobIds, pause }] of steps.entries()) {
+      if (pause) await Promise.all([viaAdd.queue.pause(), viaBatch.queue.pause()]);
+      for (const [i, jobId] of jobIds.entries()) {
+        await viaAdd.queue.add(WEBHOOK_JOB_NAME, data(10 * n + i), { jobId });
+      }
+      const results = await addBatch(jobIds.map((jobId, i) => ({ jobId, data: data(10 * n + i) })));
+      assert.ok(results.every((r) => r.ok));
+
+      const [expected, actual] = await Promise.all([
+        queueKeys(viaAdd.redis, 'via-add'),
+        queueKeys(viaBatch.redis, 'via-batch'),
+      ]);
+      assert.deepEqual(actual, expected, `after step ${n + 1}`);
+    }
+    assert.ok(Object.keys(await queueKeys(viaBatch.redis, 'via-batch')).includes('ev-e'));
+  });
+
   test('a job added in a batch is stored exactly as queue.add stores it, and a worker processes it', async (t) => {
     const { server, redis, queue } = await webhookQueue(t);
     const addBatch = createBatchedJobAdder(queue, redis, WEBHOOK_JOB_NAME);
