@@ -4,20 +4,21 @@
  * requests/s, with p99 under 10 ms at 50 connections).
  *
  * One run, one process tree: a private redis-server (AOF, everysec); the bare route
- * (`bench/bare-route.ts`, answers 204) and then the real `h2h-sync receiver` (verify, enqueue,
- * 200 once Redis acknowledged), each in a child process so that neither shares its event loop
- * with autocannon, which runs here. Both get the same load, one after the other: a warm-up, then
- * the measured run, same duration and connections, and each request is a unique, validly signed
- * `order.updated` event of the size the simulator sends.
+ * (`bench/bare-route.ts`, answers 204) and the real `h2h-sync receiver` (verify, enqueue, 200
+ * once Redis acknowledged), each in a child process so that neither shares its event loop with
+ * autocannon, which runs here. Both servers are up for the whole run: each gets a warm-up, then
+ * they are measured alternately, --rounds times, under the same load (same duration and
+ * connections), and each request is a unique, validly signed `order.updated` event of the size
+ * the simulator sends. Short alternating rounds put both sides of each ratio under the same
+ * conditions of a shared machine, whose speed drifts over tens of seconds.
  *
- *   npm run bench:receiver -- [--duration 10] [--connections 50] [--warmup 3] [--rounds 1]
+ *   npm run bench:receiver -- [--duration 5] [--connections 50] [--warmup 3] [--rounds 5]
  *                             [--min-ratio 0.4] [--max-p99 10] [--cpu-prof DIR]
  *
- * Prints requests/s and latency p50/p99 of both, their ratio, and the CPU time each process
- * spent per 1,000 requests (server, Redis, autocannon) with the machine's idle share: on a
- * shared 2-core machine the throughput figures move with other load, the CPU costs much less.
- * With --rounds N the pair is measured N times, alternately, and the verdict takes the median
- * ratio and the median receiver p99.
+ * Prints requests/s and latency p50/p99 of both in each round, their ratio, and the CPU time
+ * each process spent per 1,000 requests (server, Redis, autocannon) with the machine's idle
+ * share: the throughput figures move with other load on the machine, the CPU costs much less.
+ * The verdict takes the median ratio and the median receiver p99 of the rounds.
  *
  * Exits 1 when the ratio is under --min-ratio or the receiver's p99 is not under --max-p99 ms,
  * on any non-2xx, socket error or timeout, or when an event answered 2xx is not in Redis (after
@@ -83,13 +84,13 @@ const SECRET = 'bench_secret_receiver';
 
 const { values: flags } = parseArgs({
   options: {
-    duration: { type: 'string', default: '10' },
+    duration: { type: 'string', default: '5' },
     connections: { type: 'string', default: '50' },
     warmup: { type: 'string', default: '3' },
     'min-ratio': { type: 'string', default: '0.4' },
     'max-p99': { type: 'string', default: '10' },
     /** Measures bare route and receiver this many times, alternately; the verdict takes the medians. */
-    rounds: { type: 'string', default: '1' },
+    rounds: { type: 'string', default: '5' },
     /** Writes a V8 CPU profile of each server process into this directory. */
     'cpu-prof': { type: 'string' },
   },
@@ -287,79 +288,79 @@ interface Measurement {
   loadBefore: number;
   cpu: CpuPerThousand;
   log: DeliveryLog;
-  warmupNon2xx: number;
 }
 
-/** Warm-up, then the measured run, against one server; stops the server afterwards. */
+/** Loads a server for `seconds` without measuring: JIT, connection pools and caches warm up. */
+async function warmUp(server: ServerProcess): Promise<number> {
+  const log = new DeliveryLog();
+  const { origin, pathname } = new URL(server.url);
+  const warm = await autocannon({
+    url: origin,
+    connections,
+    duration: warmup,
+    requests: [log.request(pathname)],
+  });
+  return warm.non2xx + warm.errors + warm.timeouts;
+}
+
+/** One measured run against a server that is already up and warm. */
 async function measure(name: string, server: ServerProcess, redisPid?: number): Promise<Measurement> {
   const log = new DeliveryLog();
   const { origin, pathname } = new URL(server.url);
-  try {
-    const warm = await autocannon({
-      url: origin,
-      connections,
-      duration: warmup,
-      requests: [log.request(pathname)],
-    });
-    const loadBefore = loadavg()[0] ?? 0;
-    const batchesBefore = redisPid === undefined ? undefined : await scrapeBatchStats(origin);
-    const before = {
-      server: cpuTimes(server.child.pid),
-      redis: cpuTimes(redisPid),
-      self: process.cpuUsage(),
-      machine: machineTicks(),
-    };
-    const result = await autocannon({
-      url: origin,
-      connections,
-      duration,
-      requests: [log.request(pathname)],
-    });
-    const self = process.cpuUsage(before.self);
-    const after = { server: cpuTimes(server.child.pid), redis: cpuTimes(redisPid), machine: machineTicks() };
-    const machineIdlePercent =
-      before.machine && after.machine
-        ? round(
-            (100 * (after.machine.idle - before.machine.idle)) / (after.machine.total - before.machine.total),
-          )
-        : undefined;
-    const perThousand = (ms: number) => round((ms * 1000) / result.requests.total, 1);
-    const used = (start?: { user: number; system: number }, end?: { user: number; system: number }) =>
-      start && end
-        ? {
-            total: perThousand(end.user + end.system - start.user - start.system),
-            system: perThousand(end.system - start.system),
-          }
-        : undefined;
-    const serverCpu = used(before.server, after.server);
-    const batchesAfter = batchesBefore && (await scrapeBatchStats(origin));
-    return {
-      name,
-      ...(batchesBefore && batchesAfter && batchesAfter.batches > batchesBefore.batches
-        ? {
-            meanBatch: round(
-              (batchesAfter.jobs - batchesBefore.jobs) / (batchesAfter.batches - batchesBefore.batches),
-              1,
-            ),
-          }
-        : {}),
-      result,
-      requestsPerS: result.requests.total / result.duration,
-      loadBefore,
-      cpu: {
-        server: serverCpu?.total,
-        serverSystem: serverCpu?.system,
-        redis: used(before.redis, after.redis)?.total,
-        loadGenerator: perThousand((self.user + self.system) / 1000),
-        ...(machineIdlePercent === undefined ? {} : { machineIdlePercent }),
-      },
-      log,
-      warmupNon2xx: warm.non2xx + warm.errors + warm.timeouts,
-    };
-  } finally {
-    const code = await stopServer(server);
-    if (code !== 0) process.stderr.write(`${name} exited with code ${code}\n`);
-  }
+  const loadBefore = loadavg()[0] ?? 0;
+  const batchesBefore = redisPid === undefined ? undefined : await scrapeBatchStats(origin);
+  const before = {
+    server: cpuTimes(server.child.pid),
+    redis: cpuTimes(redisPid),
+    self: process.cpuUsage(),
+    machine: machineTicks(),
+  };
+  const result = await autocannon({
+    url: origin,
+    connections,
+    duration,
+    requests: [log.request(pathname)],
+  });
+  const self = process.cpuUsage(before.self);
+  const after = { server: cpuTimes(server.child.pid), redis: cpuTimes(redisPid), machine: machineTicks() };
+  const machineIdlePercent =
+    before.machine && after.machine
+      ? round(
+          (100 * (after.machine.idle - before.machine.idle)) / (after.machine.total - before.machine.total),
+        )
+      : undefined;
+  const perThousand = (ms: number) => round((ms * 1000) / result.requests.total, 1);
+  const used = (start?: { user: number; system: number }, end?: { user: number; system: number }) =>
+    start && end
+      ? {
+          total: perThousand(end.user + end.system - start.user - start.system),
+          system: perThousand(end.system - start.system),
+        }
+      : undefined;
+  const serverCpu = used(before.server, after.server);
+  const batchesAfter = batchesBefore && (await scrapeBatchStats(origin));
+  return {
+    name,
+    ...(batchesBefore && batchesAfter && batchesAfter.batches > batchesBefore.batches
+      ? {
+          meanBatch: round(
+            (batchesAfter.jobs - batchesBefore.jobs) / (batchesAfter.batches - batchesBefore.batches),
+            1,
+          ),
+        }
+      : {}),
+    result,
+    requestsPerS: result.requests.total / result.duration,
+    loadBefore,
+    cpu: {
+      server: serverCpu?.total,
+      serverSystem: serverCpu?.system,
+      redis: used(before.redis, after.redis)?.total,
+      loadGenerator: perThousand((self.user + self.system) / 1000),
+      ...(machineIdlePercent === undefined ? {} : { machineIdlePercent }),
+    },
+    log,
+  };
 }
 
 async function serverPid(redisUrl: string): Promise<number | undefined> {
@@ -394,6 +395,15 @@ async function checkQueue(redisUrl: string, log: DeliveryLog): Promise<QueueChec
     for (const jobId of jobIds) if (!sentIds.has(jobId)) unknown += 1;
     await redis.flushall();
     return { jobs: jobIds.size, acknowledged: log.acknowledged.size, missing, unknown };
+  } finally {
+    redis.disconnect();
+  }
+}
+
+async function flushRedis(redisUrl: string): Promise<void> {
+  const redis = new Redis(redisUrl);
+  try {
+    await redis.flushall();
   } finally {
     redis.disconnect();
   }
@@ -436,43 +446,55 @@ async function main(): Promise<number> {
     const redisPid = await serverPid(redis.url);
     const failures: string[] = [];
     const results: { bare: Measurement; receiver: Measurement; ratio: number; queue: QueueCheck }[] = [];
-    for (let n = 1; n <= rounds; n++) {
-      const bare = await measure(
-        'bare Fastify route (204)',
-        await spawnServer(['bench/bare-route.ts'], {}, (out) => /listening (\S+)/.exec(out)?.[1]),
-      );
-      const receiver = await measure(
-        'receiver (verify + enqueue)',
-        await spawnServer(
-          ['src/cli/main.ts', 'receiver'],
-          { H2H_API_SECRET: SECRET, REDIS_URL: redis.url, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info' },
-          (out) => (/"msg":"receiver listening"/.test(out) ? /"url":"([^"]+)"/.exec(out)?.[1] : undefined),
-        ),
-        redisPid,
-      );
-      const queue = await checkQueue(redis.url, receiver.log);
-      const ratio = receiver.requestsPerS / bare.requestsPerS;
-      results.push({ bare, receiver, ratio, queue });
-      const where = rounds > 1 ? `round ${n}: ` : '';
-      for (const m of [bare, receiver]) {
-        const { non2xx, errors, timeouts } = m.result;
-        if (non2xx + errors + timeouts + m.warmupNon2xx > 0) {
+    // Both servers stay up for the whole run and are measured alternately, in short rounds, so
+    // that each ratio compares two runs made under the same conditions of a shared machine.
+    const bareServer = await spawnServer(
+      ['bench/bare-route.ts'],
+      {},
+      (out) => /listening (\S+)/.exec(out)?.[1],
+    );
+    const receiverServer = await spawnServer(
+      ['src/cli/main.ts', 'receiver'],
+      { H2H_API_SECRET: SECRET, REDIS_URL: redis.url, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info' },
+      (out) => (/"msg":"receiver listening"/.test(out) ? /"url":"([^"]+)"/.exec(out)?.[1] : undefined),
+    );
+    try {
+      const warmupFailures = { bare: await warmUp(bareServer), receiver: await warmUp(receiverServer) };
+      await flushRedis(redis.url); // the warm-up's jobs are not checked
+      for (const [name, count] of Object.entries(warmupFailures)) {
+        if (count > 0) failures.push(`warm-up of the ${name}: ${count} non-2xx, errors or timeouts`);
+      }
+      for (let n = 1; n <= rounds; n++) {
+        const bare = await measure('bare Fastify route (204)', bareServer);
+        const receiver = await measure('receiver (verify + enqueue)', receiverServer, redisPid);
+        const queue = await checkQueue(redis.url, receiver.log);
+        const ratio = receiver.requestsPerS / bare.requestsPerS;
+        results.push({ bare, receiver, ratio, queue });
+        const where = rounds > 1 ? `round ${n}: ` : '';
+        for (const m of [bare, receiver]) {
+          const { non2xx, errors, timeouts } = m.result;
+          if (non2xx + errors + timeouts > 0) {
+            failures.push(`${where}${m.name}: ${non2xx} non-2xx, ${errors} errors, ${timeouts} timeouts`);
+          }
+        }
+        if (queue.missing > 0) failures.push(`${where}${queue.missing} events answered 2xx are not in Redis`);
+        if (queue.unknown > 0) failures.push(`${where}${queue.unknown} jobs in Redis match no event sent`);
+        if (queue.jobs - queue.acknowledged > 2 * connections) {
           failures.push(
-            `${where}${m.name}: ${non2xx} non-2xx, ${errors} errors, ${timeouts} timeouts (+${m.warmupNon2xx} in warm-up)`,
+            `${where}${queue.jobs - queue.acknowledged} jobs beyond the 2xx answers: more than the requests in flight`,
           );
         }
+        if (rounds > 1)
+          process.stdout.write(
+            `${where}${line(bare)}\n${where}${line(receiver)}\n${where}ratio ${ratio.toFixed(3)}\n`,
+          );
       }
-      if (queue.missing > 0) failures.push(`${where}${queue.missing} events answered 2xx are not in Redis`);
-      if (queue.unknown > 0) failures.push(`${where}${queue.unknown} jobs in Redis match no event sent`);
-      if (queue.jobs - queue.acknowledged > 2 * connections) {
-        failures.push(
-          `${where}${queue.jobs - queue.acknowledged} jobs beyond the 2xx answers: more than the requests in flight`,
-        );
+    } finally {
+      for (const server of [bareServer, receiverServer]) {
+        const code = await stopServer(server);
+        if (code !== 0)
+          process.stderr.write(`${server.child.spawnargs.join(' ')} exited with code ${code}\n`);
       }
-      if (rounds > 1)
-        process.stdout.write(
-          `${where}${line(bare)}\n${where}${line(receiver)}\n${where}ratio ${ratio.toFixed(3)}\n`,
-        );
     }
 
     const ratio = median(results.map((r) => r.ratio));

@@ -164,6 +164,18 @@ describe('batched job adds (job-batch.ts)', () => {
     assert.equal((await queue.getJob('ev-b'))?.data.eventId, 'evt_3');
   });
 
+  test('job options that need another BullMQ add script are refused when the adder is made', async (t) => {
+    const { redis } = await webhookQueue(t);
+    for (const options of [{ priority: 1 }, { delay: 1_000 }]) {
+      const queue = new Queue<WebhookJobData>('other', { connection: redis, defaultJobOptions: options });
+      t.after(() => queue.close());
+      assert.throws(
+        () => createBatchedJobAdder(queue, redis, WEBHOOK_JOB_NAME),
+        /mirror BullMQ's addStandardJob only; the queue's job options need add(Prioritized|Delayed)Job/,
+      );
+    }
+  });
+
   test('an id BullMQ refuses fails that job alone; the rest of the batch is stored', async (t) => {
     const { redis, queue } = await webhookQueue(t);
     const addBatch = createBatchedJobAdder(queue, redis, WEBHOOK_JOB_NAME);
