@@ -28,7 +28,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -36,48 +35,7 @@ import { Redis } from 'ioredis';
 import { startRedisServer } from '../src/dev/redis-server.js';
 import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE, webhookIdentity } from '../src/queue/webhook-queue.js';
 import { signWebhook } from '../src/upstream/signature.js';
-
-// ---------------------------------------------------------------------------------------------
-// autocannon ships no types; this is the part of its API the bench uses.
-
-interface DeliveryContext {
-  eventId?: string;
-}
-interface AutocannonRequest {
-  method: string;
-  path: string;
-  headers?: Record<string, string>;
-  body?: string;
-  setupRequest?: (req: AutocannonRequest, context: DeliveryContext) => AutocannonRequest;
-  onResponse?: (status: number, body: string, context: DeliveryContext) => void;
-}
-interface Histogram {
-  average: number;
-  p50: number;
-  p90: number;
-  p99: number;
-  max: number;
-}
-interface AutocannonResult {
-  duration: number;
-  latency: Histogram;
-  requests: Histogram & { total: number };
-  errors: number;
-  timeouts: number;
-  non2xx: number;
-  '2xx': number;
-}
-type Autocannon = (options: {
-  url: string;
-  connections: number;
-  duration: number;
-  pipelining?: number;
-  requests: AutocannonRequest[];
-}) => Promise<AutocannonResult>;
-
-const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
-
-// ---------------------------------------------------------------------------------------------
+import { type AutocannonRequest, type AutocannonResult, autocannon } from './autocannon.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SECRET = 'bench_secret_receiver';
@@ -107,6 +65,11 @@ for (const [name, value] of Object.entries({ duration, connections, warmup, minR
 
 const round = (n: number, digits = 0) => Number(n.toFixed(digits));
 
+/** What autocannon keeps per connection between a request and its answer. */
+interface DeliveryContext {
+  eventId?: string;
+}
+
 /** Unique, validly signed deliveries, and which of them were answered 2xx. */
 class DeliveryLog {
   readonly sent = new Set<string>();
@@ -115,7 +78,7 @@ class DeliveryLog {
   private readonly run = randomBytes(4).toString('hex');
 
   /** An autocannon request that sends a new event each time and records 2xx answers. */
-  request(path: string): AutocannonRequest {
+  request(path: string): AutocannonRequest<DeliveryContext> {
     return {
       method: 'POST',
       path,

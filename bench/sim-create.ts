@@ -15,52 +15,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
-import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { request } from 'undici';
-
-// ---------------------------------------------------------------------------------------------
-// autocannon ships no types; this is the part of its API the bench uses.
-
-interface AutocannonRequest {
-  method: string;
-  path: string;
-  headers: Record<string, string>;
-  body?: string;
-  setupRequest?: (req: AutocannonRequest) => AutocannonRequest;
-}
-interface Histogram {
-  average: number;
-  mean: number;
-  p50: number;
-  p90: number;
-  p99: number;
-  max: number;
-}
-interface AutocannonResult {
-  duration: number;
-  latency: Histogram;
-  requests: Histogram & { total: number };
-  errors: number;
-  timeouts: number;
-  non2xx: number;
-  '2xx': number;
-  statusCodeStats: Record<string, { count: number }>;
-}
-type Autocannon = (options: {
-  url: string;
-  connections: number;
-  duration: number;
-  pipelining?: number;
-  requests: AutocannonRequest[];
-}) => Promise<AutocannonResult>;
-
-const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
-
-// ---------------------------------------------------------------------------------------------
+import { type AutocannonRequest, autocannon } from './autocannon.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DEMO_KEY = 'sim_key_demo_M0001';
