@@ -1,33 +1,11 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type TestContext, test } from 'node:test';
-import { promisify } from 'node:util';
+import { runCli } from '../helpers/cli.js';
 import { privateRedis } from '../helpers/redis.js';
 import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
-
-const run = promisify(execFile);
-
-interface CliRun {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the CLI as a user would, in a child process, with only the given settings. */
-async function cli(args: string[], env: Record<string, string>): Promise<CliRun> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
-      env: { PATH: process.env.PATH ?? '', ...env },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
 
 async function environment(t: TestContext) {
   const sim = await startSimulator(t);
@@ -45,16 +23,16 @@ async function environment(t: TestContext) {
 
 test('profile, categories and products print what the upstream says, as tables or --json', async (t) => {
   const { sim, env } = await environment(t);
-  const profile = await cli(['profile', '--json'], env);
+  const profile = await runCli(['profile', '--json'], env);
   assert.equal(profile.code, 0, profile.stderr);
   assert.deepEqual(JSON.parse(profile.stdout), (await sim.api('/profile')).body);
 
-  const products = await cli(['products', '--category', 'FF', '--json'], env);
+  const products = await runCli(['products', '--category', 'FF', '--json'], env);
   assert.deepEqual(
     JSON.parse(products.stdout).map((p: { code: string }) => p.code),
     ['FF-70', 'FF-355'],
   );
-  const table = await cli(['categories'], env);
+  const table = await runCli(['categories'], env);
   assert.match(table.stdout, /│ MLBB +│ Mobile Legends/);
 });
 
@@ -70,35 +48,35 @@ test('order create places one order, order show lists its history, order list fi
     '--server-id',
     '2001',
   ];
-  const created = await cli([...args, '--partner-ref', 'cli-1', '--json'], env);
+  const created = await runCli([...args, '--partner-ref', 'cli-1', '--json'], env);
   assert.equal(created.code, 0, created.stderr);
   const result = JSON.parse(created.stdout);
   assert.equal(result.outcome, 'accepted');
   assert.equal(result.order.status, 'PENDING');
 
-  const again = await cli([...args, '--partner-ref', 'cli-1', '--json'], env);
+  const again = await runCli([...args, '--partner-ref', 'cli-1', '--json'], env);
   assert.equal(JSON.parse(again.stdout).order.invoiceNumber, result.order.invoiceNumber);
   assert.equal((await sim.allOrders()).length, 1);
 
-  const shown = await cli(['order', 'show', result.order.invoiceNumber, '--json'], env);
+  const shown = await runCli(['order', 'show', result.order.invoiceNumber, '--json'], env);
   assert.equal(JSON.parse(shown.stdout).order.partnerRef, 'cli-1');
   assert.equal(JSON.parse(shown.stdout).events.length, 1);
 
-  const pending = await cli(['order', 'list', '--status', 'PENDING', '--json'], env);
-  const success = await cli(['order', 'list', '--status', 'SUCCESS', '--json'], env);
+  const pending = await runCli(['order', 'list', '--status', 'PENDING', '--json'], env);
+  const success = await runCli(['order', 'list', '--status', 'SUCCESS', '--json'], env);
   assert.deepEqual([JSON.parse(pending.stdout).length, JSON.parse(success.stdout).length], [1, 0]);
 });
 
 test('an upstream refusal prints one line with its code and the fix, and exits 1', async (t) => {
   const { env } = await environment(t);
-  const refused = await cli(['profile'], { ...env, H2H_API_KEY: 'sim_key_remote_M0002' });
+  const refused = await runCli(['profile'], { ...env, H2H_API_KEY: 'sim_key_remote_M0002' });
   assert.equal(refused.code, 1);
   assert.equal(
     refused.stderr.trim(),
     "error: IP_NOT_WHITELISTED (401): 127.0.0.1 — add 127.0.0.1 to the member's whitelist",
   );
 
-  const rejected = await cli(
+  const rejected = await runCli(
     ['order', 'create', '--product', 'MLBB-86', '--user-id', userIdEndingIn('0000'), '--server-id', '2001'],
     env,
   );
@@ -108,11 +86,11 @@ test('an upstream refusal prints one line with its code and the fix, and exits 1
 
 test('missing or wrong settings stop the command with exit 2 and name the variable to fix', async (t) => {
   const { env } = await environment(t);
-  const missing = await cli(['profile'], { REDIS_URL: env.REDIS_URL });
+  const missing = await runCli(['profile'], { REDIS_URL: env.REDIS_URL });
   assert.equal(missing.code, 2);
   assert.match(missing.stderr, /H2H_BASE_URL and H2H_API_KEY must be set/);
 
-  const noRedis = await cli(['profile', '--json'], { ...env, REDIS_URL: 'redis://127.0.0.1:1' });
+  const noRedis = await runCli(['profile', '--json'], { ...env, REDIS_URL: 'redis://127.0.0.1:1' });
   assert.equal(noRedis.code, 2);
   assert.equal(JSON.parse(noRedis.stdout).error.code, 'CONFIG_INVALID');
   assert.match(JSON.parse(noRedis.stdout).error.message, /REDIS_URL=redis:\/\/127\.0\.0\.1:1/);

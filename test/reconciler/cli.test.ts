@@ -1,32 +1,20 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { Writable } from 'node:stream';
 import { test } from 'node:test';
-import { promisify } from 'node:util';
 import { createProgressLine } from '../../src/cli/progress.js';
 import { PassLock } from '../../src/reconciler/pass-lock.js';
+import { runCli } from '../helpers/cli.js';
 import { createUpstreamOrder, type ReconcilerEnv, reconcilerEnv } from './harness.js';
 
-const run = promisify(execFile);
-
 /** Runs the CLI as a user would, in a child process, against the test's simulator, Redis and store. */
-async function cli(env: ReconcilerEnv, args: string[], extraEnv: Record<string, string> = {}) {
-  try {
-    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
-      env: {
-        PATH: process.env.PATH ?? '',
-        H2H_BASE_URL: env.sim.sim.baseUrl,
-        H2H_API_KEY: env.sim.member.api_key,
-        REDIS_URL: env.redis.url,
-        H2H_DB_PATH: env.dbPath,
-        ...extraEnv,
-      },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
+function cli(env: ReconcilerEnv, args: string[], extraEnv: Record<string, string> = {}) {
+  return runCli(args, {
+    H2H_BASE_URL: env.sim.sim.baseUrl,
+    H2H_API_KEY: env.sim.member.api_key,
+    REDIS_URL: env.redis.url,
+    H2H_DB_PATH: env.dbPath,
+    ...extraEnv,
+  });
 }
 
 test('reconcile --once runs one pass now and prints its summary; status shows orders, due polls and queues', async (t) => {

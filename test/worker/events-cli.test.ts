@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { test } from 'node:test';
-import { promisify } from 'node:util';
 import { openDatabase } from '../../src/store/database.js';
 import { OrderStore } from '../../src/store/order-store.js';
 import type { FailedEvent, RetrySummary } from '../../src/worker/failed-events.js';
+import { runCli } from '../helpers/cli.js';
 import { privateRedis } from '../helpers/redis.js';
 import { snapshot, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
@@ -15,21 +14,6 @@ import {
   testProducer,
   webhookBodyOf,
 } from './worker-harness.js';
-
-const run = promisify(execFile);
-
-/** Runs the CLI as a user would, in a child process, with only the given settings. */
-async function cli(args: string[], env: Record<string, string>) {
-  try {
-    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
-      env: { PATH: process.env.PATH ?? '', ...env },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
 
 test('events failed lists parked events with their reason; events retry requeues one or all of them', async (test) => {
   const t = cleanupScope(test);
@@ -52,7 +36,7 @@ test('events failed lists parked events with their reason; events retry requeues
     message: '2 failed jobs',
   });
 
-  const listed = await cli(['events', 'failed', '--json'], env);
+  const listed = await runCli(['events', 'failed', '--json'], env);
   assert.equal(listed.code, 0, listed.stderr);
   const { total, events } = JSON.parse(listed.stdout) as { total: number; events: FailedEvent[] };
   assert.equal(total, 2);
@@ -74,7 +58,7 @@ test('events failed lists parked events with their reason; events retry requeues
   assert.match(byId.get(early)!.failedReason, /^INVALID_SNAPSHOT: order INV-late-1 is unknown locally/);
   assert.match(byId.get(early)!.bodyPreview, /^\{"event_id":"evt_early",/);
 
-  const table = await cli(['events', 'failed', '--limit', '1'], env);
+  const table = await runCli(['events', 'failed', '--limit', '1'], env);
   assert.equal(table.code, 0, table.stderr);
   assert.match(table.stdout, /│ Job id +│ Failed reason/);
   assert.match(table.stdout, /2 failed webhook events \(newest 1 shown\)/);
@@ -88,7 +72,7 @@ test('events failed lists parked events with their reason; events retry requeues
     source: 'create',
   });
 
-  const one = await cli(['events', 'retry', early, '--json'], env);
+  const one = await runCli(['events', 'retry', early, '--json'], env);
   assert.equal(one.code, 0, one.stderr);
   assert.deepEqual(JSON.parse(one.stdout) as RetrySummary, { retried: [early], skipped: [] });
   await waitFor(async () => (await stateOf(early)) === 'completed', {
@@ -99,7 +83,7 @@ test('events failed lists parked events with their reason; events retry requeues
     ['SUCCESS', 'SN-L'],
   );
 
-  const all = await cli(['events', 'retry', '--all'], env);
+  const all = await runCli(['events', 'retry', '--all'], env);
   assert.equal(all.code, 0, all.stderr);
   assert.equal(all.stdout, `requeued 1 failed webhook event: ${garbled}\n`);
   // Nothing about the garbled body changed, so it is parked again, at its first attempt.
@@ -109,19 +93,19 @@ test('events failed lists parked events with their reason; events retry requeues
   assert.equal((await producer.webhookQueue.getJob(garbled))?.attemptsMade, 1);
   assert.equal(eventWorker.stats().committed, 1);
 
-  const missing = await cli(['events', 'retry', 'no-such-job', '--json'], env);
+  const missing = await runCli(['events', 'retry', 'no-such-job', '--json'], env);
   assert.equal(missing.code, 1);
   assert.equal(JSON.parse(missing.stdout).error.code, 'EVENT_NOT_FOUND');
-  const notFailed = await cli(['events', 'retry', 'evt_early'], env);
+  const notFailed = await runCli(['events', 'retry', 'evt_early'], env);
   assert.equal(notFailed.code, 1);
   assert.match(notFailed.stderr, /webhook job ev-evt_early is completed, not failed/);
-  const neither = await cli(['events', 'retry'], env);
+  const neither = await runCli(['events', 'retry'], env);
   assert.equal(neither.code, 1);
   assert.match(neither.stderr, /give either a job id .* or --all/);
 });
 
 test('events failed names the fix when Redis cannot be reached', async () => {
-  const answer = await cli(['events', 'failed'], { REDIS_URL: 'redis://127.0.0.1:1' });
+  const answer = await runCli(['events', 'failed'], { REDIS_URL: 'redis://127.0.0.1:1' });
   assert.equal(answer.code, 2);
   assert.match(
     answer.stderr,
