@@ -6,8 +6,8 @@ import type { Redis } from 'ioredis';
  * `queue.add(name, data, {jobId})` stores it. A batch thus costs one command to build, send,
  * run and journal instead of one per job, and Redis runs it atomically.
  *
- * BullMQ encodes the arguments and options of the batch's first job (the others differ only in
- * id and data); a Lua script then does for every job what BullMQ's `addStandardJob` script does
+ * BullMQ encodes the keys, arguments and options of a job of the queue, once (webhook jobs
+ * differ only in id, data and timestamp); a Lua script then does for every job what BullMQ's `addStandardJob` script does
  * for a job without parent, delay, priority or deduplication, with the same keys, fields and
  * events. It is not BullMQ's script run once per job: Redis 7.0 pays about 3 µs per command a
  * script calls, BullMQ's script calls ten per job and decodes its arguments each time, and this
@@ -59,6 +59,12 @@ interface AddJobBackend {
   addJobToTransaction(client: unknown, job: unknown, jobId: string): Promise<string>;
 }
 
+/** KEYS of BullMQ's addStandardJob, in its order; the recorded command starts with them. */
+const ADD_SCRIPT_KEYS = 9;
+
+/** The name the batch script is defined under on the connection. */
+const BATCH_COMMAND = 'h2hBatchAdd';
+
 /**
  * KEYS are those of BullMQ's add script (wait, paused, meta, id, completed, delayed, active,
  * events, marker); ARGV[1] and ARGV[2] are BullMQ's msgpack'd arguments and options of a job
@@ -72,12 +78,6 @@ interface AddJobBackend {
  * push the new ids onto the wait list (one LPUSH of several ids stores them in the same order
  * as one LPUSH each) and add the marker (the same member every time).
  */
-/** KEYS of BullMQ's addStandardJob, in its order; the recorded command starts with them. */
-const ADD_SCRIPT_KEYS = 9;
-
-/** The name the batch script is defined under on the connection. */
-const BATCH_COMMAND = 'h2hBatchAdd';
-
 const BATCH_ADD_SCRIPT = `
 local rcall = redis.call
 local args = cmsgpack.unpack(ARGV[1])
