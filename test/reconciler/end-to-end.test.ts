@@ -3,10 +3,15 @@ import { test } from 'node:test';
 import { loadConfig, receiverSettings } from '../../src/config/config.js';
 import { placeOrder } from '../../src/orders/place-order.js';
 import { startReceiver } from '../../src/receiver/server.js';
-import { startReconciler } from '../../src/reconciler/reconciler.js';
 import { createEventWorker } from '../../src/worker/event-worker.js';
 import { waitFor } from '../helpers/wait.js';
-import { differencesFromSimulator, metricValue, reconcilerEnv, targetFor } from './harness.js';
+import {
+  differencesFromSimulator,
+  metricValue,
+  reconcilerEnv,
+  startTestReconciler,
+  targetFor,
+} from './harness.js';
 
 test('with 30% of webhooks lost, duplicated and reordered, webhooks through the receiver and worker plus polling leave every local order equal to the upstream', async (t) => {
   const env = await reconcilerEnv(t, {
@@ -24,16 +29,7 @@ test('with 30% of webhooks lost, duplicated and reordered, webhooks through the 
   const worker = createEventWorker({ store: env.store, db: env.db, redisUrl: env.redis.url });
   env.defer(() => worker.close());
   await worker.waitUntilReady();
-  const reconciler = await startReconciler({
-    settings: env.settings,
-    store: env.store,
-    client: env.client,
-    budget: env.budget,
-    redisUrl: env.redis.url,
-    logger: env.log.logger,
-    metrics: env.metrics,
-  });
-  env.defer(() => reconciler.close());
+  await startTestReconciler(env);
   await env.sim.patchMember('M-0001', { webhook_url: receiver.webhookUrl });
   await env.sim.setFaults({ webhook_drop: 0.3, webhook_duplicate: 0.3, webhook_reorder: 0.3 });
 

@@ -10,6 +10,7 @@ import { createLogger } from '../../src/observability/logger.js';
 import { RateBudget, type RateBudgetOptions } from '../../src/rate-budget/rate-budget.js';
 import { createReconcilerMetrics, type ReconcilerMetrics } from '../../src/reconciler/metrics.js';
 import type { ReconcilerDeps } from '../../src/reconciler/poll-order.js';
+import { type RunningReconciler, startReconciler } from '../../src/reconciler/reconciler.js';
 import type { OrderStore } from '../../src/store/order-store.js';
 import { UpstreamClient, type UpstreamClientOptions } from '../../src/upstream/client.js';
 import type { Order } from '../../src/upstream/model.js';
@@ -189,6 +190,24 @@ export async function reconcilerEnv(
     deps,
     defer,
   };
+}
+
+/**
+ * Starts a reconciler on the env's settings, store, client, budget, Redis, logger and metrics;
+ * it closes when the test ends.
+ */
+export async function startTestReconciler(env: ReconcilerEnv): Promise<RunningReconciler> {
+  const reconciler = await startReconciler({
+    settings: env.settings,
+    store: env.store,
+    client: env.client,
+    budget: env.budget,
+    redisUrl: env.redis.url,
+    logger: env.log.logger,
+    metrics: env.metrics,
+  });
+  env.defer(() => reconciler.close());
+  return reconciler;
 }
 
 /** The order's target data for a timeline suffix (docs/simulator.md, "Magic suffixes"). */

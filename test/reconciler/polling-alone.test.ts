@@ -1,24 +1,20 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { placeOrder } from '../../src/orders/place-order.js';
-import { startReconciler } from '../../src/reconciler/reconciler.js';
 import { uniqueRef } from '../helpers/simulator.js';
 import { waitFor } from '../helpers/wait.js';
-import { differencesFromSimulator, metricValue, reconcilerEnv, targetFor } from './harness.js';
+import {
+  differencesFromSimulator,
+  metricValue,
+  reconcilerEnv,
+  startTestReconciler,
+  targetFor,
+} from './harness.js';
 
 test('with every webhook dropped, orders of every timeline reach the upstream’s final state by polling alone', async (t) => {
   const env = await reconcilerEnv(t, { sim: { timeScale: 0.01 } });
   await env.sim.setFaults({ webhook_drop: 1 });
-  const reconciler = await startReconciler({
-    settings: env.settings,
-    store: env.store,
-    client: env.client,
-    budget: env.budget,
-    redisUrl: env.redis.url,
-    logger: env.log.logger,
-    metrics: env.metrics,
-  });
-  env.defer(() => reconciler.close());
+  await startTestReconciler(env);
 
   // 0002 … 0006, the default timeline (0001) and two that stay PENDING until the control API moves them.
   const suffixes = ['0001', '0002', '0003', '0004', '0005', '0006', '0007', '0007'];
