@@ -2,18 +2,19 @@ import { Job, type Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 
 /**
- * Adds a batch of jobs to one BullMQ queue with one Redis command, each stored exactly as
- * `queue.add(name, data, {jobId})` stores it. A batch thus costs one command to build, send,
- * run and journal instead of one per job, and Redis runs it atomically.
+ * Adds a batch of jobs to one BullMQ queue with one Redis command, each stored as
+ * `queue.add(name, data, {jobId})` stores it (the jobs of a batch share one timestamp, taken
+ * when it is sent). A batch thus costs one command to build, send, run and journal instead of
+ * one per job, and Redis runs it atomically.
  *
- * BullMQ encodes the keys, arguments and options of a job of the queue, once (webhook jobs
- * differ only in id, data and timestamp); a Lua script then does for every job what BullMQ's `addStandardJob` script does
- * for a job without parent, delay, priority or deduplication, with the same keys, fields and
- * events. It is not BullMQ's script run once per job: Redis 7.0 pays about 3 µs per command a
- * script calls, BullMQ's script calls ten per job and decodes its arguments each time, and this
- * one calls four per job and does the rest once per batch (docs/performance.md, "Receiver").
- * test/receiver/job-batch.test.ts compares every key it writes with what `queue.add` writes;
- * run it whenever BullMQ is upgraded.
+ * BullMQ encodes the keys, arguments and options of a job of the queue once (webhook jobs
+ * differ only in id, data and timestamp); a Lua script then does for every job what BullMQ's
+ * `addStandardJob` script does for a job without parent, delay, priority or deduplication,
+ * with the same keys, fields and events, job after job. It is not BullMQ's script run once per
+ * job: Redis 7.0 pays about 3 µs per command a script calls, BullMQ's script calls ten per job
+ * and decodes its arguments each time; this one calls five per job and does the rest once per
+ * batch (docs/performance.md, "Receiver"). test/receiver/job-batch.test.ts compares every key it
+ * writes with what `queue.add` writes; run it whenever BullMQ is upgraded.
  *
  * For each job it also answers whether a job with that id was already stored just before its
  * add (a duplicate: like BullMQ, the script then adds nothing and records a `duplicated`
@@ -67,16 +68,19 @@ const BATCH_COMMAND = 'h2hBatchAdd';
 
 /**
  * KEYS are those of BullMQ's add script (wait, paused, meta, id, completed, delayed, active,
- * events, marker); ARGV[1] and ARGV[2] are BullMQ's msgpack'd arguments and options of a job
- * of this queue (the arguments start with the key prefix, the job id, the name and the
- * timestamp); ARGV[3] is the timestamp of the batch; then each job brings its id and its JSON
- * data. Answers {existed (0|1), job id} per job, as BullMQ's script answers the id whether or
- * not the job existed.
+ * events, marker); ARGV[1] and ARGV[2] are BullMQ's msgpack'd arguments and options of the
+ * template job (the arguments start with the key prefix, the template's id, the name and its
+ * timestamp: only the prefix and the name are used); ARGV[3] is the timestamp of the batch; then
+ * each job brings its id and its JSON data. Answers {existed (0|1), job id} per job.
+ *
+ * Each job is complete (hash, events, wait list) before the next one starts, as with one
+ * `queue.add` after another: should the script fail part-way, every job before the failure is
+ * queued, so a retried delivery that finds its job is rightly a duplicate.
  *
  * What BullMQ's script does per job and this does once per batch, with the same end state:
- * increment the id counter (INCRBY), read the queue's meta (maxLenEvents, paused, concurrency),
- * push the new ids onto the wait list (one LPUSH of several ids stores them in the same order
- * as one LPUSH each) and add the marker (the same member every time).
+ * increment the id counter (BullMQ increments it for every add, duplicates included), read the
+ * queue's meta (maxLenEvents, paused, concurrency: no job of the batch changes them) and add the
+ * marker (the same member every time; added with the first new job, as BullMQ does).
  */
 const BATCH_ADD_SCRIPT = `
 local rcall = redis.call
@@ -87,8 +91,7 @@ if args[5] or args[8] or args[9] or opts['de'] then
 end
 local prefix, name, timestamp = args[1], args[3], ARGV[3]
 local metaKey, eventsKey = KEYS[3], KEYS[8]
-local jobCount = (#ARGV - 3) / 2
-rcall('INCRBY', KEYS[4], jobCount)
+rcall('INCRBY', KEYS[4], (#ARGV - 3) / 2)
 local meta = rcall('HMGET', metaKey, 'opts.maxLenEvents', 'paused', 'concurrency')
 local maxEvents = meta[1]
 if not maxEvents then
@@ -99,7 +102,9 @@ local pausedOrMaxed = meta[2] and true or false
 if not pausedOrMaxed and meta[3] then
   pausedOrMaxed = rcall('LLEN', KEYS[7]) >= tonumber(meta[3])
 end
-local results, added = {}, {}
+local pushCommand = opts['lifo'] and 'RPUSH' or 'LPUSH'
+local markerAdded = false
+local results = {}
 for i = 4, #ARGV, 2 do
   local jobId, data = ARGV[i], ARGV[i + 1]
   local jobKey = prefix .. jobId
@@ -107,19 +112,20 @@ for i = 4, #ARGV, 2 do
     rcall('XADD', eventsKey, 'MAXLEN', '~', maxEvents, '*', 'event', 'duplicated', 'jobId', jobId)
     results[#results + 1] = 1
   else
+    -- One options table for all jobs: only the id differs, and BullMQ's encoding has the key.
     opts['jobId'] = jobId
     rcall('HMSET', jobKey, 'name', name, 'data', data, 'opts', cjson.encode(opts),
       'timestamp', timestamp, 'delay', opts['delay'] or 0, 'priority', opts['priority'] or 0)
     rcall('XADD', eventsKey, '*', 'event', 'added', 'jobId', jobId, 'name', name)
+    rcall(pushCommand, KEYS[1], jobId)
+    if not markerAdded and not pausedOrMaxed then
+      rcall('ZADD', KEYS[9], 0, '0')
+      markerAdded = true
+    end
     rcall('XADD', eventsKey, 'MAXLEN', '~', maxEvents, '*', 'event', 'waiting', 'jobId', jobId)
-    added[#added + 1] = jobId
     results[#results + 1] = 0
   end
   results[#results + 1] = jobId
-end
-if #added > 0 then
-  rcall(opts['lifo'] and 'RPUSH' or 'LPUSH', KEYS[1], unpack(added))
-  if not pausedOrMaxed then rcall('ZADD', KEYS[9], 0, '0') end
 end
 return results`;
 
@@ -135,8 +141,9 @@ function invalidJobId(jobId: string): string | undefined {
  * BullMQ's encoding of a job of `queue` named `name`, as queue.add would send it. Keys,
  * arguments and options are the same for every job of the queue but for the id (set per job by
  * the script) and the timestamp (sent per batch), so this is done once. Throws when BullMQ
- * refuses the queue's default job options, or when they need another add script than
- * addStandardJob (delay, priority, parent), which the batch script does not mirror.
+ * refuses the queue's default job options, or when they need what the batch script does not
+ * mirror: another add script than addStandardJob (delay, priority, parent), a `sizeLimit`
+ * (checked by BullMQ per job, against its data) or telemetry (metadata per job).
  */
 function encodeJobOf<DataType>(queue: Queue<DataType>, name: string) {
   let recorded: RecordedCommand | undefined;
@@ -147,6 +154,9 @@ function encodeJobOf<DataType>(queue: Queue<DataType>, name: string) {
       return Promise.resolve('recorded');
     },
   };
+  if (queue.defaultJobOptions.sizeLimit !== undefined || queue.opts.telemetry !== undefined) {
+    throw new Error('batched adds do not support sizeLimit or telemetry on the queue');
+  }
   const jobId = 'h2h-batch-template';
   const job = new Job(queue, name, {} as DataType, { ...queue.defaultJobOptions, jobId }, jobId);
   const json = job.asJSON();
@@ -157,6 +167,12 @@ function encodeJobOf<DataType>(queue: Queue<DataType>, name: string) {
   if (!command.name.startsWith('addStandardJob')) {
     throw new Error(
       `batched adds mirror BullMQ's addStandardJob only; the queue's job options need ${command.name}`,
+    );
+  }
+  // KEYS, then BullMQ's packed arguments, the job's data and its packed options.
+  if (command.args.length !== ADD_SCRIPT_KEYS + 3) {
+    throw new Error(
+      `BullMQ's ${command.name} takes ${command.args.length} arguments; the batch script expects ${ADD_SCRIPT_KEYS} keys and 3 values`,
     );
   }
   const [packedArgs, , packedOpts] = command.args.slice(ADD_SCRIPT_KEYS);
@@ -209,17 +225,14 @@ export function createBatchedJobAdder<DataType>(
     );
     sent.forEach((index, n) => {
       const { jobId } = jobs[index]!;
-      const answer = replies[2 * n + 1];
+      // The script answers each job's own id; anything else is a bug in it.
       results[index] =
-        answer === jobId
+        replies[2 * n + 1] === jobId
           ? { ok: true, jobId, existed: replies[2 * n] === 1 }
           : {
               ok: false,
               jobId,
-              error:
-                answer instanceof Error
-                  ? answer
-                  : new Error(`the batch add script refused job ${jobId} (answer ${String(answer)})`),
+              error: new Error(`the batch add script answered no result for job ${jobId}`),
             };
     });
     return results;

@@ -233,7 +233,7 @@ export function createWebhookProducer(options: WebhookProducerOptions = {}): Web
         results.forEach((result, i) => {
           const { resolve, reject } = batch[i]!;
           if (result.ok) resolve({ jobId: result.jobId, duplicate: result.existed });
-          // BullMQ refused this one job (an invalid id or options): a bug, not an outage.
+          // This one job was refused (an id BullMQ cannot take): a bug, not an outage.
           else
             reject(
               new Error(`webhook job ${result.jobId} not queued: ${result.error.message}`, {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, type TestContext, test } from 'node:test';
-import { Queue, Worker } from 'bullmq';
+import { type JobsOptions, Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { startRedisServer } from '../../src/dev/redis-server.js';
 import { createBatchedJobAdder } from '../../src/queue/job-batch.js';
@@ -25,14 +25,14 @@ const data = (n: number): WebhookJobData => ({
 });
 
 /** A queue on its own connection, as the producer has it, on a private Redis; all closed after the test. */
-async function webhookQueue(t: TestContext, prefix = 'batch') {
+async function webhookQueue(
+  t: TestContext,
+  prefix = 'batch',
+  defaultJobOptions: JobsOptions = WEBHOOK_JOB_OPTIONS,
+) {
   const server = await startRedisServer();
   const redis = new Redis(server.url, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
-  const queue = new Queue<WebhookJobData>('h2h-webhooks', {
-    connection: redis,
-    prefix,
-    defaultJobOptions: WEBHOOK_JOB_OPTIONS,
-  });
+  const queue = new Queue<WebhookJobData>('h2h-webhooks', { connection: redis, prefix, defaultJobOptions });
   t.after(async () => {
     await queue.close();
     redis.disconnect();
@@ -42,7 +42,10 @@ async function webhookQueue(t: TestContext, prefix = 'batch') {
   return { server, redis, queue };
 }
 
-/** Every key of `prefix`'s webhook queue, normalised: job timestamps and stream entry ids vary. */
+/**
+ * Every key of `prefix`'s webhook queue with its type, content and time to live, normalised:
+ * job timestamps and stream entry ids vary.
+ */
 async function queueKeys(redis: Redis, prefix: string) {
   const base = `${prefix}:h2h-webhooks:`;
   const keys = (await redis.keys(`${base}*`)).sort();
@@ -50,6 +53,8 @@ async function queueKeys(redis: Redis, prefix: string) {
   for (const key of keys) {
     const name = key.slice(base.length);
     const type = await redis.type(key);
+    const ttl = await redis.pttl(key);
+    if (ttl !== -1) dump[`${name} (ttl)`] = ttl > 0 ? 'expires' : ttl;
     if (type === 'hash') {
       const { timestamp, opts, ...fields } = await redis.hgetall(key);
       if (timestamp !== undefined) {
@@ -62,6 +67,7 @@ async function queueKeys(redis: Redis, prefix: string) {
     } else if (type === 'list') dump[name] = await redis.lrange(key, 0, -1);
     else if (type === 'zset') dump[name] = await redis.zrange(key, 0, -1, 'WITHSCORES');
     else if (type === 'stream') dump[name] = (await redis.xrange(key, '-', '+')).map(([, fields]) => fields);
+    else if (type === 'set') dump[name] = (await redis.smembers(key)).sort();
     else if (type === 'string') dump[name] = await redis.get(key);
     else dump[name] = type;
   }
@@ -69,18 +75,23 @@ async function queueKeys(redis: Redis, prefix: string) {
 }
 
 describe('batched job adds (job-batch.ts)', () => {
-  test('every key a batch writes is what queue.add writes: new jobs, duplicates, a paused queue', async (t) => {
-    const viaAdd = await webhookQueue(t, 'via-add');
-    const viaBatch = await webhookQueue(t, 'via-batch');
-    const addBatch = createBatchedJobAdder(viaBatch.queue, viaBatch.redis, WEBHOOK_JOB_NAME);
-    const steps: { jobIds: string[]; pause?: boolean }[] = [
-      { jobIds: ['ev-a', 'ev-b', 'ev-a', 'ev-c'] },
-      { jobIds: ['ev-c', 'ev-d'] },
-      { jobIds: ['ev-e', 'ev-b'], pause: true },
-    ];
+  /** A step of {@link sameAsQueueAdd}: something done to both queues, then the same adds. */
+  interface Step {
+    prepare?: (queue: Queue<WebhookJobData>, redis: Redis) => Promise<unknown>;
+    jobIds: string[];
+  }
 
-    for (const [n, { jobIds, pause }] of steps.entries()) {
-      if (pause) await Promise.all([viaAdd.queue.pause(), viaBatch.queue.pause()]);
+  /**
+   * Runs the steps on two queues, with queue.add one job after another on the first and one
+   * batch per step on the second, and compares every key of both after each step.
+   */
+  async function sameAsQueueAdd(t: TestContext, steps: Step[], jobOptions?: JobsOptions) {
+    const viaAdd = await webhookQueue(t, 'via-add', jobOptions);
+    const viaBatch = await webhookQueue(t, 'via-batch', jobOptions);
+    const addBatch = createBatchedJobAdder(viaBatch.queue, viaBatch.redis, WEBHOOK_JOB_NAME);
+    for (const [n, { prepare, jobIds }] of steps.entries()) {
+      await prepare?.(viaAdd.queue, viaAdd.redis);
+      await prepare?.(viaBatch.queue, viaBatch.redis);
       for (const [i, jobId] of jobIds.entries()) {
         await viaAdd.queue.add(WEBHOOK_JOB_NAME, data(10 * n + i), { jobId });
       }
@@ -93,7 +104,58 @@ describe('batched job adds (job-batch.ts)', () => {
       ]);
       assert.deepEqual(actual, expected, `after step ${n + 1}`);
     }
-    assert.ok(Object.keys(await queueKeys(viaBatch.redis, 'via-batch')).includes('ev-e'));
+    return queueKeys(viaBatch.redis, 'via-batch');
+  }
+
+  test('every key a batch writes is what queue.add writes: new jobs, duplicates, a paused queue', async (t) => {
+    const keys = await sameAsQueueAdd(t, [
+      { jobIds: ['ev-a', 'ev-b', 'ev-a', 'ev-c'] },
+      { jobIds: ['ev-c', 'ev-d'] },
+      { prepare: (queue) => queue.pause(), jobIds: ['ev-e', 'ev-b'] },
+    ]);
+    assert.ok(Object.keys(keys).includes('ev-e'));
+  });
+
+  test('and so for a lifo queue, a queue at its global concurrency, and a meta without maxLenEvents', async (t) => {
+    const keys = await sameAsQueueAdd(
+      t,
+      [
+        {
+          prepare: (queue, redis) => redis.hdel(queue.toKey('meta'), 'opts.maxLenEvents'),
+          jobIds: ['ev-a', 'ev-b', 'ev-a'],
+        },
+        {
+          // One job active and a concurrency of 1: the queue is maxed, so no marker is added.
+          prepare: async (queue, redis) => {
+            await queue.setGlobalConcurrency(1);
+            await redis.lpush(queue.toKey('active'), 'ev-busy');
+            await redis.del(queue.toKey('marker'));
+          },
+          jobIds: ['ev-c', 'ev-d'],
+        },
+        {
+          prepare: (queue, redis) =>
+            redis.multi().lrem(queue.toKey('active'), 0, 'ev-busy').del(queue.toKey('marker')).exec(),
+          jobIds: ['ev-e'],
+        },
+      ],
+      { ...WEBHOOK_JOB_OPTIONS, lifo: true },
+    );
+    assert.deepEqual(keys.wait, ['ev-a', 'ev-b', 'ev-c', 'ev-d', 'ev-e'], 'lifo: pushed at the tail');
+    assert.ok(keys.marker, 'a marker once the queue is no longer maxed');
+  });
+
+  test('a batch of 9,000 jobs is stored and queued whole', async (t) => {
+    const { redis, queue } = await webhookQueue(t);
+    const addBatch = createBatchedJobAdder(queue, redis, WEBHOOK_JOB_NAME);
+    const jobIds = Array.from({ length: 9_000 }, (_, i) => `ev-${i}`);
+
+    const results = await addBatch(jobIds.map((jobId, i) => ({ jobId, data: data(i) })));
+
+    assert.equal(results.filter((r) => r.ok && !r.existed).length, 9_000);
+    assert.deepEqual(await redis.lrange(queue.toKey('wait'), 0, -1), jobIds.toReversed());
+    assert.equal(await redis.zcard(queue.toKey('marker')), 1);
+    assert.equal((await queue.getJob('ev-8999'))?.data.eventId, 'evt_8999');
   });
 
   test('a job added in a batch is stored exactly as queue.add stores it, and a worker processes it', async (t) => {
@@ -164,15 +226,17 @@ describe('batched job adds (job-batch.ts)', () => {
     assert.equal((await queue.getJob('ev-b'))?.data.eventId, 'evt_3');
   });
 
-  test('job options that need another BullMQ add script are refused when the adder is made', async (t) => {
+  test('job options the batch script does not mirror are refused when the adder is made', async (t) => {
     const { redis } = await webhookQueue(t);
-    for (const options of [{ priority: 1 }, { delay: 1_000 }]) {
+    const refused: [JobsOptions, RegExp][] = [
+      [{ priority: 1 }, /addStandardJob only; the queue's job options need addPrioritizedJob/],
+      [{ delay: 1_000 }, /addStandardJob only; the queue's job options need addDelayedJob/],
+      [{ sizeLimit: 10_000 }, /do not support sizeLimit or telemetry/],
+    ];
+    for (const [options, message] of refused) {
       const queue = new Queue<WebhookJobData>('other', { connection: redis, defaultJobOptions: options });
       t.after(() => queue.close());
-      assert.throws(
-        () => createBatchedJobAdder(queue, redis, WEBHOOK_JOB_NAME),
-        /mirror BullMQ's addStandardJob only; the queue's job options need add(Prioritized|Delayed)Job/,
-      );
+      assert.throws(() => createBatchedJobAdder(queue, redis, WEBHOOK_JOB_NAME), message);
     }
   });
 
