@@ -7,6 +7,13 @@ import { LATEST_SCHEMA_VERSION, MIGRATIONS, migrate } from '../../src/store/migr
 import { StoreError } from '../../src/store/store-error.js';
 import { tempDbPath } from '../helpers/store.js';
 
+/** Matches the StoreError `code` whose message names the database path and the setting to fix. */
+const refusal = (code: StoreError['code'], path: string) => (error: unknown) =>
+  error instanceof StoreError &&
+  error.code === code &&
+  error.message.includes(path) &&
+  error.message.includes('H2H_DB_PATH');
+
 test('opening a new file creates its directory, turns on WAL, FULL sync, foreign keys and the busy timeout', (t) => {
   const path = tempDbPath(t);
   const db = openDatabase({ path, busyTimeoutMs: 1234 });
@@ -49,28 +56,14 @@ test('a database written by a newer h2h-sync is refused with a message that says
   const db = openDatabase({ path });
   db.pragma(`user_version = ${LATEST_SCHEMA_VERSION + 1}`);
   db.close();
-  assert.throws(
-    () => openDatabase({ path }),
-    (error: unknown) =>
-      error instanceof StoreError &&
-      error.code === 'DATABASE_TOO_NEW' &&
-      error.message.includes(path) &&
-      error.message.includes('H2H_DB_PATH'),
-  );
+  assert.throws(() => openDatabase({ path }), refusal('DATABASE_TOO_NEW', path));
 });
 
 test('a file that is not SQLite is refused with its path and the fix', (t) => {
   const path = tempDbPath(t);
   mkdirSync(join(path, '..'), { recursive: true });
   writeFileSync(path, 'this is not a database, just some text long enough to have a header........');
-  assert.throws(
-    () => openDatabase({ path }),
-    (error: unknown) =>
-      error instanceof StoreError &&
-      error.code === 'DATABASE_OPEN_FAILED' &&
-      error.message.includes(path) &&
-      error.message.includes('H2H_DB_PATH'),
-  );
+  assert.throws(() => openDatabase({ path }), refusal('DATABASE_OPEN_FAILED', path));
 });
 
 test('a path whose directory cannot be created is refused with its path and the fix', (t) => {
@@ -78,14 +71,7 @@ test('a path whose directory cannot be created is refused with its path and the 
   mkdirSync(join(blocker, '..'), { recursive: true });
   writeFileSync(blocker, '');
   const path = join(blocker, 'nested', 'h2h-sync.db');
-  assert.throws(
-    () => openDatabase({ path }),
-    (error: unknown) =>
-      error instanceof StoreError &&
-      error.code === 'DATABASE_OPEN_FAILED' &&
-      error.message.includes(path) &&
-      error.message.includes('H2H_DB_PATH'),
-  );
+  assert.throws(() => openDatabase({ path }), refusal('DATABASE_OPEN_FAILED', path));
 });
 
 test('an event can only name an order that exists (foreign keys are enforced)', (t) => {
