@@ -21,8 +21,14 @@ export const REDACT_PATHS = [
   'headers["x-signature"]',
 ];
 
+/** The levels a logger can be set to; `silent` logs nothing. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+/** Default of {@link LoggerOptions.level}. */
+export const DEFAULT_LOG_LEVEL: LogLevel = 'info';
+
 export interface LoggerOptions {
-  /** Default: `info`. */
+  /** Default: {@link DEFAULT_LOG_LEVEL}. */
   level?: string;
   /** The component name in every line (`receiver`, `worker`, …). */
   name?: string;
@@ -45,7 +51,7 @@ function headerPaths(name: string): string[] {
 export function createLogger(options: LoggerOptions = {}): Logger {
   return pino(
     {
-      level: options.level ?? 'info',
+      level: options.level ?? DEFAULT_LOG_LEVEL,
       name: options.name,
       redact: {
         paths: [...new Set([...REDACT_PATHS, ...(options.redactHeaders ?? []).flatMap(headerPaths)])],

@@ -11,6 +11,7 @@ import {
 } from './poll-request-queue.js';
 import {
   DEFAULT_QUEUE_PREFIX,
+  DEFAULT_REDIS_URL,
   encodeWebhookRawBody,
   WEBHOOK_JOB_NAME,
   WEBHOOK_JOB_OPTIONS,
@@ -32,7 +33,7 @@ export class QueueUnavailableError extends Error {
 }
 
 export interface WebhookProducerOptions {
-  /** Redis to connect to. Default: `redis://127.0.0.1:6379`. Ignored when `connection` is given. */
+  /** Redis to connect to. Default: {@link DEFAULT_REDIS_URL}. Ignored when `connection` is given. */
   redisUrl?: string;
   /**
    * An ioredis client to use instead of opening one; the caller keeps it (close() leaves it
@@ -168,7 +169,7 @@ export function createWebhookProducer(options: WebhookProducerOptions = {}): Web
   const ownsConnection = options.connection === undefined;
   const redis =
     options.connection ??
-    new Redis(options.redisUrl ?? 'redis://127.0.0.1:6379', {
+    new Redis(options.redisUrl ?? DEFAULT_REDIS_URL, {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 1,
       commandTimeout: timeoutMs,

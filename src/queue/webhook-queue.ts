@@ -14,6 +14,9 @@ export const WEBHOOK_QUEUE = 'h2h-webhooks';
 /** Name of every job on {@link WEBHOOK_QUEUE}. */
 export const WEBHOOK_JOB_NAME = 'webhook';
 
+/** The Redis of the queues when none is given: a local one on its standard port. */
+export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+
 /** BullMQ's own default key prefix; tests pass a unique one. Producer and worker must agree. */
 export const DEFAULT_QUEUE_PREFIX = 'bull';
 

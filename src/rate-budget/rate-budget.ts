@@ -16,6 +16,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { DEFAULT_RATE_LIMIT_PER_MINUTE } from '../upstream/model.js';
 
+/** Default of {@link RateBudgetOptions.windowMs}: the upstream's rolling minute (spec §8). */
+export const DEFAULT_RATE_WINDOW_MS = 60_000;
+
+/** Default of {@link RateBudgetOptions.reservedForCreate}: a third of the limit, rounded (20 of 60). */
+export function defaultReservedForCreate(limit: number): number {
+  return Math.round(limit / 3);
+}
+
 /** Who draws: order creation (`create`, may use the whole limit) or status polling (`poll`, only what creation leaves). */
 export type BudgetPriority = 'create' | 'poll';
 
@@ -27,7 +35,7 @@ export interface RateBudgetOptions {
   apiKey: string;
   /** Calls allowed per rolling window. Default: 60 ({@link DEFAULT_RATE_LIMIT_PER_MINUTE}). */
   limit?: number;
-  /** The upstream's rolling window in ms. Default: 60000. */
+  /** The upstream's rolling window in ms. Default: {@link DEFAULT_RATE_WINDOW_MS}. */
   windowMs?: number;
   /**
    * Added to the window to absorb clock and latency skew between a grant here and the request's
@@ -36,7 +44,7 @@ export interface RateBudgetOptions {
   marginMs?: number;
   /**
    * Calls of each window that polling may not use, kept for order creation. Polling may use at
-   * most `limit - reservedForCreate`. Default: a third of the limit, rounded (20 of 60).
+   * most `limit - reservedForCreate`. Default: {@link defaultReservedForCreate}.
    */
   reservedForCreate?: number;
   /** Prefix of the Redis key. Default: `h2h:rate-budget:`. */
@@ -164,12 +172,12 @@ export class RateBudget {
     if (!options.apiKey) throw new TypeError('RateBudget: apiKey is required');
     this.#redis = options.redis;
     this.limit = positiveInteger('limit', options.limit ?? DEFAULT_RATE_LIMIT_PER_MINUTE);
-    this.windowMs = positiveInteger('windowMs', options.windowMs ?? 60_000);
+    this.windowMs = positiveInteger('windowMs', options.windowMs ?? DEFAULT_RATE_WINDOW_MS);
     this.marginMs = options.marginMs ?? 1000;
     if (!Number.isSafeInteger(this.marginMs) || this.marginMs < 0) {
       throw new RangeError(`RateBudget: marginMs must be an integer ≥ 0, got ${options.marginMs}`);
     }
-    this.reservedForCreate = options.reservedForCreate ?? Math.round(this.limit / 3);
+    this.reservedForCreate = options.reservedForCreate ?? defaultReservedForCreate(this.limit);
     if (
       !Number.isSafeInteger(this.reservedForCreate) ||
       this.reservedForCreate < 0 ||

@@ -35,7 +35,7 @@ export interface ReceiverAppOptions {
   producer: WebhookProducer;
   /** Default: {@link DEFAULT_WEBHOOK_PATH}. */
   path?: string;
-  /** Tolerated clock distance, either way, in seconds. Default: {@link DEFAULT_TOLERANCE_S} (300). */
+  /** Tolerated clock distance, either way, in seconds. Default: {@link DEFAULT_TOLERANCE_S}. */
   toleranceS?: number;
   /** Largest accepted body in bytes. Default: {@link DEFAULT_WEBHOOK_BODY_LIMIT}. */
   bodyLimit?: number;

@@ -27,6 +27,8 @@ import { WriteLock } from './write-lock.js';
 
 /** Default delay before the first poll of a new or just-changed order: its webhook is overdue then. */
 export const DEFAULT_FIRST_POLL_DELAY_MS = 30_000;
+/** Default of {@link OrderStoreOptions.refundWatchMs}: a SUCCESS with its serial is settled at once. */
+export const DEFAULT_REFUND_WATCH_MS = 0;
 /** Default page size of {@link OrderStore.listOrders}. */
 export const DEFAULT_LIST_LIMIT = 50;
 
@@ -36,7 +38,7 @@ export interface OrderStoreOptions {
   /**
    * How long a SUCCESS with its serial number stays open for polling after it first became
    * final, so that a refund whose webhook is lost for good is still found (decisions.md: SUCCESS
-   * may still become REFUNDED). Default: 0, settled at once, as before.
+   * may still become REFUNDED). Default: {@link DEFAULT_REFUND_WATCH_MS}.
    */
   refundWatchMs?: number;
   /** The clock, in ms since the epoch. Default: `Date.now`. */
@@ -253,7 +255,7 @@ export class OrderStore {
     db: Database,
     {
       firstPollDelayMs = DEFAULT_FIRST_POLL_DELAY_MS,
-      refundWatchMs = 0,
+      refundWatchMs = DEFAULT_REFUND_WATCH_MS,
       now = Date.now,
     }: OrderStoreOptions = {},
   ) {

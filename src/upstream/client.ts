@@ -27,8 +27,19 @@ import {
   retryDelayMs,
 } from './retry-policy.js';
 
+/** The ways the API key can be sent (spec §5 rule 1). */
+export const AUTH_STYLES = ['x-api-key', 'bearer'] as const;
 /** How the API key is sent (spec §5 rule 1). */
-export type AuthStyle = 'x-api-key' | 'bearer';
+export type AuthStyle = (typeof AUTH_STYLES)[number];
+
+/** Default of {@link UpstreamClientOptions.authStyle}. */
+export const DEFAULT_AUTH_STYLE: AuthStyle = 'x-api-key';
+/** Default of {@link UpstreamClientOptions.connectTimeoutMs}. */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
+/** Default of {@link UpstreamClientOptions.headersTimeoutMs} (undici's own is 300 s). */
+export const DEFAULT_HEADERS_TIMEOUT_MS = 15_000;
+/** Default of {@link UpstreamClientOptions.bodyTimeoutMs}. */
+export const DEFAULT_BODY_TIMEOUT_MS = 15_000;
 
 /** Options of {@link UpstreamClient}. */
 export interface UpstreamClientOptions {
@@ -40,13 +51,13 @@ export interface UpstreamClientOptions {
   baseUrl: string;
   /** The member's API key. Required; never logged. */
   apiKey: string;
-  /** `x-api-key: KEY` or `Authorization: Bearer KEY`. Default: `'x-api-key'`. */
+  /** `x-api-key: KEY` or `Authorization: Bearer KEY`. Default: {@link DEFAULT_AUTH_STYLE}. */
   authStyle?: AuthStyle;
-  /** TCP (and TLS) connect timeout in ms. Default: 5000. */
+  /** TCP (and TLS) connect timeout in ms. Default: {@link DEFAULT_CONNECT_TIMEOUT_MS}. */
   connectTimeoutMs?: number;
-  /** Time to wait for the response headers, in ms (undici's own default is 300 s). Default: 15000. */
+  /** Time to wait for the response headers, in ms. Default: {@link DEFAULT_HEADERS_TIMEOUT_MS}. */
   headersTimeoutMs?: number;
-  /** Longest silence while reading the response body, in ms. Default: 15000. */
+  /** Longest silence while reading the response body, in ms. Default: {@link DEFAULT_BODY_TIMEOUT_MS}. */
   bodyTimeoutMs?: number;
   /** Retry policy (spec §7). Defaults: 4 attempts, 250 ms base, 30 s cap, Retry-After honoured up to 120 s. */
   retry?: RetryOptions;
@@ -175,8 +186,8 @@ export class UpstreamClient {
     if (typeof options.apiKey !== 'string' || options.apiKey.trim() === '') {
       throw new TypeError('UpstreamClient: apiKey is required');
     }
-    const authStyle = options.authStyle ?? 'x-api-key';
-    if (authStyle !== 'x-api-key' && authStyle !== 'bearer') {
+    const authStyle = options.authStyle ?? DEFAULT_AUTH_STYLE;
+    if (!AUTH_STYLES.includes(authStyle)) {
       throw new TypeError(`UpstreamClient: authStyle must be 'x-api-key' or 'bearer', got ${authStyle}`);
     }
     this.#authHeaders =
@@ -189,9 +200,9 @@ export class UpstreamClient {
     this.#budgetMaxWaitMs = options.budgetMaxWaitMs;
     this.#logger = options.logger;
     this.#pool = new Pool(origin, {
-      connectTimeout: positiveMs('connectTimeoutMs', options.connectTimeoutMs ?? 5000),
-      headersTimeout: positiveMs('headersTimeoutMs', options.headersTimeoutMs ?? 15_000),
-      bodyTimeout: positiveMs('bodyTimeoutMs', options.bodyTimeoutMs ?? 15_000),
+      connectTimeout: positiveMs('connectTimeoutMs', options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS),
+      headersTimeout: positiveMs('headersTimeoutMs', options.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS),
+      bodyTimeout: positiveMs('bodyTimeoutMs', options.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS),
     });
   }
 

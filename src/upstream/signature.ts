@@ -1,4 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { WEBHOOK_HEADERS } from './model.js';
 
 /**
  * The webhook signature of spec §6 and decisions.md: lowercase hex HMAC-SHA256, keyed with the
@@ -92,12 +93,15 @@ export function verifyWebhookSignature(input: VerifyWebhookInput): VerifyWebhook
   return { ok: true, timestamp: seconds, secretIndex };
 }
 
-/** Headers of a validly signed delivery, for tests and the simulator. */
+/** Headers of a validly signed delivery (default header names), for tests and the simulator. */
 export function signedWebhookHeaders(
   secret: string,
   rawBody: Buffer | string,
   timestampS: number = Math.floor(Date.now() / 1000),
-): { 'x-timestamp': string; 'x-signature': string } {
+) {
   const ts = String(timestampS);
-  return { 'x-timestamp': ts, 'x-signature': signWebhook(secret, ts, rawBody) };
+  return {
+    [WEBHOOK_HEADERS.timestamp]: ts,
+    [WEBHOOK_HEADERS.signature]: signWebhook(secret, ts, rawBody),
+  };
 }

@@ -2,7 +2,12 @@ import type { Database } from 'better-sqlite3';
 import { type Job, UnrecoverableError, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE, type WebhookJobData } from '../queue/webhook-queue.js';
+import {
+  DEFAULT_QUEUE_PREFIX,
+  DEFAULT_REDIS_URL,
+  WEBHOOK_QUEUE,
+  type WebhookJobData,
+} from '../queue/webhook-queue.js';
 import type { EventReason } from '../store/local-order.js';
 import type { OrderStore } from '../store/order-store.js';
 import { StoreError } from '../store/store-error.js';
@@ -25,7 +30,7 @@ export interface EventWorkerOptions {
   store: OrderStore;
   /** The connection `store` was built on: batches commit on it (see {@link GroupCommit}). */
   db: Database;
-  /** Redis of the queue. Default: `redis://127.0.0.1:6379`. */
+  /** Redis of the queue. Default: {@link DEFAULT_REDIS_URL}. */
   redisUrl?: string;
   /** BullMQ key prefix; must match the receiver's. Default: {@link DEFAULT_QUEUE_PREFIX}. */
   prefix?: string;
@@ -155,7 +160,7 @@ export function createEventWorker(options: EventWorkerOptions): EventWorker {
   const groupCommit = new GroupCommit({ db: options.db, maxBatchSize });
   const { store, logger } = options;
 
-  const connection = new Redis(options.redisUrl ?? 'redis://127.0.0.1:6379', {
+  const connection = new Redis(options.redisUrl ?? DEFAULT_REDIS_URL, {
     maxRetriesPerRequest: null, // BullMQ workers must wait out a Redis outage, not fail commands
     connectionName: 'h2h-worker',
   });

@@ -43,7 +43,7 @@ export interface StartWorkerProcessOptions {
   queuePrefix?: string;
   /**
    * Whether to serve the admin view (src/admin/admin-server.ts) on ADMIN_HOST:ADMIN_PORT, unless
-   * ADMIN_PORT=0. Default: `false`, so that tests and embedders never bind port 3001;
+   * ADMIN_PORT=0. Default: `false`, so that tests and embedders never bind the admin port;
    * `h2h-sync worker` ({@link runWorker}) passes `true`.
    */
   admin?: boolean;
