@@ -1,10 +1,36 @@
 import { z } from 'zod';
+import { DEFAULT_LOG_LEVEL, LOG_LEVELS } from '../observability/logger.js';
+import { DEFAULT_ENQUEUE_TIMEOUT_MS } from '../queue/webhook-producer.js';
+import { DEFAULT_REDIS_URL } from '../queue/webhook-queue.js';
+import { DEFAULT_RATE_WINDOW_MS, defaultReservedForCreate } from '../rate-budget/rate-budget.js';
+import { DEFAULT_WEBHOOK_BODY_LIMIT, DEFAULT_WEBHOOK_PATH } from '../receiver/app.js';
+import { DEFAULT_FIRST_POLL_DELAY_MS, DEFAULT_REFUND_WATCH_MS } from '../store/order-store.js';
+import {
+  AUTH_STYLES,
+  DEFAULT_AUTH_STYLE,
+  DEFAULT_BODY_TIMEOUT_MS,
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  DEFAULT_HEADERS_TIMEOUT_MS,
+} from '../upstream/client.js';
+import { DEFAULT_RATE_LIMIT_PER_MINUTE, WEBHOOK_HEADERS } from '../upstream/model.js';
+import { DEFAULT_RETRY } from '../upstream/retry-policy.js';
+import { DEFAULT_TOLERANCE_S } from '../upstream/signature.js';
+import {
+  DEFAULT_CLOSE_TIMEOUT_MS,
+  DEFAULT_LOCK_DURATION_MS,
+  DEFAULT_MAX_STALLED_COUNT,
+  DEFAULT_STALLED_INTERVAL_MS,
+  DEFAULT_WORKER_CONCURRENCY,
+} from '../worker/event-worker.js';
 
 /**
  * Every setting of h2h-sync, read once from the environment at start-up and validated here.
  * Each entry's description and default feed the settings table of the README
  * (`npm run docs:config` prints it; a test keeps the README in step). Components receive only
  * their own section of {@link Config}; nothing else reads `process.env`.
+ *
+ * A default a component also applies on its own is imported from that component (its
+ * `DEFAULT_*` constant), never written here a second time; the rest exist only here.
  */
 
 const int = (min: number) => z.coerce.number().int().min(min);
@@ -19,6 +45,10 @@ const list = z.string().transform((s) =>
     .map((part) => part.trim())
     .filter(Boolean),
 );
+const LOOPBACK = '127.0.0.1';
+
+/** The base URL of the simulator as `npm run sim` starts it: the development value of `H2H_BASE_URL`. */
+export const SIMULATOR_BASE_URL = `http://${LOOPBACK}:4010/v1/member-api`;
 
 export const settingsSchema = z.object({
   H2H_BASE_URL: z
@@ -36,79 +66,90 @@ export const settingsSchema = z.object({
       'Webhook secrets, comma-separated, newest first (two during a rotation). Required by the receiver.',
     ),
   H2H_AUTH_STYLE: z
-    .enum(['x-api-key', 'bearer'])
-    .default('x-api-key')
+    .enum(AUTH_STYLES)
+    .default(DEFAULT_AUTH_STYLE)
     .describe('How the API key is sent: `x-api-key` header or `Authorization: Bearer`.'),
-  H2H_CONNECT_TIMEOUT_MS: int(1).default(5_000).describe('Upstream connect timeout.'),
-  H2H_HEADERS_TIMEOUT_MS: int(1).default(15_000).describe('Upstream timeout until response headers arrive.'),
-  H2H_BODY_TIMEOUT_MS: int(1).default(15_000).describe('Upstream timeout between body chunks.'),
-  H2H_RETRY_MAX_ATTEMPTS: int(1).default(4).describe('Attempts per upstream call, first one included.'),
+  H2H_CONNECT_TIMEOUT_MS: int(1).default(DEFAULT_CONNECT_TIMEOUT_MS).describe('Upstream connect timeout.'),
+  H2H_HEADERS_TIMEOUT_MS: int(1)
+    .default(DEFAULT_HEADERS_TIMEOUT_MS)
+    .describe('Upstream timeout until response headers arrive.'),
+  H2H_BODY_TIMEOUT_MS: int(1)
+    .default(DEFAULT_BODY_TIMEOUT_MS)
+    .describe('Upstream timeout between body chunks.'),
+  H2H_RETRY_MAX_ATTEMPTS: int(1)
+    .default(DEFAULT_RETRY.maxAttempts)
+    .describe('Attempts per upstream call, first one included.'),
   H2H_RATE_LIMIT: int(1)
-    .default(60)
+    .default(DEFAULT_RATE_LIMIT_PER_MINUTE)
     .describe('Upstream calls allowed per rate window, shared by every process.'),
-  H2H_RATE_WINDOW_MS: int(1000).default(60_000).describe('Length of the rolling rate window.'),
+  H2H_RATE_WINDOW_MS: int(1000)
+    .default(DEFAULT_RATE_WINDOW_MS)
+    .describe('Length of the rolling rate window.'),
   H2H_RATE_RESERVE_CREATE: int(0)
-    .default(20)
-    .describe('Calls per window that status polling may never use, kept for order creation.'),
+    .optional()
+    .describe(
+      'Calls per window that status polling may never use, kept for order creation; below `H2H_RATE_LIMIT`. Default: a third of `H2H_RATE_LIMIT`, rounded.',
+    ),
   REDIS_URL: z
     .url({ protocol: /^rediss?$/ })
-    .default('redis://127.0.0.1:6379')
+    .default(DEFAULT_REDIS_URL)
     .describe('Redis for the queues and the shared rate budget.'),
   H2H_DB_PATH: z.string().min(1).default('./var/h2h-sync.db').describe('SQLite order store file.'),
-  LOG_LEVEL: z
-    .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
-    .default('info')
-    .describe('pino log level.'),
-  HOST: z.string().min(1).default('127.0.0.1').describe('Address the webhook receiver listens on.'),
+  LOG_LEVEL: z.enum(LOG_LEVELS).default(DEFAULT_LOG_LEVEL).describe('pino log level.'),
+  HOST: z.string().min(1).default(LOOPBACK).describe('Address the webhook receiver listens on.'),
   PORT: int(0).max(65_535).default(3000).describe('Port the webhook receiver listens on; `0` = a free one.'),
   H2H_WEBHOOK_PATH: z
     .string()
     .regex(/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/, 'must be a URL path starting with /')
-    .default('/webhooks/h2h')
+    .default(DEFAULT_WEBHOOK_PATH)
     .describe('Path the receiver accepts webhooks on (`POST`).'),
   H2H_WEBHOOK_TOLERANCE_S: int(1)
-    .default(300)
+    .default(DEFAULT_TOLERANCE_S)
     .describe('Seconds a webhook timestamp may be from this clock, either way, before it is refused.'),
   H2H_WEBHOOK_BODY_LIMIT: int(1)
-    .default(262_144)
+    .default(DEFAULT_WEBHOOK_BODY_LIMIT)
     .describe('Largest webhook body the receiver accepts, in bytes; larger is 413.'),
   H2H_TIMESTAMP_HEADER: header
-    .default('x-timestamp')
+    .default(WEBHOOK_HEADERS.timestamp)
     .describe('Webhook header carrying the signed timestamp.'),
-  H2H_SIGNATURE_HEADER: header.default('x-signature').describe('Webhook header carrying the signature.'),
+  H2H_SIGNATURE_HEADER: header
+    .default(WEBHOOK_HEADERS.signature)
+    .describe('Webhook header carrying the signature.'),
   H2H_EVENT_ID_HEADER: header
-    .default('x-event-id')
+    .default(WEBHOOK_HEADERS.eventId)
     .describe('Webhook header carrying the event id the receiver dedupes on.'),
-  H2H_EVENT_TYPE_HEADER: header.default('x-event-type').describe('Webhook header carrying the event type.'),
+  H2H_EVENT_TYPE_HEADER: header
+    .default(WEBHOOK_HEADERS.eventType)
+    .describe('Webhook header carrying the event type.'),
   H2H_ENQUEUE_TIMEOUT_MS: int(1)
-    .default(2_000)
+    .default(DEFAULT_ENQUEUE_TIMEOUT_MS)
     .describe('Longest wait for Redis to acknowledge a queued webhook before the receiver answers 503.'),
   H2H_SHUTDOWN_TIMEOUT_MS: int(1)
     .default(10_000)
     .describe('Longest graceful drain of the receiver on SIGINT/SIGTERM before it exits anyway.'),
   H2H_WORKER_CONCURRENCY: int(1)
-    .default(100)
+    .default(DEFAULT_WORKER_CONCURRENCY)
     .describe(
       'Webhook jobs one event worker process holds at once; they share group commits, so also the most events one commit holds.',
     ),
   H2H_WORKER_BATCH_SIZE: int(1)
     .optional()
     .describe(
-      'Events at which the worker commits a batch without waiting for the next event-loop turn; default and maximum: `H2H_WORKER_CONCURRENCY`.',
+      'Events at which the worker commits a batch without waiting for the next event-loop turn. Default and maximum: `H2H_WORKER_CONCURRENCY`.',
     ),
   H2H_WORKER_LOCK_DURATION_MS: int(1)
-    .default(30_000)
+    .default(DEFAULT_LOCK_DURATION_MS)
     .describe(
       'How long a webhook job stays locked to its worker without a renewal; a crashed worker’s jobs are taken over after it.',
     ),
   H2H_WORKER_STALLED_INTERVAL_MS: int(1)
-    .default(30_000)
+    .default(DEFAULT_STALLED_INTERVAL_MS)
     .describe('How often a worker returns stalled jobs (their lock expired: the worker died) to the queue.'),
   H2H_WORKER_MAX_STALLED_COUNT: int(0)
-    .default(1)
+    .default(DEFAULT_MAX_STALLED_COUNT)
     .describe('Times a webhook job may stall and be taken over before it is parked in the failed set.'),
   H2H_WORKER_SHUTDOWN_TIMEOUT_MS: int(1)
-    .default(10_000)
+    .default(DEFAULT_CLOSE_TIMEOUT_MS)
     .describe(
       'Longest graceful stop of the worker on SIGINT/SIGTERM (finish and commit active jobs) before it exits anyway.',
     ),
@@ -122,7 +163,7 @@ export const settingsSchema = z.object({
     .default(60)
     .describe('Seconds between two reconciliation passes (a BullMQ job scheduler, one pass at a time).'),
   RECONCILE_FIRST_POLL_DELAY_S: int(0)
-    .default(30)
+    .default(DEFAULT_FIRST_POLL_DELAY_MS / 1000)
     .describe(
       'Seconds after an order is created or changes before its first poll: its webhook is overdue then. Every process that writes orders must use the same value.',
     ),
@@ -134,7 +175,7 @@ export const settingsSchema = z.object({
       'Seconds between polls of an order that does not change, one entry per poll; the last repeats (the cap).',
     ),
   RECONCILE_REFUND_WATCH_S: int(0)
-    .default(0)
+    .default(DEFAULT_REFUND_WATCH_MS / 1000)
     .describe(
       'Seconds a SUCCESS with its serial is still polled, to find a refund whose webhook was lost for good; `0` = settled at once. Costs polls: see docs/reconciler.md. Every process that writes orders must use the same value.',
     ),
@@ -152,7 +193,7 @@ export const settingsSchema = z.object({
   ADMIN_HOST: z
     .string()
     .min(1)
-    .default('127.0.0.1')
+    .default(LOOPBACK)
     .describe(
       'Address the admin server of `h2h-sync worker` (Bull Board, `/metrics`, `/healthz`) listens on. Anything but loopback requires ADMIN_USER and ADMIN_PASSWORD.',
     ),
@@ -181,7 +222,49 @@ export const settingsSchema = z.object({
     ),
 });
 
-export type Settings = z.infer<typeof settingsSchema>;
+/** The name of every setting, in the order of the README table. */
+export const SETTING_NAMES = Object.keys(settingsSchema.shape) as Array<keyof typeof settingsSchema.shape>;
+
+/** Hosts that only this machine reaches. */
+function isLoopbackHost(host: string): boolean {
+  const h = host.toLowerCase().replace(/^\[|\]$/g, '');
+  return h === 'localhost' || h === '::1' || /^127(\.\d{1,3}){3}$/.test(h);
+}
+
+/**
+ * The rules that tie settings together, and the defaults that follow from another setting.
+ * Their messages are shown as written, so each names its variables and the fix.
+ */
+const validSettings = settingsSchema.transform((s, ctx) => {
+  const refuse = (name: keyof typeof s, message: string) =>
+    ctx.issues.push({ code: 'custom', path: [name], message, input: s[name] });
+  const reservedForCreate = s.H2H_RATE_RESERVE_CREATE ?? defaultReservedForCreate(s.H2H_RATE_LIMIT);
+  if (reservedForCreate >= s.H2H_RATE_LIMIT) {
+    refuse(
+      'H2H_RATE_RESERVE_CREATE',
+      `H2H_RATE_RESERVE_CREATE (${reservedForCreate}) must be below H2H_RATE_LIMIT (${s.H2H_RATE_LIMIT}), or polling could never run`,
+    );
+  }
+  // The admin view shows webhook bodies and can retry or delete jobs: never without a password
+  // where another machine can reach it.
+  if (Boolean(s.ADMIN_USER) !== Boolean(s.ADMIN_PASSWORD)) {
+    refuse(
+      s.ADMIN_USER ? 'ADMIN_PASSWORD' : 'ADMIN_USER',
+      'ADMIN_USER and ADMIN_PASSWORD must be set together (basic auth of the admin server)',
+    );
+  } else if (s.ADMIN_PORT !== 0 && !s.ADMIN_USER && !isLoopbackHost(s.ADMIN_HOST)) {
+    refuse(
+      'ADMIN_HOST',
+      `ADMIN_HOST=${s.ADMIN_HOST} is not loopback: set ADMIN_USER and ADMIN_PASSWORD (basic auth), or ADMIN_HOST=${LOOPBACK}, or ADMIN_PORT=0 to turn the admin server off`,
+    );
+  }
+  // Each job in flight waits for its batch's commit, so a larger batch could never fill.
+  const batchSize = Math.min(s.H2H_WORKER_BATCH_SIZE ?? s.H2H_WORKER_CONCURRENCY, s.H2H_WORKER_CONCURRENCY);
+  return { ...s, H2H_RATE_RESERVE_CREATE: reservedForCreate, H2H_WORKER_BATCH_SIZE: batchSize };
+});
+
+/** The validated settings, every default applied. */
+export type Settings = z.output<typeof validSettings>;
 
 /** Settings whose values never appear in messages or logs. */
 const SECRET_SETTINGS = new Set(['H2H_API_KEY', 'H2H_API_SECRET', 'ADMIN_PASSWORD']);
@@ -190,17 +273,6 @@ const SECRET_SETTINGS = new Set(['H2H_API_KEY', 'H2H_API_SECRET', 'ADMIN_PASSWOR
 export class ConfigError extends Error {
   override name = 'ConfigError';
   readonly code = 'CONFIG_INVALID';
-}
-
-/** Options of the upstream client, as the config provides them. */
-export interface UpstreamSettings {
-  baseUrl: string;
-  apiKey: string;
-  authStyle: 'x-api-key' | 'bearer';
-  connectTimeoutMs: number;
-  headersTimeoutMs: number;
-  bodyTimeoutMs: number;
-  retryMaxAttempts: number;
 }
 
 /** The validated configuration, one section per component. */
@@ -212,14 +284,18 @@ export interface Config {
   budget: { limit: number; windowMs: number; reservedForCreate: number };
 }
 
-/** Reads and validates every setting; throws {@link ConfigError} naming each bad variable. */
+/**
+ * Reads and validates every setting; throws {@link ConfigError} naming each bad variable. An
+ * empty value counts as not set.
+ */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const raw: Record<string, string | undefined> = Object.fromEntries(
-    Object.keys(settingsSchema.shape).map((key) => [key, env[key] === '' ? undefined : env[key]]),
+    SETTING_NAMES.map((key) => [key, env[key] === '' ? undefined : env[key]]),
   );
-  const parsed = settingsSchema.safeParse(raw);
+  const parsed = validSettings.safeParse(raw);
   if (!parsed.success) {
     const lines = parsed.error.issues.map((issue) => {
+      if (issue.code === 'custom') return issue.message;
       const name = String(issue.path[0]);
       const shown = SECRET_SETTINGS.has(name) ? '(hidden)' : JSON.stringify(raw[name]);
       return `${name}=${shown} is not valid: ${issue.message}`;
@@ -229,11 +305,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     );
   }
   const s = parsed.data;
-  if (s.H2H_RATE_RESERVE_CREATE >= s.H2H_RATE_LIMIT) {
-    throw new ConfigError(
-      `H2H_RATE_RESERVE_CREATE (${s.H2H_RATE_RESERVE_CREATE}) must be below H2H_RATE_LIMIT (${s.H2H_RATE_LIMIT}), or polling could never run`,
-    );
-  }
   return {
     settings: s,
     redisUrl: s.REDIS_URL,
@@ -247,18 +318,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   };
 }
 
-/** The upstream section; throws {@link ConfigError} when the URL or key a command needs is missing. */
-export function upstreamSettings(config: Config): UpstreamSettings {
+// The sections below map settings to the options of one component each; what a setting means
+// and its default are in the schema above (and the README table generated from it).
+
+/** The upstream client's section; throws {@link ConfigError} when the URL or key a command needs is missing. */
+export function upstreamSettings(config: Config) {
   const s = config.settings;
-  const missing = [!s.H2H_BASE_URL && 'H2H_BASE_URL', !s.H2H_API_KEY && 'H2H_API_KEY'].filter(Boolean);
-  if (missing.length > 0) {
+  if (!s.H2H_BASE_URL || !s.H2H_API_KEY) {
+    const missing = [!s.H2H_BASE_URL && 'H2H_BASE_URL', !s.H2H_API_KEY && 'H2H_API_KEY'].filter(Boolean);
     throw new ConfigError(
-      `${missing.join(' and ')} must be set to call the upstream (for the simulator: H2H_BASE_URL=http://127.0.0.1:4010/v1/member-api H2H_API_KEY=sim_key_demo_M0001)`,
+      `${missing.join(' and ')} must be set to call the upstream (for the simulator: H2H_BASE_URL=${SIMULATOR_BASE_URL} H2H_API_KEY=sim_key_demo_M0001)`,
     );
   }
   return {
-    baseUrl: s.H2H_BASE_URL!,
-    apiKey: s.H2H_API_KEY!,
+    baseUrl: s.H2H_BASE_URL,
+    apiKey: s.H2H_API_KEY,
     authStyle: s.H2H_AUTH_STYLE,
     connectTimeoutMs: s.H2H_CONNECT_TIMEOUT_MS,
     headersTimeoutMs: s.H2H_HEADERS_TIMEOUT_MS,
@@ -266,8 +340,9 @@ export function upstreamSettings(config: Config): UpstreamSettings {
     retryMaxAttempts: s.H2H_RETRY_MAX_ATTEMPTS,
   };
 }
+export type UpstreamSettings = ReturnType<typeof upstreamSettings>;
 
-/** The webhook secrets; throws {@link ConfigError} when none is configured. */
+/** The webhook secrets, newest first; throws {@link ConfigError} when none is configured. */
 export function webhookSecrets(config: Config): string[] {
   const secrets = config.settings.H2H_API_SECRET ?? [];
   if (secrets.length === 0) {
@@ -276,32 +351,8 @@ export function webhookSecrets(config: Config): string[] {
   return secrets;
 }
 
-/** The webhook receiver's section of the configuration (docs/receiver.md, "Settings"). */
-export interface ReceiverSettings {
-  /** `HOST`, default `127.0.0.1`. */
-  host: string;
-  /** `PORT`, default 3000. */
-  port: number;
-  /** `H2H_WEBHOOK_PATH`, default `/webhooks/h2h`. */
-  path: string;
-  /** Accepted secrets, newest first (`H2H_API_SECRET`). */
-  secrets: string[];
-  /** `H2H_WEBHOOK_TOLERANCE_S`, default 300. */
-  toleranceS: number;
-  /** `H2H_WEBHOOK_BODY_LIMIT`, default 262144 (256 KiB). */
-  bodyLimit: number;
-  /** Header names in lower case; defaults `x-timestamp`, `x-signature`, `x-event-id`, `x-event-type`. */
-  headers: { timestamp: string; signature: string; eventId: string; eventType: string };
-  /** `H2H_ENQUEUE_TIMEOUT_MS`, default 2000. */
-  enqueueTimeoutMs: number;
-  /** `H2H_SHUTDOWN_TIMEOUT_MS`, default 10000. */
-  shutdownTimeoutMs: number;
-  redisUrl: string;
-  logLevel: Settings['LOG_LEVEL'];
-}
-
-/** The receiver section; throws {@link ConfigError} when no webhook secret is configured. */
-export function receiverSettings(config: Config): ReceiverSettings {
+/** The webhook receiver's section (docs/receiver.md); throws {@link ConfigError} when no webhook secret is configured. */
+export function receiverSettings(config: Config) {
   const s = config.settings;
   return {
     host: s.HOST,
@@ -322,72 +373,25 @@ export function receiverSettings(config: Config): ReceiverSettings {
     logLevel: config.logLevel,
   };
 }
+export type ReceiverSettings = ReturnType<typeof receiverSettings>;
 
-/** The admin server's section of the configuration (docs/deployment.md, "Admin"). */
-export interface AdminSettings {
-  /** `ADMIN_HOST`, default `127.0.0.1`. */
-  host: string;
-  /** `ADMIN_PORT`, default 3001; `0` turns the admin server off. */
-  port: number;
-  /** Basic-auth credentials (`ADMIN_USER`, `ADMIN_PASSWORD`); undefined = no auth (loopback only). */
-  auth: { user: string; password: string } | undefined;
-}
-
-/** Hosts that only this machine reaches. */
-export function isLoopbackHost(host: string): boolean {
-  const h = host.toLowerCase().replace(/^\[|\]$/g, '');
-  return h === 'localhost' || h === '::1' || /^127(\.\d{1,3}){3}$/.test(h);
-}
-
-/**
- * The admin section. Throws {@link ConfigError} when only one of ADMIN_USER and ADMIN_PASSWORD
- * is set, or when ADMIN_HOST is not loopback and they are not: the queues' contents (webhook
- * bodies) and their retry and delete buttons are never exposed without authentication.
- */
-export function adminSettings(config: Config): AdminSettings {
+/** The admin server's section (docs/deployment.md, "Admin view"); `auth` undefined = none (loopback only). */
+export function adminSettings(config: Config) {
   const s = config.settings;
-  if (Boolean(s.ADMIN_USER) !== Boolean(s.ADMIN_PASSWORD)) {
-    throw new ConfigError(
-      'ADMIN_USER and ADMIN_PASSWORD must be set together (basic auth of the admin server)',
-    );
-  }
   const auth =
     s.ADMIN_USER && s.ADMIN_PASSWORD ? { user: s.ADMIN_USER, password: s.ADMIN_PASSWORD } : undefined;
-  if (s.ADMIN_PORT !== 0 && !auth && !isLoopbackHost(s.ADMIN_HOST)) {
-    throw new ConfigError(
-      `ADMIN_HOST=${s.ADMIN_HOST} is not loopback: set ADMIN_USER and ADMIN_PASSWORD (basic auth), or ADMIN_HOST=127.0.0.1, or ADMIN_PORT=0 to turn the admin server off`,
-    );
-  }
   return { host: s.ADMIN_HOST, port: s.ADMIN_PORT, auth };
 }
+export type AdminSettings = ReturnType<typeof adminSettings>;
 
-/** The event worker's section of the configuration (docs/worker.md, "Settings"). */
-export interface WorkerSettings {
-  redisUrl: string;
-  dbPath: string;
-  /** `H2H_WORKER_CONCURRENCY`, default 100. */
-  concurrency: number;
-  /** `H2H_WORKER_BATCH_SIZE`, default and maximum: the concurrency. */
-  batchSize: number;
-  /** `H2H_WORKER_LOCK_DURATION_MS`, default 30000. */
-  lockDurationMs: number;
-  /** `H2H_WORKER_STALLED_INTERVAL_MS`, default 30000. */
-  stalledIntervalMs: number;
-  /** `H2H_WORKER_MAX_STALLED_COUNT`, default 1. */
-  maxStalledCount: number;
-  /** `H2H_WORKER_SHUTDOWN_TIMEOUT_MS`, default 10000. */
-  shutdownTimeoutMs: number;
-  logLevel: Settings['LOG_LEVEL'];
-}
-
-/** The worker section: a batch never holds more events than the jobs in flight. */
-export function workerSettings(config: Config): WorkerSettings {
+/** The event worker's section (docs/worker.md). */
+export function workerSettings(config: Config) {
   const s = config.settings;
   return {
     redisUrl: config.redisUrl,
     dbPath: config.dbPath,
     concurrency: s.H2H_WORKER_CONCURRENCY,
-    batchSize: Math.min(s.H2H_WORKER_BATCH_SIZE ?? s.H2H_WORKER_CONCURRENCY, s.H2H_WORKER_CONCURRENCY),
+    batchSize: s.H2H_WORKER_BATCH_SIZE,
     lockDurationMs: s.H2H_WORKER_LOCK_DURATION_MS,
     stalledIntervalMs: s.H2H_WORKER_STALLED_INTERVAL_MS,
     maxStalledCount: s.H2H_WORKER_MAX_STALLED_COUNT,
@@ -395,30 +399,10 @@ export function workerSettings(config: Config): WorkerSettings {
     logLevel: config.logLevel,
   };
 }
+export type WorkerSettings = ReturnType<typeof workerSettings>;
 
-/** The reconciler's section of the configuration (docs/reconciler.md, "Settings"), in ms. */
-export interface ReconcilerSettings {
-  /** Interval of the pass scheduler: `RECONCILE_EVERY_S`, default 60 s. */
-  everyMs: number;
-  /** Delay of the first poll after a creation or a change: `RECONCILE_FIRST_POLL_DELAY_S`, default 30 s. */
-  firstPollDelayMs: number;
-  /**
-   * Interval after the 1st, 2nd … poll without a change; the last entry repeats:
-   * `RECONCILE_BACKOFF_S`, default 1, 2, 5, 10, 30 min, 1 h.
-   */
-  backoffMs: number[];
-  /** How long a SUCCESS with its serial stays polled for a refund: `RECONCILE_REFUND_WATCH_S`, default 0. */
-  refundWatchMs: number;
-  /** Age without a final state after which an order is stuck: `RECONCILE_STUCK_AFTER_H`, default 48 h. */
-  stuckAfterMs: number;
-  /** Most orders one pass polls: `RECONCILE_PASS_SIZE`, default 500. */
-  passSize: number;
-  /** How long a claim keeps other pollers off an order: `RECONCILE_LEASE_S`, default 300 s. */
-  leaseMs: number;
-}
-
-/** The reconciler section. */
-export function reconcilerSettings(config: Config): ReconcilerSettings {
+/** The reconciler's section (docs/reconciler.md), every duration in ms; `backoffMs` is one entry per poll, the last repeating. */
+export function reconcilerSettings(config: Config) {
   const s = config.settings;
   return {
     everyMs: s.RECONCILE_EVERY_S * 1000,
@@ -430,6 +414,7 @@ export function reconcilerSettings(config: Config): ReconcilerSettings {
     leaseMs: s.RECONCILE_LEASE_S * 1000,
   };
 }
+export type ReconcilerSettings = ReturnType<typeof reconcilerSettings>;
 
 /**
  * Options of `new OrderStore(db, …)` that decide when orders are polled. Every process that

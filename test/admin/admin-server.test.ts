@@ -76,23 +76,32 @@ test('with ADMIN_USER and ADMIN_PASSWORD every admin route needs them: 401 witho
   }
 });
 
-test('a non-loopback ADMIN_HOST without credentials refuses to start, naming ADMIN_USER and ADMIN_PASSWORD', async (test) => {
-  const t = cleanupScope(test);
-  const config = loadConfig({
-    REDIS_URL: 'redis://127.0.0.1:1',
-    H2H_DB_PATH: tempDbPath(t),
-    RECONCILE_ENABLED: 'false',
-    ADMIN_HOST: '0.0.0.0',
-  });
-  await assert.rejects(startWorkerProcess(config, { admin: true }), (error: unknown) => {
-    assert.ok(error instanceof ConfigError);
-    assert.match(error.message, /ADMIN_HOST=0\.0\.0\.0 is not loopback: set ADMIN_USER and ADMIN_PASSWORD/);
-    return true;
-  });
-  assert.throws(() => adminSettings(loadConfig({ ADMIN_USER: 'ops' })), {
+test('a non-loopback ADMIN_HOST without credentials refuses to start, naming ADMIN_USER and ADMIN_PASSWORD', () => {
+  assert.throws(
+    () => loadConfig({ ADMIN_HOST: '0.0.0.0' }),
+    (error: unknown) => {
+      assert.ok(error instanceof ConfigError);
+      assert.match(error.message, /ADMIN_HOST=0\.0\.0\.0 is not loopback: set ADMIN_USER and ADMIN_PASSWORD/);
+      return true;
+    },
+  );
+  assert.throws(() => loadConfig({ ADMIN_USER: 'ops' }), {
     name: 'ConfigError',
     message: /ADMIN_USER and ADMIN_PASSWORD must be set together/,
   });
+  assert.throws(
+    () => loadConfig({ ADMIN_PASSWORD: 'hunter2' }),
+    (error: unknown) =>
+      error instanceof ConfigError &&
+      /ADMIN_USER and ADMIN_PASSWORD must be set together/.test(error.message) &&
+      !error.message.includes('hunter2'),
+  );
+  // Another host is fine with credentials, or without an admin server.
+  assert.deepEqual(
+    adminSettings(loadConfig({ ADMIN_HOST: '0.0.0.0', ADMIN_USER: 'ops', ADMIN_PASSWORD: 's3cret' })).auth,
+    { user: 'ops', password: 's3cret' },
+  );
+  assert.equal(adminSettings(loadConfig({ ADMIN_HOST: '0.0.0.0', ADMIN_PORT: '0' })).port, 0);
 });
 
 test('an admin port already in use leaves the worker applying webhooks without the admin server', async (test) => {

@@ -61,7 +61,16 @@ test('webhook secrets are a comma-separated list, newest first, and required by 
 test('a creation reserve that leaves polling nothing is refused', () => {
   assert.throws(
     () => loadConfig({ H2H_RATE_LIMIT: '10', H2H_RATE_RESERVE_CREATE: '10' }),
-    /H2H_RATE_RESERVE_CREATE/,
+    /H2H_RATE_RESERVE_CREATE \(10\) must be below H2H_RATE_LIMIT \(10\)/,
+  );
+});
+
+test('without H2H_RATE_RESERVE_CREATE the reserve is the rate budget’s own default, a third of the limit', () => {
+  assert.equal(loadConfig({ H2H_RATE_LIMIT: '30' }).budget.reservedForCreate, 10);
+  assert.equal(loadConfig({ H2H_RATE_LIMIT: '10' }).budget.reservedForCreate, 3);
+  assert.equal(
+    loadConfig({ H2H_RATE_LIMIT: '30', H2H_RATE_RESERVE_CREATE: '0' }).budget.reservedForCreate,
+    0,
   );
 });
 
