@@ -8,82 +8,36 @@
 // only on Node >= 20.19 (require(esm)), and pm2 reads the named export `apps`, not a default one.
 // Secrets (H2H_API_KEY, H2H_API_SECRET, ADMIN_PASSWORD) are never written here: they come from
 // the environment `pm2 start` runs in.
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
 const root = import.meta.dirname;
-
-/** Every variable the apps read: the settings schema of src/config/config.ts (a test keeps them in step). */
-export const SETTINGS = [
-  'H2H_BASE_URL',
-  'H2H_API_KEY',
-  'H2H_API_SECRET',
-  'H2H_AUTH_STYLE',
-  'H2H_CONNECT_TIMEOUT_MS',
-  'H2H_HEADERS_TIMEOUT_MS',
-  'H2H_BODY_TIMEOUT_MS',
-  'H2H_RETRY_MAX_ATTEMPTS',
-  'H2H_RATE_LIMIT',
-  'H2H_RATE_WINDOW_MS',
-  'H2H_RATE_RESERVE_CREATE',
-  'REDIS_URL',
-  'H2H_DB_PATH',
-  'LOG_LEVEL',
-  'HOST',
-  'PORT',
-  'H2H_WEBHOOK_PATH',
-  'H2H_WEBHOOK_TOLERANCE_S',
-  'H2H_WEBHOOK_BODY_LIMIT',
-  'H2H_TIMESTAMP_HEADER',
-  'H2H_SIGNATURE_HEADER',
-  'H2H_EVENT_ID_HEADER',
-  'H2H_EVENT_TYPE_HEADER',
-  'H2H_ENQUEUE_TIMEOUT_MS',
-  'H2H_SHUTDOWN_TIMEOUT_MS',
-  'H2H_WORKER_CONCURRENCY',
-  'H2H_WORKER_BATCH_SIZE',
-  'H2H_WORKER_LOCK_DURATION_MS',
-  'H2H_WORKER_STALLED_INTERVAL_MS',
-  'H2H_WORKER_MAX_STALLED_COUNT',
-  'H2H_WORKER_SHUTDOWN_TIMEOUT_MS',
-  'RECONCILE_ENABLED',
-  'RECONCILE_EVERY_S',
-  'RECONCILE_FIRST_POLL_DELAY_S',
-  'RECONCILE_BACKOFF_S',
-  'RECONCILE_REFUND_WATCH_S',
-  'RECONCILE_STUCK_AFTER_H',
-  'RECONCILE_PASS_SIZE',
-  'RECONCILE_LEASE_S',
-  'ADMIN_HOST',
-  'ADMIN_PORT',
-  'ADMIN_USER',
-  'ADMIN_PASSWORD',
-  'H2H_RECEIVER_INSTANCES',
-  'H2H_PRIVATE_REDIS_PORT',
-];
-
 const env = process.env;
 
-/** A whole number from the environment, or `fallback`; anything else stops `pm2 start` with the variable's name. */
-function wholeNumber(name, fallback, min) {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min) {
-    throw new Error(`ecosystem.config.js: ${name}=${JSON.stringify(raw)} must be a whole number >= ${min}`);
+/**
+ * The settings schema of the build (src/config/config.ts), loaded synchronously: pm2 reads
+ * `apps` as soon as require() returns, so the file cannot await an import().
+ */
+function builtConfigModule() {
+  const path = join(root, 'dist', 'config', 'config.js');
+  if (!existsSync(path)) {
+    throw new Error(
+      'ecosystem.config.js: dist/config/config.js is missing: run `npm run build` first (pm2 runs the compiled code)',
+    );
   }
-  return value;
+  return createRequire(import.meta.url)(path);
 }
 
-const receiverInstances = wholeNumber('H2H_RECEIVER_INSTANCES', 2, 1);
-const privateRedisPort = wholeNumber('H2H_PRIVATE_REDIS_PORT', 6380, 1);
-const receiverDrainMs = wholeNumber('H2H_SHUTDOWN_TIMEOUT_MS', 10_000, 1);
-// The worker's own deadline is its shutdown timeout plus a second for the store to close.
-const workerStopMs = wholeNumber('H2H_WORKER_SHUTDOWN_TIMEOUT_MS', 10_000, 1) + 1_000;
+const { SETTING_NAMES, SIMULATOR_BASE_URL, loadConfig } = builtConfigModule();
+
+// The same validation as every app's start-up: a bad value stops `pm2 start` here, naming the
+// variable, instead of leaving the apps in a restart loop.
+const settings = loadConfig(env).settings;
 
 /** No REDIS_URL where pm2 runs: the ecosystem runs a private redis-server of its own. */
 const privateRedis = !env.REDIS_URL;
-const redisUrl = env.REDIS_URL || `redis://127.0.0.1:${privateRedisPort}`;
+const redisUrl = env.REDIS_URL || `redis://127.0.0.1:${settings.H2H_PRIVATE_REDIS_PORT}`;
 
 /**
  * An env block naming every setting: the value of the environment pm2 runs in, else `defaults`,
@@ -92,7 +46,7 @@ const redisUrl = env.REDIS_URL || `redis://127.0.0.1:${privateRedisPort}`;
  */
 function settingsEnv(defaults) {
   return Object.fromEntries(
-    SETTINGS.map((name) => [
+    SETTING_NAMES.map((name) => [
       name,
       env[name] !== undefined && env[name] !== '' ? env[name] : (defaults[name] ?? ''),
     ]),
@@ -101,8 +55,7 @@ function settingsEnv(defaults) {
 
 const development = settingsEnv({
   REDIS_URL: redisUrl,
-  H2H_BASE_URL: 'http://127.0.0.1:4010/v1/member-api',
-  LOG_LEVEL: 'info',
+  H2H_BASE_URL: SIMULATOR_BASE_URL,
 });
 development.NODE_ENV = 'development';
 
@@ -133,7 +86,7 @@ export const apps = [
           script: 'redis-server',
           interpreter: 'none',
           args: [
-            '--port', String(privateRedisPort),
+            '--port', String(settings.H2H_PRIVATE_REDIS_PORT),
             '--bind', '127.0.0.1',
             '--protected-mode', 'yes',
             '--dir', join(root, 'var', 'redis'),
@@ -155,9 +108,9 @@ export const apps = [
     // Cluster mode: the instances share PORT (the pm2 master accepts and hands out
     // connections), and `pm2 reload` replaces them one at a time, each new one ready first.
     exec_mode: 'cluster',
-    instances: receiverInstances,
+    instances: settings.H2H_RECEIVER_INSTANCES,
     // Above the drain (H2H_SHUTDOWN_TIMEOUT_MS), or pm2 kills a receiver mid-request.
-    kill_timeout: receiverDrainMs + 5_000,
+    kill_timeout: settings.H2H_SHUTDOWN_TIMEOUT_MS + 5_000,
   },
   {
     ...shared,
@@ -168,7 +121,8 @@ export const apps = [
     // `pm2 reload` of a fork-mode app is a restart; jobs wait in Redis meanwhile.
     exec_mode: 'fork',
     instances: 1,
-    kill_timeout: workerStopMs + 4_000,
+    // Above the worker's own deadline: its stop (H2H_WORKER_SHUTDOWN_TIMEOUT_MS) and the store's close.
+    kill_timeout: settings.H2H_WORKER_SHUTDOWN_TIMEOUT_MS + 5_000,
   },
 ];
 

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { before, test } from 'node:test';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { settingsSchema } from '../../src/config/config.js';
@@ -53,24 +53,41 @@ function pm2(env: NodeJS.ProcessEnv, ...args: string[]): Promise<string> {
 const processes = async (env: NodeJS.ProcessEnv): Promise<Pm2Process[]> =>
   JSON.parse(await pm2(env, 'jlist')) as Pm2Process[];
 
-test('ecosystem.config.js names every setting of the schema, runs the receiver in cluster and the worker in fork mode, and adds h2h-redis only without REDIS_URL', () => {
+// The ecosystem reads the settings schema from dist/ (as pm2 runs dist/cli/main.js): build once.
+before(() => {
+  const build = spawnSync('npm', ['run', 'build'], { cwd: root, encoding: 'utf8' });
+  assert.equal(build.status, 0, `npm run build failed:\n${build.stdout}${build.stderr}`);
+});
+
+interface Ecosystem {
+  apps: Array<Record<string, unknown>>;
+}
+
+/** Loads an ecosystem file as pm2 7 does (lib/Common.js: require() of an ES module, Node >= 20.19) under `env`. */
+function loadEcosystem(
+  env: Record<string, string | undefined>,
+  path = join(root, 'ecosystem.config.js'),
+): Ecosystem {
   const require = createRequire(import.meta.url);
-  const load = (redisUrl: string | undefined) => {
-    const saved = process.env.REDIS_URL;
-    if (redisUrl === undefined) delete process.env.REDIS_URL;
-    else process.env.REDIS_URL = redisUrl;
-    try {
-      // As pm2 7 loads it (lib/Common.js): require() of an ES module, Node >= 20.19.
-      const path = require.resolve(join(root, 'ecosystem.config.js'));
-      delete require.cache[path];
-      return require(path) as { SETTINGS: string[]; apps: Array<Record<string, unknown>> };
-    } finally {
-      if (saved === undefined) delete process.env.REDIS_URL;
-      else process.env.REDIS_URL = saved;
+  const saved = Object.fromEntries(Object.keys(env).map((name) => [name, process.env[name]]));
+  const assign = (values: Record<string, string | undefined>) => {
+    for (const [name, value] of Object.entries(values)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
     }
   };
-  const own = load('redis://127.0.0.1:6399');
-  assert.deepEqual([...own.SETTINGS].sort(), Object.keys(settingsSchema.shape).sort());
+  assign(env);
+  try {
+    const resolved = require.resolve(path);
+    delete require.cache[resolved];
+    return require(resolved) as Ecosystem;
+  } finally {
+    assign(saved);
+  }
+}
+
+test('ecosystem.config.js names every setting of the schema, runs the receiver in cluster and the worker in fork mode, and adds h2h-redis only without REDIS_URL', () => {
+  const own = loadEcosystem({ REDIS_URL: 'redis://127.0.0.1:6399' });
   assert.deepEqual(
     own.apps.map((app) => [app.name, app.exec_mode, app.instances]),
     [
@@ -85,13 +102,19 @@ test('ecosystem.config.js names every setting of the schema, runs the receiver i
     assert.ok((app.kill_timeout as number) > 11_000, 'kill_timeout above the drain time');
     for (const block of ['env', 'env_production'] as const) {
       const env = app[block] as Record<string, string>;
-      for (const name of own.SETTINGS) assert.ok(name in env, `${app.name}.${block} names ${name}`);
+      assert.deepEqual(
+        Object.keys(env)
+          .filter((name) => name !== 'NODE_ENV')
+          .sort(),
+        Object.keys(settingsSchema.shape).sort(),
+        `${app.name}.${block} names every setting`,
+      );
       assert.equal(env.REDIS_URL, 'redis://127.0.0.1:6399');
       assert.equal(env.H2H_API_SECRET, process.env.H2H_API_SECRET ?? '');
     }
     assert.equal((app.env_production as Record<string, string>).H2H_BASE_URL, process.env.H2H_BASE_URL ?? '');
   }
-  const withPrivateRedis = load(undefined);
+  const withPrivateRedis = loadEcosystem({ REDIS_URL: undefined });
   assert.deepEqual(
     withPrivateRedis.apps.map((app) => app.name),
     ['h2h-redis', 'h2h-receiver', 'h2h-worker'],
@@ -106,11 +129,50 @@ test('ecosystem.config.js names every setting of the schema, runs the receiver i
   assert.equal((worker.env as Record<string, string>).REDIS_URL, 'redis://127.0.0.1:6380');
 });
 
+test('ecosystem.config.js validates the environment with the settings schema: its values size the apps, and a bad one stops pm2 start naming the variable', () => {
+  const sized = loadEcosystem({
+    REDIS_URL: undefined,
+    H2H_RECEIVER_INSTANCES: '3',
+    H2H_PRIVATE_REDIS_PORT: '6390',
+    H2H_SHUTDOWN_TIMEOUT_MS: '20000',
+    H2H_WORKER_SHUTDOWN_TIMEOUT_MS: '30000',
+  });
+  const [redisApp, receiver, worker] = sized.apps;
+  assert.match((redisApp!.args as string[]).join(' '), /--port 6390/);
+  assert.equal(receiver!.instances, 3);
+  assert.ok((receiver!.kill_timeout as number) > 20_000, 'receiver kill_timeout above its drain');
+  assert.ok(
+    (worker!.kill_timeout as number) > 31_000,
+    'worker kill_timeout above its stop and the store close',
+  );
+  assert.equal((worker!.env as Record<string, string>).REDIS_URL, 'redis://127.0.0.1:6390');
+
+  for (const [env, named] of [
+    [{ H2H_RECEIVER_INSTANCES: '0' }, /H2H_RECEIVER_INSTANCES="0" is not valid/],
+    [{ H2H_WORKER_SHUTDOWN_TIMEOUT_MS: 'soon' }, /H2H_WORKER_SHUTDOWN_TIMEOUT_MS="soon" is not valid/],
+    [{ ADMIN_HOST: '0.0.0.0' }, /ADMIN_HOST=0\.0\.0\.0 is not loopback: set ADMIN_USER and ADMIN_PASSWORD/],
+  ] as const) {
+    assert.throws(
+      () => loadEcosystem(env),
+      (error: unknown) =>
+        (error as { code?: string }).code === 'CONFIG_INVALID' && named.test((error as Error).message),
+      JSON.stringify(env),
+    );
+  }
+});
+
+test('an ecosystem without a build says to run npm run build first', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'h2h-ecosystem-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: 'module' }));
+  copyFileSync(join(root, 'ecosystem.config.js'), join(dir, 'ecosystem.config.js'));
+  assert.throws(() => loadEcosystem({}, join(dir, 'ecosystem.config.js')), {
+    message: /dist\/config\/config\.js is missing: run `npm run build` first/,
+  });
+});
+
 test('pm2 reload of the receivers and the worker under a steady stream of signed webhooks loses none: every 2xx is a job and an applied event', async (test) => {
   const t = cleanupScope(test);
-  const build = spawnSync('npm', ['run', 'build'], { cwd: root, encoding: 'utf8' });
-  assert.equal(build.status, 0, `npm run build failed:\n${build.stdout}${build.stderr}`);
-
   const redis = await privateRedis(t);
   const home = mkdtempSync(join(tmpdir(), 'h2h-pm2-'));
   t.after(() => rmSync(home, { recursive: true, force: true }));
