@@ -295,6 +295,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = validSettings.safeParse(raw);
   if (!parsed.success) {
     const lines = parsed.error.issues.map((issue) => {
+      // The cross-field rules of validSettings: their messages name the variables themselves.
       if (issue.code === 'custom') return issue.message;
       const name = String(issue.path[0]);
       const shown = SECRET_SETTINGS.has(name) ? '(hidden)' : JSON.stringify(raw[name]);
