@@ -11,9 +11,10 @@ import Fastify, {
 } from 'fastify';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Registry } from 'prom-client';
 import type { AdminSettings } from '../config/config.js';
 import { POLL_REQUEST_QUEUE } from '../queue/poll-request-queue.js';
+import { queueJobCounts, registerQueueDepthGauge } from '../queue/queue-depth.js';
 import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE } from '../queue/webhook-queue.js';
 import { RECONCILE_QUEUE } from '../reconciler/reconcile-queue.js';
 import type { GroupCommitStats } from '../worker/group-commit.js';
@@ -23,9 +24,6 @@ export const BULL_BOARD_PATH = '/admin/queues';
 
 /** The queues the admin view shows, in this order. */
 export const ADMIN_QUEUES = [WEBHOOK_QUEUE, RECONCILE_QUEUE, POLL_REQUEST_QUEUE] as const;
-
-/** Job states counted by `h2h_queue_jobs{queue,state}`. */
-const DEPTH_STATES = ['waiting', 'active', 'delayed', 'failed', 'completed'] as const;
 
 /** How long `/healthz` and a depth scrape wait for Redis before reporting it down. */
 const REDIS_PROBE_TIMEOUT_MS = 1_000;
@@ -76,26 +74,9 @@ function createAdminRegistry(queues: Queue[], workerStats: AdminServerOptions['w
   const registry = new Registry();
   const registers = [registry];
   collectDefaultMetrics({ register: registry });
-  new Gauge({
-    name: 'h2h_queue_jobs',
-    help: 'Jobs per queue and state, read from Redis at each scrape.',
-    labelNames: ['queue', 'state'] as const,
-    registers,
-    async collect() {
-      const counts = await Promise.all(
-        queues.map((queue) =>
-          withTimeout(queue.getJobCounts(...DEPTH_STATES), REDIS_PROBE_TIMEOUT_MS, 'queue depth').catch(
-            () => undefined,
-          ),
-        ),
-      );
-      this.reset();
-      counts.forEach((byState, i) => {
-        if (!byState) return;
-        for (const state of DEPTH_STATES) this.set({ queue: queues[i]!.name, state }, byState[state] ?? 0);
-      });
-    },
-  });
+  registerQueueDepthGauge(registry, () =>
+    withTimeout(queueJobCounts(queues), REDIS_PROBE_TIMEOUT_MS, 'queue depth'),
+  );
   if (workerStats) {
     const fromStats = (name: string, help: string, pick: (stats: GroupCommitStats) => number) =>
       new Counter({

@@ -1,6 +1,8 @@
 import { performance } from 'node:perf_hooks';
 import Fastify, {
+  errorCodes,
   type FastifyBaseLogger,
+  type FastifyContentTypeParser,
   type FastifyError,
   type FastifyInstance,
   type FastifyRequest,
@@ -60,6 +62,47 @@ function headerValue(value: string | string[] | undefined): string | undefined {
   return first === '' ? undefined : first;
 }
 
+/**
+ * The parser of the JSON content types. fastify-raw-body (registered with `runFirst`) already
+ * buffers the request stream into `request.rawBody` from the preParsing stage on, so this parser
+ * buffers nothing: it enforces the body limit as the bytes pass and, at the end of the stream,
+ * hands on the bytes fastify-raw-body collected (its listeners, added first, have run by then).
+ * The body is thus read into memory once. It never fails on the content: an authentic body that
+ * is not JSON must still reach the route and be queued (the worker parks it).
+ */
+function rawBodyHandOver(bodyLimit: number): FastifyContentTypeParser {
+  return (request, payload, done) => {
+    if (payload.readableEnded) return done(null, request.rawBody);
+    if (Number(request.headers['content-length']) > bodyLimit) {
+      return done(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE(), undefined);
+    }
+    let received = 0;
+    const finish = (error: (Error & { statusCode?: number }) | null) => {
+      payload.off('data', onData);
+      payload.off('end', onEnd);
+      payload.off('error', onError);
+      payload.off('close', onClose);
+      if (error) done(error, undefined);
+      else done(null, request.rawBody);
+    };
+    const onData = (chunk: Buffer) => {
+      received += chunk.length;
+      // fastify-raw-body stops reading here too, and leaves rawBody unset.
+      if (received > bodyLimit) finish(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE());
+    };
+    const onEnd = () => finish(null);
+    const onError = (error: Error & { statusCode?: number }) => {
+      error.statusCode ??= 400;
+      finish(error);
+    };
+    const onClose = () => onError(new Error('the request was aborted before its body was complete'));
+    payload.on('data', onData);
+    payload.on('end', onEnd);
+    payload.on('error', onError);
+    payload.on('close', onClose);
+  };
+}
+
 function validateOptions(options: ReceiverAppOptions): void {
   if (options.secrets.length === 0 || options.secrets.some((s) => s === '')) {
     throw new TypeError('buildReceiverApp: secrets must list at least one non-empty webhook secret');
@@ -103,14 +146,10 @@ export async function buildReceiverApp(options: ReceiverAppOptions): Promise<Fas
   });
 
   await app.register(fastifyRawBody, { field: 'rawBody', global: false, encoding: false, runFirst: true });
-  // An authentic body that is not JSON must still reach the route and be queued (the worker
-  // parks it), so the JSON parser keeps the bytes and never fails; text/plain etc. become 415.
+  // Only the JSON types have a parser: text/plain and the rest become 415.
   app.removeAllContentTypeParsers();
-  for (const contentType of JSON_CONTENT_TYPES) {
-    app.addContentTypeParser(contentType, { parseAs: 'buffer', bodyLimit }, (_request, body, done) =>
-      done(null, body),
-    );
-  }
+  const handOver = rawBodyHandOver(bodyLimit);
+  for (const contentType of JSON_CONTENT_TYPES) app.addContentTypeParser(contentType, handOver);
 
   // Node closes only the connections that are idle when close() begins; one busy then would
   // stay open (keep-alive) after its answer and hold the drain up. Answers sent while draining

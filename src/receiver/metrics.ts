@@ -1,4 +1,5 @@
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+import { registerQueueDepthGauge } from '../queue/queue-depth.js';
 import type { WebhookProducer } from '../queue/webhook-producer.js';
 import type { RECEIVER_ERRORS } from './errors.js';
 
@@ -15,8 +16,7 @@ export interface ReceiverMetrics {
 }
 
 /**
- * Creates `h2h_webhook_requests_total{outcome}`, `h2h_webhook_enqueue_seconds`,
- * `h2h_webhook_enqueue_batches_total`, `h2h_webhook_enqueue_batched_jobs_total` and
+ * Creates `h2h_webhook_requests_total{outcome}`, `h2h_webhook_enqueue_seconds` and
  * `h2h_queue_jobs{queue,state}` (read from Redis at each scrape; absent while Redis is
  * unavailable), plus Node's default process metrics.
  */
@@ -41,44 +41,7 @@ export function createReceiverMetrics(producer: WebhookProducer): ReceiverMetric
     registers: [registry],
   });
 
-  // Read from the producer at scrape time: nothing is counted on the hot path.
-  new Counter({
-    name: 'h2h_webhook_enqueue_batches_total',
-    help: 'Redis commands that carried webhook jobs (the adds of one event-loop turn go together).',
-    registers: [registry],
-    collect() {
-      this.reset();
-      this.inc(producer.batchStats().batches);
-    },
-  });
-  new Counter({
-    name: 'h2h_webhook_enqueue_batched_jobs_total',
-    help: 'Webhook jobs sent in those commands; divided by the batches, the mean batch size.',
-    registers: [registry],
-    collect() {
-      this.reset();
-      this.inc(producer.batchStats().jobs);
-    },
-  });
-
-  new Gauge({
-    name: 'h2h_queue_jobs',
-    help: 'Jobs per queue and BullMQ state, read from Redis at scrape time.',
-    labelNames: ['queue', 'state'] as const,
-    registers: [registry],
-    async collect() {
-      this.reset();
-      let counts: Awaited<ReturnType<WebhookProducer['jobCounts']>>;
-      try {
-        counts = await producer.jobCounts();
-      } catch {
-        return; // Redis unavailable: no series rather than stale ones
-      }
-      for (const { queue, counts: byState } of counts) {
-        for (const [state, value] of Object.entries(byState)) this.set({ queue, state }, value);
-      }
-    },
-  });
+  registerQueueDepthGauge(registry, () => producer.jobCounts());
 
   // One child per outcome, looked up once: inc() with a label object hashes the labels each time.
   const byOutcome = new Map<WebhookOutcome, { inc(): void }>();

@@ -3,6 +3,7 @@ import { spawn } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
 import { test } from 'node:test';
 import { loadConfig, receiverSettings } from '../../src/config/config.js';
+import { decodeWebhookRawBody } from '../../src/queue/webhook-queue.js';
 import { startReceiver } from '../../src/receiver/server.js';
 import { privateRedis } from '../helpers/redis.js';
 import { httpRequest as undiciRequest } from '../helpers/simulator.js';
@@ -114,4 +115,46 @@ test('h2h-sync receiver without a webhook secret stops at once naming H2H_API_SE
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
   assert.equal(code, 2);
   assert.match(stderr, /H2H_API_SECRET must be set/);
+});
+
+/** POSTs `chunks` one write at a time without a content-length (chunked), as a proxy may. */
+function postChunked(url: URL, headers: Record<string, string>, chunks: string[]) {
+  return new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const req = httpRequest(
+      { host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers },
+      (res) => {
+        let text = '';
+        res.on('data', (chunk) => {
+          text += chunk;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      },
+    );
+    // The receiver may answer 413 and close before the last chunk is written.
+    req.on('error', (error: NodeJS.ErrnoException) => (error.code === 'EPIPE' ? undefined : reject(error)));
+    for (const chunk of chunks) req.write(chunk);
+    req.end();
+  });
+}
+
+test('a chunked body without a content-length is read whole and queued; over the limit it is 413 and nothing is queued', async (t) => {
+  const redis = await privateRedis(t);
+  const receiver = await startReceiver(
+    receiverSettings(loadConfig({ ...baseEnv(redis.url), H2H_WEBHOOK_BODY_LIMIT: '2048' })),
+  );
+  t.after(() => receiver.close());
+  const url = new URL(receiver.webhookUrl);
+  const split = (body: string) => [body.slice(0, 100), body.slice(100, 700), body.slice(700)];
+  const small = JSON.stringify({ data: { partner_ref: 'chunked' }, pad: 'a'.repeat(1500) });
+  const big = JSON.stringify({ data: { partner_ref: 'too-big' }, pad: 'a'.repeat(3000) });
+
+  const accepted = await postChunked(url, deliveryHeaders(small, { eventId: 'evt_chunked' }), split(small));
+  const refused = await postChunked(url, deliveryHeaders(big, { eventId: 'evt_too_big' }), split(big));
+
+  assert.equal(accepted.status, 200, accepted.text);
+  assert.equal(refused.status, 413, refused.text);
+  assert.equal(JSON.parse(refused.text).message, 'PAYLOAD_TOO_LARGE');
+  const job = await receiver.producer.webhookQueue.getJob('ev-evt_chunked');
+  assert.equal(job && decodeWebhookRawBody(job.data).toString('utf8'), small);
+  assert.equal(await receiver.producer.webhookQueue.getJob('ev-evt_too_big'), undefined);
 });
