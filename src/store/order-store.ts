@@ -9,6 +9,7 @@ import {
   PARTNER_REF_MAX_LENGTH,
   type SnapshotVerdict,
 } from '../upstream/model.js';
+import { type OrderSnapshot, readOrderSnapshot } from '../upstream/order-snapshot.js';
 import {
   type EventReason,
   type EventSource,
@@ -112,21 +113,6 @@ export interface OrderCounts {
   stuck: number;
 }
 
-/** The snapshot's fields after the tolerant reading of {@link readSnapshot}. */
-type SnapshotFields = Pick<
-  OrderRow,
-  | 'invoice_number'
-  | 'amount'
-  | 'target'
-  | 'product_name'
-  | 'product_code'
-  | 'serial_number'
-  | 'nickname'
-  | 'message'
-  | 'created_at'
-  | 'success_at'
-> & { status: string; partner_ref: string | null };
-
 /** Upstream facts that a snapshot carries and an order keeps once known. */
 const KEPT_FIELDS = [
   'invoice_number',
@@ -174,42 +160,6 @@ type NewOrderRow = Omit<OrderRow, 'id'>;
 type LeasedOrderRow = OrderRow & { poll_leased_until: number | null };
 type NewEventRow = Omit<OrderEventRow, 'id'>;
 
-const text = (value: unknown): string | null => (typeof value === 'string' && value !== '' ? value : null);
-
-/** Reads a snapshot tolerantly (fields may be missing), refusing only what can never apply. */
-function readSnapshot(snapshot: Order): SnapshotFields {
-  if (typeof snapshot !== 'object' || snapshot === null) {
-    throw new StoreError('INVALID_SNAPSHOT', 'the order snapshot is not an object: park the event');
-  }
-  const s = snapshot as unknown as Record<string, unknown>;
-  const status = text(s.status);
-  const partnerRef = text(s.partner_ref);
-  const invoiceNumber = text(s.invoice_number);
-  if (status === null) {
-    throw new StoreError('INVALID_SNAPSHOT', 'the order snapshot has no status: park the event');
-  }
-  if (partnerRef === null && invoiceNumber === null) {
-    throw new StoreError(
-      'INVALID_SNAPSHOT',
-      'the order snapshot names neither partner_ref nor invoice_number: park the event',
-    );
-  }
-  return {
-    status,
-    partner_ref: partnerRef,
-    invoice_number: invoiceNumber,
-    amount: typeof s.amount === 'number' && Number.isFinite(s.amount) ? s.amount : null,
-    target: text(s.target),
-    product_name: text(s.product_name),
-    product_code: text(s.product_code),
-    serial_number: text(s.serial_number),
-    nickname: text(s.nickname),
-    message: text(s.message),
-    created_at: text(s.created_at),
-    success_at: text(s.success_at),
-  };
-}
-
 /**
  * The order store: the only code that writes `orders` and `order_events`. Every change to an
  * order's status goes through {@link OrderStore.applyOrderSnapshot}, whatever its source.
@@ -243,7 +193,7 @@ export class OrderStore {
     (ref: string, now: number, leaseMs: number) => { order: LocalOrder; claimed: boolean } | undefined
   >;
   readonly #applyTx: Transaction<
-    (snapshot: Order, fields: SnapshotFields, options: ApplyOptions) => ApplyResult
+    (snapshot: Order, fields: OrderSnapshot, options: ApplyOptions) => ApplyResult
   >;
   readonly #createTx: Transaction<(row: NewOrderRow) => { order: LocalOrder; created: boolean }>;
   readonly #settleSubmissionTx: Transaction<(ref: string, outcome: SubmissionOutcome) => LocalOrder>;
@@ -381,7 +331,9 @@ export class OrderStore {
    * Throws `INVALID_SNAPSHOT` (permanent) for a snapshot without a status or any reference.
    */
   applyOrderSnapshot(snapshot: Order, options: ApplyOptions): ApplyResult {
-    return this.#writeLock.run(this.#applyTx, snapshot, readSnapshot(snapshot), options);
+    const read = readOrderSnapshot(snapshot);
+    if (!read.ok) throw new StoreError('INVALID_SNAPSHOT', `${read.problem}: park the event`);
+    return this.#writeLock.run(this.#applyTx, snapshot, read.snapshot, options);
   }
 
   /**
@@ -546,7 +498,7 @@ export class OrderStore {
     return row;
   }
 
-  #apply(snapshot: Order, fields: SnapshotFields, options: ApplyOptions): ApplyResult {
+  #apply(snapshot: Order, fields: OrderSnapshot, options: ApplyOptions): ApplyResult {
     const now = this.#now();
     const eventId = options.eventId ?? null;
     if (eventId !== null) {
@@ -600,7 +552,7 @@ export class OrderStore {
     return { order: toLocalOrder(row), changed, reason: verdict.reason, duplicate: false, created };
   }
 
-  #newRowFrom(fields: SnapshotFields, now: number): OrderRow {
+  #newRowFrom(fields: OrderSnapshot, now: number): OrderRow {
     return {
       id: 0,
       partner_ref: fields.partner_ref!,
@@ -633,7 +585,7 @@ export class OrderStore {
   }
 
   /** The order after a snapshot, before scheduling. Any snapshot proves the upstream has it. */
-  #merge(current: OrderRow, fields: SnapshotFields, verdict: { apply: boolean; reason: string }): OrderRow {
+  #merge(current: OrderRow, fields: OrderSnapshot, verdict: { apply: boolean; reason: string }): OrderRow {
     const next: OrderRow = {
       ...current,
       submission_state: 'accepted',
