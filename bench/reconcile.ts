@@ -125,7 +125,7 @@ async function main(): Promise<number> {
   };
   const db = openDatabase({ path: join(dir, 'bench.db') });
   const store = new OrderStore(db, { firstPollDelayMs, refundWatchMs: settings.refundWatchMs });
-  const metrics = createReconcilerMetrics({ store });
+  const metrics = createReconcilerMetrics({ queries: store.queries });
   const reconciler = await startReconciler({
     settings,
     store,
@@ -177,7 +177,7 @@ async function main(): Promise<number> {
   while (Date.now() < deadline) {
     const truth = (await control('/orders')) as Order[];
     const open = truth.filter((upstream) => {
-      const local = store.getOrder(upstream.partner_ref);
+      const local = store.queries.getOrder(upstream.partner_ref);
       return (
         !local ||
         local.nextPollAt !== null ||

@@ -191,7 +191,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
     }
     // The 0007 orders wait for a person; the demo plays that person once they exist upstream.
     for (const order of placed.filter((p) => p.suffix === '0007')) {
-      const local = store.getOrder(order.partnerRef);
+      const local = store.queries.getOrder(order.partnerRef);
       if (local?.submissionState === 'accepted') {
         await control('POST', `/orders/${encodeURIComponent(order.partnerRef)}/status`, {
           status: 'SUCCESS',
@@ -207,7 +207,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
     const compare = async (): Promise<DemoRow[]> => {
       const upstream = await truth();
       return placed.map(({ partnerRef, timeline, suffix }) => {
-        const local = store.getOrder(partnerRef);
+        const local = store.queries.getOrder(partnerRef);
         const rejected = suffix === '0000' ? 'INVALID_TARGET' : undefined;
         const remote = upstream.get(partnerRef);
         return {

@@ -189,7 +189,7 @@ async function notFound(
 ): Promise<PollResult> {
   const { store, client, logger, metrics } = deps;
   const ref = claimed.partnerRef;
-  const current = store.getOrder(ref) ?? claimed;
+  const current = store.queries.getOrder(ref) ?? claimed;
 
   if (current.submissionState === 'pending' || current.submissionState === 'unknown') {
     // The create never reached the upstream (or its process died first): repeat it with the

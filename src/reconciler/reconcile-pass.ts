@@ -126,7 +126,7 @@ export async function runReconcilePass(
     const summary = emptySummary(passId, trigger, startedAt, now());
     summary.stoppedBy = 'locked';
     summary.lockHolder = await options.lock.holder().catch(() => null);
-    summary.dueAfter = deps.store.countByStatus(now()).dueForPoll;
+    summary.dueAfter = deps.store.queries.countByStatus(now()).dueForPoll;
     deps.logger?.debug({ passId, holder: summary.lockHolder }, 'another reconciliation pass is running');
     deps.metrics?.countPass('locked');
     return summary;
@@ -172,7 +172,7 @@ async function pollDueOrders(
   const { store, settings, logger, metrics } = deps;
   const now = deps.now ?? Date.now;
   const summary = emptySummary(pass.passId, pass.trigger, pass.startedAt, pass.startedAt);
-  const total = Math.min(settings.passSize, store.countByStatus(now()).dueForPoll);
+  const total = Math.min(settings.passSize, store.queries.countByStatus(now()).dueForPoll);
   // Orders that could not be polled: released at the end, so this pass does not take them again.
   const kept: string[] = [];
   let attempted = 0;
@@ -241,7 +241,7 @@ async function pollDueOrders(
     for (const ref of kept) store.releasePollClaim(ref);
   }
 
-  const counts = store.countByStatus(now());
+  const counts = store.queries.countByStatus(now());
   summary.stuck = counts.stuck;
   summary.dueAfter = counts.dueForPoll;
   metrics?.setStuck(counts.stuck);

@@ -107,7 +107,10 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
   const prefix = options.queuePrefix ?? DEFAULT_QUEUE_PREFIX;
   const metrics =
     options.metrics ??
-    createReconcilerMetrics({ store, ...(options.registry ? { registry: options.registry } : {}) });
+    createReconcilerMetrics({
+      queries: store.queries,
+      ...(options.registry ? { registry: options.registry } : {}),
+    });
   const deps: ReconcilerDeps = {
     store,
     client,

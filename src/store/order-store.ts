@@ -15,21 +15,16 @@ import {
   type EventSource,
   isSettled,
   type LocalOrder,
-  type OrderEvent,
   type OrderEventRow,
   type OrderRow,
-  SUBMISSION_STATES,
-  type SubmissionState,
   toLocalOrder,
-  toOrderEvent,
 } from './local-order.js';
+import { OrderQueries } from './order-queries.js';
+import { OrderRows } from './order-rows.js';
 import { StoreError } from './store-error.js';
-import { WriteLock } from './write-lock.js';
 
 /** Default delay before the first poll of a new or just-changed order: its webhook is overdue then. */
 export const DEFAULT_FIRST_POLL_DELAY_MS = 30_000;
-/** Default page size of {@link OrderStore.listOrders}. */
-export const DEFAULT_LIST_LIMIT = 50;
 
 export interface OrderStoreOptions {
   /** Delay from a change (or creation) to the order's first poll. Default: {@link DEFAULT_FIRST_POLL_DELAY_MS}. */
@@ -85,32 +80,6 @@ export interface RecordPollInput {
    * 0 instead of counting this poll. Default: false.
    */
   changed?: boolean;
-}
-
-export interface ListOrdersInput {
-  /**
-   * An order status (`PENDING`, `SUCCESS` …) matches the last applied status; a submission state
-   * (`pending`, `accepted`, `rejected`, `unknown`) matches the create outcome; any other string
-   * matches the raw upstream status (for example a status outside decisions.md's table).
-   */
-  status?: string;
-  /** Default: {@link DEFAULT_LIST_LIMIT}. */
-  limit?: number;
-}
-
-/** Figures for `h2h-sync status`. */
-export interface OrderCounts {
-  total: number;
-  /** Orders by last applied status, or by raw upstream status when that is outside the table. */
-  byStatus: Record<string, number>;
-  bySubmissionState: Record<SubmissionState, number>;
-  /** Orders not settled yet, that is orders with a next poll time. */
-  open: number;
-  /** Local creation time (ms) of the oldest open order, or null. */
-  oldestOpenLocalCreatedAt: number | null;
-  dueForPoll: number;
-  /** Open orders marked stuck. */
-  stuck: number;
 }
 
 /** Upstream facts that a snapshot carries and an order keeps once known. */
@@ -169,19 +138,18 @@ type NewEventRow = Omit<OrderEventRow, 'id'>;
  * submission), so the reconciler never loses an open order.
  */
 export class OrderStore {
-  readonly #db: Database;
   readonly #firstPollDelayMs: number;
   readonly #refundWatchMs: number;
   readonly #now: () => number;
-  readonly #writeLock: WriteLock;
+  readonly #rows: OrderRows;
+  /** The reads of the CLI, the metrics and the reconciler. */
+  readonly queries: OrderQueries;
   readonly #byPartnerRef: Statement<[string], OrderRow>;
-  readonly #byInvoiceNumber: Statement<[string], OrderRow>;
   readonly #insertOrder: Statement<[NewOrderRow]>;
   readonly #insertOrderIfNew: Statement<[NewOrderRow]>;
   readonly #updateOrder: Statement<[OrderRow]>;
   readonly #eventByKey: Statement<[string, string], { partner_ref: string }>;
   readonly #insertEvent: Statement<[NewEventRow]>;
-  readonly #eventsOf: Statement<[string], OrderEventRow>;
   readonly #due: Statement<[number, number], OrderRow>;
   readonly #claimable: Statement<[number, number, number], OrderRow>;
   readonly #setLease: Statement<[number | null, number]>;
@@ -214,15 +182,14 @@ export class OrderStore {
       throw new RangeError(`refundWatchMs must be a number of ms ≥ 0, got ${refundWatchMs}`);
     }
     this.#refundWatchMs = refundWatchMs;
-    this.#db = db;
     this.#firstPollDelayMs = firstPollDelayMs;
     this.#now = now;
-    this.#writeLock = new WriteLock(db);
+    this.#rows = new OrderRows(db, now);
+    this.queries = new OrderQueries(this.#rows);
 
     const columns = ROW_COLUMNS.join(', ');
     const values = ROW_COLUMNS.map((c) => `@${c}`).join(', ');
     this.#byPartnerRef = db.prepare('SELECT * FROM orders WHERE partner_ref = ?');
-    this.#byInvoiceNumber = db.prepare('SELECT * FROM orders WHERE invoice_number = ?');
     this.#insertOrder = db.prepare(`INSERT INTO orders (${columns}) VALUES (${values})`);
     this.#insertOrderIfNew = db.prepare(
       `INSERT INTO orders (${columns}) VALUES (${values}) ON CONFLICT (partner_ref) DO NOTHING`,
@@ -237,7 +204,6 @@ export class OrderStore {
        VALUES
          (@partner_ref, @source, @event_id, @status, @payload, @received_at, @applied_at, @changed, @reason)`,
     );
-    this.#eventsOf = db.prepare('SELECT * FROM order_events WHERE partner_ref = ? ORDER BY id');
     this.#due = db.prepare('SELECT * FROM orders WHERE next_poll_at <= ? ORDER BY next_poll_at, id LIMIT ?');
     this.#claimable = db.prepare(
       `SELECT * FROM orders
@@ -262,7 +228,7 @@ export class OrderStore {
       this.#setLease.run(null, id);
     });
     this.#claimOneTx = db.transaction((ref, now, leaseMs) => {
-      const row = this.#find(ref, ref);
+      const row = this.#rows.find(ref, ref);
       if (!row) return undefined;
       const { poll_leased_until: leasedUntil } = row as LeasedOrderRow;
       if (leasedUntil !== null && leasedUntil > now) return { order: toLocalOrder(row), claimed: false };
@@ -286,7 +252,7 @@ export class OrderStore {
       );
     }
     const now = this.#now();
-    return this.#writeLock.run(this.#createTx, {
+    return this.#rows.write(this.#createTx, {
       partner_ref: partnerRef,
       invoice_number: null,
       product_code: input.productCode ?? null,
@@ -333,7 +299,7 @@ export class OrderStore {
   applyOrderSnapshot(snapshot: Order, options: ApplyOptions): ApplyResult {
     const read = readOrderSnapshot(snapshot);
     if (!read.ok) throw new StoreError('INVALID_SNAPSHOT', `${read.problem}: park the event`);
-    return this.#writeLock.run(this.#applyTx, snapshot, read.snapshot, options);
+    return this.#rows.write(this.#applyTx, snapshot, read.snapshot, options);
   }
 
   /**
@@ -342,7 +308,7 @@ export class OrderStore {
    * upstream has already confirmed. Never touches `status`.
    */
   markRejected(partnerRef: string, code: string, detail: string): LocalOrder {
-    return this.#writeLock.run(this.#settleSubmissionTx, partnerRef, { state: 'rejected', code, detail });
+    return this.#rows.write(this.#settleSubmissionTx, partnerRef, { state: 'rejected', code, detail });
   }
 
   /**
@@ -351,42 +317,7 @@ export class OrderStore {
    * upstream has already confirmed or rejected. Never touches `status`.
    */
   markSubmissionUnknown(partnerRef: string): LocalOrder {
-    return this.#writeLock.run(this.#settleSubmissionTx, partnerRef, { state: 'unknown' });
-  }
-
-  /** The order with this partner_ref, else with this invoice number. */
-  getOrder(ref: string): LocalOrder | undefined {
-    const row = this.#find(ref, ref);
-    return row && toLocalOrder(row);
-  }
-
-  /** Orders, newest local creation first. See {@link ListOrdersInput.status} for the filter. */
-  listOrders({ status, limit = DEFAULT_LIST_LIMIT }: ListOrdersInput = {}): LocalOrder[] {
-    if (!Number.isInteger(limit) || limit < 1) {
-      throw new RangeError(`limit must be a whole number ≥ 1, got ${limit}`);
-    }
-    const order = 'ORDER BY local_created_at DESC, id DESC LIMIT ?';
-    if (status === undefined) {
-      return this.#db
-        .prepare<[number], OrderRow>(`SELECT * FROM orders ${order}`)
-        .all(limit)
-        .map(toLocalOrder);
-    }
-    const column = isKnownStatus(status)
-      ? 'status'
-      : (SUBMISSION_STATES as readonly string[]).includes(status)
-        ? 'submission_state'
-        : 'upstream_status';
-    return this.#db
-      .prepare<[string, number], OrderRow>(`SELECT * FROM orders WHERE ${column} = ? ${order}`)
-      .all(status, limit)
-      .map(toLocalOrder);
-  }
-
-  /** The audit trail of an order (by partner_ref or invoice number), oldest first. */
-  listEvents(ref: string): OrderEvent[] {
-    const row = this.#find(ref, ref);
-    return row ? this.#eventsOf.all(row.partner_ref).map(toOrderEvent) : [];
+    return this.#rows.write(this.#settleSubmissionTx, partnerRef, { state: 'unknown' });
   }
 
   /** Up to `limit` orders whose next poll time has come, the longest-due first. */
@@ -407,7 +338,7 @@ export class OrderStore {
     if (!Number.isInteger(limit) || limit < 1) {
       throw new RangeError(`limit must be a whole number ≥ 1, got ${limit}`);
     }
-    return this.#writeLock.run(this.#claimDueTx, limit, now, leaseMs, Math.min(dueBy, now));
+    return this.#rows.write(this.#claimDueTx, limit, now, leaseMs, Math.min(dueBy, now));
   }
 
   /**
@@ -420,13 +351,13 @@ export class OrderStore {
     now: number = this.#now(),
     leaseMs = 120_000,
   ): { order: LocalOrder; claimed: boolean } | undefined {
-    return this.#writeLock.run(this.#claimOneTx, ref, now, leaseMs);
+    return this.#rows.write(this.#claimOneTx, ref, now, leaseMs);
   }
 
   /** Ends a poll lease without recording a poll: the order keeps its place in the schedule. */
   releasePollClaim(partnerRef: string): void {
     const row = this.#byPartnerRef.get(partnerRef);
-    if (row) this.#writeLock.run(this.#releaseTx, row.id);
+    if (row) this.#rows.write(this.#releaseTx, row.id);
   }
 
   /**
@@ -436,66 +367,7 @@ export class OrderStore {
    * and ends the poll lease. `stuck` marks it stuck (the first time is kept).
    */
   recordPoll(partnerRef: string, input: RecordPollInput): LocalOrder {
-    return this.#writeLock.run(this.#recordPollTx, partnerRef, input);
-  }
-
-  /** Counts for `h2h-sync status`. */
-  countByStatus(now: number = this.#now()): OrderCounts {
-    const byStatus: Record<string, number> = {};
-    for (const { key, n } of this.#db
-      .prepare<[], { key: string; n: number }>(
-        `SELECT COALESCE(status, upstream_status) AS key, COUNT(*) AS n FROM orders
-         WHERE key IS NOT NULL GROUP BY key ORDER BY key`,
-      )
-      .all()) {
-      byStatus[key] = n;
-    }
-    const bySubmissionState = Object.fromEntries(SUBMISSION_STATES.map((s) => [s, 0])) as Record<
-      SubmissionState,
-      number
-    >;
-    for (const { state, n } of this.#db
-      .prepare<[], { state: SubmissionState; n: number }>(
-        'SELECT submission_state AS state, COUNT(*) AS n FROM orders GROUP BY state',
-      )
-      .all()) {
-      bySubmissionState[state] = n;
-    }
-    const totals = this.#db
-      .prepare<
-        [number],
-        { total: number; open: number; oldest: number | null; due: number | null; stuck: number | null }
-      >(
-        `SELECT COUNT(*) AS total,
-                COUNT(next_poll_at) AS open,
-                MIN(CASE WHEN next_poll_at IS NOT NULL THEN local_created_at END) AS oldest,
-                SUM(next_poll_at <= ?) AS due,
-                SUM(next_poll_at IS NOT NULL AND stuck_at IS NOT NULL) AS stuck
-         FROM orders`,
-      )
-      .get(now)!;
-    return {
-      total: totals.total,
-      byStatus,
-      bySubmissionState,
-      open: totals.open,
-      oldestOpenLocalCreatedAt: totals.oldest,
-      dueForPoll: totals.due ?? 0,
-      stuck: totals.stuck ?? 0,
-    };
-  }
-
-  #find(partnerRef: string | null, invoiceNumber: string | null): OrderRow | undefined {
-    return (
-      (partnerRef === null ? undefined : this.#byPartnerRef.get(partnerRef)) ??
-      (invoiceNumber === null ? undefined : this.#byInvoiceNumber.get(invoiceNumber))
-    );
-  }
-
-  #mustFind(ref: string): OrderRow {
-    const row = this.#find(ref, ref);
-    if (!row) throw new StoreError('ORDER_NOT_FOUND', `no local order has partner_ref or invoice ${ref}`);
-    return row;
+    return this.#rows.write(this.#recordPollTx, partnerRef, input);
   }
 
   #apply(snapshot: Order, fields: OrderSnapshot, options: ApplyOptions): ApplyResult {
@@ -509,7 +381,7 @@ export class OrderStore {
       }
     }
 
-    const current = this.#find(fields.partner_ref, fields.invoice_number);
+    const current = this.#rows.find(fields.partner_ref, fields.invoice_number);
     let row: OrderRow;
     let verdict: SnapshotVerdict;
     let created = false;
@@ -629,7 +501,7 @@ export class OrderStore {
 
   #settleSubmission(ref: string, outcome: SubmissionOutcome): LocalOrder {
     const now = this.#now();
-    const current = this.#mustFind(ref);
+    const current = this.#rows.mustFind(ref);
     const open = current.submission_state === 'pending' || current.submission_state === 'unknown';
     const row: OrderRow = { ...current };
     if (open && outcome.state === 'rejected') {
@@ -664,7 +536,7 @@ export class OrderStore {
 
   #recordPoll(ref: string, { nextPollAt, stuck = false, changed = false }: RecordPollInput): LocalOrder {
     const now = this.#now();
-    const current = this.#mustFind(ref);
+    const current = this.#rows.mustFind(ref);
     const row: OrderRow = {
       ...current,
       last_polled_at: now,

@@ -32,7 +32,7 @@ test('an accepted order is stored with the upstream snapshot and a generated sor
   assert.equal(first.order.status, 'PENDING');
   assert.equal(first.order.amount, 19_500);
   assert.deepEqual(
-    deps.store.listEvents(first.order.partnerRef).map((e) => [e.source, e.status, e.changed]),
+    deps.store.queries.listEvents(first.order.partnerRef).map((e) => [e.source, e.status, e.changed]),
     [['create', 'PENDING', true]],
   );
 });
@@ -49,7 +49,7 @@ test('placing the same partner_ref again sends no second order and debits once',
   const upstream = (await sim.allOrders()).filter((o) => o.partner_ref === 'same/ref ü');
   assert.equal(upstream.length, 1);
   assert.equal(before - (await sim.balance()), 19_500);
-  assert.equal(deps.store.listOrders().length, 1);
+  assert.equal(deps.store.queries.listOrders().length, 1);
 });
 
 test('a 400 marks the order rejected with the upstream code, and it is never retried', async (t) => {
@@ -135,6 +135,6 @@ test('100 orders under dropped answers, 5xx and late answers exist exactly once 
   assert.equal(new Set(upstream.map((o) => o.partner_ref)).size, 100);
   assert.equal(before - (await sim.balance()), 100 * 19_500);
   for (const order of upstream) {
-    assert.equal(deps.store.getOrder(order.partner_ref)?.invoiceNumber, order.invoice_number);
+    assert.equal(deps.store.queries.getOrder(order.partner_ref)?.invoiceNumber, order.invoice_number);
   }
 });

@@ -58,13 +58,13 @@ test('a stale webhook’s early-poll request polls the order at once, even one s
     { ...refunded, status: 'SUCCESS', message: null },
     { source: 'webhook', eventId: 'e-1' },
   );
-  assert.equal(env.store.getOrder('refund-1')!.nextPollAt, null);
+  assert.equal(env.store.queries.getOrder('refund-1')!.nextPollAt, null);
   await startFor(env);
 
   await requestPoll(env, { partnerRef: 'refund-1', reason: 'stale_webhook' });
 
   const order = await waitFor(() => {
-    const local = env.store.getOrder('refund-1');
+    const local = env.store.queries.getOrder('refund-1');
     return local?.status === 'REFUNDED' ? local : undefined;
   });
   assert.equal(order.message, refunded.message);
@@ -78,7 +78,7 @@ test('an early-poll request by invoice number stores an order placed elsewhere',
 
   await requestPoll(env, { invoiceNumber: elsewhere.invoice_number, reason: 'stale_webhook' });
 
-  const order = await waitFor(() => env.store.getOrder('elsewhere-1'));
+  const order = await waitFor(() => env.store.queries.getOrder('elsewhere-1'));
   assert.equal(order.invoiceNumber, elsewhere.invoice_number);
   assert.equal(order.status, 'PENDING');
 });
@@ -97,7 +97,7 @@ test('an early-poll request that meets a spent poll share waits for a slot inste
 
   await requestPoll(env, { partnerRef: 'later-1', reason: 'stale_webhook' });
 
-  await waitFor(() => env.store.getOrder('later-1')?.serialNumber, {
+  await waitFor(() => env.store.queries.getOrder('later-1')?.serialNumber, {
     message: 'the poll after the window freed',
   });
   const queue = new Queue(POLL_REQUEST_QUEUE, { connection: { url: env.redis.url } });

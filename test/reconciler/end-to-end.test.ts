@@ -57,7 +57,7 @@ test('with 30% of webhooks lost, duplicated and reordered, webhooks through the 
   await waitFor(
     async () =>
       (await differencesFromSimulator(env.store, env.sim, refs)).length === 0 &&
-      refs.every((ref) => env.store.getOrder(ref)!.nextPollAt === null),
+      refs.every((ref) => env.store.queries.getOrder(ref)!.nextPollAt === null),
     { timeoutMs: 10_000, message: 'every local order equal to GET /__sim/orders and settled' },
   );
 
@@ -71,7 +71,7 @@ test('with 30% of webhooks lost, duplicated and reordered, webhooks through the 
   );
   const changedBy = new Set(
     refs.flatMap((ref) =>
-      env.store
+      env.store.queries
         .listEvents(ref)
         .filter((e) => e.changed)
         .map((e) => e.source),

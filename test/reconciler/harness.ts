@@ -171,7 +171,7 @@ export async function reconcilerEnv(
     ...options.client,
   });
   defer(() => client.close());
-  const metrics = createReconcilerMetrics({ store });
+  const metrics = createReconcilerMetrics({ queries: store.queries });
   const deps: ReconcilerDeps = { store, client, settings, metrics, logger: log.logger, now };
   return {
     sim,
@@ -239,7 +239,7 @@ export async function differencesFromSimulator(
   const truth = (await sim.allOrders()).filter((o) => !refs || refs.includes(o.partner_ref));
   const problems: string[] = [];
   for (const upstream of truth) {
-    const local = store.getOrder(upstream.partner_ref);
+    const local = store.queries.getOrder(upstream.partner_ref);
     const want = [upstream.status, upstream.serial_number, upstream.success_at, upstream.invoice_number];
     const got = [local?.upstreamStatus, local?.serialNumber, local?.successAt, local?.invoiceNumber];
     if (JSON.stringify(want) !== JSON.stringify(got)) {

@@ -19,7 +19,7 @@ test('a pass polls due orders oldest-due first and ends when the poll share of t
     env.clock.advance(1);
   }
   env.clock.advance(env.settings.firstPollDelayMs);
-  const before = new Map(refs.map((ref) => [ref, env.store.getOrder(ref)!.nextPollAt]));
+  const before = new Map(refs.map((ref) => [ref, env.store.queries.getOrder(ref)!.nextPollAt]));
 
   const summary = await runReconcilePass(env.deps, { budget: env.budget });
 
@@ -29,12 +29,12 @@ test('a pass polls due orders oldest-due first and ends when the poll share of t
   assert.equal(summary.budget?.poll, 4);
   assert.equal(summary.dueAfter, 6);
   assert.deepEqual(
-    refs.filter((ref) => env.store.getOrder(ref)!.lastPolledAt !== null),
+    refs.filter((ref) => env.store.queries.getOrder(ref)!.lastPolledAt !== null),
     refs.slice(0, 4),
     'the four longest-due went first',
   );
   for (const ref of refs.slice(4)) {
-    assert.equal(env.store.getOrder(ref)!.nextPollAt, before.get(ref), `${ref} keeps its place`);
+    assert.equal(env.store.queries.getOrder(ref)!.nextPollAt, before.get(ref), `${ref} keeps its place`);
   }
   assert.deepEqual(
     env.store.claimDueForPoll(10, env.now(), 1000).map((o) => o.partnerRef),
@@ -48,21 +48,21 @@ test('polling backs off 1st, 2nd, 3rd … interval while nothing changes, and st
   await createUpstreamOrder(env, 'slow-1');
   const delays: number[] = [];
   const pollAndRecordDelay = async () => {
-    const due = env.store.getOrder('slow-1')!.nextPollAt!;
+    const due = env.store.queries.getOrder('slow-1')!.nextPollAt!;
     env.clock.advance(due - env.now());
     const summary = await runReconcilePass(env.deps);
     assert.equal(summary.checked, 1);
-    delays.push(env.store.getOrder('slow-1')!.nextPollAt! - env.now());
+    delays.push(env.store.queries.getOrder('slow-1')!.nextPollAt! - env.now());
   };
 
   for (let i = 0; i < 4; i++) await pollAndRecordDelay();
   assert.deepEqual(delays, [1000, 2000, 5000, 5000], 'growing, capped at the last');
-  assert.equal(env.store.getOrder('slow-1')!.pollCount, 4);
+  assert.equal(env.store.queries.getOrder('slow-1')!.pollCount, 4);
 
   // A webhook moves the order: the store puts the next poll at the first-poll delay.
   const moved = await env.sim.setStatus('slow-1', { status: 'PROCESSING' });
   env.store.applyOrderSnapshot(moved.body, { source: 'webhook', eventId: 'evt-1' });
-  assert.equal(env.store.getOrder('slow-1')!.nextPollAt! - env.now(), env.settings.firstPollDelayMs);
+  assert.equal(env.store.queries.getOrder('slow-1')!.nextPollAt! - env.now(), env.settings.firstPollDelayMs);
   await pollAndRecordDelay();
   assert.equal(delays.at(-1), 1000, 'the backoff starts over after a webhook change');
 
@@ -71,7 +71,7 @@ test('polling backs off 1st, 2nd, 3rd … interval while nothing changes, and st
   await env.sim.setStatus('slow-1', { status: 'SUCCESS' });
   await pollAndRecordDelay();
   assert.equal(delays.at(-1), env.settings.firstPollDelayMs, 'a SUCCESS without serial is polled again soon');
-  assert.equal(env.store.getOrder('slow-1')!.pollCount, 0);
+  assert.equal(env.store.queries.getOrder('slow-1')!.pollCount, 0);
   await pollAndRecordDelay();
   assert.equal(delays.at(-1), 1000);
 });
@@ -89,12 +89,16 @@ test('an order open longer than the maximum age is marked stuck, counted, and po
 
   const summary = await runReconcilePass(env.deps);
 
-  const old = env.store.getOrder('old-1')!;
+  const old = env.store.queries.getOrder('old-1')!;
   assert.equal(old.stuckAt, env.now());
   assert.equal(old.nextPollAt, env.now() + 3_600_000);
-  assert.equal(env.store.getOrder('young-1')!.stuckAt, env.now(), 'created at the same time as old-1');
+  assert.equal(
+    env.store.queries.getOrder('young-1')!.stuckAt,
+    env.now(),
+    'created at the same time as old-1',
+  );
   assert.equal(summary.stuck, 2);
-  assert.equal(env.store.countByStatus().stuck, 2);
+  assert.equal(env.store.queries.countByStatus().stuck, 2);
   assert.equal(await metricValue(env.metrics, 'h2h_reconcile_stuck_orders'), 2);
   assert.ok(env.log.lines().some((l) => l.msg?.toString().startsWith('order marked stuck')));
 });
@@ -114,7 +118,7 @@ test('401 stops the pass with the upstream code and the fix, and the order keeps
   assert.equal(summary.checked, 0);
   assert.equal(summary.errors, 1);
   assert.equal(summary.dueAfter, 2);
-  assert.equal(env.store.getOrder('auth-1')!.lastPolledAt, null);
+  assert.equal(env.store.queries.getOrder('auth-1')!.lastPolledAt, null);
   assert.equal(env.store.claimDueForPoll(10, env.now(), 1000).length, 2, 'no claim left behind');
   assert.ok(env.log.lines().some((l) => l.level === 50 && /INVALID_API_KEY/.test(String(l.msg))));
 });
@@ -128,15 +132,15 @@ test('429 from the upstream ends the pass without losing the order’s place', a
   });
   for (const ref of ['rl-1', 'rl-2']) await createUpstreamOrder(env, ref);
   env.clock.advance(env.settings.firstPollDelayMs);
-  const place = env.store.getOrder('rl-2')!.nextPollAt;
+  const place = env.store.queries.getOrder('rl-2')!.nextPollAt;
 
   const summary = await runReconcilePass(env.deps);
 
   assert.equal(summary.stoppedBy, 'rate_limited');
   assert.equal(summary.error?.code, 'TOO_MANY_REQUESTS');
   assert.equal(summary.checked, 1);
-  assert.equal(env.store.getOrder('rl-2')!.lastPolledAt, null);
-  assert.equal(env.store.getOrder('rl-2')!.nextPollAt, place);
+  assert.equal(env.store.queries.getOrder('rl-2')!.lastPolledAt, null);
+  assert.equal(env.store.queries.getOrder('rl-2')!.nextPollAt, place);
   assert.equal(summary.dueAfter, 1);
 });
 
@@ -173,7 +177,7 @@ test('a 404 for an order the upstream had confirmed is an anomaly: logged at err
     await metricValue(env.metrics, 'h2h_reconcile_anomalies_total', { kind: 'confirmed_order_not_found' }),
     1,
   );
-  const ghost = env.store.getOrder('ghost-1')!;
+  const ghost = env.store.queries.getOrder('ghost-1')!;
   assert.equal(ghost.nextPollAt, env.now() + env.settings.backoffMs[0]!);
   assert.equal(ghost.submissionState, 'accepted');
   assert.ok(
@@ -230,7 +234,7 @@ test('the pass lock lets one pass run at a time; a second pass finds it held and
   const skipped = await runReconcilePass(env.deps, { lock });
   assert.equal(skipped.stoppedBy, 'locked');
   assert.equal(skipped.lockHolder, held.token);
-  assert.equal(env.store.getOrder('lock-1')!.lastPolledAt, null);
+  assert.equal(env.store.queries.getOrder('lock-1')!.lastPolledAt, null);
 
   await held.release();
   const ran = await runReconcilePass(env.deps, { lock });
@@ -253,11 +257,15 @@ test('a SUCCESS with its serial is settled at once by default, and watched for a
     env.clock.advance(env.settings.firstPollDelayMs);
     await runReconcilePass(env.deps);
     if (refundWatchMs === 0) {
-      assert.equal(env.store.getOrder(ref)!.nextPollAt, null);
-      assert.equal(env.store.getOrder(ref)!.status, 'SUCCESS', 'the refund goes unseen without a webhook');
+      assert.equal(env.store.queries.getOrder(ref)!.nextPollAt, null);
+      assert.equal(
+        env.store.queries.getOrder(ref)!.status,
+        'SUCCESS',
+        'the refund goes unseen without a webhook',
+      );
       continue;
     }
-    const found = env.store.getOrder(ref)!;
+    const found = env.store.queries.getOrder(ref)!;
     assert.equal(found.status, 'REFUNDED');
     assert.equal(found.nextPollAt, null);
   }
@@ -272,10 +280,10 @@ test('a watched SUCCESS without a refund is polled on the backoff until a poll c
   const success = await env.sim.setStatus('kept-1', { status: 'SUCCESS', serial_number: 'SN-K' });
   env.store.applyOrderSnapshot(success.body, { source: 'webhook', eventId: 'e-kept' });
   let polls = 0;
-  while (env.store.getOrder('kept-1')!.nextPollAt !== null) {
-    env.clock.advance(env.store.getOrder('kept-1')!.nextPollAt! - env.now());
+  while (env.store.queries.getOrder('kept-1')!.nextPollAt !== null) {
+    env.clock.advance(env.store.queries.getOrder('kept-1')!.nextPollAt! - env.now());
     polls += (await runReconcilePass(env.deps)).checked;
   }
   assert.equal(polls, 4, 'at 0.1, 10.1, 20.1 and 30.1 s: the first poll after the watch ends it');
-  assert.equal(env.store.getOrder('kept-1')!.stuckAt, null);
+  assert.equal(env.store.queries.getOrder('kept-1')!.stuckAt, null);
 });

@@ -62,7 +62,7 @@ test('two reconciler processes on one store and Redis run one pass at a time, po
 
   await waitFor(
     async () =>
-      refs.every((ref) => env.store.getOrder(ref)!.lastPolledAt !== null) &&
+      refs.every((ref) => env.store.queries.getOrder(ref)!.lastPolledAt !== null) &&
       (await differencesFromSimulator(env.store, env.sim, refs)).length === 0,
     { timeoutMs: 30_000, message: 'every order polled and equal to the upstream' },
   );

@@ -21,7 +21,7 @@ test('the create answer gives a pending local order its first status and accepts
   assert.equal(result.order.amount, 15_000);
   assert.deepEqual(result.order.data, DATA);
   assert.deepEqual(
-    store.listEvents('R1').map((e) => [e.source, e.status, e.changed, e.reason]),
+    store.queries.listEvents('R1').map((e) => [e.source, e.status, e.changed, e.reason]),
     [['create', 'PENDING', true, 'initial']],
   );
 });
@@ -39,7 +39,7 @@ test('every allowed transition of decisions.md moves the order and records an ev
       assert.equal(result.reason, 'transition', ref);
       assert.equal(result.order.status, to, ref);
       assert.equal(result.order.upstreamStatus, to, ref);
-      const last = store.listEvents(ref).at(-1)!;
+      const last = store.queries.listEvents(ref).at(-1)!;
       assert.deepEqual([last.source, last.eventId, last.status, last.changed], ['webhook', ref, to, true]);
     }
   }
@@ -66,8 +66,8 @@ test('a regression is recorded with changed=0 and its reason, and leaves the ord
     assert.equal(result.changed, false, name);
     assert.equal(result.reason, 'not_allowed', name);
     assert.deepEqual(result.order, before, name);
-    assert.deepEqual(store.getOrder(settled.partner_ref), before, name);
-    const last = store.listEvents(settled.partner_ref).at(-1)!;
+    assert.deepEqual(store.queries.getOrder(settled.partner_ref), before, name);
+    const last = store.queries.listEvents(settled.partner_ref).at(-1)!;
     assert.deepEqual([last.status, last.changed, last.reason], [late.status, false, 'not_allowed'], name);
   }
 });
@@ -100,7 +100,7 @@ test('the same status again is recorded as a duplicate and changes nothing', (t)
 
   assert.deepEqual([again.changed, again.reason, again.duplicate], [false, 'duplicate', false]);
   assert.deepEqual(again.order, first.order);
-  assert.equal(store.listEvents('R1').length, 2);
+  assert.equal(store.queries.listEvents('R1').length, 2);
 });
 
 test('SUCCESS then SUCCESS with a serial number adds the serial', (t) => {
@@ -150,7 +150,7 @@ test('a repeated webhook event id records nothing new and reports a duplicate', 
     [true, false, 'duplicate_event', false],
   );
   assert.deepEqual(repeat.order, first.order);
-  assert.equal(store.listEvents('R1').length, 2);
+  assert.equal(store.queries.listEvents('R1').length, 2);
 });
 
 test('the same event id from another source is a different event', (t) => {
@@ -160,7 +160,7 @@ test('the same event id from another source is a different event', (t) => {
   const result = store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'manual', eventId: 'k1' });
 
   assert.equal(result.duplicate, false);
-  assert.equal(store.listEvents('R1').length, 2);
+  assert.equal(store.queries.listEvents('R1').length, 2);
 });
 
 test('an unknown status string is kept in upstream_status, the status stays, and the order stays due for polling', (t) => {
@@ -179,7 +179,7 @@ test('an unknown status string is kept in upstream_status, the status stays, and
     store.dueForPoll(10).map((o) => o.partnerRef),
     ['R1'],
   );
-  assert.equal(store.listEvents('R1').at(-1)!.status, 'ON_HOLD');
+  assert.equal(store.queries.listEvents('R1').at(-1)!.status, 'ON_HOLD');
   // A known status later moves the order on as usual.
   assert.equal(
     store.applyOrderSnapshot(snapshot('R1', 'SUCCESS'), { source: 'poll' }).order.status,
@@ -210,7 +210,7 @@ test('a snapshot for an order unknown locally creates it as accepted, placed els
   assert.equal(result.order.status, 'PROCESSING');
   assert.equal(result.order.submissionState, 'accepted');
   assert.equal(result.order.data, null);
-  assert.deepEqual(store.getOrder('INV-ELSEWHERE'), result.order);
+  assert.deepEqual(store.queries.getOrder('INV-ELSEWHERE'), result.order);
 });
 
 test('a webhook that beats the create answer is applied, and the late create answer changes nothing', (t) => {
@@ -251,7 +251,7 @@ test('a snapshot with no status, or with no reference, is refused as permanently
       (error: unknown) => error instanceof StoreError && error.code === 'INVALID_SNAPSHOT',
     );
   }
-  assert.deepEqual(store.listOrders(), []);
+  assert.deepEqual(store.queries.listOrders(), []);
 });
 
 test('the audit trail keeps the payload given, the receive time and the apply time', (t) => {
@@ -261,7 +261,7 @@ test('the audit trail keeps the payload given, the receive time and the apply ti
 
   store.applyOrderSnapshot(body.data, { source: 'webhook', eventId: 'e1', payload: body, receivedAt });
 
-  const [event] = store.listEvents('R1');
+  const [event] = store.queries.listEvents('R1');
   assert.deepEqual(event!.payload, body);
   assert.equal(event!.receivedAt, receivedAt);
   assert.equal(event!.appliedAt, clock.now());
@@ -277,9 +277,9 @@ test('a final state is never left, whatever arrives after it', (t) => {
     for (const later of [...ORDER_STATUSES, 'ON_HOLD']) {
       store.applyOrderSnapshot(snapshot(ref, later, { serial_number: 'SN-other' }), { source: 'poll' });
     }
-    assert.deepEqual(store.getOrder(ref)!.status, final);
+    assert.deepEqual(store.queries.getOrder(ref)!.status, final);
     assert.deepEqual(
-      { ...store.getOrder(ref)!, upstreamStatus: null },
+      { ...store.queries.getOrder(ref)!, upstreamStatus: null },
       { ...settled.order, upstreamStatus: null },
     );
   }

@@ -61,7 +61,7 @@ test('two processes applying the same events at the same time end consistent, wi
   const store = new OrderStore(db);
   assert.deepEqual(db.prepare('SELECT COUNT(*) AS n FROM order_events').get(), { n: events.length });
   for (let n = 0; n < ORDERS; n++) {
-    const order = store.getOrder(`C${n}`)!;
+    const order = store.queries.getOrder(`C${n}`)!;
     if (n % 2 === 0) {
       assert.deepEqual([order.status, order.serialNumber], ['REFUNDED', `SN-${n}`], order.partnerRef);
     } else {

@@ -43,7 +43,7 @@ test('a new local order is pending, keeps what was sent, and has no status yet',
   assert.deepEqual(order.data, DATA);
   assert.equal(order.callbackUrl, 'https://reseller.example/hooks');
   assert.equal(order.localCreatedAt, clock.now());
-  assert.deepEqual(store.listEvents('R1'), []);
+  assert.deepEqual(store.queries.listEvents('R1'), []);
 });
 
 test('a partner_ref that is empty or longer than 64 characters is refused', (t) => {
@@ -68,9 +68,9 @@ test('a rejected submission keeps the upstream code and detail, ends polling, an
   assert.equal(order.rejectionDetail, 'balance 1000 < price 15000');
   assert.equal(order.status, null);
   assert.equal(order.nextPollAt, null);
-  assert.deepEqual(store.getOrder('R1'), order);
+  assert.deepEqual(store.queries.getOrder('R1'), order);
   assert.deepEqual(
-    store.listEvents('R1').map((e) => [e.source, e.status, e.changed, e.reason, e.payload]),
+    store.queries.listEvents('R1').map((e) => [e.source, e.status, e.changed, e.reason, e.payload]),
     [
       [
         'create',
@@ -97,7 +97,7 @@ test('an unknown submission is due for a poll at once and keeps its status', (t)
     ['R1'],
   );
   assert.deepEqual(
-    store.listEvents('R1').map((e) => [e.source, e.changed, e.reason]),
+    store.queries.listEvents('R1').map((e) => [e.source, e.changed, e.reason]),
     [['create', true, 'submission_unknown']],
   );
 });
@@ -127,7 +127,7 @@ test('a create outcome that arrives after the upstream confirmed the order chang
   assert.deepEqual(afterTimeout, confirmed.order);
   assert.deepEqual(afterRejection, confirmed.order);
   assert.deepEqual(
-    store.listEvents('R1').map((e) => [e.changed, e.reason]),
+    store.queries.listEvents('R1').map((e) => [e.changed, e.reason]),
     [
       [true, 'initial'],
       [false, 'submission_settled'],
@@ -152,11 +152,11 @@ test('an order is found by partner_ref or by invoice number; an unknown ref find
   const { store } = tempStore(t);
   const { order } = store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
 
-  assert.deepEqual(store.getOrder('R1'), order);
-  assert.deepEqual(store.getOrder('INV-R1'), order);
-  assert.equal(store.getOrder('NOPE'), undefined);
-  assert.equal(store.listEvents('INV-R1').length, 1);
-  assert.deepEqual(store.listEvents('NOPE'), []);
+  assert.deepEqual(store.queries.getOrder('R1'), order);
+  assert.deepEqual(store.queries.getOrder('INV-R1'), order);
+  assert.equal(store.queries.getOrder('NOPE'), undefined);
+  assert.equal(store.queries.listEvents('INV-R1').length, 1);
+  assert.deepEqual(store.queries.listEvents('NOPE'), []);
 });
 
 test('orders are listed newest first, filtered by status, submission state or raw upstream status', (t) => {
@@ -173,12 +173,12 @@ test('orders are listed newest first, filtered by status, submission state or ra
   store.applyOrderSnapshot(snapshot('E', 'ON_HOLD'), { source: 'poll' });
 
   const refs = (orders: { partnerRef: string }[]) => orders.map((o) => o.partnerRef);
-  assert.deepEqual(refs(store.listOrders()), ['E', 'D', 'C', 'B', 'A']);
-  assert.deepEqual(refs(store.listOrders({ limit: 2 })), ['E', 'D']);
-  assert.deepEqual(refs(store.listOrders({ status: 'PENDING' })), ['D', 'A']);
-  assert.deepEqual(refs(store.listOrders({ status: 'rejected' })), ['C']);
-  assert.deepEqual(refs(store.listOrders({ status: 'ON_HOLD' })), ['E']);
-  assert.throws(() => store.listOrders({ limit: 0 }), RangeError);
+  assert.deepEqual(refs(store.queries.listOrders()), ['E', 'D', 'C', 'B', 'A']);
+  assert.deepEqual(refs(store.queries.listOrders({ limit: 2 })), ['E', 'D']);
+  assert.deepEqual(refs(store.queries.listOrders({ status: 'PENDING' })), ['D', 'A']);
+  assert.deepEqual(refs(store.queries.listOrders({ status: 'rejected' })), ['C']);
+  assert.deepEqual(refs(store.queries.listOrders({ status: 'ON_HOLD' })), ['E']);
+  assert.throws(() => store.queries.listOrders({ limit: 0 }), RangeError);
 });
 
 test('the counts show orders by status and submission state, open, due and stuck orders', (t) => {
@@ -192,7 +192,7 @@ test('the counts show orders by status and submission state, open, due and stuck
   store.markRejected('E', 'INVALID_TARGET', 'user_id');
   store.recordPoll('A', { nextPollAt: start + 60_000, stuck: true });
 
-  const counts = store.countByStatus(start + 1_000);
+  const counts = store.queries.countByStatus(start + 1_000);
 
   assert.deepEqual(counts, {
     total: 5,

@@ -27,7 +27,10 @@ test("a write waits for another process's transaction to commit, then applies af
   const result = store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
 
   assert.equal(result.created, true);
-  assert.ok(store.getOrder('R1')!.id > store.getOrder('HELD')!.id, 'the held transaction committed first');
+  assert.ok(
+    store.queries.getOrder('R1')!.id > store.queries.getOrder('HELD')!.id,
+    'the held transaction committed first',
+  );
 });
 
 test('a write gives up with SQLITE_BUSY once the busy timeout has passed, and the timeout stays as set', async (t) => {

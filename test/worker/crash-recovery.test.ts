@@ -91,7 +91,7 @@ test('a worker killed with SIGKILL mid-batch loses nothing: another takes over i
   );
   const store = new OrderStore(reader);
   for (let n = 0; n < ORDERS; n++) {
-    const order = store.getOrder(`crash-${n}`)!;
+    const order = store.queries.getOrder(`crash-${n}`)!;
     assert.deepEqual([order.status, order.serialNumber], ['SUCCESS', `SN-crash-${n}`], order.partnerRef);
   }
   const duplicates = (await producer.webhookQueue.getCompleted(0, -1)).filter(
@@ -196,7 +196,7 @@ test('a worker cut off from Redis after committing exits within its deadline; an
   const store = new OrderStore(reader);
   for (const job of duplicates) {
     const ref = job.returnvalue.partnerRef;
-    assert.equal(store.listEvents(ref).length, 1, `${ref} recorded once`);
-    assert.equal(store.getOrder(ref)?.serialNumber, `SN-${ref}`);
+    assert.equal(store.queries.listEvents(ref).length, 1, `${ref} recorded once`);
+    assert.equal(store.queries.getOrder(ref)?.serialNumber, `SN-${ref}`);
   }
 });

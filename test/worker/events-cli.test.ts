@@ -79,7 +79,7 @@ test('events failed lists parked events with their reason; events retry requeues
     message: 'the retried event completed',
   });
   assert.deepEqual(
-    [store.getOrder('late-1')?.status, store.getOrder('late-1')?.serialNumber],
+    [store.queries.getOrder('late-1')?.status, store.queries.getOrder('late-1')?.serialNumber],
     ['SUCCESS', 'SN-L'],
   );
 

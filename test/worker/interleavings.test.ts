@@ -103,7 +103,7 @@ function expectedOrder(life: Order[], deliveries: Delivery[], order: number): Or
 const FIELDS = ['status', 'serial_number', 'success_at', 'message', 'amount', 'invoice_number'] as const;
 
 function assertOrderIs(store: OrderStore, ref: string, expected: Order): void {
-  const local = store.getOrder(ref);
+  const local = store.queries.getOrder(ref);
   assert.ok(local, `${ref} exists`);
   const actual = {
     status: local.status,
@@ -213,7 +213,7 @@ test('through the worker’s apply path, any split of any interleaving into grou
         }
         generated.plans.forEach((_, i) => {
           assertOrderIs(store, refs[i]!, expectedOrder(lives[i]!, generated.deliveries, i));
-          const webhookIds = store
+          const webhookIds = store.queries
             .listEvents(refs[i]!)
             .filter((e) => e.source === 'webhook' && e.eventId?.startsWith('evt_'))
             .map((e) => e.eventId);

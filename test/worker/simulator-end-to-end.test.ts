@@ -127,7 +127,7 @@ test('simulator → receiver → Redis → worker → SQLite: with duplicated, r
   const upstream = await sim.allOrders();
   assert.equal(upstream.length, placed.length);
   for (const remote of upstream) {
-    const local = store.getOrder(remote.partner_ref);
+    const local = store.queries.getOrder(remote.partner_ref);
     assert.ok(local, `${remote.partner_ref} is known locally`);
     assert.deepEqual(
       {
@@ -141,7 +141,7 @@ test('simulator → receiver → Redis → worker → SQLite: with duplicated, r
       Object.fromEntries(COMPARED.map((field) => [field, remote[field] ?? null])),
       remote.partner_ref,
     );
-    const webhookEvents = store.listEvents(remote.partner_ref).filter((e) => e.source === 'webhook');
+    const webhookEvents = store.queries.listEvents(remote.partner_ref).filter((e) => e.source === 'webhook');
     const delivered = new Set(log.filter((a) => a.partner_ref === remote.partner_ref).map((a) => a.event_id));
     assert.deepEqual(
       webhookEvents.map((e) => e.eventId).sort(),

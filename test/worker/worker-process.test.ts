@@ -50,13 +50,13 @@ test('the worker process also reconciles: an order whose webhooks are all lost r
   );
   const local = await waitFor(
     () => {
-      const order = store.getOrder(placed.order.partnerRef);
+      const order = store.queries.getOrder(placed.order.partnerRef);
       return order?.status === 'SUCCESS' ? order : undefined;
     },
     { timeoutMs: 20_000, message: 'the reconciler to poll the order to SUCCESS' },
   );
   assert.equal(local.serialNumber, truth.serial_number);
-  assert.ok(store.listEvents(local.partnerRef).some((e) => e.source === 'poll' && e.changed));
+  assert.ok(store.queries.listEvents(local.partnerRef).some((e) => e.source === 'poll' && e.changed));
   assert.ok(
     (await sim.control('/webhooks')).body.every((a: { error: string | null }) => a.error === 'dropped'),
   );
