@@ -86,6 +86,9 @@ test('an early-poll request by invoice number stores an order placed elsewhere',
 test('an early-poll request that meets a spent poll share waits for a slot instead of failing', async (t) => {
   const env = await reconcilerEnv(t, {
     budget: { limit: 3, reservedForCreate: 1, windowMs: 1500, marginMs: 0 },
+    // Not due during the test: the reconciler's first pass (BullMQ runs a new scheduler's first
+    // job at once) must not take a poll slot before the test spends the share itself.
+    settings: { firstPollDelayMs: 3_600_000 },
   });
   const created = await upstreamOrder(env, 'later-1', '0003');
   env.store.applyOrderSnapshot(created, { source: 'create' });
