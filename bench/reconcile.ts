@@ -124,7 +124,7 @@ async function main(): Promise<number> {
     backoffMs: [2, 4, 10, 20, 60].map((factor) => factor * firstPollDelayMs),
   };
   const db = openDatabase({ path: join(dir, 'bench.db') });
-  const store = new OrderStore(db, { firstPollDelayMs, refundWatchMs: settings.refundWatchMs });
+  const store = new OrderStore(db, settings);
   const metrics = createReconcilerMetrics({ queries: store.queries });
   const reconciler = await startReconciler({
     settings,

@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
+import { loadConfig, reconcilerSettings } from '../src/config/config.js';
 import { startRedisServer } from '../src/dev/redis-server.js';
 import {
   encodeWebhookRawBody,
@@ -157,7 +158,7 @@ async function main(): Promise<number> {
     console.log(`no-op BullMQ worker: ${fmt(noopRate)} jobs/s`);
 
     const db = openDatabase({ path: join(dir, 'h2h-sync.db') });
-    const store = new OrderStore(db);
+    const store = new OrderStore(db, reconcilerSettings(loadConfig({})));
     const events = createEventWorker({
       store,
       db,

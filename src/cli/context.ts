@@ -4,7 +4,7 @@ import {
   type Config,
   ConfigError,
   loadConfig,
-  orderStoreOptions,
+  reconcilerSettings,
   upstreamSettings,
 } from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
@@ -21,7 +21,7 @@ export interface CliContext {
   /** The shared rate budget the client draws from, and its Redis connection (with `upstream`). */
   budget?: RateBudget;
   redis?: Redis;
-  /** Opened with the reconciler's schedule options, as in every process that writes orders. */
+  /** Opened with the reconciler's settings (its poll schedule), as in every process that writes orders. */
   store?: OrderStore;
   close(): Promise<void>;
 }
@@ -81,7 +81,7 @@ export async function openContext(options: OpenContextOptions): Promise<CliConte
     if (options.store) {
       const db = openDatabase({ path: config.dbPath });
       closers.push(() => void db.close());
-      context.store = new OrderStore(db, orderStoreOptions(config));
+      context.store = new OrderStore(db, reconcilerSettings(config));
     }
     if (options.upstream) {
       const upstream = upstreamSettings(config);

@@ -431,16 +431,6 @@ export function reconcilerSettings(config: Config): ReconcilerSettings {
   };
 }
 
-/**
- * Options of `new OrderStore(db, …)` that decide when orders are polled. Every process that
- * writes orders (CLI, worker, reconciler) must build its store with these, or their schedules
- * disagree.
- */
-export function orderStoreOptions(config: Config): { firstPollDelayMs: number; refundWatchMs: number } {
-  const { firstPollDelayMs, refundWatchMs } = reconcilerSettings(config);
-  return { firstPollDelayMs, refundWatchMs };
-}
-
 /** The settings table of the README, generated from the schema. */
 export function settingsTable(): string {
   const rows = Object.entries(settingsSchema.shape).map(([name, schema]) => {

@@ -33,14 +33,13 @@ export type EarlyPollResult =
  * stored through the same apply function. Takes a `poll` slot of the budget, never waits for one.
  */
 export async function pollOrderNow(deps: ReconcilerDeps, ref: string): Promise<EarlyPollResult> {
-  const { store, settings } = deps;
-  const now = deps.now ?? Date.now;
-  const claim = store.claimForPoll(ref, now(), settings.leaseMs);
+  const { store } = deps;
+  const claim = store.schedule.claimForPoll(ref);
   if (claim && !claim.claimed) return { kind: 'busy', order: claim.order };
   if (claim) {
     const result = await pollClaimedOrder(deps, claim.order);
     if (result.kind === 'polled') return result;
-    store.releasePollClaim(claim.order.partnerRef);
+    store.schedule.releasePollClaim(claim.order.partnerRef);
     return kept(result.reason, result.error, result.retryAfterMs);
   }
   return pollUnknownOrder(deps, ref);

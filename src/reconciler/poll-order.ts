@@ -9,14 +9,18 @@ import type { UpstreamClient } from '../upstream/client.js';
 import { UpstreamError, UpstreamUnreachableError } from '../upstream/errors.js';
 import type { Order } from '../upstream/model.js';
 import type { PollOutcome, ReconcilerMetrics } from './metrics.js';
-import { nextPoll } from './poll-schedule.js';
 
 /** What polling needs; one set per process. */
 export interface ReconcilerDeps {
+  /**
+   * Every answer goes through its writer; orders are claimed, and polls recorded, in its
+   * schedule, which also decides when each order is polled next.
+   */
   store: OrderStore;
   /** The upstream client, with the shared rate budget: a poll takes a `poll` slot or ends the pass. */
   client: UpstreamClient;
-  settings: ReconcilerSettings;
+  /** `reconcilerSettings(config)`, of which a pass reads its size. */
+  settings: Pick<ReconcilerSettings, 'passSize'>;
   logger?: Logger;
   metrics?: ReconcilerMetrics;
   /** The clock, in ms; give the store the same one. Default: `Date.now`. */
@@ -165,21 +169,20 @@ export async function pollClaimedOrder(deps: ReconcilerDeps, claimed: LocalOrder
   };
 }
 
-/** Records the poll with the next poll time of the schedule; ends the claim. */
+/** Records the poll in the schedule, which sets the next poll (or marks the order stuck); ends the claim. */
 function record(deps: ReconcilerDeps, after: LocalOrder, changed: boolean): LocalOrder {
-  const now = (deps.now ?? Date.now)();
-  const next = nextPoll(after, changed, now, deps.settings);
-  if (next.stuck && after.stuckAt === null && after.nextPollAt !== null) {
+  const order = deps.store.schedule.recordPoll(after.partnerRef, { changed });
+  if (order.stuckAt !== null && after.stuckAt === null && after.nextPollAt !== null) {
     deps.logger?.warn(
-      { partnerRef: after.partnerRef, status: after.upstreamStatus, ageMs: now - after.localCreatedAt },
+      {
+        partnerRef: after.partnerRef,
+        status: after.upstreamStatus,
+        ageMs: order.stuckAt - after.localCreatedAt,
+      },
       'order marked stuck: no final state within the maximum age; still polled at the longest interval',
     );
   }
-  return deps.store.recordPoll(after.partnerRef, {
-    nextPollAt: now + next.delayMs,
-    stuck: next.stuck,
-    changed,
-  });
+  return order;
 }
 
 async function notFound(
@@ -207,7 +210,7 @@ async function notFound(
 
   if (current.submissionState === 'rejected') {
     // An early poll of a refused order: the upstream never had it, as expected.
-    store.releasePollClaim(ref);
+    store.schedule.releasePollClaim(ref);
     metrics?.countPoll('not_found');
     return { kind: 'polled', outcome: 'not_found', order: current, changed: false, anomaly: false, calls: 1 };
   }

@@ -189,7 +189,7 @@ async function pollDueOrders(
         break;
       }
       // Due by the pass's start: an order this pass polled and rescheduled is not taken twice.
-      const [order] = store.claimDueForPoll(1, now(), settings.leaseMs, pass.startedAt);
+      const [order] = store.schedule.claimDueForPoll(1, { dueBy: pass.startedAt });
       if (!order) break;
       attempted += 1;
 
@@ -238,7 +238,7 @@ async function pollDueOrders(
       });
     }
   } finally {
-    for (const ref of kept) store.releasePollClaim(ref);
+    for (const ref of kept) store.schedule.releasePollClaim(ref);
   }
 
   const counts = store.queries.countByStatus(now());

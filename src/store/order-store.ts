@@ -13,7 +13,6 @@ import { type OrderSnapshot, readOrderSnapshot } from '../upstream/order-snapsho
 import {
   type EventReason,
   type EventSource,
-  isSettled,
   type LocalOrder,
   type OrderEventRow,
   type OrderRow,
@@ -21,20 +20,10 @@ import {
 } from './local-order.js';
 import { OrderQueries } from './order-queries.js';
 import { OrderRows } from './order-rows.js';
+import { PollSchedule, type PollScheduleSettings } from './poll-schedule.js';
 import { StoreError } from './store-error.js';
 
-/** Default delay before the first poll of a new or just-changed order: its webhook is overdue then. */
-export const DEFAULT_FIRST_POLL_DELAY_MS = 30_000;
-
 export interface OrderStoreOptions {
-  /** Delay from a change (or creation) to the order's first poll. Default: {@link DEFAULT_FIRST_POLL_DELAY_MS}. */
-  firstPollDelayMs?: number;
-  /**
-   * How long a SUCCESS with its serial number stays open for polling after it first became
-   * final, so that a refund whose webhook is lost for good is still found (decisions.md: SUCCESS
-   * may still become REFUNDED). Default: 0, settled at once, as before.
-   */
-  refundWatchMs?: number;
   /** The clock, in ms since the epoch. Default: `Date.now`. */
   now?: () => number;
 }
@@ -68,18 +57,6 @@ export interface ApplyResult {
   duplicate: boolean;
   /** True when the order was unknown locally and the snapshot created it. */
   created: boolean;
-}
-
-export interface RecordPollInput {
-  /** When to poll next, in ms. Ignored (stays null) once the order is settled. */
-  nextPollAt: number;
-  /** Mark the order stuck; the first marking time is kept. */
-  stuck?: boolean;
-  /**
-   * The poll's answer changed the order: `poll_count` (polls since the last change) restarts at
-   * 0 instead of counting this poll. Default: false.
-   */
-  changed?: boolean;
 }
 
 /** Upstream facts that a snapshot carries and an order keeps once known. */
@@ -125,67 +102,37 @@ const ROW_COLUMNS = [
 ] as const satisfies readonly (keyof OrderRow)[];
 
 type NewOrderRow = Omit<OrderRow, 'id'>;
-/** A row with the poll lease (migration 2), which only the claim methods read or write. */
-type LeasedOrderRow = OrderRow & { poll_leased_until: number | null };
 type NewEventRow = Omit<OrderEventRow, 'id'>;
 
 /**
  * The order store: the only code that writes `orders` and `order_events`. Every change to an
  * order's status goes through {@link OrderStore.applyOrderSnapshot}, whatever its source.
- *
- * Invariant kept by every method: `next_poll_at` is null exactly when the order is settled
- * (FAILED, REFUNDED, SUCCESS with a serial once `refundWatchMs` has passed, or a rejected
- * submission), so the reconciler never loses an open order.
+ * Every value of `next_poll_at` it writes comes from {@link PollSchedule}.
  */
 export class OrderStore {
-  readonly #firstPollDelayMs: number;
-  readonly #refundWatchMs: number;
   readonly #now: () => number;
   readonly #rows: OrderRows;
   /** The reads of the CLI, the metrics and the reconciler. */
   readonly queries: OrderQueries;
+  /** When orders are polled: the reconciler's claims and poll records. */
+  readonly schedule: PollSchedule;
   readonly #byPartnerRef: Statement<[string], OrderRow>;
   readonly #insertOrder: Statement<[NewOrderRow]>;
   readonly #insertOrderIfNew: Statement<[NewOrderRow]>;
   readonly #updateOrder: Statement<[OrderRow]>;
   readonly #eventByKey: Statement<[string, string], { partner_ref: string }>;
   readonly #insertEvent: Statement<[NewEventRow]>;
-  readonly #due: Statement<[number, number], OrderRow>;
-  readonly #claimable: Statement<[number, number, number], OrderRow>;
-  readonly #setLease: Statement<[number | null, number]>;
-  readonly #claimDueTx: Transaction<
-    (limit: number, now: number, leaseMs: number, dueBy: number) => LocalOrder[]
-  >;
-  readonly #releaseTx: Transaction<(id: number) => void>;
-  readonly #claimOneTx: Transaction<
-    (ref: string, now: number, leaseMs: number) => { order: LocalOrder; claimed: boolean } | undefined
-  >;
   readonly #applyTx: Transaction<
     (snapshot: Order, fields: OrderSnapshot, options: ApplyOptions) => ApplyResult
   >;
   readonly #createTx: Transaction<(row: NewOrderRow) => { order: LocalOrder; created: boolean }>;
   readonly #settleSubmissionTx: Transaction<(ref: string, outcome: SubmissionOutcome) => LocalOrder>;
-  readonly #recordPollTx: Transaction<(ref: string, input: RecordPollInput) => LocalOrder>;
 
-  constructor(
-    db: Database,
-    {
-      firstPollDelayMs = DEFAULT_FIRST_POLL_DELAY_MS,
-      refundWatchMs = 0,
-      now = Date.now,
-    }: OrderStoreOptions = {},
-  ) {
-    if (!Number.isFinite(firstPollDelayMs) || firstPollDelayMs < 0) {
-      throw new RangeError(`firstPollDelayMs must be a number of ms ≥ 0, got ${firstPollDelayMs}`);
-    }
-    if (!Number.isFinite(refundWatchMs) || refundWatchMs < 0) {
-      throw new RangeError(`refundWatchMs must be a number of ms ≥ 0, got ${refundWatchMs}`);
-    }
-    this.#refundWatchMs = refundWatchMs;
-    this.#firstPollDelayMs = firstPollDelayMs;
+  constructor(db: Database, settings: PollScheduleSettings, { now = Date.now }: OrderStoreOptions = {}) {
     this.#now = now;
     this.#rows = new OrderRows(db, now);
     this.queries = new OrderQueries(this.#rows);
+    this.schedule = new PollSchedule(this.#rows, settings);
 
     const columns = ROW_COLUMNS.join(', ');
     const values = ROW_COLUMNS.map((c) => `@${c}`).join(', ');
@@ -204,37 +151,12 @@ export class OrderStore {
        VALUES
          (@partner_ref, @source, @event_id, @status, @payload, @received_at, @applied_at, @changed, @reason)`,
     );
-    this.#due = db.prepare('SELECT * FROM orders WHERE next_poll_at <= ? ORDER BY next_poll_at, id LIMIT ?');
-    this.#claimable = db.prepare(
-      `SELECT * FROM orders
-       WHERE next_poll_at <= ? AND (poll_leased_until IS NULL OR poll_leased_until <= ?)
-       ORDER BY next_poll_at, id LIMIT ?`,
-    );
-    this.#setLease = db.prepare('UPDATE orders SET poll_leased_until = ? WHERE id = ?');
-
     this.#applyTx = db.transaction((snapshot, fields, options) => this.#apply(snapshot, fields, options));
     this.#createTx = db.transaction((row) => {
       const created = this.#insertOrderIfNew.run(row).changes === 1;
       return { order: toLocalOrder(this.#byPartnerRef.get(row.partner_ref)!), created };
     });
     this.#settleSubmissionTx = db.transaction((ref, outcome) => this.#settleSubmission(ref, outcome));
-    this.#recordPollTx = db.transaction((ref, input) => this.#recordPoll(ref, input));
-    this.#claimDueTx = db.transaction((limit, now, leaseMs, dueBy) => {
-      const rows = this.#claimable.all(dueBy, now, limit);
-      for (const row of rows) this.#setLease.run(now + leaseMs, row.id);
-      return rows.map(toLocalOrder);
-    });
-    this.#releaseTx = db.transaction((id) => {
-      this.#setLease.run(null, id);
-    });
-    this.#claimOneTx = db.transaction((ref, now, leaseMs) => {
-      const row = this.#rows.find(ref, ref);
-      if (!row) return undefined;
-      const { poll_leased_until: leasedUntil } = row as LeasedOrderRow;
-      if (leasedUntil !== null && leasedUntil > now) return { order: toLocalOrder(row), claimed: false };
-      this.#setLease.run(now + leaseMs, row.id);
-      return { order: toLocalOrder(row), claimed: true };
-    });
   }
 
   /**
@@ -252,7 +174,7 @@ export class OrderStore {
       );
     }
     const now = this.#now();
-    return this.#rows.write(this.#createTx, {
+    const row: NewOrderRow = {
       partner_ref: partnerRef,
       invoice_number: null,
       product_code: input.productCode ?? null,
@@ -275,11 +197,12 @@ export class OrderStore {
       rejection_code: null,
       rejection_detail: null,
       last_polled_at: null,
-      next_poll_at: now + this.#firstPollDelayMs,
+      next_poll_at: null,
       poll_count: 0,
       stuck_at: null,
       final_at: null,
-    });
+    };
+    return this.#rows.write(this.#createTx, this.#withSchedule(row, null, true, now));
   }
 
   /**
@@ -320,56 +243,6 @@ export class OrderStore {
     return this.#rows.write(this.#settleSubmissionTx, partnerRef, { state: 'unknown' });
   }
 
-  /** Up to `limit` orders whose next poll time has come, the longest-due first. */
-  dueForPoll(limit: number, now: number = this.#now()): LocalOrder[] {
-    return this.#due.all(now, limit).map(toLocalOrder);
-  }
-
-  /**
-   * Claims up to `limit` due orders for polling, longest-due first, in one immediate
-   * transaction: each gets a lease (`poll_leased_until = now + leaseMs`) and orders under
-   * another live lease are skipped, so two reconcilers never poll the same order at once. The
-   * schedule (`next_poll_at`) is untouched: an order whose claim is released keeps its place.
-   * {@link recordPoll} and {@link releasePollClaim} end the lease; a crashed poller's lease
-   * simply expires. `dueBy` (default `now`) bounds which orders count as due: a pass passes its
-   * start time, so an order it polled and rescheduled is not due again within the same pass.
-   */
-  claimDueForPoll(limit: number, now: number = this.#now(), leaseMs = 120_000, dueBy = now): LocalOrder[] {
-    if (!Number.isInteger(limit) || limit < 1) {
-      throw new RangeError(`limit must be a whole number ≥ 1, got ${limit}`);
-    }
-    return this.#rows.write(this.#claimDueTx, limit, now, leaseMs, Math.min(dueBy, now));
-  }
-
-  /**
-   * Claims one order (by partner_ref, else invoice number) for an early poll, due or not, open
-   * or settled: `claimed: false` when another poller holds a live lease on it; undefined when
-   * the order is unknown locally.
-   */
-  claimForPoll(
-    ref: string,
-    now: number = this.#now(),
-    leaseMs = 120_000,
-  ): { order: LocalOrder; claimed: boolean } | undefined {
-    return this.#rows.write(this.#claimOneTx, ref, now, leaseMs);
-  }
-
-  /** Ends a poll lease without recording a poll: the order keeps its place in the schedule. */
-  releasePollClaim(partnerRef: string): void {
-    const row = this.#byPartnerRef.get(partnerRef);
-    if (row) this.#rows.write(this.#releaseTx, row.id);
-  }
-
-  /**
-   * Records a poll of an order, after its answer (if any) went through
-   * {@link applyOrderSnapshot}: sets `last_polled_at`, counts the poll (or restarts the count
-   * when the poll `changed` the order), sets the next poll time unless the order is settled,
-   * and ends the poll lease. `stuck` marks it stuck (the first time is kept).
-   */
-  recordPoll(partnerRef: string, input: RecordPollInput): LocalOrder {
-    return this.#rows.write(this.#recordPollTx, partnerRef, input);
-  }
-
   #apply(snapshot: Order, fields: OrderSnapshot, options: ApplyOptions): ApplyResult {
     const now = this.#now();
     const eventId = options.eventId ?? null;
@@ -393,7 +266,7 @@ export class OrderStore {
         );
       }
       verdict = decideSnapshot({ status: null, serial_number: null }, fields);
-      const fresh = this.#schedule(this.#newRowFrom(fields, now), null, verdict.apply, now);
+      const fresh = this.#withSchedule(this.#newRowFrom(fields, now), null, verdict.apply, now);
       const id = Number(this.#insertOrder.run(fresh).lastInsertRowid);
       row = { ...fresh, id };
       created = true;
@@ -402,7 +275,7 @@ export class OrderStore {
         { status: current.status as OrderStatus | null, serial_number: current.serial_number },
         fields,
       );
-      row = this.#schedule(this.#merge(current, fields, verdict), current, verdict.apply, now);
+      row = this.#withSchedule(this.#merge(current, fields, verdict), current, verdict.apply, now);
       if (ROW_COLUMNS.some((c) => row[c] !== current[c])) {
         row.updated_at = now;
         this.#updateOrder.run(row);
@@ -478,25 +351,10 @@ export class OrderStore {
     return next;
   }
 
-  /** Polling bookkeeping after a snapshot (see the class invariant). */
-  #schedule(next: OrderRow, current: OrderRow | null, changed: boolean, now: number): OrderRow {
+  /** The order after a write: `final_at` the first time it is final, then the schedule's columns. */
+  #withSchedule<R extends NewOrderRow>(next: R, current: OrderRow | null, changed: boolean, now: number): R {
     if (next.status !== null && isFinalStatus(next.status)) next.final_at = current?.final_at ?? now;
-    if (this.#settled(next, now)) {
-      next.next_poll_at = null;
-    } else if (changed || current === null) {
-      next.next_poll_at = now + this.#firstPollDelayMs;
-      next.poll_count = 0;
-    } else {
-      next.next_poll_at = current.next_poll_at ?? now + this.#firstPollDelayMs;
-    }
-    return next;
-  }
-
-  /** {@link isSettled}, except that a SUCCESS stays open for `refundWatchMs` after it became final. */
-  #settled(row: OrderRow, now: number): boolean {
-    if (!isSettled(row)) return false;
-    if (this.#refundWatchMs === 0 || row.status !== 'SUCCESS' || row.final_at === null) return true;
-    return now >= row.final_at + this.#refundWatchMs;
+    return Object.assign(next, this.schedule.afterChange(next, current, changed, now));
   }
 
   #settleSubmission(ref: string, outcome: SubmissionOutcome): LocalOrder {
@@ -509,13 +367,15 @@ export class OrderStore {
         submission_state: 'rejected',
         rejection_code: outcome.code,
         rejection_detail: outcome.detail,
-        next_poll_at: null,
         updated_at: now,
       });
     } else if (open) {
-      Object.assign(row, { submission_state: 'unknown', next_poll_at: now, updated_at: now });
+      Object.assign(row, { submission_state: 'unknown', updated_at: now });
     }
-    if (open) this.#updateOrder.run(row);
+    if (open) {
+      Object.assign(row, this.schedule.afterSubmissionOutcome(row, now));
+      this.#updateOrder.run(row);
+    }
     this.#insertEvent.run({
       partner_ref: row.partner_ref,
       source: 'create',
@@ -531,22 +391,6 @@ export class OrderStore {
           : 'submission_unknown'
         : 'submission_settled',
     });
-    return toLocalOrder(row);
-  }
-
-  #recordPoll(ref: string, { nextPollAt, stuck = false, changed = false }: RecordPollInput): LocalOrder {
-    const now = this.#now();
-    const current = this.#rows.mustFind(ref);
-    const row: OrderRow = {
-      ...current,
-      last_polled_at: now,
-      poll_count: changed ? 0 : current.poll_count + 1,
-      next_poll_at: this.#settled(current, now) ? null : nextPollAt,
-      stuck_at: stuck ? (current.stuck_at ?? now) : current.stuck_at,
-      updated_at: now,
-    };
-    this.#updateOrder.run(row);
-    this.#setLease.run(null, row.id);
     return toLocalOrder(row);
   }
 }

@@ -5,7 +5,6 @@ import {
   adminSettings,
   type Config,
   loadConfig,
-  orderStoreOptions,
   reconcilerSettings,
   upstreamSettings,
   type WorkerSettings,
@@ -149,7 +148,7 @@ export async function startWorkerProcess(
   const admin = options.admin ? adminSettings(config) : undefined;
   const db = openDatabase({ path: settings.dbPath });
   // The reconciler's schedule (first poll, refund watch) applies to orders a webhook moves, too.
-  const store = new OrderStore(db, orderStoreOptions(config));
+  const store = new OrderStore(db, reconcilerSettings(config));
   /** Stops of the started components, run last-started first. Each resolves to "stopped gracefully". */
   const stops: Array<() => Promise<boolean>> = [];
   const stopAll = async (): Promise<boolean> => {

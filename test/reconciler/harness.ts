@@ -147,8 +147,7 @@ export async function reconcilerEnv(
   const redisClient = new Redis(redis.url, { maxRetriesPerRequest: 1 });
   defer(() => redisClient.disconnect());
   const { store, db, path, clock } = tempStore(t, {
-    firstPollDelayMs: settings.firstPollDelayMs,
-    refundWatchMs: settings.refundWatchMs,
+    ...settings,
     ...(options.manualClock ? {} : { now: Date.now }),
   });
   const now = options.manualClock ? clock.now : Date.now;

@@ -37,7 +37,7 @@ test('a pass polls due orders oldest-due first and ends when the poll share of t
     assert.equal(env.store.queries.getOrder(ref)!.nextPollAt, before.get(ref), `${ref} keeps its place`);
   }
   assert.deepEqual(
-    env.store.claimDueForPoll(10, env.now(), 1000).map((o) => o.partnerRef),
+    env.store.schedule.claimDueForPoll(10).map((o) => o.partnerRef),
     refs.slice(4),
     'and nothing is left claimed',
   );
@@ -119,7 +119,7 @@ test('401 stops the pass with the upstream code and the fix, and the order keeps
   assert.equal(summary.errors, 1);
   assert.equal(summary.dueAfter, 2);
   assert.equal(env.store.queries.getOrder('auth-1')!.lastPolledAt, null);
-  assert.equal(env.store.claimDueForPoll(10, env.now(), 1000).length, 2, 'no claim left behind');
+  assert.equal(env.store.schedule.claimDueForPoll(10).length, 2, 'no claim left behind');
   assert.ok(env.log.lines().some((l) => l.level === 50 && /INVALID_API_KEY/.test(String(l.msg))));
 });
 
@@ -189,36 +189,33 @@ test('a 404 for an order the upstream had confirmed is an anomaly: logged at err
 });
 
 test('claims are exclusive across connections, end with the poll or a release, and expire with their lease', async (t) => {
-  const env = await reconcilerEnv(t, { manualClock: true });
+  const env = await reconcilerEnv(t, { manualClock: true, settings: { leaseMs: 5000 } });
   const { OrderStore } = await import('../../src/store/order-store.js');
   const { openDatabase } = await import('../../src/store/database.js');
   const otherDb = openDatabase({ path: env.dbPath });
   t.after(() => otherDb.close());
-  const other = new OrderStore(otherDb, { now: env.clock.now });
+  const other = new OrderStore(otherDb, env.settings, { now: env.clock.now });
   for (const ref of ['c-1', 'c-2', 'c-3', 'c-4'])
     env.store.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'create' });
   env.clock.advance(env.settings.firstPollDelayMs);
 
-  const mine = env.store.claimDueForPoll(2, env.now(), 5000).map((o) => o.partnerRef);
-  const theirs = other.claimDueForPoll(10, env.now(), 5000).map((o) => o.partnerRef);
+  const mine = env.store.schedule.claimDueForPoll(2).map((o) => o.partnerRef);
+  const theirs = other.schedule.claimDueForPoll(10).map((o) => o.partnerRef);
   assert.deepEqual(mine, ['c-1', 'c-2']);
   assert.deepEqual(theirs, ['c-3', 'c-4']);
-  assert.equal(
-    env.store.claimForPoll('c-3', env.now(), 5000)?.claimed,
-    false,
-    'an early poll waits for the holder',
-  );
+  assert.equal(env.store.schedule.claimForPoll('c-3')?.claimed, false, 'an early poll waits for the holder');
 
-  env.store.releasePollClaim('c-1');
-  other.recordPoll('c-3', { nextPollAt: env.now() });
+  env.store.schedule.releasePollClaim('c-1');
+  other.schedule.recordPoll('c-3');
+  env.clock.advance(env.settings.backoffMs[0]!); // c-3 is due again after the first backoff interval
   assert.deepEqual(
-    env.store.claimDueForPoll(10, env.now(), 5000).map((o) => o.partnerRef),
+    env.store.schedule.claimDueForPoll(10).map((o) => o.partnerRef),
     ['c-1', 'c-3'],
   );
   env.clock.advance(5000);
   assert.deepEqual(
-    other.claimDueForPoll(10, env.now(), 5000).map((o) => o.partnerRef),
-    ['c-1', 'c-2', 'c-3', 'c-4'],
+    other.schedule.claimDueForPoll(10).map((o) => o.partnerRef),
+    ['c-1', 'c-2', 'c-4', 'c-3'], // longest-due first: c-3's poll moved it back by the backoff
     'every lease expired',
   );
 });

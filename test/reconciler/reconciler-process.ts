@@ -30,8 +30,7 @@ export interface ReconcilerProcessReport {
 
 process.once('message', async (config: ReconcilerProcessConfig) => {
   const db = openDatabase({ path: config.dbPath });
-  const { firstPollDelayMs, refundWatchMs } = config.settings;
-  const store = new OrderStore(db, { firstPollDelayMs, refundWatchMs });
+  const store = new OrderStore(db, config.settings);
   const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 1 });
   const budget = new RateBudget({ redis, apiKey: config.apiKey, ...config.budget });
   const client = new UpstreamClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, budget });

@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { openDatabase } from '../../src/store/database.js';
 import { OrderStore } from '../../src/store/order-store.js';
 import type { Order } from '../../src/upstream/model.js';
+import { scheduleSettings } from '../helpers/store.js';
 
 export interface ProcessEvent {
   eventId: string;
@@ -19,7 +20,7 @@ export interface ProcessReport {
 const [dbPath, eventsPath] = process.argv.slice(2) as [string, string];
 const events = JSON.parse(readFileSync(eventsPath, 'utf8')) as ProcessEvent[];
 const db = openDatabase({ path: dbPath });
-const store = new OrderStore(db);
+const store = new OrderStore(db, scheduleSettings());
 process.send!('ready');
 process.once('message', () => {
   const report: ProcessReport = { applied: 0, duplicates: 0, errors: [] };

@@ -176,7 +176,7 @@ test('an unknown status string is kept in upstream_status, the status stays, and
   assert.notEqual(result.order.nextPollAt, null);
   clock.advance(25_000);
   assert.deepEqual(
-    store.dueForPoll(10).map((o) => o.partnerRef),
+    store.schedule.dueForPoll(10).map((o) => o.partnerRef),
     ['R1'],
   );
   assert.equal(store.queries.listEvents('R1').at(-1)!.status, 'ON_HOLD');

@@ -93,7 +93,7 @@ test('an unknown submission is due for a poll at once and keeps its status', (t)
   assert.equal(order.status, null);
   assert.equal(order.nextPollAt, clock.now());
   assert.deepEqual(
-    store.dueForPoll(10).map((o) => o.partnerRef),
+    store.schedule.dueForPoll(10).map((o) => o.partnerRef),
     ['R1'],
   );
   assert.deepEqual(
@@ -143,7 +143,7 @@ test('marking an order that does not exist is refused', (t) => {
     (error: unknown) => error instanceof StoreError && error.code === 'ORDER_NOT_FOUND',
   );
   assert.throws(
-    () => store.recordPoll('NOPE', { nextPollAt: 0 }),
+    () => store.schedule.recordPoll('NOPE'),
     (error: unknown) => error instanceof StoreError && error.code === 'ORDER_NOT_FOUND',
   );
 });
@@ -182,7 +182,7 @@ test('orders are listed newest first, filtered by status, submission state or ra
 });
 
 test('the counts show orders by status and submission state, open, due and stuck orders', (t) => {
-  const { store, clock } = tempStore(t, { firstPollDelayMs: 1_000 });
+  const { store, clock } = tempStore(t, { firstPollDelayMs: 1_000, backoffMs: [60_000], stuckAfterMs: 1 });
   const start = clock.now();
   store.applyOrderSnapshot(snapshot('A', 'PENDING'), { source: 'poll' });
   store.applyOrderSnapshot(snapshot('B', 'SUCCESS', { serial_number: 'SN' }), { source: 'poll' });
@@ -190,7 +190,8 @@ test('the counts show orders by status and submission state, open, due and stuck
   store.createLocalOrder({ partnerRef: 'D', data: DATA });
   store.createLocalOrder({ partnerRef: 'E', data: DATA });
   store.markRejected('E', 'INVALID_TARGET', 'user_id');
-  store.recordPoll('A', { nextPollAt: start + 60_000, stuck: true });
+  clock.advance(1);
+  store.schedule.recordPoll('A'); // open for stuckAfterMs: marked stuck, next poll in a minute
 
   const counts = store.queries.countByStatus(start + 1_000);
 

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { openDatabase } from '../../src/store/database.js';
 import { OrderStore } from '../../src/store/order-store.js';
-import { nextMessage, snapshot, tempDbPath } from '../helpers/store.js';
+import { nextMessage, scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
 
 const HOLDER = join(dirname(fileURLToPath(import.meta.url)), 'lock-holder-process.ts');
 
@@ -22,7 +22,7 @@ test("a write waits for another process's transaction to commit, then applies af
   await nextMessage(holder);
   const db = openDatabase({ path });
   t.after(() => db.close());
-  const store = new OrderStore(db);
+  const store = new OrderStore(db, scheduleSettings());
 
   const result = store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
 
@@ -41,7 +41,7 @@ test('a write gives up with SQLITE_BUSY once the busy timeout has passed, and th
   await nextMessage(holder);
   const db = openDatabase({ path, busyTimeoutMs: 100 });
   t.after(() => db.close());
-  const store = new OrderStore(db);
+  const store = new OrderStore(db, scheduleSettings());
 
   assert.throws(
     () => store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' }),

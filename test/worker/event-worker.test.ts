@@ -4,7 +4,7 @@ import type { WebhookProducer } from '../../src/queue/webhook-producer.js';
 import { openDatabase } from '../../src/store/database.js';
 import { OrderStore } from '../../src/store/order-store.js';
 import { privateRedis } from '../helpers/redis.js';
-import { snapshot, tempDbPath } from '../helpers/store.js';
+import { scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import {
   cleanupScope,
@@ -37,7 +37,7 @@ async function setup(test: Parameters<typeof privateRedis>[0]) {
   // The test's own connection to the file, as the CLI or the order placement would have.
   const db = openDatabase({ path: dbPath });
   t.after(() => db.close());
-  const store = new OrderStore(db);
+  const store = new OrderStore(db, scheduleSettings());
   return { t, redis, dbPath, producer, db, store };
 }
 

@@ -5,7 +5,7 @@ import { OrderStore } from '../../src/store/order-store.js';
 import type { FailedEvent, RetrySummary } from '../../src/worker/failed-events.js';
 import { runCli } from '../helpers/cli.js';
 import { privateRedis } from '../helpers/redis.js';
-import { snapshot, tempDbPath } from '../helpers/store.js';
+import { scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import {
   cleanupScope,
@@ -66,7 +66,7 @@ test('events failed lists parked events with their reason; events retry requeues
   // The create answer arrives: the order is known by its invoice number now.
   const db = openDatabase({ path: dbPath });
   t.after(() => db.close());
-  const store = new OrderStore(db);
+  const store = new OrderStore(db, scheduleSettings());
   store.createLocalOrder({ partnerRef: 'late-1', productCode: 'ML86', data: { user_id: '1' } });
   store.applyOrderSnapshot(snapshot('late-1', 'PENDING', { invoice_number: 'INV-late-1' }), {
     source: 'create',

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { openDatabase } from '../../src/store/database.js';
 import { OrderStore } from '../../src/store/order-store.js';
 import { GroupCommit } from '../../src/worker/group-commit.js';
-import { snapshot, tempDbPath } from '../helpers/store.js';
+import { scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
 
 /** A writer (the worker's connection) and a reader (another process's view) of one file. */
 function twoConnections(t: Parameters<typeof tempDbPath>[0], busyTimeoutMs?: number) {
@@ -16,7 +16,12 @@ function twoConnections(t: Parameters<typeof tempDbPath>[0], busyTimeoutMs?: num
   });
   const visible = (ref: string) =>
     reader.prepare('SELECT COUNT(*) AS n FROM orders WHERE partner_ref = ?').get(ref) as { n: number };
-  return { db, reader, store: new OrderStore(db), visible: (ref: string) => visible(ref).n === 1 };
+  return {
+    db,
+    reader,
+    store: new OrderStore(db, scheduleSettings()),
+    visible: (ref: string) => visible(ref).n === 1,
+  };
 }
 
 test('each unit is its own savepoint: a failing unit rolls back only its own writes and rejects only its own promise', async (t) => {

@@ -8,7 +8,7 @@ import type { Order } from '../../src/upstream/model.js';
 import { applyWebhookJob } from '../../src/worker/event-worker.js';
 import { GroupCommit } from '../../src/worker/group-commit.js';
 import { privateRedis } from '../helpers/redis.js';
-import { snapshot, tempDbPath } from '../helpers/store.js';
+import { scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import {
   cleanupScope,
@@ -136,7 +136,7 @@ test('through the queue and the worker, any interleaving, duplication and reorde
   await startTestWorker(t, { redisUrl: redis.url, dbPath });
   const db = openDatabase({ path: dbPath });
   t.after(() => db.close());
-  const store = new OrderStore(db); // the placing process: its own connection to the file
+  const store = new OrderStore(db, scheduleSettings()); // the placing process: its own connection to the file
   let jobs = 0;
 
   await fc.assert(
@@ -173,7 +173,7 @@ test('through the queue and the worker, any interleaving, duplication and reorde
 test('through the worker’s apply path, any split of any interleaving into group commits ends in each order’s latest arrived state', async (t) => {
   const db = openDatabase({ path: tempDbPath(t) });
   t.after(() => db.close());
-  const store = new OrderStore(db);
+  const store = new OrderStore(db, scheduleSettings());
   const groupCommit = new GroupCommit({ db });
 
   await fc.assert(

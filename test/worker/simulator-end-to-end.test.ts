@@ -10,7 +10,7 @@ import { UpstreamClient } from '../../src/upstream/client.js';
 import { startWorkerProcess } from '../../src/worker/server.js';
 import { privateRedis } from '../helpers/redis.js';
 import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
-import { tempDbPath } from '../helpers/store.js';
+import { scheduleSettings, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import { SECRET } from '../receiver/receiver-harness.js';
 import { cleanupScope } from './worker-harness.js';
@@ -62,7 +62,7 @@ test('simulator → receiver → Redis → worker → SQLite: with duplicated, r
   // The placing process: its own client and its own connection to the order store.
   const db = openDatabase({ path: dbPath });
   t.after(() => db.close());
-  const store = new OrderStore(db);
+  const store = new OrderStore(db, scheduleSettings());
   const client = new UpstreamClient({ baseUrl: sim.sim.baseUrl, apiKey: sim.member.api_key });
   t.after(() => client.close());
   const placed = await Promise.all(

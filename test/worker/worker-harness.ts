@@ -12,7 +12,7 @@ import {
   type EventWorker,
   type EventWorkerOptions,
 } from '../../src/worker/event-worker.js';
-import { nextMessage, snapshot } from '../helpers/store.js';
+import { nextMessage, scheduleSettings, snapshot } from '../helpers/store.js';
 
 /**
  * Harness of the worker tests: webhooks are queued through the receiver's own producer (so the
@@ -114,7 +114,7 @@ export async function startTestWorker(
 ): Promise<TestWorker> {
   const { dbPath, busyTimeoutMs, ...workerOptions } = options;
   const db = openDatabase({ path: dbPath, ...(busyTimeoutMs === undefined ? {} : { busyTimeoutMs }) });
-  const store = new OrderStore(db);
+  const store = new OrderStore(db, scheduleSettings());
   const eventWorker = createEventWorker({ store, db, ...workerOptions });
   t.after(async () => {
     await eventWorker.close({ timeoutMs: 5_000 });

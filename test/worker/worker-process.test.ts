@@ -8,7 +8,7 @@ import { UpstreamClient } from '../../src/upstream/client.js';
 import { startWorkerProcess } from '../../src/worker/server.js';
 import { privateRedis } from '../helpers/redis.js';
 import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
-import { tempDbPath } from '../helpers/store.js';
+import { scheduleSettings, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import { cleanupScope } from './worker-harness.js';
 
@@ -32,7 +32,7 @@ test('the worker process also reconciles: an order whose webhooks are all lost r
 
   const db = openDatabase({ path: dbPath });
   t.after(() => db.close());
-  const store = new OrderStore(db, { firstPollDelayMs: 0 });
+  const store = new OrderStore(db, scheduleSettings({ firstPollDelayMs: 0 }));
   const client = new UpstreamClient({ baseUrl: sim.sim.baseUrl, apiKey: sim.member.api_key });
   t.after(() => client.close());
   const placed = await placeOrder(

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { PollScheduleSettings } from '../../src/store/poll-schedule.js';
 import { snapshot, tempStore } from '../helpers/store.js';
 
 const DATA = { user_id: '12345678', server_id: '2001' };
@@ -10,16 +11,16 @@ test('a non-final order becomes due for a poll firstPollDelayMs after it last ch
   store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
 
   clock.advance(29_999);
-  assert.deepEqual(store.dueForPoll(10), []);
+  assert.deepEqual(store.schedule.dueForPoll(10), []);
   clock.advance(1);
-  assert.deepEqual(refs(store.dueForPoll(10)), ['R1']);
+  assert.deepEqual(refs(store.schedule.dueForPoll(10)), ['R1']);
 });
 
 test('a change pushes the first poll back and resets the poll count; a non-change keeps the schedule', (t) => {
-  const { store, clock } = tempStore(t, { firstPollDelayMs: 30_000 });
+  const { store, clock } = tempStore(t, { firstPollDelayMs: 30_000, backoffMs: [60_000] });
   store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
   clock.advance(30_000);
-  store.recordPoll('R1', { nextPollAt: clock.now() + 60_000 });
+  store.schedule.recordPoll('R1'); // unchanged: the next poll after backoffMs[0]
   clock.advance(10_000);
 
   const duplicate = store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'poll' });
@@ -46,7 +47,7 @@ test('a final order is no longer due for a poll, and remembers when it became fi
     assert.equal(order.finalAt, clock.now(), ref);
   }
   clock.advance(86_400_000);
-  assert.deepEqual(store.dueForPoll(10), []);
+  assert.deepEqual(store.schedule.dueForPoll(10), []);
 });
 
 test('a SUCCESS without a serial number stays due for a poll until the serial arrives', (t) => {
@@ -54,7 +55,7 @@ test('a SUCCESS without a serial number stays due for a poll until the serial ar
   const success = store.applyOrderSnapshot(snapshot('R1', 'SUCCESS'), { source: 'webhook', eventId: 'e1' });
   assert.equal(success.order.finalAt, clock.now());
   clock.advance(1_000);
-  assert.deepEqual(refs(store.dueForPoll(10)), ['R1']);
+  assert.deepEqual(refs(store.schedule.dueForPoll(10)), ['R1']);
 
   clock.advance(5_000);
   const serial = store.applyOrderSnapshot(snapshot('R1', 'SUCCESS', { serial_number: 'SN' }), {
@@ -63,7 +64,7 @@ test('a SUCCESS without a serial number stays due for a poll until the serial ar
 
   assert.equal(serial.order.nextPollAt, null);
   assert.equal(serial.order.finalAt, success.order.finalAt);
-  assert.deepEqual(store.dueForPoll(10), []);
+  assert.deepEqual(store.schedule.dueForPoll(10), []);
 });
 
 test('a pending local order is due for a poll too, so a placement that died is still resolved', (t) => {
@@ -72,55 +73,93 @@ test('a pending local order is due for a poll too, so a placement that died is s
 
   clock.advance(30_000);
 
-  assert.deepEqual(refs(store.dueForPoll(10)), ['R1']);
+  assert.deepEqual(refs(store.schedule.dueForPoll(10)), ['R1']);
 });
 
 test('due orders come longest-due first, at most limit of them', (t) => {
-  const { store, clock } = tempStore(t, { firstPollDelayMs: 0 });
+  const { store, clock } = tempStore(t, { firstPollDelayMs: 0, backoffMs: [3] });
   for (const ref of ['A', 'B', 'C']) store.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'create' });
-  store.recordPoll('A', { nextPollAt: clock.now() + 3 });
-  store.recordPoll('B', { nextPollAt: clock.now() + 1 });
-  store.recordPoll('C', { nextPollAt: clock.now() + 2 });
+  // Polled 1 ms apart, each due 3 ms after its poll: B at now + 1, C at now + 2, A at now + 3.
+  store.schedule.recordPoll('B');
+  clock.advance(1);
+  store.schedule.recordPoll('C');
+  clock.advance(1);
+  store.schedule.recordPoll('A');
 
-  assert.deepEqual(refs(store.dueForPoll(10, clock.now() + 2)), ['B', 'C']);
-  assert.deepEqual(refs(store.dueForPoll(2, clock.now() + 10)), ['B', 'C']);
-  assert.deepEqual(refs(store.dueForPoll(10, clock.now() + 10)), ['B', 'C', 'A']);
+  assert.deepEqual(refs(store.schedule.dueForPoll(10, clock.now() + 2)), ['B', 'C']);
+  assert.deepEqual(refs(store.schedule.dueForPoll(2, clock.now() + 10)), ['B', 'C']);
+  assert.deepEqual(refs(store.schedule.dueForPoll(10, clock.now() + 10)), ['B', 'C', 'A']);
 });
 
 test('a claim bounded by a pass start takes no order that became due after it, so a pass polls each order once', (t) => {
-  const { store, clock } = tempStore(t, { firstPollDelayMs: 0 });
+  const { store, clock } = tempStore(t, { firstPollDelayMs: 0, backoffMs: [100] });
   store.applyOrderSnapshot(snapshot('P1', 'PENDING'), { source: 'create' });
   const passStart = clock.now();
-  const [first] = store.claimDueForPoll(1, clock.now(), 60_000, passStart);
+  const [first] = store.schedule.claimDueForPoll(1, { dueBy: passStart });
   assert.equal(first?.partnerRef, 'P1');
-  // Polled and rescheduled 100 ms on, while the pass goes on for longer than that.
-  store.recordPoll('P1', { nextPollAt: clock.now() + 100 });
+  // Polled and rescheduled 100 ms on (the backoff), while the pass goes on for longer than that.
+  store.schedule.recordPoll('P1');
   clock.advance(500);
-  assert.deepEqual(store.claimDueForPoll(1, clock.now(), 60_000, passStart), []);
-  assert.deepEqual(refs(store.claimDueForPoll(1, clock.now(), 60_000)), ['P1'], 'the next pass takes it');
+  assert.deepEqual(store.schedule.claimDueForPoll(1, { dueBy: passStart }), []);
+  assert.deepEqual(refs(store.schedule.claimDueForPoll(1)), ['P1'], 'the next pass takes it');
 });
 
 test('recording a poll counts it, sets the next poll time, and marks the order stuck once', (t) => {
-  const { store, clock } = tempStore(t);
+  const { store, clock } = tempStore(t, { backoffMs: [60_000, 3_600_000], stuckAfterMs: 1_000 });
   store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+  clock.advance(1_000); // open for stuckAfterMs without a final state: stuck from now on
   const firstPoll = clock.now();
 
-  const once = store.recordPoll('R1', { nextPollAt: firstPoll + 60_000, stuck: true });
+  const once = store.schedule.recordPoll('R1');
   clock.advance(60_000);
-  const twice = store.recordPoll('R1', { nextPollAt: clock.now() + 3_600_000, stuck: true });
+  const twice = store.schedule.recordPoll('R1');
 
   assert.deepEqual([once.pollCount, once.lastPolledAt, once.stuckAt], [1, firstPoll, firstPoll]);
+  assert.equal(once.nextPollAt, firstPoll + 3_600_000, 'a stuck order is polled at the longest interval');
   assert.deepEqual([twice.pollCount, twice.lastPolledAt, twice.stuckAt], [2, clock.now(), firstPoll]);
   assert.equal(twice.nextPollAt, clock.now() + 3_600_000);
 });
 
+test('polls that change nothing back off through backoffMs, the last repeating; a poll that changes the order starts over', (t) => {
+  const { store, clock } = tempStore(t, { firstPollDelayMs: 500, backoffMs: [1_000, 2_000, 5_000] });
+  store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+  const delays: number[] = [];
+  const poll = (changed: boolean) => {
+    clock.advance(store.queries.getOrder('R1')!.nextPollAt! - clock.now());
+    const order = store.schedule.recordPoll('R1', { changed });
+    delays.push(order.nextPollAt! - clock.now());
+    return order;
+  };
+
+  for (let i = 0; i < 4; i++) poll(false);
+  const changed = poll(true);
+  poll(false);
+
+  assert.deepEqual(delays, [1_000, 2_000, 5_000, 5_000, 500, 1_000]);
+  assert.equal(changed.pollCount, 0, 'the count restarts with the change');
+});
+
 test('recording a poll after its answer settled the order does not schedule another', (t) => {
-  const { store, clock } = tempStore(t);
+  const { store } = tempStore(t);
   store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
   store.applyOrderSnapshot(snapshot('R1', 'FAILED'), { source: 'poll' });
 
-  const order = store.recordPoll('R1', { nextPollAt: clock.now() + 60_000 });
+  const order = store.schedule.recordPoll('R1');
 
   assert.equal(order.nextPollAt, null);
   assert.equal(order.pollCount, 1);
+});
+
+test('a schedule that cannot work is refused when the store is opened, naming the setting', (t) => {
+  const refused: [Partial<PollScheduleSettings>, RegExp][] = [
+    [{ firstPollDelayMs: -1 }, /^firstPollDelayMs must be a number of ms ≥ 0, got -1$/],
+    [{ backoffMs: [] }, /^backoffMs must be one or more intervals > 0 ms, got \[\]$/],
+    [{ backoffMs: [60_000, 0] }, /^backoffMs must be one or more intervals > 0 ms, got \[60000,0\]$/],
+    [{ refundWatchMs: Number.NaN }, /^refundWatchMs must be a number of ms ≥ 0, got NaN$/],
+    [{ stuckAfterMs: 0 }, /^stuckAfterMs must be > 0 ms, got 0$/],
+    [{ leaseMs: 0 }, /^leaseMs must be > 0 ms, got 0$/],
+  ];
+  for (const [settings, message] of refused) {
+    assert.throws(() => tempStore(t, settings), { name: 'RangeError', message });
+  }
 });
