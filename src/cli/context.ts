@@ -10,7 +10,7 @@ import {
 import { createLogger } from '../observability/logger.js';
 import { RateBudget } from '../rate-budget/rate-budget.js';
 import { openDatabase } from '../store/database.js';
-import { OrderStore } from '../store/order-store.js';
+import { type OrderStore, openOrderStore } from '../store/order-store.js';
 import { UpstreamClient } from '../upstream/client.js';
 
 /** What a CLI command works with; open only the parts it needs and `close()` them at the end. */
@@ -81,7 +81,7 @@ export async function openContext(options: OpenContextOptions): Promise<CliConte
     if (options.store) {
       const db = openDatabase({ path: config.dbPath });
       closers.push(() => void db.close());
-      context.store = new OrderStore(db, reconcilerSettings(config));
+      context.store = openOrderStore(db, reconcilerSettings(config));
     }
     if (options.upstream) {
       const upstream = upstreamSettings(config);

@@ -185,7 +185,9 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
     for (let i = 0; i < plan.length; i += 6) {
       const batch = plan.slice(i, i + 6);
       const results = await Promise.all(
-        batch.map((p) => placeOrder({ client, store }, { productCode: 'MLBB-86', data: p.data })),
+        batch.map((p) =>
+          placeOrder({ client, writer: store.writer }, { productCode: 'MLBB-86', data: p.data }),
+        ),
       );
       for (const [j, r] of results.entries()) placed.push({ partnerRef: r.order.partnerRef, ...batch[j]! });
     }

@@ -62,7 +62,7 @@ async function pollUnknownOrder(deps: ReconcilerDeps, ref: string): Promise<Earl
   const { store, client, logger, metrics } = deps;
   try {
     const snapshot = await client.getOrder(ref);
-    const applied = store.applyOrderSnapshot(snapshot, { source: 'poll' });
+    const applied = store.writer.applyOrderSnapshot(snapshot, { source: 'poll' });
     metrics?.countPoll(applied.changed ? 'changed' : 'unchanged');
     logger?.info(
       { ref, partnerRef: applied.order.partnerRef },

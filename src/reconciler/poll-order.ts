@@ -4,6 +4,7 @@ import { resubmitOrder } from '../orders/place-order.js';
 import { BudgetExhaustedError } from '../rate-budget/rate-budget.js';
 import type { LocalOrder } from '../store/local-order.js';
 import type { OrderStore } from '../store/order-store.js';
+import type { ApplyResult } from '../store/order-writer.js';
 import { StoreError } from '../store/store-error.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { UpstreamError, UpstreamUnreachableError } from '../upstream/errors.js';
@@ -136,9 +137,9 @@ export async function pollClaimedOrder(deps: ReconcilerDeps, claimed: LocalOrder
     return notFound(deps, claimed, error as UpstreamError);
   }
 
-  let applied: ReturnType<OrderStore['applyOrderSnapshot']>;
+  let applied: ApplyResult;
   try {
-    applied = store.applyOrderSnapshot(snapshot, { source: 'poll' });
+    applied = store.writer.applyOrderSnapshot(snapshot, { source: 'poll' });
   } catch (error) {
     if (!(error instanceof StoreError && error.code === 'INVALID_SNAPSHOT')) throw error;
     metrics?.countPoll('invalid_answer');
@@ -197,7 +198,10 @@ async function notFound(
   if (current.submissionState === 'pending' || current.submissionState === 'unknown') {
     // The create never reached the upstream (or its process died first): repeat it with the
     // same partner_ref (spec §4 rule 7). The upstream answers a repeat with the existing order.
-    const result = await resubmitOrder({ client, store, ...(logger ? { logger } : {}) }, current);
+    const result = await resubmitOrder(
+      { client, writer: store.writer, ...(logger ? { logger } : {}) },
+      current,
+    );
     metrics?.countPoll('resubmitted');
     logger?.info(
       { partnerRef: ref, outcome: result.outcome },

@@ -2,7 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import { UnrecoverableError } from 'bullmq';
 import { findOrderInWebhook, parseWebhookBody } from '../queue/webhook-order.js';
 import { decodeWebhookRawBody, type WebhookJobData } from '../queue/webhook-queue.js';
-import type { ApplyOptions } from '../store/order-store.js';
+import type { ApplyOptions } from '../store/order-writer.js';
 import type { Order } from '../upstream/model.js';
 
 /**

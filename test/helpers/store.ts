@@ -6,7 +6,7 @@ import type { TestContext } from 'node:test';
 import type { Database } from 'better-sqlite3';
 import { loadConfig, reconcilerSettings } from '../../src/config/config.js';
 import { openDatabase } from '../../src/store/database.js';
-import { OrderStore } from '../../src/store/order-store.js';
+import { type OrderStore, openOrderStore } from '../../src/store/order-store.js';
 import type { PollScheduleSettings } from '../../src/store/poll-schedule.js';
 import type { Order } from '../../src/upstream/model.js';
 
@@ -50,7 +50,7 @@ export function tempStore(
   const db = openDatabase({ path });
   t.after(() => db.close());
   const clock = manualClock();
-  const store = new OrderStore(db, scheduleSettings(overrides), { now: now ?? clock.now });
+  const store = openOrderStore(db, scheduleSettings(overrides), { now: now ?? clock.now });
   return { store, db, path, clock };
 }
 

@@ -49,12 +49,12 @@ test('a stale webhook’s early-poll request polls the order at once, even one s
   const env = await reconcilerEnv(t, { sim: { timeScale: 0.001 } });
   await env.sim.setFaults({ webhook_drop: 1 });
   const created = await upstreamOrder(env, 'refund-1', '0006');
-  env.store.applyOrderSnapshot(created, { source: 'create' });
+  env.store.writer.applyOrderSnapshot(created, { source: 'create' });
   const refunded = await waitFor(async () =>
     (await env.sim.allOrders()).find((o) => o.status === 'REFUNDED'),
   );
   // Locally the SUCCESS-with-serial webhook arrived and settled the order; the refund's was lost.
-  env.store.applyOrderSnapshot(
+  env.store.writer.applyOrderSnapshot(
     { ...refunded, status: 'SUCCESS', message: null },
     { source: 'webhook', eventId: 'e-1' },
   );
@@ -91,7 +91,7 @@ test('an early-poll request that meets a spent poll share waits for a slot inste
     settings: { firstPollDelayMs: 3_600_000 },
   });
   const created = await upstreamOrder(env, 'later-1', '0003');
-  env.store.applyOrderSnapshot(created, { source: 'create' });
+  env.store.writer.applyOrderSnapshot(created, { source: 'create' });
   await waitFor(async () => (await env.sim.allOrders())[0]?.serial_number);
   await startFor(env);
   assert.ok(await env.budget.tryAcquire('poll'));

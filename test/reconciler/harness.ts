@@ -225,7 +225,7 @@ export async function createUpstreamOrder(
 ): Promise<Order> {
   const answer = await env.sim.createOrder({ partner_ref: partnerRef, data: targetFor(suffix) });
   assert.equal(answer.status, 201, answer.text);
-  env.store.applyOrderSnapshot(answer.body, { source: 'create' });
+  env.store.writer.applyOrderSnapshot(answer.body, { source: 'create' });
   return answer.body;
 }
 

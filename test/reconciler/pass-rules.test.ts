@@ -61,7 +61,7 @@ test('polling backs off 1st, 2nd, 3rd … interval while nothing changes, and st
 
   // A webhook moves the order: the store puts the next poll at the first-poll delay.
   const moved = await env.sim.setStatus('slow-1', { status: 'PROCESSING' });
-  env.store.applyOrderSnapshot(moved.body, { source: 'webhook', eventId: 'evt-1' });
+  env.store.writer.applyOrderSnapshot(moved.body, { source: 'webhook', eventId: 'evt-1' });
   assert.equal(env.store.queries.getOrder('slow-1')!.nextPollAt! - env.now(), env.settings.firstPollDelayMs);
   await pollAndRecordDelay();
   assert.equal(delays.at(-1), 1000, 'the backoff starts over after a webhook change');
@@ -84,7 +84,10 @@ test('an order open longer than the maximum age is marked stuck, counted, and po
   await createUpstreamOrder(env, 'old-1');
   await createUpstreamOrder(env, 'young-1');
   env.clock.advance(48 * HOUR - 1000);
-  env.store.applyOrderSnapshot(snapshot('young-2', 'PENDING'), { source: 'webhook', eventId: 'e-young' });
+  env.store.writer.applyOrderSnapshot(snapshot('young-2', 'PENDING'), {
+    source: 'webhook',
+    eventId: 'e-young',
+  });
   env.clock.advance(1000);
 
   const summary = await runReconcilePass(env.deps);
@@ -166,7 +169,10 @@ test(`5xx answers skip the order for this pass, and ${MAX_CONSECUTIVE_FAILURES} 
 
 test('a 404 for an order the upstream had confirmed is an anomaly: logged at error, counted, and polled again later', async (t) => {
   const env = await reconcilerEnv(t, { manualClock: true });
-  env.store.applyOrderSnapshot(snapshot('ghost-1', 'PENDING'), { source: 'webhook', eventId: 'e-ghost' });
+  env.store.writer.applyOrderSnapshot(snapshot('ghost-1', 'PENDING'), {
+    source: 'webhook',
+    eventId: 'e-ghost',
+  });
   env.clock.advance(env.settings.firstPollDelayMs);
 
   const summary = await runReconcilePass(env.deps);
@@ -190,13 +196,13 @@ test('a 404 for an order the upstream had confirmed is an anomaly: logged at err
 
 test('claims are exclusive across connections, end with the poll or a release, and expire with their lease', async (t) => {
   const env = await reconcilerEnv(t, { manualClock: true, settings: { leaseMs: 5000 } });
-  const { OrderStore } = await import('../../src/store/order-store.js');
+  const { openOrderStore } = await import('../../src/store/order-store.js');
   const { openDatabase } = await import('../../src/store/database.js');
   const otherDb = openDatabase({ path: env.dbPath });
   t.after(() => otherDb.close());
-  const other = new OrderStore(otherDb, env.settings, { now: env.clock.now });
+  const other = openOrderStore(otherDb, env.settings, { now: env.clock.now });
   for (const ref of ['c-1', 'c-2', 'c-3', 'c-4'])
-    env.store.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'create' });
+    env.store.writer.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'create' });
   env.clock.advance(env.settings.firstPollDelayMs);
 
   const mine = env.store.schedule.claimDueForPoll(2).map((o) => o.partnerRef);
@@ -248,7 +254,7 @@ test('a SUCCESS with its serial is settled at once by default, and watched for a
     const created = await createUpstreamOrder(env, `watch-${refundWatchMs}`);
     const ref = created.partner_ref;
     const success = await env.sim.setStatus(ref, { status: 'SUCCESS', serial_number: 'SN-W' });
-    env.store.applyOrderSnapshot(success.body, { source: 'webhook', eventId: `e-${ref}` });
+    env.store.writer.applyOrderSnapshot(success.body, { source: 'webhook', eventId: `e-${ref}` });
     await env.sim.setStatus(ref, { status: 'REFUNDED' }); // its webhook is lost
 
     env.clock.advance(env.settings.firstPollDelayMs);
@@ -275,7 +281,7 @@ test('a watched SUCCESS without a refund is polled on the backoff until a poll c
   });
   await createUpstreamOrder(env, 'kept-1');
   const success = await env.sim.setStatus('kept-1', { status: 'SUCCESS', serial_number: 'SN-K' });
-  env.store.applyOrderSnapshot(success.body, { source: 'webhook', eventId: 'e-kept' });
+  env.store.writer.applyOrderSnapshot(success.body, { source: 'webhook', eventId: 'e-kept' });
   let polls = 0;
   while (env.store.queries.getOrder('kept-1')!.nextPollAt !== null) {
     env.clock.advance(env.store.queries.getOrder('kept-1')!.nextPollAt! - env.now());

@@ -11,7 +11,7 @@ test('unknown submissions are resolved with exactly one upstream order and one d
   const before = await env.sim.balance();
   const place = (partnerRef: string) =>
     placeOrder(
-      { client: env.client, store: env.store },
+      { client: env.client, writer: env.store.writer },
       { productCode: 'MLBB-86', data: targetFor('0007'), partnerRef },
     );
 
@@ -53,7 +53,11 @@ test('unknown submissions are resolved with exactly one upstream order and one d
 
 test('a pending submission whose placing process died is submitted again with its own partner_ref once its first poll is due', async (t) => {
   const env = await reconcilerEnv(t, { manualClock: true });
-  env.store.createLocalOrder({ partnerRef: 'orphan-1', productCode: 'MLBB-86', data: targetFor('0001') });
+  env.store.writer.createLocalOrder({
+    partnerRef: 'orphan-1',
+    productCode: 'MLBB-86',
+    data: targetFor('0001'),
+  });
   assert.equal(env.store.queries.getOrder('orphan-1')!.submissionState, 'pending');
 
   const early = await runReconcilePass(env.deps);

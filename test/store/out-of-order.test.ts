@@ -43,13 +43,13 @@ for (const [name, timeline] of Object.entries(TIMELINES)) {
       const ref = `P${run++}`;
       const snapshots = timeline(ref);
       for (const i of order) {
-        store.applyOrderSnapshot(snapshots[i]!, { source: 'webhook', eventId: `${ref}-${i}` });
+        store.writer.applyOrderSnapshot(snapshots[i]!, { source: 'webhook', eventId: `${ref}-${i}` });
       }
       settledRefs.push(ref);
     }
     const inOrder = timeline('IN-ORDER');
     for (const [i, s] of inOrder.entries())
-      store.applyOrderSnapshot(s, { source: 'webhook', eventId: `io-${i}` });
+      store.writer.applyOrderSnapshot(s, { source: 'webhook', eventId: `io-${i}` });
 
     const expected = { ...store.queries.getOrder('IN-ORDER')!, id: 0, partnerRef: '', invoiceNumber: '' };
     for (const ref of settledRefs) {

@@ -8,7 +8,7 @@ const refs = (orders: { partnerRef: string }[]) => orders.map((o) => o.partnerRe
 
 test('a non-final order becomes due for a poll firstPollDelayMs after it last changed, not before', (t) => {
   const { store, clock } = tempStore(t, { firstPollDelayMs: 30_000 });
-  store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+  store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
 
   clock.advance(29_999);
   assert.deepEqual(store.schedule.dueForPoll(10), []);
@@ -18,16 +18,19 @@ test('a non-final order becomes due for a poll firstPollDelayMs after it last ch
 
 test('a change pushes the first poll back and resets the poll count; a non-change keeps the schedule', (t) => {
   const { store, clock } = tempStore(t, { firstPollDelayMs: 30_000, backoffMs: [60_000] });
-  store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+  store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
   clock.advance(30_000);
   store.schedule.recordPoll('R1'); // unchanged: the next poll after backoffMs[0]
   clock.advance(10_000);
 
-  const duplicate = store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'poll' });
+  const duplicate = store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'poll' });
   assert.equal(duplicate.order.nextPollAt, clock.now() + 50_000);
   assert.equal(duplicate.order.pollCount, 1);
 
-  const moved = store.applyOrderSnapshot(snapshot('R1', 'PROCESSING'), { source: 'webhook', eventId: 'e1' });
+  const moved = store.writer.applyOrderSnapshot(snapshot('R1', 'PROCESSING'), {
+    source: 'webhook',
+    eventId: 'e1',
+  });
   assert.equal(moved.order.nextPollAt, clock.now() + 30_000);
   assert.equal(moved.order.pollCount, 0);
 });
@@ -39,8 +42,8 @@ test('a final order is no longer due for a poll, and remembers when it became fi
     ['S', 'SUCCESS'],
     ['R', 'REFUNDED'],
   ] as const) {
-    store.applyOrderSnapshot(snapshot(ref, 'PROCESSING'), { source: 'create' });
-    const { order } = store.applyOrderSnapshot(snapshot(ref, status, { serial_number: 'SN' }), {
+    store.writer.applyOrderSnapshot(snapshot(ref, 'PROCESSING'), { source: 'create' });
+    const { order } = store.writer.applyOrderSnapshot(snapshot(ref, status, { serial_number: 'SN' }), {
       source: 'poll',
     });
     assert.equal(order.nextPollAt, null, ref);
@@ -52,13 +55,16 @@ test('a final order is no longer due for a poll, and remembers when it became fi
 
 test('a SUCCESS without a serial number stays due for a poll until the serial arrives', (t) => {
   const { store, clock } = tempStore(t, { firstPollDelayMs: 1_000 });
-  const success = store.applyOrderSnapshot(snapshot('R1', 'SUCCESS'), { source: 'webhook', eventId: 'e1' });
+  const success = store.writer.applyOrderSnapshot(snapshot('R1', 'SUCCESS'), {
+    source: 'webhook',
+    eventId: 'e1',
+  });
   assert.equal(success.order.finalAt, clock.now());
   clock.advance(1_000);
   assert.deepEqual(refs(store.schedule.dueForPoll(10)), ['R1']);
 
   clock.advance(5_000);
-  const serial = store.applyOrderSnapshot(snapshot('R1', 'SUCCESS', { serial_number: 'SN' }), {
+  const serial = store.writer.applyOrderSnapshot(snapshot('R1', 'SUCCESS', { serial_number: 'SN' }), {
     source: 'poll',
   });
 
@@ -69,7 +75,7 @@ test('a SUCCESS without a serial number stays due for a poll until the serial ar
 
 test('a pending local order is due for a poll too, so a placement that died is still resolved', (t) => {
   const { store, clock } = tempStore(t, { firstPollDelayMs: 30_000 });
-  store.createLocalOrder({ partnerRef: 'R1', data: DATA });
+  store.writer.createLocalOrder({ partnerRef: 'R1', data: DATA });
 
   clock.advance(30_000);
 
@@ -78,7 +84,8 @@ test('a pending local order is due for a poll too, so a placement that died is s
 
 test('due orders come longest-due first, at most limit of them', (t) => {
   const { store, clock } = tempStore(t, { firstPollDelayMs: 0, backoffMs: [3] });
-  for (const ref of ['A', 'B', 'C']) store.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'create' });
+  for (const ref of ['A', 'B', 'C'])
+    store.writer.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'create' });
   // Polled 1 ms apart, each due 3 ms after its poll: B at now + 1, C at now + 2, A at now + 3.
   store.schedule.recordPoll('B');
   clock.advance(1);
@@ -93,7 +100,7 @@ test('due orders come longest-due first, at most limit of them', (t) => {
 
 test('a claim bounded by a pass start takes no order that became due after it, so a pass polls each order once', (t) => {
   const { store, clock } = tempStore(t, { firstPollDelayMs: 0, backoffMs: [100] });
-  store.applyOrderSnapshot(snapshot('P1', 'PENDING'), { source: 'create' });
+  store.writer.applyOrderSnapshot(snapshot('P1', 'PENDING'), { source: 'create' });
   const passStart = clock.now();
   const [first] = store.schedule.claimDueForPoll(1, { dueBy: passStart });
   assert.equal(first?.partnerRef, 'P1');
@@ -106,7 +113,7 @@ test('a claim bounded by a pass start takes no order that became due after it, s
 
 test('recording a poll counts it, sets the next poll time, and marks the order stuck once', (t) => {
   const { store, clock } = tempStore(t, { backoffMs: [60_000, 3_600_000], stuckAfterMs: 1_000 });
-  store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+  store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
   clock.advance(1_000); // open for stuckAfterMs without a final state: stuck from now on
   const firstPoll = clock.now();
 
@@ -122,7 +129,7 @@ test('recording a poll counts it, sets the next poll time, and marks the order s
 
 test('polls that change nothing back off through backoffMs, the last repeating; a poll that changes the order starts over', (t) => {
   const { store, clock } = tempStore(t, { firstPollDelayMs: 500, backoffMs: [1_000, 2_000, 5_000] });
-  store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+  store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
   const delays: number[] = [];
   const poll = (changed: boolean) => {
     clock.advance(store.queries.getOrder('R1')!.nextPollAt! - clock.now());
@@ -141,8 +148,8 @@ test('polls that change nothing back off through backoffMs, the last repeating; 
 
 test('recording a poll after its answer settled the order does not schedule another', (t) => {
   const { store } = tempStore(t);
-  store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
-  store.applyOrderSnapshot(snapshot('R1', 'FAILED'), { source: 'poll' });
+  store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+  store.writer.applyOrderSnapshot(snapshot('R1', 'FAILED'), { source: 'poll' });
 
   const order = store.schedule.recordPoll('R1');
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { WebhookProducer } from '../../src/queue/webhook-producer.js';
 import { openDatabase } from '../../src/store/database.js';
-import { OrderStore } from '../../src/store/order-store.js';
+import { openOrderStore } from '../../src/store/order-store.js';
 import { privateRedis } from '../helpers/redis.js';
 import { scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
@@ -37,14 +37,14 @@ async function setup(test: Parameters<typeof privateRedis>[0]) {
   // The test's own connection to the file, as the CLI or the order placement would have.
   const db = openDatabase({ path: dbPath });
   t.after(() => db.close());
-  const store = new OrderStore(db, scheduleSettings());
+  const store = openOrderStore(db, scheduleSettings());
   return { t, redis, dbPath, producer, db, store };
 }
 
 test('a queued webhook moves its order; a duplicate event id and an older state are recorded but change nothing', async (t) => {
   const { t: scope, redis, dbPath, producer, store } = await setup(t);
-  store.createLocalOrder({ partnerRef: 'known-1', productCode: 'ML86', data: { user_id: '1' } });
-  store.applyOrderSnapshot(snapshot('known-1', 'PENDING'), { source: 'create' });
+  store.writer.createLocalOrder({ partnerRef: 'known-1', productCode: 'ML86', data: { user_id: '1' } });
+  store.writer.applyOrderSnapshot(snapshot('known-1', 'PENDING'), { source: 'create' });
   await startTestWorker(scope, { redisUrl: redis.url, dbPath });
 
   const processing = await queueSnapshot(producer, snapshot('known-1', 'PROCESSING'));

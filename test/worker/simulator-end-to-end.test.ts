@@ -5,7 +5,7 @@ import { placeOrder } from '../../src/orders/place-order.js';
 import { startReceiver } from '../../src/receiver/server.js';
 import type { WebhookAttemptRecord } from '../../src/simulator/index.js';
 import { openDatabase } from '../../src/store/database.js';
-import { OrderStore } from '../../src/store/order-store.js';
+import { openOrderStore } from '../../src/store/order-store.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { startWorkerProcess } from '../../src/worker/server.js';
 import { privateRedis } from '../helpers/redis.js';
@@ -62,14 +62,14 @@ test('simulator → receiver → Redis → worker → SQLite: with duplicated, r
   // The placing process: its own client and its own connection to the order store.
   const db = openDatabase({ path: dbPath });
   t.after(() => db.close());
-  const store = new OrderStore(db, scheduleSettings());
+  const store = openOrderStore(db, scheduleSettings());
   const client = new UpstreamClient({ baseUrl: sim.sim.baseUrl, apiKey: sim.member.api_key });
   t.after(() => client.close());
   const placed = await Promise.all(
     Array.from({ length: ROUNDS }, () => TIMELINES).flatMap((timelines) =>
       timelines.map(([suffix]) =>
         placeOrder(
-          { client, store },
+          { client, writer: store.writer },
           { productCode: 'MLBB-86', data: { user_id: userIdEndingIn(suffix), server_id: '2001' } },
         ),
       ),

@@ -5,7 +5,7 @@ import type { TestContext } from 'node:test';
 import type { Database } from 'better-sqlite3';
 import { createWebhookProducer, type WebhookProducer } from '../../src/queue/webhook-producer.js';
 import { openDatabase } from '../../src/store/database.js';
-import { OrderStore } from '../../src/store/order-store.js';
+import { type OrderStore, openOrderStore } from '../../src/store/order-store.js';
 import type { Order } from '../../src/upstream/model.js';
 import {
   createEventWorker,
@@ -114,8 +114,8 @@ export async function startTestWorker(
 ): Promise<TestWorker> {
   const { dbPath, busyTimeoutMs, ...workerOptions } = options;
   const db = openDatabase({ path: dbPath, ...(busyTimeoutMs === undefined ? {} : { busyTimeoutMs }) });
-  const store = new OrderStore(db, scheduleSettings());
-  const eventWorker = createEventWorker({ store, db, ...workerOptions });
+  const store = openOrderStore(db, scheduleSettings());
+  const eventWorker = createEventWorker({ writer: store.writer, db, ...workerOptions });
   t.after(async () => {
     await eventWorker.close({ timeoutMs: 5_000 });
     db.close();

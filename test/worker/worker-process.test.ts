@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { ConfigError, loadConfig } from '../../src/config/config.js';
 import { placeOrder } from '../../src/orders/place-order.js';
 import { openDatabase } from '../../src/store/database.js';
-import { OrderStore } from '../../src/store/order-store.js';
+import { openOrderStore } from '../../src/store/order-store.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { startWorkerProcess } from '../../src/worker/server.js';
 import { privateRedis } from '../helpers/redis.js';
@@ -32,11 +32,11 @@ test('the worker process also reconciles: an order whose webhooks are all lost r
 
   const db = openDatabase({ path: dbPath });
   t.after(() => db.close());
-  const store = new OrderStore(db, scheduleSettings({ firstPollDelayMs: 0 }));
+  const store = openOrderStore(db, scheduleSettings({ firstPollDelayMs: 0 }));
   const client = new UpstreamClient({ baseUrl: sim.sim.baseUrl, apiKey: sim.member.api_key });
   t.after(() => client.close());
   const placed = await placeOrder(
-    { client, store },
+    { client, writer: store.writer },
     { productCode: 'MLBB-86', data: { user_id: userIdEndingIn('0003'), server_id: '1234' } },
   );
   assert.equal(placed.outcome, 'accepted');

@@ -119,7 +119,7 @@ export function registerOrderCommands(program: Command): void {
         const context = await openContext({ upstream: true, store: true });
         try {
           const result = await placeOrder(
-            { client: context.client!, store: context.store!, logger: context.logger },
+            { client: context.client!, writer: context.store!.writer, logger: context.logger },
             {
               productCode: flags.product,
               productId: flags.productId,
