@@ -30,7 +30,7 @@ export class ParkedEventError extends UnrecoverableError {
   }
 }
 
-/** A webhook job read and checked: what to hand to `OrderStore.applyOrderSnapshot`. */
+/** A webhook job read and checked: what to hand to the store writer's `applyOrderSnapshot`. */
 export interface WebhookEvent {
   /** The order snapshot found in the body. */
   order: Order;
