@@ -34,7 +34,7 @@ import { createReconcilerMetrics } from '../src/reconciler/metrics.js';
 import { startReconciler } from '../src/reconciler/reconciler.js';
 import { createSimulator } from '../src/simulator/index.js';
 import { openDatabase } from '../src/store/database.js';
-import { OrderStore } from '../src/store/order-store.js';
+import { openOrderStore } from '../src/store/order-store.js';
 import { UpstreamClient } from '../src/upstream/client.js';
 import type { Order } from '../src/upstream/model.js';
 
@@ -124,8 +124,8 @@ async function main(): Promise<number> {
     backoffMs: [2, 4, 10, 20, 60].map((factor) => factor * firstPollDelayMs),
   };
   const db = openDatabase({ path: join(dir, 'bench.db') });
-  const store = new OrderStore(db, { firstPollDelayMs, refundWatchMs: settings.refundWatchMs });
-  const metrics = createReconcilerMetrics({ store });
+  const store = openOrderStore(db, settings);
+  const metrics = createReconcilerMetrics({ queries: store.queries });
   const reconciler = await startReconciler({
     settings,
     store,
@@ -153,7 +153,7 @@ async function main(): Promise<number> {
     while (next < N) {
       const i = next++;
       const result = await placeOrder(
-        { client, store },
+        { client, writer: store.writer },
         {
           productCode: 'MLBB-86',
           data: { user_id: `1234${SUFFIXES[i % SUFFIXES.length]}`, server_id: '2001' },
@@ -177,7 +177,7 @@ async function main(): Promise<number> {
   while (Date.now() < deadline) {
     const truth = (await control('/orders')) as Order[];
     const open = truth.filter((upstream) => {
-      const local = store.getOrder(upstream.partner_ref);
+      const local = store.queries.getOrder(upstream.partner_ref);
       return (
         !local ||
         local.nextPollAt !== null ||

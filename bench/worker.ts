@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
+import { loadConfig, reconcilerSettings } from '../src/config/config.js';
 import { startRedisServer } from '../src/dev/redis-server.js';
 import {
   encodeWebhookRawBody,
@@ -32,7 +33,7 @@ import {
   webhookIdentity,
 } from '../src/queue/webhook-queue.js';
 import { openDatabase } from '../src/store/database.js';
-import { OrderStore } from '../src/store/order-store.js';
+import { openOrderStore } from '../src/store/order-store.js';
 import { createEventWorker, DEFAULT_WORKER_CONCURRENCY } from '../src/worker/event-worker.js';
 
 const { values: flags } = parseArgs({
@@ -157,9 +158,9 @@ async function main(): Promise<number> {
     console.log(`no-op BullMQ worker: ${fmt(noopRate)} jobs/s`);
 
     const db = openDatabase({ path: join(dir, 'h2h-sync.db') });
-    const store = new OrderStore(db);
+    const store = openOrderStore(db, reconcilerSettings(loadConfig({})));
     const events = createEventWorker({
-      store,
+      writer: store.writer,
       db,
       redisUrl: redis.url,
       prefix: 'store',

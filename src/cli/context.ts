@@ -4,13 +4,13 @@ import {
   type Config,
   ConfigError,
   loadConfig,
-  orderStoreOptions,
+  reconcilerSettings,
   upstreamSettings,
 } from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
 import { RateBudget } from '../rate-budget/rate-budget.js';
 import { openDatabase } from '../store/database.js';
-import { OrderStore } from '../store/order-store.js';
+import { type OrderStore, openOrderStore } from '../store/order-store.js';
 import { UpstreamClient } from '../upstream/client.js';
 
 /** What a CLI command works with; open only the parts it needs and `close()` them at the end. */
@@ -21,7 +21,7 @@ export interface CliContext {
   /** The shared rate budget the client draws from, and its Redis connection (with `upstream`). */
   budget?: RateBudget;
   redis?: Redis;
-  /** Opened with the reconciler's schedule options, as in every process that writes orders. */
+  /** Opened with the reconciler's settings (its poll schedule), as in every process that writes orders. */
   store?: OrderStore;
   close(): Promise<void>;
 }
@@ -81,7 +81,7 @@ export async function openContext(options: OpenContextOptions): Promise<CliConte
     if (options.store) {
       const db = openDatabase({ path: config.dbPath });
       closers.push(() => void db.close());
-      context.store = new OrderStore(db, orderStoreOptions(config));
+      context.store = openOrderStore(db, reconcilerSettings(config));
     }
     if (options.upstream) {
       const upstream = upstreamSettings(config);

@@ -4,7 +4,6 @@ import { DEFAULT_ENQUEUE_TIMEOUT_MS } from '../queue/webhook-producer.js';
 import { DEFAULT_REDIS_URL } from '../queue/webhook-queue.js';
 import { DEFAULT_RATE_WINDOW_MS, defaultReservedForCreate } from '../rate-budget/rate-budget.js';
 import { DEFAULT_WEBHOOK_BODY_LIMIT, DEFAULT_WEBHOOK_PATH } from '../receiver/app.js';
-import { DEFAULT_FIRST_POLL_DELAY_MS, DEFAULT_REFUND_WATCH_MS } from '../store/order-store.js';
 import {
   AUTH_STYLES,
   DEFAULT_AUTH_STYLE,
@@ -163,7 +162,7 @@ export const settingsSchema = z.object({
     .default(60)
     .describe('Seconds between two reconciliation passes (a BullMQ job scheduler, one pass at a time).'),
   RECONCILE_FIRST_POLL_DELAY_S: int(0)
-    .default(DEFAULT_FIRST_POLL_DELAY_MS / 1000)
+    .default(30)
     .describe(
       'Seconds after an order is created or changes before its first poll: its webhook is overdue then. Every process that writes orders must use the same value.',
     ),
@@ -175,7 +174,7 @@ export const settingsSchema = z.object({
       'Seconds between polls of an order that does not change, one entry per poll; the last repeats (the cap).',
     ),
   RECONCILE_REFUND_WATCH_S: int(0)
-    .default(DEFAULT_REFUND_WATCH_MS / 1000)
+    .default(0)
     .describe(
       'Seconds a SUCCESS with its serial is still polled, to find a refund whose webhook was lost for good; `0` = settled at once. Costs polls: see docs/reconciler.md. Every process that writes orders must use the same value.',
     ),
@@ -416,16 +415,6 @@ export function reconcilerSettings(config: Config) {
   };
 }
 export type ReconcilerSettings = ReturnType<typeof reconcilerSettings>;
-
-/**
- * Options of `new OrderStore(db, …)` that decide when orders are polled. Every process that
- * writes orders (CLI, worker, reconciler) must build its store with these, or their schedules
- * disagree.
- */
-export function orderStoreOptions(config: Config): { firstPollDelayMs: number; refundWatchMs: number } {
-  const { firstPollDelayMs, refundWatchMs } = reconcilerSettings(config);
-  return { firstPollDelayMs, refundWatchMs };
-}
 
 /** The settings table of the README, generated from the schema. */
 export function settingsTable(): string {

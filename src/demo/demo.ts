@@ -185,13 +185,15 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
     for (let i = 0; i < plan.length; i += 6) {
       const batch = plan.slice(i, i + 6);
       const results = await Promise.all(
-        batch.map((p) => placeOrder({ client, store }, { productCode: 'MLBB-86', data: p.data })),
+        batch.map((p) =>
+          placeOrder({ client, writer: store.writer }, { productCode: 'MLBB-86', data: p.data }),
+        ),
       );
       for (const [j, r] of results.entries()) placed.push({ partnerRef: r.order.partnerRef, ...batch[j]! });
     }
     // The 0007 orders wait for a person; the demo plays that person once they exist upstream.
     for (const order of placed.filter((p) => p.suffix === '0007')) {
-      const local = store.getOrder(order.partnerRef);
+      const local = store.queries.getOrder(order.partnerRef);
       if (local?.submissionState === 'accepted') {
         await control('POST', `/orders/${encodeURIComponent(order.partnerRef)}/status`, {
           status: 'SUCCESS',
@@ -207,7 +209,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
     const compare = async (): Promise<DemoRow[]> => {
       const upstream = await truth();
       return placed.map(({ partnerRef, timeline, suffix }) => {
-        const local = store.getOrder(partnerRef);
+        const local = store.queries.getOrder(partnerRef);
         const rejected = suffix === '0000' ? 'INVALID_TARGET' : undefined;
         const remote = upstream.get(partnerRef);
         return {

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { LocalOrder } from '../store/local-order.js';
-import type { OrderStore } from '../store/order-store.js';
+import type { OrderWriter } from '../store/order-writer.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { UpstreamError } from '../upstream/errors.js';
 import type { OrderData, OrderInput } from '../upstream/model.js';
@@ -31,7 +31,8 @@ export type PlaceOrderResult =
 
 export interface PlaceOrderDeps {
   client: UpstreamClient;
-  store: OrderStore;
+  /** The store's writer: the local order, the create answer and the create outcomes go through it. */
+  writer: OrderWriter;
   logger?: Logger;
 }
 
@@ -67,7 +68,7 @@ export async function placeOrder(deps: PlaceOrderDeps, input: PlaceOrderInput): 
   const problem = partnerRefProblem(partnerRef);
   if (problem) throw new PlaceOrderInputError(problem);
 
-  const { order: local } = deps.store.createLocalOrder({
+  const { order: local } = deps.writer.createLocalOrder({
     partnerRef,
     productCode: input.productCode,
     productId: input.productId,
@@ -101,20 +102,20 @@ export async function resubmitOrder(deps: PlaceOrderDeps, local: LocalOrder): Pr
 
   try {
     const created = await deps.client.createOrder(upstreamInput(local));
-    const { order } = deps.store.applyOrderSnapshot(created, { source: 'create' });
+    const { order } = deps.writer.applyOrderSnapshot(created, { source: 'create' });
     deps.logger?.info({ partnerRef, invoice: order.invoiceNumber, status: order.status }, 'order accepted');
     return { outcome: 'accepted', order };
   } catch (err) {
     // A 4xx is a definite refusal (spec §7 rule 1). Everything else — a timeout, a network error,
     // a 5xx or 429 after the retries, a budget that stayed spent — leaves the outcome unknown.
     if (err instanceof UpstreamError && err.status >= 400 && err.status < 500 && err.status !== 429) {
-      const order = deps.store.markRejected(partnerRef, err.code, err.detail);
+      const order = deps.writer.markRejected(partnerRef, err.code, err.detail);
       // A webhook or poll may have proved the order exists meanwhile; the store then keeps it.
       if (order.submissionState === 'accepted') return { outcome: 'accepted', order };
       deps.logger?.warn({ partnerRef, code: err.code }, 'order rejected');
       return { outcome: 'rejected', order, code: err.code, detail: err.detail, fix: err.fix };
     }
-    const order = deps.store.markSubmissionUnknown(partnerRef);
+    const order = deps.writer.markSubmissionUnknown(partnerRef);
     const reason = err instanceof Error ? err.message : String(err);
     deps.logger?.warn(
       { partnerRef, reason },

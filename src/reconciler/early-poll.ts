@@ -33,14 +33,13 @@ export type EarlyPollResult =
  * stored through the same apply function. Takes a `poll` slot of the budget, never waits for one.
  */
 export async function pollOrderNow(deps: ReconcilerDeps, ref: string): Promise<EarlyPollResult> {
-  const { store, settings } = deps;
-  const now = deps.now ?? Date.now;
-  const claim = store.claimForPoll(ref, now(), settings.leaseMs);
+  const { store } = deps;
+  const claim = store.schedule.claimForPoll(ref);
   if (claim && !claim.claimed) return { kind: 'busy', order: claim.order };
   if (claim) {
     const result = await pollClaimedOrder(deps, claim.order);
     if (result.kind === 'polled') return result;
-    store.releasePollClaim(claim.order.partnerRef);
+    store.schedule.releasePollClaim(claim.order.partnerRef);
     return kept(result.reason, result.error, result.retryAfterMs);
   }
   return pollUnknownOrder(deps, ref);
@@ -63,7 +62,7 @@ async function pollUnknownOrder(deps: ReconcilerDeps, ref: string): Promise<Earl
   const { store, client, logger, metrics } = deps;
   try {
     const snapshot = await client.getOrder(ref);
-    const applied = store.applyOrderSnapshot(snapshot, { source: 'poll' });
+    const applied = store.writer.applyOrderSnapshot(snapshot, { source: 'poll' });
     metrics?.countPoll(applied.changed ? 'changed' : 'unchanged');
     logger?.info(
       { ref, partnerRef: applied.order.partnerRef },

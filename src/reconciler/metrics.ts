@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { LocalOrder } from '../store/local-order.js';
-import type { OrderStore } from '../store/order-store.js';
+import type { OrderQueries } from '../store/order-queries.js';
 
 /**
  * What one poll came to (the `outcome` label of `h2h_reconcile_polls_total`):
@@ -66,8 +66,8 @@ export interface ReconcilerMetrics {
 export interface ReconcilerMetricsOptions {
   /** Registry to register in, for example the worker process's. Default: a new one. */
   registry?: Registry;
-  /** When given, `h2h_reconcile_stuck_orders` is read from it at each scrape. */
-  store?: OrderStore;
+  /** When given, `h2h_reconcile_stuck_orders` is read from the store at each scrape. */
+  queries?: OrderQueries;
 }
 
 /** Buckets of the time-to-final histogram, in seconds: 5 s to 48 h. */
@@ -114,16 +114,16 @@ export function createReconcilerMetrics(options: ReconcilerMetricsOptions = {}):
     registers,
   });
 
-  const { store } = options;
+  const { queries } = options;
   let stuckCount = 0;
   new Gauge({
     name: 'h2h_reconcile_stuck_orders',
     help: 'Open orders marked stuck: no final state after RECONCILE_STUCK_AFTER_H.',
     registers,
     collect() {
-      if (store) {
+      if (queries) {
         try {
-          stuckCount = store.countByStatus().stuck;
+          stuckCount = queries.countByStatus().stuck;
         } catch {
           // the database is closing or busy: keep the last figure
         }

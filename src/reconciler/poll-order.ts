@@ -4,19 +4,24 @@ import { resubmitOrder } from '../orders/place-order.js';
 import { BudgetExhaustedError } from '../rate-budget/rate-budget.js';
 import type { LocalOrder } from '../store/local-order.js';
 import type { OrderStore } from '../store/order-store.js';
+import type { ApplyResult } from '../store/order-writer.js';
 import { StoreError } from '../store/store-error.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { UpstreamError, UpstreamUnreachableError } from '../upstream/errors.js';
 import type { Order } from '../upstream/model.js';
 import type { PollOutcome, ReconcilerMetrics } from './metrics.js';
-import { nextPoll } from './poll-schedule.js';
 
 /** What polling needs; one set per process. */
 export interface ReconcilerDeps {
+  /**
+   * Every answer goes through its writer; orders are claimed, and polls recorded, in its
+   * schedule, which also decides when each order is polled next.
+   */
   store: OrderStore;
   /** The upstream client, with the shared rate budget: a poll takes a `poll` slot or ends the pass. */
   client: UpstreamClient;
-  settings: ReconcilerSettings;
+  /** `reconcilerSettings(config)`, of which a pass reads its size. */
+  settings: Pick<ReconcilerSettings, 'passSize'>;
   logger?: Logger;
   metrics?: ReconcilerMetrics;
   /** The clock, in ms; give the store the same one. Default: `Date.now`. */
@@ -132,9 +137,9 @@ export async function pollClaimedOrder(deps: ReconcilerDeps, claimed: LocalOrder
     return notFound(deps, claimed, error as UpstreamError);
   }
 
-  let applied: ReturnType<OrderStore['applyOrderSnapshot']>;
+  let applied: ApplyResult;
   try {
-    applied = store.applyOrderSnapshot(snapshot, { source: 'poll' });
+    applied = store.writer.applyOrderSnapshot(snapshot, { source: 'poll' });
   } catch (error) {
     if (!(error instanceof StoreError && error.code === 'INVALID_SNAPSHOT')) throw error;
     metrics?.countPoll('invalid_answer');
@@ -165,21 +170,20 @@ export async function pollClaimedOrder(deps: ReconcilerDeps, claimed: LocalOrder
   };
 }
 
-/** Records the poll with the next poll time of the schedule; ends the claim. */
+/** Records the poll in the schedule, which sets the next poll (or marks the order stuck); ends the claim. */
 function record(deps: ReconcilerDeps, after: LocalOrder, changed: boolean): LocalOrder {
-  const now = (deps.now ?? Date.now)();
-  const next = nextPoll(after, changed, now, deps.settings);
-  if (next.stuck && after.stuckAt === null && after.nextPollAt !== null) {
+  const order = deps.store.schedule.recordPoll(after.partnerRef, { changed });
+  if (order.stuckAt !== null && after.stuckAt === null && after.nextPollAt !== null) {
     deps.logger?.warn(
-      { partnerRef: after.partnerRef, status: after.upstreamStatus, ageMs: now - after.localCreatedAt },
+      {
+        partnerRef: after.partnerRef,
+        status: after.upstreamStatus,
+        ageMs: order.stuckAt - after.localCreatedAt,
+      },
       'order marked stuck: no final state within the maximum age; still polled at the longest interval',
     );
   }
-  return deps.store.recordPoll(after.partnerRef, {
-    nextPollAt: now + next.delayMs,
-    stuck: next.stuck,
-    changed,
-  });
+  return order;
 }
 
 async function notFound(
@@ -189,12 +193,15 @@ async function notFound(
 ): Promise<PollResult> {
   const { store, client, logger, metrics } = deps;
   const ref = claimed.partnerRef;
-  const current = store.getOrder(ref) ?? claimed;
+  const current = store.queries.getOrder(ref) ?? claimed;
 
   if (current.submissionState === 'pending' || current.submissionState === 'unknown') {
     // The create never reached the upstream (or its process died first): repeat it with the
     // same partner_ref (spec §4 rule 7). The upstream answers a repeat with the existing order.
-    const result = await resubmitOrder({ client, store, ...(logger ? { logger } : {}) }, current);
+    const result = await resubmitOrder(
+      { client, writer: store.writer, ...(logger ? { logger } : {}) },
+      current,
+    );
     metrics?.countPoll('resubmitted');
     logger?.info(
       { partnerRef: ref, outcome: result.outcome },
@@ -207,7 +214,7 @@ async function notFound(
 
   if (current.submissionState === 'rejected') {
     // An early poll of a refused order: the upstream never had it, as expected.
-    store.releasePollClaim(ref);
+    store.schedule.releasePollClaim(ref);
     metrics?.countPoll('not_found');
     return { kind: 'polled', outcome: 'not_found', order: current, changed: false, anomaly: false, calls: 1 };
   }

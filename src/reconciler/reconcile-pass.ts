@@ -126,7 +126,7 @@ export async function runReconcilePass(
     const summary = emptySummary(passId, trigger, startedAt, now());
     summary.stoppedBy = 'locked';
     summary.lockHolder = await options.lock.holder().catch(() => null);
-    summary.dueAfter = deps.store.countByStatus(now()).dueForPoll;
+    summary.dueAfter = deps.store.queries.countByStatus(now()).dueForPoll;
     deps.logger?.debug({ passId, holder: summary.lockHolder }, 'another reconciliation pass is running');
     deps.metrics?.countPass('locked');
     return summary;
@@ -172,7 +172,7 @@ async function pollDueOrders(
   const { store, settings, logger, metrics } = deps;
   const now = deps.now ?? Date.now;
   const summary = emptySummary(pass.passId, pass.trigger, pass.startedAt, pass.startedAt);
-  const total = Math.min(settings.passSize, store.countByStatus(now()).dueForPoll);
+  const total = Math.min(settings.passSize, store.queries.countByStatus(now()).dueForPoll);
   // Orders that could not be polled: released at the end, so this pass does not take them again.
   const kept: string[] = [];
   let attempted = 0;
@@ -189,7 +189,7 @@ async function pollDueOrders(
         break;
       }
       // Due by the pass's start: an order this pass polled and rescheduled is not taken twice.
-      const [order] = store.claimDueForPoll(1, now(), settings.leaseMs, pass.startedAt);
+      const [order] = store.schedule.claimDueForPoll(1, { dueBy: pass.startedAt });
       if (!order) break;
       attempted += 1;
 
@@ -238,10 +238,10 @@ async function pollDueOrders(
       });
     }
   } finally {
-    for (const ref of kept) store.releasePollClaim(ref);
+    for (const ref of kept) store.schedule.releasePollClaim(ref);
   }
 
-  const counts = store.countByStatus(now());
+  const counts = store.queries.countByStatus(now());
   summary.stuck = counts.stuck;
   summary.dueAfter = counts.dueForPoll;
   metrics?.setStuck(counts.stuck);

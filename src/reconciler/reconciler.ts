@@ -12,7 +12,6 @@ import { type EarlyPollResult, pollOrderNow } from './early-poll.js';
 import { createReconcilerMetrics, type ReconcilerMetrics } from './metrics.js';
 import { PassLock } from './pass-lock.js';
 import type { ReconcilerDeps } from './poll-order.js';
-import { checkPollSchedule } from './poll-schedule.js';
 import { type ReconcilePassSummary, runReconcilePass } from './reconcile-pass.js';
 import {
   RECONCILE_CONTINUE_ID,
@@ -27,9 +26,12 @@ import {
 export const DEFAULT_RECONCILER_CLOSE_TIMEOUT_MS = 10_000;
 
 export interface StartReconcilerOptions {
-  /** `reconcilerSettings(config)`, or the same shape in ms (tests scale it down). */
-  settings: ReconcilerSettings;
-  /** Built with `firstPollDelayMs: settings.firstPollDelayMs`. */
+  /**
+   * `reconcilerSettings(config)`, or the same shape in ms (tests scale it down): the pass
+   * interval and size. When each order is polled is the store's schedule.
+   */
+  settings: Pick<ReconcilerSettings, 'everyMs' | 'passSize'>;
+  /** Opened with `reconcilerSettings(config)`, like every store that writes orders. */
   store: OrderStore;
   /** The upstream client with the shared rate budget. */
   client: UpstreamClient;
@@ -97,17 +99,18 @@ async function within(work: Promise<unknown>, ms: number): Promise<boolean> {
  */
 export async function startReconciler(options: StartReconcilerOptions): Promise<RunningReconciler> {
   const { settings, store, client, budget, logger } = options;
-  checkPollSchedule(settings);
   if (!(settings.everyMs >= 100)) throw new RangeError(`everyMs must be ≥ 100, got ${settings.everyMs}`);
   if (!Number.isInteger(settings.passSize) || settings.passSize < 1) {
     throw new RangeError(`passSize must be a whole number ≥ 1, got ${settings.passSize}`);
   }
-  if (!(settings.leaseMs > 0)) throw new RangeError(`leaseMs must be > 0, got ${settings.leaseMs}`);
 
   const prefix = options.queuePrefix ?? DEFAULT_QUEUE_PREFIX;
   const metrics =
     options.metrics ??
-    createReconcilerMetrics({ store, ...(options.registry ? { registry: options.registry } : {}) });
+    createReconcilerMetrics({
+      queries: store.queries,
+      ...(options.registry ? { registry: options.registry } : {}),
+    });
   const deps: ReconcilerDeps = {
     store,
     client,
@@ -202,7 +205,11 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
     throw error;
   }
   logger?.info(
-    { everyMs: settings.everyMs, firstPollDelayMs: settings.firstPollDelayMs, passSize: settings.passSize },
+    {
+      everyMs: settings.everyMs,
+      firstPollDelayMs: store.schedule.settings.firstPollDelayMs,
+      passSize: settings.passSize,
+    },
     'reconciler started',
   );
 

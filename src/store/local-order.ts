@@ -1,4 +1,4 @@
-import { isFinalStatus, isKnownStatus, type OrderData, type OrderStatus } from '../upstream/model.js';
+import { isKnownStatus, type OrderData, type OrderStatus } from '../upstream/model.js';
 
 /**
  * Where the create call of an order stands, apart from the order's status:
@@ -132,18 +132,6 @@ export interface OrderEventRow {
   applied_at: number;
   changed: number;
   reason: EventReason;
-}
-
-/**
- * True when nothing about the order can still change by itself, so polling ends: FAILED,
- * REFUNDED, or SUCCESS with its serial number (decisions.md: a serial may follow a SUCCESS, and a
- * SUCCESS may still be refunded, which a webhook reports). A rejected submission never existed
- * upstream and is settled too.
- */
-export function isSettled(order: Pick<OrderRow, 'status' | 'serial_number' | 'submission_state'>): boolean {
-  if (order.submission_state === 'rejected') return true;
-  if (order.status === null || !isFinalStatus(order.status)) return false;
-  return order.status !== 'SUCCESS' || order.serial_number !== null;
 }
 
 export function toLocalOrder(row: OrderRow): LocalOrder {

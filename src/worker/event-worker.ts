@@ -9,7 +9,7 @@ import {
   type WebhookJobData,
 } from '../queue/webhook-queue.js';
 import type { EventReason } from '../store/local-order.js';
-import type { OrderStore } from '../store/order-store.js';
+import type { OrderWriter } from '../store/order-writer.js';
 import { StoreError } from '../store/store-error.js';
 import { GroupCommit, type GroupCommitStats } from './group-commit.js';
 import { ParkedEventError, readWebhookJob } from './webhook-event.js';
@@ -26,9 +26,9 @@ export const DEFAULT_MAX_STALLED_COUNT = 1;
 export const DEFAULT_CLOSE_TIMEOUT_MS = 10_000;
 
 export interface EventWorkerOptions {
-  /** The order store; every event goes through its `applyOrderSnapshot`. */
-  store: OrderStore;
-  /** The connection `store` was built on: batches commit on it (see {@link GroupCommit}). */
+  /** The order store's writer; every event goes through its `applyOrderSnapshot`. */
+  writer: OrderWriter;
+  /** The connection the store was opened on: batches commit on it (see {@link GroupCommit}). */
   db: Database;
   /** Redis of the queue. Default: {@link DEFAULT_REDIS_URL}. */
   redisUrl?: string;
@@ -107,18 +107,18 @@ function positiveInt(name: string, value: number): number {
 
 /**
  * The worker's apply path for one job, without BullMQ: reads the job ({@link readWebhookJob}),
- * applies its order with `store.applyOrderSnapshot` in the next group commit, and resolves once
+ * applies its order with `writer.applyOrderSnapshot` in the next group commit, and resolves once
  * that commit is durable. Rejects with a {@link ParkedEventError} for an event that can never
  * apply, or with the error as thrown (SQLITE_BUSY, I/O) when a retry may succeed.
  */
 export async function applyWebhookJob(
   data: unknown,
-  store: OrderStore,
+  writer: OrderWriter,
   groupCommit: GroupCommit,
 ): Promise<EventOutcome> {
   const event = readWebhookJob(data);
   try {
-    const result = await groupCommit.submit(() => store.applyOrderSnapshot(event.order, event.options));
+    const result = await groupCommit.submit(() => writer.applyOrderSnapshot(event.order, event.options));
     return {
       partnerRef: result.order.partnerRef,
       status: result.order.status,
@@ -158,7 +158,7 @@ export function createEventWorker(options: EventWorkerOptions): EventWorker {
     throw new RangeError(`maxStalledCount must be a whole number ≥ 0, got ${maxStalledCount}`);
   }
   const groupCommit = new GroupCommit({ db: options.db, maxBatchSize });
-  const { store, logger } = options;
+  const { writer, logger } = options;
 
   const connection = new Redis(options.redisUrl ?? DEFAULT_REDIS_URL, {
     maxRetriesPerRequest: null, // BullMQ workers must wait out a Redis outage, not fail commands
@@ -166,7 +166,7 @@ export function createEventWorker(options: EventWorkerOptions): EventWorker {
   });
 
   const processor = (job: Job<WebhookJobData, EventOutcome>): Promise<EventOutcome> =>
-    applyWebhookJob(job.data, store, groupCommit);
+    applyWebhookJob(job.data, writer, groupCommit);
 
   const worker = new Worker<WebhookJobData, EventOutcome>(WEBHOOK_QUEUE, processor, {
     connection,

@@ -6,7 +6,7 @@ export const DEFAULT_MAX_BATCH_SIZE = 100;
 
 export interface GroupCommitOptions {
   /**
-   * The connection every unit of work writes through (the one the `OrderStore` was built on):
+   * The connection every unit of work writes through (the one the order store was opened on):
    * the outer transaction must be on it, or the units would not be savepoints inside it.
    */
   db: Database;

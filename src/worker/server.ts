@@ -5,7 +5,6 @@ import {
   adminSettings,
   type Config,
   loadConfig,
-  orderStoreOptions,
   reconcilerSettings,
   upstreamSettings,
   type WorkerSettings,
@@ -16,7 +15,7 @@ import { RateBudget } from '../rate-budget/rate-budget.js';
 import type { ReconcilerMetrics } from '../reconciler/metrics.js';
 import { startReconciler } from '../reconciler/reconciler.js';
 import { openDatabase } from '../store/database.js';
-import { OrderStore } from '../store/order-store.js';
+import { type OrderStore, openOrderStore } from '../store/order-store.js';
 import { UpstreamClient } from '../upstream/client.js';
 import { createEventWorker, type EventWorker } from './event-worker.js';
 
@@ -149,7 +148,7 @@ export async function startWorkerProcess(
   const admin = options.admin ? adminSettings(config) : undefined;
   const db = openDatabase({ path: settings.dbPath });
   // The reconciler's schedule (first poll, refund watch) applies to orders a webhook moves, too.
-  const store = new OrderStore(db, orderStoreOptions(config));
+  const store = openOrderStore(db, reconcilerSettings(config));
   /** Stops of the started components, run last-started first. Each resolves to "stopped gracefully". */
   const stops: Array<() => Promise<boolean>> = [];
   const stopAll = async (): Promise<boolean> => {
@@ -166,7 +165,7 @@ export async function startWorkerProcess(
   let adminServer: AdminServer | undefined;
   try {
     eventWorker = createEventWorker({
-      store,
+      writer: store.writer,
       db,
       redisUrl: settings.redisUrl,
       ...(options.queuePrefix === undefined ? {} : { prefix: options.queuePrefix }),

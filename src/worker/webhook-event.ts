@@ -2,7 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import { UnrecoverableError } from 'bullmq';
 import { findOrderInWebhook, parseWebhookBody } from '../queue/webhook-order.js';
 import { decodeWebhookRawBody, type WebhookJobData } from '../queue/webhook-queue.js';
-import type { ApplyOptions } from '../store/order-store.js';
+import type { ApplyOptions } from '../store/order-writer.js';
 import type { Order } from '../upstream/model.js';
 
 /**
@@ -30,7 +30,7 @@ export class ParkedEventError extends UnrecoverableError {
   }
 }
 
-/** A webhook job read and checked: what to hand to `OrderStore.applyOrderSnapshot`. */
+/** A webhook job read and checked: what to hand to the store writer's `applyOrderSnapshot`. */
 export interface WebhookEvent {
   /** The order snapshot found in the body. */
   order: Order;

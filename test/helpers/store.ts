@@ -4,8 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import type { Database } from 'better-sqlite3';
+import { loadConfig, reconcilerSettings } from '../../src/config/config.js';
 import { openDatabase } from '../../src/store/database.js';
-import { OrderStore, type OrderStoreOptions } from '../../src/store/order-store.js';
+import { type OrderStore, openOrderStore } from '../../src/store/order-store.js';
+import type { PollScheduleSettings } from '../../src/store/poll-schedule.js';
 import type { Order } from '../../src/upstream/model.js';
 
 /** A path for a database file in a fresh temp directory, removed when the test ends. */
@@ -31,16 +33,24 @@ export function manualClock(start = Date.UTC(2026, 10, 1)): ManualClock {
   };
 }
 
-/** An order store on a real SQLite file in a temp directory, closed when the test ends. */
+/** The poll schedule of the default configuration (the config schema's defaults), with overrides. */
+export function scheduleSettings(overrides: Partial<PollScheduleSettings> = {}): PollScheduleSettings {
+  return { ...reconcilerSettings(loadConfig({})), ...overrides };
+}
+
+/**
+ * An order store on a real SQLite file in a temp directory, closed when the test ends: the
+ * default schedule with `overrides`, on a {@link manualClock} unless `now` is given.
+ */
 export function tempStore(
   t: Pick<TestContext, 'after'>,
-  options: OrderStoreOptions = {},
+  { now, ...overrides }: Partial<PollScheduleSettings> & { now?: () => number } = {},
 ): { store: OrderStore; db: Database; path: string; clock: ManualClock } {
   const path = tempDbPath(t);
   const db = openDatabase({ path });
   t.after(() => db.close());
   const clock = manualClock();
-  const store = new OrderStore(db, { now: clock.now, ...options });
+  const store = openOrderStore(db, scheduleSettings(overrides), { now: now ?? clock.now });
   return { store, db, path, clock };
 }
 

@@ -17,11 +17,11 @@ async function setup(t: Parameters<typeof startSimulator>[0], client: { headersT
     retry: { maxAttempts: 3, baseDelayMs: 5, maxDelayMs: 20 },
   });
   t.after(() => upstream.close());
-  return { sim, store, deps: { client: upstream, store } };
+  return { sim, store, deps: { client: upstream, writer: store.writer } };
 }
 
 test('an accepted order is stored with the upstream snapshot and a generated sortable partner_ref', async (t) => {
-  const { sim, deps } = await setup(t);
+  const { sim, store, deps } = await setup(t);
   const first = await placeOrder(deps, { productCode: 'MLBB-86', data: target() });
   const second = await placeOrder(deps, { productCode: 'MLBB-86', data: target() });
   assert.equal(first.outcome, 'accepted');
@@ -32,13 +32,13 @@ test('an accepted order is stored with the upstream snapshot and a generated sor
   assert.equal(first.order.status, 'PENDING');
   assert.equal(first.order.amount, 19_500);
   assert.deepEqual(
-    deps.store.listEvents(first.order.partnerRef).map((e) => [e.source, e.status, e.changed]),
+    store.queries.listEvents(first.order.partnerRef).map((e) => [e.source, e.status, e.changed]),
     [['create', 'PENDING', true]],
   );
 });
 
 test('placing the same partner_ref again sends no second order and debits once', async (t) => {
-  const { sim, deps } = await setup(t);
+  const { sim, store, deps } = await setup(t);
   const before = await sim.balance();
   const results = await Promise.all(
     Array.from({ length: 5 }, () =>
@@ -49,7 +49,7 @@ test('placing the same partner_ref again sends no second order and debits once',
   const upstream = (await sim.allOrders()).filter((o) => o.partner_ref === 'same/ref ü');
   assert.equal(upstream.length, 1);
   assert.equal(before - (await sim.balance()), 19_500);
-  assert.equal(deps.store.listOrders().length, 1);
+  assert.equal(store.queries.listOrders().length, 1);
 });
 
 test('a 400 marks the order rejected with the upstream code, and it is never retried', async (t) => {
@@ -89,7 +89,7 @@ test('a create answer that never comes leaves the order unknown, never failed, a
 });
 
 test('100 orders under dropped answers, 5xx and late answers exist exactly once upstream and are debited once', async (t) => {
-  const { sim, deps } = await setup(t, { headersTimeoutMs: 200 });
+  const { sim, store, deps } = await setup(t, { headersTimeoutMs: 200 });
   await sim.patchMember('M-0001', { balance: 5_000_000 });
   const before = await sim.balance();
   const refs = Array.from({ length: 100 }, (_, i) => `fault-${String(i).padStart(3, '0')}`);
@@ -135,6 +135,6 @@ test('100 orders under dropped answers, 5xx and late answers exist exactly once 
   assert.equal(new Set(upstream.map((o) => o.partner_ref)).size, 100);
   assert.equal(before - (await sim.balance()), 100 * 19_500);
   for (const order of upstream) {
-    assert.equal(deps.store.getOrder(order.partner_ref)?.invoiceNumber, order.invoice_number);
+    assert.equal(store.queries.getOrder(order.partner_ref)?.invoiceNumber, order.invoice_number);
   }
 });

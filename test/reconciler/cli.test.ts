@@ -45,8 +45,8 @@ test('reconcile --once runs one pass now and prints its summary; status shows or
   );
   assert.equal(summary.budget.poll, 3);
   assert.equal(pass.stderr, '', 'no progress line when stderr is not a terminal');
-  assert.equal(env.store.getOrder('cli-1')!.status, 'SUCCESS');
-  assert.equal(env.store.getOrder('cli-2')!.status, 'FAILED');
+  assert.equal(env.store.queries.getOrder('cli-1')!.status, 'SUCCESS');
+  assert.equal(env.store.queries.getOrder('cli-2')!.status, 'FAILED');
 
   const table = await cli(env, ['reconcile', '--once']);
   assert.equal(table.code, 0, table.stderr);
@@ -76,7 +76,7 @@ test('reconcile --once says so and exits 1 when another pass holds the lock, or 
   const summary = JSON.parse(refused.stdout);
   assert.equal(summary.stoppedBy, 'unauthorized');
   assert.equal(summary.error.code, 'INVALID_API_KEY');
-  assert.equal(env.store.getOrder('busy-1')!.lastPolledAt, null, 'the order keeps its place');
+  assert.equal(env.store.queries.getOrder('busy-1')!.lastPolledAt, null, 'the order keeps its place');
 });
 
 test('order show --refresh polls the order now and shows what the upstream says', async (t) => {

@@ -49,22 +49,22 @@ test('a stale webhook’s early-poll request polls the order at once, even one s
   const env = await reconcilerEnv(t, { sim: { timeScale: 0.001 } });
   await env.sim.setFaults({ webhook_drop: 1 });
   const created = await upstreamOrder(env, 'refund-1', '0006');
-  env.store.applyOrderSnapshot(created, { source: 'create' });
+  env.store.writer.applyOrderSnapshot(created, { source: 'create' });
   const refunded = await waitFor(async () =>
     (await env.sim.allOrders()).find((o) => o.status === 'REFUNDED'),
   );
   // Locally the SUCCESS-with-serial webhook arrived and settled the order; the refund's was lost.
-  env.store.applyOrderSnapshot(
+  env.store.writer.applyOrderSnapshot(
     { ...refunded, status: 'SUCCESS', message: null },
     { source: 'webhook', eventId: 'e-1' },
   );
-  assert.equal(env.store.getOrder('refund-1')!.nextPollAt, null);
+  assert.equal(env.store.queries.getOrder('refund-1')!.nextPollAt, null);
   await startFor(env);
 
   await requestPoll(env, { partnerRef: 'refund-1', reason: 'stale_webhook' });
 
   const order = await waitFor(() => {
-    const local = env.store.getOrder('refund-1');
+    const local = env.store.queries.getOrder('refund-1');
     return local?.status === 'REFUNDED' ? local : undefined;
   });
   assert.equal(order.message, refunded.message);
@@ -78,7 +78,7 @@ test('an early-poll request by invoice number stores an order placed elsewhere',
 
   await requestPoll(env, { invoiceNumber: elsewhere.invoice_number, reason: 'stale_webhook' });
 
-  const order = await waitFor(() => env.store.getOrder('elsewhere-1'));
+  const order = await waitFor(() => env.store.queries.getOrder('elsewhere-1'));
   assert.equal(order.invoiceNumber, elsewhere.invoice_number);
   assert.equal(order.status, 'PENDING');
 });
@@ -86,9 +86,12 @@ test('an early-poll request by invoice number stores an order placed elsewhere',
 test('an early-poll request that meets a spent poll share waits for a slot instead of failing', async (t) => {
   const env = await reconcilerEnv(t, {
     budget: { limit: 3, reservedForCreate: 1, windowMs: 1500, marginMs: 0 },
+    // Not due during the test: the reconciler's first pass (BullMQ runs a new scheduler's first
+    // job at once) must not take a poll slot before the test spends the share itself.
+    settings: { firstPollDelayMs: 3_600_000 },
   });
   const created = await upstreamOrder(env, 'later-1', '0003');
-  env.store.applyOrderSnapshot(created, { source: 'create' });
+  env.store.writer.applyOrderSnapshot(created, { source: 'create' });
   await waitFor(async () => (await env.sim.allOrders())[0]?.serial_number);
   await startFor(env);
   assert.ok(await env.budget.tryAcquire('poll'));
@@ -97,7 +100,7 @@ test('an early-poll request that meets a spent poll share waits for a slot inste
 
   await requestPoll(env, { partnerRef: 'later-1', reason: 'stale_webhook' });
 
-  await waitFor(() => env.store.getOrder('later-1')?.serialNumber, {
+  await waitFor(() => env.store.queries.getOrder('later-1')?.serialNumber, {
     message: 'the poll after the window freed',
   });
   const queue = new Queue(POLL_REQUEST_QUEUE, { connection: { url: env.redis.url } });

@@ -26,7 +26,7 @@ test('with 30% of webhooks lost, duplicated and reordered, webhooks through the 
     ),
   );
   env.defer(() => receiver.close());
-  const worker = createEventWorker({ store: env.store, db: env.db, redisUrl: env.redis.url });
+  const worker = createEventWorker({ writer: env.store.writer, db: env.db, redisUrl: env.redis.url });
   env.defer(() => worker.close());
   await worker.waitUntilReady();
   await startTestReconciler(env);
@@ -38,7 +38,7 @@ test('with 30% of webhooks lost, duplicated and reordered, webhooks through the 
   for (let i = 0; i < 30; i++) {
     const suffix = i < 24 ? suffixes[i % suffixes.length]! : '0007';
     const placed = await placeOrder(
-      { client: env.client, store: env.store },
+      { client: env.client, writer: env.store.writer },
       {
         productCode: 'MLBB-86',
         data: targetFor(suffix),
@@ -57,7 +57,7 @@ test('with 30% of webhooks lost, duplicated and reordered, webhooks through the 
   await waitFor(
     async () =>
       (await differencesFromSimulator(env.store, env.sim, refs)).length === 0 &&
-      refs.every((ref) => env.store.getOrder(ref)!.nextPollAt === null),
+      refs.every((ref) => env.store.queries.getOrder(ref)!.nextPollAt === null),
     { timeoutMs: 10_000, message: 'every local order equal to GET /__sim/orders and settled' },
   );
 
@@ -71,7 +71,7 @@ test('with 30% of webhooks lost, duplicated and reordered, webhooks through the 
   );
   const changedBy = new Set(
     refs.flatMap((ref) =>
-      env.store
+      env.store.queries
         .listEvents(ref)
         .filter((e) => e.changed)
         .map((e) => e.source),

@@ -147,8 +147,7 @@ export async function reconcilerEnv(
   const redisClient = new Redis(redis.url, { maxRetriesPerRequest: 1 });
   defer(() => redisClient.disconnect());
   const { store, db, path, clock } = tempStore(t, {
-    firstPollDelayMs: settings.firstPollDelayMs,
-    refundWatchMs: settings.refundWatchMs,
+    ...settings,
     ...(options.manualClock ? {} : { now: Date.now }),
   });
   const now = options.manualClock ? clock.now : Date.now;
@@ -171,7 +170,7 @@ export async function reconcilerEnv(
     ...options.client,
   });
   defer(() => client.close());
-  const metrics = createReconcilerMetrics({ store });
+  const metrics = createReconcilerMetrics({ queries: store.queries });
   const deps: ReconcilerDeps = { store, client, settings, metrics, logger: log.logger, now };
   return {
     sim,
@@ -226,7 +225,7 @@ export async function createUpstreamOrder(
 ): Promise<Order> {
   const answer = await env.sim.createOrder({ partner_ref: partnerRef, data: targetFor(suffix) });
   assert.equal(answer.status, 201, answer.text);
-  env.store.applyOrderSnapshot(answer.body, { source: 'create' });
+  env.store.writer.applyOrderSnapshot(answer.body, { source: 'create' });
   return answer.body;
 }
 
@@ -239,7 +238,7 @@ export async function differencesFromSimulator(
   const truth = (await sim.allOrders()).filter((o) => !refs || refs.includes(o.partner_ref));
   const problems: string[] = [];
   for (const upstream of truth) {
-    const local = store.getOrder(upstream.partner_ref);
+    const local = store.queries.getOrder(upstream.partner_ref);
     const want = [upstream.status, upstream.serial_number, upstream.success_at, upstream.invoice_number];
     const got = [local?.upstreamStatus, local?.serialNumber, local?.successAt, local?.invoiceNumber];
     if (JSON.stringify(want) !== JSON.stringify(got)) {

@@ -19,7 +19,7 @@ test('a pass polls due orders oldest-due first and ends when the poll share of t
     env.clock.advance(1);
   }
   env.clock.advance(env.settings.firstPollDelayMs);
-  const before = new Map(refs.map((ref) => [ref, env.store.getOrder(ref)!.nextPollAt]));
+  const before = new Map(refs.map((ref) => [ref, env.store.queries.getOrder(ref)!.nextPollAt]));
 
   const summary = await runReconcilePass(env.deps, { budget: env.budget });
 
@@ -29,15 +29,15 @@ test('a pass polls due orders oldest-due first and ends when the poll share of t
   assert.equal(summary.budget?.poll, 4);
   assert.equal(summary.dueAfter, 6);
   assert.deepEqual(
-    refs.filter((ref) => env.store.getOrder(ref)!.lastPolledAt !== null),
+    refs.filter((ref) => env.store.queries.getOrder(ref)!.lastPolledAt !== null),
     refs.slice(0, 4),
     'the four longest-due went first',
   );
   for (const ref of refs.slice(4)) {
-    assert.equal(env.store.getOrder(ref)!.nextPollAt, before.get(ref), `${ref} keeps its place`);
+    assert.equal(env.store.queries.getOrder(ref)!.nextPollAt, before.get(ref), `${ref} keeps its place`);
   }
   assert.deepEqual(
-    env.store.claimDueForPoll(10, env.now(), 1000).map((o) => o.partnerRef),
+    env.store.schedule.claimDueForPoll(10).map((o) => o.partnerRef),
     refs.slice(4),
     'and nothing is left claimed',
   );
@@ -48,21 +48,21 @@ test('polling backs off 1st, 2nd, 3rd … interval while nothing changes, and st
   await createUpstreamOrder(env, 'slow-1');
   const delays: number[] = [];
   const pollAndRecordDelay = async () => {
-    const due = env.store.getOrder('slow-1')!.nextPollAt!;
+    const due = env.store.queries.getOrder('slow-1')!.nextPollAt!;
     env.clock.advance(due - env.now());
     const summary = await runReconcilePass(env.deps);
     assert.equal(summary.checked, 1);
-    delays.push(env.store.getOrder('slow-1')!.nextPollAt! - env.now());
+    delays.push(env.store.queries.getOrder('slow-1')!.nextPollAt! - env.now());
   };
 
   for (let i = 0; i < 4; i++) await pollAndRecordDelay();
   assert.deepEqual(delays, [1000, 2000, 5000, 5000], 'growing, capped at the last');
-  assert.equal(env.store.getOrder('slow-1')!.pollCount, 4);
+  assert.equal(env.store.queries.getOrder('slow-1')!.pollCount, 4);
 
   // A webhook moves the order: the store puts the next poll at the first-poll delay.
   const moved = await env.sim.setStatus('slow-1', { status: 'PROCESSING' });
-  env.store.applyOrderSnapshot(moved.body, { source: 'webhook', eventId: 'evt-1' });
-  assert.equal(env.store.getOrder('slow-1')!.nextPollAt! - env.now(), env.settings.firstPollDelayMs);
+  env.store.writer.applyOrderSnapshot(moved.body, { source: 'webhook', eventId: 'evt-1' });
+  assert.equal(env.store.queries.getOrder('slow-1')!.nextPollAt! - env.now(), env.settings.firstPollDelayMs);
   await pollAndRecordDelay();
   assert.equal(delays.at(-1), 1000, 'the backoff starts over after a webhook change');
 
@@ -71,7 +71,7 @@ test('polling backs off 1st, 2nd, 3rd … interval while nothing changes, and st
   await env.sim.setStatus('slow-1', { status: 'SUCCESS' });
   await pollAndRecordDelay();
   assert.equal(delays.at(-1), env.settings.firstPollDelayMs, 'a SUCCESS without serial is polled again soon');
-  assert.equal(env.store.getOrder('slow-1')!.pollCount, 0);
+  assert.equal(env.store.queries.getOrder('slow-1')!.pollCount, 0);
   await pollAndRecordDelay();
   assert.equal(delays.at(-1), 1000);
 });
@@ -84,17 +84,24 @@ test('an order open longer than the maximum age is marked stuck, counted, and po
   await createUpstreamOrder(env, 'old-1');
   await createUpstreamOrder(env, 'young-1');
   env.clock.advance(48 * HOUR - 1000);
-  env.store.applyOrderSnapshot(snapshot('young-2', 'PENDING'), { source: 'webhook', eventId: 'e-young' });
+  env.store.writer.applyOrderSnapshot(snapshot('young-2', 'PENDING'), {
+    source: 'webhook',
+    eventId: 'e-young',
+  });
   env.clock.advance(1000);
 
   const summary = await runReconcilePass(env.deps);
 
-  const old = env.store.getOrder('old-1')!;
+  const old = env.store.queries.getOrder('old-1')!;
   assert.equal(old.stuckAt, env.now());
   assert.equal(old.nextPollAt, env.now() + 3_600_000);
-  assert.equal(env.store.getOrder('young-1')!.stuckAt, env.now(), 'created at the same time as old-1');
+  assert.equal(
+    env.store.queries.getOrder('young-1')!.stuckAt,
+    env.now(),
+    'created at the same time as old-1',
+  );
   assert.equal(summary.stuck, 2);
-  assert.equal(env.store.countByStatus().stuck, 2);
+  assert.equal(env.store.queries.countByStatus().stuck, 2);
   assert.equal(await metricValue(env.metrics, 'h2h_reconcile_stuck_orders'), 2);
   assert.ok(env.log.lines().some((l) => l.msg?.toString().startsWith('order marked stuck')));
 });
@@ -114,8 +121,8 @@ test('401 stops the pass with the upstream code and the fix, and the order keeps
   assert.equal(summary.checked, 0);
   assert.equal(summary.errors, 1);
   assert.equal(summary.dueAfter, 2);
-  assert.equal(env.store.getOrder('auth-1')!.lastPolledAt, null);
-  assert.equal(env.store.claimDueForPoll(10, env.now(), 1000).length, 2, 'no claim left behind');
+  assert.equal(env.store.queries.getOrder('auth-1')!.lastPolledAt, null);
+  assert.equal(env.store.schedule.claimDueForPoll(10).length, 2, 'no claim left behind');
   assert.ok(env.log.lines().some((l) => l.level === 50 && /INVALID_API_KEY/.test(String(l.msg))));
 });
 
@@ -128,15 +135,15 @@ test('429 from the upstream ends the pass without losing the order’s place', a
   });
   for (const ref of ['rl-1', 'rl-2']) await createUpstreamOrder(env, ref);
   env.clock.advance(env.settings.firstPollDelayMs);
-  const place = env.store.getOrder('rl-2')!.nextPollAt;
+  const place = env.store.queries.getOrder('rl-2')!.nextPollAt;
 
   const summary = await runReconcilePass(env.deps);
 
   assert.equal(summary.stoppedBy, 'rate_limited');
   assert.equal(summary.error?.code, 'TOO_MANY_REQUESTS');
   assert.equal(summary.checked, 1);
-  assert.equal(env.store.getOrder('rl-2')!.lastPolledAt, null);
-  assert.equal(env.store.getOrder('rl-2')!.nextPollAt, place);
+  assert.equal(env.store.queries.getOrder('rl-2')!.lastPolledAt, null);
+  assert.equal(env.store.queries.getOrder('rl-2')!.nextPollAt, place);
   assert.equal(summary.dueAfter, 1);
 });
 
@@ -162,7 +169,10 @@ test(`5xx answers skip the order for this pass, and ${MAX_CONSECUTIVE_FAILURES} 
 
 test('a 404 for an order the upstream had confirmed is an anomaly: logged at error, counted, and polled again later', async (t) => {
   const env = await reconcilerEnv(t, { manualClock: true });
-  env.store.applyOrderSnapshot(snapshot('ghost-1', 'PENDING'), { source: 'webhook', eventId: 'e-ghost' });
+  env.store.writer.applyOrderSnapshot(snapshot('ghost-1', 'PENDING'), {
+    source: 'webhook',
+    eventId: 'e-ghost',
+  });
   env.clock.advance(env.settings.firstPollDelayMs);
 
   const summary = await runReconcilePass(env.deps);
@@ -173,7 +183,7 @@ test('a 404 for an order the upstream had confirmed is an anomaly: logged at err
     await metricValue(env.metrics, 'h2h_reconcile_anomalies_total', { kind: 'confirmed_order_not_found' }),
     1,
   );
-  const ghost = env.store.getOrder('ghost-1')!;
+  const ghost = env.store.queries.getOrder('ghost-1')!;
   assert.equal(ghost.nextPollAt, env.now() + env.settings.backoffMs[0]!);
   assert.equal(ghost.submissionState, 'accepted');
   assert.ok(
@@ -185,36 +195,33 @@ test('a 404 for an order the upstream had confirmed is an anomaly: logged at err
 });
 
 test('claims are exclusive across connections, end with the poll or a release, and expire with their lease', async (t) => {
-  const env = await reconcilerEnv(t, { manualClock: true });
-  const { OrderStore } = await import('../../src/store/order-store.js');
+  const env = await reconcilerEnv(t, { manualClock: true, settings: { leaseMs: 5000 } });
+  const { openOrderStore } = await import('../../src/store/order-store.js');
   const { openDatabase } = await import('../../src/store/database.js');
   const otherDb = openDatabase({ path: env.dbPath });
   t.after(() => otherDb.close());
-  const other = new OrderStore(otherDb, { now: env.clock.now });
+  const other = openOrderStore(otherDb, env.settings, { now: env.clock.now });
   for (const ref of ['c-1', 'c-2', 'c-3', 'c-4'])
-    env.store.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'create' });
+    env.store.writer.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'create' });
   env.clock.advance(env.settings.firstPollDelayMs);
 
-  const mine = env.store.claimDueForPoll(2, env.now(), 5000).map((o) => o.partnerRef);
-  const theirs = other.claimDueForPoll(10, env.now(), 5000).map((o) => o.partnerRef);
+  const mine = env.store.schedule.claimDueForPoll(2).map((o) => o.partnerRef);
+  const theirs = other.schedule.claimDueForPoll(10).map((o) => o.partnerRef);
   assert.deepEqual(mine, ['c-1', 'c-2']);
   assert.deepEqual(theirs, ['c-3', 'c-4']);
-  assert.equal(
-    env.store.claimForPoll('c-3', env.now(), 5000)?.claimed,
-    false,
-    'an early poll waits for the holder',
-  );
+  assert.equal(env.store.schedule.claimForPoll('c-3')?.claimed, false, 'an early poll waits for the holder');
 
-  env.store.releasePollClaim('c-1');
-  other.recordPoll('c-3', { nextPollAt: env.now() });
+  env.store.schedule.releasePollClaim('c-1');
+  other.schedule.recordPoll('c-3');
+  env.clock.advance(env.settings.backoffMs[0]!); // c-3 is due again after the first backoff interval
   assert.deepEqual(
-    env.store.claimDueForPoll(10, env.now(), 5000).map((o) => o.partnerRef),
+    env.store.schedule.claimDueForPoll(10).map((o) => o.partnerRef),
     ['c-1', 'c-3'],
   );
   env.clock.advance(5000);
   assert.deepEqual(
-    other.claimDueForPoll(10, env.now(), 5000).map((o) => o.partnerRef),
-    ['c-1', 'c-2', 'c-3', 'c-4'],
+    other.schedule.claimDueForPoll(10).map((o) => o.partnerRef),
+    ['c-1', 'c-2', 'c-4', 'c-3'], // longest-due first: c-3's poll moved it back by the backoff
     'every lease expired',
   );
 });
@@ -230,7 +237,7 @@ test('the pass lock lets one pass run at a time; a second pass finds it held and
   const skipped = await runReconcilePass(env.deps, { lock });
   assert.equal(skipped.stoppedBy, 'locked');
   assert.equal(skipped.lockHolder, held.token);
-  assert.equal(env.store.getOrder('lock-1')!.lastPolledAt, null);
+  assert.equal(env.store.queries.getOrder('lock-1')!.lastPolledAt, null);
 
   await held.release();
   const ran = await runReconcilePass(env.deps, { lock });
@@ -247,17 +254,21 @@ test('a SUCCESS with its serial is settled at once by default, and watched for a
     const created = await createUpstreamOrder(env, `watch-${refundWatchMs}`);
     const ref = created.partner_ref;
     const success = await env.sim.setStatus(ref, { status: 'SUCCESS', serial_number: 'SN-W' });
-    env.store.applyOrderSnapshot(success.body, { source: 'webhook', eventId: `e-${ref}` });
+    env.store.writer.applyOrderSnapshot(success.body, { source: 'webhook', eventId: `e-${ref}` });
     await env.sim.setStatus(ref, { status: 'REFUNDED' }); // its webhook is lost
 
     env.clock.advance(env.settings.firstPollDelayMs);
     await runReconcilePass(env.deps);
     if (refundWatchMs === 0) {
-      assert.equal(env.store.getOrder(ref)!.nextPollAt, null);
-      assert.equal(env.store.getOrder(ref)!.status, 'SUCCESS', 'the refund goes unseen without a webhook');
+      assert.equal(env.store.queries.getOrder(ref)!.nextPollAt, null);
+      assert.equal(
+        env.store.queries.getOrder(ref)!.status,
+        'SUCCESS',
+        'the refund goes unseen without a webhook',
+      );
       continue;
     }
-    const found = env.store.getOrder(ref)!;
+    const found = env.store.queries.getOrder(ref)!;
     assert.equal(found.status, 'REFUNDED');
     assert.equal(found.nextPollAt, null);
   }
@@ -270,12 +281,12 @@ test('a watched SUCCESS without a refund is polled on the backoff until a poll c
   });
   await createUpstreamOrder(env, 'kept-1');
   const success = await env.sim.setStatus('kept-1', { status: 'SUCCESS', serial_number: 'SN-K' });
-  env.store.applyOrderSnapshot(success.body, { source: 'webhook', eventId: 'e-kept' });
+  env.store.writer.applyOrderSnapshot(success.body, { source: 'webhook', eventId: 'e-kept' });
   let polls = 0;
-  while (env.store.getOrder('kept-1')!.nextPollAt !== null) {
-    env.clock.advance(env.store.getOrder('kept-1')!.nextPollAt! - env.now());
+  while (env.store.queries.getOrder('kept-1')!.nextPollAt !== null) {
+    env.clock.advance(env.store.queries.getOrder('kept-1')!.nextPollAt! - env.now());
     polls += (await runReconcilePass(env.deps)).checked;
   }
   assert.equal(polls, 4, 'at 0.1, 10.1, 20.1 and 30.1 s: the first poll after the watch ends it');
-  assert.equal(env.store.getOrder('kept-1')!.stuckAt, null);
+  assert.equal(env.store.queries.getOrder('kept-1')!.stuckAt, null);
 });

@@ -9,7 +9,7 @@ import { RateBudget, type RateBudgetOptions } from '../../src/rate-budget/rate-b
 import type { ReconcilePassSummary } from '../../src/reconciler/reconcile-pass.js';
 import { startReconciler } from '../../src/reconciler/reconciler.js';
 import { openDatabase } from '../../src/store/database.js';
-import { OrderStore } from '../../src/store/order-store.js';
+import { openOrderStore } from '../../src/store/order-store.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 
 export interface ReconcilerProcessConfig {
@@ -30,8 +30,7 @@ export interface ReconcilerProcessReport {
 
 process.once('message', async (config: ReconcilerProcessConfig) => {
   const db = openDatabase({ path: config.dbPath });
-  const { firstPollDelayMs, refundWatchMs } = config.settings;
-  const store = new OrderStore(db, { firstPollDelayMs, refundWatchMs });
+  const store = openOrderStore(db, config.settings);
   const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 1 });
   const budget = new RateBudget({ redis, apiKey: config.apiKey, ...config.budget });
   const client = new UpstreamClient({ baseUrl: config.baseUrl, apiKey: config.apiKey, budget });

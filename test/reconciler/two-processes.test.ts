@@ -49,7 +49,7 @@ test('two reconciler processes on one store and Redis run one pass at a time, po
   for (let i = 0; i < 24; i++) {
     const suffix = i < 18 ? suffixes[i % suffixes.length]! : '0007';
     const placed = await placeOrder(
-      { client: env.client, store: env.store },
+      { client: env.client, writer: env.store.writer },
       {
         productCode: 'MLBB-86',
         data: targetFor(suffix),
@@ -62,7 +62,7 @@ test('two reconciler processes on one store and Redis run one pass at a time, po
 
   await waitFor(
     async () =>
-      refs.every((ref) => env.store.getOrder(ref)!.lastPolledAt !== null) &&
+      refs.every((ref) => env.store.queries.getOrder(ref)!.lastPolledAt !== null) &&
       (await differencesFromSimulator(env.store, env.sim, refs)).length === 0,
     { timeoutMs: 30_000, message: 'every order polled and equal to the upstream' },
   );

@@ -8,9 +8,9 @@ const DATA = { user_id: '12345678', server_id: '2001' };
 
 test('the create answer gives a pending local order its first status and accepts the submission', (t) => {
   const { store } = tempStore(t);
-  store.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
+  store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
 
-  const result = store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+  const result = store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
 
   assert.equal(result.changed, true);
   assert.equal(result.reason, 'initial');
@@ -21,7 +21,7 @@ test('the create answer gives a pending local order its first status and accepts
   assert.equal(result.order.amount, 15_000);
   assert.deepEqual(result.order.data, DATA);
   assert.deepEqual(
-    store.listEvents('R1').map((e) => [e.source, e.status, e.changed, e.reason]),
+    store.queries.listEvents('R1').map((e) => [e.source, e.status, e.changed, e.reason]),
     [['create', 'PENDING', true, 'initial']],
   );
 });
@@ -31,15 +31,15 @@ test('every allowed transition of decisions.md moves the order and records an ev
   for (const from of ORDER_STATUSES) {
     for (const to of ALLOWED_TRANSITIONS[from]) {
       const ref = `${from}-${to}`;
-      store.applyOrderSnapshot(snapshot(ref, from), { source: 'poll' });
+      store.writer.applyOrderSnapshot(snapshot(ref, from), { source: 'poll' });
 
-      const result = store.applyOrderSnapshot(snapshot(ref, to), { source: 'webhook', eventId: ref });
+      const result = store.writer.applyOrderSnapshot(snapshot(ref, to), { source: 'webhook', eventId: ref });
 
       assert.equal(result.changed, true, ref);
       assert.equal(result.reason, 'transition', ref);
       assert.equal(result.order.status, to, ref);
       assert.equal(result.order.upstreamStatus, to, ref);
-      const last = store.listEvents(ref).at(-1)!;
+      const last = store.queries.listEvents(ref).at(-1)!;
       assert.deepEqual([last.source, last.eventId, last.status, last.changed], ['webhook', ref, to, true]);
     }
   }
@@ -58,29 +58,32 @@ test('a regression is recorded with changed=0 and its reason, and leaves the ord
     ],
   ];
   for (const [name, settled, late] of cases) {
-    const before = store.applyOrderSnapshot(settled, { source: 'webhook', eventId: `${name}-1` }).order;
+    const before = store.writer.applyOrderSnapshot(settled, {
+      source: 'webhook',
+      eventId: `${name}-1`,
+    }).order;
     clock.advance(60_000);
 
-    const result = store.applyOrderSnapshot(late, { source: 'webhook', eventId: `${name}-2` });
+    const result = store.writer.applyOrderSnapshot(late, { source: 'webhook', eventId: `${name}-2` });
 
     assert.equal(result.changed, false, name);
     assert.equal(result.reason, 'not_allowed', name);
     assert.deepEqual(result.order, before, name);
-    assert.deepEqual(store.getOrder(settled.partner_ref), before, name);
-    const last = store.listEvents(settled.partner_ref).at(-1)!;
+    assert.deepEqual(store.queries.getOrder(settled.partner_ref), before, name);
+    const last = store.queries.listEvents(settled.partner_ref).at(-1)!;
     assert.deepEqual([last.status, last.changed, last.reason], [late.status, false, 'not_allowed'], name);
   }
 });
 
 test('a refund that overtakes its SUCCESS webhook moves the order on, and the late SUCCESS changes nothing', (t) => {
   const { store } = tempStore(t);
-  store.applyOrderSnapshot(snapshot('R1', 'PROCESSING'), { source: 'webhook', eventId: 'e1' });
+  store.writer.applyOrderSnapshot(snapshot('R1', 'PROCESSING'), { source: 'webhook', eventId: 'e1' });
 
-  const refund = store.applyOrderSnapshot(snapshot('R1', 'REFUNDED', { serial_number: 'SN-1' }), {
+  const refund = store.writer.applyOrderSnapshot(snapshot('R1', 'REFUNDED', { serial_number: 'SN-1' }), {
     source: 'webhook',
     eventId: 'e3',
   });
-  const late = store.applyOrderSnapshot(snapshot('R1', 'SUCCESS', { serial_number: 'SN-1' }), {
+  const late = store.writer.applyOrderSnapshot(snapshot('R1', 'SUCCESS', { serial_number: 'SN-1' }), {
     source: 'webhook',
     eventId: 'e2',
   });
@@ -94,20 +97,23 @@ test('a refund that overtakes its SUCCESS webhook moves the order on, and the la
 
 test('the same status again is recorded as a duplicate and changes nothing', (t) => {
   const { store } = tempStore(t);
-  const first = store.applyOrderSnapshot(snapshot('R1', 'PROCESSING'), { source: 'webhook', eventId: 'e1' });
+  const first = store.writer.applyOrderSnapshot(snapshot('R1', 'PROCESSING'), {
+    source: 'webhook',
+    eventId: 'e1',
+  });
 
-  const again = store.applyOrderSnapshot(snapshot('R1', 'PROCESSING'), { source: 'poll' });
+  const again = store.writer.applyOrderSnapshot(snapshot('R1', 'PROCESSING'), { source: 'poll' });
 
   assert.deepEqual([again.changed, again.reason, again.duplicate], [false, 'duplicate', false]);
   assert.deepEqual(again.order, first.order);
-  assert.equal(store.listEvents('R1').length, 2);
+  assert.equal(store.queries.listEvents('R1').length, 2);
 });
 
 test('SUCCESS then SUCCESS with a serial number adds the serial', (t) => {
   const { store } = tempStore(t);
-  store.applyOrderSnapshot(snapshot('R1', 'SUCCESS'), { source: 'webhook', eventId: 'e1' });
+  store.writer.applyOrderSnapshot(snapshot('R1', 'SUCCESS'), { source: 'webhook', eventId: 'e1' });
 
-  const result = store.applyOrderSnapshot(snapshot('R1', 'SUCCESS', { serial_number: 'SN-9' }), {
+  const result = store.writer.applyOrderSnapshot(snapshot('R1', 'SUCCESS', { serial_number: 'SN-9' }), {
     source: 'webhook',
     eventId: 'e2',
   });
@@ -119,9 +125,9 @@ test('SUCCESS then SUCCESS with a serial number adds the serial', (t) => {
 
 test('a snapshot that lacks a known serial or nickname does not erase it', (t) => {
   const { store } = tempStore(t);
-  store.applyOrderSnapshot(snapshot('R1', 'SUCCESS', { serial_number: 'SN-1' }), { source: 'poll' });
+  store.writer.applyOrderSnapshot(snapshot('R1', 'SUCCESS', { serial_number: 'SN-1' }), { source: 'poll' });
 
-  const result = store.applyOrderSnapshot(
+  const result = store.writer.applyOrderSnapshot(
     snapshot('R1', 'REFUNDED', { serial_number: null, nickname: null }),
     {
       source: 'poll',
@@ -136,39 +142,48 @@ test('a snapshot that lacks a known serial or nickname does not erase it', (t) =
 
 test('a repeated webhook event id records nothing new and reports a duplicate', (t) => {
   const { store } = tempStore(t);
-  store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'webhook', eventId: 'evt-1' });
-  const first = store.applyOrderSnapshot(snapshot('R1', 'PROCESSING'), {
+  store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'webhook', eventId: 'evt-1' });
+  const first = store.writer.applyOrderSnapshot(snapshot('R1', 'PROCESSING'), {
     source: 'webhook',
     eventId: 'evt-2',
   });
 
   // The same event id, even carrying another state, is the same delivery retried.
-  const repeat = store.applyOrderSnapshot(snapshot('R1', 'SUCCESS'), { source: 'webhook', eventId: 'evt-2' });
+  const repeat = store.writer.applyOrderSnapshot(snapshot('R1', 'SUCCESS'), {
+    source: 'webhook',
+    eventId: 'evt-2',
+  });
 
   assert.deepEqual(
     [repeat.duplicate, repeat.changed, repeat.reason, repeat.created],
     [true, false, 'duplicate_event', false],
   );
   assert.deepEqual(repeat.order, first.order);
-  assert.equal(store.listEvents('R1').length, 2);
+  assert.equal(store.queries.listEvents('R1').length, 2);
 });
 
 test('the same event id from another source is a different event', (t) => {
   const { store } = tempStore(t);
-  store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'webhook', eventId: 'k1' });
+  store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'webhook', eventId: 'k1' });
 
-  const result = store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'manual', eventId: 'k1' });
+  const result = store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), {
+    source: 'manual',
+    eventId: 'k1',
+  });
 
   assert.equal(result.duplicate, false);
-  assert.equal(store.listEvents('R1').length, 2);
+  assert.equal(store.queries.listEvents('R1').length, 2);
 });
 
 test('an unknown status string is kept in upstream_status, the status stays, and the order stays due for polling', (t) => {
   const { store, clock } = tempStore(t, { firstPollDelayMs: 30_000 });
-  store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+  store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
   clock.advance(5_000);
 
-  const result = store.applyOrderSnapshot(snapshot('R1', 'ON_HOLD'), { source: 'webhook', eventId: 'e1' });
+  const result = store.writer.applyOrderSnapshot(snapshot('R1', 'ON_HOLD'), {
+    source: 'webhook',
+    eventId: 'e1',
+  });
 
   assert.deepEqual([result.changed, result.reason], [false, 'unknown_status']);
   assert.equal(result.order.status, 'PENDING');
@@ -176,13 +191,13 @@ test('an unknown status string is kept in upstream_status, the status stays, and
   assert.notEqual(result.order.nextPollAt, null);
   clock.advance(25_000);
   assert.deepEqual(
-    store.dueForPoll(10).map((o) => o.partnerRef),
+    store.schedule.dueForPoll(10).map((o) => o.partnerRef),
     ['R1'],
   );
-  assert.equal(store.listEvents('R1').at(-1)!.status, 'ON_HOLD');
+  assert.equal(store.queries.listEvents('R1').at(-1)!.status, 'ON_HOLD');
   // A known status later moves the order on as usual.
   assert.equal(
-    store.applyOrderSnapshot(snapshot('R1', 'SUCCESS'), { source: 'poll' }).order.status,
+    store.writer.applyOrderSnapshot(snapshot('R1', 'SUCCESS'), { source: 'poll' }).order.status,
     'SUCCESS',
   );
 });
@@ -190,7 +205,10 @@ test('an unknown status string is kept in upstream_status, the status stays, and
 test('an unknown status as the first news of an order creates it with no status, still to be polled', (t) => {
   const { store } = tempStore(t);
 
-  const result = store.applyOrderSnapshot(snapshot('R1', 'QUEUED'), { source: 'webhook', eventId: 'e1' });
+  const result = store.writer.applyOrderSnapshot(snapshot('R1', 'QUEUED'), {
+    source: 'webhook',
+    eventId: 'e1',
+  });
 
   assert.deepEqual([result.created, result.reason, result.order.status], [true, 'unknown_status', null]);
   assert.equal(result.order.upstreamStatus, 'QUEUED');
@@ -201,7 +219,7 @@ test('an unknown status as the first news of an order creates it with no status,
 test('a snapshot for an order unknown locally creates it as accepted, placed elsewhere', (t) => {
   const { store } = tempStore(t);
 
-  const result = store.applyOrderSnapshot(snapshot('ELSEWHERE', 'PROCESSING'), {
+  const result = store.writer.applyOrderSnapshot(snapshot('ELSEWHERE', 'PROCESSING'), {
     source: 'webhook',
     eventId: 'e1',
   });
@@ -210,15 +228,15 @@ test('a snapshot for an order unknown locally creates it as accepted, placed els
   assert.equal(result.order.status, 'PROCESSING');
   assert.equal(result.order.submissionState, 'accepted');
   assert.equal(result.order.data, null);
-  assert.deepEqual(store.getOrder('INV-ELSEWHERE'), result.order);
+  assert.deepEqual(store.queries.getOrder('INV-ELSEWHERE'), result.order);
 });
 
 test('a webhook that beats the create answer is applied, and the late create answer changes nothing', (t) => {
   const { store } = tempStore(t);
-  store.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
-  store.applyOrderSnapshot(snapshot('R1', 'PROCESSING'), { source: 'webhook', eventId: 'e1' });
+  store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
+  store.writer.applyOrderSnapshot(snapshot('R1', 'PROCESSING'), { source: 'webhook', eventId: 'e1' });
 
-  const late = store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+  const late = store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
 
   assert.deepEqual([late.changed, late.reason, late.created], [false, 'not_allowed', false]);
   assert.equal(late.order.status, 'PROCESSING');
@@ -227,9 +245,9 @@ test('a webhook that beats the create answer is applied, and the late create ans
 
 test('a snapshot without partner_ref finds its order by invoice number', (t) => {
   const { store } = tempStore(t);
-  store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+  store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
 
-  const result = store.applyOrderSnapshot(
+  const result = store.writer.applyOrderSnapshot(
     { ...snapshot('R1', 'FAILED'), partner_ref: '' },
     { source: 'webhook', eventId: 'e1' },
   );
@@ -247,11 +265,11 @@ test('a snapshot with no status, or with no reference, is refused as permanently
   ];
   for (const s of invalid) {
     assert.throws(
-      () => store.applyOrderSnapshot(s, { source: 'webhook', eventId: 'bad' }),
+      () => store.writer.applyOrderSnapshot(s, { source: 'webhook', eventId: 'bad' }),
       (error: unknown) => error instanceof StoreError && error.code === 'INVALID_SNAPSHOT',
     );
   }
-  assert.deepEqual(store.listOrders(), []);
+  assert.deepEqual(store.queries.listOrders(), []);
 });
 
 test('the audit trail keeps the payload given, the receive time and the apply time', (t) => {
@@ -259,9 +277,9 @@ test('the audit trail keeps the payload given, the receive time and the apply ti
   const body = { event_id: 'e1', event: 'order.updated', data: snapshot('R1', 'PENDING') };
   const receivedAt = clock.now() - 1_000;
 
-  store.applyOrderSnapshot(body.data, { source: 'webhook', eventId: 'e1', payload: body, receivedAt });
+  store.writer.applyOrderSnapshot(body.data, { source: 'webhook', eventId: 'e1', payload: body, receivedAt });
 
-  const [event] = store.listEvents('R1');
+  const [event] = store.queries.listEvents('R1');
   assert.deepEqual(event!.payload, body);
   assert.equal(event!.receivedAt, receivedAt);
   assert.equal(event!.appliedAt, clock.now());
@@ -271,15 +289,17 @@ test('a final state is never left, whatever arrives after it', (t) => {
   const { store } = tempStore(t);
   for (const final of ['FAILED', 'REFUNDED'] as const) {
     const ref = `R-${final}`;
-    const settled = store.applyOrderSnapshot(snapshot(ref, final, { serial_number: 'SN' }), {
+    const settled = store.writer.applyOrderSnapshot(snapshot(ref, final, { serial_number: 'SN' }), {
       source: 'poll',
     });
     for (const later of [...ORDER_STATUSES, 'ON_HOLD']) {
-      store.applyOrderSnapshot(snapshot(ref, later, { serial_number: 'SN-other' }), { source: 'poll' });
+      store.writer.applyOrderSnapshot(snapshot(ref, later, { serial_number: 'SN-other' }), {
+        source: 'poll',
+      });
     }
-    assert.deepEqual(store.getOrder(ref)!.status, final);
+    assert.deepEqual(store.queries.getOrder(ref)!.status, final);
     assert.deepEqual(
-      { ...store.getOrder(ref)!, upstreamStatus: null },
+      { ...store.queries.getOrder(ref)!, upstreamStatus: null },
       { ...settled.order, upstreamStatus: null },
     );
   }

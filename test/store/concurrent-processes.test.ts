@@ -5,8 +5,8 @@ import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { openDatabase } from '../../src/store/database.js';
-import { OrderStore } from '../../src/store/order-store.js';
-import { nextMessage, snapshot, tempDbPath } from '../helpers/store.js';
+import { openOrderStore } from '../../src/store/order-store.js';
+import { nextMessage, scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
 import type { ProcessEvent, ProcessReport } from './apply-events-process.js';
 
 const CHILD = join(dirname(fileURLToPath(import.meta.url)), 'apply-events-process.ts');
@@ -58,10 +58,10 @@ test('two processes applying the same events at the same time end consistent, wi
 
   const db = openDatabase({ path });
   t.after(() => db.close());
-  const store = new OrderStore(db);
+  const store = openOrderStore(db, scheduleSettings());
   assert.deepEqual(db.prepare('SELECT COUNT(*) AS n FROM order_events').get(), { n: events.length });
   for (let n = 0; n < ORDERS; n++) {
-    const order = store.getOrder(`C${n}`)!;
+    const order = store.queries.getOrder(`C${n}`)!;
     if (n % 2 === 0) {
       assert.deepEqual([order.status, order.serialNumber], ['REFUNDED', `SN-${n}`], order.partnerRef);
     } else {

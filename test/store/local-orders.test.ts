@@ -7,9 +7,13 @@ const DATA = { user_id: '12345678', server_id: '2001' };
 
 test('a partner_ref can only exist once: creating it again returns the existing order', (t) => {
   const { store, db } = tempStore(t);
-  const first = store.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
+  const first = store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
 
-  const second = store.createLocalOrder({ partnerRef: 'R1', productId: 'other', data: { user_id: '9' } });
+  const second = store.writer.createLocalOrder({
+    partnerRef: 'R1',
+    productId: 'other',
+    data: { user_id: '9' },
+  });
 
   assert.equal(first.created, true);
   assert.equal(second.created, false);
@@ -30,7 +34,7 @@ test('a partner_ref can only exist once: creating it again returns the existing 
 test('a new local order is pending, keeps what was sent, and has no status yet', (t) => {
   const { store, clock } = tempStore(t);
 
-  const { order } = store.createLocalOrder({
+  const { order } = store.writer.createLocalOrder({
     partnerRef: 'R1',
     productCode: 'ML86',
     data: DATA,
@@ -43,34 +47,34 @@ test('a new local order is pending, keeps what was sent, and has no status yet',
   assert.deepEqual(order.data, DATA);
   assert.equal(order.callbackUrl, 'https://reseller.example/hooks');
   assert.equal(order.localCreatedAt, clock.now());
-  assert.deepEqual(store.listEvents('R1'), []);
+  assert.deepEqual(store.queries.listEvents('R1'), []);
 });
 
 test('a partner_ref that is empty or longer than 64 characters is refused', (t) => {
   const { store } = tempStore(t);
   for (const partnerRef of ['', 'x'.repeat(65)]) {
     assert.throws(
-      () => store.createLocalOrder({ partnerRef, data: DATA }),
+      () => store.writer.createLocalOrder({ partnerRef, data: DATA }),
       (error: unknown) => error instanceof StoreError && error.code === 'INVALID_PARTNER_REF',
     );
   }
-  assert.equal(store.createLocalOrder({ partnerRef: 'x'.repeat(64), data: DATA }).created, true);
+  assert.equal(store.writer.createLocalOrder({ partnerRef: 'x'.repeat(64), data: DATA }).created, true);
 });
 
 test('a rejected submission keeps the upstream code and detail, ends polling, and never gets a status', (t) => {
   const { store } = tempStore(t);
-  store.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
+  store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
 
-  const order = store.markRejected('R1', 'INSUFFICIENT_BALANCE', 'balance 1000 < price 15000');
+  const order = store.writer.markRejected('R1', 'INSUFFICIENT_BALANCE', 'balance 1000 < price 15000');
 
   assert.equal(order.submissionState, 'rejected');
   assert.equal(order.rejectionCode, 'INSUFFICIENT_BALANCE');
   assert.equal(order.rejectionDetail, 'balance 1000 < price 15000');
   assert.equal(order.status, null);
   assert.equal(order.nextPollAt, null);
-  assert.deepEqual(store.getOrder('R1'), order);
+  assert.deepEqual(store.queries.getOrder('R1'), order);
   assert.deepEqual(
-    store.listEvents('R1').map((e) => [e.source, e.status, e.changed, e.reason, e.payload]),
+    store.queries.listEvents('R1').map((e) => [e.source, e.status, e.changed, e.reason, e.payload]),
     [
       [
         'create',
@@ -85,29 +89,29 @@ test('a rejected submission keeps the upstream code and detail, ends polling, an
 
 test('an unknown submission is due for a poll at once and keeps its status', (t) => {
   const { store, clock } = tempStore(t);
-  store.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
+  store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
 
-  const order = store.markSubmissionUnknown('R1');
+  const order = store.writer.markSubmissionUnknown('R1');
 
   assert.equal(order.submissionState, 'unknown');
   assert.equal(order.status, null);
   assert.equal(order.nextPollAt, clock.now());
   assert.deepEqual(
-    store.dueForPoll(10).map((o) => o.partnerRef),
+    store.schedule.dueForPoll(10).map((o) => o.partnerRef),
     ['R1'],
   );
   assert.deepEqual(
-    store.listEvents('R1').map((e) => [e.source, e.changed, e.reason]),
+    store.queries.listEvents('R1').map((e) => [e.source, e.changed, e.reason]),
     [['create', true, 'submission_unknown']],
   );
 });
 
 test('an unknown submission is accepted when the upstream shows the order', (t) => {
   const { store } = tempStore(t);
-  store.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
-  store.markSubmissionUnknown('R1');
+  store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
+  store.writer.markSubmissionUnknown('R1');
 
-  const { order } = store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'poll' });
+  const { order } = store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'poll' });
 
   assert.equal(order.submissionState, 'accepted');
   assert.equal(order.status, 'PENDING');
@@ -115,19 +119,19 @@ test('an unknown submission is accepted when the upstream shows the order', (t) 
 
 test('a create outcome that arrives after the upstream confirmed the order changes nothing', (t) => {
   const { store } = tempStore(t);
-  store.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
-  const confirmed = store.applyOrderSnapshot(snapshot('R1', 'PROCESSING'), {
+  store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
+  const confirmed = store.writer.applyOrderSnapshot(snapshot('R1', 'PROCESSING'), {
     source: 'webhook',
     eventId: 'e1',
   });
 
-  const afterTimeout = store.markSubmissionUnknown('R1');
-  const afterRejection = store.markRejected('R1', 'INVALID_TARGET', 'user_id');
+  const afterTimeout = store.writer.markSubmissionUnknown('R1');
+  const afterRejection = store.writer.markRejected('R1', 'INVALID_TARGET', 'user_id');
 
   assert.deepEqual(afterTimeout, confirmed.order);
   assert.deepEqual(afterRejection, confirmed.order);
   assert.deepEqual(
-    store.listEvents('R1').map((e) => [e.changed, e.reason]),
+    store.queries.listEvents('R1').map((e) => [e.changed, e.reason]),
     [
       [true, 'initial'],
       [false, 'submission_settled'],
@@ -139,68 +143,11 @@ test('a create outcome that arrives after the upstream confirmed the order chang
 test('marking an order that does not exist is refused', (t) => {
   const { store } = tempStore(t);
   assert.throws(
-    () => store.markRejected('NOPE', 'INVALID_PRODUCT', 'x'),
+    () => store.writer.markRejected('NOPE', 'INVALID_PRODUCT', 'x'),
     (error: unknown) => error instanceof StoreError && error.code === 'ORDER_NOT_FOUND',
   );
   assert.throws(
-    () => store.recordPoll('NOPE', { nextPollAt: 0 }),
+    () => store.schedule.recordPoll('NOPE'),
     (error: unknown) => error instanceof StoreError && error.code === 'ORDER_NOT_FOUND',
   );
-});
-
-test('an order is found by partner_ref or by invoice number; an unknown ref finds nothing', (t) => {
-  const { store } = tempStore(t);
-  const { order } = store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
-
-  assert.deepEqual(store.getOrder('R1'), order);
-  assert.deepEqual(store.getOrder('INV-R1'), order);
-  assert.equal(store.getOrder('NOPE'), undefined);
-  assert.equal(store.listEvents('INV-R1').length, 1);
-  assert.deepEqual(store.listEvents('NOPE'), []);
-});
-
-test('orders are listed newest first, filtered by status, submission state or raw upstream status', (t) => {
-  const { store, clock } = tempStore(t);
-  store.applyOrderSnapshot(snapshot('A', 'PENDING'), { source: 'poll' });
-  clock.advance(1);
-  store.applyOrderSnapshot(snapshot('B', 'SUCCESS'), { source: 'poll' });
-  clock.advance(1);
-  store.createLocalOrder({ partnerRef: 'C', data: DATA });
-  store.markRejected('C', 'INVALID_PRODUCT', 'no such product');
-  clock.advance(1);
-  store.applyOrderSnapshot(snapshot('D', 'PENDING'), { source: 'poll' });
-  clock.advance(1);
-  store.applyOrderSnapshot(snapshot('E', 'ON_HOLD'), { source: 'poll' });
-
-  const refs = (orders: { partnerRef: string }[]) => orders.map((o) => o.partnerRef);
-  assert.deepEqual(refs(store.listOrders()), ['E', 'D', 'C', 'B', 'A']);
-  assert.deepEqual(refs(store.listOrders({ limit: 2 })), ['E', 'D']);
-  assert.deepEqual(refs(store.listOrders({ status: 'PENDING' })), ['D', 'A']);
-  assert.deepEqual(refs(store.listOrders({ status: 'rejected' })), ['C']);
-  assert.deepEqual(refs(store.listOrders({ status: 'ON_HOLD' })), ['E']);
-  assert.throws(() => store.listOrders({ limit: 0 }), RangeError);
-});
-
-test('the counts show orders by status and submission state, open, due and stuck orders', (t) => {
-  const { store, clock } = tempStore(t, { firstPollDelayMs: 1_000 });
-  const start = clock.now();
-  store.applyOrderSnapshot(snapshot('A', 'PENDING'), { source: 'poll' });
-  store.applyOrderSnapshot(snapshot('B', 'SUCCESS', { serial_number: 'SN' }), { source: 'poll' });
-  store.applyOrderSnapshot(snapshot('C', 'ON_HOLD'), { source: 'poll' });
-  store.createLocalOrder({ partnerRef: 'D', data: DATA });
-  store.createLocalOrder({ partnerRef: 'E', data: DATA });
-  store.markRejected('E', 'INVALID_TARGET', 'user_id');
-  store.recordPoll('A', { nextPollAt: start + 60_000, stuck: true });
-
-  const counts = store.countByStatus(start + 1_000);
-
-  assert.deepEqual(counts, {
-    total: 5,
-    byStatus: { ON_HOLD: 1, PENDING: 1, SUCCESS: 1 },
-    bySubmissionState: { pending: 1, accepted: 3, rejected: 1, unknown: 0 },
-    open: 3,
-    oldestOpenLocalCreatedAt: start,
-    dueForPoll: 2,
-    stuck: 1,
-  });
 });

@@ -43,18 +43,22 @@ for (const [name, timeline] of Object.entries(TIMELINES)) {
       const ref = `P${run++}`;
       const snapshots = timeline(ref);
       for (const i of order) {
-        store.applyOrderSnapshot(snapshots[i]!, { source: 'webhook', eventId: `${ref}-${i}` });
+        store.writer.applyOrderSnapshot(snapshots[i]!, { source: 'webhook', eventId: `${ref}-${i}` });
       }
       settledRefs.push(ref);
     }
     const inOrder = timeline('IN-ORDER');
     for (const [i, s] of inOrder.entries())
-      store.applyOrderSnapshot(s, { source: 'webhook', eventId: `io-${i}` });
+      store.writer.applyOrderSnapshot(s, { source: 'webhook', eventId: `io-${i}` });
 
-    const expected = { ...store.getOrder('IN-ORDER')!, id: 0, partnerRef: '', invoiceNumber: '' };
+    const expected = { ...store.queries.getOrder('IN-ORDER')!, id: 0, partnerRef: '', invoiceNumber: '' };
     for (const ref of settledRefs) {
-      assert.deepEqual({ ...store.getOrder(ref)!, id: 0, partnerRef: '', invoiceNumber: '' }, expected, ref);
-      assert.equal(store.listEvents(ref).length, events.length, ref);
+      assert.deepEqual(
+        { ...store.queries.getOrder(ref)!, id: 0, partnerRef: '', invoiceNumber: '' },
+        expected,
+        ref,
+      );
+      assert.equal(store.queries.listEvents(ref).length, events.length, ref);
     }
     assert.equal(expected.status, inOrder.at(-1)!.status);
     assert.equal(expected.nextPollAt, null);

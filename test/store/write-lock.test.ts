@@ -4,8 +4,8 @@ import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { openDatabase } from '../../src/store/database.js';
-import { OrderStore } from '../../src/store/order-store.js';
-import { nextMessage, snapshot, tempDbPath } from '../helpers/store.js';
+import { openOrderStore } from '../../src/store/order-store.js';
+import { nextMessage, scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
 
 const HOLDER = join(dirname(fileURLToPath(import.meta.url)), 'lock-holder-process.ts');
 
@@ -22,12 +22,15 @@ test("a write waits for another process's transaction to commit, then applies af
   await nextMessage(holder);
   const db = openDatabase({ path });
   t.after(() => db.close());
-  const store = new OrderStore(db);
+  const store = openOrderStore(db, scheduleSettings());
 
-  const result = store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+  const result = store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
 
   assert.equal(result.created, true);
-  assert.ok(store.getOrder('R1')!.id > store.getOrder('HELD')!.id, 'the held transaction committed first');
+  assert.ok(
+    store.queries.getOrder('R1')!.id > store.queries.getOrder('HELD')!.id,
+    'the held transaction committed first',
+  );
 });
 
 test('a write gives up with SQLITE_BUSY once the busy timeout has passed, and the timeout stays as set', async (t) => {
@@ -38,15 +41,18 @@ test('a write gives up with SQLITE_BUSY once the busy timeout has passed, and th
   await nextMessage(holder);
   const db = openDatabase({ path, busyTimeoutMs: 100 });
   t.after(() => db.close());
-  const store = new OrderStore(db);
+  const store = openOrderStore(db, scheduleSettings());
 
   assert.throws(
-    () => store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' }),
+    () => store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' }),
     (error: unknown) => (error as { code?: string }).code === 'SQLITE_BUSY',
   );
   assert.equal(db.pragma('busy_timeout', { simple: true }), 100);
   const released = nextMessage(holder);
   holder.send('release');
   await released;
-  assert.equal(store.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' }).created, true);
+  assert.equal(
+    store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' }).created,
+    true,
+  );
 });

@@ -4,9 +4,9 @@ import { test } from 'node:test';
 import type { Database } from 'better-sqlite3';
 import type { WebhookProducer } from '../../src/queue/webhook-producer.js';
 import { openDatabase } from '../../src/store/database.js';
-import { OrderStore } from '../../src/store/order-store.js';
+import { openOrderStore } from '../../src/store/order-store.js';
 import { privateRedis } from '../helpers/redis.js';
-import { snapshot, tempDbPath } from '../helpers/store.js';
+import { scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import { freezableProxy } from '../receiver/receiver-harness.js';
 import {
@@ -89,9 +89,9 @@ test('a worker killed with SIGKILL mid-batch loses nothing: another takes over i
     { rows: events, ids: events },
     'one order_events row per event id: nothing lost, nothing applied twice',
   );
-  const store = new OrderStore(reader);
+  const store = openOrderStore(reader, scheduleSettings());
   for (let n = 0; n < ORDERS; n++) {
-    const order = store.getOrder(`crash-${n}`)!;
+    const order = store.queries.getOrder(`crash-${n}`)!;
     assert.deepEqual([order.status, order.serialNumber], ['SUCCESS', `SN-crash-${n}`], order.partnerRef);
   }
   const duplicates = (await producer.webhookQueue.getCompleted(0, -1)).filter(
@@ -193,10 +193,10 @@ test('a worker cut off from Redis after committing exits within its deadline; an
     reader.prepare('SELECT COUNT(*) AS rows, COUNT(DISTINCT event_id) AS ids FROM order_events').get(),
     { rows: backlog, ids: backlog },
   );
-  const store = new OrderStore(reader);
+  const store = openOrderStore(reader, scheduleSettings());
   for (const job of duplicates) {
     const ref = job.returnvalue.partnerRef;
-    assert.equal(store.listEvents(ref).length, 1, `${ref} recorded once`);
-    assert.equal(store.getOrder(ref)?.serialNumber, `SN-${ref}`);
+    assert.equal(store.queries.listEvents(ref).length, 1, `${ref} recorded once`);
+    assert.equal(store.queries.getOrder(ref)?.serialNumber, `SN-${ref}`);
   }
 });

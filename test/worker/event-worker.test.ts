@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { WebhookProducer } from '../../src/queue/webhook-producer.js';
 import { openDatabase } from '../../src/store/database.js';
-import { OrderStore } from '../../src/store/order-store.js';
+import { openOrderStore } from '../../src/store/order-store.js';
 import { privateRedis } from '../helpers/redis.js';
-import { snapshot, tempDbPath } from '../helpers/store.js';
+import { scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import {
   cleanupScope,
@@ -37,19 +37,19 @@ async function setup(test: Parameters<typeof privateRedis>[0]) {
   // The test's own connection to the file, as the CLI or the order placement would have.
   const db = openDatabase({ path: dbPath });
   t.after(() => db.close());
-  const store = new OrderStore(db);
+  const store = openOrderStore(db, scheduleSettings());
   return { t, redis, dbPath, producer, db, store };
 }
 
 test('a queued webhook moves its order; a duplicate event id and an older state are recorded but change nothing', async (t) => {
   const { t: scope, redis, dbPath, producer, store } = await setup(t);
-  store.createLocalOrder({ partnerRef: 'known-1', productCode: 'ML86', data: { user_id: '1' } });
-  store.applyOrderSnapshot(snapshot('known-1', 'PENDING'), { source: 'create' });
+  store.writer.createLocalOrder({ partnerRef: 'known-1', productCode: 'ML86', data: { user_id: '1' } });
+  store.writer.applyOrderSnapshot(snapshot('known-1', 'PENDING'), { source: 'create' });
   await startTestWorker(scope, { redisUrl: redis.url, dbPath });
 
   const processing = await queueSnapshot(producer, snapshot('known-1', 'PROCESSING'));
   await jobIn(producer, jobIdOf(processing), 'completed');
-  assert.equal(store.getOrder('known-1')?.status, 'PROCESSING');
+  assert.equal(store.queries.getOrder('known-1')?.status, 'PROCESSING');
 
   const success = snapshot('known-1', 'SUCCESS', { serial_number: 'SN-1' });
   const successId = await queueSnapshot(producer, success);
@@ -73,10 +73,10 @@ test('a queued webhook moves its order; a duplicate event id and an older state 
   const late = await queueSnapshot(producer, snapshot('known-1', 'PENDING'));
   await jobIn(producer, jobIdOf(late), 'completed');
 
-  const order = store.getOrder('known-1')!;
+  const order = store.queries.getOrder('known-1')!;
   assert.deepEqual([order.status, order.serialNumber], ['SUCCESS', 'SN-1']);
   assert.deepEqual(
-    store.listEvents('known-1').map((e) => [e.source, e.eventId, e.status, e.changed, e.reason]),
+    store.queries.listEvents('known-1').map((e) => [e.source, e.eventId, e.status, e.changed, e.reason]),
     [
       ['create', null, 'PENDING', true, 'initial'],
       ['webhook', processing, 'PROCESSING', true, 'transition'],
@@ -84,7 +84,7 @@ test('a queued webhook moves its order; a duplicate event id and an older state 
       ['webhook', late, 'PENDING', false, 'not_allowed'],
     ],
   );
-  const recorded = store.listEvents('known-1')[2]!;
+  const recorded = store.queries.listEvents('known-1')[2]!;
   assert.equal((recorded.payload as { event_id: string }).event_id, successId, 'the whole body is kept');
 });
 
@@ -97,13 +97,13 @@ test('a webhook for an order unknown locally creates it; without an event id hea
   const job = await jobIn(producer, jobId, 'completed');
   assert.equal(job.returnvalue.created, true);
 
-  const order = store.getOrder('elsewhere-1')!;
+  const order = store.queries.getOrder('elsewhere-1')!;
   assert.deepEqual(
     [order.status, order.serialNumber, order.submissionState, order.invoiceNumber],
     ['SUCCESS', 'SN-E', 'accepted', 'INV-elsewhere-1'],
   );
   assert.deepEqual(
-    store.listEvents('elsewhere-1').map((e) => [e.source, e.eventId, e.reason]),
+    store.queries.listEvents('elsewhere-1').map((e) => [e.source, e.eventId, e.reason]),
     [['webhook', job.data.dedupeKey, 'initial']],
   );
   assert.match(job.data.dedupeKey, /^body-sha256:[0-9a-f]{64}$/);
@@ -179,6 +179,6 @@ test('a transient SQLite failure (the write lock held past the busy timeout) is 
   released = true;
   const job = await jobIn(producer, jobIdOf(eventId), 'completed');
   assert.equal(job.attemptsMade, 2, 'applied at the second attempt, after the backoff');
-  assert.equal(store.getOrder('busy-1')?.serialNumber, 'SN-B');
-  assert.equal(store.listEvents('busy-1').length, 1);
+  assert.equal(store.queries.getOrder('busy-1')?.serialNumber, 'SN-B');
+  assert.equal(store.queries.listEvents('busy-1').length, 1);
 });

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { openDatabase } from '../../src/store/database.js';
-import { OrderStore } from '../../src/store/order-store.js';
+import { openOrderStore } from '../../src/store/order-store.js';
 import type { FailedEvent, RetrySummary } from '../../src/worker/failed-events.js';
 import { runCli } from '../helpers/cli.js';
 import { privateRedis } from '../helpers/redis.js';
-import { snapshot, tempDbPath } from '../helpers/store.js';
+import { scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import {
   cleanupScope,
@@ -66,9 +66,9 @@ test('events failed lists parked events with their reason; events retry requeues
   // The create answer arrives: the order is known by its invoice number now.
   const db = openDatabase({ path: dbPath });
   t.after(() => db.close());
-  const store = new OrderStore(db);
-  store.createLocalOrder({ partnerRef: 'late-1', productCode: 'ML86', data: { user_id: '1' } });
-  store.applyOrderSnapshot(snapshot('late-1', 'PENDING', { invoice_number: 'INV-late-1' }), {
+  const store = openOrderStore(db, scheduleSettings());
+  store.writer.createLocalOrder({ partnerRef: 'late-1', productCode: 'ML86', data: { user_id: '1' } });
+  store.writer.applyOrderSnapshot(snapshot('late-1', 'PENDING', { invoice_number: 'INV-late-1' }), {
     source: 'create',
   });
 
@@ -79,7 +79,7 @@ test('events failed lists parked events with their reason; events retry requeues
     message: 'the retried event completed',
   });
   assert.deepEqual(
-    [store.getOrder('late-1')?.status, store.getOrder('late-1')?.serialNumber],
+    [store.queries.getOrder('late-1')?.status, store.queries.getOrder('late-1')?.serialNumber],
     ['SUCCESS', 'SN-L'],
   );
 

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { openDatabase } from '../../src/store/database.js';
-import { OrderStore } from '../../src/store/order-store.js';
+import { openOrderStore } from '../../src/store/order-store.js';
 import { GroupCommit } from '../../src/worker/group-commit.js';
-import { snapshot, tempDbPath } from '../helpers/store.js';
+import { scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
 
 /** A writer (the worker's connection) and a reader (another process's view) of one file. */
 function twoConnections(t: Parameters<typeof tempDbPath>[0], busyTimeoutMs?: number) {
@@ -16,7 +16,12 @@ function twoConnections(t: Parameters<typeof tempDbPath>[0], busyTimeoutMs?: num
   });
   const visible = (ref: string) =>
     reader.prepare('SELECT COUNT(*) AS n FROM orders WHERE partner_ref = ?').get(ref) as { n: number };
-  return { db, reader, store: new OrderStore(db), visible: (ref: string) => visible(ref).n === 1 };
+  return {
+    db,
+    reader,
+    store: openOrderStore(db, scheduleSettings()),
+    visible: (ref: string) => visible(ref).n === 1,
+  };
 }
 
 test('each unit is its own savepoint: a failing unit rolls back only its own writes and rejects only its own promise', async (t) => {
@@ -24,14 +29,14 @@ test('each unit is its own savepoint: a failing unit rolls back only its own wri
   const commit = new GroupCommit({ db });
   const results = await Promise.allSettled([
     commit.submit(() =>
-      store.applyOrderSnapshot(snapshot('A', 'PENDING'), { source: 'webhook', eventId: 'a' }),
+      store.writer.applyOrderSnapshot(snapshot('A', 'PENDING'), { source: 'webhook', eventId: 'a' }),
     ),
     commit.submit(() => {
-      store.applyOrderSnapshot(snapshot('B', 'PENDING'), { source: 'webhook', eventId: 'b' });
+      store.writer.applyOrderSnapshot(snapshot('B', 'PENDING'), { source: 'webhook', eventId: 'b' });
       throw new Error('boom after writing B');
     }),
     commit.submit(() =>
-      store.applyOrderSnapshot(snapshot('C', 'PENDING'), { source: 'webhook', eventId: 'c' }),
+      store.writer.applyOrderSnapshot(snapshot('C', 'PENDING'), { source: 'webhook', eventId: 'c' }),
     ),
   ]);
   assert.deepEqual(
@@ -53,7 +58,9 @@ test('a unit learns of its success only after the batch is committed and visible
   const { db, store, visible } = twoConnections(t);
   const commit = new GroupCommit({ db });
   const seenAtResolution = commit
-    .submit(() => store.applyOrderSnapshot(snapshot('D', 'PENDING'), { source: 'webhook', eventId: 'd' }))
+    .submit(() =>
+      store.writer.applyOrderSnapshot(snapshot('D', 'PENDING'), { source: 'webhook', eventId: 'd' }),
+    )
     .then(() => visible('D'));
   assert.equal(visible('D'), false, 'nothing runs before the next turn of the event loop');
   assert.equal(commit.pending, 1);
@@ -64,11 +71,11 @@ test('a batch commits at once when it reaches its maximum size', (t) => {
   const { db, store, visible } = twoConnections(t);
   const commit = new GroupCommit({ db, maxBatchSize: 2 });
   void commit.submit(() =>
-    store.applyOrderSnapshot(snapshot('E', 'PENDING'), { source: 'webhook', eventId: 'e' }),
+    store.writer.applyOrderSnapshot(snapshot('E', 'PENDING'), { source: 'webhook', eventId: 'e' }),
   );
   assert.equal(visible('E'), false);
   void commit.submit(() =>
-    store.applyOrderSnapshot(snapshot('F', 'PENDING'), { source: 'webhook', eventId: 'f' }),
+    store.writer.applyOrderSnapshot(snapshot('F', 'PENDING'), { source: 'webhook', eventId: 'f' }),
   );
   assert.deepEqual([visible('E'), visible('F'), commit.pending], [true, true, 0]);
 });
@@ -79,7 +86,7 @@ test('a batch that cannot take the write lock fails as a whole, writes nothing, 
   reader.exec('BEGIN IMMEDIATE');
   const units = ['G', 'H'].map((ref) =>
     commit.submit(() =>
-      store.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'webhook', eventId: ref }),
+      store.writer.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'webhook', eventId: ref }),
     ),
   );
   const outcomes = await Promise.allSettled(units);
@@ -91,7 +98,7 @@ test('a batch that cannot take the write lock fails as a whole, writes nothing, 
   assert.deepEqual([visible('G'), visible('H')], [false, false]);
 
   await commit.submit(() =>
-    store.applyOrderSnapshot(snapshot('G', 'PENDING'), { source: 'webhook', eventId: 'G' }),
+    store.writer.applyOrderSnapshot(snapshot('G', 'PENDING'), { source: 'webhook', eventId: 'G' }),
   );
   assert.equal(visible('G'), true);
 });

@@ -3,12 +3,12 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { encodeWebhookRawBody, type WebhookJobData, webhookIdentity } from '../../src/queue/webhook-queue.js';
 import { openDatabase } from '../../src/store/database.js';
-import { OrderStore } from '../../src/store/order-store.js';
+import { type OrderStore, openOrderStore } from '../../src/store/order-store.js';
 import type { Order } from '../../src/upstream/model.js';
 import { applyWebhookJob } from '../../src/worker/event-worker.js';
 import { GroupCommit } from '../../src/worker/group-commit.js';
 import { privateRedis } from '../helpers/redis.js';
-import { snapshot, tempDbPath } from '../helpers/store.js';
+import { scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import {
   cleanupScope,
@@ -103,7 +103,7 @@ function expectedOrder(life: Order[], deliveries: Delivery[], order: number): Or
 const FIELDS = ['status', 'serial_number', 'success_at', 'message', 'amount', 'invoice_number'] as const;
 
 function assertOrderIs(store: OrderStore, ref: string, expected: Order): void {
-  const local = store.getOrder(ref);
+  const local = store.queries.getOrder(ref);
   assert.ok(local, `${ref} exists`);
   const actual = {
     status: local.status,
@@ -136,19 +136,20 @@ test('through the queue and the worker, any interleaving, duplication and reorde
   await startTestWorker(t, { redisUrl: redis.url, dbPath });
   const db = openDatabase({ path: dbPath });
   t.after(() => db.close());
-  const store = new OrderStore(db); // the placing process: its own connection to the file
+  const store = openOrderStore(db, scheduleSettings()); // the placing process: its own connection to the file
   let jobs = 0;
 
   await fc.assert(
     fc.asyncProperty(scenario, async (generated) => {
       const { refs, lives, eventId, body } = concrete(generated);
       generated.plans.forEach((plan, i) => {
-        if (plan.placedHere) store.createLocalOrder({ partnerRef: refs[i]!, productCode: 'ML86', data: {} });
+        if (plan.placedHere)
+          store.writer.createLocalOrder({ partnerRef: refs[i]!, productCode: 'ML86', data: {} });
       });
       const queued = new Set<string>();
       for (const d of generated.deliveries) {
         if (d.kind === 'create') {
-          store.applyOrderSnapshot(lives[d.order]![0]!, { source: 'create' });
+          store.writer.applyOrderSnapshot(lives[d.order]![0]!, { source: 'create' });
         } else {
           queued.add(await queueWebhook(producer, body(d), d.kind === 'webhook' ? eventId(d) : null));
         }
@@ -173,7 +174,7 @@ test('through the queue and the worker, any interleaving, duplication and reorde
 test('through the worker’s apply path, any split of any interleaving into group commits ends in each order’s latest arrived state', async (t) => {
   const db = openDatabase({ path: tempDbPath(t) });
   t.after(() => db.close());
-  const store = new OrderStore(db);
+  const store = openOrderStore(db, scheduleSettings());
   const groupCommit = new GroupCommit({ db });
 
   await fc.assert(
@@ -184,7 +185,7 @@ test('through the worker’s apply path, any split of any interleaving into grou
         const { refs, lives, eventId, body } = concrete(generated);
         generated.plans.forEach((plan, i) => {
           if (plan.placedHere)
-            store.createLocalOrder({ partnerRef: refs[i]!, productCode: 'ML86', data: {} });
+            store.writer.createLocalOrder({ partnerRef: refs[i]!, productCode: 'ML86', data: {} });
         });
         // Without the queue in front, a redelivery with the same event id reaches the store,
         // which records it once: its (source, event id) dedupe.
@@ -195,7 +196,7 @@ test('through the worker’s apply path, any split of any interleaving into grou
             group.map((d) => {
               if (d.kind === 'create') {
                 return groupCommit.submit(() =>
-                  store.applyOrderSnapshot(lives[d.order]![0]!, { source: 'create' }),
+                  store.writer.applyOrderSnapshot(lives[d.order]![0]!, { source: 'create' }),
                 );
               }
               const id = d.kind === 'webhook' ? eventId(d) : null;
@@ -207,13 +208,13 @@ test('through the worker’s apply path, any split of any interleaving into grou
                 receivedAt: Date.now(),
                 headers: { timestamp: Math.floor(Date.now() / 1000) },
               };
-              return applyWebhookJob(data, store, groupCommit);
+              return applyWebhookJob(data, store.writer, groupCommit);
             }),
           );
         }
         generated.plans.forEach((_, i) => {
           assertOrderIs(store, refs[i]!, expectedOrder(lives[i]!, generated.deliveries, i));
-          const webhookIds = store
+          const webhookIds = store.queries
             .listEvents(refs[i]!)
             .filter((e) => e.source === 'webhook' && e.eventId?.startsWith('evt_'))
             .map((e) => e.eventId);

@@ -5,12 +5,12 @@ import { placeOrder } from '../../src/orders/place-order.js';
 import { startReceiver } from '../../src/receiver/server.js';
 import type { WebhookAttemptRecord } from '../../src/simulator/index.js';
 import { openDatabase } from '../../src/store/database.js';
-import { OrderStore } from '../../src/store/order-store.js';
+import { openOrderStore } from '../../src/store/order-store.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { startWorkerProcess } from '../../src/worker/server.js';
 import { privateRedis } from '../helpers/redis.js';
 import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
-import { tempDbPath } from '../helpers/store.js';
+import { scheduleSettings, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import { SECRET } from '../receiver/receiver-harness.js';
 import { cleanupScope } from './worker-harness.js';
@@ -62,14 +62,14 @@ test('simulator → receiver → Redis → worker → SQLite: with duplicated, r
   // The placing process: its own client and its own connection to the order store.
   const db = openDatabase({ path: dbPath });
   t.after(() => db.close());
-  const store = new OrderStore(db);
+  const store = openOrderStore(db, scheduleSettings());
   const client = new UpstreamClient({ baseUrl: sim.sim.baseUrl, apiKey: sim.member.api_key });
   t.after(() => client.close());
   const placed = await Promise.all(
     Array.from({ length: ROUNDS }, () => TIMELINES).flatMap((timelines) =>
       timelines.map(([suffix]) =>
         placeOrder(
-          { client, store },
+          { client, writer: store.writer },
           { productCode: 'MLBB-86', data: { user_id: userIdEndingIn(suffix), server_id: '2001' } },
         ),
       ),
@@ -127,7 +127,7 @@ test('simulator → receiver → Redis → worker → SQLite: with duplicated, r
   const upstream = await sim.allOrders();
   assert.equal(upstream.length, placed.length);
   for (const remote of upstream) {
-    const local = store.getOrder(remote.partner_ref);
+    const local = store.queries.getOrder(remote.partner_ref);
     assert.ok(local, `${remote.partner_ref} is known locally`);
     assert.deepEqual(
       {
@@ -141,7 +141,7 @@ test('simulator → receiver → Redis → worker → SQLite: with duplicated, r
       Object.fromEntries(COMPARED.map((field) => [field, remote[field] ?? null])),
       remote.partner_ref,
     );
-    const webhookEvents = store.listEvents(remote.partner_ref).filter((e) => e.source === 'webhook');
+    const webhookEvents = store.queries.listEvents(remote.partner_ref).filter((e) => e.source === 'webhook');
     const delivered = new Set(log.filter((a) => a.partner_ref === remote.partner_ref).map((a) => a.event_id));
     assert.deepEqual(
       webhookEvents.map((e) => e.eventId).sort(),

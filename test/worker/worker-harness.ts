@@ -5,14 +5,14 @@ import type { TestContext } from 'node:test';
 import type { Database } from 'better-sqlite3';
 import { createWebhookProducer, type WebhookProducer } from '../../src/queue/webhook-producer.js';
 import { openDatabase } from '../../src/store/database.js';
-import { OrderStore } from '../../src/store/order-store.js';
+import { type OrderStore, openOrderStore } from '../../src/store/order-store.js';
 import type { Order } from '../../src/upstream/model.js';
 import {
   createEventWorker,
   type EventWorker,
   type EventWorkerOptions,
 } from '../../src/worker/event-worker.js';
-import { nextMessage, snapshot } from '../helpers/store.js';
+import { nextMessage, scheduleSettings, snapshot } from '../helpers/store.js';
 
 /**
  * Harness of the worker tests: webhooks are queued through the receiver's own producer (so the
@@ -114,8 +114,8 @@ export async function startTestWorker(
 ): Promise<TestWorker> {
   const { dbPath, busyTimeoutMs, ...workerOptions } = options;
   const db = openDatabase({ path: dbPath, ...(busyTimeoutMs === undefined ? {} : { busyTimeoutMs }) });
-  const store = new OrderStore(db);
-  const eventWorker = createEventWorker({ store, db, ...workerOptions });
+  const store = openOrderStore(db, scheduleSettings());
+  const eventWorker = createEventWorker({ writer: store.writer, db, ...workerOptions });
   t.after(async () => {
     await eventWorker.close({ timeoutMs: 5_000 });
     db.close();

@@ -3,12 +3,12 @@ import { test } from 'node:test';
 import { ConfigError, loadConfig } from '../../src/config/config.js';
 import { placeOrder } from '../../src/orders/place-order.js';
 import { openDatabase } from '../../src/store/database.js';
-import { OrderStore } from '../../src/store/order-store.js';
+import { openOrderStore } from '../../src/store/order-store.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { startWorkerProcess } from '../../src/worker/server.js';
 import { privateRedis } from '../helpers/redis.js';
 import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
-import { tempDbPath } from '../helpers/store.js';
+import { scheduleSettings, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import { cleanupScope } from './worker-harness.js';
 
@@ -32,11 +32,11 @@ test('the worker process also reconciles: an order whose webhooks are all lost r
 
   const db = openDatabase({ path: dbPath });
   t.after(() => db.close());
-  const store = new OrderStore(db, { firstPollDelayMs: 0 });
+  const store = openOrderStore(db, scheduleSettings({ firstPollDelayMs: 0 }));
   const client = new UpstreamClient({ baseUrl: sim.sim.baseUrl, apiKey: sim.member.api_key });
   t.after(() => client.close());
   const placed = await placeOrder(
-    { client, store },
+    { client, writer: store.writer },
     { productCode: 'MLBB-86', data: { user_id: userIdEndingIn('0003'), server_id: '1234' } },
   );
   assert.equal(placed.outcome, 'accepted');
@@ -50,13 +50,13 @@ test('the worker process also reconciles: an order whose webhooks are all lost r
   );
   const local = await waitFor(
     () => {
-      const order = store.getOrder(placed.order.partnerRef);
+      const order = store.queries.getOrder(placed.order.partnerRef);
       return order?.status === 'SUCCESS' ? order : undefined;
     },
     { timeoutMs: 20_000, message: 'the reconciler to poll the order to SUCCESS' },
   );
   assert.equal(local.serialNumber, truth.serial_number);
-  assert.ok(store.listEvents(local.partnerRef).some((e) => e.source === 'poll' && e.changed));
+  assert.ok(store.queries.listEvents(local.partnerRef).some((e) => e.source === 'poll' && e.changed));
   assert.ok(
     (await sim.control('/webhooks')).body.every((a: { error: string | null }) => a.error === 'dropped'),
   );

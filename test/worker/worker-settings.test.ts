@@ -39,15 +39,15 @@ test('a malformed worker setting stops start-up naming the variable', () => {
 test('a wrong event worker option throws at construction, before anything connects', (t) => {
   const { store, db } = tempStore(t);
   assert.throws(
-    () => createEventWorker({ store, db, concurrency: 0 }),
+    () => createEventWorker({ writer: store.writer, db, concurrency: 0 }),
     /concurrency must be a whole number ≥ 1, got 0/,
   );
   assert.throws(
-    () => createEventWorker({ store, db, lockDurationMs: 1.5 }),
+    () => createEventWorker({ writer: store.writer, db, lockDurationMs: 1.5 }),
     /lockDurationMs must be a whole number ≥ 1/,
   );
   assert.throws(
-    () => createEventWorker({ store, db, maxStalledCount: -1 }),
+    () => createEventWorker({ writer: store.writer, db, maxStalledCount: -1 }),
     /maxStalledCount must be a whole number ≥ 0/,
   );
 });

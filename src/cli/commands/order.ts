@@ -119,7 +119,7 @@ export function registerOrderCommands(program: Command): void {
         const context = await openContext({ upstream: true, store: true });
         try {
           const result = await placeOrder(
-            { client: context.client!, store: context.store!, logger: context.logger },
+            { client: context.client!, writer: context.store!.writer, logger: context.logger },
             {
               productCode: flags.product,
               productId: flags.productId,
@@ -172,7 +172,7 @@ export function registerOrderCommands(program: Command): void {
               throw Object.assign(new Error(`${result.error.message}`), { code: result.error.code });
             }
           }
-          const found = context.store!.getOrder(ref);
+          const found = context.store!.queries.getOrder(ref);
           if (!found) {
             throw Object.assign(
               new Error(
@@ -181,7 +181,7 @@ export function registerOrderCommands(program: Command): void {
               { code: 'NOT_FOUND' },
             );
           }
-          const events = context.store!.listEvents(found.partnerRef);
+          const events = context.store!.queries.listEvents(found.partnerRef);
           if (flags.json) {
             process.stdout.write(
               `${JSON.stringify({ order: found, events, ...(refresh ? { refresh } : {}) }, null, 2)}\n`,
@@ -210,7 +210,7 @@ export function registerOrderCommands(program: Command): void {
         const context = await openContext({ store: true });
         try {
           printResult(
-            context.store!.listOrders({ status: flags.status, limit: flags.limit }),
+            context.store!.queries.listOrders({ status: flags.status, limit: flags.limit }),
             Boolean(flags.json),
             orderColumns,
           );

@@ -5,7 +5,7 @@ import { POLL_REQUEST_QUEUE } from '../../queue/poll-request-queue.js';
 import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE } from '../../queue/webhook-queue.js';
 import { type BudgetUsage, RateBudget } from '../../rate-budget/rate-budget.js';
 import { RECONCILE_QUEUE } from '../../reconciler/reconcile-queue.js';
-import type { OrderCounts } from '../../store/order-store.js';
+import type { OrderCounts } from '../../store/order-queries.js';
 import { connectRedis, openContext } from '../context.js';
 import { renderTable, runAction } from '../output.js';
 
@@ -66,7 +66,7 @@ export function registerStatusCommand(program: Command): void {
         const context = await openContext({ store: true });
         try {
           const now = Date.now();
-          const counts = context.store!.countByStatus(now);
+          const counts = context.store!.queries.countByStatus(now);
           const report: StatusReport = {
             orders: {
               ...counts,

@@ -1,0 +1,133 @@
+import type { Statement } from 'better-sqlite3';
+import { isKnownStatus } from '../upstream/model.js';
+import {
+  type LocalOrder,
+  type OrderEvent,
+  type OrderEventRow,
+  type OrderRow,
+  SUBMISSION_STATES,
+  type SubmissionState,
+  toLocalOrder,
+  toOrderEvent,
+} from './local-order.js';
+import type { OrderRows } from './order-rows.js';
+
+/** Default page size of {@link OrderQueries.listOrders}. */
+export const DEFAULT_LIST_LIMIT = 50;
+
+export interface ListOrdersInput {
+  /**
+   * An order status (`PENDING`, `SUCCESS` …) matches the last applied status; a submission state
+   * (`pending`, `accepted`, `rejected`, `unknown`) matches the create outcome; any other string
+   * matches the raw upstream status (for example a status outside decisions.md's table).
+   */
+  status?: string;
+  /** Default: {@link DEFAULT_LIST_LIMIT}. */
+  limit?: number;
+}
+
+/** Figures for `h2h-sync status`. */
+export interface OrderCounts {
+  total: number;
+  /** Orders by last applied status, or by raw upstream status when that is outside the table. */
+  byStatus: Record<string, number>;
+  bySubmissionState: Record<SubmissionState, number>;
+  /** Orders not settled yet, that is orders with a next poll time. */
+  open: number;
+  /** Local creation time (ms) of the oldest open order, or null. */
+  oldestOpenLocalCreatedAt: number | null;
+  dueForPoll: number;
+  /** Open orders marked stuck. */
+  stuck: number;
+}
+
+/** The order store's reads, for the CLI, the metrics and the reconciler. Never writes. */
+export class OrderQueries {
+  readonly #rows: OrderRows;
+  readonly #eventsOf: Statement<[string], OrderEventRow>;
+
+  constructor(rows: OrderRows) {
+    this.#rows = rows;
+    this.#eventsOf = rows.db.prepare('SELECT * FROM order_events WHERE partner_ref = ? ORDER BY id');
+  }
+
+  /** The order with this partner_ref, else with this invoice number. */
+  getOrder(ref: string): LocalOrder | undefined {
+    const row = this.#rows.find(ref, ref);
+    return row && toLocalOrder(row);
+  }
+
+  /** Orders, newest local creation first. See {@link ListOrdersInput.status} for the filter. */
+  listOrders({ status, limit = DEFAULT_LIST_LIMIT }: ListOrdersInput = {}): LocalOrder[] {
+    if (!Number.isInteger(limit) || limit < 1) {
+      throw new RangeError(`limit must be a whole number ≥ 1, got ${limit}`);
+    }
+    const { db } = this.#rows;
+    const order = 'ORDER BY local_created_at DESC, id DESC LIMIT ?';
+    if (status === undefined) {
+      return db.prepare<[number], OrderRow>(`SELECT * FROM orders ${order}`).all(limit).map(toLocalOrder);
+    }
+    const column = isKnownStatus(status)
+      ? 'status'
+      : (SUBMISSION_STATES as readonly string[]).includes(status)
+        ? 'submission_state'
+        : 'upstream_status';
+    return db
+      .prepare<[string, number], OrderRow>(`SELECT * FROM orders WHERE ${column} = ? ${order}`)
+      .all(status, limit)
+      .map(toLocalOrder);
+  }
+
+  /** The audit trail of an order (by partner_ref or invoice number), oldest first. */
+  listEvents(ref: string): OrderEvent[] {
+    const row = this.#rows.find(ref, ref);
+    return row ? this.#eventsOf.all(row.partner_ref).map(toOrderEvent) : [];
+  }
+
+  /** Counts for `h2h-sync status`. */
+  countByStatus(now: number = this.#rows.now()): OrderCounts {
+    const { db } = this.#rows;
+    const byStatus: Record<string, number> = {};
+    for (const { key, n } of db
+      .prepare<[], { key: string; n: number }>(
+        `SELECT COALESCE(status, upstream_status) AS key, COUNT(*) AS n FROM orders
+         WHERE key IS NOT NULL GROUP BY key ORDER BY key`,
+      )
+      .all()) {
+      byStatus[key] = n;
+    }
+    const bySubmissionState = Object.fromEntries(SUBMISSION_STATES.map((s) => [s, 0])) as Record<
+      SubmissionState,
+      number
+    >;
+    for (const { state, n } of db
+      .prepare<[], { state: SubmissionState; n: number }>(
+        'SELECT submission_state AS state, COUNT(*) AS n FROM orders GROUP BY state',
+      )
+      .all()) {
+      bySubmissionState[state] = n;
+    }
+    const totals = db
+      .prepare<
+        [number],
+        { total: number; open: number; oldest: number | null; due: number | null; stuck: number | null }
+      >(
+        `SELECT COUNT(*) AS total,
+                COUNT(next_poll_at) AS open,
+                MIN(CASE WHEN next_poll_at IS NOT NULL THEN local_created_at END) AS oldest,
+                SUM(next_poll_at <= ?) AS due,
+                SUM(next_poll_at IS NOT NULL AND stuck_at IS NOT NULL) AS stuck
+         FROM orders`,
+      )
+      .get(now)!;
+    return {
+      total: totals.total,
+      byStatus,
+      bySubmissionState,
+      open: totals.open,
+      oldestOpenLocalCreatedAt: totals.oldest,
+      dueForPoll: totals.due ?? 0,
+      stuck: totals.stuck ?? 0,
+    };
+  }
+}

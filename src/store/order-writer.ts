@@ -1,0 +1,387 @@
+import type { Statement, Transaction } from 'better-sqlite3';
+import {
+  decideSnapshot,
+  isFinalStatus,
+  isKnownStatus,
+  type Order,
+  type OrderData,
+  type OrderStatus,
+  PARTNER_REF_MAX_LENGTH,
+  type SnapshotVerdict,
+} from '../upstream/model.js';
+import { type OrderSnapshot, readOrderSnapshot } from '../upstream/order-snapshot.js';
+import {
+  type EventReason,
+  type EventSource,
+  type LocalOrder,
+  type OrderEventRow,
+  type OrderRow,
+  toLocalOrder,
+} from './local-order.js';
+import type { OrderRows } from './order-rows.js';
+import type { PollSchedule } from './poll-schedule.js';
+import { StoreError } from './store-error.js';
+
+export interface CreateLocalOrderInput {
+  /** The idempotency key sent upstream, at most 64 characters. */
+  partnerRef: string;
+  productCode?: string;
+  productId?: string;
+  /** The target data sent upstream. */
+  data: OrderData;
+  callbackUrl?: string;
+}
+
+export interface ApplyOptions {
+  source: EventSource;
+  /** The webhook event id (or another dedupe key): a (source, eventId) pair applies once, ever. */
+  eventId?: string;
+  /** What to keep in the audit trail. Default: the snapshot itself. */
+  payload?: unknown;
+  /** When the event reached us, in ms. Default: now. */
+  receivedAt?: number;
+}
+
+export interface ApplyResult {
+  order: LocalOrder;
+  /** True when the event moved the order (or created it). */
+  changed: boolean;
+  reason: EventReason;
+  /** True when (source, eventId) had been applied before: nothing was recorded. */
+  duplicate: boolean;
+  /** True when the order was unknown locally and the snapshot created it. */
+  created: boolean;
+}
+
+/** Upstream facts that a snapshot carries and an order keeps once known. */
+const KEPT_FIELDS = [
+  'invoice_number',
+  'amount',
+  'target',
+  'product_name',
+  'product_code',
+  'serial_number',
+  'nickname',
+  'created_at',
+  'success_at',
+] as const;
+
+const ROW_COLUMNS = [
+  'partner_ref',
+  'invoice_number',
+  'product_code',
+  'product_id',
+  'target_data',
+  'callback_url',
+  'amount',
+  'status',
+  'upstream_status',
+  'serial_number',
+  'nickname',
+  'message',
+  'target',
+  'product_name',
+  'created_at',
+  'success_at',
+  'local_created_at',
+  'updated_at',
+  'submission_state',
+  'rejection_code',
+  'rejection_detail',
+  'last_polled_at',
+  'next_poll_at',
+  'poll_count',
+  'stuck_at',
+  'final_at',
+] as const satisfies readonly (keyof OrderRow)[];
+
+type NewOrderRow = Omit<OrderRow, 'id'>;
+type NewEventRow = Omit<OrderEventRow, 'id'>;
+
+/**
+ * The only writer of order state: the orders themselves and their audit trail (`order_events`).
+ * Every change to an order's status goes through {@link OrderWriter.applyOrderSnapshot},
+ * whatever its source; the create call's other outcomes are recorded by {@link markRejected}
+ * and {@link markSubmissionUnknown}. Each write asks the {@link PollSchedule}, in the same
+ * transaction, when the order is to be polled next.
+ */
+export class OrderWriter {
+  readonly #rows: OrderRows;
+  readonly #schedule: PollSchedule;
+  readonly #insertOrder: Statement<[NewOrderRow]>;
+  readonly #insertOrderIfNew: Statement<[NewOrderRow]>;
+  readonly #updateOrder: Statement<[OrderRow]>;
+  readonly #eventByKey: Statement<[string, string], { partner_ref: string }>;
+  readonly #insertEvent: Statement<[NewEventRow]>;
+  readonly #applyTx: Transaction<
+    (snapshot: Order, fields: OrderSnapshot, options: ApplyOptions) => ApplyResult
+  >;
+  readonly #createTx: Transaction<(row: NewOrderRow) => { order: LocalOrder; created: boolean }>;
+  readonly #settleSubmissionTx: Transaction<(ref: string, outcome: SubmissionOutcome) => LocalOrder>;
+
+  constructor(rows: OrderRows, schedule: PollSchedule) {
+    this.#rows = rows;
+    this.#schedule = schedule;
+    const { db } = rows;
+    const columns = ROW_COLUMNS.join(', ');
+    const values = ROW_COLUMNS.map((c) => `@${c}`).join(', ');
+    this.#insertOrder = db.prepare(`INSERT INTO orders (${columns}) VALUES (${values})`);
+    this.#insertOrderIfNew = db.prepare(
+      `INSERT INTO orders (${columns}) VALUES (${values}) ON CONFLICT (partner_ref) DO NOTHING`,
+    );
+    this.#updateOrder = db.prepare(
+      `UPDATE orders SET ${ROW_COLUMNS.map((c) => `${c} = @${c}`).join(', ')} WHERE id = @id`,
+    );
+    this.#eventByKey = db.prepare('SELECT partner_ref FROM order_events WHERE source = ? AND event_id = ?');
+    this.#insertEvent = db.prepare(
+      `INSERT INTO order_events
+         (partner_ref, source, event_id, status, payload, received_at, applied_at, changed, reason)
+       VALUES
+         (@partner_ref, @source, @event_id, @status, @payload, @received_at, @applied_at, @changed, @reason)`,
+    );
+    this.#applyTx = db.transaction((snapshot, fields, options) => this.#apply(snapshot, fields, options));
+    this.#createTx = db.transaction((row) => {
+      const created = this.#insertOrderIfNew.run(row).changes === 1;
+      return { order: toLocalOrder(this.#rows.find(row.partner_ref, null)!), created };
+    });
+    this.#settleSubmissionTx = db.transaction((ref, outcome) => this.#settleSubmission(ref, outcome));
+  }
+
+  /**
+   * Writes an order before it is submitted upstream (submission state `pending`). A partner_ref
+   * that exists already returns the existing order with `created: false`: never a second row.
+   * The schedule makes it due for a poll like any new order, so one whose placing process dies
+   * before the create answer is still resolved by the reconciler.
+   */
+  createLocalOrder(input: CreateLocalOrderInput): { order: LocalOrder; created: boolean } {
+    const { partnerRef } = input;
+    if (typeof partnerRef !== 'string' || partnerRef === '' || partnerRef.length > PARTNER_REF_MAX_LENGTH) {
+      throw new StoreError(
+        'INVALID_PARTNER_REF',
+        `partner_ref must be 1 to ${PARTNER_REF_MAX_LENGTH} characters, got ${JSON.stringify(partnerRef)}`,
+      );
+    }
+    const now = this.#rows.now();
+    const row: NewOrderRow = {
+      partner_ref: partnerRef,
+      invoice_number: null,
+      product_code: input.productCode ?? null,
+      product_id: input.productId ?? null,
+      target_data: JSON.stringify(input.data),
+      callback_url: input.callbackUrl ?? null,
+      amount: null,
+      status: null,
+      upstream_status: null,
+      serial_number: null,
+      nickname: null,
+      message: null,
+      target: null,
+      product_name: null,
+      created_at: null,
+      success_at: null,
+      local_created_at: now,
+      updated_at: now,
+      submission_state: 'pending',
+      rejection_code: null,
+      rejection_detail: null,
+      last_polled_at: null,
+      next_poll_at: null,
+      poll_count: 0,
+      stuck_at: null,
+      final_at: null,
+    };
+    return this.#rows.write(this.#createTx, this.#withSchedule(row, null, true, now));
+  }
+
+  /**
+   * Applies an upstream order snapshot (a create answer, a webhook, a poll): the only way an
+   * order's status changes. In one immediate transaction it
+   * 1. returns `duplicate: true` and records nothing when (source, eventId) was applied before;
+   * 2. finds the order by partner_ref, else invoice_number, or creates it (placed elsewhere, or
+   *    its webhook beat the create answer);
+   * 3. decides with decisions.md's state machine (see `decideSnapshot`): an order with no status
+   *    yet takes any known status (`initial`), a newer state may skip late or lost ones, and a
+   *    status outside the table is kept in `upstream_status` only;
+   * 4. marks the submission accepted, records the event, and sets the order's next poll as the
+   *    schedule says ({@link PollSchedule.afterChange}).
+   *
+   * Throws `INVALID_SNAPSHOT` (permanent) for a snapshot without a status or any reference.
+   */
+  applyOrderSnapshot(snapshot: Order, options: ApplyOptions): ApplyResult {
+    const read = readOrderSnapshot(snapshot);
+    if (!read.ok) throw new StoreError('INVALID_SNAPSHOT', `${read.problem}: park the event`);
+    return this.#rows.write(this.#applyTx, snapshot, read.snapshot, options);
+  }
+
+  /**
+   * Records that the upstream refused the create call (HTTP 400): the submission becomes
+   * `rejected` with the upstream's code and detail, and polling ends. No effect on an order the
+   * upstream has already confirmed. Never touches `status`.
+   */
+  markRejected(partnerRef: string, code: string, detail: string): LocalOrder {
+    return this.#rows.write(this.#settleSubmissionTx, partnerRef, { state: 'rejected', code, detail });
+  }
+
+  /**
+   * Records that the create call's outcome is unknown (it timed out after its retries): the
+   * submission becomes `unknown` and the order is due for a poll now. No effect on an order the
+   * upstream has already confirmed or rejected. Never touches `status`.
+   */
+  markSubmissionUnknown(partnerRef: string): LocalOrder {
+    return this.#rows.write(this.#settleSubmissionTx, partnerRef, { state: 'unknown' });
+  }
+
+  #apply(snapshot: Order, fields: OrderSnapshot, options: ApplyOptions): ApplyResult {
+    const now = this.#rows.now();
+    const eventId = options.eventId ?? null;
+    if (eventId !== null) {
+      const seen = this.#eventByKey.get(options.source, eventId);
+      if (seen) {
+        const order = toLocalOrder(this.#rows.find(seen.partner_ref, null)!);
+        return { order, changed: false, reason: 'duplicate_event', duplicate: true, created: false };
+      }
+    }
+
+    const current = this.#rows.find(fields.partner_ref, fields.invoice_number);
+    let row: OrderRow;
+    let verdict: SnapshotVerdict;
+    let created = false;
+    if (!current) {
+      if (fields.partner_ref === null) {
+        throw new StoreError(
+          'INVALID_SNAPSHOT',
+          `order ${fields.invoice_number} is unknown locally and its snapshot has no partner_ref: park the event`,
+        );
+      }
+      verdict = decideSnapshot({ status: null, serial_number: null }, fields);
+      const fresh = this.#withSchedule(this.#newRowFrom(fields, now), null, verdict.apply, now);
+      const id = Number(this.#insertOrder.run(fresh).lastInsertRowid);
+      row = { ...fresh, id };
+      created = true;
+    } else {
+      verdict = decideSnapshot(
+        { status: current.status as OrderStatus | null, serial_number: current.serial_number },
+        fields,
+      );
+      row = this.#withSchedule(this.#merge(current, fields, verdict), current, verdict.apply, now);
+      if (ROW_COLUMNS.some((c) => row[c] !== current[c])) {
+        row.updated_at = now;
+        this.#updateOrder.run(row);
+      }
+    }
+
+    const changed = created || verdict.apply;
+    this.#insertEvent.run({
+      partner_ref: row.partner_ref,
+      source: options.source,
+      event_id: eventId,
+      status: fields.status,
+      payload: JSON.stringify(options.payload ?? snapshot),
+      received_at: options.receivedAt ?? now,
+      applied_at: now,
+      changed: changed ? 1 : 0,
+      reason: verdict.reason,
+    });
+    return { order: toLocalOrder(row), changed, reason: verdict.reason, duplicate: false, created };
+  }
+
+  #newRowFrom(fields: OrderSnapshot, now: number): OrderRow {
+    return {
+      id: 0,
+      partner_ref: fields.partner_ref!,
+      invoice_number: fields.invoice_number,
+      product_code: fields.product_code,
+      product_id: null,
+      target_data: null,
+      callback_url: null,
+      amount: fields.amount,
+      status: isKnownStatus(fields.status) ? fields.status : null,
+      upstream_status: fields.status,
+      serial_number: fields.serial_number,
+      nickname: fields.nickname,
+      message: fields.message,
+      target: fields.target,
+      product_name: fields.product_name,
+      created_at: fields.created_at,
+      success_at: fields.success_at,
+      local_created_at: now,
+      updated_at: now,
+      submission_state: 'accepted',
+      rejection_code: null,
+      rejection_detail: null,
+      last_polled_at: null,
+      next_poll_at: null,
+      poll_count: 0,
+      stuck_at: null,
+      final_at: null,
+    };
+  }
+
+  /** The order after a snapshot, before scheduling. Any snapshot proves the upstream has it. */
+  #merge(current: OrderRow, fields: OrderSnapshot, verdict: { apply: boolean; reason: string }): OrderRow {
+    const next: OrderRow = {
+      ...current,
+      submission_state: 'accepted',
+      rejection_code: null,
+      rejection_detail: null,
+    };
+    if (verdict.apply) {
+      next.status = fields.status;
+      next.upstream_status = fields.status;
+      // `message` belongs to the state (a reason on FAILED/REFUNDED, null otherwise); the other
+      // facts never go back to null upstream, so a snapshot missing one keeps what we know.
+      next.message = fields.message;
+      for (const field of KEPT_FIELDS) (next[field] as unknown) = fields[field] ?? current[field];
+    } else if (verdict.reason === 'unknown_status') {
+      next.upstream_status = fields.status;
+      for (const field of KEPT_FIELDS) (next[field] as unknown) = current[field] ?? fields[field];
+    }
+    return next;
+  }
+
+  /** The order after a write: `final_at` the first time it is final, then the schedule's columns. */
+  #withSchedule<R extends NewOrderRow>(next: R, current: OrderRow | null, changed: boolean, now: number): R {
+    if (next.status !== null && isFinalStatus(next.status)) next.final_at = current?.final_at ?? now;
+    return Object.assign(next, this.#schedule.afterChange(next, current, changed, now));
+  }
+
+  #settleSubmission(ref: string, outcome: SubmissionOutcome): LocalOrder {
+    const now = this.#rows.now();
+    const current = this.#rows.mustFind(ref);
+    const open = current.submission_state === 'pending' || current.submission_state === 'unknown';
+    const row: OrderRow = { ...current };
+    if (open && outcome.state === 'rejected') {
+      Object.assign(row, {
+        submission_state: 'rejected',
+        rejection_code: outcome.code,
+        rejection_detail: outcome.detail,
+        updated_at: now,
+      });
+    } else if (open) {
+      Object.assign(row, { submission_state: 'unknown', updated_at: now });
+    }
+    if (open) {
+      Object.assign(row, this.#schedule.afterSubmissionOutcome(row, now));
+      this.#updateOrder.run(row);
+    }
+    this.#insertEvent.run({
+      partner_ref: row.partner_ref,
+      source: 'create',
+      event_id: null,
+      status: null,
+      payload: JSON.stringify(outcome),
+      received_at: now,
+      applied_at: now,
+      changed: open ? 1 : 0,
+      reason: open
+        ? outcome.state === 'rejected'
+          ? 'rejected'
+          : 'submission_unknown'
+        : 'submission_settled',
+    });
+    return toLocalOrder(row);
+  }
+}
+
+/** What the create call said, when it did not answer with an order. */
+type SubmissionOutcome = { state: 'rejected'; code: string; detail: string } | { state: 'unknown' };

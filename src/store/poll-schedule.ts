@@ -1,0 +1,242 @@
+import type { Statement, Transaction } from 'better-sqlite3';
+import type { ReconcilerSettings } from '../config/config.js';
+import { isFinalStatus } from '../upstream/model.js';
+import { type LocalOrder, type OrderRow, toLocalOrder } from './local-order.js';
+import type { OrderRows } from './order-rows.js';
+
+/**
+ * The settings of the schedule, in ms, as `reconcilerSettings(config)` gives them (defaults in
+ * the config schema: `RECONCILE_FIRST_POLL_DELAY_S`, `RECONCILE_BACKOFF_S`,
+ * `RECONCILE_REFUND_WATCH_S`, `RECONCILE_STUCK_AFTER_H`, `RECONCILE_LEASE_S`). Every process that
+ * writes orders must use the same ones, or the schedules they write disagree.
+ */
+export type PollScheduleSettings = Pick<
+  ReconcilerSettings,
+  'firstPollDelayMs' | 'backoffMs' | 'refundWatchMs' | 'stuckAfterMs' | 'leaseMs'
+>;
+
+/** The polling columns an order write sets (see {@link PollSchedule.afterChange}). */
+export type PollingColumns = Pick<OrderRow, 'next_poll_at' | 'poll_count'>;
+
+export interface RecordPollInput {
+  /**
+   * The poll's answer changed the order: the next poll comes after the first-poll delay and
+   * `poll_count` (polls since the last change) restarts at 0, instead of the backoff going on.
+   * Default: false.
+   */
+  changed?: boolean;
+}
+
+/** What decides whether an order is settled. */
+type SettledFields = Pick<OrderRow, 'status' | 'serial_number' | 'submission_state' | 'final_at'>;
+/** A row with the poll lease (migration 2), which only the claims read or write. */
+type LeasedOrderRow = OrderRow & { poll_leased_until: number | null };
+/** What {@link PollSchedule.recordPoll} writes. */
+type PollRecord = Pick<
+  OrderRow,
+  'id' | 'last_polled_at' | 'poll_count' | 'next_poll_at' | 'stuck_at' | 'updated_at'
+>;
+
+/** Throws a RangeError naming the first setting that cannot make a schedule. */
+function checkSettings(settings: PollScheduleSettings): void {
+  const { firstPollDelayMs, backoffMs, refundWatchMs, stuckAfterMs, leaseMs } = settings;
+  if (!Number.isFinite(firstPollDelayMs) || firstPollDelayMs < 0) {
+    throw new RangeError(`firstPollDelayMs must be a number of ms ≥ 0, got ${firstPollDelayMs}`);
+  }
+  if (!Array.isArray(backoffMs) || backoffMs.length === 0 || backoffMs.some((ms) => !(ms > 0))) {
+    throw new RangeError(`backoffMs must be one or more intervals > 0 ms, got ${JSON.stringify(backoffMs)}`);
+  }
+  if (!Number.isFinite(refundWatchMs) || refundWatchMs < 0) {
+    throw new RangeError(`refundWatchMs must be a number of ms ≥ 0, got ${refundWatchMs}`);
+  }
+  if (!(stuckAfterMs > 0)) throw new RangeError(`stuckAfterMs must be > 0 ms, got ${stuckAfterMs}`);
+  if (!(leaseMs > 0)) throw new RangeError(`leaseMs must be > 0 ms, got ${leaseMs}`);
+}
+
+/**
+ * When each order is polled (docs/reconciler.md, "Which orders, and when"): the rule, and its
+ * bookkeeping in `orders` (`next_poll_at`, `poll_count`, `last_polled_at`, `stuck_at`, the lease).
+ *
+ * Invariant: `next_poll_at` is null exactly when the order is settled (see {@link isSettled}),
+ * so the reconciler never loses an open order. Every value of `next_poll_at` comes from here: the
+ * order writer asks {@link afterChange} and {@link afterSubmissionOutcome} in the transaction of
+ * its write, and the reconciler records its polls with {@link recordPoll}.
+ *
+ * Settings are validated at construction: a RangeError names the first unusable one.
+ */
+export class PollSchedule {
+  readonly settings: Readonly<PollScheduleSettings>;
+  readonly #rows: OrderRows;
+  readonly #longestIntervalMs: number;
+  readonly #due: Statement<[number, number], OrderRow>;
+  readonly #claimable: Statement<[number, number, number], OrderRow>;
+  readonly #setLease: Statement<[number, number]>;
+  readonly #writePoll: Statement<[PollRecord]>;
+  readonly #claimDueTx: Transaction<(limit: number, now: number, dueBy: number) => LocalOrder[]>;
+  readonly #claimOneTx: Transaction<
+    (ref: string, now: number) => { order: LocalOrder; claimed: boolean } | undefined
+  >;
+  readonly #releaseTx: Transaction<(partnerRef: string) => void>;
+  readonly #recordPollTx: Transaction<(ref: string, changed: boolean) => LocalOrder>;
+
+  constructor(rows: OrderRows, settings: PollScheduleSettings) {
+    checkSettings(settings);
+    const { firstPollDelayMs, backoffMs, refundWatchMs, stuckAfterMs, leaseMs } = settings;
+    this.settings = { firstPollDelayMs, backoffMs: [...backoffMs], refundWatchMs, stuckAfterMs, leaseMs };
+    this.#rows = rows;
+    this.#longestIntervalMs = Math.max(...backoffMs);
+
+    const { db } = rows;
+    this.#due = db.prepare('SELECT * FROM orders WHERE next_poll_at <= ? ORDER BY next_poll_at, id LIMIT ?');
+    this.#claimable = db.prepare(
+      `SELECT * FROM orders
+       WHERE next_poll_at <= ? AND (poll_leased_until IS NULL OR poll_leased_until <= ?)
+       ORDER BY next_poll_at, id LIMIT ?`,
+    );
+    this.#setLease = db.prepare('UPDATE orders SET poll_leased_until = ? WHERE id = ?');
+    const release = db.prepare<[string]>('UPDATE orders SET poll_leased_until = NULL WHERE partner_ref = ?');
+    this.#writePoll = db.prepare(
+      `UPDATE orders SET last_polled_at = @last_polled_at, poll_count = @poll_count,
+         next_poll_at = @next_poll_at, stuck_at = @stuck_at, updated_at = @updated_at,
+         poll_leased_until = NULL
+       WHERE id = @id`,
+    );
+
+    this.#claimDueTx = db.transaction((limit, now, dueBy) => {
+      const due = this.#claimable.all(dueBy, now, limit);
+      for (const row of due) this.#setLease.run(now + leaseMs, row.id);
+      return due.map(toLocalOrder);
+    });
+    this.#claimOneTx = db.transaction((ref, now) => {
+      const row = rows.find(ref, ref);
+      if (!row) return undefined;
+      const { poll_leased_until: leasedUntil } = row as LeasedOrderRow;
+      if (leasedUntil !== null && leasedUntil > now) return { order: toLocalOrder(row), claimed: false };
+      this.#setLease.run(now + leaseMs, row.id);
+      return { order: toLocalOrder(row), claimed: true };
+    });
+    this.#releaseTx = db.transaction((partnerRef) => {
+      release.run(partnerRef);
+    });
+    this.#recordPollTx = db.transaction((ref, changed) => this.#recordPoll(ref, changed));
+  }
+
+  /**
+   * True when nothing about the order can still change by itself, so polling ends: FAILED,
+   * REFUNDED, or SUCCESS with its serial number (decisions.md: a serial may follow a SUCCESS, and
+   * a SUCCESS may still be refunded, which a webhook reports), once `refundWatchMs` has passed
+   * since it became final. A rejected submission never existed upstream and is settled too.
+   */
+  isSettled(row: SettledFields, now: number): boolean {
+    if (row.submission_state === 'rejected') return true;
+    if (row.status === null || !isFinalStatus(row.status)) return false;
+    if (row.status !== 'SUCCESS') return true;
+    if (row.serial_number === null) return false;
+    const { refundWatchMs } = this.settings;
+    return refundWatchMs === 0 || row.final_at === null || now >= row.final_at + refundWatchMs;
+  }
+
+  /**
+   * The polling columns of an order the writer creates or applies a snapshot to (`current` is
+   * null for a new order; `changed` says the snapshot moved it):
+   * - settled → no next poll;
+   * - new or moved → first poll `firstPollDelayMs` from now, when its next webhook is overdue,
+   *   and the poll count restarts;
+   * - otherwise (a duplicate or older event) the schedule stays as it was.
+   */
+  afterChange(
+    next: SettledFields & Pick<OrderRow, 'poll_count'>,
+    current: Pick<OrderRow, 'next_poll_at'> | null,
+    changed: boolean,
+    now: number,
+  ): PollingColumns {
+    if (this.isSettled(next, now)) return { next_poll_at: null, poll_count: next.poll_count };
+    const firstPollAt = now + this.settings.firstPollDelayMs;
+    if (changed || current === null) return { next_poll_at: firstPollAt, poll_count: 0 };
+    return { next_poll_at: current.next_poll_at ?? firstPollAt, poll_count: next.poll_count };
+  }
+
+  /**
+   * The next poll of an order whose create call just ended without an order: none once the
+   * submission is rejected; at once when its outcome is unknown, since only a poll can tell.
+   */
+  afterSubmissionOutcome(row: SettledFields, now: number): Pick<OrderRow, 'next_poll_at'> {
+    return { next_poll_at: this.isSettled(row, now) ? null : now };
+  }
+
+  /** Up to `limit` orders whose next poll time has come by `now`, the longest-due first. Reads only. */
+  dueForPoll(limit: number, now: number = this.#rows.now()): LocalOrder[] {
+    return this.#due.all(now, limit).map(toLocalOrder);
+  }
+
+  /**
+   * Claims up to `limit` due orders for polling, longest-due first, in one immediate
+   * transaction: each gets a lease (`poll_leased_until = now + leaseMs`) and orders under
+   * another live lease are skipped, so two reconcilers never poll the same order at once. The
+   * schedule (`next_poll_at`) is untouched: an order whose claim is released keeps its place.
+   * {@link recordPoll} and {@link releasePollClaim} end the lease; a crashed poller's lease
+   * simply expires. `dueBy` (default now) bounds which orders count as due: a pass passes its
+   * start time, so an order it polled and rescheduled is not due again within the same pass.
+   */
+  claimDueForPoll(limit: number, { dueBy }: { dueBy?: number } = {}): LocalOrder[] {
+    if (!Number.isInteger(limit) || limit < 1) {
+      throw new RangeError(`limit must be a whole number ≥ 1, got ${limit}`);
+    }
+    const now = this.#rows.now();
+    return this.#rows.write(this.#claimDueTx, limit, now, Math.min(dueBy ?? now, now));
+  }
+
+  /**
+   * Claims one order (by partner_ref, else invoice number) for an early poll, due or not, open
+   * or settled: `claimed: false` when another poller holds a live lease on it; undefined when
+   * the order is unknown locally.
+   */
+  claimForPoll(ref: string): { order: LocalOrder; claimed: boolean } | undefined {
+    return this.#rows.write(this.#claimOneTx, ref, this.#rows.now());
+  }
+
+  /** Ends a poll lease without recording a poll: the order keeps its place in the schedule. */
+  releasePollClaim(partnerRef: string): void {
+    this.#rows.write(this.#releaseTx, partnerRef);
+  }
+
+  /**
+   * Records a poll of an order, after its answer (if any) went through the writer's
+   * `applyOrderSnapshot`, and ends its lease. It sets `last_polled_at`, counts the poll (or
+   * restarts the count when the poll `changed` the order), and sets the next poll:
+   * - settled → none;
+   * - open longer than `stuckAfterMs` since its local creation without a final state → marked
+   *   stuck (`stuck_at`, the first marking kept) and polled at the longest backoff interval (a
+   *   SUCCESS waiting for its serial, or watched for a refund, has a final state: never stuck);
+   * - changed → after `firstPollDelayMs`, as after a webhook: the next webhook is overdue then;
+   * - otherwise the n-th poll in a row without a change → after `backoffMs[n - 1]`, the last
+   *   entry repeating.
+   *
+   * Throws `ORDER_NOT_FOUND` for an unknown ref.
+   */
+  recordPoll(partnerRef: string, { changed = false }: RecordPollInput = {}): LocalOrder {
+    return this.#rows.write(this.#recordPollTx, partnerRef, changed);
+  }
+
+  #recordPoll(ref: string, changed: boolean): LocalOrder {
+    const now = this.#rows.now();
+    const current = this.#rows.mustFind(ref);
+    const { backoffMs, firstPollDelayMs, stuckAfterMs } = this.settings;
+    const stuck = current.final_at === null && now - current.local_created_at >= stuckAfterMs;
+    const delayMs = stuck
+      ? this.#longestIntervalMs
+      : changed
+        ? firstPollDelayMs
+        : backoffMs[Math.min(current.poll_count, backoffMs.length - 1)]!;
+    const record: PollRecord = {
+      id: current.id,
+      last_polled_at: now,
+      poll_count: changed ? 0 : current.poll_count + 1,
+      next_poll_at: this.isSettled(current, now) ? null : now + delayMs,
+      stuck_at: stuck ? (current.stuck_at ?? now) : current.stuck_at,
+      updated_at: now,
+    };
+    this.#writePoll.run(record);
+    return toLocalOrder({ ...current, ...record });
+  }
+}
