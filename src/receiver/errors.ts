@@ -1,21 +1,14 @@
+import { SIGNATURE_FAILURES } from '../upstream/signature.js';
+
 /**
  * Every error answer of the webhook receiver: the code (the body's `message`), its HTTP status,
  * and what the sender should do (the body's `error` unless a more specific detail is given).
  * docs/receiver.md's answer table lists the same rows.
  */
 export const RECEIVER_ERRORS = {
-  SIGNATURE_MISSING: {
-    status: 401,
-    fix: 'send the signature and timestamp headers; is the sender signing its webhooks?',
-  },
-  INVALID_SIGNATURE: {
-    status: 401,
-    fix: 'sign timestamp + "." + the exact body bytes with the current API secret',
-  },
-  TIMESTAMP_OUT_OF_TOLERANCE: {
-    status: 401,
-    fix: "the timestamp is too far from this server's clock; check both clocks (NTP) and re-sign",
-  },
+  SIGNATURE_MISSING: { status: 401, fix: SIGNATURE_FAILURES.SIGNATURE_MISSING },
+  INVALID_SIGNATURE: { status: 401, fix: SIGNATURE_FAILURES.INVALID_SIGNATURE },
+  TIMESTAMP_OUT_OF_TOLERANCE: { status: 401, fix: SIGNATURE_FAILURES.TIMESTAMP_OUT_OF_TOLERANCE },
   BODY_UNREADABLE: { status: 400, fix: 'the request body could not be read in full; send it again' },
   BAD_REQUEST: { status: 400, fix: 'the request is malformed; check its headers and body framing' },
   NOT_FOUND: { status: 404, fix: 'webhooks are POSTed to the configured webhook path' },

@@ -23,8 +23,19 @@ export function signWebhook(secret: string, timestamp: string | number, rawBody:
   return signatureBytes(secret, timestamp, rawBody).toString('hex');
 }
 
-/** The reasons a webhook is refused; each is an answer code of the receiver. */
-export type SignatureFailureCode = 'SIGNATURE_MISSING' | 'INVALID_SIGNATURE' | 'TIMESTAMP_OUT_OF_TOLERANCE';
+/**
+ * The reasons a webhook is refused, each with what to fix: the one text of each, which the
+ * receiver answers with (its answer codes are these codes).
+ */
+export const SIGNATURE_FAILURES = {
+  SIGNATURE_MISSING: 'the signature or timestamp header is missing; is the sender signing its webhooks?',
+  INVALID_SIGNATURE:
+    'the signature does not match any configured secret; check the API secret, and that the raw request body is verified as received',
+  TIMESTAMP_OUT_OF_TOLERANCE:
+    "the timestamp is too far from this server's clock; check both clocks (NTP) and re-sign",
+} as const;
+
+export type SignatureFailureCode = keyof typeof SIGNATURE_FAILURES;
 
 export interface VerifyWebhookInput {
   /** The request body exactly as received. Never a re-serialised object. */
@@ -62,7 +73,7 @@ export function verifyWebhookSignature(input: VerifyWebhookInput): VerifyWebhook
     return {
       ok: false,
       code: 'SIGNATURE_MISSING',
-      message: 'the signature or timestamp header is missing; is the sender signing its webhooks?',
+      message: SIGNATURE_FAILURES.SIGNATURE_MISSING,
       authentic: false,
     };
   }
@@ -74,8 +85,7 @@ export function verifyWebhookSignature(input: VerifyWebhookInput): VerifyWebhook
     return {
       ok: false,
       code: 'INVALID_SIGNATURE',
-      message:
-        'the signature does not match any configured secret; check the API secret, and that the raw request body is verified as received',
+      message: SIGNATURE_FAILURES.INVALID_SIGNATURE,
       authentic: false,
     };
   }
@@ -86,7 +96,7 @@ export function verifyWebhookSignature(input: VerifyWebhookInput): VerifyWebhook
     return {
       ok: false,
       code: 'TIMESTAMP_OUT_OF_TOLERANCE',
-      message: `the timestamp is more than ${tolerance} s from this server's clock; check both clocks (NTP)`,
+      message: `the timestamp is more than ${tolerance} s from this server's clock; check both clocks (NTP) and re-sign`,
       authentic: true,
     };
   }
