@@ -1,4 +1,3 @@
-import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { type AdminServer, startAdminServer } from '../admin/admin-server.js';
 import {
@@ -6,17 +5,15 @@ import {
   type Config,
   loadConfig,
   reconcilerSettings,
-  upstreamSettings,
   type WorkerSettings,
   workerSettings,
 } from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
-import { RateBudget } from '../rate-budget/rate-budget.js';
 import type { ReconcilerMetrics } from '../reconciler/metrics.js';
 import { startReconciler } from '../reconciler/reconciler.js';
 import { openDatabase } from '../store/database.js';
 import { type OrderStore, openOrderStore } from '../store/order-store.js';
-import { UpstreamClient } from '../upstream/client.js';
+import { createUpstream } from '../upstream/create-upstream.js';
 import { createEventWorker, type EventWorker } from './event-worker.js';
 
 /** The components of one `h2h-sync worker` process. */
@@ -49,35 +46,21 @@ export interface StartWorkerProcessOptions {
 }
 
 /**
- * Starts the reconciler on the worker's store with the upstream client and the shared rate
- * budget it needs (docs/reconciler.md). Throws a ConfigError naming H2H_BASE_URL / H2H_API_KEY
- * when they are missing.
+ * Starts the reconciler on the worker's store with the upstream it polls (docs/reconciler.md).
+ * Throws a ConfigError naming H2H_BASE_URL / H2H_API_KEY when they are missing.
  */
 async function startProcessReconciler(
   config: Config,
   store: OrderStore,
   options: StartWorkerProcessOptions,
 ): Promise<{ metrics: ReconcilerMetrics; stop: () => Promise<boolean> }> {
-  const upstream = upstreamSettings(config);
-  const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 1, connectionName: 'h2h-budget' });
-  redis.on('error', (error) => options.logger?.warn({ err: error }, 'rate budget: Redis error'));
-  const budget = new RateBudget({ redis, apiKey: upstream.apiKey, ...config.budget });
-  const client = new UpstreamClient({
-    ...upstream,
-    retry: { maxAttempts: upstream.retryMaxAttempts },
-    budget,
-    ...(options.logger ? { logger: options.logger } : {}),
-  });
-  const close = async () => {
-    await client.close();
-    redis.disconnect();
-  };
+  const upstream = await createUpstream(config, { logger: options.logger });
   try {
     const reconciler = await startReconciler({
       settings: reconcilerSettings(config),
       store,
-      client,
-      budget,
+      client: upstream.client,
+      budget: upstream.budget,
       redisUrl: config.redisUrl,
       ...(options.queuePrefix === undefined ? {} : { queuePrefix: options.queuePrefix }),
       ...(options.logger ? { logger: options.logger } : {}),
@@ -86,12 +69,12 @@ async function startProcessReconciler(
       metrics: reconciler.metrics,
       stop: async () => {
         const graceful = await reconciler.close({ timeoutMs: workerSettings(config).shutdownTimeoutMs });
-        await close();
+        await upstream.close();
         return graceful;
       },
     };
   } catch (error) {
-    await close();
+    await upstream.close();
     throw error;
   }
 }
