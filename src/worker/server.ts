@@ -11,10 +11,17 @@ import {
 import { createLogger } from '../observability/logger.js';
 import type { ReconcilerMetrics } from '../reconciler/metrics.js';
 import { startReconciler } from '../reconciler/reconciler.js';
+import { exitGracefully } from '../shared/graceful-shutdown.js';
 import { openDatabase } from '../store/database.js';
 import { type OrderStore, openOrderStore } from '../store/order-store.js';
 import { createUpstream } from '../upstream/create-upstream.js';
 import { createEventWorker, type EventWorker } from './event-worker.js';
+
+/**
+ * Added to H2H_WORKER_SHUTDOWN_TIMEOUT_MS for the whole stop: each component gets the timeout,
+ * then the store closes.
+ */
+const STORE_CLOSE_MARGIN_MS = 1_000;
 
 /** The components of one `h2h-sync worker` process. */
 export interface RunningWorkerProcess {
@@ -203,8 +210,8 @@ export async function startWorkerProcess(
  * The `h2h-sync worker` process: loads the configuration, starts {@link startWorkerProcess},
  * tells pm2 it is ready (`process.send('ready')`, for `wait_ready`), and on SIGINT or SIGTERM
  * stops taking jobs, finishes and commits the active ones, closes, and exits 0 — or exits 1 when
- * a component had to be abandoned or the stop outlasts `H2H_WORKER_SHUTDOWN_TIMEOUT_MS` (plus a
- * second for the store to close).
+ * a component had to be abandoned or the stop outlasts `H2H_WORKER_SHUTDOWN_TIMEOUT_MS` plus
+ * {@link STORE_CLOSE_MARGIN_MS} ({@link exitGracefully}).
  */
 export async function runWorker(config: Config = loadConfig()): Promise<RunningWorkerProcess> {
   const settings = workerSettings(config);
@@ -216,25 +223,15 @@ export async function runWorker(config: Config = loadConfig()): Promise<RunningW
   );
   process.send?.('ready');
 
-  const shutdown = (signal: NodeJS.Signals) => {
-    logger.info({ signal }, 'worker stopping: finishing active jobs');
-    const deadline = setTimeout(() => {
-      logger.error({ timeoutMs: settings.shutdownTimeoutMs }, 'worker stop timed out; exiting anyway');
-      process.exit(1);
-    }, settings.shutdownTimeoutMs + 1_000);
-    deadline.unref();
-    running.close().then(
-      (graceful) => {
-        logger.info({ graceful, ...running.eventWorker.stats() }, 'worker stopped');
-        process.exit(graceful ? 0 : 1);
-      },
-      (error: unknown) => {
-        logger.error({ err: error }, 'worker close failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.once('SIGINT', shutdown);
-  process.once('SIGTERM', shutdown);
+  exitGracefully({
+    name: 'worker',
+    logger,
+    timeoutMs: settings.shutdownTimeoutMs + STORE_CLOSE_MARGIN_MS,
+    close: async () => {
+      const graceful = await running.close();
+      logger.info({ graceful, ...running.eventWorker.stats() }, 'worker stopped');
+      return graceful;
+    },
+  });
   return running;
 }
