@@ -17,6 +17,7 @@ import { POLL_REQUEST_QUEUE } from '../queue/poll-request-queue.js';
 import { queueJobCounts, registerQueueDepthGauge } from '../queue/queue-depth.js';
 import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE } from '../queue/webhook-queue.js';
 import { RECONCILE_QUEUE } from '../reconciler/reconcile-queue.js';
+import { withDeadline } from '../shared/deadline.js';
 import type { GroupCommitStats } from '../worker/group-commit.js';
 
 /** Where Bull Board is served; its base path and the Fastify prefix must be the same. */
@@ -51,12 +52,13 @@ export interface AdminServer {
   close(): Promise<void>;
 }
 
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: no answer from Redis within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+/** Waits for a Redis answer at most {@link REDIS_PROBE_TIMEOUT_MS}, so a frozen Redis cannot hang a probe. */
+function redisAnswerWithin<T>(work: Promise<T>, what: string): Promise<T> {
+  return withDeadline(
+    work,
+    REDIS_PROBE_TIMEOUT_MS,
+    () => new Error(`${what}: no answer from Redis within ${REDIS_PROBE_TIMEOUT_MS} ms`),
+  );
 }
 
 const digest = (value: string) => createHash('sha256').update(value).digest();
@@ -74,9 +76,7 @@ function createAdminRegistry(queues: Queue[], workerStats: AdminServerOptions['w
   const registry = new Registry();
   const registers = [registry];
   collectDefaultMetrics({ register: registry });
-  registerQueueDepthGauge(registry, () =>
-    withTimeout(queueJobCounts(queues), REDIS_PROBE_TIMEOUT_MS, 'queue depth'),
-  );
+  registerQueueDepthGauge(registry, () => redisAnswerWithin(queueJobCounts(queues), 'queue depth'));
   if (workerStats) {
     const fromStats = (name: string, help: string, pick: (stats: GroupCommitStats) => number) =>
       new Counter({
@@ -153,7 +153,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   });
   app.get('/healthz', async (_request, reply) => {
     try {
-      await withTimeout(connection.ping(), REDIS_PROBE_TIMEOUT_MS, 'healthz');
+      await redisAnswerWithin(connection.ping(), 'healthz');
       return { status: 'ok', redis: 'ok' };
     } catch (error) {
       return reply.code(503).send({ status: 'degraded', redis: (error as Error).message });

@@ -1,26 +1,16 @@
-import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import {
-  type Config,
-  ConfigError,
-  loadConfig,
-  reconcilerSettings,
-  upstreamSettings,
-} from '../config/config.js';
+import { type Config, loadConfig, reconcilerSettings } from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
-import { RateBudget } from '../rate-budget/rate-budget.js';
 import { openDatabase } from '../store/database.js';
 import { type OrderStore, openOrderStore } from '../store/order-store.js';
-import { UpstreamClient } from '../upstream/client.js';
+import { createUpstream, type Upstream } from '../upstream/create-upstream.js';
 
 /** What a CLI command works with; open only the parts it needs and `close()` them at the end. */
 export interface CliContext {
   config: Config;
   logger: Logger;
-  client?: UpstreamClient;
-  /** The shared rate budget the client draws from, and its Redis connection (with `upstream`). */
-  budget?: RateBudget;
-  redis?: Redis;
+  /** The upstream client, its rate budget and their Redis (with `upstream`). */
+  upstream?: Upstream;
   /** Opened with the reconciler's settings (its poll schedule), as in every process that writes orders. */
   store?: OrderStore;
   close(): Promise<void>;
@@ -33,32 +23,6 @@ export interface OpenContextOptions {
   store?: boolean;
   /** CLI log level (logs go to stderr; the command prints its own outcome). Default: `error`. */
   logLevel?: string;
-}
-
-/**
- * Connects to Redis or fails fast with a ConfigError naming REDIS_URL and `what` lives there
- * (by default the rate budget, which every upstream call draws from).
- */
-export async function connectRedis(
-  url: string,
-  what = 'every upstream call draws from the rate budget kept there',
-): Promise<Redis> {
-  const redis = new Redis(url, {
-    lazyConnect: true,
-    connectTimeout: 3000,
-    maxRetriesPerRequest: 1,
-    retryStrategy: () => null,
-  });
-  redis.on('error', () => {});
-  try {
-    await redis.connect();
-    return redis;
-  } catch (err) {
-    redis.disconnect();
-    throw new ConfigError(
-      `cannot reach Redis at REDIS_URL=${url} (${(err as Error).message}); ${what}: start Redis or set REDIS_URL`,
-    );
-  }
 }
 
 /** Loads the config and opens what the command needs. */
@@ -84,20 +48,9 @@ export async function openContext(options: OpenContextOptions): Promise<CliConte
       context.store = openOrderStore(db, reconcilerSettings(config));
     }
     if (options.upstream) {
-      const upstream = upstreamSettings(config);
-      const redis = await connectRedis(config.redisUrl);
-      closers.push(() => void redis.disconnect());
-      const budget = new RateBudget({ redis, apiKey: upstream.apiKey, ...config.budget });
-      context.redis = redis;
-      context.budget = budget;
-      const client = new UpstreamClient({
-        ...upstream,
-        retry: { maxAttempts: upstream.retryMaxAttempts },
-        budget,
-        logger,
-      });
-      closers.push(() => client.close());
-      context.client = client;
+      const upstream = await createUpstream(config, { logger });
+      closers.push(() => upstream.close());
+      context.upstream = upstream;
     }
     return context;
   } catch (err) {

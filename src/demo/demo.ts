@@ -2,17 +2,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { request } from 'undici';
 import { loadConfig, receiverSettings } from '../config/config.js';
 import { startRedisServer } from '../dev/redis-server.js';
 import { placeOrder } from '../orders/place-order.js';
-import { RateBudget } from '../rate-budget/rate-budget.js';
 import { startReceiver } from '../receiver/server.js';
 import { createSimulator } from '../simulator/index.js';
 import type { LocalOrder } from '../store/local-order.js';
-import { UpstreamClient } from '../upstream/client.js';
+import { createUpstream } from '../upstream/create-upstream.js';
 import type { Order } from '../upstream/model.js';
 import { startWorkerProcess } from '../worker/server.js';
 
@@ -162,15 +160,9 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
     await control('PATCH', '/members/M-0001', { webhook_url: receiver.webhookUrl });
     await control('POST', '/faults', DEMO_FAULTS);
 
-    const budgetRedis = new Redis(redis.url, { maxRetriesPerRequest: 1 });
-    stops.push(() => budgetRedis.disconnect());
-    const client = new UpstreamClient({
-      baseUrl: sim.baseUrl,
-      apiKey: DEMO_KEY,
-      headersTimeoutMs: 2000,
-      budget: new RateBudget({ redis: budgetRedis, apiKey: DEMO_KEY, ...config.budget }),
-    });
-    stops.push(() => client.close());
+    const upstream = await createUpstream(config);
+    stops.push(() => upstream.close());
+    const { client } = upstream;
     const { store } = worker;
 
     const started = Date.now();

@@ -3,8 +3,8 @@ import type { LocalOrder } from '../store/local-order.js';
 import type { OrderWriter } from '../store/order-writer.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { UpstreamError } from '../upstream/errors.js';
-import type { OrderData, OrderInput } from '../upstream/model.js';
-import { newPartnerRef, partnerRefProblem } from './partner-ref.js';
+import { type OrderData, type OrderInput, partnerRefProblem } from '../upstream/model.js';
+import { newPartnerRef } from './partner-ref.js';
 
 /** What a caller asks for. One of `productCode` and `productId` is required. */
 export interface PlaceOrderInput {

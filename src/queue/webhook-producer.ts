@@ -1,6 +1,7 @@
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { withDeadline } from '../shared/deadline.js';
 import {
   POLL_REQUEST_JOB_NAME,
   POLL_REQUEST_JOB_OPTIONS,
@@ -91,25 +92,19 @@ export interface WebhookProducer {
 }
 
 /**
- * Races `work` against a deadline. Any failure (a refusal, a timeout) becomes a
+ * Waits for `work` at most `ms`. Any failure (a refusal, a timeout) becomes a
  * {@link QueueUnavailableError} naming what was attempted.
  */
 async function acknowledgedWithin<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
-  work.catch(() => {}); // it may settle after the deadline; nobody waits for it then
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new QueueUnavailableError(`Redis did not acknowledge ${what} within ${ms} ms`)),
-      ms,
-    );
-  });
   try {
-    return await Promise.race([work, deadline]);
+    return await withDeadline(
+      work,
+      ms,
+      () => new QueueUnavailableError(`Redis did not acknowledge ${what} within ${ms} ms`),
+    );
   } catch (error) {
     if (error instanceof QueueUnavailableError) throw error;
     throw new QueueUnavailableError(`Redis refused ${what}: ${(error as Error).message}`, { cause: error });
-  } finally {
-    clearTimeout(timer);
   }
 }
 

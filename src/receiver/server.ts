@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { type Config, loadConfig, type ReceiverSettings, receiverSettings } from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
 import { createWebhookProducer, type WebhookProducer } from '../queue/webhook-producer.js';
+import { exitGracefully } from '../shared/graceful-shutdown.js';
 import { buildReceiverApp } from './app.js';
 
 /** A listening receiver. */
@@ -88,8 +89,8 @@ export async function startReceiver(
 /**
  * The `h2h-sync receiver` process: loads the configuration, listens, tells pm2 it is ready
  * (`process.send('ready')`, for `wait_ready`), and on SIGINT or SIGTERM drains and exits 0 — or
- * exits 1 when the drain outlasts `H2H_SHUTDOWN_TIMEOUT_MS`. Throws a ConfigError for bad
- * settings before anything starts.
+ * exits 1 when the drain outlasts `H2H_SHUTDOWN_TIMEOUT_MS` ({@link exitGracefully}). Throws a
+ * ConfigError for bad settings before anything starts.
  */
 export async function runReceiver(config: Config = loadConfig()): Promise<RunningReceiver> {
   const settings = receiverSettings(config);
@@ -102,25 +103,15 @@ export async function runReceiver(config: Config = loadConfig()): Promise<Runnin
   logger.info({ url: receiver.webhookUrl, origin: receiver.origin }, 'receiver listening');
   process.send?.('ready');
 
-  const shutdown = (signal: NodeJS.Signals) => {
-    logger.info({ signal }, 'receiver stopping: draining requests in flight');
-    const deadline = setTimeout(() => {
-      logger.error({ timeoutMs: settings.shutdownTimeoutMs }, 'receiver drain timed out; exiting anyway');
-      process.exit(1);
-    }, settings.shutdownTimeoutMs);
-    deadline.unref();
-    receiver.close().then(
-      () => {
-        logger.info('receiver stopped');
-        process.exit(0);
-      },
-      (error: unknown) => {
-        logger.error({ err: error }, 'receiver close failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.once('SIGINT', shutdown);
-  process.once('SIGTERM', shutdown);
+  exitGracefully({
+    name: 'receiver',
+    logger,
+    timeoutMs: settings.shutdownTimeoutMs,
+    close: async () => {
+      await receiver.close();
+      logger.info('receiver stopped');
+      return true;
+    },
+  });
   return receiver;
 }

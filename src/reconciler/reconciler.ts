@@ -6,6 +6,7 @@ import type { ReconcilerSettings } from '../config/config.js';
 import { POLL_REQUEST_QUEUE, type PollRequestData } from '../queue/poll-request-queue.js';
 import { DEFAULT_QUEUE_PREFIX } from '../queue/webhook-queue.js';
 import type { RateBudget } from '../rate-budget/rate-budget.js';
+import { settlesWithin } from '../shared/deadline.js';
 import type { OrderStore } from '../store/order-store.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { type EarlyPollResult, pollOrderNow } from './early-poll.js';
@@ -67,22 +68,6 @@ export interface RunningReconciler {
    * with their lease). Safe to call twice.
    */
   close(options?: { timeoutMs?: number }): Promise<boolean>;
-}
-
-/** Waits for `work` at most `ms`; true when it settled in time (a rejection counts as settled). */
-async function within(work: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const settled = await Promise.race([
-    work.then(
-      () => true,
-      () => true,
-    ),
-    new Promise<false>((resolve) => {
-      timer = setTimeout(() => resolve(false), ms);
-    }),
-  ]);
-  clearTimeout(timer);
-  return settled;
 }
 
 /**
@@ -200,7 +185,7 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
     void pollWorker.run();
     await Promise.all([passWorker.waitUntilReady(), pollWorker.waitUntilReady()]);
   } catch (error) {
-    await within(Promise.all([passWorker.close(true), pollWorker.close(true), queue.close()]), 2_000);
+    await settlesWithin(Promise.all([passWorker.close(true), pollWorker.close(true), queue.close()]), 2_000);
     connection.disconnect();
     throw error;
   }
@@ -219,8 +204,11 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
     runPassNow: (trigger = 'manual') => runPass(trigger),
     close({ timeoutMs = DEFAULT_RECONCILER_CLOSE_TIMEOUT_MS } = {}) {
       closing ??= (async () => {
-        const graceful = await within(Promise.all([passWorker.close(), pollWorker.close()]), timeoutMs);
-        await within(queue.close(), 1_000);
+        const graceful = await settlesWithin(
+          Promise.all([passWorker.close(), pollWorker.close()]),
+          timeoutMs,
+        );
+        await settlesWithin(queue.close(), 1_000);
         connection.disconnect();
         if (!graceful)
           logger?.warn({ timeoutMs }, 'reconciler stop timed out; an abandoned pass’s claims expire');

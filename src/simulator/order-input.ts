@@ -1,4 +1,4 @@
-import { type OrderData, PARTNER_REF_MAX_LENGTH } from '../upstream/model.js';
+import { type OrderData, partnerRefProblem } from '../upstream/model.js';
 import { isHttpUrl } from './fixture.js';
 import { upstreamError } from './sim-errors.js';
 
@@ -15,7 +15,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * Checks the shape of a POST /orders body (spec §2 "Order input", decisions.md). Throws 400
- * VALIDATION_ERROR whose `error` starts with the offending field, e.g. `partner_ref: at most 64 characters`.
+ * VALIDATION_ERROR whose `error` starts with the offending field, e.g. `partner_ref: at most 64 characters (Unicode code points), got 65`.
  */
 export function parseOrderInput(body: unknown): ValidOrderInput {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
@@ -30,9 +30,8 @@ export function parseOrderInput(body: unknown): ValidOrderInput {
   if (productId !== undefined && !UUID.test(productId)) throw invalid('product_id', 'must be a UUID');
 
   const partnerRef = optionalString(input, 'partner_ref');
-  if (partnerRef !== undefined && codePointLength(partnerRef) > PARTNER_REF_MAX_LENGTH) {
-    throw invalid('partner_ref', `at most ${PARTNER_REF_MAX_LENGTH} characters`);
-  }
+  const partnerRefRefusal = partnerRef === undefined ? undefined : partnerRefProblem(partnerRef);
+  if (partnerRefRefusal) throw upstreamError('VALIDATION_ERROR', partnerRefRefusal);
 
   const data = input.data;
   if (data === undefined || data === null) throw invalid('data', 'is required');
@@ -64,14 +63,6 @@ function optionalString(input: Record<string, unknown>, field: string): string |
   if (value === undefined || value === null) return undefined;
   if (typeof value !== 'string' || value === '') throw invalid(field, 'must be a non-empty string');
   return value;
-}
-
-/** Spec §8 counts characters; a UTF-16 length under the limit is always fine, so count only beyond it. */
-function codePointLength(value: string): number {
-  if (value.length <= PARTNER_REF_MAX_LENGTH) return value.length;
-  let count = 0;
-  for (const _ of value) count++;
-  return count;
 }
 
 function invalid(field: string, reason: string) {

@@ -1,9 +1,12 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { pino } from 'pino';
+import { exitGracefully } from '../shared/graceful-shutdown.js';
 import { createSimulator } from './index.js';
 import { SIMULATOR_DEFAULTS } from './simulator-options.js';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+/** Longest stop of `h2h-sync sim` (webhooks in flight are cut off); close-with-grace's own default. */
+const SIM_STOP_TIMEOUT_MS = 10_000;
 
 /** A commander argument parser for a number in [min, max] (an integer unless `fraction`). */
 function numberIn(flag: string, min: number, max: number, fraction = false) {
@@ -32,7 +35,8 @@ interface SimFlags {
 
 /**
  * Registers `h2h-sync sim`: runs the upstream simulator (docs/simulator.md) until SIGINT or
- * SIGTERM, after printing `simulator listening: <base URL>`.
+ * SIGTERM, after printing `simulator listening: <base URL>`, and stops like the receiver and the
+ * worker ({@link exitGracefully}).
  */
 export function registerSimCommand(program: Command): void {
   program
@@ -90,17 +94,15 @@ export function registerSimCommand(program: Command): void {
       process.stdout.write(`simulator listening: ${sim.baseUrl}\n`);
       process.stdout.write(`control API: ${sim.origin}/__sim\n`);
 
-      const stop = (signal: NodeJS.Signals) => {
-        logger.info({ signal }, 'simulator stopping');
-        sim.close().then(
-          () => process.stdout.write('simulator stopped\n'),
-          (error: unknown) => {
-            process.stderr.write(`h2h-sync sim: close failed: ${(error as Error).message}\n`);
-            process.exitCode = 1;
-          },
-        );
-      };
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
+      exitGracefully({
+        name: 'simulator',
+        logger,
+        timeoutMs: SIM_STOP_TIMEOUT_MS,
+        close: async () => {
+          await sim.close();
+          process.stdout.write('simulator stopped\n');
+          return true;
+        },
+      });
     });
 }

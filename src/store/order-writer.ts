@@ -6,7 +6,7 @@ import {
   type Order,
   type OrderData,
   type OrderStatus,
-  PARTNER_REF_MAX_LENGTH,
+  partnerRefProblem,
   type SnapshotVerdict,
 } from '../upstream/model.js';
 import { type OrderSnapshot, readOrderSnapshot } from '../upstream/order-snapshot.js';
@@ -23,7 +23,7 @@ import type { PollSchedule } from './poll-schedule.js';
 import { StoreError } from './store-error.js';
 
 export interface CreateLocalOrderInput {
-  /** The idempotency key sent upstream, at most 64 characters. */
+  /** The idempotency key sent upstream: 1 to 64 characters ({@link partnerRefProblem}). */
   partnerRef: string;
   productCode?: string;
   productId?: string;
@@ -155,12 +155,8 @@ export class OrderWriter {
    */
   createLocalOrder(input: CreateLocalOrderInput): { order: LocalOrder; created: boolean } {
     const { partnerRef } = input;
-    if (typeof partnerRef !== 'string' || partnerRef === '' || partnerRef.length > PARTNER_REF_MAX_LENGTH) {
-      throw new StoreError(
-        'INVALID_PARTNER_REF',
-        `partner_ref must be 1 to ${PARTNER_REF_MAX_LENGTH} characters, got ${JSON.stringify(partnerRef)}`,
-      );
-    }
+    const problem = partnerRefProblem(partnerRef);
+    if (problem) throw new StoreError('INVALID_PARTNER_REF', problem);
     const now = this.#rows.now();
     const row: NewOrderRow = {
       partner_ref: partnerRef,

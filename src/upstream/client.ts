@@ -13,9 +13,9 @@ import {
   type Category,
   type Order,
   type OrderInput,
-  PARTNER_REF_MAX_LENGTH,
   type Product,
   type Profile,
+  partnerRefProblem,
 } from './model.js';
 import {
   type AttemptOutcome,
@@ -251,12 +251,8 @@ export class UpstreamClient {
         'createOrder needs a partner_ref: without it a retry after a timeout could create a second order (spec §4 rule 7)',
       );
     }
-    if (ref.length > PARTNER_REF_MAX_LENGTH) {
-      throw new OrderInputError(
-        'PARTNER_REF_TOO_LONG',
-        `partner_ref is ${ref.length} characters; the upstream allows at most ${PARTNER_REF_MAX_LENGTH}`,
-      );
-    }
+    const problem = partnerRefProblem(ref);
+    if (problem) throw new OrderInputError('PARTNER_REF_TOO_LONG', problem);
     if (!input.product_code && !input.product_id) {
       throw new OrderInputError('PRODUCT_REQUIRED', 'createOrder needs a product_code or a product_id');
     }

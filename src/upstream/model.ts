@@ -70,8 +70,28 @@ export interface OrderInput {
   callback_url?: string;
 }
 
-/** Spec §8. */
+/** The most characters (Unicode code points) a partner_ref may have (spec §2, §8). */
 export const PARTNER_REF_MAX_LENGTH = 64;
+
+/**
+ * The one partner_ref rule, shared by order placement, the client, the store and the simulator:
+ * a partner_ref is 1 to {@link PARTNER_REF_MAX_LENGTH} characters (spec §2: "at most 64
+ * characters"). Returns what is wrong, as `partner_ref: …` (the simulator's VALIDATION_ERROR
+ * names the field first), or undefined when the ref is valid.
+ *
+ * Characters are counted as Unicode code points, not UTF-16 units (`string.length`): the spec
+ * speaks of characters, not bytes or code units, and JSON carries code points, so an emoji is one
+ * character to the upstream as to a person. Counting UTF-16 units would refuse valid refs
+ * (64 emoji are 128 units); counting bytes would refuse more still.
+ */
+export function partnerRefProblem(ref: string): string | undefined {
+  if (ref === '') return 'partner_ref: must not be empty';
+  // Counting code points walks the string; a UTF-16 length within the limit is always fine.
+  if (ref.length <= PARTNER_REF_MAX_LENGTH) return undefined;
+  const characters = [...ref].length;
+  if (characters <= PARTNER_REF_MAX_LENGTH) return undefined;
+  return `partner_ref: at most ${PARTNER_REF_MAX_LENGTH} characters (Unicode code points), got ${characters}`;
+}
 /** Spec §8 and decisions.md: requests per rolling minute per API key. */
 export const DEFAULT_RATE_LIMIT_PER_MINUTE = 60;
 

@@ -8,6 +8,7 @@ import {
   WEBHOOK_QUEUE,
   type WebhookJobData,
 } from '../queue/webhook-queue.js';
+import { settlesWithin } from '../shared/deadline.js';
 import type { EventReason } from '../store/local-order.js';
 import type { OrderWriter } from '../store/order-writer.js';
 import { StoreError } from '../store/store-error.js';
@@ -201,14 +202,12 @@ export function createEventWorker(options: EventWorkerOptions): EventWorker {
     waitUntilReady: () => worker.waitUntilReady(),
     close({ timeoutMs = DEFAULT_CLOSE_TIMEOUT_MS } = {}) {
       closing ??= (async () => {
-        let timer: NodeJS.Timeout | undefined;
-        const timedOut = new Promise<'timeout'>((resolve) => {
-          timer = setTimeout(() => resolve('timeout'), timeoutMs);
-        });
-        const closed = worker.close().then(() => 'closed' as const);
-        closed.catch(() => {});
+        const closed = worker.close();
         try {
-          if ((await Promise.race([closed, timedOut])) === 'closed') return true;
+          if (await settlesWithin(closed, timeoutMs)) {
+            await closed;
+            return true;
+          }
           logger?.error(
             { timeoutMs },
             'event worker did not close in time; leaving its jobs to stall recovery',
@@ -216,7 +215,6 @@ export function createEventWorker(options: EventWorkerOptions): EventWorker {
           void worker.close(true).catch(() => {});
           return false;
         } finally {
-          clearTimeout(timer);
           // Whatever is still queued in the batch runs now, before the caller closes the database.
           groupCommit.flush();
           connection.disconnect();

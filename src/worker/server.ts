@@ -1,4 +1,3 @@
-import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { type AdminServer, startAdminServer } from '../admin/admin-server.js';
 import {
@@ -6,18 +5,23 @@ import {
   type Config,
   loadConfig,
   reconcilerSettings,
-  upstreamSettings,
   type WorkerSettings,
   workerSettings,
 } from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
-import { RateBudget } from '../rate-budget/rate-budget.js';
 import type { ReconcilerMetrics } from '../reconciler/metrics.js';
 import { startReconciler } from '../reconciler/reconciler.js';
+import { exitGracefully } from '../shared/graceful-shutdown.js';
 import { openDatabase } from '../store/database.js';
 import { type OrderStore, openOrderStore } from '../store/order-store.js';
-import { UpstreamClient } from '../upstream/client.js';
+import { createUpstream } from '../upstream/create-upstream.js';
 import { createEventWorker, type EventWorker } from './event-worker.js';
+
+/**
+ * Added to H2H_WORKER_SHUTDOWN_TIMEOUT_MS for the whole stop: each component gets the timeout,
+ * then the store closes.
+ */
+const STORE_CLOSE_MARGIN_MS = 1_000;
 
 /** The components of one `h2h-sync worker` process. */
 export interface RunningWorkerProcess {
@@ -49,35 +53,21 @@ export interface StartWorkerProcessOptions {
 }
 
 /**
- * Starts the reconciler on the worker's store with the upstream client and the shared rate
- * budget it needs (docs/reconciler.md). Throws a ConfigError naming H2H_BASE_URL / H2H_API_KEY
- * when they are missing.
+ * Starts the reconciler on the worker's store with the upstream it polls (docs/reconciler.md).
+ * Throws a ConfigError naming H2H_BASE_URL / H2H_API_KEY when they are missing.
  */
 async function startProcessReconciler(
   config: Config,
   store: OrderStore,
   options: StartWorkerProcessOptions,
 ): Promise<{ metrics: ReconcilerMetrics; stop: () => Promise<boolean> }> {
-  const upstream = upstreamSettings(config);
-  const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 1, connectionName: 'h2h-budget' });
-  redis.on('error', (error) => options.logger?.warn({ err: error }, 'rate budget: Redis error'));
-  const budget = new RateBudget({ redis, apiKey: upstream.apiKey, ...config.budget });
-  const client = new UpstreamClient({
-    ...upstream,
-    retry: { maxAttempts: upstream.retryMaxAttempts },
-    budget,
-    ...(options.logger ? { logger: options.logger } : {}),
-  });
-  const close = async () => {
-    await client.close();
-    redis.disconnect();
-  };
+  const upstream = await createUpstream(config, { logger: options.logger });
   try {
     const reconciler = await startReconciler({
       settings: reconcilerSettings(config),
       store,
-      client,
-      budget,
+      client: upstream.client,
+      budget: upstream.budget,
       redisUrl: config.redisUrl,
       ...(options.queuePrefix === undefined ? {} : { queuePrefix: options.queuePrefix }),
       ...(options.logger ? { logger: options.logger } : {}),
@@ -86,12 +76,12 @@ async function startProcessReconciler(
       metrics: reconciler.metrics,
       stop: async () => {
         const graceful = await reconciler.close({ timeoutMs: workerSettings(config).shutdownTimeoutMs });
-        await close();
+        await upstream.close();
         return graceful;
       },
     };
   } catch (error) {
-    await close();
+    await upstream.close();
     throw error;
   }
 }
@@ -220,8 +210,8 @@ export async function startWorkerProcess(
  * The `h2h-sync worker` process: loads the configuration, starts {@link startWorkerProcess},
  * tells pm2 it is ready (`process.send('ready')`, for `wait_ready`), and on SIGINT or SIGTERM
  * stops taking jobs, finishes and commits the active ones, closes, and exits 0 — or exits 1 when
- * a component had to be abandoned or the stop outlasts `H2H_WORKER_SHUTDOWN_TIMEOUT_MS` (plus a
- * second for the store to close).
+ * a component had to be abandoned or the stop outlasts `H2H_WORKER_SHUTDOWN_TIMEOUT_MS` plus
+ * {@link STORE_CLOSE_MARGIN_MS} ({@link exitGracefully}).
  */
 export async function runWorker(config: Config = loadConfig()): Promise<RunningWorkerProcess> {
   const settings = workerSettings(config);
@@ -233,25 +223,15 @@ export async function runWorker(config: Config = loadConfig()): Promise<RunningW
   );
   process.send?.('ready');
 
-  const shutdown = (signal: NodeJS.Signals) => {
-    logger.info({ signal }, 'worker stopping: finishing active jobs');
-    const deadline = setTimeout(() => {
-      logger.error({ timeoutMs: settings.shutdownTimeoutMs }, 'worker stop timed out; exiting anyway');
-      process.exit(1);
-    }, settings.shutdownTimeoutMs + 1_000);
-    deadline.unref();
-    running.close().then(
-      (graceful) => {
-        logger.info({ graceful, ...running.eventWorker.stats() }, 'worker stopped');
-        process.exit(graceful ? 0 : 1);
-      },
-      (error: unknown) => {
-        logger.error({ err: error }, 'worker close failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.once('SIGINT', shutdown);
-  process.once('SIGTERM', shutdown);
+  exitGracefully({
+    name: 'worker',
+    logger,
+    timeoutMs: settings.shutdownTimeoutMs + STORE_CLOSE_MARGIN_MS,
+    close: async () => {
+      const graceful = await running.close();
+      logger.info({ graceful, ...running.eventWorker.stats() }, 'worker stopped');
+      return graceful;
+    },
+  });
   return running;
 }

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type PlaceOrderResult, placeOrder } from '../../src/orders/place-order.js';
+import { PlaceOrderInputError, type PlaceOrderResult, placeOrder } from '../../src/orders/place-order.js';
+import { StoreError } from '../../src/store/store-error.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
+import { OrderInputError } from '../../src/upstream/errors.js';
 import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
 import { tempStore } from '../helpers/store.js';
 
@@ -50,6 +52,51 @@ test('placing the same partner_ref again sends no second order and debits once',
   assert.equal(upstream.length, 1);
   assert.equal(before - (await sim.balance()), 19_500);
   assert.equal(store.queries.listOrders().length, 1);
+});
+
+test('a partner_ref of 64 emoji (64 characters, 128 UTF-16 units) is placed end to end and stored', async (t) => {
+  const { sim, store, deps } = await setup(t);
+  const partnerRef = '😀'.repeat(64);
+  const result = await placeOrder(deps, { productCode: 'MLBB-86', data: target(), partnerRef });
+  assert.equal(result.outcome, 'accepted');
+  assert.equal(store.queries.getOrder(partnerRef)?.invoiceNumber, result.order.invoiceNumber);
+  const upstream = (await sim.allOrders()).filter((o) => o.partner_ref === partnerRef);
+  assert.equal(upstream.length, 1);
+});
+
+test('a partner_ref of 65 characters is refused with one message by placement, the client, the store and the simulator', async (t) => {
+  const { sim, store, deps } = await setup(t);
+  const partnerRef = `${'😀'.repeat(64)}x`;
+  const input = { product_code: 'MLBB-86', partner_ref: partnerRef, data: target() };
+  const messages: string[] = [];
+  await assert.rejects(
+    placeOrder(deps, { productCode: 'MLBB-86', data: target(), partnerRef }),
+    (error: unknown) => error instanceof PlaceOrderInputError && Boolean(messages.push(error.message)),
+  );
+  await assert.rejects(
+    deps.client.createOrder(input),
+    (error: unknown) =>
+      error instanceof OrderInputError &&
+      error.code === 'PARTNER_REF_TOO_LONG' &&
+      Boolean(messages.push(error.message)),
+  );
+  assert.throws(
+    () => store.writer.createLocalOrder({ partnerRef, data: target() }),
+    (error: unknown) =>
+      error instanceof StoreError &&
+      error.code === 'INVALID_PARTNER_REF' &&
+      Boolean(messages.push(error.message)),
+  );
+  const answer = await sim.api('/orders', { method: 'POST', json: input });
+  assert.equal(answer.status, 400);
+  assert.equal(answer.body.message, 'VALIDATION_ERROR');
+  messages.push(answer.body.error);
+
+  assert.equal(messages.length, 4);
+  assert.deepEqual(new Set(messages), new Set([messages[0]]), messages.join('\n'));
+  assert.match(messages[0]!, /^partner_ref\b.*64 characters.*got 65/);
+  assert.equal(store.queries.listOrders().length, 0);
+  assert.equal((await sim.allOrders()).length, 0);
 });
 
 test('a 400 marks the order rejected with the upstream code, and it is never retried', async (t) => {

@@ -1,6 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { decideSnapshot, decideTransition, isFinalStatus } from '../../src/upstream/model.js';
+import {
+  decideSnapshot,
+  decideTransition,
+  isFinalStatus,
+  partnerRefProblem,
+} from '../../src/upstream/model.js';
 
 const at = (status: string, serial_number: string | null = null) => ({ status, serial_number });
 
@@ -85,4 +90,17 @@ test('a snapshot applies to an order with no status yet, and may skip ahead to a
     apply: false,
     reason: 'not_allowed',
   });
+});
+
+test('a partner_ref is 1 to 64 characters, counted in code points as the spec counts characters', () => {
+  for (const ok of ['r', 'x'.repeat(64), '😀'.repeat(64), `${'ü'.repeat(63)}日`]) {
+    assert.equal(partnerRefProblem(ok), undefined, `${[...ok].length} characters`);
+  }
+  assert.equal(partnerRefProblem(''), 'partner_ref: must not be empty');
+  for (const tooLong of ['x'.repeat(65), `${'😀'.repeat(64)}x`]) {
+    assert.equal(
+      partnerRefProblem(tooLong),
+      'partner_ref: at most 64 characters (Unicode code points), got 65',
+    );
+  }
 });

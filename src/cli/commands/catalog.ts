@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import type { UpstreamClient } from '../../upstream/client.js';
 import type { Category, Product, Profile } from '../../upstream/model.js';
 import { openContext } from '../context.js';
 import { printResult, runAction } from '../output.js';
@@ -10,13 +11,13 @@ interface JsonFlag {
 /** Runs `read` against the upstream client and prints its result. */
 async function readUpstream<T>(
   flags: JsonFlag,
-  read: (client: NonNullable<Awaited<ReturnType<typeof openContext>>['client']>) => Promise<T | T[]>,
+  read: (client: UpstreamClient) => Promise<T | T[]>,
   columns: Parameters<typeof printResult<T>>[2],
 ): Promise<void> {
   await runAction(Boolean(flags.json), async () => {
     const context = await openContext({ upstream: true });
     try {
-      printResult(await read(context.client!), Boolean(flags.json), columns);
+      printResult(await read(context.upstream!.client), Boolean(flags.json), columns);
     } finally {
       await context.close();
     }

@@ -1,12 +1,12 @@
 import { type Command, InvalidArgumentError } from 'commander';
 import { loadConfig } from '../../config/config.js';
+import { connectRedis } from '../../shared/redis-connection.js';
 import {
   type FailedEvent,
   failedEventsQueue,
   listFailedEvents,
   retryFailedEvents,
 } from '../../worker/failed-events.js';
-import { connectRedis } from '../context.js';
 import { type Column, renderTable, runAction } from '../output.js';
 
 const failedColumns: Column<FailedEvent>[] = [
@@ -28,7 +28,7 @@ function positiveInt(value: string): number {
 async function withWebhookQueue<T>(
   use: (queue: ReturnType<typeof failedEventsQueue>) => Promise<T>,
 ): Promise<T> {
-  const redis = await connectRedis(loadConfig().redisUrl, 'the webhook queue lives there');
+  const redis = await connectRedis(loadConfig().redisUrl, { what: 'the webhook queue lives there' });
   const queue = failedEventsQueue(redis);
   try {
     return await use(queue);

@@ -119,7 +119,7 @@ export function registerOrderCommands(program: Command): void {
         const context = await openContext({ upstream: true, store: true });
         try {
           const result = await placeOrder(
-            { client: context.client!, writer: context.store!.writer, logger: context.logger },
+            { client: context.upstream!.client, writer: context.store!.writer, logger: context.logger },
             {
               productCode: flags.product,
               productId: flags.productId,
@@ -162,7 +162,7 @@ export function registerOrderCommands(program: Command): void {
             const result = await pollOrderNow(
               {
                 store: context.store!,
-                client: context.client!,
+                client: context.upstream!.client,
                 settings: reconcilerSettings(context.config),
               },
               ref,

@@ -45,14 +45,14 @@ export function registerReconcileCommand(program: Command): void {
     .action(async (flags: { once: boolean; json?: boolean }) => {
       await runAction(Boolean(flags.json), async () => {
         const context = await openContext({ upstream: true, store: true });
-        const { store, redis, budget } = context as Required<typeof context>;
+        const { store, upstream } = context as Required<typeof context>;
         try {
           const progress = createProgressLine(process.stderr, { enabled: !flags.json });
           const summary = await runReconcilePass(
-            { store, client: context.client!, settings: reconcilerSettings(context.config) },
+            { store, client: upstream.client, settings: reconcilerSettings(context.config) },
             {
-              lock: new PassLock(redis),
-              budget,
+              lock: new PassLock(upstream.redis),
+              budget: upstream.budget,
               trigger: 'cli',
               onProgress: (p) =>
                 progress.update(

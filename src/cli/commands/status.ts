@@ -3,10 +3,12 @@ import type { Command } from 'commander';
 import type { Redis } from 'ioredis';
 import { POLL_REQUEST_QUEUE } from '../../queue/poll-request-queue.js';
 import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE } from '../../queue/webhook-queue.js';
-import { type BudgetUsage, RateBudget } from '../../rate-budget/rate-budget.js';
+import type { BudgetUsage } from '../../rate-budget/rate-budget.js';
 import { RECONCILE_QUEUE } from '../../reconciler/reconcile-queue.js';
+import { connectRedis } from '../../shared/redis-connection.js';
 import type { OrderCounts } from '../../store/order-queries.js';
-import { connectRedis, openContext } from '../context.js';
+import { configuredRateBudget } from '../../upstream/create-upstream.js';
+import { openContext } from '../context.js';
 import { renderTable, runAction } from '../output.js';
 
 const JOB_STATES = ['waiting', 'active', 'delayed', 'failed'] as const;
@@ -86,8 +88,7 @@ export function registerStatusCommand(program: Command): void {
               report.queues = await queueDepths(redis);
               report.failedEvents = report.queues.webhooks.failed;
               const apiKey = context.config.settings.H2H_API_KEY;
-              if (apiKey)
-                report.budget = await new RateBudget({ redis, apiKey, ...context.config.budget }).used();
+              if (apiKey) report.budget = await configuredRateBudget(context.config, redis, apiKey).used();
             } finally {
               redis.disconnect();
             }
