@@ -8,7 +8,7 @@ import { startWorkerProcess } from '../../src/worker/server.js';
 import { privateRedis } from '../helpers/redis.js';
 import { startSimulator } from '../helpers/simulator.js';
 import { tempDbPath } from '../helpers/store.js';
-import { cleanupScope } from '../worker/worker-harness.js';
+import { cleanupScope } from '../helpers/worker.js';
 
 const basic = (user: string, password: string) =>
   `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;

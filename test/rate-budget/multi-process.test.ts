@@ -2,16 +2,16 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import type { WorkerArgs, WorkerReport } from '../fixtures/budget-client-process.js';
 import { privateRedis } from '../helpers/redis.js';
 import { startSimulator } from '../helpers/simulator.js';
-import type { WorkerArgs, WorkerReport } from './fixtures/budget-worker.js';
 
-const WORKER = fileURLToPath(new URL('./fixtures/budget-worker.ts', import.meta.url));
+const CLIENT = fileURLToPath(new URL('../fixtures/budget-client-process.ts', import.meta.url));
 
 /** Runs one worker process to its end and returns its report; fails on a non-zero exit. */
 function runWorker(args: WorkerArgs): Promise<WorkerReport> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(args)], {
+    const child = spawn(process.execPath, ['--import', 'tsx', CLIENT, JSON.stringify(args)], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

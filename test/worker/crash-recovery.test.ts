@@ -5,10 +5,10 @@ import type { Database } from 'better-sqlite3';
 import type { WebhookProducer } from '../../src/queue/webhook-producer.js';
 import { openDatabase } from '../../src/store/database.js';
 import { openOrderStore } from '../../src/store/order-store.js';
+import { freezableProxy } from '../helpers/receiver.js';
 import { privateRedis } from '../helpers/redis.js';
 import { scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
-import { freezableProxy } from '../receiver/receiver-harness.js';
 import {
   appliedEvents,
   cleanupScope,
@@ -20,7 +20,7 @@ import {
   testProducer,
   webhookBodyOf,
   webhookJobCounts,
-} from './worker-harness.js';
+} from '../helpers/worker.js';
 
 const ORDERS = 2_500;
 /** Short locks so that the dead worker's jobs are taken over in about a second. */

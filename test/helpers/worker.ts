@@ -12,7 +12,7 @@ import {
   type EventWorker,
   type EventWorkerOptions,
 } from '../../src/worker/event-worker.js';
-import { nextMessage, scheduleSettings, snapshot } from '../helpers/store.js';
+import { nextMessage, scheduleSettings, snapshot } from './store.js';
 
 /**
  * Harness of the worker tests: webhooks are queued through the receiver's own producer (so the
