@@ -185,6 +185,14 @@ export async function spawnWorker(
   return { child, output: () => output };
 }
 
+/** The JSON log lines of a process's `output` (other lines, such as warnings, are left out). */
+export function logLines(output: string): Array<Record<string, unknown>> {
+  return output
+    .split('\n')
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
 /** Events applied so far, read through another connection to the file. */
 export const appliedEvents = (db: Database): number =>
   (db.prepare('SELECT COUNT(*) AS n FROM order_events').get() as { n: number }).n;
