@@ -10,6 +10,7 @@
 // would then wait forever. Tests whose proof is that something finishes set their own
 // `{ timeout }` as well (docs/development.md).
 import { spawnSync } from 'node:child_process';
+import { setMaxListeners } from 'node:events';
 import { readdirSync } from 'node:fs';
 import { relative, resolve } from 'node:path';
 import { finished } from 'node:stream/promises';
@@ -46,6 +47,8 @@ if (files.length === 0) {
 }
 
 const controller = new AbortController();
+// run() adds one abort listener per file to the signal; that many is expected, not a leak.
+setMaxListeners(files.length + 10, controller.signal);
 /** Per file (absolute path): when it started, its ceiling timer, and the tests running now. */
 const running = new Map();
 /** [file, ms] of every file that finished. */
