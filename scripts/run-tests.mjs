@@ -1,21 +1,114 @@
-// Runs every test/**/*.test.ts file with Node's built-in test runner (through tsx).
-// Node 20's --test takes no globs, so the file list is built here.
+// Runs every test/**/*.test.ts file with Node's test runner (through tsx), two files at a time, with
+// the spec report, then prints how long each file took and the total.
+//
+//   node scripts/run-tests.mjs [path-substring]   e.g. `queue`, `test/worker/crash`
+//
+// Each file has FILE_TIMEOUT_MS to finish, on every Node line: past it the run stops and names the
+// file and the tests still running in it (or says that its tests finished but its process did not
+// exit: an open handle). `--test-timeout` is not used for this because it means a file's time on
+// Node 20 but each test's time on Node 22 and later, where a file kept alive by an open handle
+// would then wait forever. Tests whose proof is that something finishes set their own
+// `{ timeout }` as well (docs/development.md).
 import { spawnSync } from 'node:child_process';
+import { setMaxListeners } from 'node:events';
 import { readdirSync } from 'node:fs';
+import { relative, resolve } from 'node:path';
+import { finished } from 'node:stream/promises';
+import { run } from 'node:test';
+import { spec } from 'node:test/reporters';
+import { fileURLToPath } from 'node:url';
+
+/** How long one test file may take before the run stops. The slowest file takes about 30 s here. */
+const FILE_TIMEOUT_MS = 180_000;
+/** Test files run at the same time (each in its own process). */
+const CONCURRENCY = 2;
+
+// The test files are TypeScript: the runner's child processes inherit `--import tsx` from this
+// process on Node 20 (whose run() has no execArgv option) and on later lines alike.
+const tsxLoaded = process.execArgv.some(
+  (arg, i) => arg === '--import=tsx' || (arg === 'tsx' && process.execArgv[i - 1] === '--import'),
+);
+if (!tsxLoaded) {
+  const self = fileURLToPath(import.meta.url);
+  const child = spawnSync(process.execPath, ['--import', 'tsx', self, ...process.argv.slice(2)], {
+    stdio: 'inherit',
+  });
+  process.exit(child.status ?? 1);
+}
 
 const filter = process.argv[2];
 const files = readdirSync('test', { recursive: true })
-  .map(String)
+  .map((f) => `test/${String(f)}`)
   .filter((f) => f.endsWith('.test.ts') && (!filter || f.includes(filter)))
-  .sort()
-  .map((f) => `test/${f}`);
+  .sort();
 if (files.length === 0) {
   console.error(`no test files match ${filter ?? 'test/**/*.test.ts'}`);
   process.exit(1);
 }
-const result = spawnSync(
-  process.execPath,
-  ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-concurrency=2', ...files],
-  { stdio: 'inherit' },
+
+const controller = new AbortController();
+// run() adds one abort listener per file to the signal; that many is expected, not a leak.
+setMaxListeners(files.length + 10, controller.signal);
+/** Per file (absolute path): when it started, its ceiling timer, and the tests running now. */
+const running = new Map();
+/** [file, ms] of every file that finished. */
+const timings = [];
+const started = performance.now();
+
+/** True for the runner's own event about a whole file (its name is the file's path). */
+const isFileEvent = (data) =>
+  data.nesting === 0 && data.file !== undefined && resolve(data.name) === data.file;
+
+function stopRun(file) {
+  const tests = [...running.get(file).tests];
+  const reason = new Error(
+    `${relative('.', file)} did not finish within ${FILE_TIMEOUT_MS / 1000} s: ` +
+      (tests.length > 0
+        ? `still running ${tests.map((name) => JSON.stringify(name)).join(', ')}`
+        : 'its tests finished but its process did not exit (an open handle: a server, connection or timer left open)') +
+      '. The run is stopped.',
+  );
+  console.error(`\n✖ ${reason.message}\n`);
+  controller.abort(reason);
+}
+
+const stream = run({ files, concurrency: CONCURRENCY, signal: controller.signal });
+stream.on('test:dequeue', (data) => {
+  if (isFileEvent(data)) {
+    const timer = setTimeout(() => stopRun(data.file), FILE_TIMEOUT_MS);
+    running.set(data.file, { timer, tests: new Set() });
+  } else {
+    running.get(data.file)?.tests.add(data.name);
+  }
+});
+stream.on('test:complete', (data) => {
+  const file = running.get(data.file);
+  if (!isFileEvent(data)) {
+    file?.tests.delete(data.name);
+    return;
+  }
+  clearTimeout(file?.timer);
+  running.delete(data.file);
+  timings.push([relative('.', data.file), data.details.duration_ms]);
+});
+stream.on('test:fail', () => {
+  process.exitCode = 1;
+});
+
+const report = stream.compose(spec);
+report.pipe(process.stdout);
+await finished(report);
+for (const { timer } of running.values()) clearTimeout(timer);
+
+const seconds = (ms) => `${(ms / 1000).toFixed(1)} s`;
+const width = Math.max(...timings.map(([, ms]) => seconds(ms).length));
+console.log('\nTest files by duration, slowest first:');
+for (const [file, ms] of timings.sort((a, b) => b[1] - a[1])) {
+  console.log(`  ${seconds(ms).padStart(width)}  ${file}`);
+}
+const sum = timings.reduce((total, [, ms]) => total + ms, 0);
+console.log(
+  `${timings.length} of ${files.length} files in ${seconds(performance.now() - started)} ` +
+    `(${seconds(sum)} of file time, ${CONCURRENCY} files at a time), Node ${process.version}`,
 );
-process.exit(result.status ?? 1);
+if (timings.length < files.length) process.exitCode = 1;

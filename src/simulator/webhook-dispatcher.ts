@@ -35,6 +35,11 @@ export interface WebhookAttemptRecord {
   faults: string[];
   /** When the attempt was sent (ISO 8601 UTC). */
   at: string;
+  /**
+   * The wait (ms, × timeScale) before the next attempt of this event, which is scheduled; null
+   * when there is none: delivered, lost to `webhook_drop`, or the last attempt (given up).
+   */
+  next_attempt_in_ms: number | null;
 }
 
 export interface WebhookDispatcherOptions {
@@ -174,6 +179,8 @@ export class WebhookDispatcher {
     }
 
     const delivered = answers.some(isDelivered);
+    const retryDelay = delivered || lost ? undefined : WEBHOOK_RETRY_DELAYS_MS[attempt - 1];
+    const nextAttemptInMs = retryDelay === undefined ? null : retryDelay * this.options.timeScale;
     for (const answer of answers) {
       this.records.push({
         event_id: event.id,
@@ -186,6 +193,7 @@ export class WebhookDispatcher {
         delivered: isDelivered(answer),
         faults: applied,
         at,
+        next_attempt_in_ms: nextAttemptInMs,
       });
     }
     this.options.logger.debug(
@@ -194,15 +202,14 @@ export class WebhookDispatcher {
     );
     afterAttempt?.();
     if (delivered || lost) return;
-    const retryDelay = WEBHOOK_RETRY_DELAYS_MS[attempt - 1];
-    if (retryDelay === undefined) {
+    if (nextAttemptInMs === null) {
       this.options.logger.warn(
         { event_id: event.id, invoice_number: event.order.invoice_number, attempts: attempt },
         'webhook given up',
       );
       return;
     }
-    timers.schedule(retryDelay * this.options.timeScale, () => void this.deliver(event, attempt + 1));
+    timers.schedule(nextAttemptInMs, () => void this.deliver(event, attempt + 1));
   }
 
   private async post(url: string, headers: Record<string, string>, body: Buffer): Promise<Answer> {

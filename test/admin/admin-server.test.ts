@@ -8,7 +8,7 @@ import { startWorkerProcess } from '../../src/worker/server.js';
 import { privateRedis } from '../helpers/redis.js';
 import { startSimulator } from '../helpers/simulator.js';
 import { tempDbPath } from '../helpers/store.js';
-import { cleanupScope } from '../worker/worker-harness.js';
+import { cleanupScope } from '../helpers/worker.js';
 
 const basic = (user: string, password: string) =>
   `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
@@ -33,7 +33,16 @@ test('the worker process serves Bull Board with the three queues, /healthz and /
   const page = await fetch(`${base}/admin/queues`);
   assert.equal(page.status, 200);
   assert.match(page.headers.get('content-type') ?? '', /text\/html/);
-  assert.match(await page.text(), /<html/i);
+  const html = await page.text();
+  assert.match(html, /<html/i);
+  // The page's own scripts and styles come from @fastify/static (pinned in package.json overrides).
+  const assets = [...html.matchAll(/(?:src|href)="(static\/[^"]+)"/g)].map((m) => m[1] ?? '');
+  assert.ok(assets.some((a) => a.endsWith('.js')) && assets.some((a) => a.endsWith('.css')), html);
+  for (const asset of assets) {
+    const served = await fetch(`${base}/admin/queues/${asset}`);
+    assert.equal(served.status, 200, asset);
+    assert.ok((await served.arrayBuffer()).byteLength > 0, asset);
+  }
 
   const api = await fetch(`${base}/admin/queues/api/queues`);
   assert.equal(api.status, 200);

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { TestContext } from 'node:test';
 import { waitFor } from './wait.js';
 
@@ -76,6 +76,8 @@ export interface WebhookSink {
     count?: number,
     options?: { timeoutMs?: number; message?: string },
   ): Promise<WebhookDelivery[]>;
+  /** Connections open now (a delivery the sink does not answer keeps its connection open). */
+  readonly openConnections: number;
   /** Stops the server and drops open connections (including hung ones). */
   close(): Promise<void>;
 }
@@ -157,6 +159,12 @@ export async function startWebhookSink(
     });
   });
 
+  const connections = new Set<Socket>();
+  server.on('connection', (socket) => {
+    connections.add(socket);
+    socket.on('close', () => connections.delete(socket));
+  });
+
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => resolve());
@@ -175,6 +183,9 @@ export async function startWebhookSink(
   return {
     url: `http://127.0.0.1:${port}/webhooks/h2h`,
     deliveries,
+    get openConnections() {
+      return connections.size;
+    },
     forRef: (partnerRef) => deliveries.filter((d) => d.body?.data?.partner_ref === partnerRef),
     async waitForDeliveries(match, count = 1, { timeoutMs = 10_000, message } = {}) {
       return waitFor(

@@ -16,7 +16,7 @@ import { signedWebhookHeaders } from '../../src/upstream/signature.js';
 import { privateRedis } from '../helpers/redis.js';
 import { snapshot } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
-import { cleanupScope, webhookBodyOf } from '../worker/worker-harness.js';
+import { cleanupScope, webhookBodyOf } from '../helpers/worker.js';
 
 const root = join(import.meta.dirname, '..', '..');
 const PM2 = join(root, 'node_modules', 'pm2', 'bin', 'pm2');

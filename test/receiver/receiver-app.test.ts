@@ -5,8 +5,6 @@ import { Redis } from 'ioredis';
 import { pollRequestJobId } from '../../src/queue/poll-request-queue.js';
 import { decodeWebhookRawBody, webhookIdentity } from '../../src/queue/webhook-queue.js';
 import { signedWebhookHeaders } from '../../src/upstream/signature.js';
-import { privateRedis } from '../helpers/redis.js';
-import { waitFor } from '../helpers/wait.js';
 import {
   capturedLogger,
   deliveryHeaders,
@@ -14,7 +12,9 @@ import {
   SECRET,
   startTestReceiver,
   webhookBody,
-} from './receiver-harness.js';
+} from '../helpers/receiver.js';
+import { privateRedis } from '../helpers/redis.js';
+import { waitFor } from '../helpers/wait.js';
 
 const nowS = () => Math.floor(Date.now() / 1000);
 

@@ -5,10 +5,10 @@ import { test } from 'node:test';
 import { loadConfig, receiverSettings } from '../../src/config/config.js';
 import { decodeWebhookRawBody } from '../../src/queue/webhook-queue.js';
 import { startReceiver } from '../../src/receiver/server.js';
+import { deliveryHeaders, SECRET, webhookBody } from '../helpers/receiver.js';
 import { privateRedis } from '../helpers/redis.js';
 import { httpRequest as undiciRequest } from '../helpers/simulator.js';
 import { waitFor } from '../helpers/wait.js';
-import { deliveryHeaders, SECRET, webhookBody } from './receiver-harness.js';
 
 const baseEnv = (redisUrl: string) => ({
   REDIS_URL: redisUrl,

@@ -5,10 +5,10 @@ import { parseWebhookBody } from '../../src/queue/webhook-order.js';
 import { decodeWebhookRawBody } from '../../src/queue/webhook-queue.js';
 import { startReceiver } from '../../src/receiver/server.js';
 import type { WebhookAttemptRecord } from '../../src/simulator/index.js';
+import { SECRET } from '../helpers/receiver.js';
 import { privateRedis } from '../helpers/redis.js';
 import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
 import { waitFor } from '../helpers/wait.js';
-import { SECRET } from './receiver-harness.js';
 
 /** Timeline suffixes (docs/simulator.md) and how many events each order sends. */
 const TIMELINES: [suffix: string, events: number][] = [

@@ -9,8 +9,8 @@ import {
   pollRequestJobId,
 } from '../../src/queue/poll-request-queue.js';
 import { startReconciler } from '../../src/reconciler/reconciler.js';
+import { type ReconcilerEnv, reconcilerEnv, targetFor } from '../helpers/reconciler.js';
 import { waitFor } from '../helpers/wait.js';
-import { type ReconcilerEnv, reconcilerEnv, targetFor } from './harness.js';
 
 /** Queues an early-poll request as the receiver does for a stale but authentic webhook. */
 async function requestPoll(env: ReconcilerEnv, request: PollRequestData): Promise<void> {

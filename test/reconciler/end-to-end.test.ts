@@ -4,14 +4,14 @@ import { loadConfig, receiverSettings } from '../../src/config/config.js';
 import { placeOrder } from '../../src/orders/place-order.js';
 import { startReceiver } from '../../src/receiver/server.js';
 import { createEventWorker } from '../../src/worker/event-worker.js';
-import { waitFor } from '../helpers/wait.js';
 import {
   differencesFromSimulator,
   metricValue,
   reconcilerEnv,
   startTestReconciler,
   targetFor,
-} from './harness.js';
+} from '../helpers/reconciler.js';
+import { waitFor } from '../helpers/wait.js';
 
 test('with 30% of webhooks lost, duplicated and reordered, webhooks through the receiver and worker plus polling leave every local order equal to the upstream', async (t) => {
   const env = await reconcilerEnv(t, {

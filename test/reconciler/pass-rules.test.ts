@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { PassLock } from '../../src/reconciler/pass-lock.js';
 import { MAX_CONSECUTIVE_FAILURES, runReconcilePass } from '../../src/reconciler/reconcile-pass.js';
+import { createUpstreamOrder, metricValue, reconcilerEnv } from '../helpers/reconciler.js';
 import { snapshot } from '../helpers/store.js';
-import { createUpstreamOrder, metricValue, reconcilerEnv } from './harness.js';
 
 const HOUR = 3_600_000;
 

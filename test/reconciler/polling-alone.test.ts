@@ -1,15 +1,15 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { placeOrder } from '../../src/orders/place-order.js';
-import { uniqueRef } from '../helpers/simulator.js';
-import { waitFor } from '../helpers/wait.js';
 import {
   differencesFromSimulator,
   metricValue,
   reconcilerEnv,
   startTestReconciler,
   targetFor,
-} from './harness.js';
+} from '../helpers/reconciler.js';
+import { uniqueRef } from '../helpers/simulator.js';
+import { waitFor } from '../helpers/wait.js';
 
 test('with every webhook dropped, orders of every timeline reach the upstream’s final state by polling alone', async (t) => {
   const env = await reconcilerEnv(t, { sim: { timeScale: 0.01 } });

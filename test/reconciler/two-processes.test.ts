@@ -1,15 +1,19 @@
 import assert from 'node:assert/strict';
 import { fork } from 'node:child_process';
-import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { placeOrder } from '../../src/orders/place-order.js';
+import type { ReconcilerProcessConfig, ReconcilerProcessReport } from '../fixtures/reconciler-process.js';
+import {
+  differencesFromSimulator,
+  reconcilerEnv,
+  simulatorRequestLog,
+  targetFor,
+} from '../helpers/reconciler.js';
 import { nextMessage } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
-import { differencesFromSimulator, reconcilerEnv, simulatorRequestLog, targetFor } from './harness.js';
-import type { ReconcilerProcessConfig, ReconcilerProcessReport } from './reconciler-process.js';
 
-const CHILD = join(dirname(fileURLToPath(import.meta.url)), 'reconciler-process.ts');
+const CHILD = fileURLToPath(new URL('../fixtures/reconciler-process.ts', import.meta.url));
 
 test('two reconciler processes on one store and Redis run one pass at a time, poll no order twice, and meet no 429', async (t) => {
   // The simulator allows 20 calls per rolling 2 s; the budget the same, with polls capped at 15.

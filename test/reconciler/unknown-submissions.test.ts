@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { placeOrder } from '../../src/orders/place-order.js';
 import { runReconcilePass } from '../../src/reconciler/reconcile-pass.js';
-import { differencesFromSimulator, reconcilerEnv, targetFor } from './harness.js';
+import { differencesFromSimulator, reconcilerEnv, targetFor } from '../helpers/reconciler.js';
 
 const PRICE = 19_500; // MLBB-86 at reseller prices
 

@@ -6,10 +6,10 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { openDatabase } from '../../src/store/database.js';
 import { openOrderStore } from '../../src/store/order-store.js';
+import type { ProcessEvent, ProcessReport } from '../fixtures/apply-events-process.js';
 import { nextMessage, scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
-import type { ProcessEvent, ProcessReport } from './apply-events-process.js';
 
-const CHILD = join(dirname(fileURLToPath(import.meta.url)), 'apply-events-process.ts');
+const CHILD = fileURLToPath(new URL('../fixtures/apply-events-process.ts', import.meta.url));
 const ORDERS = 200;
 
 /** Every event of every order: refunded orders for even numbers, failed ones for odd numbers. */

@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict';
 import { fork } from 'node:child_process';
-import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { openDatabase } from '../../src/store/database.js';
 import { openOrderStore } from '../../src/store/order-store.js';
 import { nextMessage, scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
 
-const HOLDER = join(dirname(fileURLToPath(import.meta.url)), 'lock-holder-process.ts');
+const HOLDER = fileURLToPath(new URL('../fixtures/lock-holder-process.ts', import.meta.url));
 
 function holdWriteLock(path: string, holdMs?: number) {
   const args = holdMs === undefined ? [path] : [path, String(holdMs)];

@@ -3,8 +3,9 @@ import { test } from 'node:test';
 import type { WebhookProducer } from '../../src/queue/webhook-producer.js';
 import { openDatabase } from '../../src/store/database.js';
 import { openOrderStore } from '../../src/store/order-store.js';
+import { createEventWorker } from '../../src/worker/event-worker.js';
 import { privateRedis } from '../helpers/redis.js';
-import { scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
+import { scheduleSettings, snapshot, tempDbPath, tempStore } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import {
   cleanupScope,
@@ -13,7 +14,7 @@ import {
   startTestWorker,
   testProducer,
   webhookBodyOf,
-} from './worker-harness.js';
+} from '../helpers/worker.js';
 
 /** Waits until the webhook job `jobId` is in `state`; returns the job. */
 async function jobIn(producer: WebhookProducer, jobId: string, state: 'completed' | 'failed' | 'delayed') {
@@ -181,4 +182,20 @@ test('a transient SQLite failure (the write lock held past the busy timeout) is 
   assert.equal(job.attemptsMade, 2, 'applied at the second attempt, after the backoff');
   assert.equal(store.queries.getOrder('busy-1')?.serialNumber, 'SN-B');
   assert.equal(store.queries.listEvents('busy-1').length, 1);
+});
+
+test('a wrong event worker option throws at construction, before anything connects', (t) => {
+  const { store, db } = tempStore(t);
+  assert.throws(
+    () => createEventWorker({ writer: store.writer, db, concurrency: 0 }),
+    /concurrency must be a whole number ≥ 1, got 0/,
+  );
+  assert.throws(
+    () => createEventWorker({ writer: store.writer, db, lockDurationMs: 1.5 }),
+    /lockDurationMs must be a whole number ≥ 1/,
+  );
+  assert.throws(
+    () => createEventWorker({ writer: store.writer, db, maxStalledCount: -1 }),
+    /maxStalledCount must be a whole number ≥ 0/,
+  );
 });

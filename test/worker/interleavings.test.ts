@@ -16,7 +16,7 @@ import {
   startTestWorker,
   testProducer,
   webhookBodyOf,
-} from './worker-harness.js';
+} from '../helpers/worker.js';
 
 /**
  * The property of issue 4: whatever the interleaving, duplication and reordering of the events

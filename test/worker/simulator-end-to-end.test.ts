@@ -8,12 +8,12 @@ import { openDatabase } from '../../src/store/database.js';
 import { openOrderStore } from '../../src/store/order-store.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { startWorkerProcess } from '../../src/worker/server.js';
+import { SECRET } from '../helpers/receiver.js';
 import { privateRedis } from '../helpers/redis.js';
 import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
 import { scheduleSettings, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
-import { SECRET } from '../receiver/receiver-harness.js';
-import { cleanupScope } from './worker-harness.js';
+import { cleanupScope } from '../helpers/worker.js';
 
 /** Timeline suffixes (docs/simulator.md) and the webhook events each order sends. */
 const TIMELINES: [suffix: string, events: number][] = [

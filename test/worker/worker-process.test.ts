@@ -10,7 +10,7 @@ import { privateRedis } from '../helpers/redis.js';
 import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
 import { scheduleSettings, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
-import { cleanupScope } from './worker-harness.js';
+import { cleanupScope } from '../helpers/worker.js';
 
 test('the worker process also reconciles: an order whose webhooks are all lost reaches its final state', async (test) => {
   const t = cleanupScope(test);

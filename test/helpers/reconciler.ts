@@ -19,8 +19,8 @@ import {
   type TestSimulator,
   type TestSimulatorOptions,
   userIdEndingIn,
-} from '../helpers/simulator.js';
-import { type ManualClock, tempStore } from '../helpers/store.js';
+} from './simulator.js';
+import { type ManualClock, tempStore } from './store.js';
 
 /** Reconciler settings scaled for tests: a pass every 200 ms, first poll after 100 ms, backoff 100/200/400 ms. */
 export function testSettings(overrides: Partial<ReconcilerSettings> = {}): ReconcilerSettings {

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import { createProgressLine } from '../../src/cli/progress.js';
 import { PassLock } from '../../src/reconciler/pass-lock.js';
 import { runCli } from '../helpers/cli.js';
-import { createUpstreamOrder, type ReconcilerEnv, reconcilerEnv } from './harness.js';
+import { createUpstreamOrder, type ReconcilerEnv, reconcilerEnv } from '../helpers/reconciler.js';
 
 /** Runs the CLI as a user would, in a child process, against the test's simulator, Redis and store. */
 function cli(env: ReconcilerEnv, args: string[], extraEnv: Record<string, string> = {}) {

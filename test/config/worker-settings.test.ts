@@ -1,8 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ConfigError, loadConfig, workerSettings } from '../../src/config/config.js';
-import { createEventWorker } from '../../src/worker/event-worker.js';
-import { tempStore } from '../helpers/store.js';
 
 test('the worker settings default to 100 jobs in flight, batches of up to 100, and BullMQ’s lock and stall defaults', () => {
   const settings = workerSettings(loadConfig({}));
@@ -33,21 +31,5 @@ test('a malformed worker setting stops start-up naming the variable', () => {
       err instanceof ConfigError &&
       /H2H_WORKER_CONCURRENCY="0"/.test(err.message) &&
       /H2H_WORKER_LOCK_DURATION_MS="soon"/.test(err.message),
-  );
-});
-
-test('a wrong event worker option throws at construction, before anything connects', (t) => {
-  const { store, db } = tempStore(t);
-  assert.throws(
-    () => createEventWorker({ writer: store.writer, db, concurrency: 0 }),
-    /concurrency must be a whole number ≥ 1, got 0/,
-  );
-  assert.throws(
-    () => createEventWorker({ writer: store.writer, db, lockDurationMs: 1.5 }),
-    /lockDurationMs must be a whole number ≥ 1/,
-  );
-  assert.throws(
-    () => createEventWorker({ writer: store.writer, db, maxStalledCount: -1 }),
-    /maxStalledCount must be a whole number ≥ 0/,
   );
 });

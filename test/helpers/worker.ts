@@ -12,7 +12,7 @@ import {
   type EventWorker,
   type EventWorkerOptions,
 } from '../../src/worker/event-worker.js';
-import { nextMessage, scheduleSettings, snapshot } from '../helpers/store.js';
+import { nextMessage, scheduleSettings, snapshot } from './store.js';
 
 /**
  * Harness of the worker tests: webhooks are queued through the receiver's own producer (so the
@@ -183,6 +183,14 @@ export async function spawnWorker(
   });
   assert.equal(ready, 'ready');
   return { child, output: () => output };
+}
+
+/** The JSON log lines of a process's `output` (other lines, such as warnings, are left out). */
+export function logLines(output: string): Array<Record<string, unknown>> {
+  return output
+    .split('\n')
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
 }
 
 /** Events applied so far, read through another connection to the file. */

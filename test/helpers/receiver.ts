@@ -14,7 +14,7 @@ import {
 } from '../../src/queue/webhook-producer.js';
 import { buildReceiverApp, type ReceiverAppOptions } from '../../src/receiver/app.js';
 import { signedWebhookHeaders } from '../../src/upstream/signature.js';
-import { privateRedis } from '../helpers/redis.js';
+import { privateRedis } from './redis.js';
 
 /** The demo member's webhook secret (fixtures/demo.json). */
 export const SECRET = 'sim_secret_demo_M0001';

@@ -13,7 +13,7 @@ import {
   startTestWorker,
   testProducer,
   webhookBodyOf,
-} from './worker-harness.js';
+} from '../helpers/worker.js';
 
 test('events failed lists parked events with their reason; events retry requeues one or all of them', async (test) => {
   const t = cleanupScope(test);
