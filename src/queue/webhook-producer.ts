@@ -113,17 +113,16 @@ async function acknowledgedWithin<T>(work: Promise<T>, ms: number, what: string)
  * that fails fast: no offline queue (a command while disconnected is refused at once), one
  * retry per command, a command timeout, and a bounded wait on every operation.
  *
- * The connection pipelines automatically (`enableAutoPipelining`): every command issued during
- * one turn of the event loop (the adds of all the webhooks read in it) goes to Redis in one
- * write, and each add still resolves on its own reply. The producer only adds and reads, so no
- * blocking command can hold up a pipeline.
+ * The connection does not auto-pipeline (`enableAutoPipelining`): ioredis keeps one automatic
+ * pipeline in flight per connection, so a webhook read while one is out waited for its whole
+ * round trip; measured side by side, a plain connection answered with a lower p99 at a higher
+ * rate (docs/performance.md, "Receiver").
  */
 export function createWebhookProducer(options: WebhookProducerOptions = {}): WebhookProducer {
   const timeoutMs = options.enqueueTimeoutMs ?? DEFAULT_ENQUEUE_TIMEOUT_MS;
   const prefix = options.prefix ?? DEFAULT_QUEUE_PREFIX;
   const redis = new Redis(options.redisUrl ?? DEFAULT_REDIS_URL, {
     enableOfflineQueue: false,
-    enableAutoPipelining: true,
     maxRetriesPerRequest: 1,
     commandTimeout: timeoutMs,
     connectTimeout: Math.max(timeoutMs, 1_000),
