@@ -16,6 +16,7 @@ import {
   type LocalOrder,
   type OrderEventRow,
   type OrderRow,
+  type SubmissionState,
   toLocalOrder,
 } from './local-order.js';
 import type { OrderRows } from './order-rows.js';
@@ -98,6 +99,38 @@ const ROW_COLUMNS = [
 type NewOrderRow = Omit<OrderRow, 'id'>;
 type NewEventRow = Omit<OrderEventRow, 'id'>;
 
+/** A new order that nothing is known of yet but its reference, submission state and time. */
+function newOrderRow(partnerRef: string, now: number, submission: SubmissionState): NewOrderRow {
+  return {
+    partner_ref: partnerRef,
+    invoice_number: null,
+    product_code: null,
+    product_id: null,
+    target_data: null,
+    callback_url: null,
+    amount: null,
+    status: null,
+    upstream_status: null,
+    serial_number: null,
+    nickname: null,
+    message: null,
+    target: null,
+    product_name: null,
+    created_at: null,
+    success_at: null,
+    local_created_at: now,
+    updated_at: now,
+    submission_state: submission,
+    rejection_code: null,
+    rejection_detail: null,
+    last_polled_at: null,
+    next_poll_at: null,
+    poll_count: 0,
+    stuck_at: null,
+    final_at: null,
+  };
+}
+
 /**
  * The only writer of order state: the orders themselves and their audit trail (`order_events`).
  * Every change to an order's status goes through {@link OrderWriter.applyOrderSnapshot},
@@ -159,32 +192,11 @@ export class OrderWriter {
     if (problem) throw new StoreError('INVALID_PARTNER_REF', problem);
     const now = this.#rows.now();
     const row: NewOrderRow = {
-      partner_ref: partnerRef,
-      invoice_number: null,
+      ...newOrderRow(partnerRef, now, 'pending'),
       product_code: input.productCode ?? null,
       product_id: input.productId ?? null,
       target_data: JSON.stringify(input.data),
       callback_url: input.callbackUrl ?? null,
-      amount: null,
-      status: null,
-      upstream_status: null,
-      serial_number: null,
-      nickname: null,
-      message: null,
-      target: null,
-      product_name: null,
-      created_at: null,
-      success_at: null,
-      local_created_at: now,
-      updated_at: now,
-      submission_state: 'pending',
-      rejection_code: null,
-      rejection_detail: null,
-      last_polled_at: null,
-      next_poll_at: null,
-      poll_count: 0,
-      stuck_at: null,
-      final_at: null,
     };
     return this.#rows.write(this.#createTx, this.#withSchedule(row, null, true, now));
   }
@@ -282,35 +294,12 @@ export class OrderWriter {
   }
 
   #newRowFrom(fields: OrderSnapshot, now: number): OrderRow {
-    return {
-      id: 0,
-      partner_ref: fields.partner_ref!,
-      invoice_number: fields.invoice_number,
-      product_code: fields.product_code,
-      product_id: null,
-      target_data: null,
-      callback_url: null,
-      amount: fields.amount,
-      status: isKnownStatus(fields.status) ? fields.status : null,
-      upstream_status: fields.status,
-      serial_number: fields.serial_number,
-      nickname: fields.nickname,
-      message: fields.message,
-      target: fields.target,
-      product_name: fields.product_name,
-      created_at: fields.created_at,
-      success_at: fields.success_at,
-      local_created_at: now,
-      updated_at: now,
-      submission_state: 'accepted',
-      rejection_code: null,
-      rejection_detail: null,
-      last_polled_at: null,
-      next_poll_at: null,
-      poll_count: 0,
-      stuck_at: null,
-      final_at: null,
-    };
+    const row: OrderRow = { id: 0, ...newOrderRow(fields.partner_ref!, now, 'accepted') };
+    for (const field of KEPT_FIELDS) (row[field] as unknown) = fields[field];
+    row.status = isKnownStatus(fields.status) ? fields.status : null;
+    row.upstream_status = fields.status;
+    row.message = fields.message;
+    return row;
   }
 
   /** The order after a snapshot, before scheduling. Any snapshot proves the upstream has it. */
