@@ -1,12 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { connect, createServer, type Socket } from 'node:net';
-import { Writable } from 'node:stream';
 import type { TestContext } from 'node:test';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
-import type { Logger } from 'pino';
 import type { RedisServer } from '../../src/dev/redis-server.js';
-import { createLogger } from '../../src/observability/logger.js';
 import {
   createWebhookProducer,
   type WebhookProducer,
@@ -39,24 +36,6 @@ export function deliveryHeaders(
     'content-type': 'application/json',
     ...signedWebhookHeaders(secret, rawBody, timestampS),
     ...(eventId === null ? {} : { 'x-event-id': eventId, 'x-event-type': 'order.updated' }),
-  };
-}
-
-/** Log lines captured from a real pino logger (secrets redacted as in production). */
-export function capturedLogger(options: { redactHeaders?: string[] } = {}): {
-  logger: Logger;
-  lines: string[];
-} {
-  const lines: string[] = [];
-  const destination = new Writable({
-    write(chunk, _encoding, done) {
-      lines.push(chunk.toString());
-      done();
-    },
-  });
-  return {
-    logger: createLogger({ name: 'receiver', level: 'trace', destination, ...options }),
-    lines,
   };
 }
 

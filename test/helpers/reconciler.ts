@@ -1,12 +1,10 @@
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import type { TestContext } from 'node:test';
 import type { Database } from 'better-sqlite3';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { loadConfig, type ReconcilerSettings, reconcilerSettings } from '../../src/config/config.js';
 import { type RedisServer, startRedisServer } from '../../src/dev/redis-server.js';
-import { createLogger } from '../../src/observability/logger.js';
 import { RateBudget, type RateBudgetOptions } from '../../src/rate-budget/rate-budget.js';
 import { createReconcilerMetrics, type ReconcilerMetrics } from '../../src/reconciler/metrics.js';
 import type { ReconcilerDeps } from '../../src/reconciler/poll-order.js';
@@ -14,6 +12,7 @@ import { type RunningReconciler, startReconciler } from '../../src/reconciler/re
 import type { OrderStore } from '../../src/store/order-store.js';
 import { UpstreamClient, type UpstreamClientOptions } from '../../src/upstream/client.js';
 import type { Order } from '../../src/upstream/model.js';
+import { type CapturedLogger, capturedLogger } from './logs.js';
 import {
   startSimulator,
   type TestSimulator,
@@ -34,24 +33,6 @@ export function testSettings(overrides: Partial<ReconcilerSettings> = {}): Recon
   };
 }
 
-/** JSON log lines captured from a real logger. */
-export function capturedLogger(name = 'reconciler'): {
-  logger: Logger;
-  lines: () => Array<Record<string, unknown>>;
-} {
-  const raw: string[] = [];
-  const destination = new Writable({
-    write(chunk, _encoding, done) {
-      raw.push(chunk.toString());
-      done();
-    },
-  });
-  return {
-    logger: createLogger({ name, level: 'debug', destination }),
-    lines: () => raw.map((line) => JSON.parse(line) as Record<string, unknown>),
-  };
-}
-
 /** Counts the simulator's member API requests from its Fastify request log. */
 export interface RequestLog {
   logger: Logger;
@@ -62,13 +43,13 @@ export interface RequestLog {
 }
 
 export function simulatorRequestLog(): RequestLog {
-  const { logger, lines } = capturedLogger('sim');
+  const { logger, records } = capturedLogger({ name: 'sim', level: 'debug' });
   const prefix = '/v1/member-api/orders/';
   return {
     logger,
     getsByRef() {
       const counts = new Map<string, number>();
-      for (const line of lines()) {
+      for (const line of records()) {
         const req = line.req as { method?: string; url?: string } | undefined;
         if (line.msg !== 'incoming request' || req?.method !== 'GET' || !req.url?.startsWith(prefix))
           continue;
@@ -79,7 +60,7 @@ export function simulatorRequestLog(): RequestLog {
     },
     statuses() {
       const counts = new Map<number, number>();
-      for (const line of lines()) {
+      for (const line of records()) {
         const status = (line.res as { statusCode?: number } | undefined)?.statusCode;
         if (line.msg === 'request completed' && typeof status === 'number') {
           counts.set(status, (counts.get(status) ?? 0) + 1);
@@ -115,7 +96,7 @@ export interface ReconcilerEnv {
   client: UpstreamClient;
   settings: ReconcilerSettings;
   metrics: ReconcilerMetrics;
-  log: ReturnType<typeof capturedLogger>;
+  log: CapturedLogger;
   deps: ReconcilerDeps;
   /**
    * Runs `close` when the test ends, before the Redis server and the client stop (last deferred,
@@ -159,7 +140,7 @@ export async function reconcilerEnv(
     marginMs: 0,
     ...options.budget,
   });
-  const log = capturedLogger();
+  const log = capturedLogger({ name: 'reconciler', level: 'debug' });
   const client = new UpstreamClient({
     baseUrl: sim.sim.baseUrl,
     apiKey: sim.member.api_key,

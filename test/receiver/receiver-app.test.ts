@@ -5,8 +5,8 @@ import { Redis } from 'ioredis';
 import { pollRequestJobId } from '../../src/queue/poll-request-queue.js';
 import { decodeWebhookRawBody, webhookIdentity } from '../../src/queue/webhook-queue.js';
 import { signedWebhookHeaders } from '../../src/upstream/signature.js';
+import { capturedLogger } from '../helpers/logs.js';
 import {
-  capturedLogger,
   deliveryHeaders,
   freezableProxy,
   SECRET,
@@ -482,14 +482,18 @@ describe('health, readiness and metrics', () => {
 
 describe('logging', () => {
   test('a signature header renamed by a setting is redacted too', () => {
-    const { logger, lines } = capturedLogger({ redactHeaders: ['X-H2H-Sig'] });
+    const { logger, lines } = capturedLogger({
+      name: 'receiver',
+      level: 'trace',
+      redactHeaders: ['X-H2H-Sig'],
+    });
     logger.info({ req: { headers: { 'x-h2h-sig': 'deadbeef', host: 'h' } } }, 'request');
     assert.equal(lines.join('').includes('deadbeef'), false);
     assert.equal(JSON.parse(lines[0]!).req.headers.host, 'h');
   });
 
   test('log lines name events and refusals but never carry a secret or a signature', async (t) => {
-    const { logger, lines } = capturedLogger();
+    const { logger, lines } = capturedLogger({ name: 'receiver', level: 'trace' });
     const { post, redis } = await startTestReceiver(t, { logger, secrets: [SECRET, 'older-secret'] });
     const body = webhookBody('logged-order');
     const signatures: string[] = [];

@@ -103,7 +103,7 @@ test('an order open longer than the maximum age is marked stuck, counted, and po
   assert.equal(summary.stuck, 2);
   assert.equal(env.store.queries.countByStatus().stuck, 2);
   assert.equal(await metricValue(env.metrics, 'h2h_reconcile_stuck_orders'), 2);
-  assert.ok(env.log.lines().some((l) => l.msg?.toString().startsWith('order marked stuck')));
+  assert.ok(env.log.records().some((l) => l.msg?.toString().startsWith('order marked stuck')));
 });
 
 test('401 stops the pass with the upstream code and the fix, and the order keeps its place', async (t) => {
@@ -123,7 +123,7 @@ test('401 stops the pass with the upstream code and the fix, and the order keeps
   assert.equal(summary.dueAfter, 2);
   assert.equal(env.store.queries.getOrder('auth-1')!.lastPolledAt, null);
   assert.equal(env.store.schedule.claimDueForPoll(10).length, 2, 'no claim left behind');
-  assert.ok(env.log.lines().some((l) => l.level === 50 && /INVALID_API_KEY/.test(String(l.msg))));
+  assert.ok(env.log.records().some((l) => l.level === 50 && /INVALID_API_KEY/.test(String(l.msg))));
 });
 
 test('429 from the upstream ends the pass without losing the order’s place', async (t) => {
@@ -188,7 +188,7 @@ test('a 404 for an order the upstream had confirmed is an anomaly: logged at err
   assert.equal(ghost.submissionState, 'accepted');
   assert.ok(
     env.log
-      .lines()
+      .records()
       .some((l) => l.level === 50 && l.partnerRef === 'ghost-1' && /anomaly/.test(String(l.msg))),
   );
   assert.equal((await env.sim.allOrders()).length, 0, 'never created again under its ref');
