@@ -125,7 +125,7 @@ async function main(): Promise<number> {
   };
   const db = openDatabase({ path: join(dir, 'bench.db') });
   const store = openOrderStore(db, settings);
-  const metrics = createReconcilerMetrics({ queries: store.queries });
+  const metrics = createReconcilerMetrics({ queries: store.queries, circuit: store.circuit });
   const reconciler = await startReconciler({
     settings,
     store,

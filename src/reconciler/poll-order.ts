@@ -29,15 +29,25 @@ export interface ReconcilerDeps {
 }
 
 /**
- * Why polling has to stop for now; the order keeps its place in the schedule:
+ * Why a poll got no usable answer; the caller decides what happens to the order:
  * - `budget`: the poll share of the rate budget is spent (`retryAfterMs` says when a slot frees);
- * - `unauthorized`: 401, the key or the whitelist must be fixed; no further poll can succeed;
+ *   the order keeps its place;
+ * - `unauthorized`: 401/403, the key or the whitelist must be fixed; no further poll can
+ *   succeed, so the circuit opens; the order keeps its place;
  * - `rate_limited`: the upstream answered 429 although the budget allowed the call: the budget
  *   is out of step with the upstream's limit (another client on the same key?);
- * - `upstream_error`: 5xx, or a refusal other than 404 (after the client's retries);
- * - `unreachable`: no answer at all.
+ * - `upstream_error`: 5xx, or a refusal that says nothing about our configuration (after the
+ *   client's retries); the order goes on its own backoff;
+ * - `unreachable`: no answer at all; the order goes on its own backoff.
  */
 export type PollStopReason = 'budget' | 'unauthorized' | 'rate_limited' | 'upstream_error' | 'unreachable';
+
+/** One line that says what went wrong and what to do, for logs, the CLI and the circuit. */
+export interface PollError {
+  code: string;
+  message: string;
+  fix?: string;
+}
 
 /** The result of polling one claimed order. */
 export type PollResult =
@@ -56,7 +66,7 @@ export type PollResult =
   | {
       kind: 'kept';
       reason: PollStopReason;
-      error: Error;
+      error: PollError;
       /** For `budget`: when a poll slot frees, in ms from now. */
       retryAfterMs?: number;
       /** Calls made before it failed (0 when the budget refused the first draw). */
@@ -64,7 +74,7 @@ export type PollResult =
     };
 
 /** One line that says what to do, for logs and the CLI. */
-export function describePollError(error: Error): { code: string; message: string; fix?: string } {
+export function describePollError(error: Error): PollError {
   if (error instanceof UpstreamError || error instanceof UpstreamUnreachableError) {
     return { code: error.code, message: error.message, fix: error.fix };
   }
@@ -73,19 +83,24 @@ export function describePollError(error: Error): { code: string; message: string
   return { code: typeof code === 'string' ? code : 'ERROR', message: error.message };
 }
 
-/** Why a failed GET must stop or skip, or undefined for a 404 (handled by the caller). */
-function classify(
-  error: unknown,
-): { reason: PollStopReason; retryAfterMs?: number; calls: number } | undefined {
+/**
+ * What a failed upstream call means for reconciliation; `not_found` is a 404 of
+ * `GET /orders/:ref`, whatever its body says (the spec does not show it): "no such order".
+ * The one place these rules live: polls, early polls and the circuit's probe use it.
+ */
+export function classifyFailure(error: unknown): {
+  reason: PollStopReason | 'not_found';
+  retryAfterMs?: number;
+  calls: number;
+} {
   if (error instanceof BudgetExhaustedError) {
     // With a cause, the budget refused a retry after a failed attempt: one call was made.
     return { reason: 'budget', retryAfterMs: error.retryAfterMs, calls: error.cause === undefined ? 0 : 1 };
   }
   if (error instanceof UpstreamUnreachableError) return { reason: 'unreachable', calls: error.attempts };
   if (error instanceof UpstreamError) {
-    if (error.status === 404 && error.code === 'ORDER_NOT_FOUND') return undefined;
-    if (error.status === 401 || error.status === 403)
-      return { reason: 'unauthorized', calls: error.attempts };
+    if (error.configuration === 'credentials') return { reason: 'unauthorized', calls: error.attempts };
+    if (error.status === 404 && error.code === 'ORDER_NOT_FOUND') return { reason: 'not_found', calls: 1 };
     if (error.status === 429) return { reason: 'rate_limited', calls: error.attempts };
     return { reason: 'upstream_error', calls: error.attempts };
   }
@@ -110,9 +125,10 @@ const KEPT_OUTCOME: Record<Exclude<PollStopReason, 'budget'>, PollOutcome> = {
  *   polling goes on;
  * - then `recordPoll` with the next poll time of the backoff (or stuck), which ends the claim.
  *
- * When the poll cannot be made or answered (budget spent, 401, 429, 5xx, no answer) it returns
- * `kept` and leaves the claim and the schedule as they are: the caller releases the claim, and
- * the order keeps its place. It throws only what the store throws (SQLite trouble).
+ * When the poll gets no usable answer (budget spent, 401, 429, 5xx, no answer) it returns `kept`
+ * and leaves the claim and the schedule as they are: the caller releases the claim (the order
+ * keeps its place) or records the failure (`recordFailedPoll`: the order's own backoff). It
+ * throws only what the store throws (SQLite trouble).
  */
 export async function pollClaimedOrder(deps: ReconcilerDeps, claimed: LocalOrder): Promise<PollResult> {
   const { store, client, logger, metrics } = deps;
@@ -122,19 +138,23 @@ export async function pollClaimedOrder(deps: ReconcilerDeps, claimed: LocalOrder
   try {
     snapshot = await client.getOrder(ref);
   } catch (error) {
-    const kept = classify(error);
-    if (kept) {
-      if (kept.reason !== 'budget') {
-        metrics?.countPoll(KEPT_OUTCOME[kept.reason]);
-        const level = kept.reason === 'unauthorized' ? 'error' : 'warn';
-        logger?.[level](
-          { partnerRef: ref, err: error },
-          `poll failed (${kept.reason}); the order keeps its place`,
-        );
-      }
-      return { kind: 'kept', ...kept, error: error as Error };
+    const failure = classifyFailure(error);
+    if (failure.reason === 'not_found') return notFound(deps, claimed, error as UpstreamError);
+    const { reason, calls, retryAfterMs } = failure;
+    if (reason !== 'budget') {
+      metrics?.countPoll(KEPT_OUTCOME[reason]);
+      logger?.[reason === 'unauthorized' ? 'error' : 'warn'](
+        { partnerRef: ref, err: error },
+        `poll failed (${reason})`,
+      );
     }
-    return notFound(deps, claimed, error as UpstreamError);
+    return {
+      kind: 'kept',
+      reason,
+      error: describePollError(error as Error),
+      calls,
+      ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+    };
   }
 
   let applied: ApplyResult;

@@ -77,6 +77,22 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE orders ADD COLUMN poll_leased_until INTEGER;
     `,
   },
+  {
+    version: 3,
+    description: 'upstream_circuit: why the reconciler stopped calling the upstream, while it has',
+    sql: `
+      CREATE TABLE upstream_circuit (
+        id        INTEGER PRIMARY KEY CHECK (id = 1),
+        cause     TEXT    NOT NULL,
+        code      TEXT    NOT NULL,
+        message   TEXT    NOT NULL,
+        fix       TEXT,
+        opened_at INTEGER NOT NULL,
+        probed_at INTEGER,
+        probes    INTEGER NOT NULL DEFAULT 0
+      );
+    `,
+  },
 ];
 
 /** The schema version this code writes and understands. */

@@ -27,6 +27,9 @@ export interface RecordPollInput {
   changed?: boolean;
 }
 
+/** What a recorded poll came to: an answer that changed the order or not, or no usable answer. */
+type PollOutcome = 'changed' | 'unchanged' | 'failed';
+
 /** What decides whether an order is settled. */
 type SettledFields = Pick<OrderRow, 'status' | 'serial_number' | 'submission_state' | 'final_at'>;
 /** A row with the poll lease (migration 2), which only the claims read or write. */
@@ -77,7 +80,7 @@ export class PollSchedule {
     (ref: string, now: number) => { order: LocalOrder; claimed: boolean } | undefined
   >;
   readonly #releaseTx: Transaction<(partnerRef: string) => void>;
-  readonly #recordPollTx: Transaction<(ref: string, changed: boolean) => LocalOrder>;
+  readonly #recordPollTx: Transaction<(ref: string, outcome: PollOutcome) => LocalOrder>;
 
   constructor(rows: OrderRows, settings: PollScheduleSettings) {
     checkSettings(settings);
@@ -118,7 +121,7 @@ export class PollSchedule {
     this.#releaseTx = db.transaction((partnerRef) => {
       release.run(partnerRef);
     });
-    this.#recordPollTx = db.transaction((ref, changed) => this.#recordPoll(ref, changed));
+    this.#recordPollTx = db.transaction((ref, outcome) => this.#recordPoll(ref, outcome));
   }
 
   /**
@@ -215,13 +218,25 @@ export class PollSchedule {
    * Throws `ORDER_NOT_FOUND` for an unknown ref.
    */
   recordPoll(partnerRef: string, { changed = false }: RecordPollInput = {}): LocalOrder {
-    return this.#rows.write(this.#recordPollTx, partnerRef, changed);
+    return this.#rows.write(this.#recordPollTx, partnerRef, changed ? 'changed' : 'unchanged');
   }
 
-  #recordPoll(ref: string, changed: boolean): LocalOrder {
+  /**
+   * Records a poll of this order that got no usable answer (5xx, no answer, after the client's
+   * retries) and ends its lease: the order goes on its own backoff, as after a poll that changed
+   * nothing (the n-th in a row waits `backoffMs[n - 1]`, stuck orders the longest interval), so it
+   * goes behind the orders due before it and can never hold them up. `last_polled_at` stays: it
+   * is the last time the upstream answered for the order.
+   */
+  recordFailedPoll(partnerRef: string): LocalOrder {
+    return this.#rows.write(this.#recordPollTx, partnerRef, 'failed');
+  }
+
+  #recordPoll(ref: string, outcome: PollOutcome): LocalOrder {
     const now = this.#rows.now();
     const current = this.#rows.mustFind(ref);
     const { backoffMs, firstPollDelayMs, stuckAfterMs } = this.settings;
+    const changed = outcome === 'changed';
     const stuck = current.final_at === null && now - current.local_created_at >= stuckAfterMs;
     const delayMs = stuck
       ? this.#longestIntervalMs
@@ -230,7 +245,7 @@ export class PollSchedule {
         : backoffMs[Math.min(current.poll_count, backoffMs.length - 1)]!;
     const record: PollRecord = {
       id: current.id,
-      last_polled_at: now,
+      last_polled_at: outcome === 'failed' ? current.last_polled_at : now,
       poll_count: changed ? 0 : current.poll_count + 1,
       next_poll_at: this.isSettled(current, now) ? null : now + delayMs,
       stuck_at: stuck ? (current.stuck_at ?? now) : current.stuck_at,

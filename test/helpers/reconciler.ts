@@ -151,7 +151,7 @@ export async function reconcilerEnv(
     ...options.client,
   });
   defer(() => client.close());
-  const metrics = createReconcilerMetrics({ queries: store.queries });
+  const metrics = createReconcilerMetrics({ queries: store.queries, circuit: store.circuit });
   const deps: ReconcilerDeps = { store, client, settings, metrics, logger: log.logger, now };
   return {
     sim,

@@ -146,6 +146,21 @@ test('polls that change nothing back off through backoffMs, the last repeating; 
   assert.equal(changed.pollCount, 0, 'the count restarts with the change');
 });
 
+test('a failed poll puts the order on its own backoff without counting as an answer', (t) => {
+  const { store, clock } = tempStore(t, { firstPollDelayMs: 500, backoffMs: [1_000, 2_000] });
+  store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+  clock.advance(500);
+  const answered = store.schedule.recordPoll('R1');
+  clock.advance(1_000);
+
+  const failed = store.schedule.recordFailedPoll('R1');
+
+  assert.equal(failed.lastPolledAt, answered.lastPolledAt, 'the last answer stays the last poll');
+  assert.equal(failed.pollCount, 2);
+  assert.equal(failed.nextPollAt, clock.now() + 2_000, 'the next backoff interval');
+  assert.equal(store.schedule.claimDueForPoll(1).length, 0, 'and its lease ended: nothing is due yet');
+});
+
 test('recording a poll after its answer settled the order does not schedule another', (t) => {
   const { store } = tempStore(t);
   store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });

@@ -7,6 +7,7 @@ import type { BudgetUsage } from '../../rate-budget/rate-budget.js';
 import { RECONCILE_QUEUE } from '../../reconciler/reconcile-queue.js';
 import { connectRedis } from '../../shared/redis-connection.js';
 import type { OrderCounts } from '../../store/order-queries.js';
+import type { OpenCircuit } from '../../store/upstream-circuit.js';
 import { configuredRateBudget } from '../../upstream/create-upstream.js';
 import { openContext } from '../context.js';
 import { renderTable, runAction } from '../output.js';
@@ -28,6 +29,8 @@ export interface StatusReport {
   failedEvents: number | null;
   /** The shared rate budget's current window, when an API key is configured and Redis answers. */
   budget: BudgetUsage | null;
+  /** The reconciler's circuit: null while it may call the upstream, else why not and the fix. */
+  circuit: OpenCircuit | null;
 }
 
 /** "3 d 4 h", "2 h 5 min", "42 s". */
@@ -61,7 +64,9 @@ async function queueDepths(redis: Redis): Promise<NonNullable<StatusReport['queu
 export function registerStatusCommand(program: Command): void {
   program
     .command('status')
-    .description('orders by status, open and stuck orders, polls due, queue depths and failed events')
+    .description(
+      'orders by status, open and stuck orders, polls due, the reconciler circuit, queue depths and failed events',
+    )
     .option('--json', 'print JSON')
     .action(async (flags: { json?: boolean }) => {
       await runAction(Boolean(flags.json), async () => {
@@ -80,6 +85,7 @@ export function registerStatusCommand(program: Command): void {
             queues: null,
             failedEvents: null,
             budget: null,
+            circuit: context.store!.circuit.state(),
           };
           // The store answers without Redis; the queue part says why it is missing.
           try {
@@ -162,6 +168,13 @@ function printStatus(report: StatusReport): void {
     const b = report.budget;
     out.push(
       `Rate budget: ${b.used}/${b.limit} in the last ${b.windowMs / 1000} s (polls ${b.poll}/${b.pollCeiling})`,
+    );
+  }
+  if (report.circuit) {
+    const c = report.circuit;
+    out.push(
+      `Reconciler circuit OPEN (${c.cause}) for ${formatAge((Date.now() - c.openedAt) / 1000)}: no order is polled; ` +
+        `each pass probes the upstream once (${c.probes} failed so far). ${c.code}: ${c.fix ?? c.message}`,
     );
   }
   if (orders.stuck > 0) {
