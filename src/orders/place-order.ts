@@ -1,8 +1,9 @@
 import type { Logger } from 'pino';
+import { BudgetExhaustedError } from '../rate-budget/rate-budget.js';
 import type { LocalOrder } from '../store/local-order.js';
 import type { OrderWriter } from '../store/order-writer.js';
 import type { UpstreamClient } from '../upstream/client.js';
-import { UpstreamError } from '../upstream/errors.js';
+import { UpstreamError, UpstreamUnreachableError } from '../upstream/errors.js';
 import { type OrderData, type OrderInput, partnerRefProblem } from '../upstream/model.js';
 import { newPartnerRef } from './partner-ref.js';
 
@@ -18,16 +19,28 @@ export interface PlaceOrderInput {
 }
 
 /**
+ * Why a create call ended without a definite answer:
+ * - `no_answer`: a timeout or a network error on every attempt;
+ * - `upstream_error`: a 5xx or 429 after the retries, or an answer the client cannot read;
+ * - `budget`: no `create` slot of the rate budget within the client's wait;
+ * - `base_url`: the upstream has no `POST /orders` there (404): H2H_BASE_URL is wrong. The order
+ *   was surely not created, but the same partner_ref is submitted again once it is fixed.
+ */
+export type UnknownCause = 'no_answer' | 'upstream_error' | 'budget' | 'base_url';
+
+/**
  * How placement ended:
  * - `accepted`: the upstream has the order (created now, or earlier under the same partner_ref);
- * - `rejected`: the upstream refused it (a 4xx); never retried; `code` says why;
- * - `unknown`: no definite answer after the client's retries; the order may exist upstream. The
- *   reconciler resolves it (reads it by partner_ref, or repeats the create with the same ref).
+ * - `rejected`: the upstream refused the order itself (an order-specific 4xx such as
+ *   INVALID_TARGET or INSUFFICIENT_BALANCE); never retried; `code` says why;
+ * - `unknown`: no definite answer (`cause`); the order may exist upstream. The reconciler
+ *   resolves it (reads it by partner_ref, or repeats the create with the same ref); `fix` says
+ *   what, if anything, must be done first.
  */
 export type PlaceOrderResult =
   | { outcome: 'accepted'; order: LocalOrder }
   | { outcome: 'rejected'; order: LocalOrder; code: string; detail: string; fix: string }
-  | { outcome: 'unknown'; order: LocalOrder; reason: string };
+  | { outcome: 'unknown'; order: LocalOrder; reason: string; cause: UnknownCause; fix: string };
 
 export interface PlaceOrderDeps {
   client: UpstreamClient;
@@ -106,9 +119,17 @@ export async function resubmitOrder(deps: PlaceOrderDeps, local: LocalOrder): Pr
     deps.logger?.info({ partnerRef, invoice: order.invoiceNumber, status: order.status }, 'order accepted');
     return { outcome: 'accepted', order };
   } catch (err) {
-    // A 4xx is a definite refusal (spec §7 rule 1). Everything else — a timeout, a network error,
-    // a 5xx or 429 after the retries, a budget that stayed spent — leaves the outcome unknown.
-    if (err instanceof UpstreamError && err.status >= 400 && err.status < 500 && err.status !== 429) {
+    // A 4xx about the order is a definite refusal (spec §7 rule 1). A refusal about our own
+    // configuration is not (decisions.md, "Errors on create"), and everything else — a timeout,
+    // a network error, a 5xx or 429 after the retries, a budget that stayed spent — leaves the
+    // outcome unknown.
+    if (
+      err instanceof UpstreamError &&
+      err.configuration === undefined &&
+      err.status >= 400 &&
+      err.status < 500 &&
+      err.status !== 429
+    ) {
       const order = deps.writer.markRejected(partnerRef, err.code, err.detail);
       // A webhook or poll may have proved the order exists meanwhile; the store then keeps it.
       if (order.submissionState === 'accepted') return { outcome: 'accepted', order };
@@ -116,11 +137,26 @@ export async function resubmitOrder(deps: PlaceOrderDeps, local: LocalOrder): Pr
       return { outcome: 'rejected', order, code: err.code, detail: err.detail, fix: err.fix };
     }
     const order = deps.writer.markSubmissionUnknown(partnerRef);
+    if (order.submissionState === 'accepted') return { outcome: 'accepted', order };
     const reason = err instanceof Error ? err.message : String(err);
-    deps.logger?.warn(
-      { partnerRef, reason },
-      'order submission outcome unknown; the reconciler will resolve it',
+    const cause = unknownCause(err);
+    const fix =
+      cause === 'base_url'
+        ? (err as UpstreamError).fix
+        : 'nothing: the reconciler reads the order by its partner_ref, or submits it again with the same one';
+    deps.logger?.[cause === 'base_url' ? 'error' : 'warn'](
+      { partnerRef, cause, reason },
+      cause === 'base_url'
+        ? `order submission outcome unknown: ${fix}; it is submitted again with the same partner_ref once fixed`
+        : 'order submission outcome unknown; the reconciler will resolve it',
     );
-    return { outcome: 'unknown', order, reason };
+    return { outcome: 'unknown', order, reason, cause, fix };
   }
+}
+
+function unknownCause(err: unknown): UnknownCause {
+  if (err instanceof UpstreamError && err.configuration === 'base_url') return 'base_url';
+  if (err instanceof BudgetExhaustedError) return 'budget';
+  if (err instanceof UpstreamUnreachableError) return 'no_answer';
+  return 'upstream_error';
 }

@@ -32,9 +32,10 @@ export async function probeUpstream(deps: ReconcilerDeps): Promise<ProbeResult> 
     return { ok: true, calls: 1 };
   } catch (error) {
     const failure = classifyFailure(error);
+    const { reason: met } = failure;
     const reason =
-      failure.reason === 'budget' || failure.reason === 'rate_limited' || failure.reason === 'unauthorized'
-        ? failure.reason
+      met === 'budget' || met === 'rate_limited' || met === 'unauthorized' || met === 'base_url'
+        ? met
         : 'upstream_failing';
     if (reason !== 'budget') deps.metrics?.countProbe('failed');
     return {

@@ -71,7 +71,7 @@ async function pollUnknownOrder(deps: ReconcilerDeps, ref: string): Promise<Earl
       logger?.warn({ ref }, 'early poll: no such order locally or upstream');
       return { kind: 'unknown_order' };
     }
-    if (reason !== 'budget') metrics?.countPoll(reason);
+    if (reason !== 'budget' && reason !== 'base_url') metrics?.countPoll(reason);
     return kept(reason, describePollError(error as Error), retryAfterMs);
   }
   const applied = store.writer.applyOrderSnapshot(snapshot, { source: 'poll' });

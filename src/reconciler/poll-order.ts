@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { ReconcilerSettings } from '../config/config.js';
-import { resubmitOrder } from '../orders/place-order.js';
+import { resubmitOrder, type UnknownCause } from '../orders/place-order.js';
 import { BudgetExhaustedError } from '../rate-budget/rate-budget.js';
 import type { LocalOrder } from '../store/local-order.js';
 import type { OrderStore } from '../store/order-store.js';
@@ -34,13 +34,21 @@ export interface ReconcilerDeps {
  *   the order keeps its place;
  * - `unauthorized`: 401/403, the key or the whitelist must be fixed; no further poll can
  *   succeed, so the circuit opens; the order keeps its place;
+ * - `base_url`: a 404 of a route that always exists (`POST /orders` of a repeated create): H2H_BASE_URL
+ *   is wrong; the circuit opens; the order keeps its place (its submission stays unknown);
  * - `rate_limited`: the upstream answered 429 although the budget allowed the call: the budget
  *   is out of step with the upstream's limit (another client on the same key?);
  * - `upstream_error`: 5xx, or a refusal that says nothing about our configuration (after the
  *   client's retries); the order goes on its own backoff;
  * - `unreachable`: no answer at all; the order goes on its own backoff.
  */
-export type PollStopReason = 'budget' | 'unauthorized' | 'rate_limited' | 'upstream_error' | 'unreachable';
+export type PollStopReason =
+  | 'budget'
+  | 'unauthorized'
+  | 'base_url'
+  | 'rate_limited'
+  | 'upstream_error'
+  | 'unreachable';
 
 /** One line that says what went wrong and what to do, for logs, the CLI and the circuit. */
 export interface PollError {
@@ -100,18 +108,27 @@ export function classifyFailure(error: unknown): {
   if (error instanceof UpstreamUnreachableError) return { reason: 'unreachable', calls: error.attempts };
   if (error instanceof UpstreamError) {
     if (error.configuration === 'credentials') return { reason: 'unauthorized', calls: error.attempts };
-    if (error.status === 404 && error.code === 'ORDER_NOT_FOUND') return { reason: 'not_found', calls: 1 };
+    if (error.configuration === 'base_url') return { reason: 'base_url', calls: error.attempts };
+    if (error.status === 404) return { reason: 'not_found', calls: 1 };
     if (error.status === 429) return { reason: 'rate_limited', calls: error.attempts };
     return { reason: 'upstream_error', calls: error.attempts };
   }
   return { reason: 'upstream_error', calls: 1 };
 }
 
-const KEPT_OUTCOME: Record<Exclude<PollStopReason, 'budget'>, PollOutcome> = {
+const KEPT_OUTCOME: Record<Exclude<PollStopReason, 'budget' | 'base_url'>, PollOutcome> = {
   unauthorized: 'unauthorized',
   rate_limited: 'rate_limited',
   upstream_error: 'upstream_error',
   unreachable: 'unreachable',
+};
+
+/** How a repeated create without a definite answer is handled, like a poll without one. */
+const RESUBMISSION_FAILURE: Record<UnknownCause, PollStopReason> = {
+  no_answer: 'unreachable',
+  upstream_error: 'upstream_error',
+  budget: 'budget',
+  base_url: 'base_url',
 };
 
 /**
@@ -141,7 +158,7 @@ export async function pollClaimedOrder(deps: ReconcilerDeps, claimed: LocalOrder
     const failure = classifyFailure(error);
     if (failure.reason === 'not_found') return notFound(deps, claimed, error as UpstreamError);
     const { reason, calls, retryAfterMs } = failure;
-    if (reason !== 'budget') {
+    if (reason !== 'budget' && reason !== 'base_url') {
       metrics?.countPoll(KEPT_OUTCOME[reason]);
       logger?.[reason === 'unauthorized' ? 'error' : 'warn'](
         { partnerRef: ref, err: error },
@@ -227,9 +244,18 @@ async function notFound(
       { partnerRef: ref, outcome: result.outcome },
       'upstream had no order for an unresolved submission: create repeated with the same partner_ref',
     );
-    const changed = result.outcome !== 'unknown';
-    const order = record(deps, result.order, changed);
-    return { kind: 'polled', outcome: 'resubmitted', order, changed, anomaly: false, calls: 2 };
+    if (result.outcome === 'unknown') {
+      // No definite answer to the create either: as for a poll without one, the caller decides.
+      const reason = RESUBMISSION_FAILURE[result.cause];
+      return {
+        kind: 'kept',
+        reason,
+        error: { code: result.cause.toUpperCase(), message: result.reason, fix: result.fix },
+        calls: 2,
+      };
+    }
+    const order = record(deps, result.order, true);
+    return { kind: 'polled', outcome: 'resubmitted', order, changed: true, anomaly: false, calls: 2 };
   }
 
   if (current.submissionState === 'rejected') {

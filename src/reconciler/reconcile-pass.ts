@@ -13,7 +13,7 @@ import { type PollError, pollClaimedOrder, type ReconcilerDeps } from './poll-or
  * - `locked`: another pass was running, so this one did nothing;
  * - `lock_lost`: its lock expired (the process froze): it stopped before the next order;
  * - `rate_limited`: the upstream answered 429 although the budget allowed the call;
- * - a {@link CircuitCause} (`unauthorized`, `upstream_failing`): the circuit is open, because
+ * - a {@link CircuitCause} (`unauthorized`, `base_url`, `upstream_failing`): the circuit is open, because
  *   this pass opened it or its probe failed; no order is polled until a probe succeeds.
  */
 export type PassStop =
@@ -234,7 +234,7 @@ async function pollDueOrders(
         kept.push(order.partnerRef);
         summary.errors += 1;
         stop('rate_limited', result.error);
-      } else if (result.reason === 'unauthorized') {
+      } else if (result.reason === 'unauthorized' || result.reason === 'base_url') {
         kept.push(order.partnerRef);
         summary.errors += 1;
         openCircuit(deps, result.reason, result.error);
@@ -280,7 +280,7 @@ async function pollDueOrders(
     dueAfter: summary.dueAfter,
     durationMs: summary.finishedAt - summary.startedAt,
   };
-  if (summary.stoppedBy === 'unauthorized') {
+  if (summary.stoppedBy === 'unauthorized' || summary.stoppedBy === 'base_url') {
     logger?.error(
       { ...line, error: summary.error },
       `reconciliation pass stopped: ${summary.error?.message}`,

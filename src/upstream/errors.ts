@@ -36,6 +36,7 @@ export function fixFor(code: string, status: number, detail: string): string {
   if (isKnownCode(code)) return UPSTREAM_ERRORS[code].fix;
   if (Object.hasOwn(CLIENT_ERROR_FIXES, code))
     return CLIENT_ERROR_FIXES[code as keyof typeof CLIENT_ERROR_FIXES];
+  if (status === 404) return UPSTREAM_ERRORS.ORDER_NOT_FOUND.fix;
   if (status === 429) return UPSTREAM_ERRORS.TOO_MANY_REQUESTS.fix;
   if (status >= 500) return 'the upstream failed; retry later';
   if (status === 401 || status === 403) return 'check the API key, the whitelist and H2H access';

@@ -134,14 +134,20 @@ export function registerOrderCommands(program: Command): void {
             process.stdout.write(`${renderTable([result.order], orderColumns)}\n`);
             if (result.outcome === 'rejected')
               process.stderr.write(`rejected: ${result.code} (${result.detail}) — ${result.fix}\n`);
-            if (result.outcome === 'unknown') {
+            if (result.outcome === 'unknown' && result.cause === 'base_url') {
+              process.stderr.write(
+                `not submitted: ${result.fix}; the reconciler submits it again with the same partner_ref once fixed\n`,
+              );
+            } else if (result.outcome === 'unknown') {
               process.stderr.write(
                 `outcome unknown (${result.reason}); the reconciler will resolve it with the same partner_ref\n`,
               );
             }
           }
           if (result.outcome === 'rejected') process.exitCode = EXIT.failed;
-          if (result.outcome === 'unknown') process.exitCode = EXIT.unknownOutcome;
+          if (result.outcome === 'unknown') {
+            process.exitCode = result.cause === 'base_url' ? EXIT.config : EXIT.unknownOutcome;
+          }
         } finally {
           await context.close();
         }
