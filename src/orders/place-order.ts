@@ -33,6 +33,10 @@ export type UnknownCause = 'no_answer' | 'upstream_error' | 'budget' | 'base_url
  * - `accepted`: the upstream has the order (created now, or earlier under the same partner_ref);
  * - `rejected`: the upstream refused the order itself (an order-specific 4xx such as
  *   INVALID_TARGET or INSUFFICIENT_BALANCE); never retried; `code` says why;
+ * - `blocked`: the upstream refused our configuration (401/403: API_KEY_MISSING,
+ *   INVALID_API_KEY, IP_NOT_WHITELISTED); the order does not exist upstream, `fix` says what to
+ *   change (H2H_API_KEY, the IP to whitelist), and the reconciler submits it again with the same
+ *   partner_ref once a probe shows the configuration works (placing it again does too);
  * - `unknown`: no definite answer (`cause`); the order may exist upstream. The reconciler
  *   resolves it (reads it by partner_ref, or repeats the create with the same ref); `fix` says
  *   what, if anything, must be done first.
@@ -40,6 +44,7 @@ export type UnknownCause = 'no_answer' | 'upstream_error' | 'budget' | 'base_url
 export type PlaceOrderResult =
   | { outcome: 'accepted'; order: LocalOrder }
   | { outcome: 'rejected'; order: LocalOrder; code: string; detail: string; fix: string }
+  | { outcome: 'blocked'; order: LocalOrder; code: string; detail: string; fix: string }
   | { outcome: 'unknown'; order: LocalOrder; reason: string; cause: UnknownCause; fix: string };
 
 export interface PlaceOrderDeps {
@@ -69,9 +74,9 @@ function upstreamInput(order: LocalOrder): OrderInput {
  * Places an order at most once per partner_ref: the local order is written first (submission
  * `pending`), then created upstream with that partner_ref, and the answer goes through the
  * store's one apply function. Placing a partner_ref that is already known locally never sends a
- * second, different order: an accepted or rejected one is returned as it is, and a pending or
- * unknown one is submitted again with the same partner_ref, which the upstream answers with the
- * existing order (spec §4 rule 2).
+ * second, different order: an accepted or rejected one is returned as it is, and a pending,
+ * unknown or blocked one is submitted again with the same partner_ref, which the upstream answers
+ * with the existing order (spec §4 rule 2).
  */
 export async function placeOrder(deps: PlaceOrderDeps, input: PlaceOrderInput): Promise<PlaceOrderResult> {
   if (!input.productCode && !input.productId) {
@@ -94,9 +99,10 @@ export async function placeOrder(deps: PlaceOrderDeps, input: PlaceOrderInput): 
 /**
  * Submits a local order upstream with its own partner_ref, however many times it was submitted
  * before: the one create path of placement and of the reconciler (an unknown submission the
- * upstream answers 404 for is sent again, spec §4 rule 7). An accepted or rejected order is
- * returned as it is, never sent. The upstream answers a repeat with the existing order (rule 2),
- * so this never creates a second order or a second debit.
+ * upstream answers 404 for is sent again, spec §4 rule 7; a blocked one once the configuration
+ * works). An accepted or rejected order is returned as it is, never sent. The upstream answers
+ * a repeat with the existing order (rule 2), so this never creates a second order or a second
+ * debit.
  */
 export async function resubmitOrder(deps: PlaceOrderDeps, local: LocalOrder): Promise<PlaceOrderResult> {
   const { partnerRef } = local;
@@ -123,6 +129,16 @@ export async function resubmitOrder(deps: PlaceOrderDeps, local: LocalOrder): Pr
     // configuration is not (decisions.md, "Errors on create"), and everything else — a timeout,
     // a network error, a 5xx or 429 after the retries, a budget that stayed spent — leaves the
     // outcome unknown.
+    if (err instanceof UpstreamError && err.configuration === 'credentials') {
+      const order = deps.writer.markBlocked(partnerRef, err.code, err.detail);
+      if (order.submissionState === 'accepted') return { outcome: 'accepted', order };
+      deps.logger?.error(
+        { partnerRef, code: err.code, fix: err.fix },
+        `order blocked: the upstream refused our configuration (${err.code}) — ${err.fix}; ` +
+          'it is submitted again with the same partner_ref once a probe shows the configuration works',
+      );
+      return { outcome: 'blocked', order, code: err.code, detail: err.detail, fix: err.fix };
+    }
     if (
       err instanceof UpstreamError &&
       err.configuration === undefined &&

@@ -85,7 +85,7 @@ export const TIME_TO_FINAL_BUCKETS = [
 /**
  * Creates `h2h_reconcile_polls_total{outcome}`, `h2h_reconcile_orders_changed_total`,
  * `h2h_reconcile_anomalies_total{kind}`, `h2h_reconcile_passes_total{stopped_by}`,
- * `h2h_reconcile_stuck_orders`, `h2h_reconcile_circuit_open{cause}`,
+ * `h2h_reconcile_stuck_orders`, `h2h_reconcile_blocked_orders`, `h2h_reconcile_circuit_open{cause}`,
  * `h2h_reconcile_circuit_opened_total{cause}`, `h2h_reconcile_probes_total{outcome}` and
  * `h2h_order_time_to_final_seconds{source}`. No default
  * process metrics: the process that exposes the registry adds those once.
@@ -138,6 +138,23 @@ export function createReconcilerMetrics(options: ReconcilerMetricsOptions = {}):
         }
       }
       this.set(stuckCount);
+    },
+  });
+
+  let blockedCount = 0;
+  new Gauge({
+    name: 'h2h_reconcile_blocked_orders',
+    help: 'Orders the upstream refused for our configuration (401/403): submitted again with their partner_ref once a probe shows H2H_API_KEY and the whitelist work.',
+    registers,
+    collect() {
+      if (queries) {
+        try {
+          blockedCount = queries.countByStatus().bySubmissionState.blocked;
+        } catch {
+          // the database is closing or busy: keep the last figure
+        }
+      }
+      this.set(blockedCount);
     },
   });
 

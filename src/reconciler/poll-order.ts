@@ -123,6 +123,51 @@ const KEPT_OUTCOME: Record<Exclude<PollStopReason, 'budget' | 'base_url'>, PollO
   unreachable: 'unreachable',
 };
 
+/**
+ * Repeats the create of an unresolved or blocked submission with its own partner_ref, through
+ * `resubmitOrder`, the one create path. `calls` is what the poll spent before (a read that
+ * answered 404, or nothing for a blocked order).
+ */
+async function submitAgain(deps: ReconcilerDeps, current: LocalOrder, calls: number): Promise<PollResult> {
+  const { store, client, logger, metrics } = deps;
+  const ref = current.partnerRef;
+  const result = await resubmitOrder(
+    { client, writer: store.writer, ...(logger ? { logger } : {}) },
+    current,
+  );
+  metrics?.countPoll('resubmitted');
+  logger?.info(
+    { partnerRef: ref, was: current.submissionState, outcome: result.outcome },
+    current.submissionState === 'blocked'
+      ? 'blocked order submitted again with the same partner_ref'
+      : 'upstream had no order for an unresolved submission: create repeated with the same partner_ref',
+  );
+  if (result.outcome === 'blocked') {
+    // Refused for our configuration again: every order would be. The writer has the order due.
+    return {
+      kind: 'kept',
+      reason: 'unauthorized',
+      error: {
+        code: result.code,
+        message: `POST /orders refused: ${result.code} (${result.detail})`,
+        fix: result.fix,
+      },
+      calls: calls + 1,
+    };
+  }
+  if (result.outcome === 'unknown') {
+    // No definite answer to the create either: as for a poll without one, the caller decides.
+    return {
+      kind: 'kept',
+      reason: RESUBMISSION_FAILURE[result.cause],
+      error: { code: result.cause.toUpperCase(), message: result.reason, fix: result.fix },
+      calls: calls + 1,
+    };
+  }
+  const order = record(deps, result.order, true);
+  return { kind: 'polled', outcome: 'resubmitted', order, changed: true, anomaly: false, calls: calls + 1 };
+}
+
 /** How a repeated create without a definite answer is handled, like a poll without one. */
 const RESUBMISSION_FAILURE: Record<UnknownCause, PollStopReason> = {
   no_answer: 'unreachable',
@@ -138,6 +183,8 @@ const RESUBMISSION_FAILURE: Record<UnknownCause, PollStopReason> = {
  *   one apply function of webhooks too; a pending or unknown submission is adopted by it;
  * - 404 for a pending or unknown submission → the create is repeated with the same partner_ref
  *   (spec §4 rule 7, through `resubmitOrder`), never under a new one;
+ * - a blocked submission (refused for our configuration) → the create is repeated at once, with
+ *   no read first: a 401 proves the upstream never took it (the pass probes before);
  * - 404 for an order the upstream had confirmed → an anomaly: logged at error, counted,
  *   polling goes on;
  * - then `recordPoll` with the next poll time of the backoff (or stuck), which ends the claim.
@@ -150,6 +197,8 @@ const RESUBMISSION_FAILURE: Record<UnknownCause, PollStopReason> = {
 export async function pollClaimedOrder(deps: ReconcilerDeps, claimed: LocalOrder): Promise<PollResult> {
   const { store, client, logger, metrics } = deps;
   const ref = claimed.partnerRef;
+  // Refused for our configuration, so surely not upstream: no read, the create goes again.
+  if (claimed.submissionState === 'blocked') return submitAgain(deps, claimed, 0);
 
   let snapshot: Order;
   try {
@@ -228,34 +277,14 @@ async function notFound(
   claimed: LocalOrder,
   error: UpstreamError,
 ): Promise<PollResult> {
-  const { store, client, logger, metrics } = deps;
+  const { store, logger, metrics } = deps;
   const ref = claimed.partnerRef;
   const current = store.queries.getOrder(ref) ?? claimed;
 
-  if (current.submissionState === 'pending' || current.submissionState === 'unknown') {
+  if (current.submissionState !== 'accepted' && current.submissionState !== 'rejected') {
     // The create never reached the upstream (or its process died first): repeat it with the
     // same partner_ref (spec §4 rule 7). The upstream answers a repeat with the existing order.
-    const result = await resubmitOrder(
-      { client, writer: store.writer, ...(logger ? { logger } : {}) },
-      current,
-    );
-    metrics?.countPoll('resubmitted');
-    logger?.info(
-      { partnerRef: ref, outcome: result.outcome },
-      'upstream had no order for an unresolved submission: create repeated with the same partner_ref',
-    );
-    if (result.outcome === 'unknown') {
-      // No definite answer to the create either: as for a poll without one, the caller decides.
-      const reason = RESUBMISSION_FAILURE[result.cause];
-      return {
-        kind: 'kept',
-        reason,
-        error: { code: result.cause.toUpperCase(), message: result.reason, fix: result.fix },
-        calls: 2,
-      };
-    }
-    const order = record(deps, result.order, true);
-    return { kind: 'polled', outcome: 'resubmitted', order, changed: true, anomaly: false, calls: 2 };
+    return submitAgain(deps, current, 1);
   }
 
   if (current.submissionState === 'rejected') {

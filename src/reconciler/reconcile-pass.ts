@@ -91,7 +91,8 @@ export interface RunPassOptions {
 
 /**
  * One reconciliation pass: under the pass lock (when given), probes the upstream first when the
- * circuit is open (one `GET /profile`: a success closes it, a failure ends the pass), then claims
+ * circuit is open or blocked orders wait (one `GET /profile`: a success closes the circuit, a
+ * failure opens it or keeps it open and ends the pass), then claims
  * due orders one at a time, longest-due first (`claimDueForPoll`), and polls each with
  * {@link pollClaimedOrder}, until none is due, `passSize` orders were taken, or polling must stop
  * for a cause that concerns every order: the poll share of the budget is spent, 429, or the
@@ -163,7 +164,8 @@ async function pollDueOrders(
   const { store, settings, logger, metrics } = deps;
   const now = deps.now ?? Date.now;
   const summary = emptySummary(pass.passId, pass.trigger, pass.startedAt, pass.startedAt);
-  const total = Math.min(settings.passSize, store.queries.countByStatus(now()).dueForPoll);
+  const atStart = store.queries.countByStatus(now());
+  const total = Math.min(settings.passSize, atStart.dueForPoll);
   // Orders that could not be polled for a cause of every order: released at the end, so this
   // pass does not take them again and the next one takes them first.
   const kept: string[] = [];
@@ -176,7 +178,8 @@ async function pollDueOrders(
   };
 
   try {
-    if (store.circuit.state()) {
+    // A blocked order is submitted again only once a probe shows the configuration works.
+    if (store.circuit.state() || atStart.bySubmissionState.blocked > 0) {
       const probe = await probeUpstream(deps);
       summary.calls += probe.calls;
       if (probe.ok) {
@@ -189,7 +192,10 @@ async function pollDueOrders(
         summary.probe = 'failed';
         summary.errors += 1;
         if (probe.reason === 'rate_limited') stop('rate_limited', probe.error);
-        else {
+        else if (!store.circuit.state()) {
+          openCircuit(deps, probe.reason, probe.error);
+          stop(probe.reason, probe.error);
+        } else {
           probeFailed(deps, probe.reason, probe.error);
           stop(probe.reason, probe.error);
         }

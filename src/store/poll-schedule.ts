@@ -161,7 +161,9 @@ export class PollSchedule {
 
   /**
    * The next poll of an order whose create call just ended without an order: none once the
-   * submission is rejected; at once when its outcome is unknown, since only a poll can tell.
+   * submission is rejected; at once when its outcome is unknown, since only a poll can tell, or
+   * when it is blocked (the reconciler submits it again once a probe shows the configuration
+   * works, and takes it before the orders due after it).
    */
   afterSubmissionOutcome(row: SettledFields, now: number): Pick<OrderRow, 'next_poll_at'> {
     return { next_poll_at: this.isSettled(row, now) ? null : now };

@@ -15,7 +15,12 @@ const orderColumns: Column<LocalOrder>[] = [
   { header: 'Status', cell: (o) => o.upstreamStatus ?? o.status },
   {
     header: 'Submission',
-    cell: (o) => (o.rejectionCode ? `rejected: ${o.rejectionCode}` : o.submissionState),
+    cell: (o) =>
+      o.rejectionCode
+        ? `rejected: ${o.rejectionCode}`
+        : o.blockedCode
+          ? `blocked: ${o.blockedCode}`
+          : o.submissionState,
   },
   { header: 'Serial', cell: (o) => o.serialNumber },
 ];
@@ -134,6 +139,13 @@ export function registerOrderCommands(program: Command): void {
             process.stdout.write(`${renderTable([result.order], orderColumns)}\n`);
             if (result.outcome === 'rejected')
               process.stderr.write(`rejected: ${result.code} (${result.detail}) — ${result.fix}\n`);
+            if (result.outcome === 'blocked') {
+              process.stderr.write(
+                `blocked: the upstream refused our configuration, not the order: ${result.code} (${result.detail}) — ${result.fix}. ` +
+                  'It is submitted again with the same partner_ref once the configuration is fixed ' +
+                  '(the reconciler probes it; or run this command again)\n',
+              );
+            }
             if (result.outcome === 'unknown' && result.cause === 'base_url') {
               process.stderr.write(
                 `not submitted: ${result.fix}; the reconciler submits it again with the same partner_ref once fixed\n`,
@@ -145,6 +157,7 @@ export function registerOrderCommands(program: Command): void {
             }
           }
           if (result.outcome === 'rejected') process.exitCode = EXIT.failed;
+          if (result.outcome === 'blocked') process.exitCode = EXIT.config;
           if (result.outcome === 'unknown') {
             process.exitCode = result.cause === 'base_url' ? EXIT.config : EXIT.unknownOutcome;
           }

@@ -7,8 +7,10 @@ import type { BudgetUsage } from '../../rate-budget/rate-budget.js';
 import { RECONCILE_QUEUE } from '../../reconciler/reconcile-queue.js';
 import { connectRedis } from '../../shared/redis-connection.js';
 import type { OrderCounts } from '../../store/order-queries.js';
+import type { OrderStore } from '../../store/order-store.js';
 import type { OpenCircuit } from '../../store/upstream-circuit.js';
 import { configuredRateBudget } from '../../upstream/create-upstream.js';
+import { fixFor } from '../../upstream/errors.js';
 import { openContext } from '../context.js';
 import { renderTable, runAction } from '../output.js';
 
@@ -31,6 +33,11 @@ export interface StatusReport {
   budget: BudgetUsage | null;
   /** The reconciler's circuit: null while it may call the upstream, else why not and the fix. */
   circuit: OpenCircuit | null;
+  /**
+   * Orders refused for our configuration, with the newest one's code and the fix (H2H_API_KEY,
+   * the IP to whitelist); null when none is blocked.
+   */
+  blocked: { count: number; code: string; detail: string; fix: string } | null;
 }
 
 /** "3 d 4 h", "2 h 5 min", "42 s". */
@@ -60,6 +67,15 @@ async function queueDepths(redis: Redis): Promise<NonNullable<StatusReport['queu
   return { webhooks, reconcile, pollRequests };
 }
 
+function blockedOrders(store: OrderStore, counts: OrderCounts): StatusReport['blocked'] {
+  const count = counts.bySubmissionState.blocked;
+  const [newest] = count > 0 ? store.queries.listOrders({ status: 'blocked', limit: 1 }) : [];
+  if (!newest) return null;
+  const code = newest.blockedCode ?? 'UNAUTHORIZED';
+  const detail = newest.blockedDetail ?? '';
+  return { count, code, detail, fix: fixFor(code, 401, detail) };
+}
+
 /** Registers `status`. */
 export function registerStatusCommand(program: Command): void {
   program
@@ -86,6 +102,7 @@ export function registerStatusCommand(program: Command): void {
             failedEvents: null,
             budget: null,
             circuit: context.store!.circuit.state(),
+            blocked: blockedOrders(context.store!, counts),
           };
           // The store answers without Redis; the queue part says why it is missing.
           try {
@@ -116,7 +133,7 @@ export function registerStatusCommand(program: Command): void {
 function printStatus(report: StatusReport): void {
   const { orders } = report;
   const byStatus = Object.entries(orders.byStatus).map(([status, n]) => ({ status, n }));
-  const unresolved = (['pending', 'unknown', 'rejected'] as const)
+  const unresolved = (['pending', 'unknown', 'blocked', 'rejected'] as const)
     .filter((state) => orders.bySubmissionState[state] > 0)
     .map((state) => ({ status: `submission ${state}`, n: orders.bySubmissionState[state] }));
   const out: string[] = [];
@@ -175,6 +192,13 @@ function printStatus(report: StatusReport): void {
     out.push(
       `Reconciler circuit OPEN (${c.cause}) for ${formatAge((Date.now() - c.openedAt) / 1000)}: no order is polled; ` +
         `each pass probes the upstream once (${c.probes} failed so far). ${c.code}: ${c.fix ?? c.message}`,
+    );
+  }
+  if (report.blocked) {
+    const b = report.blocked;
+    out.push(
+      `${b.count} blocked order(s): the upstream refused our configuration (${b.code}) — ${b.fix}. ` +
+        'Each is submitted again with its partner_ref once a probe shows the configuration works.',
     );
   }
   if (orders.stuck > 0) {
