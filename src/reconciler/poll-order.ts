@@ -266,7 +266,9 @@ function record(deps: ReconcilerDeps, after: LocalOrder, changed: boolean): Loca
         status: after.upstreamStatus,
         ageMs: order.stuckAt - after.localCreatedAt,
       },
-      'order marked stuck: no final state within the maximum age; still polled at the longest interval',
+      order.nextPollAt === null
+        ? 'order marked stuck: SUCCESS still without a serial after the maximum age; no longer polled, a late serial still applies'
+        : 'order marked stuck: no final state within the maximum age; still polled at the longest interval',
     );
   }
   return order;

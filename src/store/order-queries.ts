@@ -37,7 +37,10 @@ export interface OrderCounts {
   /** Local creation time (ms) of the oldest open order, or null. */
   oldestOpenLocalCreatedAt: number | null;
   dueForPoll: number;
-  /** Open orders marked stuck. */
+  /**
+   * Orders marked stuck that are still incomplete: open ones (still polled at the longest
+   * interval), and SUCCESS orders still without their serial (no longer polled).
+   */
   stuck: number;
 }
 
@@ -116,7 +119,8 @@ export class OrderQueries {
                 COUNT(next_poll_at) AS open,
                 MIN(CASE WHEN next_poll_at IS NOT NULL THEN local_created_at END) AS oldest,
                 SUM(next_poll_at <= ?) AS due,
-                SUM(next_poll_at IS NOT NULL AND stuck_at IS NOT NULL) AS stuck
+                SUM(stuck_at IS NOT NULL AND (next_poll_at IS NOT NULL
+                    OR (status = 'SUCCESS' AND serial_number IS NULL))) AS stuck
          FROM orders`,
       )
       .get(now)!;

@@ -31,7 +31,10 @@ export interface RecordPollInput {
 type PollOutcome = 'changed' | 'unchanged' | 'failed';
 
 /** What decides whether an order is settled. */
-type SettledFields = Pick<OrderRow, 'status' | 'serial_number' | 'submission_state' | 'final_at'>;
+type SettledFields = Pick<
+  OrderRow,
+  'status' | 'serial_number' | 'submission_state' | 'final_at' | 'stuck_at'
+>;
 /** A row with the poll lease (migration 2), which only the claims read or write. */
 type LeasedOrderRow = OrderRow & { poll_leased_until: number | null };
 /** What {@link PollSchedule.recordPoll} writes. */
@@ -39,6 +42,14 @@ type PollRecord = Pick<
   OrderRow,
   'id' | 'last_polled_at' | 'poll_count' | 'next_poll_at' | 'stuck_at' | 'updated_at'
 >;
+
+/**
+ * Without its final state, or SUCCESS still without the serial number that may follow it: what
+ * an order can be stuck in.
+ */
+function isIncomplete(row: Pick<OrderRow, 'final_at' | 'status' | 'serial_number'>): boolean {
+  return row.final_at === null || (row.status === 'SUCCESS' && row.serial_number === null);
+}
 
 /** Throws a RangeError naming the first setting that cannot make a schedule. */
 function checkSettings(settings: PollScheduleSettings): void {
@@ -125,16 +136,17 @@ export class PollSchedule {
   }
 
   /**
-   * True when nothing about the order can still change by itself, so polling ends: FAILED,
-   * REFUNDED, or SUCCESS with its serial number (decisions.md: a serial may follow a SUCCESS, and
-   * a SUCCESS may still be refunded, which a webhook reports), once `refundWatchMs` has passed
-   * since it became final. A rejected submission never existed upstream and is settled too.
+   * True when polling ends: FAILED, REFUNDED, or SUCCESS with its serial number (decisions.md: a
+   * serial may follow a SUCCESS, and a SUCCESS may still be refunded, which a webhook reports),
+   * once `refundWatchMs` has passed since it became final. A SUCCESS still without its serial is
+   * settled once it is stuck: its outcome is final, and a late serial still applies when a
+   * webhook brings it. A rejected submission never existed upstream and is settled too.
    */
   isSettled(row: SettledFields, now: number): boolean {
     if (row.submission_state === 'rejected') return true;
     if (row.status === null || !isFinalStatus(row.status)) return false;
     if (row.status !== 'SUCCESS') return true;
-    if (row.serial_number === null) return false;
+    if (row.serial_number === null) return row.stuck_at !== null;
     const { refundWatchMs } = this.settings;
     return refundWatchMs === 0 || row.final_at === null || now >= row.final_at + refundWatchMs;
   }
@@ -211,8 +223,9 @@ export class PollSchedule {
    * restarts the count when the poll `changed` the order), and sets the next poll:
    * - settled → none;
    * - open longer than `stuckAfterMs` since its local creation without a final state → marked
-   *   stuck (`stuck_at`, the first marking kept) and polled at the longest backoff interval (a
-   *   SUCCESS waiting for its serial, or watched for a refund, has a final state: never stuck);
+   *   stuck (`stuck_at`, the first marking kept) and polled at the longest backoff interval;
+   *   a SUCCESS still without its serial is marked stuck the same way, and then settled (its
+   *   outcome is final: it is not polled on for the serial, which still applies when it comes);
    * - changed → after `firstPollDelayMs`, as after a webhook: the next webhook is overdue then;
    * - otherwise the n-th poll in a row without a change → after `backoffMs[n - 1]`, the last
    *   entry repeating.
@@ -239,7 +252,7 @@ export class PollSchedule {
     const current = this.#rows.mustFind(ref);
     const { backoffMs, firstPollDelayMs, stuckAfterMs } = this.settings;
     const changed = outcome === 'changed';
-    const stuck = current.final_at === null && now - current.local_created_at >= stuckAfterMs;
+    const stuck = isIncomplete(current) && now - current.local_created_at >= stuckAfterMs;
     const delayMs = stuck
       ? this.#longestIntervalMs
       : changed
@@ -249,10 +262,13 @@ export class PollSchedule {
       id: current.id,
       last_polled_at: outcome === 'failed' ? current.last_polled_at : now,
       poll_count: changed ? 0 : current.poll_count + 1,
-      next_poll_at: this.isSettled(current, now) ? null : now + delayMs,
+      next_poll_at: null,
       stuck_at: stuck ? (current.stuck_at ?? now) : current.stuck_at,
       updated_at: now,
     };
+    record.next_poll_at = this.isSettled({ ...current, stuck_at: record.stuck_at }, now)
+      ? null
+      : now + delayMs;
     this.#writePoll.run(record);
     return toLocalOrder({ ...current, ...record });
   }

@@ -340,3 +340,36 @@ test('a watched SUCCESS without a refund is polled on the backoff until a poll c
   assert.equal(polls, 4, 'at 0.1, 10.1, 20.1 and 30.1 s: the first poll after the watch ends it');
   assert.equal(env.store.queries.getOrder('kept-1')!.stuckAt, null);
 });
+
+test('a SUCCESS without a serial follows the backoff to its cap, is marked stuck after the maximum age and polled no more; a late serial still applies', async (t) => {
+  const env = await reconcilerEnv(t, {
+    manualClock: true,
+    settings: { backoffMs: [1000, 2000], stuckAfterMs: 10_000 },
+  });
+  await createUpstreamOrder(env, 'no-serial-1');
+  await env.sim.setStatus('no-serial-1', { status: 'SUCCESS' }); // its webhook is lost
+  const delays: number[] = [];
+  for (let i = 0; i < 50 && env.store.queries.getOrder('no-serial-1')!.nextPollAt !== null; i++) {
+    env.clock.advance(env.store.queries.getOrder('no-serial-1')!.nextPollAt! - env.now());
+    await runReconcilePass(env.deps);
+    const next = env.store.queries.getOrder('no-serial-1')!.nextPollAt;
+    delays.push(next === null ? 0 : next - env.now());
+  }
+
+  const order = env.store.queries.getOrder('no-serial-1')!;
+  assert.equal(order.nextPollAt, null, `polled no more after ${delays.length} polls: ${delays.join(', ')}`);
+  assert.deepEqual(
+    delays,
+    [env.settings.firstPollDelayMs, 1000, 2000, 2000, 2000, 2000, 2000, 0],
+    'the first poll finds SUCCESS (a change), then the backoff to its cap, until the order is 10 s old',
+  );
+  assert.equal(order.status, 'SUCCESS');
+  assert.equal(order.stuckAt, env.now());
+  assert.equal(env.store.queries.countByStatus().stuck, 1, 'counted as stuck');
+  assert.ok(env.log.records().some((l) => /without a serial/.test(String(l.msg))));
+
+  const serial = await env.sim.setStatus('no-serial-1', { status: 'SUCCESS', serial_number: 'SN-LATE' });
+  const late = env.store.writer.applyOrderSnapshot(serial.body, { source: 'webhook', eventId: 'e-late' });
+  assert.deepEqual([late.changed, late.reason, late.order.serialNumber], [true, 'serial_added', 'SN-LATE']);
+  assert.equal(env.store.queries.countByStatus().stuck, 0, 'complete now');
+});
