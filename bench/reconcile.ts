@@ -125,7 +125,11 @@ async function main(): Promise<number> {
   };
   const db = openDatabase({ path: join(dir, 'bench.db') });
   const store = openOrderStore(db, settings);
-  const metrics = createReconcilerMetrics({ queries: store.queries, circuit: store.circuit });
+  const metrics = createReconcilerMetrics({
+    queries: store.queries,
+    circuit: store.circuit,
+    auditWindowMs: store.schedule.settings.auditWindowMs,
+  });
   const reconciler = await startReconciler({
     settings,
     store,

@@ -66,6 +66,10 @@ export interface ReconcilerMetrics {
   countCircuitOpened(cause: CircuitCause): void;
   /** A probe of the upstream (`GET /profile`) while the circuit was open or blocked orders waited. */
   countProbe(outcome: 'ok' | 'failed'): void;
+  /** An audit read of a settled SUCCESS order, by outcome (the labels of the polls). */
+  countAuditRead(outcome: PollOutcome): void;
+  /** The audit found a refund whose webhooks were all lost. */
+  countAuditRefund(): void;
 }
 
 export interface ReconcilerMetricsOptions {
@@ -75,6 +79,11 @@ export interface ReconcilerMetricsOptions {
   queries?: OrderQueries;
   /** When given, `h2h_reconcile_circuit_open` is read from the store at each scrape. */
   circuit?: UpstreamCircuit;
+  /**
+   * The audit window (`reconcilerSettings(config).auditWindowMs`): with `queries`,
+   * `h2h_reconcile_audit_coverage` is read from the store at each scrape. Default: no gauge value.
+   */
+  auditWindowMs?: number;
 }
 
 /** Buckets of the time-to-final histogram, in seconds: 5 s to 48 h. */
@@ -86,8 +95,9 @@ export const TIME_TO_FINAL_BUCKETS = [
  * Creates `h2h_reconcile_polls_total{outcome}`, `h2h_reconcile_orders_changed_total`,
  * `h2h_reconcile_anomalies_total{kind}`, `h2h_reconcile_passes_total{stopped_by}`,
  * `h2h_reconcile_stuck_orders`, `h2h_reconcile_blocked_orders`, `h2h_reconcile_circuit_open{cause}`,
- * `h2h_reconcile_circuit_opened_total{cause}`, `h2h_reconcile_probes_total{outcome}` and
- * `h2h_order_time_to_final_seconds{source}`. No default
+ * `h2h_reconcile_circuit_opened_total{cause}`, `h2h_reconcile_probes_total{outcome}`,
+ * `h2h_reconcile_audit_reads_total{outcome}`, `h2h_reconcile_audit_refunds_found_total`,
+ * `h2h_reconcile_audit_coverage` and `h2h_order_time_to_final_seconds{source}`. No default
  * process metrics: the process that exposes the registry adds those once.
  */
 export function createReconcilerMetrics(options: ReconcilerMetricsOptions = {}): ReconcilerMetrics {
@@ -189,6 +199,34 @@ export function createReconcilerMetrics(options: ReconcilerMetricsOptions = {}):
   });
   for (const outcome of ['ok', 'failed']) probes.inc({ outcome }, 0);
 
+  const auditReads = new Counter({
+    name: 'h2h_reconcile_audit_reads_total',
+    help: 'Audit reads of settled SUCCESS orders on idle budget, by outcome.',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
+  for (const outcome of POLL_OUTCOMES) auditReads.inc({ outcome }, 0);
+  const auditRefunds = new Counter({
+    name: 'h2h_reconcile_audit_refunds_found_total',
+    help: 'Refunds the audit found: SUCCESS orders refunded upstream whose webhooks were all lost.',
+    registers,
+  });
+  const { auditWindowMs } = options;
+  new Gauge({
+    name: 'h2h_reconcile_audit_coverage',
+    help: 'Share of the SUCCESS orders of the audit window checked with the upstream in the last day (1 when there are none).',
+    registers,
+    collect() {
+      if (!queries || !auditWindowMs) return;
+      try {
+        const { successOrders, checkedLastDay } = queries.auditCoverage(auditWindowMs);
+        this.set(successOrders === 0 ? 1 : checkedLastDay / successOrders);
+      } catch {
+        // the database is closing or busy: keep the last figure
+      }
+    },
+  });
+
   const timeToFinal = new Histogram({
     name: 'h2h_order_time_to_final_seconds',
     help: 'Time from an order’s creation to its first final state, by what reported it.',
@@ -214,5 +252,7 @@ export function createReconcilerMetrics(options: ReconcilerMetricsOptions = {}):
     },
     countCircuitOpened: (cause) => circuitOpened.inc({ cause }),
     countProbe: (outcome) => probes.inc({ outcome }),
+    countAuditRead: (outcome) => auditReads.inc({ outcome }),
+    countAuditRefund: () => auditRefunds.inc(),
   };
 }

@@ -168,6 +168,21 @@ async function submitAgain(deps: ReconcilerDeps, current: LocalOrder, calls: num
   return { kind: 'polled', outcome: 'resubmitted', order, changed: true, anomaly: false, calls: calls + 1 };
 }
 
+/** Options of {@link pollClaimedOrder}. */
+export interface PollOptions {
+  /**
+   * An audit read of a settled order: drawn from the budget's `audit` priority (idle capacity
+   * only, never waiting) and counted in `h2h_reconcile_audit_reads_total` instead of the polls.
+   * Default: false.
+   */
+  audit?: boolean;
+}
+
+/** Where a read's outcome is counted: the polls, or the audit reads. */
+function counterOf(deps: ReconcilerDeps, audit: boolean): (outcome: PollOutcome) => void {
+  return (outcome) => (audit ? deps.metrics?.countAuditRead(outcome) : deps.metrics?.countPoll(outcome));
+}
+
 /** How a repeated create without a definite answer is handled, like a poll without one. */
 const RESUBMISSION_FAILURE: Record<UnknownCause, PollStopReason> = {
   no_answer: 'unreachable',
@@ -194,24 +209,29 @@ const RESUBMISSION_FAILURE: Record<UnknownCause, PollStopReason> = {
  * keeps its place) or records the failure (`recordFailedPoll`: the order's own backoff). It
  * throws only what the store throws (SQLite trouble).
  */
-export async function pollClaimedOrder(deps: ReconcilerDeps, claimed: LocalOrder): Promise<PollResult> {
+export async function pollClaimedOrder(
+  deps: ReconcilerDeps,
+  claimed: LocalOrder,
+  { audit = false }: PollOptions = {},
+): Promise<PollResult> {
   const { store, client, logger, metrics } = deps;
   const ref = claimed.partnerRef;
+  const count = counterOf(deps, audit);
   // Refused for our configuration, so surely not upstream: no read, the create goes again.
   if (claimed.submissionState === 'blocked') return submitAgain(deps, claimed, 0);
 
   let snapshot: Order;
   try {
-    snapshot = await client.getOrder(ref);
+    snapshot = await client.getOrder(ref, { priority: audit ? 'audit' : 'poll' });
   } catch (error) {
     const failure = classifyFailure(error);
-    if (failure.reason === 'not_found') return notFound(deps, claimed, error as UpstreamError);
+    if (failure.reason === 'not_found') return notFound(deps, claimed, error as UpstreamError, count);
     const { reason, calls, retryAfterMs } = failure;
     if (reason !== 'budget' && reason !== 'base_url') {
-      metrics?.countPoll(KEPT_OUTCOME[reason]);
+      count(KEPT_OUTCOME[reason]);
       logger?.[reason === 'unauthorized' ? 'error' : 'warn'](
         { partnerRef: ref, err: error },
-        `poll failed (${reason})`,
+        `${audit ? 'audit read' : 'poll'} failed (${reason})`,
       );
     }
     return {
@@ -228,7 +248,7 @@ export async function pollClaimedOrder(deps: ReconcilerDeps, claimed: LocalOrder
     applied = store.writer.applyOrderSnapshot(snapshot, { source: 'poll' });
   } catch (error) {
     if (!(error instanceof StoreError && error.code === 'INVALID_SNAPSHOT')) throw error;
-    metrics?.countPoll('invalid_answer');
+    count('invalid_answer');
     logger?.error({ partnerRef: ref, err: error }, 'poll answer cannot be applied; polling goes on');
     const order = record(deps, claimed, false);
     return { kind: 'polled', outcome: 'invalid_answer', order, changed: false, anomaly: false, calls: 1 };
@@ -237,14 +257,22 @@ export async function pollClaimedOrder(deps: ReconcilerDeps, claimed: LocalOrder
   const order = record(deps, applied.order, applied.changed);
   if (applied.changed) {
     metrics?.countChangedByPoll();
-    metrics?.countPoll('changed');
+    count('changed');
     if (claimed.finalAt === null && order.finalAt !== null) metrics?.observeTimeToFinal(order, 'poll');
-    logger?.info(
-      { partnerRef: ref, from: claimed.upstreamStatus, to: order.upstreamStatus, reason: applied.reason },
-      'poll changed the order: its webhook was lost or late',
-    );
+    const line = {
+      partnerRef: ref,
+      from: claimed.upstreamStatus,
+      to: order.upstreamStatus,
+      reason: applied.reason,
+    };
+    if (audit && order.status === 'REFUNDED') {
+      metrics?.countAuditRefund();
+      logger?.warn(line, 'the audit found a refund whose webhooks were all lost');
+    } else {
+      logger?.info(line, `${audit ? 'audit read' : 'poll'} changed the order: its webhook was lost or late`);
+    }
   } else {
-    metrics?.countPoll('unchanged');
+    count('unchanged');
   }
   return {
     kind: 'polled',
@@ -278,6 +306,7 @@ async function notFound(
   deps: ReconcilerDeps,
   claimed: LocalOrder,
   error: UpstreamError,
+  count: (outcome: PollOutcome) => void,
 ): Promise<PollResult> {
   const { store, logger, metrics } = deps;
   const ref = claimed.partnerRef;
@@ -292,11 +321,11 @@ async function notFound(
   if (current.submissionState === 'rejected') {
     // An early poll of a refused order: the upstream never had it, as expected.
     store.schedule.releasePollClaim(ref);
-    metrics?.countPoll('not_found');
+    count('not_found');
     return { kind: 'polled', outcome: 'not_found', order: current, changed: false, anomaly: false, calls: 1 };
   }
 
-  metrics?.countPoll('not_found');
+  count('not_found');
   metrics?.countAnomaly('confirmed_order_not_found');
   logger?.error(
     { partnerRef: ref, invoice: current.invoiceNumber, status: current.upstreamStatus, err: error },

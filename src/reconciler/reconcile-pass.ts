@@ -37,8 +37,12 @@ export interface ReconcilePassSummary {
   checked: number;
   /** Of those, orders the answer changed: each is a lost or late webhook. */
   changed: number;
-  /** Orders whose create was repeated with the same partner_ref after a 404. */
+  /** Orders whose create was repeated with the same partner_ref (after a 404, or blocked). */
   resubmitted: number;
+  /** Settled SUCCESS orders the audit re-read on idle capacity (with an answer). */
+  audited: number;
+  /** Of those, orders the read changed: refunds (or late serials) whose webhooks were all lost. */
+  auditFound: number;
   /** Checked orders still open (not final, or SUCCESS without its serial) after the pass. */
   stillOpen: number;
   /** Stuck orders in the store after the pass (open, older than the maximum age). */
@@ -99,7 +103,8 @@ export interface RunPassOptions {
  * circuit opens (401/403, or {@link CIRCUIT_OPENS_AFTER} different orders failing in a row).
  * An order that got no answer (5xx, none) goes on its own backoff, behind the others; one that
  * could not be polled for a cause of every order keeps its place (its claim is released at the
- * end of the pass). Never throws for upstream trouble: the summary says why it ended.
+ * end of the pass). When no order is left due, the audit re-reads settled SUCCESS orders on idle
+ * capacity only. Never throws for upstream trouble: the summary says why it ended.
  */
 export async function runReconcilePass(
   deps: ReconcilerDeps,
@@ -131,6 +136,63 @@ export async function runReconcilePass(
   }
 }
 
+/**
+ * The audit (docs/reconciler.md, "The audit"): once no order is due, poll capacity that neither
+ * creation nor due polls use re-reads settled SUCCESS orders, least recently checked first
+ * (`claimForAudit`), to find refunds (and late serials) whose webhooks were all lost. Each read
+ * draws from the budget's `audit` priority, which grants only while the window is idle, so the
+ * audit takes nothing from a busy budget; it stops as soon as an order is due again, at the
+ * first read the budget refuses, and at the first failure (a failing upstream is not worth idle
+ * capacity). A 401 opens the circuit as for a poll.
+ */
+async function auditOnIdleCapacity(
+  deps: ReconcilerDeps,
+  pass: { startedAt: number; signals: AbortSignal[] },
+  summary: ReconcilePassSummary,
+  kept: string[],
+  attempted: number,
+): Promise<void> {
+  const { store, settings } = deps;
+  const now = deps.now ?? Date.now;
+  while (attempted < settings.passSize) {
+    if (pass.signals.some((s) => s.aborted)) {
+      summary.stoppedBy = 'lock_lost';
+      return;
+    }
+    // Due polls first, always: an order that became due meanwhile ends the audit.
+    if (store.schedule.dueForPoll(1, now()).length > 0) return;
+    const order = store.schedule.claimForAudit({ checkedBefore: pass.startedAt });
+    if (!order) return;
+    attempted += 1;
+    let result: Awaited<ReturnType<typeof pollClaimedOrder>>;
+    try {
+      result = await pollClaimedOrder(deps, order, { audit: true });
+    } catch (error) {
+      kept.push(order.partnerRef);
+      throw error;
+    }
+    summary.calls += result.calls;
+    if (result.kind === 'polled') {
+      summary.audited += 1;
+      if (result.changed) summary.auditFound += 1;
+      if (result.anomaly) summary.anomalies += 1;
+      continue;
+    }
+    kept.push(order.partnerRef);
+    if (result.reason === 'budget') return; // no idle capacity: the audit waits, nothing else does
+    summary.errors += 1;
+    if (result.reason === 'unauthorized') {
+      openCircuit(deps, result.reason, result.error);
+      summary.stoppedBy = result.reason;
+      summary.error = result.error;
+    } else if (result.reason === 'rate_limited') {
+      summary.stoppedBy = 'rate_limited';
+      summary.error = result.error;
+    }
+    return;
+  }
+}
+
 function emptySummary(
   passId: string,
   trigger: string,
@@ -145,6 +207,8 @@ function emptySummary(
     checked: 0,
     changed: 0,
     resubmitted: 0,
+    audited: 0,
+    auditFound: 0,
     stillOpen: 0,
     stuck: 0,
     errors: 0,
@@ -263,6 +327,8 @@ async function pollDueOrders(
         errors: summary.errors,
       });
     }
+
+    if (summary.stoppedBy === 'done') await auditOnIdleCapacity(deps, pass, summary, kept, attempted);
   } finally {
     for (const ref of kept) store.schedule.releasePollClaim(ref);
   }
@@ -281,6 +347,8 @@ async function pollDueOrders(
     trigger: summary.trigger,
     checked: summary.checked,
     changed: summary.changed,
+    audited: summary.audited,
+    auditFound: summary.auditFound,
     errors: summary.errors,
     stoppedBy: summary.stoppedBy,
     dueAfter: summary.dueAfter,
@@ -296,7 +364,7 @@ async function pollDueOrders(
       { ...line, error: summary.error },
       `reconciliation pass stopped early (${summary.stoppedBy}); due orders keep their place`,
     );
-  } else if (summary.checked > 0 || summary.stoppedBy !== 'done') {
+  } else if (summary.checked > 0 || summary.audited > 0 || summary.stoppedBy !== 'done') {
     logger?.info(line, 'reconciliation pass finished');
   } else {
     logger?.debug(line, 'reconciliation pass: nothing due');

@@ -95,6 +95,7 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
     createReconcilerMetrics({
       queries: store.queries,
       circuit: store.circuit,
+      auditWindowMs: store.schedule.settings.auditWindowMs,
       ...(options.registry ? { registry: options.registry } : {}),
     });
   const deps: ReconcilerDeps = {

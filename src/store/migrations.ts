@@ -158,6 +158,14 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX orders_local_created_at ON orders (local_created_at);
     `,
   },
+  {
+    version: 5,
+    description: 'orders_audit: settled SUCCESS orders by when they were last checked, for the audit',
+    sql: `
+      CREATE INDEX orders_audit ON orders (MAX(COALESCE(last_polled_at, 0), final_at))
+        WHERE status = 'SUCCESS' AND next_poll_at IS NULL;
+    `,
+  },
 ];
 
 /** The schema version this code writes and understands. */

@@ -11,6 +11,7 @@ import {
   toOrderEvent,
 } from './local-order.js';
 import type { OrderRows } from './order-rows.js';
+import { CHECKED_AT_SQL } from './poll-schedule.js';
 
 /** Default page size of {@link OrderQueries.listOrders}. */
 export const DEFAULT_LIST_LIMIT = 50;
@@ -42,6 +43,17 @@ export interface OrderCounts {
    * interval), and SUCCESS orders still without their serial (no longer polled).
    */
   stuck: number;
+}
+
+/** The period of {@link OrderQueries.auditCoverage}: checked within the last day. */
+export const AUDIT_COVERAGE_PERIOD_MS = 86_400_000;
+
+/** How much of the audit window the upstream was asked about lately (`h2h-sync status`). */
+export interface AuditCoverage {
+  /** SUCCESS orders that became final within the window. */
+  successOrders: number;
+  /** Of those, orders checked within the last day: read from the upstream, or final since then. */
+  checkedLastDay: number;
 }
 
 /** The order store's reads, for the CLI, the metrics and the reconciler. Never writes. */
@@ -85,6 +97,21 @@ export class OrderQueries {
   listEvents(ref: string): OrderEvent[] {
     const row = this.#rows.find(ref, ref);
     return row ? this.#eventsOf.all(row.partner_ref).map(toOrderEvent) : [];
+  }
+
+  /**
+   * The audit's coverage: of the SUCCESS orders that became final within `windowMs` before
+   * `now`, how many were checked with the upstream within the last day (their last poll or
+   * audit read, or their becoming final, is that recent: {@link CHECKED_AT_SQL}).
+   */
+  auditCoverage(windowMs: number, now: number = this.#rows.now()): AuditCoverage {
+    return this.#rows.db
+      .prepare<[number, number], AuditCoverage>(
+        `SELECT COUNT(*) AS successOrders,
+                COALESCE(SUM(${CHECKED_AT_SQL} > ?), 0) AS checkedLastDay
+         FROM orders WHERE status = 'SUCCESS' AND final_at >= ?`,
+      )
+      .get(now - AUDIT_COVERAGE_PERIOD_MS, now - windowMs)!;
   }
 
   /** Counts for `h2h-sync status`. */

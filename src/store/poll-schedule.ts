@@ -7,12 +7,13 @@ import type { OrderRows } from './order-rows.js';
 /**
  * The settings of the schedule, in ms, as `reconcilerSettings(config)` gives them (defaults in
  * the config schema: `RECONCILE_FIRST_POLL_DELAY_S`, `RECONCILE_BACKOFF_S`,
- * `RECONCILE_REFUND_WATCH_S`, `RECONCILE_STUCK_AFTER_H`, `RECONCILE_LEASE_S`). Every process that
- * writes orders must use the same ones, or the schedules they write disagree.
+ * `RECONCILE_STUCK_AFTER_H`, `RECONCILE_LEASE_S`, and the audit's `RECONCILE_AUDIT_WINDOW_D` and
+ * `RECONCILE_AUDIT_EVERY_S`). Every process that writes orders must use the same ones, or the
+ * schedules they write disagree.
  */
 export type PollScheduleSettings = Pick<
   ReconcilerSettings,
-  'firstPollDelayMs' | 'backoffMs' | 'refundWatchMs' | 'stuckAfterMs' | 'leaseMs'
+  'firstPollDelayMs' | 'backoffMs' | 'stuckAfterMs' | 'leaseMs' | 'auditWindowMs' | 'auditEveryMs'
 >;
 
 /** The polling columns an order write sets (see {@link PollSchedule.afterChange}). */
@@ -44,6 +45,14 @@ type PollRecord = Pick<
 >;
 
 /**
+ * When an order was last checked with the upstream, as SQL: its last poll or audit read, or when
+ * it became final, whichever is later. The audit takes the least recently checked first, and
+ * status reports how many were checked lately. The index `orders_audit` (migration 5) is on this
+ * exact expression.
+ */
+export const CHECKED_AT_SQL = 'MAX(COALESCE(last_polled_at, 0), final_at)';
+
+/**
  * Without its final state, or SUCCESS still without the serial number that may follow it: what
  * an order can be stuck in.
  */
@@ -53,18 +62,19 @@ function isIncomplete(row: Pick<OrderRow, 'final_at' | 'status' | 'serial_number
 
 /** Throws a RangeError naming the first setting that cannot make a schedule. */
 function checkSettings(settings: PollScheduleSettings): void {
-  const { firstPollDelayMs, backoffMs, refundWatchMs, stuckAfterMs, leaseMs } = settings;
+  const { firstPollDelayMs, backoffMs, stuckAfterMs, leaseMs, auditWindowMs, auditEveryMs } = settings;
   if (!Number.isFinite(firstPollDelayMs) || firstPollDelayMs < 0) {
     throw new RangeError(`firstPollDelayMs must be a number of ms ≥ 0, got ${firstPollDelayMs}`);
   }
   if (!Array.isArray(backoffMs) || backoffMs.length === 0 || backoffMs.some((ms) => !(ms > 0))) {
     throw new RangeError(`backoffMs must be one or more intervals > 0 ms, got ${JSON.stringify(backoffMs)}`);
   }
-  if (!Number.isFinite(refundWatchMs) || refundWatchMs < 0) {
-    throw new RangeError(`refundWatchMs must be a number of ms ≥ 0, got ${refundWatchMs}`);
-  }
   if (!(stuckAfterMs > 0)) throw new RangeError(`stuckAfterMs must be > 0 ms, got ${stuckAfterMs}`);
   if (!(leaseMs > 0)) throw new RangeError(`leaseMs must be > 0 ms, got ${leaseMs}`);
+  if (!Number.isFinite(auditWindowMs) || auditWindowMs < 0) {
+    throw new RangeError(`auditWindowMs must be a number of ms ≥ 0, got ${auditWindowMs}`);
+  }
+  if (!(auditEveryMs > 0)) throw new RangeError(`auditEveryMs must be > 0 ms, got ${auditEveryMs}`);
 }
 
 /**
@@ -91,12 +101,20 @@ export class PollSchedule {
     (ref: string, now: number) => { order: LocalOrder; claimed: boolean } | undefined
   >;
   readonly #releaseTx: Transaction<(partnerRef: string) => void>;
+  readonly #claimAuditTx: Transaction<(now: number, checkedBefore: number) => LocalOrder | undefined>;
   readonly #recordPollTx: Transaction<(ref: string, outcome: PollOutcome) => LocalOrder>;
 
   constructor(rows: OrderRows, settings: PollScheduleSettings) {
     checkSettings(settings);
-    const { firstPollDelayMs, backoffMs, refundWatchMs, stuckAfterMs, leaseMs } = settings;
-    this.settings = { firstPollDelayMs, backoffMs: [...backoffMs], refundWatchMs, stuckAfterMs, leaseMs };
+    const { firstPollDelayMs, backoffMs, stuckAfterMs, leaseMs, auditWindowMs, auditEveryMs } = settings;
+    this.settings = {
+      firstPollDelayMs,
+      backoffMs: [...backoffMs],
+      stuckAfterMs,
+      leaseMs,
+      auditWindowMs,
+      auditEveryMs,
+    };
     this.#rows = rows;
     this.#longestIntervalMs = Math.max(...backoffMs);
 
@@ -132,23 +150,38 @@ export class PollSchedule {
     this.#releaseTx = db.transaction((partnerRef) => {
       release.run(partnerRef);
     });
+    // The audit's order: least recently checked first, from the partial index orders_audit.
+    // Named, since without ANALYZE figures the planner prefers orders_status and sorts every
+    // SUCCESS order on each claim.
+    const auditable = db.prepare<{ now: number; finalSince: number; checkedBefore: number }, OrderRow>(
+      `SELECT * FROM orders INDEXED BY orders_audit
+       WHERE status = 'SUCCESS' AND next_poll_at IS NULL
+         AND ${CHECKED_AT_SQL} < @checkedBefore
+         AND final_at >= @finalSince
+         AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
+       ORDER BY ${CHECKED_AT_SQL}, id LIMIT 1`,
+    );
+    this.#claimAuditTx = db.transaction((now, checkedBefore) => {
+      const row = auditable.get({ now, finalSince: now - this.settings.auditWindowMs, checkedBefore });
+      if (!row) return undefined;
+      this.#setLease.run(now + leaseMs, row.id);
+      return toLocalOrder(row);
+    });
     this.#recordPollTx = db.transaction((ref, outcome) => this.#recordPoll(ref, outcome));
   }
 
   /**
-   * True when polling ends: FAILED, REFUNDED, or SUCCESS with its serial number (decisions.md: a
-   * serial may follow a SUCCESS, and a SUCCESS may still be refunded, which a webhook reports),
-   * once `refundWatchMs` has passed since it became final. A SUCCESS still without its serial is
-   * settled once it is stuck: its outcome is final, and a late serial still applies when a
-   * webhook brings it. A rejected submission never existed upstream and is settled too.
+   * True when due polling ends: FAILED, REFUNDED, or SUCCESS with its serial number
+   * (decisions.md: a serial may follow a SUCCESS). A SUCCESS still without its serial is settled
+   * once it is stuck: its outcome is final, and a late serial still applies when it comes. A
+   * rejected submission never existed upstream and is settled too. A SUCCESS may still be
+   * refunded: the audit re-reads settled SUCCESS orders on idle capacity ({@link claimForAudit}).
    */
-  isSettled(row: SettledFields, now: number): boolean {
+  isSettled(row: SettledFields): boolean {
     if (row.submission_state === 'rejected') return true;
     if (row.status === null || !isFinalStatus(row.status)) return false;
     if (row.status !== 'SUCCESS') return true;
-    if (row.serial_number === null) return row.stuck_at !== null;
-    const { refundWatchMs } = this.settings;
-    return refundWatchMs === 0 || row.final_at === null || now >= row.final_at + refundWatchMs;
+    return row.serial_number !== null || row.stuck_at !== null;
   }
 
   /**
@@ -165,7 +198,7 @@ export class PollSchedule {
     changed: boolean,
     now: number,
   ): PollingColumns {
-    if (this.isSettled(next, now)) return { next_poll_at: null, poll_count: next.poll_count };
+    if (this.isSettled(next)) return { next_poll_at: null, poll_count: next.poll_count };
     const firstPollAt = now + this.settings.firstPollDelayMs;
     if (changed || current === null) return { next_poll_at: firstPollAt, poll_count: 0 };
     return { next_poll_at: current.next_poll_at ?? firstPollAt, poll_count: next.poll_count };
@@ -178,7 +211,7 @@ export class PollSchedule {
    * works, and takes it before the orders due after it).
    */
   afterSubmissionOutcome(row: SettledFields, now: number): Pick<OrderRow, 'next_poll_at'> {
-    return { next_poll_at: this.isSettled(row, now) ? null : now };
+    return { next_poll_at: this.isSettled(row) ? null : now };
   }
 
   /** Up to `limit` orders whose next poll time has come by `now`, the longest-due first. Reads only. */
@@ -210,6 +243,21 @@ export class PollSchedule {
    */
   claimForPoll(ref: string): { order: LocalOrder; claimed: boolean } | undefined {
     return this.#rows.write(this.#claimOneTx, ref, this.#rows.now());
+  }
+
+  /**
+   * Claims the settled SUCCESS order the audit should re-read next, or undefined when none is
+   * eligible: one that became final within `auditWindowMs`, whose last check ({@link CHECKED_AT_SQL}:
+   * its last poll or audit read, or its becoming final) is at least `auditEveryMs` old and before `checkedBefore` (a pass gives
+   * its start: no order is audited twice in one pass), not under another live lease; least
+   * recently checked first. The audit records its read with {@link recordPoll}, which also sets
+   * the check time, or releases the claim. Undefined at once when `auditWindowMs` is 0.
+   */
+  claimForAudit({ checkedBefore }: { checkedBefore?: number } = {}): LocalOrder | undefined {
+    if (this.settings.auditWindowMs === 0) return undefined;
+    const now = this.#rows.now();
+    const bound = Math.min(now - this.settings.auditEveryMs + 1, checkedBefore ?? now);
+    return this.#rows.write(this.#claimAuditTx, now, bound);
   }
 
   /** Ends a poll lease without recording a poll: the order keeps its place in the schedule. */
@@ -266,9 +314,7 @@ export class PollSchedule {
       stuck_at: stuck ? (current.stuck_at ?? now) : current.stuck_at,
       updated_at: now,
     };
-    record.next_poll_at = this.isSettled({ ...current, stuck_at: record.stuck_at }, now)
-      ? null
-      : now + delayMs;
+    record.next_poll_at = this.isSettled({ ...current, stuck_at: record.stuck_at }) ? null : now + delayMs;
     this.#writePoll.run(record);
     return toLocalOrder({ ...current, ...record });
   }

@@ -35,6 +35,12 @@ test('reconcile --once runs one pass now and prints its summary; status shows or
   assert.deepEqual(statusBefore.orders.byStatus, { PENDING: 3 });
   assert.deepEqual(statusBefore.queues.reconcile, { waiting: 0, active: 0, delayed: 0, failed: 0 });
   assert.equal(statusBefore.failedEvents, 0);
+  assert.deepEqual(statusBefore.audit, {
+    windowDays: 7,
+    successOrders: 0,
+    checkedLastDay: 0,
+    coverage: null,
+  });
 
   const pass = await cli(env, ['reconcile', '--once', '--json']);
   assert.equal(pass.code, 0, pass.stderr);
@@ -50,7 +56,7 @@ test('reconcile --once runs one pass now and prints its summary; status shows or
 
   const table = await cli(env, ['reconcile', '--once']);
   assert.equal(table.code, 0, table.stderr);
-  assert.match(table.stdout, /Checked.*Changed.*Still open.*Stuck.*Errors.*Budget used/);
+  assert.match(table.stdout, /Checked.*Changed.*Still open.*Stuck.*Errors.*Audited.*Budget used/);
   assert.match(table.stdout, /no order left due/);
 
   const after = await cli(env, ['status']);
@@ -59,6 +65,10 @@ test('reconcile --once runs one pass now and prints its summary; status shows or
   assert.match(after.stdout, /│ SUCCESS +│ 1 +│/);
   assert.match(after.stdout, /h2h-reconcile/);
   assert.match(after.stdout, /Failed events: 0/);
+  assert.match(
+    after.stdout,
+    /Audit of SUCCESS orders \(last 7 d, on idle budget\): 1 of 1 checked in the last day \(100 %\)/,
+  );
 });
 
 test('reconcile --once says so and exits 1 when another pass holds the lock, and 2 when the upstream refuses the key; status shows the open circuit and its fix', async (t) => {

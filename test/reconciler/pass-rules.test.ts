@@ -295,52 +295,6 @@ test('the pass lock lets one pass run at a time; a second pass finds it held and
   assert.equal(await lock.holder(), null, 'released after the pass');
 });
 
-test('a SUCCESS with its serial is settled at once by default, and watched for a refund for refundWatchMs when set', async (t) => {
-  for (const refundWatchMs of [0, 60_000]) {
-    const env = await reconcilerEnv(t, {
-      manualClock: true,
-      settings: { refundWatchMs, backoffMs: [10_000] },
-    });
-    const created = await createUpstreamOrder(env, `watch-${refundWatchMs}`);
-    const ref = created.partner_ref;
-    const success = await env.sim.setStatus(ref, { status: 'SUCCESS', serial_number: 'SN-W' });
-    env.store.writer.applyOrderSnapshot(success.body, { source: 'webhook', eventId: `e-${ref}` });
-    await env.sim.setStatus(ref, { status: 'REFUNDED' }); // its webhook is lost
-
-    env.clock.advance(env.settings.firstPollDelayMs);
-    await runReconcilePass(env.deps);
-    if (refundWatchMs === 0) {
-      assert.equal(env.store.queries.getOrder(ref)!.nextPollAt, null);
-      assert.equal(
-        env.store.queries.getOrder(ref)!.status,
-        'SUCCESS',
-        'the refund goes unseen without a webhook',
-      );
-      continue;
-    }
-    const found = env.store.queries.getOrder(ref)!;
-    assert.equal(found.status, 'REFUNDED');
-    assert.equal(found.nextPollAt, null);
-  }
-});
-
-test('a watched SUCCESS without a refund is polled on the backoff until a poll comes after the watch; it is never stuck', async (t) => {
-  const env = await reconcilerEnv(t, {
-    manualClock: true,
-    settings: { refundWatchMs: 25_000, backoffMs: [10_000], stuckAfterMs: 1000 },
-  });
-  await createUpstreamOrder(env, 'kept-1');
-  const success = await env.sim.setStatus('kept-1', { status: 'SUCCESS', serial_number: 'SN-K' });
-  env.store.writer.applyOrderSnapshot(success.body, { source: 'webhook', eventId: 'e-kept' });
-  let polls = 0;
-  while (env.store.queries.getOrder('kept-1')!.nextPollAt !== null) {
-    env.clock.advance(env.store.queries.getOrder('kept-1')!.nextPollAt! - env.now());
-    polls += (await runReconcilePass(env.deps)).checked;
-  }
-  assert.equal(polls, 4, 'at 0.1, 10.1, 20.1 and 30.1 s: the first poll after the watch ends it');
-  assert.equal(env.store.queries.getOrder('kept-1')!.stuckAt, null);
-});
-
 test('a SUCCESS without a serial follows the backoff to its cap, is marked stuck after the maximum age and polled no more; a late serial still applies', async (t) => {
   const env = await reconcilerEnv(t, {
     manualClock: true,

@@ -90,7 +90,7 @@ test('an event can only name an order that exists (foreign keys are enforced)', 
   );
 });
 
-test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every order, event, index and foreign key', (t) => {
+test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every order, event, index and foreign key, and gets the audit index', (t) => {
   const path = tempDbPath(t);
   mkdirSync(join(path, '..'), { recursive: true });
   const old = new BetterSqlite3(path);
@@ -126,7 +126,12 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
         "SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'orders' AND sql IS NOT NULL ORDER BY name",
       )
       .all(),
-    [{ name: 'orders_local_created_at' }, { name: 'orders_next_poll_at' }, { name: 'orders_status' }],
+    [
+      { name: 'orders_audit' },
+      { name: 'orders_local_created_at' },
+      { name: 'orders_next_poll_at' },
+      { name: 'orders_status' },
+    ],
   );
   db.prepare(
     "UPDATE orders SET submission_state = 'blocked', blocked_code = 'INVALID_API_KEY' WHERE partner_ref = 'REF-2'",

@@ -12,7 +12,7 @@ import { createProgressLine } from '../progress.js';
 
 function budgetLine(summary: ReconcilePassSummary): string {
   const window = summary.budget
-    ? `; window ${summary.budget.used}/${summary.budget.limit} (polls ${summary.budget.poll}/${summary.budget.pollCeiling})`
+    ? `; window ${summary.budget.used}/${summary.budget.limit} (polls ${summary.budget.poll}/${summary.budget.pollCeiling}, audit ${summary.budget.audit})`
     : '';
   return `${summary.calls} call${summary.calls === 1 ? '' : 's'}${window}`;
 }
@@ -81,6 +81,7 @@ export function registerReconcileCommand(program: Command): void {
                   { header: 'Still open', cell: (s) => s.stillOpen },
                   { header: 'Stuck', cell: (s) => s.stuck },
                   { header: 'Errors', cell: (s) => s.errors },
+                  { header: 'Audited', cell: (s) => `${s.audited} (${s.auditFound} changed)` },
                   { header: 'Budget used', cell: budgetLine },
                 ],
               )}\n`,

@@ -1,12 +1,13 @@
 import { Queue } from 'bullmq';
 import type { Command } from 'commander';
 import type { Redis } from 'ioredis';
+import { reconcilerSettings } from '../../config/config.js';
 import { POLL_REQUEST_QUEUE } from '../../queue/poll-request-queue.js';
 import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE } from '../../queue/webhook-queue.js';
 import type { BudgetUsage } from '../../rate-budget/rate-budget.js';
 import { RECONCILE_QUEUE } from '../../reconciler/reconcile-queue.js';
 import { connectRedis } from '../../shared/redis-connection.js';
-import type { OrderCounts } from '../../store/order-queries.js';
+import type { AuditCoverage, OrderCounts } from '../../store/order-queries.js';
 import type { OrderStore } from '../../store/order-store.js';
 import type { OpenCircuit } from '../../store/upstream-circuit.js';
 import { configuredRateBudget } from '../../upstream/create-upstream.js';
@@ -38,6 +39,11 @@ export interface StatusReport {
    * the IP to whitelist); null when none is blocked.
    */
   blocked: { count: number; code: string; detail: string; fix: string } | null;
+  /**
+   * The audit of SUCCESS orders (docs/reconciler.md, "The audit"): of the window's SUCCESS
+   * orders, how many were checked with the upstream in the last day; null when it is off.
+   */
+  audit: (AuditCoverage & { windowDays: number; coverage: number | null }) | null;
 }
 
 /** "3 d 4 h", "2 h 5 min", "42 s". */
@@ -76,6 +82,16 @@ function blockedOrders(store: OrderStore, counts: OrderCounts): StatusReport['bl
   return { count, code, detail, fix: fixFor(code, 401, detail) };
 }
 
+function auditCoverage(store: OrderStore, windowMs: number, now: number): StatusReport['audit'] {
+  if (windowMs === 0) return null;
+  const coverage = store.queries.auditCoverage(windowMs, now);
+  return {
+    windowDays: windowMs / 86_400_000,
+    ...coverage,
+    coverage: coverage.successOrders === 0 ? null : coverage.checkedLastDay / coverage.successOrders,
+  };
+}
+
 /** Registers `status`. */
 export function registerStatusCommand(program: Command): void {
   program
@@ -103,6 +119,7 @@ export function registerStatusCommand(program: Command): void {
             budget: null,
             circuit: context.store!.circuit.state(),
             blocked: blockedOrders(context.store!, counts),
+            audit: auditCoverage(context.store!, reconcilerSettings(context.config).auditWindowMs, now),
           };
           // The store answers without Redis; the queue part says why it is missing.
           try {
@@ -186,6 +203,17 @@ function printStatus(report: StatusReport): void {
     out.push(
       `Rate budget: ${b.used}/${b.limit} in the last ${b.windowMs / 1000} s (polls ${b.poll}/${b.pollCeiling})`,
     );
+  }
+  if (report.audit) {
+    const a = report.audit;
+    out.push(
+      `Audit of SUCCESS orders (last ${a.windowDays} d, on idle budget): ` +
+        (a.coverage === null
+          ? 'none in the window'
+          : `${a.checkedLastDay} of ${a.successOrders} checked in the last day (${Math.floor(a.coverage * 100)} %)`),
+    );
+  } else {
+    out.push('Audit of SUCCESS orders: off (RECONCILE_AUDIT_WINDOW_D=0)');
   }
   if (report.circuit) {
     const c = report.circuit;
