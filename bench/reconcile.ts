@@ -204,6 +204,9 @@ async function main(): Promise<number> {
   }
 
   const polls = await pollsSoFar();
+  const auditReads = (
+    await metrics.registry.getSingleMetric('h2h_reconcile_audit_reads_total')!.get()
+  ).values.reduce((sum, v) => sum + v.value, 0);
   const pollCeiling = budget.ceilingFor('poll');
   const floorMs = (N / pollCeiling) * (windowMs + marginMs);
   const convergeMs = (converged ?? Date.now()) - placed;
@@ -226,6 +229,7 @@ async function main(): Promise<number> {
   console.log(
     `polls                   ${polls} (${pollsPerOrder.toFixed(2)} per order; goal ≤ ${maxPollsPerOrder})`,
   );
+  console.log(`audit reads             ${auditReads} (idle budget only; not counted as polls)`);
   console.log(`placement               ${seconds(placed - started)} s`);
   console.log(
     `convergence             ${seconds(convergeMs)} s after the last order was placed${converged ? '' : ' (NOT converged)'}`,

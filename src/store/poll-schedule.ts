@@ -199,7 +199,7 @@ export class PollSchedule {
     now: number,
   ): PollingColumns {
     if (this.isSettled(next)) return { next_poll_at: null, poll_count: next.poll_count };
-    const firstPollAt = now + this.settings.firstPollDelayMs;
+    const firstPollAt = now + this.#firstPollDelayMs();
     if (changed || current === null) return { next_poll_at: firstPollAt, poll_count: 0 };
     return { next_poll_at: current.next_poll_at ?? firstPollAt, poll_count: next.poll_count };
   }
@@ -295,16 +295,25 @@ export class PollSchedule {
     return this.#rows.write(this.#recordPollTx, partnerRef, 'failed');
   }
 
+  /**
+   * How long after a creation or a change an order is first polled: when its next webhook is
+   * overdue. Every first poll, after a write of the writer or a poll that found a change, is
+   * computed here.
+   */
+  #firstPollDelayMs(): number {
+    return this.settings.firstPollDelayMs;
+  }
+
   #recordPoll(ref: string, outcome: PollOutcome): LocalOrder {
     const now = this.#rows.now();
     const current = this.#rows.mustFind(ref);
-    const { backoffMs, firstPollDelayMs, stuckAfterMs } = this.settings;
+    const { backoffMs, stuckAfterMs } = this.settings;
     const changed = outcome === 'changed';
     const stuck = isIncomplete(current) && now - current.local_created_at >= stuckAfterMs;
     const delayMs = stuck
       ? this.#longestIntervalMs
       : changed
-        ? firstPollDelayMs
+        ? this.#firstPollDelayMs()
         : backoffMs[Math.min(current.poll_count, backoffMs.length - 1)]!;
     const record: PollRecord = {
       id: current.id,
