@@ -68,7 +68,7 @@ export interface EnqueueResult {
 export interface WebhookProducer {
   readonly webhookQueue: Queue<WebhookJobData>;
   readonly pollQueue: Queue<PollRequestData>;
-  /** The ioredis client both queues share (auto-pipelining: see {@link createWebhookProducer}). */
+  /** The ioredis client both queues share (a plain connection: see {@link createWebhookProducer}). */
   readonly redis: Redis;
   /**
    * Adds a verified delivery under its dedupe job id with `queue.add`. Resolves after Redis

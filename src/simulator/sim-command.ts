@@ -1,10 +1,10 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { pino } from 'pino';
+import { DEFAULT_LOG_LEVEL, LOG_LEVELS } from '../observability/logger.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';
 import { createSimulator } from './index.js';
 import { SIMULATOR_DEFAULTS } from './simulator-options.js';
 
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 /** Longest stop of `h2h-sync sim` (webhooks in flight are cut off); close-with-grace's own default. */
 const SIM_STOP_TIMEOUT_MS = 10_000;
 
@@ -70,7 +70,9 @@ export function registerSimCommand(program: Command): void {
       numberIn('--webhook-timeout-ms', 1, 600_000),
       SIMULATOR_DEFAULTS.webhookTimeoutMs,
     )
-    .addOption(new Option('--log-level <level>', 'pino log level').choices(LOG_LEVELS).default('info'))
+    .addOption(
+      new Option('--log-level <level>', 'pino log level').choices(LOG_LEVELS).default(DEFAULT_LOG_LEVEL),
+    )
     .action(async (flags: SimFlags) => {
       const logger = pino({ level: flags.logLevel });
       let sim: Awaited<ReturnType<typeof createSimulator>>;

@@ -134,7 +134,7 @@ export async function startWorkerProcess(
 ): Promise<RunningWorkerProcess> {
   const settings = workerSettings(config);
   const { logger } = options;
-  // Validated before anything starts: a non-loopback admin host without credentials is refused.
+  // loadConfig already refused a non-loopback admin host without credentials.
   const admin = options.admin ? adminSettings(config) : undefined;
   const db = openDatabase({ path: settings.dbPath });
   // The reconciler's schedule (first poll, backoff) applies to orders a webhook moves, too.

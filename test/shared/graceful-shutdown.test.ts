@@ -16,7 +16,7 @@ interface ShutdownProcess {
 async function startShutdownProcess(t: TestContext, timeoutMs = 60_000): Promise<ShutdownProcess> {
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'test/shared/fixtures/shutdown-process.ts', String(timeoutMs)],
+    ['--import', 'tsx', 'test/fixtures/shutdown-process.ts', String(timeoutMs)],
     { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] },
   );
   t.after(() => child.kill('SIGKILL'));
