@@ -45,7 +45,16 @@ export type PlaceOrderResult =
   | { outcome: 'accepted'; order: LocalOrder }
   | { outcome: 'rejected'; order: LocalOrder; code: string; detail: string; fix: string }
   | { outcome: 'blocked'; order: LocalOrder; code: string; detail: string; fix: string }
-  | { outcome: 'unknown'; order: LocalOrder; reason: string; cause: UnknownCause; fix: string };
+  | {
+      outcome: 'unknown';
+      order: LocalOrder;
+      /** The error's message. */
+      reason: string;
+      /** The error's code: the upstream's (SERVICE_UNAVAILABLE …) or the client's (TIMEOUT …). */
+      code: string;
+      cause: UnknownCause;
+      fix: string;
+    };
 
 export interface PlaceOrderDeps {
   client: UpstreamClient;
@@ -166,7 +175,8 @@ export async function resubmitOrder(deps: PlaceOrderDeps, local: LocalOrder): Pr
         ? `order submission outcome unknown: ${fix}; it is submitted again with the same partner_ref once fixed`
         : 'order submission outcome unknown; the reconciler will resolve it',
     );
-    return { outcome: 'unknown', order, reason, cause, fix };
+    const code = (err as { code?: unknown } | null)?.code;
+    return { outcome: 'unknown', order, reason, code: typeof code === 'string' ? code : 'ERROR', cause, fix };
   }
 }
 

@@ -160,7 +160,7 @@ async function submitAgain(deps: ReconcilerDeps, current: LocalOrder, calls: num
     return {
       kind: 'kept',
       reason: RESUBMISSION_FAILURE[result.cause],
-      error: { code: result.cause.toUpperCase(), message: result.reason, fix: result.fix },
+      error: { code: result.code, message: result.reason, fix: result.fix },
       calls: calls + 1,
     };
   }
