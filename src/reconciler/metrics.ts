@@ -81,7 +81,8 @@ export interface ReconcilerMetricsOptions {
   circuit?: UpstreamCircuit;
   /**
    * The audit window (`reconcilerSettings(config).auditWindowMs`): with `queries`,
-   * `h2h_reconcile_audit_coverage` is read from the store at each scrape. Default: no gauge value.
+   * `h2h_reconcile_audit_coverage` is registered and read from the store at each scrape.
+   * Default (or 0, the audit off): no such gauge.
    */
   auditWindowMs?: number;
 }
@@ -212,20 +213,21 @@ export function createReconcilerMetrics(options: ReconcilerMetricsOptions = {}):
     registers,
   });
   const { auditWindowMs } = options;
-  new Gauge({
-    name: 'h2h_reconcile_audit_coverage',
-    help: 'Share of the SUCCESS orders of the audit window checked with the upstream in the last day (1 when there are none).',
-    registers,
-    collect() {
-      if (!queries || !auditWindowMs) return;
-      try {
-        const { successOrders, checkedLastDay } = queries.auditCoverage(auditWindowMs);
-        this.set(successOrders === 0 ? 1 : checkedLastDay / successOrders);
-      } catch {
-        // the database is closing or busy: keep the last figure
-      }
-    },
-  });
+  if (queries && auditWindowMs) {
+    new Gauge({
+      name: 'h2h_reconcile_audit_coverage',
+      help: 'Share of the SUCCESS orders of the audit window checked with the upstream in the last day (1 when there are none).',
+      registers,
+      collect() {
+        try {
+          const { successOrders, checkedLastDay } = queries.auditCoverage(auditWindowMs);
+          this.set(successOrders === 0 ? 1 : checkedLastDay / successOrders);
+        } catch {
+          // the database is closing or busy: keep the last figure
+        }
+      },
+    });
+  }
 
   const timeToFinal = new Histogram({
     name: 'h2h_order_time_to_final_seconds',
