@@ -125,7 +125,11 @@ async function main(): Promise<number> {
   };
   const db = openDatabase({ path: join(dir, 'bench.db') });
   const store = openOrderStore(db, settings);
-  const metrics = createReconcilerMetrics({ queries: store.queries });
+  const metrics = createReconcilerMetrics({
+    queries: store.queries,
+    circuit: store.circuit,
+    auditWindowMs: store.schedule.settings.auditWindowMs,
+  });
   const reconciler = await startReconciler({
     settings,
     store,
@@ -200,6 +204,9 @@ async function main(): Promise<number> {
   }
 
   const polls = await pollsSoFar();
+  const auditReads = (
+    await metrics.registry.getSingleMetric('h2h_reconcile_audit_reads_total')!.get()
+  ).values.reduce((sum, v) => sum + v.value, 0);
   const pollCeiling = budget.ceilingFor('poll');
   const floorMs = (N / pollCeiling) * (windowMs + marginMs);
   const convergeMs = (converged ?? Date.now()) - placed;
@@ -222,6 +229,7 @@ async function main(): Promise<number> {
   console.log(
     `polls                   ${polls} (${pollsPerOrder.toFixed(2)} per order; goal ≤ ${maxPollsPerOrder})`,
   );
+  console.log(`audit reads             ${auditReads} (idle budget only; not counted as polls)`);
   console.log(`placement               ${seconds(placed - started)} s`);
   console.log(
     `convergence             ${seconds(convergeMs)} s after the last order was placed${converged ? '' : ' (NOT converged)'}`,

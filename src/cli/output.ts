@@ -25,7 +25,10 @@ export function printResult<T>(value: T | readonly T[], json: boolean, columns: 
   process.stdout.write(`${renderTable(rows, columns)}\n`);
 }
 
-/** Exit codes of the CLI, documented in docs/cli.md. */
+/**
+ * Exit codes of the CLI, documented in docs/cli.md: `config` also for an upstream refusal of our
+ * configuration (401/403, a 404 of a route that always exists) and a blocked order.
+ */
 export const EXIT = { ok: 0, failed: 1, config: 2, unknownOutcome: 3 } as const;
 
 /** What an error means for a person or a script: one line, a code, the fix, an exit code. */
@@ -44,7 +47,8 @@ export function describeError(err: unknown): {
       code: err.code,
       message: `${err.code} (${err.status}): ${err.detail} — ${err.fix}`,
       fix: err.fix,
-      exitCode: EXIT.failed,
+      // A refusal of our configuration (the key, the whitelist, the base URL) is fixed in settings.
+      exitCode: err.configuration === undefined ? EXIT.failed : EXIT.config,
     };
   }
   const e = err as { code?: unknown; message?: unknown };

@@ -174,9 +174,19 @@ export const settingsSchema = z.object({
       'Seconds between polls of an order that does not change, one entry per poll; the last repeats (the cap).',
     ),
   RECONCILE_REFUND_WATCH_S: int(0)
-    .default(0)
+    .optional()
     .describe(
-      'Seconds a SUCCESS with its serial is still polled, to find a refund whose webhook was lost for good; `0` = settled at once. Costs polls: see docs/reconciler.md. Every process that writes orders must use the same value.',
+      'Deprecated and ignored: the audit from idle budget (`RECONCILE_AUDIT_WINDOW_D`) replaced the refund watch and finds refunds whose webhooks were all lost. Remove it.',
+    ),
+  RECONCILE_AUDIT_WINDOW_D: int(0)
+    .default(7)
+    .describe(
+      'Days after it became final that a SUCCESS order is still re-read by the audit, which uses only poll capacity that creation and due polls leave idle, to find refunds (and late serials) whose webhooks were all lost; `0` = no audit.',
+    ),
+  RECONCILE_AUDIT_EVERY_S: int(1)
+    .default(86_400)
+    .describe(
+      'Seconds before the audit reads the same SUCCESS order again; it takes the least recently checked first.',
     ),
   RECONCILE_STUCK_AFTER_H: int(1)
     .default(48)
@@ -408,7 +418,8 @@ export function reconcilerSettings(config: Config) {
     everyMs: s.RECONCILE_EVERY_S * 1000,
     firstPollDelayMs: s.RECONCILE_FIRST_POLL_DELAY_S * 1000,
     backoffMs: s.RECONCILE_BACKOFF_S.split(',').map((part) => Number(part.trim()) * 1000),
-    refundWatchMs: s.RECONCILE_REFUND_WATCH_S * 1000,
+    auditWindowMs: s.RECONCILE_AUDIT_WINDOW_D * 86_400_000,
+    auditEveryMs: s.RECONCILE_AUDIT_EVERY_S * 1000,
     stuckAfterMs: s.RECONCILE_STUCK_AFTER_H * 3_600_000,
     passSize: s.RECONCILE_PASS_SIZE,
     leaseMs: s.RECONCILE_LEASE_S * 1000,

@@ -147,9 +147,10 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
       RECONCILE_EVERY_S: '1',
       RECONCILE_FIRST_POLL_DELAY_S: '3',
       RECONCILE_BACKOFF_S: '2,4,10',
-      // The demo loses a quarter of all webhooks for good, far more than any real upstream, so
-      // it also watches SUCCESS orders long enough to find a refund whose webhook was lost.
-      RECONCILE_REFUND_WATCH_S: '20',
+      // The demo loses a quarter of all webhooks for good, far more than any real upstream, and
+      // lasts seconds: the audit re-reads a SUCCESS after 5 s (not a day), so a refund whose
+      // webhook was lost is found within the demo.
+      RECONCILE_AUDIT_EVERY_S: '5',
       ADMIN_PORT: '0',
     });
     const logger = pino({ level: 'silent' });

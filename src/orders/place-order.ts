@@ -1,8 +1,9 @@
 import type { Logger } from 'pino';
+import { BudgetExhaustedError } from '../rate-budget/rate-budget.js';
 import type { LocalOrder } from '../store/local-order.js';
 import type { OrderWriter } from '../store/order-writer.js';
 import type { UpstreamClient } from '../upstream/client.js';
-import { UpstreamError } from '../upstream/errors.js';
+import { UpstreamError, UpstreamUnreachableError } from '../upstream/errors.js';
 import { type OrderData, type OrderInput, partnerRefProblem } from '../upstream/model.js';
 import { newPartnerRef } from './partner-ref.js';
 
@@ -18,16 +19,42 @@ export interface PlaceOrderInput {
 }
 
 /**
+ * Why a create call ended without a definite answer:
+ * - `no_answer`: a timeout or a network error on every attempt;
+ * - `upstream_error`: a 5xx or 429 after the retries, or an answer the client cannot read;
+ * - `budget`: no `create` slot of the rate budget within the client's wait;
+ * - `base_url`: the upstream has no `POST /orders` there (404): H2H_BASE_URL is wrong. The order
+ *   was surely not created, but the same partner_ref is submitted again once it is fixed.
+ */
+export type UnknownCause = 'no_answer' | 'upstream_error' | 'budget' | 'base_url';
+
+/**
  * How placement ended:
  * - `accepted`: the upstream has the order (created now, or earlier under the same partner_ref);
- * - `rejected`: the upstream refused it (a 4xx); never retried; `code` says why;
- * - `unknown`: no definite answer after the client's retries; the order may exist upstream. The
- *   reconciler resolves it (reads it by partner_ref, or repeats the create with the same ref).
+ * - `rejected`: the upstream refused the order itself (an order-specific 4xx such as
+ *   INVALID_TARGET or INSUFFICIENT_BALANCE); never retried; `code` says why;
+ * - `blocked`: the upstream refused our configuration (401/403: API_KEY_MISSING,
+ *   INVALID_API_KEY, IP_NOT_WHITELISTED); the order does not exist upstream, `fix` says what to
+ *   change (H2H_API_KEY, the IP to whitelist), and the reconciler submits it again with the same
+ *   partner_ref once a probe shows the configuration works (placing it again does too);
+ * - `unknown`: no definite answer (`cause`); the order may exist upstream. The reconciler
+ *   resolves it (reads it by partner_ref, or repeats the create with the same ref); `fix` says
+ *   what, if anything, must be done first.
  */
 export type PlaceOrderResult =
   | { outcome: 'accepted'; order: LocalOrder }
   | { outcome: 'rejected'; order: LocalOrder; code: string; detail: string; fix: string }
-  | { outcome: 'unknown'; order: LocalOrder; reason: string };
+  | { outcome: 'blocked'; order: LocalOrder; code: string; detail: string; fix: string }
+  | {
+      outcome: 'unknown';
+      order: LocalOrder;
+      /** The error's message. */
+      reason: string;
+      /** The error's code: the upstream's (SERVICE_UNAVAILABLE …) or the client's (TIMEOUT …). */
+      code: string;
+      cause: UnknownCause;
+      fix: string;
+    };
 
 export interface PlaceOrderDeps {
   client: UpstreamClient;
@@ -56,9 +83,9 @@ function upstreamInput(order: LocalOrder): OrderInput {
  * Places an order at most once per partner_ref: the local order is written first (submission
  * `pending`), then created upstream with that partner_ref, and the answer goes through the
  * store's one apply function. Placing a partner_ref that is already known locally never sends a
- * second, different order: an accepted or rejected one is returned as it is, and a pending or
- * unknown one is submitted again with the same partner_ref, which the upstream answers with the
- * existing order (spec §4 rule 2).
+ * second, different order: an accepted or rejected one is returned as it is, and a pending,
+ * unknown or blocked one is submitted again with the same partner_ref, which the upstream answers
+ * with the existing order (spec §4 rule 2).
  */
 export async function placeOrder(deps: PlaceOrderDeps, input: PlaceOrderInput): Promise<PlaceOrderResult> {
   if (!input.productCode && !input.productId) {
@@ -81,9 +108,10 @@ export async function placeOrder(deps: PlaceOrderDeps, input: PlaceOrderInput): 
 /**
  * Submits a local order upstream with its own partner_ref, however many times it was submitted
  * before: the one create path of placement and of the reconciler (an unknown submission the
- * upstream answers 404 for is sent again, spec §4 rule 7). An accepted or rejected order is
- * returned as it is, never sent. The upstream answers a repeat with the existing order (rule 2),
- * so this never creates a second order or a second debit.
+ * upstream answers 404 for is sent again, spec §4 rule 7; a blocked one once the configuration
+ * works). An accepted or rejected order is returned as it is, never sent. The upstream answers
+ * a repeat with the existing order (rule 2), so this never creates a second order or a second
+ * debit.
  */
 export async function resubmitOrder(deps: PlaceOrderDeps, local: LocalOrder): Promise<PlaceOrderResult> {
   const { partnerRef } = local;
@@ -106,9 +134,27 @@ export async function resubmitOrder(deps: PlaceOrderDeps, local: LocalOrder): Pr
     deps.logger?.info({ partnerRef, invoice: order.invoiceNumber, status: order.status }, 'order accepted');
     return { outcome: 'accepted', order };
   } catch (err) {
-    // A 4xx is a definite refusal (spec §7 rule 1). Everything else — a timeout, a network error,
-    // a 5xx or 429 after the retries, a budget that stayed spent — leaves the outcome unknown.
-    if (err instanceof UpstreamError && err.status >= 400 && err.status < 500 && err.status !== 429) {
+    // A 4xx about the order is a definite refusal (spec §7 rule 1). A refusal about our own
+    // configuration is not (decisions.md, "Errors on create"), and everything else — a timeout,
+    // a network error, a 5xx or 429 after the retries, a budget that stayed spent — leaves the
+    // outcome unknown.
+    if (err instanceof UpstreamError && err.configuration === 'credentials') {
+      const order = deps.writer.markBlocked(partnerRef, err.code, err.detail);
+      if (order.submissionState === 'accepted') return { outcome: 'accepted', order };
+      deps.logger?.error(
+        { partnerRef, code: err.code, fix: err.fix },
+        `order blocked: the upstream refused our configuration (${err.code}) — ${err.fix}; ` +
+          'it is submitted again with the same partner_ref once a probe shows the configuration works',
+      );
+      return { outcome: 'blocked', order, code: err.code, detail: err.detail, fix: err.fix };
+    }
+    if (
+      err instanceof UpstreamError &&
+      err.configuration === undefined &&
+      err.status >= 400 &&
+      err.status < 500 &&
+      err.status !== 429
+    ) {
       const order = deps.writer.markRejected(partnerRef, err.code, err.detail);
       // A webhook or poll may have proved the order exists meanwhile; the store then keeps it.
       if (order.submissionState === 'accepted') return { outcome: 'accepted', order };
@@ -116,11 +162,27 @@ export async function resubmitOrder(deps: PlaceOrderDeps, local: LocalOrder): Pr
       return { outcome: 'rejected', order, code: err.code, detail: err.detail, fix: err.fix };
     }
     const order = deps.writer.markSubmissionUnknown(partnerRef);
+    if (order.submissionState === 'accepted') return { outcome: 'accepted', order };
     const reason = err instanceof Error ? err.message : String(err);
-    deps.logger?.warn(
-      { partnerRef, reason },
-      'order submission outcome unknown; the reconciler will resolve it',
+    const cause = unknownCause(err);
+    const fix =
+      cause === 'base_url'
+        ? (err as UpstreamError).fix
+        : 'nothing: the reconciler reads the order by its partner_ref, or submits it again with the same one';
+    deps.logger?.[cause === 'base_url' ? 'error' : 'warn'](
+      { partnerRef, cause, reason },
+      cause === 'base_url'
+        ? `order submission outcome unknown: ${fix}; it is submitted again with the same partner_ref once fixed`
+        : 'order submission outcome unknown; the reconciler will resolve it',
     );
-    return { outcome: 'unknown', order, reason };
+    const code = (err as { code?: unknown } | null)?.code;
+    return { outcome: 'unknown', order, reason, code: typeof code === 'string' ? code : 'ERROR', cause, fix };
   }
+}
+
+function unknownCause(err: unknown): UnknownCause {
+  if (err instanceof UpstreamError && err.configuration === 'base_url') return 'base_url';
+  if (err instanceof BudgetExhaustedError) return 'budget';
+  if (err instanceof UpstreamUnreachableError) return 'no_answer';
+  return 'upstream_error';
 }

@@ -24,8 +24,22 @@ export function defaultReservedForCreate(limit: number): number {
   return Math.round(limit / 3);
 }
 
-/** Who draws: order creation (`create`, may use the whole limit) or status polling (`poll`, only what creation leaves). */
-export type BudgetPriority = 'create' | 'poll';
+/**
+ * Default of {@link RateBudgetOptions.reservedForPolls}: a quarter of the poll share, rounded
+ * (10 of the 40 that 60 with 20 kept for creation leaves).
+ */
+export function defaultReservedForPolls(limit: number, reservedForCreate: number): number {
+  return Math.round((limit - reservedForCreate) / 4);
+}
+
+/**
+ * Who draws, highest priority first:
+ * - `create`: order creation (and profile, catalog, read-back), may use the whole limit;
+ * - `poll`: status polls of due orders, only what creation's reserve leaves;
+ * - `audit`: re-reading settled orders on idle capacity, only what leaves both creation's reserve
+ *   and the polls' headroom free.
+ */
+export type BudgetPriority = 'create' | 'poll' | 'audit';
 
 /** Options of {@link RateBudget}. */
 export interface RateBudgetOptions {
@@ -47,6 +61,13 @@ export interface RateBudgetOptions {
    * most `limit - reservedForCreate`. Default: {@link defaultReservedForCreate}.
    */
   reservedForCreate?: number;
+  /**
+   * Calls of each window that the audit may not use on top of creation's reserve, kept for due
+   * polls: the audit draws only while the window holds fewer than
+   * `limit - reservedForCreate - reservedForPolls` grants, so it takes nothing from a busy
+   * window. Default: {@link defaultReservedForPolls}.
+   */
+  reservedForPolls?: number;
   /** Prefix of the Redis key. Default: `h2h:rate-budget:`. */
   keyPrefix?: string;
 }
@@ -61,13 +82,16 @@ export interface AcquireOptions {
 
 /** Budget use in the current rolling window. */
 export interface BudgetUsage {
-  /** Grants in the current window (both priorities). */
+  /** Grants in the current window (every priority). */
   used: number;
   create: number;
   poll: number;
+  audit: number;
   limit: number;
   /** The most polling may use: `limit - reservedForCreate`. */
   pollCeiling: number;
+  /** The window's use below which the audit may draw: `pollCeiling - reservedForPolls`. */
+  auditCeiling: number;
   /** `windowMs + marginMs`. */
   windowMs: number;
 }
@@ -88,9 +112,11 @@ export class BudgetExhaustedError extends Error {
     const waited = options?.waitedMs ? ` after waiting ${options.waitedMs} ms` : '';
     super(
       `the shared rate budget for ${priority} calls is spent${waited}; a slot frees in ${retryAfterMs} ms: ` +
-        (priority === 'poll'
-          ? 'end this polling pass and continue in the next one'
-          : 'too many calls for the upstream limit; try again later'),
+        (priority === 'create'
+          ? 'too many calls for the upstream limit; try again later'
+          : priority === 'poll'
+            ? 'end this polling pass and continue in the next one'
+            : 'no idle capacity for the audit now; it costs nothing while the budget is busy'),
       options?.cause === undefined ? undefined : { cause: options.cause },
     );
   }
@@ -127,17 +153,21 @@ end
 return {0, used, math.max(1, tonumber(entry[2]) + window - now)}
 `;
 
-// KEYS[1] the window's sorted set; ARGV[1] window ms. Returns {create, poll} grants in the window.
+// KEYS[1] the window's sorted set; ARGV[1] window ms. Returns {create, poll, audit} grants in the window.
 const USAGE_SCRIPT = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local members = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. (now - tonumber(ARGV[1])), '+inf')
-local create, poll = 0, 0
+local create, poll, audit = 0, 0, 0
 for _, m in ipairs(members) do
-  if string.sub(m, 1, 2) == 'p:' then poll = poll + 1 else create = create + 1 end
+  local kind = string.sub(m, 1, 2)
+  if kind == 'p:' then poll = poll + 1 elseif kind == 'a:' then audit = audit + 1 else create = create + 1 end
 end
-return {create, poll}
+return {create, poll, audit}
 `;
+
+/** The prefix of a grant's member in the sorted set, by priority (`c:` also for grants of older versions). */
+const MEMBER_PREFIX: Record<BudgetPriority, string> = { create: 'c:', poll: 'p:', audit: 'a:' };
 
 const DRAW_SHA = createHash('sha1').update(DRAW_SCRIPT).digest('hex');
 const USAGE_SHA = createHash('sha1').update(USAGE_SCRIPT).digest('hex');
@@ -163,6 +193,7 @@ export class RateBudget {
   readonly windowMs: number;
   readonly marginMs: number;
   readonly reservedForCreate: number;
+  readonly reservedForPolls: number;
   /** The Redis key of this budget (a hash of the API key). */
   readonly key: string;
   readonly #redis: Redis;
@@ -188,15 +219,36 @@ export class RateBudget {
           `got ${options.reservedForCreate}`,
       );
     }
+    const pollShare = this.limit - this.reservedForCreate;
+    this.reservedForPolls =
+      options.reservedForPolls ?? defaultReservedForPolls(this.limit, this.reservedForCreate);
+    if (
+      !Number.isSafeInteger(this.reservedForPolls) ||
+      this.reservedForPolls < 0 ||
+      this.reservedForPolls > pollShare
+    ) {
+      throw new RangeError(
+        `RateBudget: reservedForPolls must be an integer from 0 to limit - reservedForCreate (${pollShare}), ` +
+          `got ${options.reservedForPolls}`,
+      );
+    }
     this.key = budgetKeyFor(options.apiKey, options.keyPrefix);
   }
 
-  /** The most calls of `priority` one rolling window allows. */
+  /**
+   * The window's use below which `priority` may draw: the limit for `create`,
+   * `limit - reservedForCreate` for `poll`, and that minus `reservedForPolls` for `audit`.
+   */
   ceilingFor(priority: BudgetPriority): number {
-    return priority === 'create' ? this.limit : this.limit - this.reservedForCreate;
+    if (priority === 'create') return this.limit;
+    const pollCeiling = this.limit - this.reservedForCreate;
+    return priority === 'poll' ? pollCeiling : pollCeiling - this.reservedForPolls;
   }
 
-  /** Takes one slot if the window has one for `priority`; false at once when it is spent. */
+  /**
+   * Takes one slot if the window has one for `priority`; false at once when it is spent. With
+   * `audit` this asks "is there idle capacity?" and takes one slot of it only if there is.
+   */
   async tryAcquire(priority: BudgetPriority): Promise<boolean> {
     return (await this.#draw(priority)).granted;
   }
@@ -228,21 +280,23 @@ export class RateBudget {
 
   /** Grants in the current rolling window, by priority. */
   async used(): Promise<BudgetUsage> {
-    const [create, poll] = (await this.#eval(USAGE_SCRIPT, USAGE_SHA, [
+    const [create, poll, audit] = (await this.#eval(USAGE_SCRIPT, USAGE_SHA, [
       String(this.windowMs + this.marginMs),
-    ])) as [number, number];
+    ])) as [number, number, number];
     return {
-      used: create + poll,
+      used: create + poll + audit,
       create,
       poll,
+      audit,
       limit: this.limit,
       pollCeiling: this.ceilingFor('poll'),
+      auditCeiling: this.ceilingFor('audit'),
       windowMs: this.windowMs + this.marginMs,
     };
   }
 
   async #draw(priority: BudgetPriority): Promise<DrawResult> {
-    const member = `${priority === 'poll' ? 'p' : 'c'}:${randomUUID()}`;
+    const member = `${MEMBER_PREFIX[priority]}${randomUUID()}`;
     const [granted, used, retryAfterMs] = (await this.#eval(DRAW_SCRIPT, DRAW_SHA, [
       String(this.windowMs + this.marginMs),
       String(this.ceilingFor(priority)),

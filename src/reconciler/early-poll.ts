@@ -1,7 +1,13 @@
-import { BudgetExhaustedError } from '../rate-budget/rate-budget.js';
 import type { LocalOrder } from '../store/local-order.js';
-import { UpstreamError, UpstreamUnreachableError } from '../upstream/errors.js';
-import { describePollError, type PollResult, pollClaimedOrder, type ReconcilerDeps } from './poll-order.js';
+import type { Order } from '../upstream/model.js';
+import {
+  classifyFailure,
+  describePollError,
+  type PollError,
+  type PollResult,
+  pollClaimedOrder,
+  type ReconcilerDeps,
+} from './poll-order.js';
 
 /** What an early poll of one order came to. */
 export type EarlyPollResult =
@@ -19,7 +25,7 @@ export type EarlyPollResult =
       /** The poll could not be made or answered; the order keeps its place in the schedule. */
       kind: 'kept';
       reason: Extract<PollResult, { kind: 'kept' }>['reason'];
-      error: { code: string; message: string; fix?: string };
+      error: PollError;
       retryAfterMs?: number;
     };
 
@@ -47,52 +53,36 @@ export async function pollOrderNow(deps: ReconcilerDeps, ref: string): Promise<E
 
 function kept(
   reason: Extract<PollResult, { kind: 'kept' }>['reason'],
-  error: Error,
+  error: PollError,
   retryAfterMs?: number,
 ): EarlyPollResult {
-  return {
-    kind: 'kept',
-    reason,
-    error: describePollError(error),
-    ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
-  };
+  return { kind: 'kept', reason, error, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
 }
 
 async function pollUnknownOrder(deps: ReconcilerDeps, ref: string): Promise<EarlyPollResult> {
   const { store, client, logger, metrics } = deps;
+  let snapshot: Order;
   try {
-    const snapshot = await client.getOrder(ref);
-    const applied = store.writer.applyOrderSnapshot(snapshot, { source: 'poll' });
-    metrics?.countPoll(applied.changed ? 'changed' : 'unchanged');
-    logger?.info(
-      { ref, partnerRef: applied.order.partnerRef },
-      'early poll stored an order placed elsewhere',
-    );
-    return {
-      kind: 'polled',
-      outcome: applied.changed ? 'changed' : 'unchanged',
-      order: applied.order,
-      changed: applied.changed,
-      anomaly: false,
-      calls: 1,
-    };
+    snapshot = await client.getOrder(ref);
   } catch (error) {
-    if (error instanceof UpstreamError && error.status === 404 && error.code === 'ORDER_NOT_FOUND') {
+    const { reason, retryAfterMs } = classifyFailure(error);
+    if (reason === 'not_found') {
       metrics?.countPoll('not_found');
       logger?.warn({ ref }, 'early poll: no such order locally or upstream');
       return { kind: 'unknown_order' };
     }
-    if (error instanceof BudgetExhaustedError) return kept('budget', error, error.retryAfterMs);
-    if (error instanceof UpstreamError) {
-      const reason =
-        error.status === 401 ? 'unauthorized' : error.status === 429 ? 'rate_limited' : 'upstream_error';
-      metrics?.countPoll(reason);
-      return kept(reason, error);
-    }
-    if (error instanceof UpstreamUnreachableError) {
-      metrics?.countPoll('unreachable');
-      return kept('unreachable', error);
-    }
-    throw error;
+    if (reason !== 'budget' && reason !== 'base_url') metrics?.countPoll(reason);
+    return kept(reason, describePollError(error as Error), retryAfterMs);
   }
+  const applied = store.writer.applyOrderSnapshot(snapshot, { source: 'poll' });
+  metrics?.countPoll(applied.changed ? 'changed' : 'unchanged');
+  logger?.info({ ref, partnerRef: applied.order.partnerRef }, 'early poll stored an order placed elsewhere');
+  return {
+    kind: 'polled',
+    outcome: applied.changed ? 'changed' : 'unchanged',
+    order: applied.order,
+    changed: applied.changed,
+    anomaly: false,
+    calls: 1,
+  };
 }

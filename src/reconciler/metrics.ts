@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { LocalOrder } from '../store/local-order.js';
 import type { OrderQueries } from '../store/order-queries.js';
+import { CIRCUIT_CAUSES, type CircuitCause, type UpstreamCircuit } from '../store/upstream-circuit.js';
 
 /**
  * What one poll came to (the `outcome` label of `h2h_reconcile_polls_total`):
@@ -61,6 +62,14 @@ export interface ReconcilerMetrics {
   ): void;
   /** Sets the stuck-orders gauge (it is also read from the store at each scrape when one is given). */
   setStuck(count: number): void;
+  /** The circuit opened, or its cause changed. */
+  countCircuitOpened(cause: CircuitCause): void;
+  /** A probe of the upstream (`GET /profile`) while the circuit was open or blocked orders waited. */
+  countProbe(outcome: 'ok' | 'failed'): void;
+  /** An audit read of a settled SUCCESS order, by outcome (the labels of the polls). */
+  countAuditRead(outcome: PollOutcome): void;
+  /** The audit found a refund whose webhooks were all lost. */
+  countAuditRefund(): void;
 }
 
 export interface ReconcilerMetricsOptions {
@@ -68,6 +77,14 @@ export interface ReconcilerMetricsOptions {
   registry?: Registry;
   /** When given, `h2h_reconcile_stuck_orders` is read from the store at each scrape. */
   queries?: OrderQueries;
+  /** When given, `h2h_reconcile_circuit_open` is read from the store at each scrape. */
+  circuit?: UpstreamCircuit;
+  /**
+   * The audit window (`reconcilerSettings(config).auditWindowMs`): with `queries`,
+   * `h2h_reconcile_audit_coverage` is registered and read from the store at each scrape.
+   * Default (or 0, the audit off): no such gauge.
+   */
+  auditWindowMs?: number;
 }
 
 /** Buckets of the time-to-final histogram, in seconds: 5 s to 48 h. */
@@ -78,7 +95,10 @@ export const TIME_TO_FINAL_BUCKETS = [
 /**
  * Creates `h2h_reconcile_polls_total{outcome}`, `h2h_reconcile_orders_changed_total`,
  * `h2h_reconcile_anomalies_total{kind}`, `h2h_reconcile_passes_total{stopped_by}`,
- * `h2h_reconcile_stuck_orders` and `h2h_order_time_to_final_seconds{source}`. No default
+ * `h2h_reconcile_stuck_orders`, `h2h_reconcile_blocked_orders`, `h2h_reconcile_circuit_open{cause}`,
+ * `h2h_reconcile_circuit_opened_total{cause}`, `h2h_reconcile_probes_total{outcome}`,
+ * `h2h_reconcile_audit_reads_total{outcome}`, `h2h_reconcile_audit_refunds_found_total`,
+ * `h2h_reconcile_audit_coverage` and `h2h_order_time_to_final_seconds{source}`. No default
  * process metrics: the process that exposes the registry adds those once.
  */
 export function createReconcilerMetrics(options: ReconcilerMetricsOptions = {}): ReconcilerMetrics {
@@ -132,6 +152,83 @@ export function createReconcilerMetrics(options: ReconcilerMetricsOptions = {}):
     },
   });
 
+  let blockedCount = 0;
+  new Gauge({
+    name: 'h2h_reconcile_blocked_orders',
+    help: 'Orders the upstream refused for our configuration (401/403): submitted again with their partner_ref once a probe shows H2H_API_KEY and the whitelist work.',
+    registers,
+    collect() {
+      if (queries) {
+        try {
+          blockedCount = queries.countByStatus().bySubmissionState.blocked;
+        } catch {
+          // the database is closing or busy: keep the last figure
+        }
+      }
+      this.set(blockedCount);
+    },
+  });
+
+  const { circuit } = options;
+  new Gauge({
+    name: 'h2h_reconcile_circuit_open',
+    help: 'Whether the reconciler has stopped calling the upstream, by cause: 1 for the open cause (unauthorized: fix H2H_API_KEY or the whitelist; base_url: fix H2H_BASE_URL; upstream_failing: the upstream fails for every order).',
+    labelNames: ['cause'] as const,
+    registers,
+    collect() {
+      let open: CircuitCause | undefined;
+      try {
+        open = circuit?.state()?.cause;
+      } catch {
+        return; // the database is closing or busy: keep the last figures
+      }
+      for (const cause of CIRCUIT_CAUSES) this.set({ cause }, cause === open ? 1 : 0);
+    },
+  });
+  const circuitOpened = new Counter({
+    name: 'h2h_reconcile_circuit_opened_total',
+    help: 'Times the reconciler circuit opened (or changed cause), by cause.',
+    labelNames: ['cause'] as const,
+    registers,
+  });
+  for (const cause of CIRCUIT_CAUSES) circuitOpened.inc({ cause }, 0);
+  const probes = new Counter({
+    name: 'h2h_reconcile_probes_total',
+    help: 'Probes of the upstream (GET /profile) that decide whether the circuit closes, by outcome.',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
+  for (const outcome of ['ok', 'failed']) probes.inc({ outcome }, 0);
+
+  const auditReads = new Counter({
+    name: 'h2h_reconcile_audit_reads_total',
+    help: 'Audit reads of settled SUCCESS orders on idle budget, by outcome.',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
+  for (const outcome of POLL_OUTCOMES) auditReads.inc({ outcome }, 0);
+  const auditRefunds = new Counter({
+    name: 'h2h_reconcile_audit_refunds_found_total',
+    help: 'Refunds the audit found: SUCCESS orders refunded upstream whose webhooks were all lost.',
+    registers,
+  });
+  const { auditWindowMs } = options;
+  if (queries && auditWindowMs) {
+    new Gauge({
+      name: 'h2h_reconcile_audit_coverage',
+      help: 'Share of the SUCCESS orders of the audit window checked with the upstream in the last day (1 when there are none).',
+      registers,
+      collect() {
+        try {
+          const { successOrders, checkedLastDay } = queries.auditCoverage(auditWindowMs);
+          this.set(successOrders === 0 ? 1 : checkedLastDay / successOrders);
+        } catch {
+          // the database is closing or busy: keep the last figure
+        }
+      },
+    });
+  }
+
   const timeToFinal = new Histogram({
     name: 'h2h_order_time_to_final_seconds',
     help: 'Time from an order’s creation to its first final state, by what reported it.',
@@ -155,5 +252,9 @@ export function createReconcilerMetrics(options: ReconcilerMetricsOptions = {}):
     setStuck(count) {
       stuckCount = count;
     },
+    countCircuitOpened: (cause) => circuitOpened.inc({ cause }),
+    countProbe: (outcome) => probes.inc({ outcome }),
+    countAuditRead: (outcome) => auditReads.inc({ outcome }),
+    countAuditRefund: () => auditRefunds.inc(),
   };
 }

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { ReconcilerSettings } from '../config/config.js';
-import { resubmitOrder } from '../orders/place-order.js';
+import { resubmitOrder, type UnknownCause } from '../orders/place-order.js';
 import { BudgetExhaustedError } from '../rate-budget/rate-budget.js';
 import type { LocalOrder } from '../store/local-order.js';
 import type { OrderStore } from '../store/order-store.js';
@@ -29,15 +29,33 @@ export interface ReconcilerDeps {
 }
 
 /**
- * Why polling has to stop for now; the order keeps its place in the schedule:
+ * Why a poll got no usable answer; the caller decides what happens to the order:
  * - `budget`: the poll share of the rate budget is spent (`retryAfterMs` says when a slot frees);
- * - `unauthorized`: 401, the key or the whitelist must be fixed; no further poll can succeed;
+ *   the order keeps its place;
+ * - `unauthorized`: 401/403, the key or the whitelist must be fixed; no further poll can
+ *   succeed, so the circuit opens; the order keeps its place;
+ * - `base_url`: a 404 of a route that always exists (`POST /orders` of a repeated create): H2H_BASE_URL
+ *   is wrong; the circuit opens; the order keeps its place (its submission stays unknown);
  * - `rate_limited`: the upstream answered 429 although the budget allowed the call: the budget
  *   is out of step with the upstream's limit (another client on the same key?);
- * - `upstream_error`: 5xx, or a refusal other than 404 (after the client's retries);
- * - `unreachable`: no answer at all.
+ * - `upstream_error`: 5xx, or a refusal that says nothing about our configuration (after the
+ *   client's retries); the order goes on its own backoff;
+ * - `unreachable`: no answer at all; the order goes on its own backoff.
  */
-export type PollStopReason = 'budget' | 'unauthorized' | 'rate_limited' | 'upstream_error' | 'unreachable';
+export type PollStopReason =
+  | 'budget'
+  | 'unauthorized'
+  | 'base_url'
+  | 'rate_limited'
+  | 'upstream_error'
+  | 'unreachable';
+
+/** One line that says what went wrong and what to do, for logs, the CLI and the circuit. */
+export interface PollError {
+  code: string;
+  message: string;
+  fix?: string;
+}
 
 /** The result of polling one claimed order. */
 export type PollResult =
@@ -56,7 +74,7 @@ export type PollResult =
   | {
       kind: 'kept';
       reason: PollStopReason;
-      error: Error;
+      error: PollError;
       /** For `budget`: when a poll slot frees, in ms from now. */
       retryAfterMs?: number;
       /** Calls made before it failed (0 when the budget refused the first draw). */
@@ -64,7 +82,7 @@ export type PollResult =
     };
 
 /** One line that says what to do, for logs and the CLI. */
-export function describePollError(error: Error): { code: string; message: string; fix?: string } {
+export function describePollError(error: Error): PollError {
   if (error instanceof UpstreamError || error instanceof UpstreamUnreachableError) {
     return { code: error.code, message: error.message, fix: error.fix };
   }
@@ -73,30 +91,104 @@ export function describePollError(error: Error): { code: string; message: string
   return { code: typeof code === 'string' ? code : 'ERROR', message: error.message };
 }
 
-/** Why a failed GET must stop or skip, or undefined for a 404 (handled by the caller). */
-function classify(
-  error: unknown,
-): { reason: PollStopReason; retryAfterMs?: number; calls: number } | undefined {
+/**
+ * What a failed upstream call means for reconciliation; `not_found` is a 404 of
+ * `GET /orders/:ref`, whatever its body says (the spec does not show it): "no such order".
+ * The one place these rules live: polls, early polls and the circuit's probe use it.
+ */
+export function classifyFailure(error: unknown): {
+  reason: PollStopReason | 'not_found';
+  retryAfterMs?: number;
+  calls: number;
+} {
   if (error instanceof BudgetExhaustedError) {
     // With a cause, the budget refused a retry after a failed attempt: one call was made.
     return { reason: 'budget', retryAfterMs: error.retryAfterMs, calls: error.cause === undefined ? 0 : 1 };
   }
   if (error instanceof UpstreamUnreachableError) return { reason: 'unreachable', calls: error.attempts };
   if (error instanceof UpstreamError) {
-    if (error.status === 404 && error.code === 'ORDER_NOT_FOUND') return undefined;
-    if (error.status === 401 || error.status === 403)
-      return { reason: 'unauthorized', calls: error.attempts };
+    if (error.configuration === 'credentials') return { reason: 'unauthorized', calls: error.attempts };
+    if (error.configuration === 'base_url') return { reason: 'base_url', calls: error.attempts };
+    if (error.status === 404) return { reason: 'not_found', calls: 1 };
     if (error.status === 429) return { reason: 'rate_limited', calls: error.attempts };
     return { reason: 'upstream_error', calls: error.attempts };
   }
   return { reason: 'upstream_error', calls: 1 };
 }
 
-const KEPT_OUTCOME: Record<Exclude<PollStopReason, 'budget'>, PollOutcome> = {
+const KEPT_OUTCOME: Record<Exclude<PollStopReason, 'budget' | 'base_url'>, PollOutcome> = {
   unauthorized: 'unauthorized',
   rate_limited: 'rate_limited',
   upstream_error: 'upstream_error',
   unreachable: 'unreachable',
+};
+
+/**
+ * Repeats the create of an unresolved or blocked submission with its own partner_ref, through
+ * `resubmitOrder`, the one create path. `calls` is what the poll spent before (a read that
+ * answered 404, or nothing for a blocked order).
+ */
+async function submitAgain(deps: ReconcilerDeps, current: LocalOrder, calls: number): Promise<PollResult> {
+  const { store, client, logger, metrics } = deps;
+  const ref = current.partnerRef;
+  const result = await resubmitOrder(
+    { client, writer: store.writer, ...(logger ? { logger } : {}) },
+    current,
+  );
+  metrics?.countPoll('resubmitted');
+  logger?.info(
+    { partnerRef: ref, was: current.submissionState, outcome: result.outcome },
+    current.submissionState === 'blocked'
+      ? 'blocked order submitted again with the same partner_ref'
+      : 'upstream had no order for an unresolved submission: create repeated with the same partner_ref',
+  );
+  if (result.outcome === 'blocked') {
+    // Refused for our configuration again: every order would be. The writer has the order due.
+    return {
+      kind: 'kept',
+      reason: 'unauthorized',
+      error: {
+        code: result.code,
+        message: `POST /orders refused: ${result.code} (${result.detail})`,
+        fix: result.fix,
+      },
+      calls: calls + 1,
+    };
+  }
+  if (result.outcome === 'unknown') {
+    // No definite answer to the create either: as for a poll without one, the caller decides.
+    return {
+      kind: 'kept',
+      reason: RESUBMISSION_FAILURE[result.cause],
+      error: { code: result.code, message: result.reason, fix: result.fix },
+      calls: calls + 1,
+    };
+  }
+  const order = record(deps, result.order, true);
+  return { kind: 'polled', outcome: 'resubmitted', order, changed: true, anomaly: false, calls: calls + 1 };
+}
+
+/** Options of {@link pollClaimedOrder}. */
+export interface PollOptions {
+  /**
+   * An audit read of a settled order: drawn from the budget's `audit` priority (idle capacity
+   * only, never waiting) and counted in `h2h_reconcile_audit_reads_total` instead of the polls.
+   * Default: false.
+   */
+  audit?: boolean;
+}
+
+/** Where a read's outcome is counted: the polls, or the audit reads. */
+function counterOf(deps: ReconcilerDeps, audit: boolean): (outcome: PollOutcome) => void {
+  return (outcome) => (audit ? deps.metrics?.countAuditRead(outcome) : deps.metrics?.countPoll(outcome));
+}
+
+/** How a repeated create without a definite answer is handled, like a poll without one. */
+const RESUBMISSION_FAILURE: Record<UnknownCause, PollStopReason> = {
+  no_answer: 'unreachable',
+  upstream_error: 'upstream_error',
+  budget: 'budget',
+  base_url: 'base_url',
 };
 
 /**
@@ -106,35 +198,49 @@ const KEPT_OUTCOME: Record<Exclude<PollStopReason, 'budget'>, PollOutcome> = {
  *   one apply function of webhooks too; a pending or unknown submission is adopted by it;
  * - 404 for a pending or unknown submission → the create is repeated with the same partner_ref
  *   (spec §4 rule 7, through `resubmitOrder`), never under a new one;
+ * - a blocked submission (refused for our configuration) → the create is repeated at once, with
+ *   no read first: a 401 proves the upstream never took it (the pass probes before);
  * - 404 for an order the upstream had confirmed → an anomaly: logged at error, counted,
  *   polling goes on;
  * - then `recordPoll` with the next poll time of the backoff (or stuck), which ends the claim.
  *
- * When the poll cannot be made or answered (budget spent, 401, 429, 5xx, no answer) it returns
- * `kept` and leaves the claim and the schedule as they are: the caller releases the claim, and
- * the order keeps its place. It throws only what the store throws (SQLite trouble).
+ * When the poll gets no usable answer (budget spent, 401, 429, 5xx, no answer) it returns `kept`
+ * and leaves the claim and the schedule as they are: the caller releases the claim (the order
+ * keeps its place) or records the failure (`recordFailedPoll`: the order's own backoff). It
+ * throws only what the store throws (SQLite trouble).
  */
-export async function pollClaimedOrder(deps: ReconcilerDeps, claimed: LocalOrder): Promise<PollResult> {
+export async function pollClaimedOrder(
+  deps: ReconcilerDeps,
+  claimed: LocalOrder,
+  { audit = false }: PollOptions = {},
+): Promise<PollResult> {
   const { store, client, logger, metrics } = deps;
   const ref = claimed.partnerRef;
+  const count = counterOf(deps, audit);
+  // Refused for our configuration, so surely not upstream: no read, the create goes again.
+  if (claimed.submissionState === 'blocked') return submitAgain(deps, claimed, 0);
 
   let snapshot: Order;
   try {
-    snapshot = await client.getOrder(ref);
+    snapshot = await client.getOrder(ref, { priority: audit ? 'audit' : 'poll' });
   } catch (error) {
-    const kept = classify(error);
-    if (kept) {
-      if (kept.reason !== 'budget') {
-        metrics?.countPoll(KEPT_OUTCOME[kept.reason]);
-        const level = kept.reason === 'unauthorized' ? 'error' : 'warn';
-        logger?.[level](
-          { partnerRef: ref, err: error },
-          `poll failed (${kept.reason}); the order keeps its place`,
-        );
-      }
-      return { kind: 'kept', ...kept, error: error as Error };
+    const failure = classifyFailure(error);
+    if (failure.reason === 'not_found') return notFound(deps, claimed, error as UpstreamError, count);
+    const { reason, calls, retryAfterMs } = failure;
+    if (reason !== 'budget' && reason !== 'base_url') {
+      count(KEPT_OUTCOME[reason]);
+      logger?.[reason === 'unauthorized' ? 'error' : 'warn'](
+        { partnerRef: ref, err: error },
+        `${audit ? 'audit read' : 'poll'} failed (${reason})`,
+      );
     }
-    return notFound(deps, claimed, error as UpstreamError);
+    return {
+      kind: 'kept',
+      reason,
+      error: describePollError(error as Error),
+      calls,
+      ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+    };
   }
 
   let applied: ApplyResult;
@@ -142,7 +248,7 @@ export async function pollClaimedOrder(deps: ReconcilerDeps, claimed: LocalOrder
     applied = store.writer.applyOrderSnapshot(snapshot, { source: 'poll' });
   } catch (error) {
     if (!(error instanceof StoreError && error.code === 'INVALID_SNAPSHOT')) throw error;
-    metrics?.countPoll('invalid_answer');
+    count('invalid_answer');
     logger?.error({ partnerRef: ref, err: error }, 'poll answer cannot be applied; polling goes on');
     const order = record(deps, claimed, false);
     return { kind: 'polled', outcome: 'invalid_answer', order, changed: false, anomaly: false, calls: 1 };
@@ -151,14 +257,22 @@ export async function pollClaimedOrder(deps: ReconcilerDeps, claimed: LocalOrder
   const order = record(deps, applied.order, applied.changed);
   if (applied.changed) {
     metrics?.countChangedByPoll();
-    metrics?.countPoll('changed');
+    count('changed');
     if (claimed.finalAt === null && order.finalAt !== null) metrics?.observeTimeToFinal(order, 'poll');
-    logger?.info(
-      { partnerRef: ref, from: claimed.upstreamStatus, to: order.upstreamStatus, reason: applied.reason },
-      'poll changed the order: its webhook was lost or late',
-    );
+    const line = {
+      partnerRef: ref,
+      from: claimed.upstreamStatus,
+      to: order.upstreamStatus,
+      reason: applied.reason,
+    };
+    if (audit && order.status === 'REFUNDED') {
+      metrics?.countAuditRefund();
+      logger?.warn(line, 'the audit found a refund whose webhooks were all lost');
+    } else {
+      logger?.info(line, `${audit ? 'audit read' : 'poll'} changed the order: its webhook was lost or late`);
+    }
   } else {
-    metrics?.countPoll('unchanged');
+    count('unchanged');
   }
   return {
     kind: 'polled',
@@ -180,7 +294,9 @@ function record(deps: ReconcilerDeps, after: LocalOrder, changed: boolean): Loca
         status: after.upstreamStatus,
         ageMs: order.stuckAt - after.localCreatedAt,
       },
-      'order marked stuck: no final state within the maximum age; still polled at the longest interval',
+      order.nextPollAt === null
+        ? 'order marked stuck: SUCCESS still without a serial after the maximum age; no longer polled, a late serial still applies'
+        : 'order marked stuck: no final state within the maximum age; still polled at the longest interval',
     );
   }
   return order;
@@ -190,36 +306,26 @@ async function notFound(
   deps: ReconcilerDeps,
   claimed: LocalOrder,
   error: UpstreamError,
+  count: (outcome: PollOutcome) => void,
 ): Promise<PollResult> {
-  const { store, client, logger, metrics } = deps;
+  const { store, logger, metrics } = deps;
   const ref = claimed.partnerRef;
   const current = store.queries.getOrder(ref) ?? claimed;
 
-  if (current.submissionState === 'pending' || current.submissionState === 'unknown') {
+  if (current.submissionState !== 'accepted' && current.submissionState !== 'rejected') {
     // The create never reached the upstream (or its process died first): repeat it with the
     // same partner_ref (spec §4 rule 7). The upstream answers a repeat with the existing order.
-    const result = await resubmitOrder(
-      { client, writer: store.writer, ...(logger ? { logger } : {}) },
-      current,
-    );
-    metrics?.countPoll('resubmitted');
-    logger?.info(
-      { partnerRef: ref, outcome: result.outcome },
-      'upstream had no order for an unresolved submission: create repeated with the same partner_ref',
-    );
-    const changed = result.outcome !== 'unknown';
-    const order = record(deps, result.order, changed);
-    return { kind: 'polled', outcome: 'resubmitted', order, changed, anomaly: false, calls: 2 };
+    return submitAgain(deps, current, 1);
   }
 
   if (current.submissionState === 'rejected') {
     // An early poll of a refused order: the upstream never had it, as expected.
     store.schedule.releasePollClaim(ref);
-    metrics?.countPoll('not_found');
+    count('not_found');
     return { kind: 'polled', outcome: 'not_found', order: current, changed: false, anomaly: false, calls: 1 };
   }
 
-  metrics?.countPoll('not_found');
+  count('not_found');
   metrics?.countAnomaly('confirmed_order_not_found');
   logger?.error(
     { partnerRef: ref, invoice: current.invoiceNumber, status: current.upstreamStatus, err: error },

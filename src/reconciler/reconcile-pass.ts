@@ -1,18 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { BudgetUsage, RateBudget } from '../rate-budget/rate-budget.js';
+import type { CircuitCause, OpenCircuit } from '../store/upstream-circuit.js';
+import { CIRCUIT_OPENS_AFTER, closeCircuit, openCircuit, probeFailed, probeUpstream } from './circuit.js';
 import type { PassLock } from './pass-lock.js';
-import {
-  describePollError,
-  type PollStopReason,
-  pollClaimedOrder,
-  type ReconcilerDeps,
-} from './poll-order.js';
-
-/**
- * Polls that may fail in a row (5xx, no answer) before a pass gives up: the upstream is failing,
- * and every further poll would spend budget for nothing. The orders keep their place.
- */
-export const MAX_CONSECUTIVE_FAILURES = 3;
+import { type PollError, pollClaimedOrder, type ReconcilerDeps } from './poll-order.js';
 
 /**
  * Why a pass ended:
@@ -21,8 +12,9 @@ export const MAX_CONSECUTIVE_FAILURES = 3;
  * - `budget`: the poll share of the rate budget is spent for now; the rest wait;
  * - `locked`: another pass was running, so this one did nothing;
  * - `lock_lost`: its lock expired (the process froze): it stopped before the next order;
- * - `unauthorized`, `rate_limited`, `upstream_failing`: see {@link PollStopReason}; the last
- *   after {@link MAX_CONSECUTIVE_FAILURES} failures in a row.
+ * - `rate_limited`: the upstream answered 429 although the budget allowed the call;
+ * - a {@link CircuitCause} (`unauthorized`, `base_url`, `upstream_failing`): the circuit is open, because
+ *   this pass opened it or its probe failed; no order is polled until a probe succeeds.
  */
 export type PassStop =
   | 'done'
@@ -30,9 +22,8 @@ export type PassStop =
   | 'budget'
   | 'locked'
   | 'lock_lost'
-  | 'unauthorized'
   | 'rate_limited'
-  | 'upstream_failing';
+  | CircuitCause;
 
 /** What a pass did, for logs, the CLI table and `--json`. */
 export interface ReconcilePassSummary {
@@ -46,8 +37,12 @@ export interface ReconcilePassSummary {
   checked: number;
   /** Of those, orders the answer changed: each is a lost or late webhook. */
   changed: number;
-  /** Orders whose create was repeated with the same partner_ref after a 404. */
+  /** Orders whose create was repeated with the same partner_ref (after a 404, or blocked). */
   resubmitted: number;
+  /** Settled SUCCESS orders the audit re-read on idle capacity (with an answer). */
+  audited: number;
+  /** Of those, orders the read changed: refunds (or late serials) whose webhooks were all lost. */
+  auditFound: number;
   /** Checked orders still open (not final, or SUCCESS without its serial) after the pass. */
   stillOpen: number;
   /** Stuck orders in the store after the pass (open, older than the maximum age). */
@@ -65,8 +60,12 @@ export interface ReconcilePassSummary {
   stoppedBy: PassStop;
   /** For `budget`: when a poll slot frees, in ms from the end of the pass. */
   retryAfterMs?: number;
-  /** The error that stopped the pass (`unauthorized`, `rate_limited`, `upstream_failing`), with its fix. */
-  error?: { code: string; message: string; fix?: string };
+  /** The error that stopped the pass (`rate_limited` or a circuit cause), with its fix. */
+  error?: PollError;
+  /** The probe this pass made first (the circuit was open), or undefined when it made none. */
+  probe?: 'ok' | 'failed';
+  /** The circuit after the pass: null while the reconciler may call the upstream. */
+  circuit: OpenCircuit | null;
   /** For `locked`: who holds the lock. */
   lockHolder?: string | null;
 }
@@ -94,21 +93,18 @@ export interface RunPassOptions {
   onProgress?: (progress: PassProgress) => void;
 }
 
-const STOP_BY_REASON: Record<
-  Exclude<PollStopReason, 'budget' | 'upstream_error' | 'unreachable'>,
-  PassStop
-> = {
-  unauthorized: 'unauthorized',
-  rate_limited: 'rate_limited',
-};
-
 /**
- * One reconciliation pass: under the pass lock (when given), claims due orders one at a time,
- * longest-due first (`claimDueForPoll`), and polls each with {@link pollClaimedOrder}, until none
- * is due, `passSize` orders were taken, or polling must stop (the poll share of the budget is
- * spent, 401, 429, or the upstream keeps failing). An order that could not be polled keeps its
- * place: its claim is released at the end of the pass, so the pass does not take it again and
- * the next one takes it first. Never throws for upstream trouble: the summary says why it ended.
+ * One reconciliation pass: under the pass lock (when given), probes the upstream first when the
+ * circuit is open or blocked orders wait (one `GET /profile`: a success closes the circuit, a
+ * failure opens it or keeps it open and ends the pass), then claims
+ * due orders one at a time, longest-due first (`claimDueForPoll`), and polls each with
+ * {@link pollClaimedOrder}, until none is due, `passSize` orders were taken, or polling must stop
+ * for a cause that concerns every order: the poll share of the budget is spent, 429, or the
+ * circuit opens (401/403, or {@link CIRCUIT_OPENS_AFTER} different orders failing in a row).
+ * An order that got no answer (5xx, none) goes on its own backoff, behind the others; one that
+ * could not be polled for a cause of every order keeps its place (its claim is released at the
+ * end of the pass). When no order is left due, the audit re-reads settled SUCCESS orders on idle
+ * capacity only. Never throws for upstream trouble: the summary says why it ended.
  */
 export async function runReconcilePass(
   deps: ReconcilerDeps,
@@ -140,6 +136,63 @@ export async function runReconcilePass(
   }
 }
 
+/**
+ * The audit (docs/reconciler.md, "The audit"): once no order is due, poll capacity that neither
+ * creation nor due polls use re-reads settled SUCCESS orders, least recently checked first
+ * (`claimForAudit`), to find refunds (and late serials) whose webhooks were all lost. Each read
+ * draws from the budget's `audit` priority, which grants only while the window is idle, so the
+ * audit takes nothing from a busy budget; it stops as soon as an order is due again, at the
+ * first read the budget refuses, and at the first failure (a failing upstream is not worth idle
+ * capacity). A 401 opens the circuit as for a poll.
+ */
+async function auditOnIdleCapacity(
+  deps: ReconcilerDeps,
+  pass: { startedAt: number; signals: AbortSignal[] },
+  summary: ReconcilePassSummary,
+  kept: string[],
+  attempted: number,
+): Promise<void> {
+  const { store, settings } = deps;
+  const now = deps.now ?? Date.now;
+  while (attempted < settings.passSize) {
+    if (pass.signals.some((s) => s.aborted)) {
+      summary.stoppedBy = 'lock_lost';
+      return;
+    }
+    // Due polls first, always: an order that became due meanwhile ends the audit.
+    if (store.schedule.dueForPoll(1, now()).length > 0) return;
+    const order = store.schedule.claimForAudit({ checkedBefore: pass.startedAt });
+    if (!order) return;
+    attempted += 1;
+    let result: Awaited<ReturnType<typeof pollClaimedOrder>>;
+    try {
+      result = await pollClaimedOrder(deps, order, { audit: true });
+    } catch (error) {
+      kept.push(order.partnerRef);
+      throw error;
+    }
+    summary.calls += result.calls;
+    if (result.kind === 'polled') {
+      summary.audited += 1;
+      if (result.changed) summary.auditFound += 1;
+      if (result.anomaly) summary.anomalies += 1;
+      continue;
+    }
+    kept.push(order.partnerRef);
+    if (result.reason === 'budget') return; // no idle capacity: the audit waits, nothing else does
+    summary.errors += 1;
+    if (result.reason === 'unauthorized') {
+      openCircuit(deps, result.reason, result.error);
+      summary.stoppedBy = result.reason;
+      summary.error = result.error;
+    } else if (result.reason === 'rate_limited') {
+      summary.stoppedBy = 'rate_limited';
+      summary.error = result.error;
+    }
+    return;
+  }
+}
+
 function emptySummary(
   passId: string,
   trigger: string,
@@ -154,6 +207,8 @@ function emptySummary(
     checked: 0,
     changed: 0,
     resubmitted: 0,
+    audited: 0,
+    auditFound: 0,
     stillOpen: 0,
     stuck: 0,
     errors: 0,
@@ -162,6 +217,7 @@ function emptySummary(
     budget: null,
     dueAfter: 0,
     stoppedBy: 'done',
+    circuit: null,
   };
 }
 
@@ -172,20 +228,51 @@ async function pollDueOrders(
   const { store, settings, logger, metrics } = deps;
   const now = deps.now ?? Date.now;
   const summary = emptySummary(pass.passId, pass.trigger, pass.startedAt, pass.startedAt);
-  const total = Math.min(settings.passSize, store.queries.countByStatus(now()).dueForPoll);
-  // Orders that could not be polled: released at the end, so this pass does not take them again.
+  const atStart = store.queries.countByStatus(now());
+  const total = Math.min(settings.passSize, atStart.dueForPoll);
+  // Orders that could not be polled for a cause of every order: released at the end, so this
+  // pass does not take them again and the next one takes them first.
   const kept: string[] = [];
   let attempted = 0;
   let failuresInARow = 0;
 
+  const stop = (stoppedBy: PassStop, error?: PollError) => {
+    summary.stoppedBy = stoppedBy;
+    if (error) summary.error = error;
+  };
+
   try {
-    for (;;) {
+    // A blocked order is submitted again only once a probe shows the configuration works.
+    if (store.circuit.state() || atStart.bySubmissionState.blocked > 0) {
+      const probe = await probeUpstream(deps);
+      summary.calls += probe.calls;
+      if (probe.ok) {
+        summary.probe = 'ok';
+        closeCircuit(deps);
+      } else if (probe.reason === 'budget') {
+        stop('budget');
+        if (probe.retryAfterMs !== undefined) summary.retryAfterMs = probe.retryAfterMs;
+      } else {
+        summary.probe = 'failed';
+        summary.errors += 1;
+        if (probe.reason === 'rate_limited') stop('rate_limited', probe.error);
+        else if (!store.circuit.state()) {
+          openCircuit(deps, probe.reason, probe.error);
+          stop(probe.reason, probe.error);
+        } else {
+          probeFailed(deps, probe.reason, probe.error);
+          stop(probe.reason, probe.error);
+        }
+      }
+    }
+
+    while (summary.stoppedBy === 'done') {
       if (pass.signals.some((s) => s.aborted)) {
-        summary.stoppedBy = 'lock_lost';
+        stop('lock_lost');
         break;
       }
       if (attempted >= settings.passSize) {
-        summary.stoppedBy = 'pass_size';
+        stop('pass_size');
         break;
       }
       // Due by the pass's start: an order this pass polled and rescheduled is not taken twice.
@@ -209,24 +296,27 @@ async function pollDueOrders(
         if (result.outcome === 'invalid_answer') summary.errors += 1;
         if (result.anomaly) summary.anomalies += 1;
         if (result.order.nextPollAt !== null) summary.stillOpen += 1;
-      } else {
+      } else if (result.reason === 'budget') {
         kept.push(order.partnerRef);
-        if (result.reason === 'budget') {
-          summary.stoppedBy = 'budget';
-          if (result.retryAfterMs !== undefined) summary.retryAfterMs = result.retryAfterMs;
-          break;
-        }
+        stop('budget');
+        if (result.retryAfterMs !== undefined) summary.retryAfterMs = result.retryAfterMs;
+      } else if (result.reason === 'rate_limited') {
+        kept.push(order.partnerRef);
         summary.errors += 1;
-        if (result.reason === 'unauthorized' || result.reason === 'rate_limited') {
-          summary.stoppedBy = STOP_BY_REASON[result.reason];
-          summary.error = describePollError(result.error);
-          break;
-        }
+        stop('rate_limited', result.error);
+      } else if (result.reason === 'unauthorized' || result.reason === 'base_url') {
+        kept.push(order.partnerRef);
+        summary.errors += 1;
+        openCircuit(deps, result.reason, result.error);
+        stop(result.reason, result.error);
+      } else {
+        // This order got no answer: its own backoff, so it never holds up the orders behind it.
+        store.schedule.recordFailedPoll(order.partnerRef);
+        summary.errors += 1;
         failuresInARow += 1;
-        if (failuresInARow >= MAX_CONSECUTIVE_FAILURES) {
-          summary.stoppedBy = 'upstream_failing';
-          summary.error = describePollError(result.error);
-          break;
+        if (failuresInARow >= CIRCUIT_OPENS_AFTER) {
+          openCircuit(deps, 'upstream_failing', result.error);
+          stop('upstream_failing', result.error);
         }
       }
       pass.onProgress?.({
@@ -237,6 +327,8 @@ async function pollDueOrders(
         errors: summary.errors,
       });
     }
+
+    if (summary.stoppedBy === 'done') await auditOnIdleCapacity(deps, pass, summary, kept, attempted);
   } finally {
     for (const ref of kept) store.schedule.releasePollClaim(ref);
   }
@@ -245,6 +337,7 @@ async function pollDueOrders(
   summary.stuck = counts.stuck;
   summary.dueAfter = counts.dueForPoll;
   metrics?.setStuck(counts.stuck);
+  summary.circuit = store.circuit.state();
   summary.budget = pass.budget ? await pass.budget.used().catch(() => null) : null;
   summary.finishedAt = now();
   metrics?.countPass(summary.stoppedBy);
@@ -254,12 +347,14 @@ async function pollDueOrders(
     trigger: summary.trigger,
     checked: summary.checked,
     changed: summary.changed,
+    audited: summary.audited,
+    auditFound: summary.auditFound,
     errors: summary.errors,
     stoppedBy: summary.stoppedBy,
     dueAfter: summary.dueAfter,
     durationMs: summary.finishedAt - summary.startedAt,
   };
-  if (summary.stoppedBy === 'unauthorized') {
+  if (summary.stoppedBy === 'unauthorized' || summary.stoppedBy === 'base_url') {
     logger?.error(
       { ...line, error: summary.error },
       `reconciliation pass stopped: ${summary.error?.message}`,
@@ -267,9 +362,9 @@ async function pollDueOrders(
   } else if (summary.stoppedBy === 'rate_limited' || summary.stoppedBy === 'upstream_failing') {
     logger?.warn(
       { ...line, error: summary.error },
-      'reconciliation pass stopped early; orders keep their place',
+      `reconciliation pass stopped early (${summary.stoppedBy}); due orders keep their place`,
     );
-  } else if (summary.checked > 0 || summary.stoppedBy !== 'done') {
+  } else if (summary.checked > 0 || summary.audited > 0 || summary.stoppedBy !== 'done') {
     logger?.info(line, 'reconciliation pass finished');
   } else {
     logger?.debug(line, 'reconciliation pass: nothing due');

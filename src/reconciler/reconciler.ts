@@ -94,6 +94,8 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
     options.metrics ??
     createReconcilerMetrics({
       queries: store.queries,
+      circuit: store.circuit,
+      auditWindowMs: store.schedule.settings.auditWindowMs,
       ...(options.registry ? { registry: options.registry } : {}),
     });
   const deps: ReconcilerDeps = {
@@ -124,8 +126,9 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
     RECONCILE_QUEUE,
     async (job) => {
       const summary = await runPass(job.data.trigger ?? 'schedule');
-      if (summary.stoppedBy === 'unauthorized') {
-        // Kept in the failed set, so `status` shows it; retrying cannot help until the key is fixed.
+      if (summary.stoppedBy === 'unauthorized' || summary.stoppedBy === 'base_url') {
+        // Kept in the failed set, so Bull Board shows it too; retrying cannot help until the
+        // configuration is fixed (the circuit's probe tells, at each pass).
         throw new UnrecoverableError(summary.error?.message ?? 'the upstream refused the API key');
       }
       return summary;

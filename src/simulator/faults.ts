@@ -25,6 +25,17 @@ export interface Faults {
   error_5xx: number;
   /** When true, orders get `nickname: null` (and still proceed, spec §4 rule 4). */
   nickname_validator_down: boolean;
+  /**
+   * Orders (partner_ref or invoice number) whose `GET /orders/:ref` answers 500 INTERNAL_ERROR
+   * on every request, after auth and the rate limit: an upstream that fails on some orders only.
+   */
+  order_read_errors: readonly string[];
+  /**
+   * The body of a 404 of `GET /orders/:ref` instead of the ORDER_NOT_FOUND error (JSON when it
+   * parses, else text/plain): the real upstream's 404 body is not shown (decisions.md). Null: the
+   * spec's shape.
+   */
+  order_not_found_body: string | null;
 }
 
 /** A fault drawn as a probability. */
@@ -43,8 +54,13 @@ export const NO_FAULTS: Readonly<Faults> = Object.freeze({
   create_drop_response: 0,
   error_5xx: 0,
   nickname_validator_down: false,
+  order_read_errors: Object.freeze([]),
+  order_not_found_body: null,
 });
 
+/** A longer list of failing orders or 404 body is surely a mistake. */
+const MAX_FAULT_REFS = 10_000;
+const MAX_NOT_FOUND_BODY = 10_000;
 /** One hour: a longer injected delay is surely a typo. */
 const MAX_FAULT_DELAY_MS = 3_600_000;
 const probability = z.number().min(0, 'must be between 0 and 1').max(1, 'must be between 0 and 1');
@@ -67,6 +83,13 @@ export const faultsPatchSchema = z
     create_drop_response: probability,
     error_5xx: probability,
     nickname_validator_down: z.boolean(),
+    order_read_errors: z
+      .array(z.string().min(1, 'must be non-empty references'))
+      .max(MAX_FAULT_REFS, `must list at most ${MAX_FAULT_REFS} references`),
+    order_not_found_body: z
+      .string()
+      .max(MAX_NOT_FOUND_BODY, `must be at most ${MAX_NOT_FOUND_BODY} characters`)
+      .nullable(),
   })
   .partial();
 

@@ -20,6 +20,16 @@ function categoryFilter(query: unknown): string | undefined {
   return value;
 }
 
+/** JSON when the body parses as JSON, else plain text: a proxy's or framework's 404 page. */
+function contentTypeOf(body: string): string {
+  try {
+    JSON.parse(body);
+    return 'application/json; charset=utf-8';
+  } catch {
+    return 'text/plain; charset=utf-8';
+  }
+}
+
 /** The member API of spec §4, mounted at `/v1/member-api`. */
 export function memberRoutes(engine: SimEngine): FastifyPluginAsync {
   return async (app) => {
@@ -59,8 +69,19 @@ export function memberRoutes(engine: SimEngine): FastifyPluginAsync {
       return reply.code(created ? 201 : 200).send(answer);
     });
 
-    app.get<{ Params: { ref: string } }>('/orders/:ref', async (request) => {
-      const order = engine.orders.findForMember(memberOf(request).member_id, request.params.ref);
+    app.get<{ Params: { ref: string } }>('/orders/:ref', async (request, reply) => {
+      const { ref } = request.params;
+      const { order_read_errors: failing, order_not_found_body: notFoundBody } = engine.faults.current;
+      const order = engine.orders.findForMember(memberOf(request).member_id, ref);
+      if (
+        failing.length > 0 &&
+        [ref, order?.partner_ref, order?.invoice_number].some((r) => r !== undefined && failing.includes(r))
+      ) {
+        throw upstreamError('INTERNAL_ERROR', `reading order ${ref} failed`);
+      }
+      if (!order && notFoundBody !== null) {
+        return reply.code(404).type(contentTypeOf(notFoundBody)).send(notFoundBody);
+      }
       if (!order) throw upstreamError('ORDER_NOT_FOUND');
       return toPublicOrder(order);
     });

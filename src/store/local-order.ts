@@ -4,10 +4,14 @@ import { isKnownStatus, type OrderData, type OrderStatus } from '../upstream/mod
  * Where the create call of an order stands, apart from the order's status:
  * - `pending`: written locally, the create call has not answered yet;
  * - `accepted`: the upstream has the order (any snapshot of it proves that);
- * - `rejected`: the upstream answered 400; see `rejectionCode`; never retried;
- * - `unknown`: the create call timed out; the reconciler must find out.
+ * - `rejected`: the upstream refused the order itself (an order-specific 400); see
+ *   `rejectionCode`; never retried;
+ * - `unknown`: the create call got no definite answer; the reconciler must find out;
+ * - `blocked`: the upstream refused our configuration (401/403: the key, H2H access, the IP
+ *   whitelist; see `blockedCode`), so the order surely does not exist upstream; the reconciler
+ *   submits it again with its partner_ref once a probe shows the configuration works.
  */
-export const SUBMISSION_STATES = ['pending', 'accepted', 'rejected', 'unknown'] as const;
+export const SUBMISSION_STATES = ['pending', 'accepted', 'rejected', 'unknown', 'blocked'] as const;
 export type SubmissionState = (typeof SUBMISSION_STATES)[number];
 
 /** Who delivered an event. */
@@ -19,8 +23,8 @@ export type EventSource = (typeof EVENT_SOURCES)[number];
  * `decideTransition`; the store adds:
  * - `initial`: the first known status of an order;
  * - `duplicate_event`: the (source, event id) was applied before (returned, never recorded);
- * - `rejected`, `submission_unknown`: what the create call said, recorded by `markRejected` and
- *   `markSubmissionUnknown`;
+ * - `rejected`, `submission_unknown`, `blocked`: what the create call said, recorded by
+ *   `markRejected`, `markSubmissionUnknown` and `markBlocked`;
  * - `submission_settled`: such a create outcome arrived after the submission was settled
  *   (accepted or rejected) and changed nothing.
  */
@@ -34,6 +38,7 @@ export type EventReason =
   | 'duplicate_event'
   | 'rejected'
   | 'submission_unknown'
+  | 'blocked'
   | 'submission_settled';
 
 /** An order as the store keeps it. Times we set are ms since the epoch; upstream times are ISO. */
@@ -64,6 +69,9 @@ export interface LocalOrder {
   submissionState: SubmissionState;
   rejectionCode: string | null;
   rejectionDetail: string | null;
+  /** For a `blocked` submission: the upstream's code (INVALID_API_KEY …) and detail (for IP_NOT_WHITELISTED the IP). */
+  blockedCode: string | null;
+  blockedDetail: string | null;
   lastPolledAt: number | null;
   /** When the reconciler should look at the order next; null when there is nothing to poll. */
   nextPollAt: number | null;
@@ -113,6 +121,8 @@ export interface OrderRow {
   submission_state: SubmissionState;
   rejection_code: string | null;
   rejection_detail: string | null;
+  blocked_code: string | null;
+  blocked_detail: string | null;
   last_polled_at: number | null;
   next_poll_at: number | null;
   poll_count: number;
@@ -158,6 +168,8 @@ export function toLocalOrder(row: OrderRow): LocalOrder {
     submissionState: row.submission_state,
     rejectionCode: row.rejection_code,
     rejectionDetail: row.rejection_detail,
+    blockedCode: row.blocked_code,
+    blockedDetail: row.blocked_detail,
     lastPolledAt: row.last_polled_at,
     nextPollAt: row.next_poll_at,
     pollCount: row.poll_count,

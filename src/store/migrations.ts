@@ -7,6 +7,12 @@ export interface Migration {
   version: number;
   description: string;
   sql: string;
+  /**
+   * The step rebuilds a table that others reference (SQLite cannot change a CHECK constraint in
+   * place): it runs with foreign keys off, as SQLite's documented table rebuild requires, and
+   * `PRAGMA foreign_key_check` must find nothing before it commits.
+   */
+  rebuildsTables?: boolean;
 }
 
 /**
@@ -77,6 +83,89 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE orders ADD COLUMN poll_leased_until INTEGER;
     `,
   },
+  {
+    version: 3,
+    description: 'upstream_circuit: why the reconciler stopped calling the upstream, while it has',
+    sql: `
+      CREATE TABLE upstream_circuit (
+        id        INTEGER PRIMARY KEY CHECK (id = 1),
+        cause     TEXT    NOT NULL,
+        code      TEXT    NOT NULL,
+        message   TEXT    NOT NULL,
+        fix       TEXT,
+        opened_at INTEGER NOT NULL,
+        probed_at INTEGER,
+        probes    INTEGER NOT NULL DEFAULT 0
+      );
+    `,
+  },
+  {
+    version: 4,
+    description:
+      "orders.submission_state 'blocked' (refused for our configuration), blocked_code and blocked_detail",
+    rebuildsTables: true,
+    sql: `
+      CREATE TABLE orders_v4 (
+        id                INTEGER PRIMARY KEY,
+        partner_ref       TEXT    NOT NULL UNIQUE,
+        invoice_number    TEXT    UNIQUE,
+        product_code      TEXT,
+        product_id        TEXT,
+        target_data       TEXT,
+        callback_url      TEXT,
+        amount            REAL,
+        status            TEXT,
+        upstream_status   TEXT,
+        serial_number     TEXT,
+        nickname          TEXT,
+        message           TEXT,
+        target            TEXT,
+        product_name      TEXT,
+        created_at        TEXT,
+        success_at        TEXT,
+        local_created_at  INTEGER NOT NULL,
+        updated_at        INTEGER NOT NULL,
+        submission_state  TEXT    NOT NULL
+          CHECK (submission_state IN ('pending', 'accepted', 'rejected', 'unknown', 'blocked')),
+        rejection_code    TEXT,
+        rejection_detail  TEXT,
+        last_polled_at    INTEGER,
+        next_poll_at      INTEGER,
+        poll_count        INTEGER NOT NULL DEFAULT 0,
+        stuck_at          INTEGER,
+        final_at          INTEGER,
+        poll_leased_until INTEGER,
+        blocked_code      TEXT,
+        blocked_detail    TEXT
+      );
+      INSERT INTO orders_v4 (
+        id, partner_ref, invoice_number, product_code, product_id, target_data, callback_url,
+        amount, status, upstream_status, serial_number, nickname, message, target, product_name,
+        created_at, success_at, local_created_at, updated_at, submission_state, rejection_code,
+        rejection_detail, last_polled_at, next_poll_at, poll_count, stuck_at, final_at,
+        poll_leased_until)
+      SELECT
+        id, partner_ref, invoice_number, product_code, product_id, target_data, callback_url,
+        amount, status, upstream_status, serial_number, nickname, message, target, product_name,
+        created_at, success_at, local_created_at, updated_at, submission_state, rejection_code,
+        rejection_detail, last_polled_at, next_poll_at, poll_count, stuck_at, final_at,
+        poll_leased_until
+      FROM orders;
+      DROP TABLE orders;
+      ALTER TABLE orders_v4 RENAME TO orders;
+      CREATE INDEX orders_next_poll_at ON orders (next_poll_at);
+      CREATE INDEX orders_status ON orders (status);
+      CREATE INDEX orders_local_created_at ON orders (local_created_at);
+    `,
+  },
+  {
+    version: 5,
+    description: 'orders_audit: settled SUCCESS orders by when they were last checked, for the audit',
+    sql: `
+      CREATE INDEX orders_audit ON orders (MAX(COALESCE(last_polled_at, 0), final_at))
+        WHERE status = 'SUCCESS' AND next_poll_at IS NULL;
+    `,
+  },
 ];
 
 /** The schema version this code writes and understands. */
@@ -107,14 +196,29 @@ export function migrate(db: Database): { from: number; to: number } {
   refuseNewer(db, from);
   for (const migration of MIGRATIONS) {
     if (migration.version <= from) continue;
-    db.transaction(() => {
-      // Re-read inside the write lock: another process may have applied it since.
-      const current = schemaVersion(db);
-      refuseNewer(db, current);
-      if (current >= migration.version) return;
-      db.exec(migration.sql);
-      db.pragma(`user_version = ${migration.version}`);
-    }).immediate();
+    // Only outside a transaction can foreign keys be switched off (SQLite's table rebuild).
+    const foreignKeys = db.pragma('foreign_keys', { simple: true }) === 1;
+    if (migration.rebuildsTables && foreignKeys) db.pragma('foreign_keys = OFF');
+    try {
+      db.transaction(() => {
+        // Re-read inside the write lock: another process may have applied it since.
+        const current = schemaVersion(db);
+        refuseNewer(db, current);
+        if (current >= migration.version) return;
+        db.exec(migration.sql);
+        if (migration.rebuildsTables) {
+          const broken = db.pragma('foreign_key_check') as unknown[];
+          if (broken.length > 0) {
+            throw new Error(
+              `migration ${migration.version} broke ${broken.length} foreign keys; rolled back`,
+            );
+          }
+        }
+        db.pragma(`user_version = ${migration.version}`);
+      }).immediate();
+    } finally {
+      if (migration.rebuildsTables && foreignKeys) db.pragma('foreign_keys = ON');
+    }
   }
   return { from, to: schemaVersion(db) };
 }

@@ -11,6 +11,7 @@ import {
   toOrderEvent,
 } from './local-order.js';
 import type { OrderRows } from './order-rows.js';
+import { CHECKED_AT_SQL } from './poll-schedule.js';
 
 /** Default page size of {@link OrderQueries.listOrders}. */
 export const DEFAULT_LIST_LIMIT = 50;
@@ -37,8 +38,22 @@ export interface OrderCounts {
   /** Local creation time (ms) of the oldest open order, or null. */
   oldestOpenLocalCreatedAt: number | null;
   dueForPoll: number;
-  /** Open orders marked stuck. */
+  /**
+   * Orders marked stuck that are still incomplete: open ones (still polled at the longest
+   * interval), and SUCCESS orders still without their serial (no longer polled).
+   */
   stuck: number;
+}
+
+/** The period of {@link OrderQueries.auditCoverage}: checked within the last day. */
+export const AUDIT_COVERAGE_PERIOD_MS = 86_400_000;
+
+/** How much of the audit window the upstream was asked about lately (`h2h-sync status`). */
+export interface AuditCoverage {
+  /** SUCCESS orders that became final within the window. */
+  successOrders: number;
+  /** Of those, orders checked within the last day: read from the upstream, or final since then. */
+  checkedLastDay: number;
 }
 
 /** The order store's reads, for the CLI, the metrics and the reconciler. Never writes. */
@@ -84,6 +99,21 @@ export class OrderQueries {
     return row ? this.#eventsOf.all(row.partner_ref).map(toOrderEvent) : [];
   }
 
+  /**
+   * The audit's coverage: of the SUCCESS orders that became final within `windowMs` before
+   * `now`, how many were checked with the upstream within the last day (their last poll or
+   * audit read, or their becoming final, is that recent: {@link CHECKED_AT_SQL}).
+   */
+  auditCoverage(windowMs: number, now: number = this.#rows.now()): AuditCoverage {
+    return this.#rows.db
+      .prepare<[number, number], AuditCoverage>(
+        `SELECT COUNT(*) AS successOrders,
+                COALESCE(SUM(${CHECKED_AT_SQL} > ?), 0) AS checkedLastDay
+         FROM orders WHERE status = 'SUCCESS' AND final_at >= ?`,
+      )
+      .get(now - AUDIT_COVERAGE_PERIOD_MS, now - windowMs)!;
+  }
+
   /** Counts for `h2h-sync status`. */
   countByStatus(now: number = this.#rows.now()): OrderCounts {
     const { db } = this.#rows;
@@ -116,7 +146,8 @@ export class OrderQueries {
                 COUNT(next_poll_at) AS open,
                 MIN(CASE WHEN next_poll_at IS NOT NULL THEN local_created_at END) AS oldest,
                 SUM(next_poll_at <= ?) AS due,
-                SUM(next_poll_at IS NOT NULL AND stuck_at IS NOT NULL) AS stuck
+                SUM(stuck_at IS NOT NULL AND (next_poll_at IS NOT NULL
+                    OR (status = 'SUCCESS' AND serial_number IS NULL))) AS stuck
          FROM orders`,
       )
       .get(now)!;

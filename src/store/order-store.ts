@@ -3,6 +3,7 @@ import { OrderQueries } from './order-queries.js';
 import { OrderRows } from './order-rows.js';
 import { OrderWriter } from './order-writer.js';
 import { PollSchedule, type PollScheduleSettings } from './poll-schedule.js';
+import { UpstreamCircuit } from './upstream-circuit.js';
 
 /** The order store: one part for each job, on one connection, clock and write lock. */
 export interface OrderStore {
@@ -15,6 +16,8 @@ export interface OrderStore {
   readonly schedule: PollSchedule;
   /** Reads for the CLI, the metrics and the reconciler. */
   readonly queries: OrderQueries;
+  /** Whether the reconciler has stopped calling the upstream, and why (not order state). */
+  readonly circuit: UpstreamCircuit;
 }
 
 export interface OpenOrderStoreOptions {
@@ -35,5 +38,10 @@ export function openOrderStore(
 ): OrderStore {
   const rows = new OrderRows(db, now);
   const schedule = new PollSchedule(rows, settings);
-  return { writer: new OrderWriter(rows, schedule), schedule, queries: new OrderQueries(rows) };
+  return {
+    writer: new OrderWriter(rows, schedule),
+    schedule,
+    queries: new OrderQueries(rows),
+    circuit: new UpstreamCircuit(rows),
+  };
 }

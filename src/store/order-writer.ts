@@ -89,6 +89,8 @@ const ROW_COLUMNS = [
   'submission_state',
   'rejection_code',
   'rejection_detail',
+  'blocked_code',
+  'blocked_detail',
   'last_polled_at',
   'next_poll_at',
   'poll_count',
@@ -123,6 +125,8 @@ function newOrderRow(partnerRef: string, now: number, submission: SubmissionStat
     submission_state: submission,
     rejection_code: null,
     rejection_detail: null,
+    blocked_code: null,
+    blocked_detail: null,
     last_polled_at: null,
     next_poll_at: null,
     poll_count: 0,
@@ -134,8 +138,8 @@ function newOrderRow(partnerRef: string, now: number, submission: SubmissionStat
 /**
  * The only writer of order state: the orders themselves and their audit trail (`order_events`).
  * Every change to an order's status goes through {@link OrderWriter.applyOrderSnapshot},
- * whatever its source; the create call's other outcomes are recorded by {@link markRejected}
- * and {@link markSubmissionUnknown}. Each write asks the {@link PollSchedule}, in the same
+ * whatever its source; the create call's other outcomes are recorded by {@link markRejected},
+ * {@link markBlocked} and {@link markSubmissionUnknown}. Each write asks the {@link PollSchedule}, in the same
  * transaction, when the order is to be polled next.
  */
 export class OrderWriter {
@@ -231,9 +235,20 @@ export class OrderWriter {
   }
 
   /**
-   * Records that the create call's outcome is unknown (it timed out after its retries): the
-   * submission becomes `unknown` and the order is due for a poll now. No effect on an order the
-   * upstream has already confirmed or rejected. Never touches `status`.
+   * Records that the upstream refused the create call for our configuration (401/403): the
+   * submission becomes `blocked` with the upstream's code and detail, never `rejected`, and the
+   * order is due at once, so the reconciler submits it again with its partner_ref as soon as a
+   * probe shows the configuration works. No effect on an order the upstream has already
+   * confirmed or rejected. Never touches `status`.
+   */
+  markBlocked(partnerRef: string, code: string, detail: string): LocalOrder {
+    return this.#rows.write(this.#settleSubmissionTx, partnerRef, { state: 'blocked', code, detail });
+  }
+
+  /**
+   * Records that the create call's outcome is unknown (no definite answer after its retries):
+   * the submission becomes `unknown` and the order is due for a poll now. No effect on an order
+   * the upstream has already confirmed or rejected. Never touches `status`.
    */
   markSubmissionUnknown(partnerRef: string): LocalOrder {
     return this.#rows.write(this.#settleSubmissionTx, partnerRef, { state: 'unknown' });
@@ -309,6 +324,8 @@ export class OrderWriter {
       submission_state: 'accepted',
       rejection_code: null,
       rejection_detail: null,
+      blocked_code: null,
+      blocked_detail: null,
     };
     if (verdict.apply) {
       next.status = fields.status;
@@ -333,19 +350,17 @@ export class OrderWriter {
   #settleSubmission(ref: string, outcome: SubmissionOutcome): LocalOrder {
     const now = this.#rows.now();
     const current = this.#rows.mustFind(ref);
-    const open = current.submission_state === 'pending' || current.submission_state === 'unknown';
+    const open = OPEN_SUBMISSIONS.has(current.submission_state);
     const row: OrderRow = { ...current };
-    if (open && outcome.state === 'rejected') {
+    if (open) {
       Object.assign(row, {
-        submission_state: 'rejected',
-        rejection_code: outcome.code,
-        rejection_detail: outcome.detail,
+        submission_state: outcome.state,
+        rejection_code: outcome.state === 'rejected' ? outcome.code : null,
+        rejection_detail: outcome.state === 'rejected' ? outcome.detail : null,
+        blocked_code: outcome.state === 'blocked' ? outcome.code : null,
+        blocked_detail: outcome.state === 'blocked' ? outcome.detail : null,
         updated_at: now,
       });
-    } else if (open) {
-      Object.assign(row, { submission_state: 'unknown', updated_at: now });
-    }
-    if (open) {
       Object.assign(row, this.#schedule.afterSubmissionOutcome(row, now));
       this.#updateOrder.run(row);
     }
@@ -358,15 +373,22 @@ export class OrderWriter {
       received_at: now,
       applied_at: now,
       changed: open ? 1 : 0,
-      reason: open
-        ? outcome.state === 'rejected'
-          ? 'rejected'
-          : 'submission_unknown'
-        : 'submission_settled',
+      reason: open ? OUTCOME_REASON[outcome.state] : 'submission_settled',
     });
     return toLocalOrder(row);
   }
 }
 
 /** What the create call said, when it did not answer with an order. */
-type SubmissionOutcome = { state: 'rejected'; code: string; detail: string } | { state: 'unknown' };
+type SubmissionOutcome =
+  | { state: 'rejected' | 'blocked'; code: string; detail: string }
+  | { state: 'unknown' };
+
+/** Submissions a create outcome can still settle: the upstream has neither confirmed nor rejected them. */
+const OPEN_SUBMISSIONS: ReadonlySet<SubmissionState> = new Set(['pending', 'unknown', 'blocked']);
+
+const OUTCOME_REASON: Record<SubmissionOutcome['state'], EventReason> = {
+  rejected: 'rejected',
+  unknown: 'submission_unknown',
+  blocked: 'blocked',
+};

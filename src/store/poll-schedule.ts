@@ -7,12 +7,13 @@ import type { OrderRows } from './order-rows.js';
 /**
  * The settings of the schedule, in ms, as `reconcilerSettings(config)` gives them (defaults in
  * the config schema: `RECONCILE_FIRST_POLL_DELAY_S`, `RECONCILE_BACKOFF_S`,
- * `RECONCILE_REFUND_WATCH_S`, `RECONCILE_STUCK_AFTER_H`, `RECONCILE_LEASE_S`). Every process that
- * writes orders must use the same ones, or the schedules they write disagree.
+ * `RECONCILE_STUCK_AFTER_H`, `RECONCILE_LEASE_S`, and the audit's `RECONCILE_AUDIT_WINDOW_D` and
+ * `RECONCILE_AUDIT_EVERY_S`). Every process that writes orders must use the same ones, or the
+ * schedules they write disagree.
  */
 export type PollScheduleSettings = Pick<
   ReconcilerSettings,
-  'firstPollDelayMs' | 'backoffMs' | 'refundWatchMs' | 'stuckAfterMs' | 'leaseMs'
+  'firstPollDelayMs' | 'backoffMs' | 'stuckAfterMs' | 'leaseMs' | 'auditWindowMs' | 'auditEveryMs'
 >;
 
 /** The polling columns an order write sets (see {@link PollSchedule.afterChange}). */
@@ -27,8 +28,14 @@ export interface RecordPollInput {
   changed?: boolean;
 }
 
+/** What a recorded poll came to: an answer that changed the order or not, or no usable answer. */
+type PollOutcome = 'changed' | 'unchanged' | 'failed';
+
 /** What decides whether an order is settled. */
-type SettledFields = Pick<OrderRow, 'status' | 'serial_number' | 'submission_state' | 'final_at'>;
+type SettledFields = Pick<
+  OrderRow,
+  'status' | 'serial_number' | 'submission_state' | 'final_at' | 'stuck_at'
+>;
 /** A row with the poll lease (migration 2), which only the claims read or write. */
 type LeasedOrderRow = OrderRow & { poll_leased_until: number | null };
 /** What {@link PollSchedule.recordPoll} writes. */
@@ -37,20 +44,37 @@ type PollRecord = Pick<
   'id' | 'last_polled_at' | 'poll_count' | 'next_poll_at' | 'stuck_at' | 'updated_at'
 >;
 
+/**
+ * When an order was last checked with the upstream, as SQL: its last poll or audit read, or when
+ * it became final, whichever is later. The audit takes the least recently checked first, and
+ * status reports how many were checked lately. The index `orders_audit` (migration 5) is on this
+ * exact expression.
+ */
+export const CHECKED_AT_SQL = 'MAX(COALESCE(last_polled_at, 0), final_at)';
+
+/**
+ * Without its final state, or SUCCESS still without the serial number that may follow it: what
+ * an order can be stuck in.
+ */
+function isIncomplete(row: Pick<OrderRow, 'final_at' | 'status' | 'serial_number'>): boolean {
+  return row.final_at === null || (row.status === 'SUCCESS' && row.serial_number === null);
+}
+
 /** Throws a RangeError naming the first setting that cannot make a schedule. */
 function checkSettings(settings: PollScheduleSettings): void {
-  const { firstPollDelayMs, backoffMs, refundWatchMs, stuckAfterMs, leaseMs } = settings;
+  const { firstPollDelayMs, backoffMs, stuckAfterMs, leaseMs, auditWindowMs, auditEveryMs } = settings;
   if (!Number.isFinite(firstPollDelayMs) || firstPollDelayMs < 0) {
     throw new RangeError(`firstPollDelayMs must be a number of ms ≥ 0, got ${firstPollDelayMs}`);
   }
   if (!Array.isArray(backoffMs) || backoffMs.length === 0 || backoffMs.some((ms) => !(ms > 0))) {
     throw new RangeError(`backoffMs must be one or more intervals > 0 ms, got ${JSON.stringify(backoffMs)}`);
   }
-  if (!Number.isFinite(refundWatchMs) || refundWatchMs < 0) {
-    throw new RangeError(`refundWatchMs must be a number of ms ≥ 0, got ${refundWatchMs}`);
-  }
   if (!(stuckAfterMs > 0)) throw new RangeError(`stuckAfterMs must be > 0 ms, got ${stuckAfterMs}`);
   if (!(leaseMs > 0)) throw new RangeError(`leaseMs must be > 0 ms, got ${leaseMs}`);
+  if (!Number.isFinite(auditWindowMs) || auditWindowMs < 0) {
+    throw new RangeError(`auditWindowMs must be a number of ms ≥ 0, got ${auditWindowMs}`);
+  }
+  if (!(auditEveryMs > 0)) throw new RangeError(`auditEveryMs must be > 0 ms, got ${auditEveryMs}`);
 }
 
 /**
@@ -77,12 +101,20 @@ export class PollSchedule {
     (ref: string, now: number) => { order: LocalOrder; claimed: boolean } | undefined
   >;
   readonly #releaseTx: Transaction<(partnerRef: string) => void>;
-  readonly #recordPollTx: Transaction<(ref: string, changed: boolean) => LocalOrder>;
+  readonly #claimAuditTx: Transaction<(now: number, checkedBefore: number) => LocalOrder | undefined>;
+  readonly #recordPollTx: Transaction<(ref: string, outcome: PollOutcome) => LocalOrder>;
 
   constructor(rows: OrderRows, settings: PollScheduleSettings) {
     checkSettings(settings);
-    const { firstPollDelayMs, backoffMs, refundWatchMs, stuckAfterMs, leaseMs } = settings;
-    this.settings = { firstPollDelayMs, backoffMs: [...backoffMs], refundWatchMs, stuckAfterMs, leaseMs };
+    const { firstPollDelayMs, backoffMs, stuckAfterMs, leaseMs, auditWindowMs, auditEveryMs } = settings;
+    this.settings = {
+      firstPollDelayMs,
+      backoffMs: [...backoffMs],
+      stuckAfterMs,
+      leaseMs,
+      auditWindowMs,
+      auditEveryMs,
+    };
     this.#rows = rows;
     this.#longestIntervalMs = Math.max(...backoffMs);
 
@@ -118,22 +150,38 @@ export class PollSchedule {
     this.#releaseTx = db.transaction((partnerRef) => {
       release.run(partnerRef);
     });
-    this.#recordPollTx = db.transaction((ref, changed) => this.#recordPoll(ref, changed));
+    // The audit's order: least recently checked first, from the partial index orders_audit.
+    // Named, since without ANALYZE figures the planner prefers orders_status and sorts every
+    // SUCCESS order on each claim.
+    const auditable = db.prepare<{ now: number; finalSince: number; checkedBefore: number }, OrderRow>(
+      `SELECT * FROM orders INDEXED BY orders_audit
+       WHERE status = 'SUCCESS' AND next_poll_at IS NULL
+         AND ${CHECKED_AT_SQL} < @checkedBefore
+         AND final_at >= @finalSince
+         AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
+       ORDER BY ${CHECKED_AT_SQL}, id LIMIT 1`,
+    );
+    this.#claimAuditTx = db.transaction((now, checkedBefore) => {
+      const row = auditable.get({ now, finalSince: now - this.settings.auditWindowMs, checkedBefore });
+      if (!row) return undefined;
+      this.#setLease.run(now + leaseMs, row.id);
+      return toLocalOrder(row);
+    });
+    this.#recordPollTx = db.transaction((ref, outcome) => this.#recordPoll(ref, outcome));
   }
 
   /**
-   * True when nothing about the order can still change by itself, so polling ends: FAILED,
-   * REFUNDED, or SUCCESS with its serial number (decisions.md: a serial may follow a SUCCESS, and
-   * a SUCCESS may still be refunded, which a webhook reports), once `refundWatchMs` has passed
-   * since it became final. A rejected submission never existed upstream and is settled too.
+   * True when due polling ends: FAILED, REFUNDED, or SUCCESS with its serial number
+   * (decisions.md: a serial may follow a SUCCESS). A SUCCESS still without its serial is settled
+   * once it is stuck: its outcome is final, and a late serial still applies when it comes. A
+   * rejected submission never existed upstream and is settled too. A SUCCESS may still be
+   * refunded: the audit re-reads settled SUCCESS orders on idle capacity ({@link claimForAudit}).
    */
-  isSettled(row: SettledFields, now: number): boolean {
+  isSettled(row: SettledFields): boolean {
     if (row.submission_state === 'rejected') return true;
     if (row.status === null || !isFinalStatus(row.status)) return false;
     if (row.status !== 'SUCCESS') return true;
-    if (row.serial_number === null) return false;
-    const { refundWatchMs } = this.settings;
-    return refundWatchMs === 0 || row.final_at === null || now >= row.final_at + refundWatchMs;
+    return row.serial_number !== null || row.stuck_at !== null;
   }
 
   /**
@@ -150,18 +198,20 @@ export class PollSchedule {
     changed: boolean,
     now: number,
   ): PollingColumns {
-    if (this.isSettled(next, now)) return { next_poll_at: null, poll_count: next.poll_count };
-    const firstPollAt = now + this.settings.firstPollDelayMs;
+    if (this.isSettled(next)) return { next_poll_at: null, poll_count: next.poll_count };
+    const firstPollAt = now + this.#firstPollDelayMs();
     if (changed || current === null) return { next_poll_at: firstPollAt, poll_count: 0 };
     return { next_poll_at: current.next_poll_at ?? firstPollAt, poll_count: next.poll_count };
   }
 
   /**
    * The next poll of an order whose create call just ended without an order: none once the
-   * submission is rejected; at once when its outcome is unknown, since only a poll can tell.
+   * submission is rejected; at once when its outcome is unknown, since only a poll can tell, or
+   * when it is blocked (the reconciler submits it again once a probe shows the configuration
+   * works, and takes it before the orders due after it).
    */
   afterSubmissionOutcome(row: SettledFields, now: number): Pick<OrderRow, 'next_poll_at'> {
-    return { next_poll_at: this.isSettled(row, now) ? null : now };
+    return { next_poll_at: this.isSettled(row) ? null : now };
   }
 
   /** Up to `limit` orders whose next poll time has come by `now`, the longest-due first. Reads only. */
@@ -195,6 +245,21 @@ export class PollSchedule {
     return this.#rows.write(this.#claimOneTx, ref, this.#rows.now());
   }
 
+  /**
+   * Claims the settled SUCCESS order the audit should re-read next, or undefined when none is
+   * eligible: one that became final within `auditWindowMs`, whose last check ({@link CHECKED_AT_SQL}:
+   * its last poll or audit read, or its becoming final) is at least `auditEveryMs` old and before `checkedBefore` (a pass gives
+   * its start: no order is audited twice in one pass), not under another live lease; least
+   * recently checked first. The audit records its read with {@link recordPoll}, which also sets
+   * the check time, or releases the claim. Undefined at once when `auditWindowMs` is 0.
+   */
+  claimForAudit({ checkedBefore }: { checkedBefore?: number } = {}): LocalOrder | undefined {
+    if (this.settings.auditWindowMs === 0) return undefined;
+    const now = this.#rows.now();
+    const bound = Math.min(now - this.settings.auditEveryMs + 1, checkedBefore ?? now);
+    return this.#rows.write(this.#claimAuditTx, now, bound);
+  }
+
   /** Ends a poll lease without recording a poll: the order keeps its place in the schedule. */
   releasePollClaim(partnerRef: string): void {
     this.#rows.write(this.#releaseTx, partnerRef);
@@ -206,8 +271,9 @@ export class PollSchedule {
    * restarts the count when the poll `changed` the order), and sets the next poll:
    * - settled → none;
    * - open longer than `stuckAfterMs` since its local creation without a final state → marked
-   *   stuck (`stuck_at`, the first marking kept) and polled at the longest backoff interval (a
-   *   SUCCESS waiting for its serial, or watched for a refund, has a final state: never stuck);
+   *   stuck (`stuck_at`, the first marking kept) and polled at the longest backoff interval;
+   *   a SUCCESS still without its serial is marked stuck the same way, and then settled (its
+   *   outcome is final: it is not polled on for the serial, which still applies when it comes);
    * - changed → after `firstPollDelayMs`, as after a webhook: the next webhook is overdue then;
    * - otherwise the n-th poll in a row without a change → after `backoffMs[n - 1]`, the last
    *   entry repeating.
@@ -215,27 +281,49 @@ export class PollSchedule {
    * Throws `ORDER_NOT_FOUND` for an unknown ref.
    */
   recordPoll(partnerRef: string, { changed = false }: RecordPollInput = {}): LocalOrder {
-    return this.#rows.write(this.#recordPollTx, partnerRef, changed);
+    return this.#rows.write(this.#recordPollTx, partnerRef, changed ? 'changed' : 'unchanged');
   }
 
-  #recordPoll(ref: string, changed: boolean): LocalOrder {
+  /**
+   * Records a poll of this order that got no usable answer (5xx, no answer, after the client's
+   * retries) and ends its lease: the order goes on its own backoff, as after a poll that changed
+   * nothing (the n-th in a row waits `backoffMs[n - 1]`, stuck orders the longest interval), so it
+   * goes behind the orders due before it and can never hold them up. `last_polled_at` stays: it
+   * is the last time the upstream answered for the order.
+   */
+  recordFailedPoll(partnerRef: string): LocalOrder {
+    return this.#rows.write(this.#recordPollTx, partnerRef, 'failed');
+  }
+
+  /**
+   * How long after a creation or a change an order is first polled: when its next webhook is
+   * overdue. Every first poll, after a write of the writer or a poll that found a change, is
+   * computed here.
+   */
+  #firstPollDelayMs(): number {
+    return this.settings.firstPollDelayMs;
+  }
+
+  #recordPoll(ref: string, outcome: PollOutcome): LocalOrder {
     const now = this.#rows.now();
     const current = this.#rows.mustFind(ref);
-    const { backoffMs, firstPollDelayMs, stuckAfterMs } = this.settings;
-    const stuck = current.final_at === null && now - current.local_created_at >= stuckAfterMs;
+    const { backoffMs, stuckAfterMs } = this.settings;
+    const changed = outcome === 'changed';
+    const stuck = isIncomplete(current) && now - current.local_created_at >= stuckAfterMs;
     const delayMs = stuck
       ? this.#longestIntervalMs
       : changed
-        ? firstPollDelayMs
+        ? this.#firstPollDelayMs()
         : backoffMs[Math.min(current.poll_count, backoffMs.length - 1)]!;
     const record: PollRecord = {
       id: current.id,
-      last_polled_at: now,
+      last_polled_at: outcome === 'failed' ? current.last_polled_at : now,
       poll_count: changed ? 0 : current.poll_count + 1,
-      next_poll_at: this.isSettled(current, now) ? null : now + delayMs,
+      next_poll_at: null,
       stuck_at: stuck ? (current.stuck_at ?? now) : current.stuck_at,
       updated_at: now,
     };
+    record.next_poll_at = this.isSettled({ ...current, stuck_at: record.stuck_at }) ? null : now + delayMs;
     this.#writePoll.run(record);
     return toLocalOrder({ ...current, ...record });
   }

@@ -93,6 +93,8 @@ interface CallSpec {
   waitForBudget: boolean;
   /** Whether repeating the request after no answer or a 5xx cannot do harm (GET, or POST with a partner_ref). */
   safeToRepeat: boolean;
+  /** A 404 is an answer ("no such order"), not a sign of a wrong base URL: `GET /orders/:ref` only. */
+  notFoundIsAnswer?: boolean;
 }
 
 type Attempt =
@@ -206,9 +208,14 @@ export class UpstreamClient {
     });
   }
 
-  /** GET /profile: the member and its balance. */
-  profile(): Promise<Profile> {
-    return this.#call<Profile>(this.#get('/profile'));
+  /**
+   * GET /profile: the member and its balance. With `priority: 'poll'` it takes a poll slot of the
+   * budget without waiting, as a status poll does (the reconciler's probe); by default it waits
+   * for a `create` slot.
+   */
+  profile(options: { priority?: BudgetPriority } = {}): Promise<Profile> {
+    const priority = options.priority ?? 'create';
+    return this.#call<Profile>({ ...this.#get('/profile'), priority, waitForBudget: priority === 'create' });
   }
 
   /** GET /categories. */
@@ -276,6 +283,7 @@ export class UpstreamClient {
       priority,
       waitForBudget: priority === 'create',
       safeToRepeat: true,
+      notFoundIsAnswer: true,
     });
   }
 
@@ -392,6 +400,7 @@ export class UpstreamClient {
       attempts,
       retryAfterMs: result.retryAfterMs,
       outcomeUnknown: spec.method === 'POST' && result.status >= 500,
+      notFoundIsAnswer: spec.notFoundIsAnswer ?? false,
     });
   }
 

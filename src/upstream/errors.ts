@@ -36,11 +36,22 @@ export function fixFor(code: string, status: number, detail: string): string {
   if (isKnownCode(code)) return UPSTREAM_ERRORS[code].fix;
   if (Object.hasOwn(CLIENT_ERROR_FIXES, code))
     return CLIENT_ERROR_FIXES[code as keyof typeof CLIENT_ERROR_FIXES];
+  if (status === 404) return UPSTREAM_ERRORS.ORDER_NOT_FOUND.fix;
   if (status === 429) return UPSTREAM_ERRORS.TOO_MANY_REQUESTS.fix;
   if (status >= 500) return 'the upstream failed; retry later';
   if (status === 401 || status === 403) return 'check the API key, the whitelist and H2H access';
   return 'fix the request; the detail names the problem';
 }
+
+/**
+ * What a refusal says about our own configuration rather than about the request (decisions.md,
+ * "Errors on create: rejection or configuration"):
+ * - `credentials`: 401 or 403 (API_KEY_MISSING, INVALID_API_KEY, IP_NOT_WHITELISTED): the API key,
+ *   the account's H2H access or the member's IP whitelist;
+ * - `base_url`: a 404 of a route that always exists (every route but `GET /orders/:ref`, whose
+ *   404 means "no such order"): H2H_BASE_URL points at something that is not the member API.
+ */
+export type ConfigurationProblem = 'credentials' | 'base_url';
 
 /** Whether repeating the same request later can succeed: 429 and 5xx yes, other 4xx no (spec §7 rule 1). */
 export function isRetryableStatus(status: number): boolean {
@@ -64,6 +75,17 @@ export interface UpstreamErrorInit {
   retryAfterMs?: number;
   /** True when an answer of this status does not prove the request had no effect (a 5xx to POST /orders). */
   outcomeUnknown?: boolean;
+  /**
+   * True when a 404 of this route is an answer ("no such order": `GET /orders/:ref`); on any other
+   * route a 404 means the base URL is wrong. Default: false.
+   */
+  notFoundIsAnswer?: boolean;
+}
+
+function configurationProblem(init: UpstreamErrorInit): ConfigurationProblem | undefined {
+  if (init.status === 401 || init.status === 403) return 'credentials';
+  if (init.status === 404 && !init.notFoundIsAnswer) return 'base_url';
+  return undefined;
 }
 
 /**
@@ -88,9 +110,18 @@ export class UpstreamError extends Error {
    * failed, so treat the submission as unknown and read the order (or repeat with the same partner_ref).
    */
   readonly outcomeUnknown: boolean;
+  /**
+   * Set when the refusal is about our configuration, not the request: every call fails the same
+   * way until it is fixed (see {@link ConfigurationProblem}). Undefined for other answers.
+   */
+  readonly configuration: ConfigurationProblem | undefined;
 
   constructor(init: UpstreamErrorInit) {
-    const fix = fixFor(init.code, init.status, init.detail);
+    const configuration = configurationProblem(init);
+    const fix =
+      configuration === 'base_url'
+        ? `the upstream has no ${init.method} ${init.path}: check H2H_BASE_URL (the member API's base URL)`
+        : fixFor(init.code, init.status, init.detail);
     const detail = init.detail ? ` (${init.detail})` : '';
     const tries = init.attempts > 1 ? ` after ${init.attempts} attempts` : '';
     super(`${init.method} ${init.path} failed with ${init.status} ${init.code}${detail}${tries}: ${fix}`);
@@ -104,6 +135,7 @@ export class UpstreamError extends Error {
     this.attempts = init.attempts;
     this.retryAfterMs = init.retryAfterMs;
     this.outcomeUnknown = init.outcomeUnknown ?? false;
+    this.configuration = configuration;
   }
 }
 

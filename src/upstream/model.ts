@@ -109,8 +109,14 @@ export interface ErrorBody {
  * should do. Spec §7 plus the codes decisions.md fixes for the spec's gaps.
  */
 export const UPSTREAM_ERRORS = {
-  API_KEY_MISSING: { status: 401, fix: 'send the API key in x-api-key or Authorization: Bearer' },
-  INVALID_API_KEY: { status: 401, fix: 'check the API key, and that H2H access and the account are active' },
+  API_KEY_MISSING: {
+    status: 401,
+    fix: 'send the API key (H2H_API_KEY) in x-api-key or Authorization: Bearer (H2H_AUTH_STYLE)',
+  },
+  INVALID_API_KEY: {
+    status: 401,
+    fix: 'check the API key (H2H_API_KEY), and that H2H access and the account are active',
+  },
   IP_NOT_WHITELISTED: { status: 401, fix: 'add the IP in the error detail to the member whitelist' },
   TOO_MANY_REQUESTS: {
     status: 429,

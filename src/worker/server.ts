@@ -137,7 +137,7 @@ export async function startWorkerProcess(
   // loadConfig already refused a non-loopback admin host without credentials.
   const admin = options.admin ? adminSettings(config) : undefined;
   const db = openDatabase({ path: settings.dbPath });
-  // The reconciler's schedule (first poll, refund watch) applies to orders a webhook moves, too.
+  // The reconciler's schedule (first poll, backoff) applies to orders a webhook moves, too.
   const store = openOrderStore(db, reconcilerSettings(config));
   /** Stops of the started components, run last-started first. Each resolves to "stopped gracefully". */
   const stops: Array<() => Promise<boolean>> = [];

@@ -67,10 +67,10 @@ test('order create places one order, order show lists its history, order list fi
   assert.deepEqual([JSON.parse(pending.stdout).length, JSON.parse(success.stdout).length], [1, 0]);
 });
 
-test('an upstream refusal prints one line with its code and the fix, and exits 1', async (t) => {
+test('an upstream refusal prints one line with its code and the fix: exit 2 when it is our configuration, 1 when it is the order', async (t) => {
   const { env } = await environment(t);
   const refused = await runCli(['profile'], { ...env, H2H_API_KEY: 'sim_key_remote_M0002' });
-  assert.equal(refused.code, 1);
+  assert.equal(refused.code, 2);
   assert.equal(
     refused.stderr.trim(),
     "error: IP_NOT_WHITELISTED (401): 127.0.0.1 — add 127.0.0.1 to the member's whitelist",
@@ -82,6 +82,44 @@ test('an upstream refusal prints one line with its code and the fix, and exits 1
   );
   assert.equal(rejected.code, 1);
   assert.match(rejected.stderr, /rejected: INVALID_TARGET/);
+});
+
+test('order create with a refused key blocks the order (exit 2, the fix, submitted again once fixed), status shows it; a wrong base URL exits 2 naming H2H_BASE_URL', async (t) => {
+  const { sim, env } = await environment(t);
+  const target = ['--user-id', userIdEndingIn('0007'), '--server-id', '2001'];
+  const args = ['order', 'create', '--product', 'MLBB-86', ...target];
+  await sim.patchMember('M-0001', { h2h_enabled: false });
+
+  const blocked = await runCli([...args, '--partner-ref', 'cli-blocked'], env);
+  assert.equal(blocked.code, 2);
+  assert.match(
+    blocked.stderr,
+    /blocked: the upstream refused our configuration, not the order: INVALID_API_KEY/,
+  );
+  assert.match(blocked.stderr, /H2H_API_KEY/);
+  assert.match(blocked.stderr, /submitted again with the same partner_ref once the configuration is fixed/);
+  assert.match(blocked.stdout, /blocked: INVALID_API_KEY/);
+
+  const status = await runCli(['status'], env);
+  assert.match(status.stdout, /│ submission blocked +│ 1 +│/);
+  assert.match(
+    status.stdout,
+    /1 blocked order\(s\): the upstream refused our configuration \(INVALID_API_KEY\) — check the API key \(H2H_API_KEY\)/,
+  );
+  const json = JSON.parse((await runCli(['status', '--json'], env)).stdout);
+  assert.deepEqual([json.blocked.count, json.blocked.code], [1, 'INVALID_API_KEY']);
+
+  await sim.patchMember('M-0001', { h2h_enabled: true });
+  const again = await runCli([...args, '--partner-ref', 'cli-blocked', '--json'], env);
+  assert.equal(again.code, 0, again.stderr);
+  assert.equal(JSON.parse(again.stdout).outcome, 'accepted');
+
+  const wrongUrl = await runCli([...args, '--partner-ref', 'cli-url'], {
+    ...env,
+    H2H_BASE_URL: `${sim.sim.origin}/v2/member-api`,
+  });
+  assert.equal(wrongUrl.code, 2);
+  assert.match(wrongUrl.stderr, /not submitted: .*check H2H_BASE_URL/);
 });
 
 test('missing or wrong settings stop the command with exit 2 and name the variable to fix', async (t) => {

@@ -35,6 +35,12 @@ test('reconcile --once runs one pass now and prints its summary; status shows or
   assert.deepEqual(statusBefore.orders.byStatus, { PENDING: 3 });
   assert.deepEqual(statusBefore.queues.reconcile, { waiting: 0, active: 0, delayed: 0, failed: 0 });
   assert.equal(statusBefore.failedEvents, 0);
+  assert.deepEqual(statusBefore.audit, {
+    windowDays: 7,
+    successOrders: 0,
+    checkedLastDay: 0,
+    coverage: null,
+  });
 
   const pass = await cli(env, ['reconcile', '--once', '--json']);
   assert.equal(pass.code, 0, pass.stderr);
@@ -50,7 +56,7 @@ test('reconcile --once runs one pass now and prints its summary; status shows or
 
   const table = await cli(env, ['reconcile', '--once']);
   assert.equal(table.code, 0, table.stderr);
-  assert.match(table.stdout, /Checked.*Changed.*Still open.*Stuck.*Errors.*Budget used/);
+  assert.match(table.stdout, /Checked.*Changed.*Still open.*Stuck.*Errors.*Audited.*Budget used/);
   assert.match(table.stdout, /no order left due/);
 
   const after = await cli(env, ['status']);
@@ -59,9 +65,13 @@ test('reconcile --once runs one pass now and prints its summary; status shows or
   assert.match(after.stdout, /│ SUCCESS +│ 1 +│/);
   assert.match(after.stdout, /h2h-reconcile/);
   assert.match(after.stdout, /Failed events: 0/);
+  assert.match(
+    after.stdout,
+    /Audit of SUCCESS orders \(last 7 d, on idle budget\): 1 of 1 checked in the last day \(100 %\)/,
+  );
 });
 
-test('reconcile --once says so and exits 1 when another pass holds the lock, or when the upstream refuses the key', async (t) => {
+test('reconcile --once says so and exits 1 when another pass holds the lock, and 2 when the upstream refuses the key; status shows the open circuit and its fix', async (t) => {
   const env = await reconcilerEnv(t, { settings: { firstPollDelayMs: 0 } });
   await createUpstreamOrder(env, 'busy-1');
   const held = await new PassLock(env.redisClient).acquire();
@@ -72,11 +82,25 @@ test('reconcile --once says so and exits 1 when another pass holds the lock, or 
   await held.release();
 
   const refused = await cli(env, ['reconcile', '--once', '--json'], { H2H_API_KEY: 'sim_key_noh2h_M0003' });
-  assert.equal(refused.code, 1);
+  assert.equal(refused.code, 2, 'a configuration problem');
   const summary = JSON.parse(refused.stdout);
   assert.equal(summary.stoppedBy, 'unauthorized');
   assert.equal(summary.error.code, 'INVALID_API_KEY');
   assert.equal(env.store.queries.getOrder('busy-1')!.lastPolledAt, null, 'the order keeps its place');
+
+  const status = await cli(env, ['status']);
+  assert.equal(status.code, 0, status.stderr);
+  assert.match(
+    status.stdout,
+    /Reconciler circuit OPEN \(unauthorized\) for .*INVALID_API_KEY: check the API key \(H2H_API_KEY\)/,
+  );
+  const json = JSON.parse((await cli(env, ['status', '--json'])).stdout);
+  assert.deepEqual([json.circuit.cause, json.circuit.code], ['unauthorized', 'INVALID_API_KEY']);
+
+  const table = await cli(env, ['reconcile', '--once']);
+  assert.equal(table.code, 0, 'the right key: the probe closes the circuit and the pass polls');
+  assert.match(table.stdout, /no order left due/);
+  assert.equal(JSON.parse((await cli(env, ['status', '--json'])).stdout).circuit, null);
 });
 
 test('order show --refresh polls the order now and shows what the upstream says', async (t) => {

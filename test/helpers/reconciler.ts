@@ -38,6 +38,8 @@ export interface RequestLog {
   logger: Logger;
   /** GET /orders/:ref requests per ref (decoded). */
   getsByRef(): Map<string, number>;
+  /** The refs of GET /orders/:ref requests (decoded), in the order they arrived. */
+  gets(): string[];
   /** Answers by HTTP status. */
   statuses(): Map<number, number>;
 }
@@ -45,17 +47,18 @@ export interface RequestLog {
 export function simulatorRequestLog(): RequestLog {
   const { logger, records } = capturedLogger({ name: 'sim', level: 'debug' });
   const prefix = '/v1/member-api/orders/';
+  const gets = () =>
+    records().flatMap((line) => {
+      const req = line.req as { method?: string; url?: string } | undefined;
+      if (line.msg !== 'incoming request' || req?.method !== 'GET' || !req.url?.startsWith(prefix)) return [];
+      return [decodeURIComponent(req.url.slice(prefix.length))];
+    });
   return {
     logger,
+    gets,
     getsByRef() {
       const counts = new Map<string, number>();
-      for (const line of records()) {
-        const req = line.req as { method?: string; url?: string } | undefined;
-        if (line.msg !== 'incoming request' || req?.method !== 'GET' || !req.url?.startsWith(prefix))
-          continue;
-        const ref = decodeURIComponent(req.url.slice(prefix.length));
-        counts.set(ref, (counts.get(ref) ?? 0) + 1);
-      }
+      for (const ref of gets()) counts.set(ref, (counts.get(ref) ?? 0) + 1);
       return counts;
     },
     statuses() {
@@ -151,7 +154,11 @@ export async function reconcilerEnv(
     ...options.client,
   });
   defer(() => client.close());
-  const metrics = createReconcilerMetrics({ queries: store.queries });
+  const metrics = createReconcilerMetrics({
+    queries: store.queries,
+    circuit: store.circuit,
+    auditWindowMs: settings.auditWindowMs,
+  });
   const deps: ReconcilerDeps = { store, client, settings, metrics, logger: log.logger, now };
   return {
     sim,

@@ -218,7 +218,7 @@ export interface TestSimulator {
   /** GET /orders/:ref with the ref URL-encoded. */
   getOrder(ref: string, options?: ApiOptions): Promise<HttpAnswer<OrderAnswerBody>>;
   /** POST /__sim/faults (a partial merge); throws unless it answers 200. */
-  setFaults(patch: Record<string, number | boolean>): Promise<void>;
+  setFaults(patch: Record<string, number | boolean | string | string[] | null>): Promise<void>;
   /** PATCH /__sim/members/:member_id; throws unless it answers 200. */
   patchMember(memberId: string, patch: Record<string, unknown>): Promise<void>;
   /**

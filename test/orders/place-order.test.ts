@@ -119,6 +119,42 @@ test('a 400 marks the order rejected with the upstream code, and it is never ret
   assert.equal((await sim.allOrders()).length, 0);
 });
 
+test('a 401 is our configuration, not the order: the order is blocked, never rejected, with the fix; once the key works the same partner_ref is placed once', async (t) => {
+  const { sim, store, deps } = await setup(t);
+  const before = await sim.balance();
+  await sim.patchMember('M-0001', { h2h_enabled: false });
+
+  const blocked = await placeOrder(deps, { productCode: 'MLBB-86', data: target(), partnerRef: 'key-1' });
+
+  assert.equal(blocked.outcome, 'blocked');
+  assert.equal(blocked.outcome === 'blocked' && blocked.code, 'INVALID_API_KEY');
+  assert.match(blocked.outcome === 'blocked' ? blocked.fix : '', /H2H_API_KEY/);
+  assert.equal(blocked.order.submissionState, 'blocked');
+  assert.equal(blocked.order.nextPollAt !== null, true, 'the reconciler submits it again once a probe works');
+  assert.equal(store.queries.listOrders({ status: 'rejected' }).length, 0);
+
+  await sim.patchMember('M-0001', { h2h_enabled: true });
+  const placed = await placeOrder(deps, { productCode: 'MLBB-86', data: target(), partnerRef: 'key-1' });
+  assert.equal(placed.outcome, 'accepted', 'the shop can use its reference again');
+  assert.equal((await sim.allOrders()).filter((o) => o.partner_ref === 'key-1').length, 1);
+  assert.equal(before - (await sim.balance()), 19_500);
+});
+
+test('an IP missing from the whitelist blocks the order too, and the fix names the IP to add', async (t) => {
+  const { sim, deps } = await setup(t);
+  const remote = new UpstreamClient({ baseUrl: sim.sim.baseUrl, apiKey: sim.keyOf('M-0002') });
+  t.after(() => remote.close());
+
+  const result = await placeOrder(
+    { ...deps, client: remote },
+    { productCode: 'MLBB-86', data: target(), partnerRef: 'ip-1' },
+  );
+
+  assert.equal(result.outcome, 'blocked');
+  assert.equal(result.outcome === 'blocked' && result.code, 'IP_NOT_WHITELISTED');
+  assert.equal(result.outcome === 'blocked' && result.fix, "add 127.0.0.1 to the member's whitelist");
+});
+
 test('a create answer that never comes leaves the order unknown, never failed, and the retry adopts the one upstream order', async (t) => {
   // undici checks header timeouts on a coarse (about 0.5 to 1 s) timer, hence the long delay.
   const { sim, deps } = await setup(t, { headersTimeoutMs: 200 });

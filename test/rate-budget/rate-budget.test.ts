@@ -59,6 +59,44 @@ describe('RateBudget', () => {
     assert.ok(spread >= 4 * 400, `24 grants at 5 per 400 ms took only ${Math.round(spread)} ms`);
   });
 
+  test('the audit draws only idle capacity: never from a window that creation or due polls are using, and never their reserve', async (t) => {
+    const { redis } = await redisFor(t);
+    // 12 a window: 4 kept for creation, 2 more for due polls; the audit may use the window up to 6.
+    const shared = budget(redis, { limit: 12, reservedForCreate: 4, reservedForPolls: 2, windowMs: 60_000 });
+    assert.equal(shared.ceilingFor('audit'), 6);
+
+    const idle = [];
+    for (let i = 0; i < 8; i++) idle.push(await shared.tryAcquire('audit'));
+    const polls = [];
+    for (let i = 0; i < 3; i++) polls.push(await shared.tryAcquire('poll'));
+    const creates = [];
+    for (let i = 0; i < 5; i++) creates.push(await shared.tryAcquire('create'));
+
+    assert.deepEqual(
+      idle,
+      [true, true, true, true, true, true, false, false],
+      'only while the window is idle',
+    );
+    assert.deepEqual(polls, [true, true, false], 'due polls still find their headroom');
+    assert.deepEqual(creates, [true, true, true, true, false], 'and creation its whole reserve');
+    const used = await shared.used();
+    assert.deepEqual([used.audit, used.poll, used.create, used.auditCeiling], [6, 2, 4, 6]);
+
+    const busy = budget(redis, { limit: 12, reservedForCreate: 4, windowMs: 60_000, keyPrefix: 'busy:' });
+    for (let i = 0; i < 6; i++) assert.ok(await busy.tryAcquire('poll'));
+    assert.equal(await busy.tryAcquire('audit'), false, 'a window busy with polls has no idle capacity');
+  });
+
+  test('a headroom for polls beyond the poll share is refused at construction, naming the bound', async (t) => {
+    const { redis } = await redisFor(t);
+    assert.throws(() => budget(redis, { limit: 12, reservedForCreate: 4, reservedForPolls: 9 }), {
+      name: 'RangeError',
+      message:
+        /^RateBudget: reservedForPolls must be an integer from 0 to limit - reservedForCreate \(8\), got 9$/,
+    });
+    assert.equal(budget(redis, { limit: 60 }).ceilingFor('audit'), 30, 'the defaults: 60 - 20 - 10');
+  });
+
   test('polls stop at their share while order creation still gets the reserved part', async (t) => {
     const { redis } = await redisFor(t);
     const shared = budget(redis, { limit: 6, reservedForCreate: 2, windowMs: 60_000 });
@@ -74,8 +112,10 @@ describe('RateBudget', () => {
       used: 6,
       create: 2,
       poll: 4,
+      audit: 0,
       limit: 6,
       pollCeiling: 4,
+      auditCeiling: 3,
       windowMs: 61_000,
     });
   });

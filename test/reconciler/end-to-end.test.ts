@@ -16,9 +16,9 @@ import { waitFor } from '../helpers/wait.js';
 test('with 30% of webhooks lost, duplicated and reordered, webhooks through the receiver and worker plus polling leave every local order equal to the upstream', async (t) => {
   const env = await reconcilerEnv(t, {
     sim: { timeScale: 0.01, seed: 7 },
-    // Webhooks usually come first; a poll only when one is overdue. A SUCCESS is watched for a
-    // refund for 2 s, or a lost REFUNDED webhook after a delivered SUCCESS would never be seen.
-    settings: { firstPollDelayMs: 400, backoffMs: [200, 400, 800], refundWatchMs: 2000 },
+    // Webhooks usually come first; a poll only when one is overdue. The audit re-reads a settled
+    // SUCCESS after 300 ms, or a lost REFUNDED webhook after a delivered SUCCESS would never be seen.
+    settings: { firstPollDelayMs: 400, backoffMs: [200, 400, 800], auditEveryMs: 300 },
   });
   const receiver = await startReceiver(
     receiverSettings(

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { CIRCUIT_OPENS_AFTER } from '../../src/reconciler/circuit.js';
 import { PassLock } from '../../src/reconciler/pass-lock.js';
-import { MAX_CONSECUTIVE_FAILURES, runReconcilePass } from '../../src/reconciler/reconcile-pass.js';
+import { runReconcilePass } from '../../src/reconciler/reconcile-pass.js';
 import { createUpstreamOrder, metricValue, reconcilerEnv } from '../helpers/reconciler.js';
 import { snapshot } from '../helpers/store.js';
 
@@ -106,7 +107,7 @@ test('an order open longer than the maximum age is marked stuck, counted, and po
   assert.ok(env.log.records().some((l) => l.msg?.toString().startsWith('order marked stuck')));
 });
 
-test('401 stops the pass with the upstream code and the fix, and the order keeps its place', async (t) => {
+test('401 opens the circuit with the upstream code and the fix; the order keeps its place; each later pass probes once, and the circuit closes when the key works again', async (t) => {
   const env = await reconcilerEnv(t, { manualClock: true });
   await createUpstreamOrder(env, 'auth-1');
   await createUpstreamOrder(env, 'auth-2');
@@ -117,13 +118,35 @@ test('401 stops the pass with the upstream code and the fix, and the order keeps
 
   assert.equal(summary.stoppedBy, 'unauthorized');
   assert.equal(summary.error?.code, 'INVALID_API_KEY');
-  assert.match(summary.error?.fix ?? '', /API key/);
+  assert.match(summary.error?.fix ?? '', /H2H_API_KEY/);
   assert.equal(summary.checked, 0);
   assert.equal(summary.errors, 1);
   assert.equal(summary.dueAfter, 2);
+  assert.deepEqual(
+    [summary.circuit?.cause, summary.circuit?.code],
+    ['unauthorized', 'INVALID_API_KEY'],
+    'the circuit is open, and says why',
+  );
   assert.equal(env.store.queries.getOrder('auth-1')!.lastPolledAt, null);
-  assert.equal(env.store.schedule.claimDueForPoll(10).length, 2, 'no claim left behind');
+  assert.equal(env.store.queries.getOrder('auth-1')!.pollCount, 0, 'not the order’s fault: no backoff');
   assert.ok(env.log.records().some((l) => l.level === 50 && /INVALID_API_KEY/.test(String(l.msg))));
+  assert.equal(await metricValue(env.metrics, 'h2h_reconcile_circuit_open', { cause: 'unauthorized' }), 1);
+
+  const probed = await runReconcilePass(env.deps);
+  assert.deepEqual(
+    [probed.stoppedBy, probed.probe, probed.calls, probed.checked],
+    ['unauthorized', 'failed', 1, 0],
+    'one probe, no poll',
+  );
+  assert.equal(probed.circuit?.probes, 1);
+
+  await env.sim.patchMember('M-0001', { h2h_enabled: true });
+  const resumed = await runReconcilePass(env.deps);
+  assert.deepEqual([resumed.probe, resumed.checked, resumed.stoppedBy], ['ok', 2, 'done']);
+  assert.equal(resumed.circuit, null);
+  assert.equal(env.store.circuit.state(), null);
+  assert.equal(await metricValue(env.metrics, 'h2h_reconcile_circuit_open', { cause: 'unauthorized' }), 0);
+  assert.ok(env.log.records().some((l) => /circuit closed/.test(String(l.msg))));
 });
 
 test('429 from the upstream ends the pass without losing the order’s place', async (t) => {
@@ -147,24 +170,51 @@ test('429 from the upstream ends the pass without losing the order’s place', a
   assert.equal(summary.dueAfter, 1);
 });
 
-test(`5xx answers skip the order for this pass, and ${MAX_CONSECUTIVE_FAILURES} in a row end the pass; each keeps its place`, async (t) => {
+test(`5xx for ${CIRCUIT_OPENS_AFTER} different orders in a row opens the circuit: those orders back off, the rest keep their place, and a probe closes it once the upstream answers`, async (t) => {
   const env = await reconcilerEnv(t, { manualClock: true });
-  for (const ref of ['f-1', 'f-2', 'f-3', 'f-4', 'f-5']) await createUpstreamOrder(env, ref);
+  const refs = ['f-1', 'f-2', 'f-3', 'f-4', 'f-5'];
+  for (const ref of refs) await createUpstreamOrder(env, ref);
   env.clock.advance(env.settings.firstPollDelayMs);
   await env.sim.setFaults({ error_5xx: 1 });
 
   const summary = await runReconcilePass(env.deps);
 
   assert.equal(summary.stoppedBy, 'upstream_failing');
-  assert.equal(summary.errors, MAX_CONSECUTIVE_FAILURES);
+  assert.equal(summary.errors, CIRCUIT_OPENS_AFTER);
   assert.equal(summary.error?.code, 'SERVICE_UNAVAILABLE');
-  assert.equal(summary.calls, MAX_CONSECUTIVE_FAILURES * 2, 'each order once, with the client’s retry');
+  assert.equal(summary.calls, CIRCUIT_OPENS_AFTER * 2, 'each order once, with the client’s retry');
   assert.equal(await metricValue(env.metrics, 'h2h_reconcile_polls_total', { outcome: 'upstream_error' }), 3);
+  assert.equal(summary.circuit?.cause, 'upstream_failing');
+  assert.equal(
+    await metricValue(env.metrics, 'h2h_reconcile_circuit_open', { cause: 'upstream_failing' }),
+    1,
+  );
+  for (const ref of refs.slice(0, 3)) {
+    const order = env.store.queries.getOrder(ref)!;
+    assert.deepEqual(
+      [order.pollCount, order.nextPollAt],
+      [1, env.now() + env.settings.backoffMs[0]!],
+      `${ref} is on its own backoff`,
+    );
+  }
+  for (const ref of refs.slice(3)) {
+    assert.equal(env.store.queries.getOrder(ref)!.pollCount, 0, `${ref} keeps its place`);
+  }
+
+  const probed = await runReconcilePass(env.deps);
+  assert.deepEqual([probed.stoppedBy, probed.probe, probed.checked], ['upstream_failing', 'failed', 0]);
+  assert.equal(probed.calls, 2, 'only the probe, with its retry');
 
   await env.sim.setFaults({ error_5xx: 0 });
+  env.clock.advance(env.settings.backoffMs[0]!);
   const next = await runReconcilePass(env.deps);
+  assert.equal(next.probe, 'ok');
   assert.equal(next.checked, 5);
   assert.equal(next.stoppedBy, 'done');
+  assert.equal(next.circuit, null);
+  assert.ok(
+    env.log.records().some((l) => l.level === 40 && /circuit open \(upstream_failing\)/.test(String(l.msg))),
+  );
 });
 
 test('a 404 for an order the upstream had confirmed is an anomaly: logged at error, counted, and polled again later', async (t) => {
@@ -245,48 +295,35 @@ test('the pass lock lets one pass run at a time; a second pass finds it held and
   assert.equal(await lock.holder(), null, 'released after the pass');
 });
 
-test('a SUCCESS with its serial is settled at once by default, and watched for a refund for refundWatchMs when set', async (t) => {
-  for (const refundWatchMs of [0, 60_000]) {
-    const env = await reconcilerEnv(t, {
-      manualClock: true,
-      settings: { refundWatchMs, backoffMs: [10_000] },
-    });
-    const created = await createUpstreamOrder(env, `watch-${refundWatchMs}`);
-    const ref = created.partner_ref;
-    const success = await env.sim.setStatus(ref, { status: 'SUCCESS', serial_number: 'SN-W' });
-    env.store.writer.applyOrderSnapshot(success.body, { source: 'webhook', eventId: `e-${ref}` });
-    await env.sim.setStatus(ref, { status: 'REFUNDED' }); // its webhook is lost
-
-    env.clock.advance(env.settings.firstPollDelayMs);
-    await runReconcilePass(env.deps);
-    if (refundWatchMs === 0) {
-      assert.equal(env.store.queries.getOrder(ref)!.nextPollAt, null);
-      assert.equal(
-        env.store.queries.getOrder(ref)!.status,
-        'SUCCESS',
-        'the refund goes unseen without a webhook',
-      );
-      continue;
-    }
-    const found = env.store.queries.getOrder(ref)!;
-    assert.equal(found.status, 'REFUNDED');
-    assert.equal(found.nextPollAt, null);
-  }
-});
-
-test('a watched SUCCESS without a refund is polled on the backoff until a poll comes after the watch; it is never stuck', async (t) => {
+test('a SUCCESS without a serial follows the backoff to its cap, is marked stuck after the maximum age and polled no more; a late serial still applies', async (t) => {
   const env = await reconcilerEnv(t, {
     manualClock: true,
-    settings: { refundWatchMs: 25_000, backoffMs: [10_000], stuckAfterMs: 1000 },
+    settings: { backoffMs: [1000, 2000], stuckAfterMs: 10_000 },
   });
-  await createUpstreamOrder(env, 'kept-1');
-  const success = await env.sim.setStatus('kept-1', { status: 'SUCCESS', serial_number: 'SN-K' });
-  env.store.writer.applyOrderSnapshot(success.body, { source: 'webhook', eventId: 'e-kept' });
-  let polls = 0;
-  while (env.store.queries.getOrder('kept-1')!.nextPollAt !== null) {
-    env.clock.advance(env.store.queries.getOrder('kept-1')!.nextPollAt! - env.now());
-    polls += (await runReconcilePass(env.deps)).checked;
+  await createUpstreamOrder(env, 'no-serial-1');
+  await env.sim.setStatus('no-serial-1', { status: 'SUCCESS' }); // its webhook is lost
+  const delays: number[] = [];
+  for (let i = 0; i < 50 && env.store.queries.getOrder('no-serial-1')!.nextPollAt !== null; i++) {
+    env.clock.advance(env.store.queries.getOrder('no-serial-1')!.nextPollAt! - env.now());
+    await runReconcilePass(env.deps);
+    const next = env.store.queries.getOrder('no-serial-1')!.nextPollAt;
+    delays.push(next === null ? 0 : next - env.now());
   }
-  assert.equal(polls, 4, 'at 0.1, 10.1, 20.1 and 30.1 s: the first poll after the watch ends it');
-  assert.equal(env.store.queries.getOrder('kept-1')!.stuckAt, null);
+
+  const order = env.store.queries.getOrder('no-serial-1')!;
+  assert.equal(order.nextPollAt, null, `polled no more after ${delays.length} polls: ${delays.join(', ')}`);
+  assert.deepEqual(
+    delays,
+    [env.settings.firstPollDelayMs, 1000, 2000, 2000, 2000, 2000, 2000, 0],
+    'the first poll finds SUCCESS (a change), then the backoff to its cap, until the order is 10 s old',
+  );
+  assert.equal(order.status, 'SUCCESS');
+  assert.equal(order.stuckAt, env.now());
+  assert.equal(env.store.queries.countByStatus().stuck, 1, 'counted as stuck');
+  assert.ok(env.log.records().some((l) => /without a serial/.test(String(l.msg))));
+
+  const serial = await env.sim.setStatus('no-serial-1', { status: 'SUCCESS', serial_number: 'SN-LATE' });
+  const late = env.store.writer.applyOrderSnapshot(serial.body, { source: 'webhook', eventId: 'e-late' });
+  assert.deepEqual([late.changed, late.reason, late.order.serialNumber], [true, 'serial_added', 'SN-LATE']);
+  assert.equal(env.store.queries.countByStatus().stuck, 0, 'complete now');
 });

@@ -25,6 +25,8 @@ const NO_FAULTS = {
   create_drop_response: 0,
   error_5xx: 0,
   nickname_validator_down: false,
+  order_read_errors: [],
+  order_not_found_body: null,
 };
 
 interface StatusChange {
@@ -345,6 +347,9 @@ describe('GET and POST /__sim/faults', () => {
       [{ webhook_duplicate: 'often' }, 'webhook_duplicate'],
       [{ webhook_delay_ms: -5 }, 'webhook_delay_ms'],
       [{ nickname_validator_down: 1 }, 'nickname_validator_down'],
+      [{ order_read_errors: 'ref-1' }, 'order_read_errors'],
+      [{ order_read_errors: [''] }, 'order_read_errors'],
+      [{ order_not_found_body: 404 }, 'order_not_found_body'],
       [{ webhook_explode: 1 }, 'webhook_explode'],
       [{ webhook_drop: 0.5, create_drop_response: 2 }, 'create_drop_response'],
     ];

@@ -89,4 +89,41 @@ describe('member API faults', () => {
     assert.equal(up.status, 201);
     assert.equal(typeof up.body.nickname, 'string');
   });
+
+  test('order_read_errors: GET /orders/:ref of the listed orders answers 500, by partner_ref or invoice number; other orders answer as usual', async (t) => {
+    const harness = await startSimulator(t);
+    const failing = await harness.createOrder();
+    const healthy = await harness.createOrder();
+    await harness.setFaults({ order_read_errors: [failing.body.partner_ref] });
+
+    const byRef = await harness.getOrder(failing.body.partner_ref);
+    const byInvoice = await harness.getOrder(failing.body.invoice_number);
+    const other = await harness.getOrder(healthy.body.partner_ref);
+    await harness.setFaults({ order_read_errors: [] });
+    const after = await harness.getOrder(failing.body.partner_ref);
+
+    assert.deepEqual([byRef.status, byRef.body.message], [500, 'INTERNAL_ERROR']);
+    assert.equal(byInvoice.status, 500);
+    assert.equal(other.status, 200);
+    assert.equal(after.status, 200);
+  });
+
+  test('order_not_found_body: a 404 of GET /orders/:ref carries the given body, JSON or not, instead of ORDER_NOT_FOUND', async (t) => {
+    const harness = await startSimulator(t);
+    const spec = await harness.getOrder('nobody-1');
+    await harness.setFaults({ order_not_found_body: '<html><body>404 Not Found</body></html>' });
+    const html = await harness.getOrder('nobody-1');
+    await harness.setFaults({ order_not_found_body: '{"statusCode":404,"message":"Order not found"}' });
+    const json = await harness.getOrder('nobody-1');
+    const found = await harness.getOrder((await harness.createOrder()).body.partner_ref);
+
+    assert.deepEqual([spec.status, spec.body.message], [404, 'ORDER_NOT_FOUND']);
+    assert.equal(html.status, 404);
+    assert.equal(html.text, '<html><body>404 Not Found</body></html>');
+    assert.match(String(html.headers['content-type']), /^text\/plain/);
+    assert.equal(json.status, 404);
+    assert.deepEqual(json.body, { statusCode: 404, message: 'Order not found' });
+    assert.match(String(json.headers['content-type']), /^application\/json/);
+    assert.equal(found.status, 200, 'an order that exists is found as usual');
+  });
 });

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
 import { openDatabase } from '../../src/store/database.js';
 import { LATEST_SCHEMA_VERSION, MIGRATIONS, migrate } from '../../src/store/migrations.js';
 import { StoreError } from '../../src/store/store-error.js';
@@ -86,5 +87,59 @@ test('an event can only name an order that exists (foreign keys are enforced)', 
         )
         .run(),
     /FOREIGN KEY constraint failed/,
+  );
+});
+
+test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every order, event, index and foreign key, and gets the audit index', (t) => {
+  const path = tempDbPath(t);
+  mkdirSync(join(path, '..'), { recursive: true });
+  const old = new BetterSqlite3(path);
+  for (const migration of MIGRATIONS.filter((m) => m.version <= 3)) old.exec(migration.sql);
+  old.pragma('user_version = 3');
+  old
+    .prepare(
+      `INSERT INTO orders (partner_ref, status, local_created_at, updated_at, submission_state, next_poll_at, poll_leased_until)
+       VALUES ('REF-1', 'PENDING', 1, 2, 'accepted', 30, 40), ('REF-2', NULL, 5, 5, 'rejected', NULL, NULL)`,
+    )
+    .run();
+  old
+    .prepare(
+      `INSERT INTO order_events (partner_ref, source, status, received_at, applied_at, changed, reason)
+       VALUES ('REF-1', 'create', 'PENDING', 1, 1, 1, 'initial')`,
+    )
+    .run();
+  const before = old.prepare('SELECT * FROM orders ORDER BY id').all();
+  old.close();
+
+  const db = openDatabase({ path });
+  t.after(() => db.close());
+
+  assert.equal(db.pragma('user_version', { simple: true }), LATEST_SCHEMA_VERSION);
+  assert.equal(db.pragma('foreign_keys', { simple: true }), 1, 'foreign keys are on again');
+  assert.deepEqual(
+    db.prepare('SELECT * FROM orders ORDER BY id').all(),
+    before.map((row) => ({ ...(row as object), blocked_code: null, blocked_detail: null })),
+  );
+  assert.deepEqual(
+    db
+      .prepare(
+        "SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'orders' AND sql IS NOT NULL ORDER BY name",
+      )
+      .all(),
+    [
+      { name: 'orders_audit' },
+      { name: 'orders_local_created_at' },
+      { name: 'orders_next_poll_at' },
+      { name: 'orders_status' },
+    ],
+  );
+  db.prepare(
+    "UPDATE orders SET submission_state = 'blocked', blocked_code = 'INVALID_API_KEY' WHERE partner_ref = 'REF-2'",
+  ).run();
+  assert.deepEqual(db.prepare('SELECT COUNT(*) AS n FROM order_events').get(), { n: 1 });
+  assert.throws(
+    () => db.prepare("DELETE FROM orders WHERE partner_ref = 'REF-1'").run(),
+    /FOREIGN KEY constraint failed/,
+    'events still reference their order',
   );
 });

@@ -87,6 +87,41 @@ test('a rejected submission keeps the upstream code and detail, ends polling, an
   );
 });
 
+test('a blocked submission keeps the code and detail, is due at once, is never rejected by it, and is settled by what comes next', (t) => {
+  const { store, clock } = tempStore(t);
+  store.writer.createLocalOrder({ partnerRef: 'B1', productCode: 'ML86', data: DATA });
+  store.writer.createLocalOrder({ partnerRef: 'B2', productCode: 'ML86', data: DATA });
+
+  const blocked = store.writer.markBlocked('B1', 'IP_NOT_WHITELISTED', '203.0.113.7');
+  store.writer.markBlocked('B2', 'INVALID_API_KEY', 'Unauthorized');
+
+  assert.deepEqual(
+    [blocked.submissionState, blocked.blockedCode, blocked.blockedDetail, blocked.rejectionCode],
+    ['blocked', 'IP_NOT_WHITELISTED', '203.0.113.7', null],
+  );
+  assert.equal(blocked.nextPollAt, clock.now());
+  assert.deepEqual(
+    store.queries
+      .listOrders({ status: 'blocked' })
+      .map((o) => o.partnerRef)
+      .sort(),
+    ['B1', 'B2'],
+  );
+  assert.equal(store.queries.listEvents('B1').at(-1)?.reason, 'blocked');
+
+  const accepted = store.writer.applyOrderSnapshot(snapshot('B1', 'PENDING'), { source: 'create' });
+  const rejected = store.writer.markRejected('B2', 'INSUFFICIENT_BALANCE', 'balance 0');
+  assert.deepEqual(
+    [accepted.order.submissionState, accepted.order.blockedCode],
+    ['accepted', null],
+    'a snapshot proves the upstream has it',
+  );
+  assert.deepEqual(
+    [rejected.submissionState, rejected.blockedCode, rejected.nextPollAt],
+    ['rejected', null, null],
+  );
+});
+
 test('an unknown submission is due for a poll at once and keeps its status', (t) => {
   const { store, clock } = tempStore(t);
   store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { openOrderStore } from '../../src/store/order-store.js';
 import type { PollScheduleSettings } from '../../src/store/poll-schedule.js';
-import { snapshot, tempStore } from '../helpers/store.js';
+import { scheduleSettings, snapshot, tempStore } from '../helpers/store.js';
 
 const DATA = { user_id: '12345678', server_id: '2001' };
 const refs = (orders: { partnerRef: string }[]) => orders.map((o) => o.partnerRef);
@@ -146,6 +147,21 @@ test('polls that change nothing back off through backoffMs, the last repeating; 
   assert.equal(changed.pollCount, 0, 'the count restarts with the change');
 });
 
+test('a failed poll puts the order on its own backoff without counting as an answer', (t) => {
+  const { store, clock } = tempStore(t, { firstPollDelayMs: 500, backoffMs: [1_000, 2_000] });
+  store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+  clock.advance(500);
+  const answered = store.schedule.recordPoll('R1');
+  clock.advance(1_000);
+
+  const failed = store.schedule.recordFailedPoll('R1');
+
+  assert.equal(failed.lastPolledAt, answered.lastPolledAt, 'the last answer stays the last poll');
+  assert.equal(failed.pollCount, 2);
+  assert.equal(failed.nextPollAt, clock.now() + 2_000, 'the next backoff interval');
+  assert.equal(store.schedule.claimDueForPoll(1).length, 0, 'and its lease ended: nothing is due yet');
+});
+
 test('recording a poll after its answer settled the order does not schedule another', (t) => {
   const { store } = tempStore(t);
   store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
@@ -162,11 +178,59 @@ test('a schedule that cannot work is refused when the store is opened, naming th
     [{ firstPollDelayMs: -1 }, /^firstPollDelayMs must be a number of ms ≥ 0, got -1$/],
     [{ backoffMs: [] }, /^backoffMs must be one or more intervals > 0 ms, got \[\]$/],
     [{ backoffMs: [60_000, 0] }, /^backoffMs must be one or more intervals > 0 ms, got \[60000,0\]$/],
-    [{ refundWatchMs: Number.NaN }, /^refundWatchMs must be a number of ms ≥ 0, got NaN$/],
     [{ stuckAfterMs: 0 }, /^stuckAfterMs must be > 0 ms, got 0$/],
     [{ leaseMs: 0 }, /^leaseMs must be > 0 ms, got 0$/],
+    [{ auditWindowMs: Number.NaN }, /^auditWindowMs must be a number of ms ≥ 0, got NaN$/],
+    [{ auditEveryMs: 0 }, /^auditEveryMs must be > 0 ms, got 0$/],
   ];
   for (const [settings, message] of refused) {
     assert.throws(() => tempStore(t, settings), { name: 'RangeError', message });
   }
+});
+
+test('the audit claims settled SUCCESS orders of its window, least recently checked first, each once per auditEveryMs, and none when the window is 0', (t) => {
+  const DAY = 86_400_000;
+  const { store, clock, db } = tempStore(t, { auditWindowMs: 3 * DAY, auditEveryMs: DAY });
+  const success = (ref: string) =>
+    store.writer.applyOrderSnapshot(snapshot(ref, 'SUCCESS', { serial_number: `SN-${ref}` }), {
+      source: 'webhook',
+    });
+  const claimAll = (schedule = store.schedule, options?: { checkedBefore?: number }) => {
+    const claimed: string[] = [];
+    for (let o = schedule.claimForAudit(options); o; o = schedule.claimForAudit(options)) {
+      claimed.push(o.partnerRef);
+      schedule.recordPoll(o.partnerRef);
+    }
+    return claimed;
+  };
+  success('A'); // final at t0
+  clock.advance(DAY / 2);
+  success('B'); // final at t0 + 12 h
+  store.writer.applyOrderSnapshot(snapshot('OPEN', 'PENDING'), { source: 'create' });
+  store.writer.applyOrderSnapshot(snapshot('FAILED', 'FAILED'), { source: 'create' });
+
+  clock.advance(DAY / 2);
+  assert.deepEqual(claimAll(), ['A'], 't0 + 24 h: only A was checked a day ago');
+  clock.advance(DAY / 2);
+  assert.deepEqual(claimAll(), ['B'], 't0 + 36 h: B, not A (read 12 h ago)');
+  clock.advance(1.5 * DAY);
+  assert.deepEqual(claimAll(), ['A', 'B'], 't0 + 72 h: the least recently checked first');
+  clock.advance(DAY);
+  assert.deepEqual(claimAll(), [], 't0 + 96 h: both have left the three-day window');
+
+  const often = openOrderStore(db, scheduleSettings({ auditWindowMs: 10 * DAY, auditEveryMs: 1 }), {
+    now: clock.now,
+  });
+  const passStart = clock.now();
+  clock.advance(1000);
+  assert.deepEqual(claimAll(often.schedule, { checkedBefore: passStart }), ['A', 'B']);
+  clock.advance(1000);
+  assert.deepEqual(
+    claimAll(often.schedule, { checkedBefore: passStart }),
+    [],
+    'none twice in one pass, however short auditEveryMs',
+  );
+  const off = openOrderStore(db, scheduleSettings({ auditWindowMs: 0 }), { now: clock.now });
+  clock.advance(10 * DAY);
+  assert.equal(off.schedule.claimForAudit(), undefined);
 });

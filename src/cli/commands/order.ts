@@ -15,7 +15,12 @@ const orderColumns: Column<LocalOrder>[] = [
   { header: 'Status', cell: (o) => o.upstreamStatus ?? o.status },
   {
     header: 'Submission',
-    cell: (o) => (o.rejectionCode ? `rejected: ${o.rejectionCode}` : o.submissionState),
+    cell: (o) =>
+      o.rejectionCode
+        ? `rejected: ${o.rejectionCode}`
+        : o.blockedCode
+          ? `blocked: ${o.blockedCode}`
+          : o.submissionState,
   },
   { header: 'Serial', cell: (o) => o.serialNumber },
 ];
@@ -134,14 +139,28 @@ export function registerOrderCommands(program: Command): void {
             process.stdout.write(`${renderTable([result.order], orderColumns)}\n`);
             if (result.outcome === 'rejected')
               process.stderr.write(`rejected: ${result.code} (${result.detail}) — ${result.fix}\n`);
-            if (result.outcome === 'unknown') {
+            if (result.outcome === 'blocked') {
+              process.stderr.write(
+                `blocked: the upstream refused our configuration, not the order: ${result.code} (${result.detail}) — ${result.fix}. ` +
+                  'It is submitted again with the same partner_ref once the configuration is fixed ' +
+                  '(the reconciler probes it; or run this command again)\n',
+              );
+            }
+            if (result.outcome === 'unknown' && result.cause === 'base_url') {
+              process.stderr.write(
+                `not submitted: ${result.fix}; the reconciler submits it again with the same partner_ref once fixed\n`,
+              );
+            } else if (result.outcome === 'unknown') {
               process.stderr.write(
                 `outcome unknown (${result.reason}); the reconciler will resolve it with the same partner_ref\n`,
               );
             }
           }
           if (result.outcome === 'rejected') process.exitCode = EXIT.failed;
-          if (result.outcome === 'unknown') process.exitCode = EXIT.unknownOutcome;
+          if (result.outcome === 'blocked') process.exitCode = EXIT.config;
+          if (result.outcome === 'unknown') {
+            process.exitCode = result.cause === 'base_url' ? EXIT.config : EXIT.unknownOutcome;
+          }
         } finally {
           await context.close();
         }

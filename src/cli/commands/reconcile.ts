@@ -12,7 +12,7 @@ import { createProgressLine } from '../progress.js';
 
 function budgetLine(summary: ReconcilePassSummary): string {
   const window = summary.budget
-    ? `; window ${summary.budget.used}/${summary.budget.limit} (polls ${summary.budget.poll}/${summary.budget.pollCeiling})`
+    ? `; window ${summary.budget.used}/${summary.budget.limit} (polls ${summary.budget.poll}/${summary.budget.pollCeiling}, audit ${summary.budget.audit})`
     : '';
   return `${summary.calls} call${summary.calls === 1 ? '' : 's'}${window}`;
 }
@@ -25,14 +25,20 @@ const STOP_TEXT: Record<PassStop, (s: ReconcilePassSummary) => string> = {
     `${s.dueAfter} still due, the next pass takes them first`,
   locked: (s) => `another reconciliation pass is running (${s.lockHolder ?? 'unknown holder'}); nothing done`,
   lock_lost: () => 'the pass lock expired (the process stalled); stopped before the next order',
-  unauthorized: (s) => `stopped: ${s.error?.message}`,
+  unauthorized: (s) => `stopped, circuit open: ${s.error?.message}`,
+  base_url: (s) => `stopped, circuit open: ${s.error?.message}`,
   rate_limited: (s) => `stopped: the upstream answered 429 — ${s.error?.fix ?? ''}`,
-  upstream_failing: (s) => `stopped: the upstream keeps failing (${s.error?.code}); orders keep their place`,
+  upstream_failing: (s) =>
+    `stopped, circuit open: the upstream keeps failing (${s.error?.code}); the next pass probes it first`,
 };
 
-/** Exit code by how the pass ended: 0 when it did its work (or the budget ended it), 1 otherwise. */
+/**
+ * Exit code by how the pass ended: 0 when it did its work (or the budget ended it), 2 when the
+ * configuration must be fixed (the key, the whitelist, the base URL), 1 otherwise.
+ */
 function exitCodeFor(stoppedBy: PassStop): number {
-  return stoppedBy === 'done' || stoppedBy === 'budget' || stoppedBy === 'pass_size' ? EXIT.ok : EXIT.failed;
+  if (stoppedBy === 'done' || stoppedBy === 'budget' || stoppedBy === 'pass_size') return EXIT.ok;
+  return stoppedBy === 'unauthorized' || stoppedBy === 'base_url' ? EXIT.config : EXIT.failed;
 }
 
 /** Registers `reconcile --once`. */
@@ -75,6 +81,7 @@ export function registerReconcileCommand(program: Command): void {
                   { header: 'Still open', cell: (s) => s.stillOpen },
                   { header: 'Stuck', cell: (s) => s.stuck },
                   { header: 'Errors', cell: (s) => s.errors },
+                  { header: 'Audited', cell: (s) => `${s.audited} (${s.auditFound} changed)` },
                   { header: 'Budget used', cell: budgetLine },
                 ],
               )}\n`,

@@ -1,13 +1,17 @@
 import { Queue } from 'bullmq';
 import type { Command } from 'commander';
 import type { Redis } from 'ioredis';
+import { reconcilerSettings } from '../../config/config.js';
 import { POLL_REQUEST_QUEUE } from '../../queue/poll-request-queue.js';
 import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE } from '../../queue/webhook-queue.js';
 import type { BudgetUsage } from '../../rate-budget/rate-budget.js';
 import { RECONCILE_QUEUE } from '../../reconciler/reconcile-queue.js';
 import { connectRedis } from '../../shared/redis-connection.js';
-import type { OrderCounts } from '../../store/order-queries.js';
+import type { AuditCoverage, OrderCounts } from '../../store/order-queries.js';
+import type { OrderStore } from '../../store/order-store.js';
+import type { OpenCircuit } from '../../store/upstream-circuit.js';
 import { configuredRateBudget } from '../../upstream/create-upstream.js';
+import { fixFor } from '../../upstream/errors.js';
 import { openContext } from '../context.js';
 import { renderTable, runAction } from '../output.js';
 
@@ -28,6 +32,18 @@ export interface StatusReport {
   failedEvents: number | null;
   /** The shared rate budget's current window, when an API key is configured and Redis answers. */
   budget: BudgetUsage | null;
+  /** The reconciler's circuit: null while it may call the upstream, else why not and the fix. */
+  circuit: OpenCircuit | null;
+  /**
+   * Orders refused for our configuration, with the newest one's code and the fix (H2H_API_KEY,
+   * the IP to whitelist); null when none is blocked.
+   */
+  blocked: { count: number; code: string; detail: string; fix: string } | null;
+  /**
+   * The audit of SUCCESS orders (docs/reconciler.md, "The audit"): of the window's SUCCESS
+   * orders, how many were checked with the upstream in the last day; null when it is off.
+   */
+  audit: (AuditCoverage & { windowDays: number; coverage: number | null }) | null;
 }
 
 /** "3 d 4 h", "2 h 5 min", "42 s". */
@@ -57,11 +73,32 @@ async function queueDepths(redis: Redis): Promise<NonNullable<StatusReport['queu
   return { webhooks, reconcile, pollRequests };
 }
 
+function blockedOrders(store: OrderStore, counts: OrderCounts): StatusReport['blocked'] {
+  const count = counts.bySubmissionState.blocked;
+  const [newest] = count > 0 ? store.queries.listOrders({ status: 'blocked', limit: 1 }) : [];
+  if (!newest) return null;
+  const code = newest.blockedCode ?? 'UNAUTHORIZED';
+  const detail = newest.blockedDetail ?? '';
+  return { count, code, detail, fix: fixFor(code, 401, detail) };
+}
+
+function auditCoverage(store: OrderStore, windowMs: number, now: number): StatusReport['audit'] {
+  if (windowMs === 0) return null;
+  const coverage = store.queries.auditCoverage(windowMs, now);
+  return {
+    windowDays: windowMs / 86_400_000,
+    ...coverage,
+    coverage: coverage.successOrders === 0 ? null : coverage.checkedLastDay / coverage.successOrders,
+  };
+}
+
 /** Registers `status`. */
 export function registerStatusCommand(program: Command): void {
   program
     .command('status')
-    .description('orders by status, open and stuck orders, polls due, queue depths and failed events')
+    .description(
+      'orders by status, open and stuck orders, polls due, the reconciler circuit, queue depths and failed events',
+    )
     .option('--json', 'print JSON')
     .action(async (flags: { json?: boolean }) => {
       await runAction(Boolean(flags.json), async () => {
@@ -80,6 +117,9 @@ export function registerStatusCommand(program: Command): void {
             queues: null,
             failedEvents: null,
             budget: null,
+            circuit: context.store!.circuit.state(),
+            blocked: blockedOrders(context.store!, counts),
+            audit: auditCoverage(context.store!, reconcilerSettings(context.config).auditWindowMs, now),
           };
           // The store answers without Redis; the queue part says why it is missing.
           try {
@@ -110,7 +150,7 @@ export function registerStatusCommand(program: Command): void {
 function printStatus(report: StatusReport): void {
   const { orders } = report;
   const byStatus = Object.entries(orders.byStatus).map(([status, n]) => ({ status, n }));
-  const unresolved = (['pending', 'unknown', 'rejected'] as const)
+  const unresolved = (['pending', 'unknown', 'blocked', 'rejected'] as const)
     .filter((state) => orders.bySubmissionState[state] > 0)
     .map((state) => ({ status: `submission ${state}`, n: orders.bySubmissionState[state] }));
   const out: string[] = [];
@@ -162,6 +202,31 @@ function printStatus(report: StatusReport): void {
     const b = report.budget;
     out.push(
       `Rate budget: ${b.used}/${b.limit} in the last ${b.windowMs / 1000} s (polls ${b.poll}/${b.pollCeiling})`,
+    );
+  }
+  if (report.audit) {
+    const a = report.audit;
+    out.push(
+      `Audit of SUCCESS orders (last ${a.windowDays} d, on idle budget): ` +
+        (a.coverage === null
+          ? 'none in the window'
+          : `${a.checkedLastDay} of ${a.successOrders} checked in the last day (${Math.floor(a.coverage * 100)} %)`),
+    );
+  } else {
+    out.push('Audit of SUCCESS orders: off (RECONCILE_AUDIT_WINDOW_D=0)');
+  }
+  if (report.circuit) {
+    const c = report.circuit;
+    out.push(
+      `Reconciler circuit OPEN (${c.cause}) for ${formatAge((Date.now() - c.openedAt) / 1000)}: no order is polled; ` +
+        `each pass probes the upstream once (${c.probes} failed so far). ${c.code}: ${c.fix ?? c.message}`,
+    );
+  }
+  if (report.blocked) {
+    const b = report.blocked;
+    out.push(
+      `${b.count} blocked order(s): the upstream refused our configuration (${b.code}) — ${b.fix}. ` +
+        'Each is submitted again with its partner_ref once a probe shows the configuration works.',
     );
   }
   if (orders.stuck > 0) {
