@@ -51,10 +51,14 @@ export interface ReceiverAppOptions {
 const ACCEPTED_BODY = JSON.stringify({ received: true, duplicate: false });
 const DUPLICATE_BODY = JSON.stringify({ received: true, duplicate: true });
 
-/** Content types the receiver takes as JSON; anything else is 415 before the body is read. */
+/**
+ * Content types the receiver takes as JSON, with or without parameters such as a charset;
+ * anything else is 415 before the body is read. Fastify matches a string parser on the media
+ * type alone but a RegExp on the whole header value, parameters included.
+ */
 const JSON_CONTENT_TYPES: (string | RegExp)[] = [
   'application/json',
-  /^application\/[a-z0-9!#$&^_.+-]+\+json$/i,
+  /^application\/[a-z0-9!#$&^_.+-]+\+json\s*(;.*)?$/i,
 ];
 
 function headerValue(value: string | string[] | undefined): string | undefined {

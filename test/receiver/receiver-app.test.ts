@@ -58,7 +58,12 @@ describe('POST /webhooks/h2h: valid deliveries', () => {
 
   test('application/json with a charset and +json media types are accepted', async (t) => {
     const { post } = await startTestReceiver(t);
-    for (const contentType of ['application/json; charset=utf-8', 'application/vnd.h2h+json']) {
+    for (const contentType of [
+      'application/json; charset=utf-8',
+      'application/vnd.h2h+json',
+      'application/merge-patch+json; charset=utf-8',
+      'Application/Vnd.H2H+JSON;charset="UTF-8"',
+    ]) {
       const body = webhookBody();
       const res = await post(body, { ...deliveryHeaders(body), 'content-type': contentType });
       assert.equal(res.statusCode, 200, contentType);
