@@ -329,7 +329,8 @@ async function checkQueue(redisUrl: string, log: DeliveryLog): Promise<QueueChec
   try {
     // No worker runs: every job the receiver added is waiting.
     const jobIds = new Set(await queue.getRanges(['wait'], 0, -1));
-    const idOf = (eventId: string) => webhookIdentity(eventId, Buffer.alloc(0)).jobId;
+    const idOf = (eventId: string) =>
+      webhookIdentity(Buffer.from(JSON.stringify({ event_id: eventId }))).jobId;
     let missing = 0;
     for (const eventId of log.acknowledged) if (!jobIds.has(idOf(eventId))) missing += 1;
     const sentIds = new Set([...log.sent].map(idOf));

@@ -257,16 +257,25 @@ export async function buildReceiverApp(options: ReceiverAppOptions): Promise<Fas
       if (verdict.authentic) await requestEarlyPoll(rawBody, request);
       throw new ReceiverHttpError(verdict.code, verdict.message);
     }
-    const eventId = headerValue(headers[names.eventId]) ?? null;
+    const headerEventId = headerValue(headers[names.eventId]) ?? null;
     const eventType = headerValue(headers[names.eventType]);
-    const { jobId, duplicate } = await producer.enqueueWebhook({
+    const { jobId, duplicate, eventId, eventIdMismatch } = await producer.enqueueWebhook({
       rawBody,
-      eventId,
+      headerEventId,
       timestamp: verdict.timestamp,
       ...(eventType === undefined ? {} : { eventType }),
     });
     metrics.observeEnqueue((performance.now() - started) / 1000);
     metrics.countRequest(duplicate ? 'duplicate' : 'accepted');
+    if (eventIdMismatch) {
+      // The header is not signed: the body's id was used. A proxy rewriting the header, or
+      // someone replaying a captured delivery under fresh ids, shows here.
+      metrics.countEventIdMismatch();
+      request.log.warn(
+        { reqId: request.id, eventId, headerEventId, jobId, duplicate },
+        'webhook event id header differs from the signed body: deduplicated on the body',
+      );
+    }
     request.log.debug({ reqId: request.id, eventId, jobId, duplicate }, 'webhook queued');
     return reply.type('application/json').send(duplicate ? DUPLICATE_BODY : ACCEPTED_BODY);
   });
