@@ -397,7 +397,14 @@ async function main(): Promise<number> {
     );
     const receiverServer = await spawnServer(
       ['src/cli/main.ts', 'receiver'],
-      { H2H_API_SECRET: SECRET, REDIS_URL: redis.url, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info' },
+      {
+        H2H_API_SECRET: SECRET,
+        REDIS_URL: redis.url,
+        HOST: '127.0.0.1',
+        PORT: '0',
+        H2H_RECEIVER_METRICS_PORT: '0',
+        LOG_LEVEL: 'info',
+      },
       (out) => (/"msg":"receiver listening"/.test(out) ? /"url":"([^"]+)"/.exec(out)?.[1] : undefined),
     );
     try {

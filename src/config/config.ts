@@ -3,7 +3,12 @@ import { DEFAULT_LOG_LEVEL, LOG_LEVELS } from '../observability/logger.js';
 import { DEFAULT_ENQUEUE_TIMEOUT_MS } from '../queue/webhook-producer.js';
 import { DEFAULT_REDIS_URL } from '../queue/webhook-queue.js';
 import { DEFAULT_RATE_WINDOW_MS, defaultReservedForCreate } from '../rate-budget/rate-budget.js';
-import { DEFAULT_WEBHOOK_BODY_LIMIT, DEFAULT_WEBHOOK_PATH } from '../receiver/app.js';
+import {
+  DEFAULT_RECEIVER_LIMITS,
+  DEFAULT_WEBHOOK_BODY_LIMIT,
+  DEFAULT_WEBHOOK_PATH,
+} from '../receiver/app.js';
+import { DEFAULT_RECEIVER_METRICS_PORT } from '../receiver/metrics-server.js';
 import {
   AUTH_STYLES,
   DEFAULT_AUTH_STYLE,
@@ -108,6 +113,40 @@ export const settingsSchema = z.object({
   H2H_WEBHOOK_BODY_LIMIT: int(1)
     .default(DEFAULT_WEBHOOK_BODY_LIMIT)
     .describe('Largest webhook body the receiver accepts, in bytes; larger is 413.'),
+  H2H_RECEIVER_REQUEST_TIMEOUT_MS: int(1)
+    .default(DEFAULT_RECEIVER_LIMITS.requestTimeoutMs)
+    .describe(
+      'Longest time the receiver waits for a whole webhook request, headers and body; a slower one is answered 408 and closed. The upstream itself gives up after 10 s.',
+    ),
+  H2H_RECEIVER_HEADERS_TIMEOUT_MS: int(1)
+    .default(DEFAULT_RECEIVER_LIMITS.headersTimeoutMs)
+    .describe(
+      'Longest time the receiver waits for the headers of a request; at most H2H_RECEIVER_REQUEST_TIMEOUT_MS.',
+    ),
+  H2H_RECEIVER_IDLE_TIMEOUT_MS: int(1)
+    .default(DEFAULT_RECEIVER_LIMITS.idleTimeoutMs)
+    .describe('A receiver connection on which nothing arrives for this long is closed.'),
+  H2H_RECEIVER_KEEP_ALIVE_TIMEOUT_MS: int(1)
+    .default(DEFAULT_RECEIVER_LIMITS.keepAliveTimeoutMs)
+    .describe('How long the receiver keeps an idle keep-alive connection open after an answer.'),
+  H2H_RECEIVER_MAX_CONNECTIONS: int(1)
+    .default(DEFAULT_RECEIVER_LIMITS.maxConnections)
+    .describe(
+      'Most connections one receiver process holds open; further ones are closed at once (the sender retries).',
+    ),
+  H2H_RECEIVER_METRICS_HOST: z
+    .string()
+    .min(1)
+    .default(LOOPBACK)
+    .describe(
+      "Address of the receiver's own metrics listener (`GET /metrics`), apart from the internet-facing webhook port.",
+    ),
+  H2H_RECEIVER_METRICS_PORT: int(0)
+    .max(65_535)
+    .default(DEFAULT_RECEIVER_METRICS_PORT)
+    .describe(
+      "Port of the receiver's metrics listener; under pm2 instance N listens on this port + N (`NODE_APP_INSTANCE`), so each is scraped. `0` = none.",
+    ),
   H2H_TIMESTAMP_HEADER: header
     .default(WEBHOOK_HEADERS.timestamp)
     .describe('Webhook header carrying the signed timestamp.'),
@@ -267,6 +306,13 @@ const validSettings = settingsSchema.transform((s, ctx) => {
       `ADMIN_HOST=${s.ADMIN_HOST} is not loopback: set ADMIN_USER and ADMIN_PASSWORD (basic auth), or ADMIN_HOST=${LOOPBACK}, or ADMIN_PORT=0 to turn the admin server off`,
     );
   }
+  // Node refuses a headers timeout above the request timeout when the server is created.
+  if (s.H2H_RECEIVER_HEADERS_TIMEOUT_MS > s.H2H_RECEIVER_REQUEST_TIMEOUT_MS) {
+    refuse(
+      'H2H_RECEIVER_HEADERS_TIMEOUT_MS',
+      `H2H_RECEIVER_HEADERS_TIMEOUT_MS (${s.H2H_RECEIVER_HEADERS_TIMEOUT_MS}) must not exceed H2H_RECEIVER_REQUEST_TIMEOUT_MS (${s.H2H_RECEIVER_REQUEST_TIMEOUT_MS})`,
+    );
+  }
   // Each job in flight waits for its batch's commit, so a larger batch could never fill.
   const batchSize = Math.min(s.H2H_WORKER_BATCH_SIZE ?? s.H2H_WORKER_CONCURRENCY, s.H2H_WORKER_CONCURRENCY);
   return { ...s, H2H_RATE_RESERVE_CREATE: reservedForCreate, H2H_WORKER_BATCH_SIZE: batchSize };
@@ -377,6 +423,14 @@ export function receiverSettings(config: Config) {
       eventId: s.H2H_EVENT_ID_HEADER,
       eventType: s.H2H_EVENT_TYPE_HEADER,
     },
+    timeouts: {
+      requestMs: s.H2H_RECEIVER_REQUEST_TIMEOUT_MS,
+      headersMs: s.H2H_RECEIVER_HEADERS_TIMEOUT_MS,
+      idleMs: s.H2H_RECEIVER_IDLE_TIMEOUT_MS,
+      keepAliveMs: s.H2H_RECEIVER_KEEP_ALIVE_TIMEOUT_MS,
+    },
+    maxConnections: s.H2H_RECEIVER_MAX_CONNECTIONS,
+    metrics: { host: s.H2H_RECEIVER_METRICS_HOST, port: s.H2H_RECEIVER_METRICS_PORT },
     enqueueTimeoutMs: s.H2H_ENQUEUE_TIMEOUT_MS,
     shutdownTimeoutMs: s.H2H_SHUTDOWN_TIMEOUT_MS,
     redisUrl: config.redisUrl,

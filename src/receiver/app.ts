@@ -1,10 +1,13 @@
+import { STATUS_CODES } from 'node:http';
 import { performance } from 'node:perf_hooks';
+import type { Duplex } from 'node:stream';
 import Fastify, {
   errorCodes,
   type FastifyBaseLogger,
   type FastifyContentTypeParser,
   type FastifyError,
   type FastifyInstance,
+  type FastifyReply,
   type FastifyRequest,
   LogController,
 } from 'fastify';
@@ -14,13 +17,34 @@ import { findOrderInWebhook, parseWebhookBody } from '../queue/webhook-order.js'
 import { QueueUnavailableError, type WebhookProducer } from '../queue/webhook-producer.js';
 import { WEBHOOK_HEADERS } from '../upstream/model.js';
 import { DEFAULT_TOLERANCE_S, verifyWebhookSignature } from '../upstream/signature.js';
-import { type ReceiverErrorCode, ReceiverHttpError, receiverErrorBody } from './errors.js';
-import { createReceiverMetrics, type WebhookOutcome } from './metrics.js';
+import { RECEIVER_ERRORS, type ReceiverErrorCode, ReceiverHttpError, receiverErrorBody } from './errors.js';
+import { createReceiverMetrics, type ReceiverMetrics, type WebhookOutcome } from './metrics.js';
 
 /** Default of {@link ReceiverAppOptions.path}. */
 export const DEFAULT_WEBHOOK_PATH = '/webhooks/h2h';
 /** Default of {@link ReceiverAppOptions.bodyLimit}: 256 KiB. */
 export const DEFAULT_WEBHOOK_BODY_LIMIT = 256 * 1024;
+
+/**
+ * Defaults of {@link ReceiverAppOptions.limits}, sized for an upstream that gives up on a
+ * delivery after 10 s (decisions.md): a real delivery (a few KB) arrives in milliseconds, so
+ * anything slower is a broken or hostile client, and each such connection pins up to the body
+ * limit of memory until it is cut off.
+ */
+export const DEFAULT_RECEIVER_LIMITS = {
+  /** Whole request, headers and body (Node's `requestTimeout`): 408 and closed past it. */
+  requestTimeoutMs: 10_000,
+  /** Headers alone (Node's `headersTimeout`); at most `requestTimeoutMs`. */
+  headersTimeoutMs: 5_000,
+  /** A connection with nothing arriving (the socket time-out, Fastify's `connectionTimeout`). */
+  idleTimeoutMs: 10_000,
+  /** An idle keep-alive connection after an answer. */
+  keepAliveTimeoutMs: 5_000,
+  /** Connections held at once; Node closes further ones on arrival. */
+  maxConnections: 1_024,
+} as const;
+
+export type ReceiverLimits = { [K in keyof typeof DEFAULT_RECEIVER_LIMITS]: number };
 
 /** Header names the receiver reads, in lower case. */
 export interface WebhookHeaderNames {
@@ -43,6 +67,10 @@ export interface ReceiverAppOptions {
   bodyLimit?: number;
   /** Default: `x-timestamp`, `x-signature`, `x-event-id`, `x-event-type` (decisions.md). */
   headers?: Partial<WebhookHeaderNames>;
+  /** Time-outs and the connection cap. Default: {@link DEFAULT_RECEIVER_LIMITS}. */
+  limits?: Partial<ReceiverLimits>;
+  /** Where the app counts requests. Default: new metrics (served by the caller, never by this app). */
+  metrics?: ReceiverMetrics;
   /** Default: no logging. */
   logger?: Logger;
 }
@@ -107,6 +135,39 @@ function rawBodyHandOver(bodyLimit: number): FastifyContentTypeParser {
   };
 }
 
+/** The raw HTTP/1.1 answer of an error, for a socket Fastify never turned into a request. */
+function rawErrorAnswer(code: ReceiverErrorCode, detail?: string): string {
+  const body = JSON.stringify(receiverErrorBody(code, detail));
+  const { status } = RECEIVER_ERRORS[code];
+  return (
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
+  );
+}
+
+/**
+ * Node's `clientError`: requests Node refuses before Fastify sees them (unparseable framing,
+ * headers over the limit, a request not received within the time-out). Each is answered in the
+ * documented shape and its connection closed. The error is logged by its code only: Node hangs
+ * the raw bytes received on it (`rawPacket`), credentials included.
+ */
+function clientErrorAnswer(logger: Logger | undefined) {
+  return (error: NodeJS.ErrnoException, socket: Duplex) => {
+    if (error.code === 'ECONNRESET' || socket.destroyed) return;
+    let answer: string;
+    if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') answer = rawErrorAnswer('REQUEST_TIMEOUT');
+    else if (error.code === 'HPE_HEADER_OVERFLOW') answer = rawErrorAnswer('HEADERS_TOO_LARGE');
+    else
+      answer = rawErrorAnswer('BAD_REQUEST', `the request could not be parsed as HTTP/1.1 (${error.code})`);
+    logger?.debug({ code: error.code }, 'request refused before routing');
+    if (!socket.writable) {
+      socket.destroy();
+      return;
+    }
+    socket.end(answer, () => socket.destroy());
+  };
+}
+
 function validateOptions(options: ReceiverAppOptions): void {
   if (options.secrets.length === 0 || options.secrets.some((s) => s === '')) {
     throw new TypeError('buildReceiverApp: secrets must list at least one non-empty webhook secret');
@@ -119,7 +180,9 @@ function validateOptions(options: ReceiverAppOptions): void {
 /**
  * Builds the webhook receiver (docs/receiver.md) without listening: `POST <path>` verifies the
  * signature over the raw bytes, then queues the event and answers 200 only once Redis has it;
- * `GET /healthz`, `GET /readyz`, `GET /metrics`. Throws a TypeError for invalid options.
+ * `GET /healthz`, `GET /readyz`. Its metrics (`options.metrics`) are served elsewhere, never on
+ * the internet-facing port ({@link startReceiverMetricsServer}). Throws a TypeError for invalid
+ * options.
  */
 export async function buildReceiverApp(options: ReceiverAppOptions): Promise<FastifyInstance> {
   validateOptions(options);
@@ -134,11 +197,28 @@ export async function buildReceiverApp(options: ReceiverAppOptions): Promise<Fas
   };
   const secrets = [...options.secrets];
   const { producer } = options;
-  const metrics = createReceiverMetrics(producer);
+  const metrics = options.metrics ?? createReceiverMetrics(producer);
+  const limits: ReceiverLimits = { ...DEFAULT_RECEIVER_LIMITS, ...options.limits };
 
   const loggerInstance: FastifyBaseLogger | undefined = options.logger;
   const app = Fastify({
     ...(loggerInstance ? { loggerInstance } : { logger: false }),
+    requestTimeout: limits.requestTimeoutMs,
+    connectionTimeout: limits.idleTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    http: {
+      headersTimeout: limits.headersTimeoutMs,
+      // Node checks the two time-outs above on this interval (30 s by default).
+      connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(limits.headersTimeoutMs / 4))),
+      // A request without a Host header reaches the route's error answer, not Node's empty 400.
+      requireHostHeader: false,
+    },
+    clientErrorHandler: clientErrorAnswer(options.logger),
+    // Requests the router refuses (a malformed URL) get the documented answer too.
+    frameworkErrors: (error, _request, reply) => {
+      const body = receiverErrorBody('BAD_REQUEST', `the request URL is malformed (${error.code})`);
+      void (reply as FastifyReply).code(body.statusCode).send(body);
+    },
     // No per-request lines: the route logs refusals and failures itself, without headers.
     logController: new LogController({ disableRequestLogging: true }),
     // No child logger per request either (pino's child() is a measurable share of a webhook's
@@ -147,6 +227,15 @@ export async function buildReceiverApp(options: ReceiverAppOptions): Promise<Fas
     bodyLimit,
     // Requests already on open connections while closing are still served: Redis closes after.
     return503OnClosing: false,
+  });
+
+  app.server.maxConnections = limits.maxConnections;
+
+  // HTTP/1.1 requires a Host header (RFC 9112 §3.2); Node's own check would answer an empty 400.
+  app.addHook('onRequest', async (request) => {
+    if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
+      throw new ReceiverHttpError('BAD_REQUEST', 'the request has no Host header, which HTTP/1.1 requires');
+    }
   });
 
   await app.register(fastifyRawBody, { field: 'rawBody', global: false, encoding: false, runFirst: true });
@@ -290,11 +379,6 @@ export async function buildReceiverApp(options: ReceiverAppOptions): Promise<Fas
       request.log.warn({ reqId: request.id, err: error }, 'not ready: Redis unavailable');
       return reply.code(503).send(receiverErrorBody('QUEUE_UNAVAILABLE', 'not ready: Redis does not answer'));
     }
-  });
-
-  app.get('/metrics', async (_request, reply) => {
-    const text = await metrics.registry.metrics();
-    return reply.type(metrics.registry.contentType).send(text);
   });
 
   return app;

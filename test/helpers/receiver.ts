@@ -10,6 +10,7 @@ import {
   type WebhookProducerOptions,
 } from '../../src/queue/webhook-producer.js';
 import { buildReceiverApp, type ReceiverAppOptions } from '../../src/receiver/app.js';
+import { createReceiverMetrics } from '../../src/receiver/metrics.js';
 import { signedWebhookHeaders } from '../../src/upstream/signature.js';
 import { privateRedis } from './redis.js';
 
@@ -60,6 +61,8 @@ export interface TestReceiver {
   app: FastifyInstance;
   producer: WebhookProducer;
   redis: RedisServer;
+  /** The receiver's metrics as a scrape would read them (they are served on a port of their own). */
+  metricsText(): Promise<string>;
   /** POSTs `rawBody` with `headers` to the webhook path through `inject`. */
   post(
     rawBody: string | Buffer,
@@ -84,13 +87,15 @@ export async function startTestReceiver(
   const producer = createWebhookProducer({ redisUrl: redis.url, ...producerOptions });
   t.after(() => producer.close());
   await producer.ping();
-  const app = await buildReceiverApp({ secrets: [SECRET], ...appOptions, producer });
+  const metrics = createReceiverMetrics(producer);
+  const app = await buildReceiverApp({ secrets: [SECRET], metrics, ...appOptions, producer });
   t.after(() => app.close());
   const webhookPath = appOptions.path ?? '/webhooks/h2h';
   return {
     app,
     producer,
     redis,
+    metricsText: () => metrics.registry.metrics(),
     post: (rawBody, headers, path = webhookPath) =>
       app.inject({ method: 'POST', url: path, payload: rawBody, headers }),
   };

@@ -135,7 +135,7 @@ describe('POST /webhooks/h2h: duplicates', () => {
 
   test('a captured delivery replayed under fresh X-Event-Id headers is one job; the mismatch is logged and counted', async (t) => {
     const { logger, lines } = capturedLogger({ name: 'receiver', level: 'info' });
-    const { post, producer, app } = await startTestReceiver(t, { logger });
+    const { post, producer, metricsText } = await startTestReceiver(t, { logger });
     const body = webhookBody('replayed-order', 'evt_signed');
     const captured = deliveryHeaders(body);
 
@@ -155,8 +155,7 @@ describe('POST /webhooks/h2h: duplicates', () => {
       .filter((l) => l.headerEventId?.startsWith('evt_forged_'));
     assert.equal(warnings.length, 5);
     assert.equal(warnings[0].eventId, 'evt_signed');
-    const metrics = await app.inject({ method: 'GET', url: '/metrics' });
-    assert.match(metrics.body, /^h2h_webhook_event_id_mismatch_total 5$/m);
+    assert.match(await metricsText(), /^h2h_webhook_event_id_mismatch_total 5$/m);
   });
 
   test('without an event_id in the body the SHA-256 of the raw body dedupes, whatever the header says', async (t) => {
@@ -489,18 +488,15 @@ describe('health, readiness and metrics', () => {
   });
 
   test('metrics count requests by outcome, time verify-and-enqueue, and show queue depth', async (t) => {
-    const { app, post } = await startTestReceiver(t);
+    const { metricsText, post } = await startTestReceiver(t);
     const body = webhookBody('metrics-order', 'evt_m');
     await post(body, deliveryHeaders(body));
     await post(body, deliveryHeaders(body));
     await post(body, deliveryHeaders(body, { secret: 'wrong' }));
     await post(body, { ...deliveryHeaders(body), 'content-type': 'text/plain' });
 
-    const res = await app.inject({ method: 'GET', url: '/metrics' });
+    const text = await metricsText();
 
-    assert.equal(res.statusCode, 200);
-    assert.match(res.headers['content-type'] as string, /^text\/plain/);
-    const text = res.body;
     assert.match(text, /^h2h_webhook_requests_total\{outcome="accepted"\} 1$/m);
     assert.match(text, /^h2h_webhook_requests_total\{outcome="duplicate"\} 1$/m);
     assert.match(text, /^h2h_webhook_requests_total\{outcome="invalid_signature"\} 1$/m);

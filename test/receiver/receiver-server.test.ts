@@ -14,6 +14,7 @@ const baseEnv = (redisUrl: string) => ({
   REDIS_URL: redisUrl,
   H2H_API_SECRET: SECRET,
   PORT: '0',
+  H2H_RECEIVER_METRICS_PORT: '0',
   LOG_LEVEL: 'info',
 });
 
