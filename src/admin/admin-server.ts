@@ -17,6 +17,7 @@ import { POLL_REQUEST_QUEUE } from '../queue/poll-request-queue.js';
 import { queueJobCounts, registerQueueDepthGauge } from '../queue/queue-depth.js';
 import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE } from '../queue/webhook-queue.js';
 import { RECONCILE_QUEUE } from '../reconciler/reconcile-queue.js';
+import { CLIENT_ERROR_STATUS, jsonClientErrorHandler } from '../shared/client-error.js';
 import { withDeadline } from '../shared/deadline.js';
 import type { GroupCommitStats } from '../worker/group-commit.js';
 
@@ -124,6 +125,17 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   const app = Fastify({
     ...(loggerInstance ? { loggerInstance } : { logger: false }),
     logController: new LogController({ disableRequestLogging: true }),
+    // Fastify's own handler logs the refused request's raw bytes (basic auth included) at trace.
+    clientErrorHandler: jsonClientErrorHandler(
+      (kind) => ({
+        status: CLIENT_ERROR_STATUS[kind],
+        body: {
+          error: kind.toUpperCase(),
+          message: `request refused before routing (${kind.replaceAll('_', ' ')})`,
+        },
+      }),
+      logger,
+    ),
   });
   const { auth } = settings;
   if (auth) {

@@ -1,6 +1,4 @@
-import { STATUS_CODES } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import type { Duplex } from 'node:stream';
 import Fastify, {
   errorCodes,
   type FastifyBaseLogger,
@@ -15,9 +13,10 @@ import fastifyRawBody from 'fastify-raw-body';
 import type { Logger } from 'pino';
 import { findOrderInWebhook, parseWebhookBody } from '../queue/webhook-order.js';
 import { QueueUnavailableError, type WebhookProducer } from '../queue/webhook-producer.js';
+import { type ClientErrorKind, jsonClientErrorHandler } from '../shared/client-error.js';
 import { WEBHOOK_HEADERS } from '../upstream/model.js';
 import { DEFAULT_TOLERANCE_S, verifyWebhookSignature } from '../upstream/signature.js';
-import { RECEIVER_ERRORS, type ReceiverErrorCode, ReceiverHttpError, receiverErrorBody } from './errors.js';
+import { type ReceiverErrorCode, ReceiverHttpError, receiverErrorBody } from './errors.js';
 import { createReceiverMetrics, type ReceiverMetrics, type WebhookOutcome } from './metrics.js';
 
 /** Default of {@link ReceiverAppOptions.path}. */
@@ -135,37 +134,15 @@ function rawBodyHandOver(bodyLimit: number): FastifyContentTypeParser {
   };
 }
 
-/** The raw HTTP/1.1 answer of an error, for a socket Fastify never turned into a request. */
-function rawErrorAnswer(code: ReceiverErrorCode, detail?: string): string {
-  const body = JSON.stringify(receiverErrorBody(code, detail));
-  const { status } = RECEIVER_ERRORS[code];
-  return (
-    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
-  );
-}
-
-/**
- * Node's `clientError`: requests Node refuses before Fastify sees them (unparseable framing,
- * headers over the limit, a request not received within the time-out). Each is answered in the
- * documented shape and its connection closed. The error is logged by its code only: Node hangs
- * the raw bytes received on it (`rawPacket`), credentials included.
- */
-function clientErrorAnswer(logger: Logger | undefined) {
-  return (error: NodeJS.ErrnoException, socket: Duplex) => {
-    if (error.code === 'ECONNRESET' || socket.destroyed) return;
-    let answer: string;
-    if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') answer = rawErrorAnswer('REQUEST_TIMEOUT');
-    else if (error.code === 'HPE_HEADER_OVERFLOW') answer = rawErrorAnswer('HEADERS_TOO_LARGE');
-    else
-      answer = rawErrorAnswer('BAD_REQUEST', `the request could not be parsed as HTTP/1.1 (${error.code})`);
-    logger?.debug({ code: error.code }, 'request refused before routing');
-    if (!socket.writable) {
-      socket.destroy();
-      return;
-    }
-    socket.end(answer, () => socket.destroy());
-  };
+/** The documented answer of each request Node refuses before routing ({@link jsonClientErrorHandler}). */
+function clientErrorBody(kind: ClientErrorKind, error: NodeJS.ErrnoException) {
+  const body =
+    kind === 'timeout'
+      ? receiverErrorBody('REQUEST_TIMEOUT')
+      : kind === 'headers_too_large'
+        ? receiverErrorBody('HEADERS_TOO_LARGE')
+        : receiverErrorBody('BAD_REQUEST', `the request could not be parsed as HTTP/1.1 (${error.code})`);
+  return { status: body.statusCode, body };
 }
 
 function validateOptions(options: ReceiverAppOptions): void {
@@ -213,7 +190,7 @@ export async function buildReceiverApp(options: ReceiverAppOptions): Promise<Fas
       // A request without a Host header reaches the route's error answer, not Node's empty 400.
       requireHostHeader: false,
     },
-    clientErrorHandler: clientErrorAnswer(options.logger),
+    clientErrorHandler: jsonClientErrorHandler(clientErrorBody, options.logger),
     // Requests the router refuses (a malformed URL) get the documented answer too.
     frameworkErrors: (error, _request, reply) => {
       const body = receiverErrorBody('BAD_REQUEST', `the request URL is malformed (${error.code})`);

@@ -7,6 +7,7 @@ import fc from 'fast-check';
 import { loadConfig, receiverSettings } from '../../src/config/config.js';
 import { freePort } from '../../src/dev/redis-server.js';
 import { type RunningReceiver, startReceiver } from '../../src/receiver/server.js';
+import { capturedLogger } from '../helpers/logs.js';
 import { deliveryHeaders, SECRET, webhookBody } from '../helpers/receiver.js';
 import { privateRedis } from '../helpers/redis.js';
 import { httpRequest } from '../helpers/simulator.js';
@@ -109,6 +110,43 @@ describe('requests Node or Fastify refuse before the route get the documented an
     );
     assertDocumentedError(badUrl, 400, 'BAD_REQUEST');
     assert.match(JSON.parse(badUrl.body).error, /URL is malformed/);
+  });
+});
+
+describe('secrets in logs', () => {
+  test('a webhook Node refuses before routing leaves no signature in the logs, even at trace', async (t) => {
+    const { logger, lines } = capturedLogger({ name: 'receiver', level: 'trace' });
+    const redis = await privateRedis(t);
+    const receiver = await startReceiver(
+      receiverSettings(
+        loadConfig({
+          REDIS_URL: redis.url,
+          H2H_API_SECRET: SECRET,
+          PORT: '0',
+          H2H_RECEIVER_METRICS_PORT: '0',
+        }),
+      ),
+      { logger },
+    );
+    t.after(() => receiver.close());
+    const body = webhookBody();
+    const headers = deliveryHeaders(body);
+    const request =
+      `POST /webhooks/h2h HTTP/1.1\r\nHost: x\r\nX-Timestamp: ${headers['x-timestamp']}\r\n` +
+      `X-Signature: ${headers['x-signature']}\r\nX-Pad: ${'p'.repeat(20_000)}\r\n\r\n`;
+
+    assertDocumentedError(await rawExchange(portOf(receiver), request), 431, 'HEADERS_TOO_LARGE');
+    assertDocumentedError(
+      await rawExchange(portOf(receiver), `BROKEN ${headers['x-signature']}\r\n\r\n`),
+      400,
+      'BAD_REQUEST',
+    );
+
+    assert.ok(
+      lines.some((line) => line.includes('request refused before routing')),
+      'the refusals are logged',
+    );
+    assert.equal(lines.join('').includes(headers['x-signature']!), false, 'the signature is in the logs');
   });
 });
 
