@@ -16,7 +16,7 @@
  * Prints both rates, the ratio and the group-commit figures; exits 1 below either goal or when
  * the store does not hold exactly one event per job.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -134,6 +134,8 @@ const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 
 async function main(): Promise<number> {
   const redis = await startRedisServer();
+  // On the project's disk (not tmpfs), like the real store; var/ does not exist on a fresh clone.
+  mkdirSync(join(process.cwd(), 'var'), { recursive: true });
   const dir = mkdtempSync(join(process.cwd(), 'var', 'bench-worker-'));
   try {
     console.log(
