@@ -1,7 +1,9 @@
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { DEFAULT_LOG_LEVEL, LOG_LEVELS } from '../observability/logger.js';
 import { DEFAULT_ENQUEUE_TIMEOUT_MS } from '../queue/webhook-producer.js';
-import { DEFAULT_REDIS_URL } from '../queue/webhook-queue.js';
+import { DEFAULT_PRIVATE_REDIS_PORT } from '../queue/webhook-queue.js';
 import { DEFAULT_RATE_WINDOW_MS, defaultReservedForCreate } from '../rate-budget/rate-budget.js';
 import {
   DEFAULT_RECEIVER_LIMITS,
@@ -52,6 +54,16 @@ const list = z.string().transform((s) =>
 const LOOPBACK = '127.0.0.1';
 
 /** The base URL of the simulator as `npm run sim` starts it: the development value of `H2H_BASE_URL`. */
+/**
+ * The installation directory (the package root: this file is `src/config/` or `dist/config/`).
+ * Defaults that name files are resolved from it, not from the working directory, so a command
+ * run elsewhere finds the same store as the deployment.
+ */
+export const INSTALL_DIR = fileURLToPath(new URL('../..', import.meta.url));
+
+/** Where the order store is when H2H_DB_PATH is not set. */
+export const DEFAULT_DB_PATH = join(INSTALL_DIR, 'var', 'h2h-sync.db');
+
 export const SIMULATOR_BASE_URL = `http://${LOOPBACK}:4010/v1/member-api`;
 
 export const settingsSchema = z.object({
@@ -96,9 +108,17 @@ export const settingsSchema = z.object({
     ),
   REDIS_URL: z
     .url({ protocol: /^rediss?$/ })
-    .default(DEFAULT_REDIS_URL)
-    .describe('Redis for the queues and the shared rate budget.'),
-  H2H_DB_PATH: z.string().min(1).default('./var/h2h-sync.db').describe('SQLite order store file.'),
+    .optional()
+    .describe(
+      "Redis for the queues and the shared rate budget. Default: the deployment's private Redis, `redis://127.0.0.1:<H2H_PRIVATE_REDIS_PORT>`, the one pm2's ecosystem runs when REDIS_URL is not set, so the CLI finds it too.",
+    ),
+  H2H_DB_PATH: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      'SQLite order store file. Default: `var/h2h-sync.db` in the installation directory, whatever the working directory. Commands that only read refuse to create it.',
+    ),
   LOG_LEVEL: z.enum(LOG_LEVELS).default(DEFAULT_LOG_LEVEL).describe('pino log level.'),
   HOST: z.string().min(1).default(LOOPBACK).describe('Address the webhook receiver listens on.'),
   PORT: int(0).max(65_535).default(3000).describe('Port the webhook receiver listens on; `0` = a free one.'),
@@ -264,9 +284,9 @@ export const settingsSchema = z.object({
     .describe('pm2 only (`ecosystem.config.js`): receiver processes in cluster mode, sharing `PORT`.'),
   H2H_PRIVATE_REDIS_PORT: int(1)
     .max(65_535)
-    .default(6380)
+    .default(DEFAULT_PRIVATE_REDIS_PORT)
     .describe(
-      'pm2 only: port of the private `h2h-redis` app (loopback, AOF, data in `./var/redis`) the ecosystem runs when REDIS_URL is not set; the other apps get `REDIS_URL=redis://127.0.0.1:<port>`.',
+      "Port of the private `h2h-redis` app (loopback, AOF, data in `var/redis`) pm2's ecosystem runs when REDIS_URL is not set; without REDIS_URL every process and command uses `redis://127.0.0.1:<port>`.",
     ),
 });
 
@@ -363,8 +383,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const s = parsed.data;
   return {
     settings: s,
-    redisUrl: s.REDIS_URL,
-    dbPath: s.H2H_DB_PATH,
+    redisUrl: s.REDIS_URL ?? `redis://${LOOPBACK}:${s.H2H_PRIVATE_REDIS_PORT}`,
+    dbPath: s.H2H_DB_PATH === undefined ? DEFAULT_DB_PATH : resolve(s.H2H_DB_PATH),
     logLevel: s.LOG_LEVEL,
     budget: {
       limit: s.H2H_RATE_LIMIT,

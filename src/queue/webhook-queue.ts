@@ -19,8 +19,14 @@ export const WEBHOOK_QUEUE = 'h2h-webhooks';
  */
 export const UNPARSED_WEBHOOK_JOB_NAME = 'unparsed';
 
-/** The Redis of the queues when none is given: a local one on its standard port. */
-export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+/**
+ * Port of the deployment's private Redis: the one pm2's ecosystem runs when REDIS_URL is not set
+ * (H2H_PRIVATE_REDIS_PORT), off Redis's standard 6379 so it never meets a system Redis.
+ */
+export const DEFAULT_PRIVATE_REDIS_PORT = 6380;
+
+/** The Redis of the queues when none is given: the deployment's private one. */
+export const DEFAULT_REDIS_URL = `redis://127.0.0.1:${DEFAULT_PRIVATE_REDIS_PORT}`;
 
 /** BullMQ's own default key prefix; tests pass a unique one. Producer and worker must agree. */
 export const DEFAULT_QUEUE_PREFIX = 'bull';

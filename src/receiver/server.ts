@@ -5,6 +5,7 @@ import { type Config, loadConfig, type ReceiverSettings, receiverSettings } from
 import { createLogger } from '../observability/logger.js';
 import { createWebhookProducer, type WebhookProducer } from '../queue/webhook-producer.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';
+import { redactRedisUrl } from '../shared/redis-connection.js';
 import { buildReceiverApp } from './app.js';
 import { createReceiverMetrics } from './metrics.js';
 import {
@@ -125,6 +126,11 @@ export async function runReceiver(config: Config = loadConfig()): Promise<Runnin
     level: settings.logLevel,
     redactHeaders: [settings.headers.signature],
   });
+  // First, so that `pm2 logs` always says which Redis this process queues to.
+  logger.info(
+    { redis: redactRedisUrl(settings.redisUrl) },
+    `receiver starting: Redis ${redactRedisUrl(settings.redisUrl)}`,
+  );
   const receiver = await startReceiver(settings, { logger });
   logger.info(
     { url: receiver.webhookUrl, origin: receiver.origin, metrics: receiver.metricsUrl },

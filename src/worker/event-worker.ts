@@ -9,6 +9,7 @@ import {
   type WebhookJobData,
 } from '../queue/webhook-queue.js';
 import { settlesWithin } from '../shared/deadline.js';
+import { redisOutageLog } from '../shared/redis-connection.js';
 import type { EventReason } from '../store/local-order.js';
 import type { OrderWriter } from '../store/order-writer.js';
 import { StoreError } from '../store/store-error.js';
@@ -161,10 +162,14 @@ export function createEventWorker(options: EventWorkerOptions): EventWorker {
   const groupCommit = new GroupCommit({ db: options.db, maxBatchSize });
   const { writer, logger } = options;
 
-  const connection = new Redis(options.redisUrl ?? DEFAULT_REDIS_URL, {
+  const redisUrl = options.redisUrl ?? DEFAULT_REDIS_URL;
+  const connection = new Redis(redisUrl, {
     maxRetriesPerRequest: null, // BullMQ workers must wait out a Redis outage, not fail commands
     connectionName: 'h2h-worker',
   });
+  const outage = redisOutageLog({ url: redisUrl, component: 'event worker', ...(logger ? { logger } : {}) });
+  connection.on('error', outage.error);
+  connection.on('ready', outage.ready);
 
   const processor = (job: Job<WebhookJobData, EventOutcome>): Promise<EventOutcome> =>
     applyWebhookJob(job.data, writer, groupCommit);
@@ -193,7 +198,8 @@ export function createEventWorker(options: EventWorkerOptions): EventWorker {
   });
   worker.on('stalled', (jobId) => logger?.warn({ jobId }, 'webhook job stalled; back in the queue'));
   // Without a listener an 'error' event would crash the process; BullMQ reconnects by itself.
-  worker.on('error', (error) => logger?.error({ err: error }, 'event worker error'));
+  // Its blocking connection reports here too.
+  worker.on('error', outage.error);
 
   let closing: Promise<boolean> | undefined;
   return {

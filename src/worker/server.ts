@@ -12,6 +12,7 @@ import { createLogger } from '../observability/logger.js';
 import type { ReconcilerMetrics } from '../reconciler/metrics.js';
 import { startReconciler } from '../reconciler/reconciler.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';
+import { redactRedisUrl } from '../shared/redis-connection.js';
 import { openDatabase } from '../store/database.js';
 import { type OrderStore, openOrderStore } from '../store/order-store.js';
 import { createUpstream } from '../upstream/create-upstream.js';
@@ -216,6 +217,11 @@ export async function startWorkerProcess(
 export async function runWorker(config: Config = loadConfig()): Promise<RunningWorkerProcess> {
   const settings = workerSettings(config);
   const logger = createLogger({ name: 'worker', level: settings.logLevel });
+  // First, so that `pm2 logs` always says which Redis and store this process uses.
+  logger.info(
+    { redis: redactRedisUrl(config.redisUrl), store: settings.dbPath },
+    `worker starting: Redis ${redactRedisUrl(config.redisUrl)}, store ${settings.dbPath}`,
+  );
   const running = await startWorkerProcess(config, { logger, admin: true });
   logger.info(
     { concurrency: settings.concurrency, batchSize: settings.batchSize, dbPath: settings.dbPath },
