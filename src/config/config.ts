@@ -26,6 +26,7 @@ import {
   DEFAULT_LOCK_DURATION_MS,
   DEFAULT_MAX_STALLED_COUNT,
   DEFAULT_STALLED_INTERVAL_MS,
+  DEFAULT_STORE_LOCK_WAIT_MS,
   DEFAULT_WORKER_CONCURRENCY,
 } from '../worker/event-worker.js';
 
@@ -206,6 +207,11 @@ export const settingsSchema = z.object({
   H2H_WORKER_MAX_STALLED_COUNT: int(0)
     .default(DEFAULT_MAX_STALLED_COUNT)
     .describe('Times a webhook job may stall and be taken over before it is parked in the failed set.'),
+  H2H_WORKER_STORE_LOCK_WAIT_MS: int(1)
+    .default(DEFAULT_STORE_LOCK_WAIT_MS)
+    .describe(
+      'Longest wait of the event worker for another process’s write lock on the store, on timers (its event loop keeps renewing job locks); past it the batch’s jobs are retried by BullMQ.',
+    ),
   H2H_WORKER_SHUTDOWN_TIMEOUT_MS: int(1)
     .default(DEFAULT_CLOSE_TIMEOUT_MS)
     .describe(
@@ -479,6 +485,7 @@ export function workerSettings(config: Config) {
     lockDurationMs: s.H2H_WORKER_LOCK_DURATION_MS,
     stalledIntervalMs: s.H2H_WORKER_STALLED_INTERVAL_MS,
     maxStalledCount: s.H2H_WORKER_MAX_STALLED_COUNT,
+    storeLockWaitMs: s.H2H_WORKER_STORE_LOCK_WAIT_MS,
     shutdownTimeoutMs: s.H2H_WORKER_SHUTDOWN_TIMEOUT_MS,
     logLevel: config.logLevel,
   };

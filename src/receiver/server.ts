@@ -5,7 +5,7 @@ import { type Config, loadConfig, type ReceiverSettings, receiverSettings } from
 import { createLogger } from '../observability/logger.js';
 import { createWebhookProducer, type WebhookProducer } from '../queue/webhook-producer.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';
-import { redactRedisUrl } from '../shared/redis-connection.js';
+import { redactRedisUrl } from '../shared/redis-outage.js';
 import { buildReceiverApp } from './app.js';
 import { createReceiverMetrics } from './metrics.js';
 import {

@@ -7,7 +7,7 @@ import { POLL_REQUEST_QUEUE, type PollRequestData } from '../queue/poll-request-
 import { DEFAULT_QUEUE_PREFIX } from '../queue/webhook-queue.js';
 import type { RateBudget } from '../rate-budget/rate-budget.js';
 import { settlesWithin } from '../shared/deadline.js';
-import { redisOutageLog } from '../shared/redis-connection.js';
+import { redisOutageLog } from '../shared/redis-outage.js';
 import type { OrderStore } from '../store/order-store.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { type EarlyPollResult, pollOrderNow } from './early-poll.js';

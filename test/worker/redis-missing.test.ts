@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { test } from 'node:test';
 import { freePort, startRedisServer } from '../../src/dev/redis-server.js';
-import { redactRedisUrl } from '../../src/shared/redis-connection.js';
+import { redactRedisUrl } from '../../src/shared/redis-outage.js';
 import { tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 
