@@ -12,6 +12,7 @@ test('the worker settings default to 100 jobs in flight, batches of up to 100, a
     lockDurationMs: 30_000,
     stalledIntervalMs: 30_000,
     maxStalledCount: 1,
+    storeLockWaitMs: 5_000,
     shutdownTimeoutMs: 10_000,
     logLevel: 'info',
   });
