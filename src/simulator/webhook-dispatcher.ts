@@ -4,6 +4,7 @@ import { Agent, request } from 'undici';
 import { ORDER_UPDATED_EVENT, WEBHOOK_HEADERS, type WebhookEvent } from '../upstream/model.js';
 import { signWebhook } from '../upstream/signature.js';
 import type { FaultInjector } from './faults.js';
+import type { TimingProfile } from './profile.js';
 import { type SimOrder, toPublicOrder } from './sim-order.js';
 import type { TimerSet } from './timer-set.js';
 
@@ -45,8 +46,10 @@ export interface WebhookAttemptRecord {
 export interface WebhookDispatcherOptions {
   timers: TimerSet;
   faults: FaultInjector;
-  /** Multiplies the retry schedule and the reorder hold. */
+  /** Multiplies the retry schedule, the reorder hold and the profile's delivery delays. */
   timeScale: number;
+  /** Draws the simulated delay before each attempt (0 under the fast profile). */
+  profile: TimingProfile;
   /** A 2xx that does not arrive within this many ms counts as a failed attempt. */
   timeoutMs: number;
   logger: Logger;
@@ -59,6 +62,8 @@ interface PendingEvent {
   /** The exact bytes sent on every attempt. */
   readonly body: Buffer;
   reordered: boolean;
+  /** Every attempt is recorded as dropped and nothing is sent (a refund planned with lost webhooks). */
+  lost: boolean;
 }
 
 interface Answer {
@@ -96,9 +101,10 @@ export class WebhookDispatcher {
   }
 
   /** Snapshots the order now and delivers it as one event. */
-  enqueue(order: SimOrder): void {
+  enqueue(order: SimOrder, options: { lost?: boolean } = {}): void {
     if (this.closed) return;
     const event = createEvent(order);
+    event.lost = options.lost === true;
     const held = this.held.get(order);
     if (held) {
       // webhook_reorder: the newer event goes first, the held older one right after its first attempt.
@@ -137,7 +143,8 @@ export class WebhookDispatcher {
   private async deliver(event: PendingEvent, attempt: number, afterAttempt?: () => void): Promise<void> {
     const run = this.run;
     const { faults, timers } = this.options;
-    const extraDelay = faults.current.webhook_delay_ms;
+    const profileDelay = this.options.profile.webhookDelayMs() * this.options.timeScale;
+    const extraDelay = faults.current.webhook_delay_ms + profileDelay;
     if (extraDelay > 0) await timers.sleep(extraDelay);
     if (run !== this.run) return;
 
@@ -150,6 +157,10 @@ export class WebhookDispatcher {
       answers = [
         { answer_status: null, error: 'no webhook URL: neither callback_url nor the member webhook_url' },
       ];
+    } else if (event.lost) {
+      answers = [{ answer_status: null, error: 'dropped' }];
+      applied.push('planned_loss');
+      lost = true;
     } else if (faults.roll('webhook_drop')) {
       answers = [{ answer_status: null, error: 'dropped' }];
       lost = true;
@@ -248,7 +259,14 @@ function createEvent(order: SimOrder): PendingEvent {
     created_at: new Date().toISOString(),
     data: toPublicOrder(order),
   };
-  return { id, order, status: order.status, body: Buffer.from(JSON.stringify(payload)), reordered: false };
+  return {
+    id,
+    order,
+    status: order.status,
+    body: Buffer.from(JSON.stringify(payload)),
+    reordered: false,
+    lost: false,
+  };
 }
 
 function isDelivered(answer: Answer): boolean {
