@@ -111,6 +111,11 @@ export function controlRoutes(engine: SimEngine): FastifyPluginAsync {
 
     app.get('/webhooks', async () => engine.webhooks.attempts());
 
+    app.get('/stats', async () => ({
+      webhooks: engine.webhooks.stats(),
+      orders: engine.orders.stats(),
+    }));
+
     app.get('/faults', async () => engine.faults.current);
 
     app.post('/faults', async (request) => engine.faults.merge(parseBody(faultsPatchSchema, request.body)));

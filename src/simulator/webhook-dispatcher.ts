@@ -43,6 +43,30 @@ export interface WebhookAttemptRecord {
   next_attempt_in_ms: number | null;
 }
 
+/** Counters of `GET /__sim/stats`, over the attempts of the current run. */
+export interface WebhookStats {
+  /** Distinct events that had at least one attempt. */
+  events: number;
+  /** Attempt records (both copies of a duplicated attempt count). */
+  attempts: number;
+  /** Attempts answered 2xx in time. */
+  delivered: number;
+  /** Attempts lost to the `webhook_drop` fault. */
+  dropped: number;
+  /** Attempts lost because a refund was planned with lost webhooks. */
+  planned_loss: number;
+  /** Attempts sent twice by the `webhook_duplicate` fault (counted once per attempt). */
+  duplicated: number;
+  /** Copies signed with a wrong secret (`webhook_bad_signature`), each copy counted. */
+  bad_signature: number;
+  /** Copies with a stale timestamp, each copy counted. */
+  stale_timestamp: number;
+  /** Events held back by `webhook_reorder`. */
+  reordered: number;
+  /** Attempts sent (or about to be) whose record is not written yet. */
+  in_flight: number;
+}
+
 export interface WebhookDispatcherOptions {
   timers: TimerSet;
   faults: FaultInjector;
@@ -81,6 +105,8 @@ export class WebhookDispatcher {
   private readonly records: WebhookAttemptRecord[] = [];
   private readonly held = new Map<SimOrder, { event: PendingEvent; timer: NodeJS.Timeout | undefined }>();
   private readonly inFlight = new Set<AbortController>();
+  /** Attempts between their send and their record (see {@link stats}). */
+  private attemptsInFlight = 0;
   /** Bumped by reset and close; an attempt from an older run records nothing and schedules nothing. */
   private run = 0;
   private closed = false;
@@ -98,6 +124,42 @@ export class WebhookDispatcher {
   /** Every attempt so far, in the order the attempts finished. */
   attempts(): readonly WebhookAttemptRecord[] {
     return this.records;
+  }
+
+  /**
+   * Counts over {@link attempts}. When `in_flight` is 0 in two snapshots with the same counts,
+   * no attempt was answered between them that is not counted.
+   */
+  stats(): WebhookStats {
+    const events = new Set<string>();
+    const stats: WebhookStats = {
+      events: 0,
+      attempts: this.records.length,
+      delivered: 0,
+      dropped: 0,
+      planned_loss: 0,
+      duplicated: 0,
+      bad_signature: 0,
+      stale_timestamp: 0,
+      reordered: 0,
+      in_flight: this.attemptsInFlight,
+    };
+    const duplicatedAttempts = new Set<string>();
+    const reorderedEvents = new Set<string>();
+    for (const record of this.records) {
+      events.add(record.event_id);
+      if (record.delivered) stats.delivered += 1;
+      if (record.faults.includes('planned_loss')) stats.planned_loss += 1;
+      else if (record.error === 'dropped') stats.dropped += 1;
+      if (record.faults.includes('duplicate')) duplicatedAttempts.add(`${record.event_id}#${record.attempt}`);
+      if (record.faults.includes('bad_signature')) stats.bad_signature += 1;
+      if (record.faults.includes('stale_timestamp')) stats.stale_timestamp += 1;
+      if (record.faults.includes('reordered')) reorderedEvents.add(record.event_id);
+    }
+    stats.events = events.size;
+    stats.duplicated = duplicatedAttempts.size;
+    stats.reordered = reorderedEvents.size;
+    return stats;
   }
 
   /** Snapshots the order now and delivers it as one event. */
@@ -128,6 +190,7 @@ export class WebhookDispatcher {
   /** Forgets the log and held events and silences attempts in flight. The owner clears the timers. */
   reset(): void {
     this.run += 1;
+    this.attemptsInFlight = 0;
     for (const controller of this.inFlight) controller.abort();
     this.inFlight.clear();
     this.held.clear();
@@ -147,7 +210,21 @@ export class WebhookDispatcher {
     const extraDelay = faults.current.webhook_delay_ms + profileDelay;
     if (extraDelay > 0) await timers.sleep(extraDelay);
     if (run !== this.run) return;
+    this.attemptsInFlight += 1;
+    try {
+      await this.attempt(run, event, attempt, afterAttempt);
+    } finally {
+      if (run === this.run) this.attemptsInFlight -= 1;
+    }
+  }
 
+  private async attempt(
+    run: number,
+    event: PendingEvent,
+    attempt: number,
+    afterAttempt?: () => void,
+  ): Promise<void> {
+    const { faults, timers } = this.options;
     const at = new Date().toISOString();
     const url = event.order.callback_url ?? event.order.member.webhook_url;
     const applied = event.reordered && attempt === 1 ? ['reordered'] : [];
