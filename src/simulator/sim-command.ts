@@ -59,10 +59,13 @@ export function registerSimCommand(program: Command): void {
       'multiplies every simulated delay (0.001: a 1-minute retry takes 60 ms); default 1',
       numberIn('--time-scale', 0, 1_000, true),
     )
-    .option(
-      '--speed <n>',
-      'simulated seconds per real second (60: a simulated minute per second); instead of --time-scale',
-      numberIn('--speed', 0.001, 1_000_000, true),
+    .addOption(
+      new Option(
+        '--speed <n>',
+        'simulated seconds per real second (60: a simulated minute per second); instead of --time-scale',
+      )
+        .argParser(numberIn('--speed', 0.001, 1_000_000, true))
+        .conflicts('timeScale'),
     )
     .option(
       '--scale-rate-window',
