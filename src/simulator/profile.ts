@@ -133,8 +133,14 @@ export class LognormalSampler {
   }
 }
 
-/** Seed offset of the profile's random source, so that it never shares a stream with the faults. */
-const PROFILE_SEED_SALT = 0x5bd1e995;
+/**
+ * Seed offsets of the profile's two random sources, so that neither shares a stream with the
+ * faults. Timelines and webhook delays draw from separate streams: how many webhook attempts
+ * happened before an order was created depends on real-time races, and must not change the
+ * order's timeline.
+ */
+const TIMELINE_SEED_SALT = 0x5bd1e995;
+const WEBHOOK_SEED_SALT = 0x27d4eb2f;
 
 /**
  * Realistic timelines. The last step of the progression comes at the drawn completion time and
@@ -145,12 +151,14 @@ const PROFILE_SEED_SALT = 0x5bd1e995;
 export class RealisticProfile implements TimingProfile {
   readonly name = 'realistic';
   private readonly sampler: LognormalSampler;
+  private readonly webhookSampler: LognormalSampler;
 
   constructor(
     readonly settings: ResolvedRealisticSettings,
     seed: number,
   ) {
-    this.sampler = new LognormalSampler((seed ^ PROFILE_SEED_SALT) | 0);
+    this.sampler = new LognormalSampler((seed ^ TIMELINE_SEED_SALT) | 0);
+    this.webhookSampler = new LognormalSampler((seed ^ WEBHOOK_SEED_SALT) | 0);
   }
 
   timeline(productCode: string, progression: readonly ProgressionStep[]): Timeline {
@@ -172,11 +180,12 @@ export class RealisticProfile implements TimingProfile {
   }
 
   webhookDelayMs(): number {
-    return this.sampler.lognormal(this.settings.webhook_delay) * 1000;
+    return this.webhookSampler.lognormal(this.settings.webhook_delay) * 1000;
   }
 
   reset(): void {
     this.sampler.reset();
+    this.webhookSampler.reset();
   }
 }
 

@@ -71,6 +71,19 @@ describe('realistic profile: distributions', () => {
     assertNear(quantile(usual, 0.99), 60, 0.2, 'MLBB-86 p99');
   });
 
+  test("an order's timeline does not depend on how many webhook delays were drawn before it", () => {
+    const settings = resolveRealistic({ stuck_share: 0.1 });
+    const quiet = new RealisticProfile(settings, 21);
+    const busy = new RealisticProfile(settings, 21);
+    for (let i = 0; i < 200; i++) {
+      for (let j = 0; j < i % 4; j++) busy.webhookDelayMs();
+      assert.deepEqual(
+        busy.timeline('MLBB-86', DEFAULT_PROGRESSION),
+        quiet.timeline('MLBB-86', DEFAULT_PROGRESSION),
+      );
+    }
+  });
+
   test('the stuck share of orders goes PROCESSING at the completion time and completes only after the stuck duration', () => {
     const settings = resolveRealistic({
       completion: { median_s: 20, p99_s: 100 },
