@@ -22,6 +22,8 @@ export interface WebhookAttemptRecord {
   invoice_number: string;
   /** The order status the event carries. */
   status: string;
+  /** The event carries a final state: SUCCESS with a serial, FAILED or REFUNDED. */
+  final: boolean;
   /** Where it went; null when neither the order nor the member had a webhook URL. */
   url: string | null;
   /** 1-based; both copies of a duplicated attempt carry the same number. */
@@ -55,6 +57,11 @@ export interface WebhookStats {
   dropped: number;
   /** Attempts lost because a refund was planned with lost webhooks. */
   planned_loss: number;
+  /**
+   * Events carrying a final state (SUCCESS with a serial, FAILED, REFUNDED) that were lost:
+   * dropped by `webhook_drop` or `webhook_drop_final`, or a planned loss.
+   */
+  final_events_lost: number;
   /** Attempts sent twice by the `webhook_duplicate` fault (counted once per attempt). */
   duplicated: number;
   /** Copies signed with a wrong secret (`webhook_bad_signature`), each copy counted. */
@@ -86,6 +93,8 @@ interface PendingEvent {
   /** The exact bytes sent on every attempt. */
   readonly body: Buffer;
   reordered: boolean;
+  /** The event carries a final state: SUCCESS with a serial, FAILED or REFUNDED. */
+  readonly final: boolean;
   /** Every attempt is recorded as dropped and nothing is sent (a refund planned with lost webhooks). */
   lost: boolean;
 }
@@ -138,6 +147,7 @@ export class WebhookDispatcher {
       delivered: 0,
       dropped: 0,
       planned_loss: 0,
+      final_events_lost: 0,
       duplicated: 0,
       bad_signature: 0,
       stale_timestamp: 0,
@@ -149,6 +159,7 @@ export class WebhookDispatcher {
     for (const record of this.records) {
       events.add(record.event_id);
       if (record.delivered) stats.delivered += 1;
+      if (record.final && record.error === 'dropped') stats.final_events_lost += 1;
       if (record.faults.includes('planned_loss')) stats.planned_loss += 1;
       else if (record.error === 'dropped') stats.dropped += 1;
       if (record.faults.includes('duplicate')) duplicatedAttempts.add(`${record.event_id}#${record.attempt}`);
@@ -238,7 +249,7 @@ export class WebhookDispatcher {
       answers = [{ answer_status: null, error: 'dropped' }];
       applied.push('planned_loss');
       lost = true;
-    } else if (faults.roll('webhook_drop')) {
+    } else if (faults.roll('webhook_drop') || (event.final && faults.roll('webhook_drop_final'))) {
       answers = [{ answer_status: null, error: 'dropped' }];
       lost = true;
     } else {
@@ -275,6 +286,7 @@ export class WebhookDispatcher {
         partner_ref: event.order.partner_ref,
         invoice_number: event.order.invoice_number,
         status: event.status,
+        final: event.final,
         url,
         attempt,
         ...answer,
@@ -336,10 +348,15 @@ function createEvent(order: SimOrder): PendingEvent {
     created_at: new Date().toISOString(),
     data: toPublicOrder(order),
   };
+  const final =
+    order.status === 'FAILED' ||
+    order.status === 'REFUNDED' ||
+    (order.status === 'SUCCESS' && order.serial_number !== null);
   return {
     id,
     order,
     status: order.status,
+    final,
     body: Buffer.from(JSON.stringify(payload)),
     reordered: false,
     lost: false,

@@ -210,6 +210,42 @@ describe('realistic profile: through the simulator', () => {
   });
 });
 
+describe('losing final webhooks', () => {
+  test('webhook_drop_final loses the events that carry a final state and no other, and GET /__sim/stats counts them', async (t) => {
+    const sink = await startWebhookSink(t, { secrets: ['sim_secret_demo_M0001'] });
+    const harness = await startSimulator(t, { webhookUrl: sink.url, timeScale: 0.005 });
+    await harness.setFaults({ webhook_drop_final: 1 });
+    const refs: string[] = [];
+    for (const suffix of ['0003', '0005', '0004']) {
+      const created = await harness.createOrder({
+        data: { user_id: userIdEndingIn(suffix), server_id: '2001' },
+      });
+      assert.equal(created.status, 201);
+      refs.push(created.body.partner_ref);
+    }
+    // 0003: PROCESSING, SUCCESS+serial; 0005: SUCCESS without serial, SUCCESS+serial; 0004: PROCESSING, FAILED.
+    const stats = await waitFor(
+      async () => {
+        const body = (await harness.control('/stats')).body;
+        return body.webhooks.attempts === 6 && body.webhooks.in_flight === 0 ? body : null;
+      },
+      { message: 'six webhook attempts recorded' },
+    );
+    assert.equal(stats.webhooks.final_events_lost, 3);
+    assert.equal(stats.webhooks.dropped, 3);
+    assert.equal(stats.webhooks.delivered, 3);
+    assert.deepEqual(
+      sink.deliveries.map((d) => [d.body?.data?.status, d.body?.data?.serial_number === null]).sort(),
+      [
+        ['PROCESSING', true],
+        ['PROCESSING', true],
+        ['SUCCESS', true],
+      ],
+    );
+    assert.deepEqual(stats.orders.by_status, { SUCCESS: 2, FAILED: 1 });
+  });
+});
+
 describe('time scale', () => {
   test('a bad profile or realistic setting is refused, naming it', async () => {
     await assert.rejects(
