@@ -33,11 +33,16 @@ const { SETTING_NAMES, SIMULATOR_BASE_URL, loadConfig } = builtConfigModule();
 
 // The same validation as every app's start-up: a bad value stops `pm2 start` here, naming the
 // variable, instead of leaving the apps in a restart loop.
-const settings = loadConfig(env).settings;
+const config = loadConfig(env);
+const settings = config.settings;
 
-/** No REDIS_URL where pm2 runs: the ecosystem runs a private redis-server of its own. */
+/**
+ * No REDIS_URL where pm2 runs: the ecosystem runs a private redis-server of its own, on the
+ * address every process and CLI command uses by default (REDIS_URL's default follows
+ * H2H_PRIVATE_REDIS_PORT), so `h2h-sync status` finds it without a setting.
+ */
 const privateRedis = !env.REDIS_URL;
-const redisUrl = env.REDIS_URL || `redis://127.0.0.1:${settings.H2H_PRIVATE_REDIS_PORT}`;
+const redisUrl = config.redisUrl;
 
 /**
  * An env block naming every setting: the value of the environment pm2 runs in, else `defaults`,
@@ -71,6 +76,11 @@ const shared = {
   listen_timeout: 15_000,
   merge_logs: true,
   time: true,
+  // A process that fails at start-up (a missing or bad setting) exits 2 with one line naming
+  // the variable; pm2 restarts it, and after 10 restarts that each lived less than 5 s marks it
+  // `errored` and stops: `pm2 ls` shows the loop's end, `pm2 logs` the line to fix.
+  min_uptime: 5_000,
+  max_restarts: 10,
   env: development,
   env_production: production,
 };

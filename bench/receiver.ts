@@ -329,7 +329,8 @@ async function checkQueue(redisUrl: string, log: DeliveryLog): Promise<QueueChec
   try {
     // No worker runs: every job the receiver added is waiting.
     const jobIds = new Set(await queue.getRanges(['wait'], 0, -1));
-    const idOf = (eventId: string) => webhookIdentity(eventId, Buffer.alloc(0)).jobId;
+    const idOf = (eventId: string) =>
+      webhookIdentity(Buffer.from(JSON.stringify({ event_id: eventId }))).jobId;
     let missing = 0;
     for (const eventId of log.acknowledged) if (!jobIds.has(idOf(eventId))) missing += 1;
     const sentIds = new Set([...log.sent].map(idOf));
@@ -396,7 +397,14 @@ async function main(): Promise<number> {
     );
     const receiverServer = await spawnServer(
       ['src/cli/main.ts', 'receiver'],
-      { H2H_API_SECRET: SECRET, REDIS_URL: redis.url, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info' },
+      {
+        H2H_API_SECRET: SECRET,
+        REDIS_URL: redis.url,
+        HOST: '127.0.0.1',
+        PORT: '0',
+        H2H_RECEIVER_METRICS_PORT: '0',
+        LOG_LEVEL: 'info',
+      },
       (out) => (/"msg":"receiver listening"/.test(out) ? /"url":"([^"]+)"/.exec(out)?.[1] : undefined),
     );
     try {

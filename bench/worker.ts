@@ -16,7 +16,7 @@
  * Prints both rates, the ratio and the group-commit figures; exits 1 below either goal or when
  * the store does not hold exactly one event per job.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -26,7 +26,6 @@ import { loadConfig, reconcilerSettings } from '../src/config/config.js';
 import { startRedisServer } from '../src/dev/redis-server.js';
 import {
   encodeWebhookRawBody,
-  WEBHOOK_JOB_NAME,
   WEBHOOK_JOB_OPTIONS,
   WEBHOOK_QUEUE,
   type WebhookJobData,
@@ -52,7 +51,7 @@ const MIN_RATE = Number(flags['min-rate']);
 const MIN_RATIO = Number(flags['min-ratio']);
 
 /** One webhook as the simulator sends it: a settled SUCCESS of its own order. */
-function webhookJob(n: number, runId: string): { jobId: string; data: WebhookJobData } {
+function webhookJob(n: number, runId: string): { jobId: string; name: string; data: WebhookJobData } {
   const ref = `bench-${runId}-${n}`;
   const eventId = `evt_${runId}_${n}`;
   const rawBody = Buffer.from(
@@ -76,10 +75,12 @@ function webhookJob(n: number, runId: string): { jobId: string; data: WebhookJob
       },
     }),
   );
+  const identity = webhookIdentity(rawBody);
   return {
-    jobId: webhookIdentity(eventId, rawBody).jobId,
+    jobId: identity.jobId,
+    name: identity.jobName,
     data: {
-      dedupeKey: `event-id:${eventId}`,
+      dedupeKey: identity.dedupeKey,
       eventId,
       ...encodeWebhookRawBody(rawBody),
       receivedAt: Date.now(),
@@ -94,8 +95,8 @@ async function prefill(redisUrl: string, prefix: string): Promise<void> {
   for (let start = 0; start < EVENTS; start += 1_000) {
     const jobs = [];
     for (let n = start; n < Math.min(EVENTS, start + 1_000); n++) {
-      const { jobId, data } = webhookJob(n, prefix);
-      jobs.push({ name: WEBHOOK_JOB_NAME, data, opts: { ...WEBHOOK_JOB_OPTIONS, jobId } });
+      const { jobId, name, data } = webhookJob(n, prefix);
+      jobs.push({ name, data, opts: { ...WEBHOOK_JOB_OPTIONS, jobId } });
     }
     await queue.addBulk(jobs);
   }
@@ -133,6 +134,8 @@ const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 
 async function main(): Promise<number> {
   const redis = await startRedisServer();
+  // On the project's disk (not tmpfs), like the real store; var/ does not exist on a fresh clone.
+  mkdirSync(join(process.cwd(), 'var'), { recursive: true });
   const dir = mkdtempSync(join(process.cwd(), 'var', 'bench-worker-'));
   try {
     console.log(

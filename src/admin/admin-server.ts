@@ -17,7 +17,9 @@ import { POLL_REQUEST_QUEUE } from '../queue/poll-request-queue.js';
 import { queueJobCounts, registerQueueDepthGauge } from '../queue/queue-depth.js';
 import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE } from '../queue/webhook-queue.js';
 import { RECONCILE_QUEUE } from '../reconciler/reconcile-queue.js';
+import { CLIENT_ERROR_STATUS, jsonClientErrorHandler } from '../shared/client-error.js';
 import { withDeadline } from '../shared/deadline.js';
+import { redisOutageLog } from '../shared/redis-outage.js';
 import type { GroupCommitStats } from '../worker/group-commit.js';
 
 /** Where Bull Board is served; its base path and the Fastify prefix must be the same. */
@@ -115,8 +117,11 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   const { settings, logger } = options;
   const prefix = options.queuePrefix ?? DEFAULT_QUEUE_PREFIX;
   const connection = new Redis(options.redisUrl, { maxRetriesPerRequest: 1, connectionName: 'h2h-admin' });
-  connection.on('error', (error) => logger?.warn({ err: error }, 'admin: Redis error'));
+  const outage = redisOutageLog({ url: options.redisUrl, component: 'admin', ...(logger ? { logger } : {}) });
+  connection.on('error', outage.error);
+  connection.on('ready', outage.ready);
   const queues = ADMIN_QUEUES.map((name) => new Queue(name, { connection, prefix }));
+  for (const queue of queues) queue.on('error', outage.error);
   const adminRegistry = createAdminRegistry(queues, options.workerStats);
   const registries = [adminRegistry, ...(options.registries ?? [])];
 
@@ -124,6 +129,17 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   const app = Fastify({
     ...(loggerInstance ? { loggerInstance } : { logger: false }),
     logController: new LogController({ disableRequestLogging: true }),
+    // Fastify's own handler logs the refused request's raw bytes (basic auth included) at trace.
+    clientErrorHandler: jsonClientErrorHandler(
+      (kind) => ({
+        status: CLIENT_ERROR_STATUS[kind],
+        body: {
+          error: kind.toUpperCase(),
+          message: `request refused before routing (${kind.replaceAll('_', ' ')})`,
+        },
+      }),
+      logger,
+    ),
   });
   const { auth } = settings;
   if (auth) {

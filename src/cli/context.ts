@@ -19,8 +19,12 @@ export interface CliContext {
 export interface OpenContextOptions {
   /** Calls the upstream: needs H2H_BASE_URL, H2H_API_KEY and the shared rate budget in Redis. */
   upstream?: boolean;
-  /** Reads or writes the order store (H2H_DB_PATH). */
-  store?: boolean;
+  /**
+   * Opens the order store (H2H_DB_PATH): `'existing'` for commands about orders already placed
+   * (they refuse to create a store: "no store at PATH: set H2H_DB_PATH", exit 2, instead of
+   * answering from a new empty one), `'create'` for the one that may place the first order.
+   */
+  store?: 'existing' | 'create';
   /** CLI log level (logs go to stderr; the command prints its own outcome). Default: `error`. */
   logLevel?: string;
 }
@@ -43,7 +47,7 @@ export async function openContext(options: OpenContextOptions): Promise<CliConte
   };
   try {
     if (options.store) {
-      const db = openDatabase({ path: config.dbPath });
+      const db = openDatabase({ path: config.dbPath, mustExist: options.store === 'existing' });
       closers.push(() => void db.close());
       context.store = openOrderStore(db, reconcilerSettings(config));
     }

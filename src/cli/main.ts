@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { Command } from 'commander';
+import { Command, CommanderError } from 'commander';
 import { registerDemoCommand } from '../demo/demo-command.js';
 import { registerReceiverCommand } from '../receiver/receiver-command.js';
 import { registerSimCommand } from '../simulator/sim-command.js';
@@ -9,11 +9,15 @@ import { registerEventsCommands } from './commands/events.js';
 import { registerOrderCommands } from './commands/order.js';
 import { registerReconcileCommand } from './commands/reconcile.js';
 import { registerStatusCommand } from './commands/status.js';
+import { EXIT } from './output.js';
 
 const program = new Command('h2h-sync')
   .description('Reseller-side sync for the upstream H2H top-up API')
   .showHelpAfterError()
-  .configureHelp({ sortSubcommands: true });
+  .configureHelp({ sortSubcommands: true })
+  // A usage error (unknown command or option, a bad argument) is a configuration problem:
+  // exit 2 as the README's table says, not commander's 1. Inherited by every subcommand.
+  .exitOverride();
 
 registerCatalogCommands(program);
 registerDemoCommand(program);
@@ -25,4 +29,10 @@ registerEventsCommands(program);
 registerReconcileCommand(program);
 registerStatusCommand(program);
 
-await program.parseAsync(process.argv);
+try {
+  await program.parseAsync(process.argv);
+} catch (error) {
+  if (!(error instanceof CommanderError)) throw error;
+  // Commander has printed the message already; help and --version exit 0.
+  process.exitCode = error.exitCode === 0 ? EXIT.ok : EXIT.config;
+}

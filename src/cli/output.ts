@@ -1,5 +1,6 @@
 import Table from 'cli-table3';
 import { ConfigError } from '../config/config.js';
+import { StoreError } from '../store/store-error.js';
 import { UpstreamError, UpstreamUnreachableError } from '../upstream/errors.js';
 
 /** A column of a human-readable table: the header and how to read the cell from a row. */
@@ -31,6 +32,14 @@ export function printResult<T>(value: T | readonly T[], json: boolean, columns: 
  */
 export const EXIT = { ok: 0, failed: 1, config: 2, unknownOutcome: 3 } as const;
 
+/** What to do when a server cannot listen, by error code. */
+const LISTEN_FIXES: Record<string, string> = {
+  EADDRINUSE:
+    'another process listens there: stop it, or choose another port (PORT for the receiver, H2H_RECEIVER_METRICS_PORT for its metrics, ADMIN_PORT for the worker)',
+  EACCES: 'this user may not listen on that port: choose a port above 1023',
+  EADDRNOTAVAIL: 'that address is not one of this machine: fix HOST, ADMIN_HOST or H2H_RECEIVER_METRICS_HOST',
+};
+
 /** What an error means for a person or a script: one line, a code, the fix, an exit code. */
 export function describeError(err: unknown): {
   code: string;
@@ -39,6 +48,25 @@ export function describeError(err: unknown): {
   exitCode: number;
 } {
   if (err instanceof ConfigError) return { code: err.code, message: err.message, exitCode: EXIT.config };
+  // A store that cannot be opened, or is not there for a command that only reads, is fixed in H2H_DB_PATH.
+  if (
+    err instanceof StoreError &&
+    (err.code === 'DATABASE_OPEN_FAILED' || err.code === 'STORE_NOT_FOUND' || err.code === 'DATABASE_TOO_NEW')
+  ) {
+    return { code: err.code, message: err.message, exitCode: EXIT.config };
+  }
+  const listen = err as NodeJS.ErrnoException & { address?: string; port?: number };
+  if (listen?.syscall === 'listen' && typeof listen.code === 'string') {
+    const where =
+      listen.port === undefined ? String(listen.address ?? '') : `${listen.address}:${listen.port}`;
+    const fix = LISTEN_FIXES[listen.code] ?? 'check the host and port settings';
+    return {
+      code: listen.code,
+      message: `cannot listen on ${where} (${listen.code}): ${fix}`,
+      fix,
+      exitCode: EXIT.config,
+    };
+  }
   if (err instanceof UpstreamUnreachableError) {
     return { code: err.code, message: err.message, fix: err.fix, exitCode: EXIT.unknownOutcome };
   }
@@ -71,5 +99,21 @@ export async function runAction(json: boolean, action: () => Promise<void>): Pro
     if (json) process.stdout.write(`${JSON.stringify({ error: { code, message, fix } }, null, 2)}\n`);
     else process.stderr.write(`error: ${message}\n`);
     process.exitCode = exitCode;
+  }
+}
+
+/**
+ * Runs a long-lived process's start-up (`receiver`, `worker`): on failure it prints the error
+ * and exits at once with its code. Setting `process.exitCode` is not enough there: under pm2 the
+ * IPC channel to the pm2 daemon (and any half-opened connection) keeps the process alive, so pm2
+ * would show a process `online` that serves nothing instead of restarting it.
+ */
+export async function runService(start: () => Promise<void>): Promise<void> {
+  try {
+    await start();
+  } catch (err) {
+    const { message, exitCode } = describeError(err);
+    process.stderr.write(`error: ${message}\n`);
+    process.exit(exitCode);
   }
 }

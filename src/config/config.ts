@@ -1,9 +1,16 @@
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { DEFAULT_LOG_LEVEL, LOG_LEVELS } from '../observability/logger.js';
 import { DEFAULT_ENQUEUE_TIMEOUT_MS } from '../queue/webhook-producer.js';
-import { DEFAULT_REDIS_URL } from '../queue/webhook-queue.js';
+import { DEFAULT_PRIVATE_REDIS_PORT } from '../queue/webhook-queue.js';
 import { DEFAULT_RATE_WINDOW_MS, defaultReservedForCreate } from '../rate-budget/rate-budget.js';
-import { DEFAULT_WEBHOOK_BODY_LIMIT, DEFAULT_WEBHOOK_PATH } from '../receiver/app.js';
+import {
+  DEFAULT_RECEIVER_LIMITS,
+  DEFAULT_WEBHOOK_BODY_LIMIT,
+  DEFAULT_WEBHOOK_PATH,
+} from '../receiver/app.js';
+import { DEFAULT_RECEIVER_METRICS_PORT } from '../receiver/metrics-server.js';
 import {
   AUTH_STYLES,
   DEFAULT_AUTH_STYLE,
@@ -19,6 +26,7 @@ import {
   DEFAULT_LOCK_DURATION_MS,
   DEFAULT_MAX_STALLED_COUNT,
   DEFAULT_STALLED_INTERVAL_MS,
+  DEFAULT_STORE_LOCK_WAIT_MS,
   DEFAULT_WORKER_CONCURRENCY,
 } from '../worker/event-worker.js';
 
@@ -47,6 +55,16 @@ const list = z.string().transform((s) =>
 const LOOPBACK = '127.0.0.1';
 
 /** The base URL of the simulator as `npm run sim` starts it: the development value of `H2H_BASE_URL`. */
+/**
+ * The installation directory (the package root: this file is `src/config/` or `dist/config/`).
+ * Defaults that name files are resolved from it, not from the working directory, so a command
+ * run elsewhere finds the same store as the deployment.
+ */
+export const INSTALL_DIR = fileURLToPath(new URL('../..', import.meta.url));
+
+/** Where the order store is when H2H_DB_PATH is not set. */
+export const DEFAULT_DB_PATH = join(INSTALL_DIR, 'var', 'h2h-sync.db');
+
 export const SIMULATOR_BASE_URL = `http://${LOOPBACK}:4010/v1/member-api`;
 
 export const settingsSchema = z.object({
@@ -91,9 +109,17 @@ export const settingsSchema = z.object({
     ),
   REDIS_URL: z
     .url({ protocol: /^rediss?$/ })
-    .default(DEFAULT_REDIS_URL)
-    .describe('Redis for the queues and the shared rate budget.'),
-  H2H_DB_PATH: z.string().min(1).default('./var/h2h-sync.db').describe('SQLite order store file.'),
+    .optional()
+    .describe(
+      "Redis for the queues and the shared rate budget. Default: the deployment's private Redis, `redis://127.0.0.1:<H2H_PRIVATE_REDIS_PORT>`, the one pm2's ecosystem runs when REDIS_URL is not set, so the CLI finds it too.",
+    ),
+  H2H_DB_PATH: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      'SQLite order store file. Default: `var/h2h-sync.db` in the installation directory, whatever the working directory. Commands that only read refuse to create it.',
+    ),
   LOG_LEVEL: z.enum(LOG_LEVELS).default(DEFAULT_LOG_LEVEL).describe('pino log level.'),
   HOST: z.string().min(1).default(LOOPBACK).describe('Address the webhook receiver listens on.'),
   PORT: int(0).max(65_535).default(3000).describe('Port the webhook receiver listens on; `0` = a free one.'),
@@ -108,6 +134,40 @@ export const settingsSchema = z.object({
   H2H_WEBHOOK_BODY_LIMIT: int(1)
     .default(DEFAULT_WEBHOOK_BODY_LIMIT)
     .describe('Largest webhook body the receiver accepts, in bytes; larger is 413.'),
+  H2H_RECEIVER_REQUEST_TIMEOUT_MS: int(1)
+    .default(DEFAULT_RECEIVER_LIMITS.requestTimeoutMs)
+    .describe(
+      'Longest time the receiver waits for a whole webhook request, headers and body; a slower one is answered 408 and closed. The upstream itself gives up after 10 s.',
+    ),
+  H2H_RECEIVER_HEADERS_TIMEOUT_MS: int(1)
+    .default(DEFAULT_RECEIVER_LIMITS.headersTimeoutMs)
+    .describe(
+      'Longest time the receiver waits for the headers of a request; at most H2H_RECEIVER_REQUEST_TIMEOUT_MS.',
+    ),
+  H2H_RECEIVER_IDLE_TIMEOUT_MS: int(1)
+    .default(DEFAULT_RECEIVER_LIMITS.idleTimeoutMs)
+    .describe('A receiver connection on which nothing arrives for this long is closed.'),
+  H2H_RECEIVER_KEEP_ALIVE_TIMEOUT_MS: int(1)
+    .default(DEFAULT_RECEIVER_LIMITS.keepAliveTimeoutMs)
+    .describe('How long the receiver keeps an idle keep-alive connection open after an answer.'),
+  H2H_RECEIVER_MAX_CONNECTIONS: int(1)
+    .default(DEFAULT_RECEIVER_LIMITS.maxConnections)
+    .describe(
+      'Most connections one receiver process holds open; further ones are closed at once (the sender retries).',
+    ),
+  H2H_RECEIVER_METRICS_HOST: z
+    .string()
+    .min(1)
+    .default(LOOPBACK)
+    .describe(
+      "Address of the receiver's own metrics listener (`GET /metrics`), apart from the internet-facing webhook port.",
+    ),
+  H2H_RECEIVER_METRICS_PORT: int(0)
+    .max(65_535)
+    .default(DEFAULT_RECEIVER_METRICS_PORT)
+    .describe(
+      "Port of the receiver's metrics listener; under pm2 instance N listens on this port + N (`NODE_APP_INSTANCE`), so each is scraped. `0` = none.",
+    ),
   H2H_TIMESTAMP_HEADER: header
     .default(WEBHOOK_HEADERS.timestamp)
     .describe('Webhook header carrying the signed timestamp.'),
@@ -147,6 +207,11 @@ export const settingsSchema = z.object({
   H2H_WORKER_MAX_STALLED_COUNT: int(0)
     .default(DEFAULT_MAX_STALLED_COUNT)
     .describe('Times a webhook job may stall and be taken over before it is parked in the failed set.'),
+  H2H_WORKER_STORE_LOCK_WAIT_MS: int(1)
+    .default(DEFAULT_STORE_LOCK_WAIT_MS)
+    .describe(
+      'Longest wait of the event worker for another process’s write lock on the store, on timers (its event loop keeps renewing job locks); past it the batch’s jobs are retried by BullMQ.',
+    ),
   H2H_WORKER_SHUTDOWN_TIMEOUT_MS: int(1)
     .default(DEFAULT_CLOSE_TIMEOUT_MS)
     .describe(
@@ -225,9 +290,9 @@ export const settingsSchema = z.object({
     .describe('pm2 only (`ecosystem.config.js`): receiver processes in cluster mode, sharing `PORT`.'),
   H2H_PRIVATE_REDIS_PORT: int(1)
     .max(65_535)
-    .default(6380)
+    .default(DEFAULT_PRIVATE_REDIS_PORT)
     .describe(
-      'pm2 only: port of the private `h2h-redis` app (loopback, AOF, data in `./var/redis`) the ecosystem runs when REDIS_URL is not set; the other apps get `REDIS_URL=redis://127.0.0.1:<port>`.',
+      "Port of the private `h2h-redis` app (loopback, AOF, data in `var/redis`) pm2's ecosystem runs when REDIS_URL is not set; without REDIS_URL every process and command uses `redis://127.0.0.1:<port>`.",
     ),
 });
 
@@ -265,6 +330,13 @@ const validSettings = settingsSchema.transform((s, ctx) => {
     refuse(
       'ADMIN_HOST',
       `ADMIN_HOST=${s.ADMIN_HOST} is not loopback: set ADMIN_USER and ADMIN_PASSWORD (basic auth), or ADMIN_HOST=${LOOPBACK}, or ADMIN_PORT=0 to turn the admin server off`,
+    );
+  }
+  // Node refuses a headers timeout above the request timeout when the server is created.
+  if (s.H2H_RECEIVER_HEADERS_TIMEOUT_MS > s.H2H_RECEIVER_REQUEST_TIMEOUT_MS) {
+    refuse(
+      'H2H_RECEIVER_HEADERS_TIMEOUT_MS',
+      `H2H_RECEIVER_HEADERS_TIMEOUT_MS (${s.H2H_RECEIVER_HEADERS_TIMEOUT_MS}) must not exceed H2H_RECEIVER_REQUEST_TIMEOUT_MS (${s.H2H_RECEIVER_REQUEST_TIMEOUT_MS})`,
     );
   }
   // Each job in flight waits for its batch's commit, so a larger batch could never fill.
@@ -317,8 +389,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const s = parsed.data;
   return {
     settings: s,
-    redisUrl: s.REDIS_URL,
-    dbPath: s.H2H_DB_PATH,
+    redisUrl: s.REDIS_URL ?? `redis://${LOOPBACK}:${s.H2H_PRIVATE_REDIS_PORT}`,
+    dbPath: s.H2H_DB_PATH === undefined ? DEFAULT_DB_PATH : resolve(s.H2H_DB_PATH),
     logLevel: s.LOG_LEVEL,
     budget: {
       limit: s.H2H_RATE_LIMIT,
@@ -377,6 +449,14 @@ export function receiverSettings(config: Config) {
       eventId: s.H2H_EVENT_ID_HEADER,
       eventType: s.H2H_EVENT_TYPE_HEADER,
     },
+    timeouts: {
+      requestMs: s.H2H_RECEIVER_REQUEST_TIMEOUT_MS,
+      headersMs: s.H2H_RECEIVER_HEADERS_TIMEOUT_MS,
+      idleMs: s.H2H_RECEIVER_IDLE_TIMEOUT_MS,
+      keepAliveMs: s.H2H_RECEIVER_KEEP_ALIVE_TIMEOUT_MS,
+    },
+    maxConnections: s.H2H_RECEIVER_MAX_CONNECTIONS,
+    metrics: { host: s.H2H_RECEIVER_METRICS_HOST, port: s.H2H_RECEIVER_METRICS_PORT },
     enqueueTimeoutMs: s.H2H_ENQUEUE_TIMEOUT_MS,
     shutdownTimeoutMs: s.H2H_SHUTDOWN_TIMEOUT_MS,
     redisUrl: config.redisUrl,
@@ -405,6 +485,7 @@ export function workerSettings(config: Config) {
     lockDurationMs: s.H2H_WORKER_LOCK_DURATION_MS,
     stalledIntervalMs: s.H2H_WORKER_STALLED_INTERVAL_MS,
     maxStalledCount: s.H2H_WORKER_MAX_STALLED_COUNT,
+    storeLockWaitMs: s.H2H_WORKER_STORE_LOCK_WAIT_MS,
     shutdownTimeoutMs: s.H2H_WORKER_SHUTDOWN_TIMEOUT_MS,
     logLevel: config.logLevel,
   };

@@ -275,6 +275,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
       REDIS_URL: redis.url,
       H2H_DB_PATH: join(dir, 'h2h-sync.db'),
       PORT: '0',
+      H2H_RECEIVER_METRICS_PORT: '0',
       LOG_LEVEL: 'silent',
       H2H_RATE_LIMIT: '60',
       H2H_RATE_WINDOW_MS: '6000',

@@ -1,25 +1,67 @@
 import { type Logger, pino } from 'pino';
+import { WEBHOOK_HEADERS } from '../upstream/model.js';
 
 /**
- * Paths pino censors in every log line: the API key and secrets wherever they could appear
- * (request headers, config objects, error details). Hyphenated header names need brackets.
+ * Request headers that carry a credential: the upstream API key, the webhook signature (its
+ * default name; a renamed one is passed as {@link LoggerOptions.redactHeaders}), the admin
+ * server's basic auth, and anything a browser or proxy sends to authenticate.
+ */
+export const CREDENTIAL_HEADERS = [
+  'authorization',
+  'proxy-authorization',
+  'cookie',
+  'set-cookie',
+  'x-api-key',
+  WEBHOOK_HEADERS.signature,
+] as const;
+
+/** The redact paths of one header name, under a request, a response and on its own. */
+function headerPaths(name: string): string[] {
+  const key = JSON.stringify(name.toLowerCase());
+  return [`req.headers[${key}]`, `res.headers[${key}]`, `headers[${key}]`, `*.headers[${key}]`];
+}
+
+/**
+ * Paths pino censors in every log line, at every level: the API key and secrets wherever they
+ * could appear (config objects, error details), every credential header, and the raw bytes Node
+ * hangs on an HTTP parse error (`rawPacket`: the request as received, headers and all).
+ * Hyphenated names need brackets.
  */
 export const REDACT_PATHS = [
   'apiKey',
   '*.apiKey',
   'secrets',
   '*.secrets',
+  'password',
+  '*.password',
   'H2H_API_KEY',
   'H2H_API_SECRET',
+  'ADMIN_PASSWORD',
   '*.H2H_API_KEY',
   '*.H2H_API_SECRET',
-  'req.headers.authorization',
-  'req.headers["x-api-key"]',
-  'req.headers["x-signature"]',
-  'headers.authorization',
-  'headers["x-api-key"]',
-  'headers["x-signature"]',
+  '*.ADMIN_PASSWORD',
+  'rawPacket',
+  '*.rawPacket',
+  ...CREDENTIAL_HEADERS.flatMap(headerPaths),
 ];
+
+/**
+ * pino's error serializer, without the raw bytes of a parse error anywhere in the cause chain:
+ * redact paths cannot reach every depth, a serializer can.
+ */
+function errorWithoutRawPacket(error: unknown): unknown {
+  const serialized = pino.stdSerializers.err(error as Error) as unknown as Record<string, unknown>;
+  const strip = (value: unknown, depth: number): void => {
+    if (typeof value !== 'object' || value === null || depth > 8) return;
+    const record = value as Record<string, unknown>;
+    if ('rawPacket' in record) record.rawPacket = '[redacted]';
+    strip(record.cause, depth + 1);
+    if (Array.isArray(record.aggregateErrors))
+      for (const inner of record.aggregateErrors) strip(inner, depth + 1);
+  };
+  strip(serialized, 0);
+  return serialized;
+}
 
 /** The levels a logger can be set to; `silent` logs nothing. */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -41,12 +83,6 @@ export interface LoggerOptions {
   redactHeaders?: readonly string[];
 }
 
-/** The redact paths of one header name, under a request and on its own. */
-function headerPaths(name: string): string[] {
-  const key = JSON.stringify(name.toLowerCase());
-  return [`req.headers[${key}]`, `headers[${key}]`];
-}
-
 /** The structured JSON logger every component uses, with secrets redacted. */
 export function createLogger(options: LoggerOptions = {}): Logger {
   return pino(
@@ -57,6 +93,7 @@ export function createLogger(options: LoggerOptions = {}): Logger {
         paths: [...new Set([...REDACT_PATHS, ...(options.redactHeaders ?? []).flatMap(headerPaths)])],
         censor: '[redacted]',
       },
+      serializers: { err: errorWithoutRawPacket },
       base: { pid: process.pid },
       timestamp: pino.stdTimeFunctions.isoTime,
     },

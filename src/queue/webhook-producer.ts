@@ -14,7 +14,6 @@ import {
   DEFAULT_QUEUE_PREFIX,
   DEFAULT_REDIS_URL,
   encodeWebhookRawBody,
-  WEBHOOK_JOB_NAME,
   WEBHOOK_JOB_OPTIONS,
   WEBHOOK_QUEUE,
   type WebhookJobData,
@@ -49,7 +48,8 @@ export interface WebhookProducerOptions {
 export interface WebhookDeliveryInput {
   /** The body bytes exactly as received. */
   rawBody: Buffer;
-  eventId: string | null;
+  /** The `X-Event-Id` header, or null: kept for diagnosis and cross-checked, never keyed on. */
+  headerEventId: string | null;
   /** The verified signed timestamp (unix seconds). */
   timestamp: number;
   eventType?: string;
@@ -64,6 +64,14 @@ export interface EnqueueResult {
   duplicate: boolean;
 }
 
+/** What adding a webhook did, and what the delivery was identified by. */
+export interface WebhookEnqueueResult extends EnqueueResult {
+  /** The `event_id` of the signed body, or null. */
+  eventId: string | null;
+  /** True when both the header and the body name an event id and they differ. */
+  eventIdMismatch: boolean;
+}
+
 /** The receiver's side of the queues: adds that resolve only once Redis has the job. */
 export interface WebhookProducer {
   readonly webhookQueue: Queue<WebhookJobData>;
@@ -76,7 +84,7 @@ export interface WebhookProducer {
    * {@link QueueUnavailableError} otherwise. After a timeout the add may still land later: a
    * retried delivery then finds it as a duplicate.
    */
-  enqueueWebhook(delivery: WebhookDeliveryInput): Promise<EnqueueResult>;
+  enqueueWebhook(delivery: WebhookDeliveryInput): Promise<WebhookEnqueueResult>;
   /** Adds an early-poll request, one per order while pending; same guarantees. */
   requestPoll(request: PollRequestData): Promise<EnqueueResult>;
   /**
@@ -195,11 +203,13 @@ export function createWebhookProducer(options: WebhookProducerOptions = {}): Web
     webhookQueue,
     pollQueue,
     redis,
-    enqueueWebhook(delivery) {
-      const { dedupeKey, jobId } = webhookIdentity(delivery.eventId, delivery.rawBody);
+    async enqueueWebhook(delivery) {
+      const { dedupeKey, jobId, eventId, jobName } = webhookIdentity(delivery.rawBody);
+      const { headerEventId } = delivery;
       const data: WebhookJobData = {
         dedupeKey,
-        eventId: delivery.eventId,
+        eventId,
+        headerEventId,
         ...encodeWebhookRawBody(delivery.rawBody),
         receivedAt: delivery.receivedAt ?? Date.now(),
         headers:
@@ -207,12 +217,14 @@ export function createWebhookProducer(options: WebhookProducerOptions = {}): Web
             ? { timestamp: delivery.timestamp }
             : { timestamp: delivery.timestamp, eventType: delivery.eventType },
       };
-      return addOnce(
+      const added = await addOnce(
         webhookQueue,
         jobId,
-        () => webhookQueue.add(WEBHOOK_JOB_NAME, data, { jobId }),
+        () => webhookQueue.add(jobName, data, { jobId }),
         `webhook job ${jobId}`,
       );
+      const eventIdMismatch = headerEventId !== null && eventId !== null && headerEventId !== eventId;
+      return { ...added, eventId, eventIdMismatch };
     },
     requestPoll(request) {
       const jobId = pollRequestJobId(request);

@@ -1,6 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { JobsOptions } from 'bullmq';
 import { jobIdFor, sha256Hex } from './job-ids.js';
+import { findOrderInWebhook, parseWebhookBody } from './webhook-order.js';
 
 /**
  * The contract between the webhook receiver (producer) and the event worker (consumer): queue
@@ -11,11 +12,21 @@ import { jobIdFor, sha256Hex } from './job-ids.js';
 /** Name of the BullMQ queue of verified webhook deliveries. */
 export const WEBHOOK_QUEUE = 'h2h-webhooks';
 
-/** Name of every job on {@link WEBHOOK_QUEUE}. */
-export const WEBHOOK_JOB_NAME = 'webhook';
+/**
+ * Name of a job on {@link WEBHOOK_QUEUE} whose body names no order or status (it may not even
+ * be JSON). Other jobs are named `<order ref> <STATUS>` ({@link webhookJobName}) so that a person
+ * finds an order's events by name in Bull Board; nothing reads the name back.
+ */
+export const UNPARSED_WEBHOOK_JOB_NAME = 'unparsed';
 
-/** The Redis of the queues when none is given: a local one on its standard port. */
-export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+/**
+ * Port of the deployment's private Redis: the one pm2's ecosystem runs when REDIS_URL is not set
+ * (H2H_PRIVATE_REDIS_PORT), off Redis's standard 6379 so it never meets a system Redis.
+ */
+export const DEFAULT_PRIVATE_REDIS_PORT = 6380;
+
+/** The Redis of the queues when none is given: the deployment's private one. */
+export const DEFAULT_REDIS_URL = `redis://127.0.0.1:${DEFAULT_PRIVATE_REDIS_PORT}`;
 
 /** BullMQ's own default key prefix; tests pass a unique one. Producer and worker must agree. */
 export const DEFAULT_QUEUE_PREFIX = 'bull';
@@ -23,12 +34,17 @@ export const DEFAULT_QUEUE_PREFIX = 'bull';
 /** One verified webhook delivery, as the receiver queued it. */
 export interface WebhookJobData {
   /**
-   * What deliveries are deduplicated on: `event-id:<X-Event-Id>` when the header was sent,
-   * else `body-sha256:<lowercase hex SHA-256 of the raw body>`.
+   * What deliveries are deduplicated on: `event-id:<event_id of the signed body>` when the body
+   * parses and has one, else `body-sha256:<lowercase hex SHA-256 of the raw body>`.
    */
   dedupeKey: string;
-  /** The event id header as received, or null when the sender sent none. */
+  /**
+   * The `event_id` of the signed body, or null when it has none (jobs queued before
+   * 2026-11-25 hold the `X-Event-Id` header here).
+   */
   eventId: string | null;
+  /** The `X-Event-Id` header as received (not covered by the signature), or null. */
+  headerEventId?: string | null;
   /**
    * The body exactly as received, in {@link rawBodyEncoding}: `utf8` whenever the bytes are
    * valid UTF-8 (always, for a conforming sender), else `base64`. Decode with
@@ -46,21 +62,47 @@ export interface WebhookJobData {
   };
 }
 
-/** The dedupe key and job id of a delivery. */
+/** The dedupe key, job id and job name of a delivery. */
 export interface WebhookIdentity {
   dedupeKey: string;
   jobId: string;
+  /** The `event_id` of the body, or null when the body does not parse or has none. */
+  eventId: string | null;
+  /** `<order ref> <STATUS>`, or {@link UNPARSED_WEBHOOK_JOB_NAME}. */
+  jobName: string;
+}
+
+function eventIdOf(body: unknown): string | null {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return null;
+  const id = (body as Record<string, unknown>).event_id;
+  if (typeof id === 'string' && id !== '') return id;
+  if (typeof id === 'number' && Number.isFinite(id)) return String(id);
+  return null;
+}
+
+/** `<order ref> <STATUS>` of a parsed webhook body, or {@link UNPARSED_WEBHOOK_JOB_NAME}. */
+function webhookJobName(body: unknown): string {
+  const found = findOrderInWebhook(body);
+  if (!found) return UNPARSED_WEBHOOK_JOB_NAME;
+  const ref = found.partnerRef ?? found.invoiceNumber;
+  const status = typeof found.order.status === 'string' ? found.order.status : '?';
+  return `${ref} ${status}`.slice(0, 200);
 }
 
 /**
- * The dedupe rule of decisions.md: the event id header when present, else the SHA-256 of the
- * raw body. The job id is derived from it (see {@link jobIdFor}): `ev-<event id>` (or
- * `evh-<sha256 of the event id>` for an id BullMQ could not take as is), or `body-<sha256 hex>`.
+ * The dedupe rule of decisions.md: the `event_id` inside the signed body when the body parses
+ * and has one, else the SHA-256 of the raw body. The `X-Event-Id` header is not covered by the
+ * signature and plays no part (a replay under fresh header ids is still one event). The job id
+ * is derived from the key (see {@link jobIdFor}): `ev-<event id>` (or `evh-<sha256 of the event
+ * id>` for an id BullMQ could not take as is), or `body-<sha256 hex>`.
  */
-export function webhookIdentity(eventId: string | null, rawBody: Buffer): WebhookIdentity {
-  if (eventId) return { dedupeKey: `event-id:${eventId}`, jobId: jobIdFor('ev', eventId) };
+export function webhookIdentity(rawBody: Buffer): WebhookIdentity {
+  const parsed = parseWebhookBody(rawBody);
+  const eventId = parsed.ok ? eventIdOf(parsed.body) : null;
+  const jobName = parsed.ok ? webhookJobName(parsed.body) : UNPARSED_WEBHOOK_JOB_NAME;
+  if (eventId) return { dedupeKey: `event-id:${eventId}`, jobId: jobIdFor('ev', eventId), eventId, jobName };
   const digest = sha256Hex(rawBody);
-  return { dedupeKey: `body-sha256:${digest}`, jobId: `body-${digest}` };
+  return { dedupeKey: `body-sha256:${digest}`, jobId: `body-${digest}`, eventId: null, jobName };
 }
 
 /** Encodes raw body bytes for {@link WebhookJobData} without losing a byte. */

@@ -5,6 +5,7 @@ import Fastify, {
   type FastifyContentTypeParser,
   type FastifyError,
   type FastifyInstance,
+  type FastifyReply,
   type FastifyRequest,
   LogController,
 } from 'fastify';
@@ -12,15 +13,37 @@ import fastifyRawBody from 'fastify-raw-body';
 import type { Logger } from 'pino';
 import { findOrderInWebhook, parseWebhookBody } from '../queue/webhook-order.js';
 import { QueueUnavailableError, type WebhookProducer } from '../queue/webhook-producer.js';
+import { type ClientErrorKind, jsonClientErrorHandler } from '../shared/client-error.js';
 import { WEBHOOK_HEADERS } from '../upstream/model.js';
 import { DEFAULT_TOLERANCE_S, verifyWebhookSignature } from '../upstream/signature.js';
 import { type ReceiverErrorCode, ReceiverHttpError, receiverErrorBody } from './errors.js';
-import { createReceiverMetrics, type WebhookOutcome } from './metrics.js';
+import { createReceiverMetrics, type ReceiverMetrics, type WebhookOutcome } from './metrics.js';
 
 /** Default of {@link ReceiverAppOptions.path}. */
 export const DEFAULT_WEBHOOK_PATH = '/webhooks/h2h';
 /** Default of {@link ReceiverAppOptions.bodyLimit}: 256 KiB. */
 export const DEFAULT_WEBHOOK_BODY_LIMIT = 256 * 1024;
+
+/**
+ * Defaults of {@link ReceiverAppOptions.limits}, sized for an upstream that gives up on a
+ * delivery after 10 s (decisions.md): a real delivery (a few KB) arrives in milliseconds, so
+ * anything slower is a broken or hostile client, and each such connection pins up to the body
+ * limit of memory until it is cut off.
+ */
+export const DEFAULT_RECEIVER_LIMITS = {
+  /** Whole request, headers and body (Node's `requestTimeout`): 408 and closed past it. */
+  requestTimeoutMs: 10_000,
+  /** Headers alone (Node's `headersTimeout`); at most `requestTimeoutMs`. */
+  headersTimeoutMs: 5_000,
+  /** A connection with nothing arriving (the socket time-out, Fastify's `connectionTimeout`). */
+  idleTimeoutMs: 10_000,
+  /** An idle keep-alive connection after an answer. */
+  keepAliveTimeoutMs: 5_000,
+  /** Connections held at once; Node closes further ones on arrival. */
+  maxConnections: 1_024,
+} as const;
+
+export type ReceiverLimits = { [K in keyof typeof DEFAULT_RECEIVER_LIMITS]: number };
 
 /** Header names the receiver reads, in lower case. */
 export interface WebhookHeaderNames {
@@ -43,6 +66,10 @@ export interface ReceiverAppOptions {
   bodyLimit?: number;
   /** Default: `x-timestamp`, `x-signature`, `x-event-id`, `x-event-type` (decisions.md). */
   headers?: Partial<WebhookHeaderNames>;
+  /** Time-outs and the connection cap. Default: {@link DEFAULT_RECEIVER_LIMITS}. */
+  limits?: Partial<ReceiverLimits>;
+  /** Where the app counts requests. Default: new metrics (served by the caller, never by this app). */
+  metrics?: ReceiverMetrics;
   /** Default: no logging. */
   logger?: Logger;
 }
@@ -51,10 +78,14 @@ export interface ReceiverAppOptions {
 const ACCEPTED_BODY = JSON.stringify({ received: true, duplicate: false });
 const DUPLICATE_BODY = JSON.stringify({ received: true, duplicate: true });
 
-/** Content types the receiver takes as JSON; anything else is 415 before the body is read. */
+/**
+ * Content types the receiver takes as JSON, with or without parameters such as a charset;
+ * anything else is 415 before the body is read. Fastify matches a string parser on the media
+ * type alone but a RegExp on the whole header value, parameters included.
+ */
 const JSON_CONTENT_TYPES: (string | RegExp)[] = [
   'application/json',
-  /^application\/[a-z0-9!#$&^_.+-]+\+json$/i,
+  /^application\/[a-z0-9!#$&^_.+-]+\+json\s*(;.*)?$/i,
 ];
 
 function headerValue(value: string | string[] | undefined): string | undefined {
@@ -103,6 +134,17 @@ function rawBodyHandOver(bodyLimit: number): FastifyContentTypeParser {
   };
 }
 
+/** The documented answer of each request Node refuses before routing ({@link jsonClientErrorHandler}). */
+function clientErrorBody(kind: ClientErrorKind, error: NodeJS.ErrnoException) {
+  const body =
+    kind === 'timeout'
+      ? receiverErrorBody('REQUEST_TIMEOUT')
+      : kind === 'headers_too_large'
+        ? receiverErrorBody('HEADERS_TOO_LARGE')
+        : receiverErrorBody('BAD_REQUEST', `the request could not be parsed as HTTP/1.1 (${error.code})`);
+  return { status: body.statusCode, body };
+}
+
 function validateOptions(options: ReceiverAppOptions): void {
   if (options.secrets.length === 0 || options.secrets.some((s) => s === '')) {
     throw new TypeError('buildReceiverApp: secrets must list at least one non-empty webhook secret');
@@ -115,7 +157,9 @@ function validateOptions(options: ReceiverAppOptions): void {
 /**
  * Builds the webhook receiver (docs/receiver.md) without listening: `POST <path>` verifies the
  * signature over the raw bytes, then queues the event and answers 200 only once Redis has it;
- * `GET /healthz`, `GET /readyz`, `GET /metrics`. Throws a TypeError for invalid options.
+ * `GET /healthz`, `GET /readyz`. Its metrics (`options.metrics`) are served elsewhere, never on
+ * the internet-facing port ({@link startReceiverMetricsServer}). Throws a TypeError for invalid
+ * options.
  */
 export async function buildReceiverApp(options: ReceiverAppOptions): Promise<FastifyInstance> {
   validateOptions(options);
@@ -130,11 +174,28 @@ export async function buildReceiverApp(options: ReceiverAppOptions): Promise<Fas
   };
   const secrets = [...options.secrets];
   const { producer } = options;
-  const metrics = createReceiverMetrics(producer);
+  const metrics = options.metrics ?? createReceiverMetrics(producer);
+  const limits: ReceiverLimits = { ...DEFAULT_RECEIVER_LIMITS, ...options.limits };
 
   const loggerInstance: FastifyBaseLogger | undefined = options.logger;
   const app = Fastify({
     ...(loggerInstance ? { loggerInstance } : { logger: false }),
+    requestTimeout: limits.requestTimeoutMs,
+    connectionTimeout: limits.idleTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    http: {
+      headersTimeout: limits.headersTimeoutMs,
+      // Node checks the two time-outs above on this interval (30 s by default).
+      connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(limits.headersTimeoutMs / 4))),
+      // A request without a Host header reaches the route's error answer, not Node's empty 400.
+      requireHostHeader: false,
+    },
+    clientErrorHandler: jsonClientErrorHandler(clientErrorBody, options.logger),
+    // Requests the router refuses (a malformed URL) get the documented answer too.
+    frameworkErrors: (error, _request, reply) => {
+      const body = receiverErrorBody('BAD_REQUEST', `the request URL is malformed (${error.code})`);
+      void (reply as FastifyReply).code(body.statusCode).send(body);
+    },
     // No per-request lines: the route logs refusals and failures itself, without headers.
     logController: new LogController({ disableRequestLogging: true }),
     // No child logger per request either (pino's child() is a measurable share of a webhook's
@@ -143,6 +204,15 @@ export async function buildReceiverApp(options: ReceiverAppOptions): Promise<Fas
     bodyLimit,
     // Requests already on open connections while closing are still served: Redis closes after.
     return503OnClosing: false,
+  });
+
+  app.server.maxConnections = limits.maxConnections;
+
+  // HTTP/1.1 requires a Host header (RFC 9112 §3.2); Node's own check would answer an empty 400.
+  app.addHook('onRequest', async (request) => {
+    if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
+      throw new ReceiverHttpError('BAD_REQUEST', 'the request has no Host header, which HTTP/1.1 requires');
+    }
   });
 
   await app.register(fastifyRawBody, { field: 'rawBody', global: false, encoding: false, runFirst: true });
@@ -253,16 +323,25 @@ export async function buildReceiverApp(options: ReceiverAppOptions): Promise<Fas
       if (verdict.authentic) await requestEarlyPoll(rawBody, request);
       throw new ReceiverHttpError(verdict.code, verdict.message);
     }
-    const eventId = headerValue(headers[names.eventId]) ?? null;
+    const headerEventId = headerValue(headers[names.eventId]) ?? null;
     const eventType = headerValue(headers[names.eventType]);
-    const { jobId, duplicate } = await producer.enqueueWebhook({
+    const { jobId, duplicate, eventId, eventIdMismatch } = await producer.enqueueWebhook({
       rawBody,
-      eventId,
+      headerEventId,
       timestamp: verdict.timestamp,
       ...(eventType === undefined ? {} : { eventType }),
     });
     metrics.observeEnqueue((performance.now() - started) / 1000);
     metrics.countRequest(duplicate ? 'duplicate' : 'accepted');
+    if (eventIdMismatch) {
+      // The header is not signed: the body's id was used. A proxy rewriting the header, or
+      // someone replaying a captured delivery under fresh ids, shows here.
+      metrics.countEventIdMismatch();
+      request.log.warn(
+        { reqId: request.id, eventId, headerEventId, jobId, duplicate },
+        'webhook event id header differs from the signed body: deduplicated on the body',
+      );
+    }
     request.log.debug({ reqId: request.id, eventId, jobId, duplicate }, 'webhook queued');
     return reply.type('application/json').send(duplicate ? DUPLICATE_BODY : ACCEPTED_BODY);
   });
@@ -277,11 +356,6 @@ export async function buildReceiverApp(options: ReceiverAppOptions): Promise<Fas
       request.log.warn({ reqId: request.id, err: error }, 'not ready: Redis unavailable');
       return reply.code(503).send(receiverErrorBody('QUEUE_UNAVAILABLE', 'not ready: Redis does not answer'));
     }
-  });
-
-  app.get('/metrics', async (_request, reply) => {
-    const text = await metrics.registry.metrics();
-    return reply.type(metrics.registry.contentType).send(text);
   });
 
   return app;

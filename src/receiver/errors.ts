@@ -12,8 +12,16 @@ export const RECEIVER_ERRORS = {
   BODY_UNREADABLE: { status: 400, fix: 'the request body could not be read in full; send it again' },
   BAD_REQUEST: { status: 400, fix: 'the request is malformed; check its headers and body framing' },
   NOT_FOUND: { status: 404, fix: 'webhooks are POSTed to the configured webhook path' },
+  REQUEST_TIMEOUT: {
+    status: 408,
+    fix: 'the request was not received in full in time (H2H_RECEIVER_REQUEST_TIMEOUT_MS); send it again',
+  },
   PAYLOAD_TOO_LARGE: { status: 413, fix: 'the body is over the size limit (H2H_WEBHOOK_BODY_LIMIT)' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, fix: 'send the body as Content-Type: application/json' },
+  HEADERS_TOO_LARGE: {
+    status: 431,
+    fix: 'the request headers are over the size limit; send fewer or shorter ones',
+  },
   INTERNAL_ERROR: { status: 500, fix: 'the receiver failed; retry later, and report it if it persists' },
   QUEUE_UNAVAILABLE: {
     status: 503,

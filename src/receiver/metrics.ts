@@ -11,12 +11,15 @@ export interface ReceiverMetrics {
   readonly registry: Registry;
   /** Counts one webhook request by outcome. */
   countRequest(outcome: WebhookOutcome): void;
+  /** Counts a delivery whose event id header differs from the event_id of its signed body. */
+  countEventIdMismatch(): void;
   /** Records the verify-and-enqueue time of an accepted (or duplicate) webhook. */
   observeEnqueue(seconds: number): void;
 }
 
 /**
- * Creates `h2h_webhook_requests_total{outcome}`, `h2h_webhook_enqueue_seconds` and
+ * Creates `h2h_webhook_requests_total{outcome}`, `h2h_webhook_event_id_mismatch_total`,
+ * `h2h_webhook_enqueue_seconds` and
  * `h2h_queue_jobs{queue,state}` (read from Redis at each scrape; absent while Redis is
  * unavailable), plus Node's default process metrics.
  */
@@ -41,6 +44,12 @@ export function createReceiverMetrics(producer: WebhookProducer): ReceiverMetric
     registers: [registry],
   });
 
+  const mismatches = new Counter({
+    name: 'h2h_webhook_event_id_mismatch_total',
+    help: 'Authentic webhooks whose X-Event-Id header differs from the event_id of the signed body (deduplicated on the body).',
+    registers: [registry],
+  });
+
   registerQueueDepthGauge(registry, () => producer.jobCounts());
 
   // One child per outcome, looked up once: inc() with a label object hashes the labels each time.
@@ -55,6 +64,7 @@ export function createReceiverMetrics(producer: WebhookProducer): ReceiverMetric
       }
       counter.inc();
     },
+    countEventIdMismatch: () => mismatches.inc(),
     observeEnqueue: (seconds) => enqueueSeconds.observe(seconds),
   };
 }

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { runAction } from '../cli/output.js';
+import { runService } from '../cli/output.js';
 import { runReceiver } from './server.js';
 
 /**
@@ -11,7 +11,7 @@ export function registerReceiverCommand(program: Command): void {
     .command('receiver')
     .description('run the webhook receiver (docs/receiver.md); settings from the environment')
     .action(() =>
-      runAction(false, async () => {
+      runService(async () => {
         await runReceiver();
       }),
     );

@@ -5,7 +5,14 @@ import { type Config, loadConfig, type ReceiverSettings, receiverSettings } from
 import { createLogger } from '../observability/logger.js';
 import { createWebhookProducer, type WebhookProducer } from '../queue/webhook-producer.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';
+import { redactRedisUrl } from '../shared/redis-outage.js';
 import { buildReceiverApp } from './app.js';
+import { createReceiverMetrics } from './metrics.js';
+import {
+  type ReceiverMetricsServer,
+  receiverMetricsPort,
+  startReceiverMetricsServer,
+} from './metrics-server.js';
 
 /** A listening receiver. */
 export interface RunningReceiver {
@@ -15,6 +22,8 @@ export interface RunningReceiver {
   readonly origin: string;
   /** `origin` + the webhook path. */
   readonly webhookUrl: string;
+  /** Where its metrics are served (a separate listener), or null when turned off. */
+  readonly metricsUrl: string | null;
   /**
    * Stops accepting connections, lets requests in flight finish (their events are queued as
    * usual), then closes the queues and Redis. Safe to call twice.
@@ -24,6 +33,8 @@ export interface RunningReceiver {
 
 export interface StartReceiverOptions {
   logger?: Logger;
+  /** Where `NODE_APP_INSTANCE` is read (the metrics port offset under pm2). Default: `process.env`. */
+  env?: NodeJS.ProcessEnv;
   /** BullMQ key prefix. Default: the producer's (`bull`). */
   queuePrefix?: string;
 }
@@ -47,7 +58,9 @@ export async function startReceiver(
   } catch (error) {
     options.logger?.warn({ err: error }, 'Redis is not reachable yet; webhooks are answered 503 until it is');
   }
+  const metrics = createReceiverMetrics(producer);
   let app: FastifyInstance | undefined;
+  let metricsServer: ReceiverMetricsServer | undefined;
   try {
     app = await buildReceiverApp({
       secrets: settings.secrets,
@@ -56,9 +69,21 @@ export async function startReceiver(
       toleranceS: settings.toleranceS,
       bodyLimit: settings.bodyLimit,
       headers: settings.headers,
+      limits: {
+        requestTimeoutMs: settings.timeouts.requestMs,
+        headersTimeoutMs: settings.timeouts.headersMs,
+        idleTimeoutMs: settings.timeouts.idleMs,
+        keepAliveTimeoutMs: settings.timeouts.keepAliveMs,
+        maxConnections: settings.maxConnections,
+      },
+      metrics,
       ...(options.logger ? { logger: options.logger } : {}),
     });
     await app.listen({ host: settings.host, port: settings.port });
+    const metricsPort = receiverMetricsPort(settings.metrics.port, options.env);
+    if (metricsPort !== 0) {
+      metricsServer = await startReceiverMetricsServer(metrics.registry, settings.metrics.host, metricsPort);
+    }
   } catch (error) {
     await app?.close();
     await producer.close();
@@ -73,10 +98,12 @@ export async function startReceiver(
     producer,
     origin,
     webhookUrl: `${origin}${settings.path}`,
+    metricsUrl: metricsServer?.url ?? null,
     close() {
       closing ??= (async () => {
         try {
           await listening.close();
+          await metricsServer?.close();
         } finally {
           await producer.close();
         }
@@ -99,8 +126,16 @@ export async function runReceiver(config: Config = loadConfig()): Promise<Runnin
     level: settings.logLevel,
     redactHeaders: [settings.headers.signature],
   });
+  // First, so that `pm2 logs` always says which Redis this process queues to.
+  logger.info(
+    { redis: redactRedisUrl(settings.redisUrl) },
+    `receiver starting: Redis ${redactRedisUrl(settings.redisUrl)}`,
+  );
   const receiver = await startReceiver(settings, { logger });
-  logger.info({ url: receiver.webhookUrl, origin: receiver.origin }, 'receiver listening');
+  logger.info(
+    { url: receiver.webhookUrl, origin: receiver.origin, metrics: receiver.metricsUrl },
+    'receiver listening',
+  );
   process.send?.('ready');
 
   exitGracefully({

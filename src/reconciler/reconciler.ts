@@ -7,6 +7,7 @@ import { POLL_REQUEST_QUEUE, type PollRequestData } from '../queue/poll-request-
 import { DEFAULT_QUEUE_PREFIX } from '../queue/webhook-queue.js';
 import type { RateBudget } from '../rate-budget/rate-budget.js';
 import { settlesWithin } from '../shared/deadline.js';
+import { redisOutageLog } from '../shared/redis-outage.js';
 import type { OrderStore } from '../store/order-store.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { type EarlyPollResult, pollOrderNow } from './early-poll.js';
@@ -112,9 +113,16 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
     maxRetriesPerRequest: null,
     connectionName: 'h2h-reconciler',
   });
-  connection.on('error', (error) => logger?.warn({ err: error }, 'reconciler: Redis error'));
+  const outage = redisOutageLog({
+    url: options.redisUrl,
+    component: 'reconciler',
+    ...(logger ? { logger } : {}),
+  });
+  connection.on('error', outage.error);
+  connection.on('ready', outage.ready);
   const lock = new PassLock(connection, options.lockKey ? { key: options.lockKey } : {});
   const queue = new Queue<ReconcileJobData>(RECONCILE_QUEUE, { connection, prefix });
+  queue.on('error', outage.error);
 
   const runPass = async (trigger: string): Promise<ReconcilePassSummary> => {
     const summary = await runReconcilePass(deps, { lock, trigger, ...(budget ? { budget } : {}) });
@@ -154,7 +162,7 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
   passWorker.on('failed', (job, error) =>
     logger?.error({ jobId: job?.id, err: error }, 'reconciliation pass failed'),
   );
-  passWorker.on('error', (error) => logger?.warn({ err: error }, 'reconcile worker error'));
+  passWorker.on('error', outage.error);
 
   const pollWorker = new Worker<PollRequestData, EarlyPollResult['kind']>(
     POLL_REQUEST_QUEUE,
@@ -176,7 +184,7 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
     },
     { connection, prefix, concurrency: 1, autorun: false },
   );
-  pollWorker.on('error', (error) => logger?.warn({ err: error }, 'poll-request worker error'));
+  pollWorker.on('error', outage.error);
 
   try {
     await queue.upsertJobScheduler(

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import BetterSqlite3, { type Database } from 'better-sqlite3';
 import { migrate } from './migrations.js';
@@ -12,6 +12,11 @@ export interface OpenDatabaseOptions {
   path: string;
   /** How long a write waits for another connection's lock. Default: {@link DEFAULT_BUSY_TIMEOUT_MS}. */
   busyTimeoutMs?: number;
+  /**
+   * Refuse to create the file: for commands that only read, where a new empty store would
+   * silently answer "no orders" from the wrong place. Default: false.
+   */
+  mustExist?: boolean;
 }
 
 /**
@@ -32,8 +37,15 @@ export interface OpenDatabaseOptions {
 export function openDatabase({
   path,
   busyTimeoutMs = DEFAULT_BUSY_TIMEOUT_MS,
+  mustExist = false,
 }: OpenDatabaseOptions): Database {
   const absolute = resolve(path);
+  if (mustExist && !existsSync(absolute)) {
+    throw new StoreError(
+      'STORE_NOT_FOUND',
+      `no store at ${absolute}: set H2H_DB_PATH to the deployment's store`,
+    );
+  }
   try {
     mkdirSync(dirname(absolute), { recursive: true });
   } catch (cause) {

@@ -2,6 +2,8 @@
 export type StoreErrorCode =
   /** The database file could not be created, opened or read as SQLite. */
   | 'DATABASE_OPEN_FAILED'
+  /** A command that only reads found no store file (it never creates one). */
+  | 'STORE_NOT_FOUND'
   /** The file was migrated by a newer h2h-sync than this one. */
   | 'DATABASE_TOO_NEW'
   /** A snapshot without a status or without any order reference: it can never apply. */

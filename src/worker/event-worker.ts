@@ -9,6 +9,7 @@ import {
   type WebhookJobData,
 } from '../queue/webhook-queue.js';
 import { settlesWithin } from '../shared/deadline.js';
+import { redisOutageLog } from '../shared/redis-outage.js';
 import type { EventReason } from '../store/local-order.js';
 import type { OrderWriter } from '../store/order-writer.js';
 import { StoreError } from '../store/store-error.js';
@@ -23,6 +24,8 @@ export const DEFAULT_LOCK_DURATION_MS = 30_000;
 export const DEFAULT_STALLED_INTERVAL_MS = 30_000;
 /** Default of {@link EventWorkerOptions.maxStalledCount} (BullMQ's own). */
 export const DEFAULT_MAX_STALLED_COUNT = 1;
+/** Default of {@link EventWorkerOptions.storeLockWaitMs}. */
+export const DEFAULT_STORE_LOCK_WAIT_MS = 5_000;
 /** Default of the `timeoutMs` of {@link EventWorker.close}. */
 export const DEFAULT_CLOSE_TIMEOUT_MS = 10_000;
 
@@ -58,6 +61,13 @@ export interface EventWorkerOptions {
    * than allowable limit"; listed by `events failed`). Default: {@link DEFAULT_MAX_STALLED_COUNT}.
    */
   maxStalledCount?: number;
+  /**
+   * Longest wait for another process's write lock on the store, spent on timers so that the
+   * event loop keeps renewing job locks (a synchronous wait would let them expire: jobs reported
+   * stalled, and parked after `maxStalledCount`). Past it the batch's jobs fail and BullMQ
+   * retries them. Default: {@link DEFAULT_STORE_LOCK_WAIT_MS}.
+   */
+  storeLockWaitMs?: number;
   /** Start taking jobs at once. Default: `true`. */
   autorun?: boolean;
   /** Where failures and Redis trouble are reported. Default: nowhere. */
@@ -158,13 +168,21 @@ export function createEventWorker(options: EventWorkerOptions): EventWorker {
   if (!Number.isInteger(maxStalledCount) || maxStalledCount < 0) {
     throw new RangeError(`maxStalledCount must be a whole number ≥ 0, got ${maxStalledCount}`);
   }
-  const groupCommit = new GroupCommit({ db: options.db, maxBatchSize });
+  const groupCommit = new GroupCommit({
+    db: options.db,
+    maxBatchSize,
+    lockTimeoutMs: options.storeLockWaitMs ?? DEFAULT_STORE_LOCK_WAIT_MS,
+  });
   const { writer, logger } = options;
 
-  const connection = new Redis(options.redisUrl ?? DEFAULT_REDIS_URL, {
+  const redisUrl = options.redisUrl ?? DEFAULT_REDIS_URL;
+  const connection = new Redis(redisUrl, {
     maxRetriesPerRequest: null, // BullMQ workers must wait out a Redis outage, not fail commands
     connectionName: 'h2h-worker',
   });
+  const outage = redisOutageLog({ url: redisUrl, component: 'event worker', ...(logger ? { logger } : {}) });
+  connection.on('error', outage.error);
+  connection.on('ready', outage.ready);
 
   const processor = (job: Job<WebhookJobData, EventOutcome>): Promise<EventOutcome> =>
     applyWebhookJob(job.data, writer, groupCommit);
@@ -193,7 +211,8 @@ export function createEventWorker(options: EventWorkerOptions): EventWorker {
   });
   worker.on('stalled', (jobId) => logger?.warn({ jobId }, 'webhook job stalled; back in the queue'));
   // Without a listener an 'error' event would crash the process; BullMQ reconnects by itself.
-  worker.on('error', (error) => logger?.error({ err: error }, 'event worker error'));
+  // Its blocking connection reports here too.
+  worker.on('error', outage.error);
 
   let closing: Promise<boolean> | undefined;
   return {
@@ -216,7 +235,7 @@ export function createEventWorker(options: EventWorkerOptions): EventWorker {
           return false;
         } finally {
           // Whatever is still queued in the batch runs now, before the caller closes the database.
-          groupCommit.flush();
+          await groupCommit.drain();
           connection.disconnect();
         }
       })();

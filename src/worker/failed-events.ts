@@ -18,7 +18,10 @@ export interface FailedEvent {
   receivedAt: string | null;
   /** When it last failed (ISO 8601). */
   failedAt: string | null;
+  /** The `event_id` of the signed body (null when the body has none or is not JSON). */
   eventId: string | null;
+  /** The `X-Event-Id` header as received, or null: not signed, shown for diagnosis only. */
+  headerEventId: string | null;
   dedupeKey: string | null;
   /** The start of the body, runs of white space shown as one space; `base64:` and the start for non-UTF-8 bodies. */
   bodyPreview: string;
@@ -61,6 +64,7 @@ function toFailedEvent(job: Job<WebhookJobData>): FailedEvent {
     receivedAt: iso(data?.receivedAt),
     failedAt: iso(job.finishedOn),
     eventId: data?.eventId ?? null,
+    headerEventId: data?.headerEventId ?? null,
     dedupeKey: data?.dedupeKey ?? null,
     bodyPreview: preview(data),
   };

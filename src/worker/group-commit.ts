@@ -15,6 +15,12 @@ export interface GroupCommitOptions {
    * turn of the event loop. Default: {@link DEFAULT_MAX_BATCH_SIZE}.
    */
   maxBatchSize?: number;
+  /**
+   * Longest wait for another process's write lock, in ms, spent on timers (the event loop keeps
+   * running: BullMQ renews its job locks meanwhile); past it the batch fails with SQLITE_BUSY and
+   * its jobs are retried by BullMQ. Default: the connection's `busy_timeout`.
+   */
+  lockTimeoutMs?: number;
 }
 
 /** Figures since the committer was created, for logs and the bench. */
@@ -27,7 +33,7 @@ export interface GroupCommitStats {
   failed: number;
   /** The largest batch committed. */
   largestBatch: number;
-  /** Milliseconds spent running and committing batches (the event loop is blocked meanwhile). */
+  /** Milliseconds from each batch's first try for the write lock to its commit (or failure). */
   busyMs: number;
 }
 
@@ -59,8 +65,11 @@ export class GroupCommit {
   readonly #maxBatchSize: number;
   readonly #db: Database;
   readonly #runBatch: Transaction<(units: readonly PendingUnit[]) => Outcome[]>;
+  readonly #lockTimeoutMs: number | undefined;
   #pending: PendingUnit[] = [];
   #scheduled: NodeJS.Immediate | undefined;
+  /** A batch waiting for the write lock; the next one runs after it, so batches commit in order. */
+  #waiting: Promise<void> | undefined;
   readonly #stats: GroupCommitStats = {
     commits: 0,
     committed: 0,
@@ -69,12 +78,13 @@ export class GroupCommit {
     busyMs: 0,
   };
 
-  constructor({ db, maxBatchSize = DEFAULT_MAX_BATCH_SIZE }: GroupCommitOptions) {
+  constructor({ db, maxBatchSize = DEFAULT_MAX_BATCH_SIZE, lockTimeoutMs }: GroupCommitOptions) {
     if (!Number.isInteger(maxBatchSize) || maxBatchSize < 1) {
       throw new RangeError(`maxBatchSize must be a whole number ≥ 1, got ${maxBatchSize}`);
     }
     this.#db = db;
     this.#maxBatchSize = maxBatchSize;
+    this.#lockTimeoutMs = lockTimeoutMs;
     this.#writeLock = new WriteLock(db);
     // Called inside the outer transaction, a transaction function is a SAVEPOINT: the whole unit
     // rolls back on a throw, whatever it wrote before throwing.
@@ -115,23 +125,46 @@ export class GroupCommit {
     return { ...this.#stats };
   }
 
-  /** Runs and commits everything queued now. Normally called by {@link submit}'s scheduling. */
+  /**
+   * Runs and commits everything queued now (normally called by {@link submit}'s scheduling).
+   * The first try to take the write lock is made at once; while another process holds it, the
+   * batch waits on timers and this returns, and later batches wait behind it.
+   */
   flush(): void {
     if (this.#scheduled) clearImmediate(this.#scheduled);
     this.#scheduled = undefined;
+    if (this.#waiting) return; // runs again when the waiting batch is done
     const batch = this.#pending;
     if (batch.length === 0) return;
     this.#pending = [];
     const started = performance.now();
-    let outcomes: Outcome[];
-    try {
-      outcomes = this.#writeLock.run(this.#runBatch, batch);
-    } catch (error) {
-      this.#stats.busyMs += performance.now() - started;
-      this.#stats.failed += batch.length;
-      for (const unit of batch) unit.reject(error);
-      return;
+    const committed = this.#writeLock.runAsync(this.#runBatch, [batch], this.#lockTimeoutMs);
+    const settled = committed.then(
+      (outcomes) => this.#settle(batch, outcomes, started),
+      (error: unknown) => this.#fail(batch, error, started),
+    );
+    // Still waiting for the lock after the synchronous first try: hold later batches back.
+    this.#waiting = settled.then(() => {
+      this.#waiting = undefined;
+      if (this.#pending.length > 0) this.flush();
+    });
+  }
+
+  /** Resolves once everything queued so far is committed (or failed): before closing the database. */
+  async drain(): Promise<void> {
+    while (this.#waiting || this.#pending.length > 0) {
+      this.flush();
+      await this.#waiting;
     }
+  }
+
+  #fail(batch: readonly PendingUnit[], error: unknown, started: number): void {
+    this.#stats.busyMs += performance.now() - started;
+    this.#stats.failed += batch.length;
+    for (const unit of batch) unit.reject(error);
+  }
+
+  #settle(batch: readonly PendingUnit[], outcomes: Outcome[], started: number): void {
     this.#stats.busyMs += performance.now() - started;
     this.#stats.commits += 1;
     this.#stats.largestBatch = Math.max(this.#stats.largestBatch, batch.length);

@@ -12,6 +12,7 @@ import { createLogger } from '../observability/logger.js';
 import type { ReconcilerMetrics } from '../reconciler/metrics.js';
 import { startReconciler } from '../reconciler/reconciler.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';
+import { redactRedisUrl } from '../shared/redis-outage.js';
 import { openDatabase } from '../store/database.js';
 import { type OrderStore, openOrderStore } from '../store/order-store.js';
 import { createUpstream } from '../upstream/create-upstream.js';
@@ -22,6 +23,9 @@ import { createEventWorker, type EventWorker } from './event-worker.js';
  * then the store closes.
  */
 const STORE_CLOSE_MARGIN_MS = 1_000;
+
+/** How long a synchronous write of the worker process waits for another process's lock. */
+const SYNC_LOCK_WAIT_MS = 100;
 
 /** The components of one `h2h-sync worker` process. */
 export interface RunningWorkerProcess {
@@ -136,7 +140,11 @@ export async function startWorkerProcess(
   const { logger } = options;
   // loadConfig already refused a non-loopback admin host without credentials.
   const admin = options.admin ? adminSettings(config) : undefined;
-  const db = openDatabase({ path: settings.dbPath });
+  // Every other write of this process (the reconciler's) waits for a lock inside SQLite, which
+  // blocks the event loop: kept short, so a store held by another process cannot starve the
+  // event worker's job-lock renewals. Those writes fail with SQLITE_BUSY instead and are retried
+  // on the next pass; the event worker itself waits on timers (storeLockWaitMs).
+  const db = openDatabase({ path: settings.dbPath, busyTimeoutMs: SYNC_LOCK_WAIT_MS });
   // The reconciler's schedule (first poll, backoff) applies to orders a webhook moves, too.
   const store = openOrderStore(db, reconcilerSettings(config));
   /** Stops of the started components, run last-started first. Each resolves to "stopped gracefully". */
@@ -164,6 +172,7 @@ export async function startWorkerProcess(
       lockDurationMs: settings.lockDurationMs,
       stalledIntervalMs: settings.stalledIntervalMs,
       maxStalledCount: settings.maxStalledCount,
+      storeLockWaitMs: settings.storeLockWaitMs,
       ...(logger ? { logger } : {}),
     });
     stops.push(() => eventWorker.close({ timeoutMs: settings.shutdownTimeoutMs }));
@@ -216,6 +225,11 @@ export async function startWorkerProcess(
 export async function runWorker(config: Config = loadConfig()): Promise<RunningWorkerProcess> {
   const settings = workerSettings(config);
   const logger = createLogger({ name: 'worker', level: settings.logLevel });
+  // First, so that `pm2 logs` always says which Redis and store this process uses.
+  logger.info(
+    { redis: redactRedisUrl(config.redisUrl), store: settings.dbPath },
+    `worker starting: Redis ${redactRedisUrl(config.redisUrl)}, store ${settings.dbPath}`,
+  );
   const running = await startWorkerProcess(config, { logger, admin: true });
   logger.info(
     { concurrency: settings.concurrency, batchSize: settings.batchSize, dbPath: settings.dbPath },

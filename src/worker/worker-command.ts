@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { runAction } from '../cli/output.js';
+import { runService } from '../cli/output.js';
 import { runWorker } from './server.js';
 
 /**
@@ -13,7 +13,7 @@ export function registerWorkerCommand(program: Command): void {
       'run the event worker (apply queued webhooks to the order store) and the reconciler (docs/worker.md, docs/reconciler.md)',
     )
     .action(() =>
-      runAction(false, async () => {
+      runService(async () => {
         await runWorker();
       }),
     );

@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { test } from 'node:test';
 import { startAdminServer } from '../../src/admin/admin-server.js';
 import { adminSettings, ConfigError, loadConfig } from '../../src/config/config.js';
 import { freePort } from '../../src/dev/redis-server.js';
 import { startWorkerProcess } from '../../src/worker/server.js';
+import { capturedLogger } from '../helpers/logs.js';
 import { privateRedis } from '../helpers/redis.js';
 import { startSimulator } from '../helpers/simulator.js';
 import { tempDbPath } from '../helpers/store.js';
@@ -82,6 +83,44 @@ test('with ADMIN_USER and ADMIN_PASSWORD every admin route needs them: 401 witho
     const right = await fetch(`${admin.url}${path}`, { headers: { authorization: basic('ops', 's3cret') } });
     assert.equal(right.status, 200, path);
     await right.arrayBuffer();
+  }
+});
+
+test('a request Node refuses (a browser cookie over the header limit) gets 431 JSON, and even at trace no log line holds the admin password', async (test) => {
+  const t = cleanupScope(test);
+  const redis = await privateRedis(t);
+  const { logger, lines } = capturedLogger({ name: 'worker', level: 'trace' });
+  const admin = await startAdminServer({
+    settings: { host: '127.0.0.1', port: 0, auth: { user: 'ops', password: 's3cret' } },
+    redisUrl: redis.url,
+    logger,
+  });
+  t.after(() => admin.close());
+
+  const authorization = basic('ops', 's3cret');
+  const answer = await new Promise<string>((resolve, reject) => {
+    const socket = connect(admin.port, '127.0.0.1', () =>
+      socket.write(
+        `GET /admin/queues HTTP/1.1\r\nHost: x\r\nAuthorization: ${authorization}\r\nCookie: ${'c'.repeat(20_000)}\r\n\r\n`,
+      ),
+    );
+    let text = '';
+    socket.on('data', (chunk) => {
+      text += chunk;
+    });
+    socket.on('error', reject);
+    socket.on('close', () => resolve(text));
+  });
+
+  assert.match(answer, /^HTTP\/1\.1 431 /);
+  assert.equal(JSON.parse(answer.split('\r\n\r\n')[1]!).error, 'HEADERS_TOO_LARGE');
+  assert.ok(
+    lines.some((line) => line.includes('request refused before routing')),
+    'the refusal is logged',
+  );
+  const all = lines.join('');
+  for (const secret of ['s3cret', authorization.slice(6), 'ccccccccccccccccccccccccccccccccccccc']) {
+    assert.equal(all.includes(secret), false, `${secret.slice(0, 12)}… is in the logs`);
   }
 });
 

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { sha256Hex } from '../../src/queue/job-ids.js';
 import { openDatabase } from '../../src/store/database.js';
 import { openOrderStore } from '../../src/store/order-store.js';
 import type { FailedEvent, RetrySummary } from '../../src/worker/failed-events.js';
@@ -49,8 +50,9 @@ test('events failed lists parked events with their reason; events retry requeues
       attemptsMade: 1,
       receivedAt: 'set',
       failedAt: 'set',
-      eventId: 'evt_garbled',
-      dedupeKey: 'event-id:evt_garbled',
+      eventId: null,
+      headerEventId: 'evt_garbled',
+      dedupeKey: `body-sha256:${sha256Hex('not json at all')}`,
       bodyPreview: 'not json at all',
     },
   );

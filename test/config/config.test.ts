@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import {
   ConfigError,
+  DEFAULT_DB_PATH,
   loadConfig,
   settingsTable,
   upstreamSettings,
@@ -11,8 +12,8 @@ import {
 
 test('with no environment every setting has its documented default', () => {
   const config = loadConfig({});
-  assert.equal(config.redisUrl, 'redis://127.0.0.1:6379');
-  assert.equal(config.dbPath, './var/h2h-sync.db');
+  assert.equal(config.redisUrl, 'redis://127.0.0.1:6380');
+  assert.equal(config.dbPath, DEFAULT_DB_PATH);
   assert.deepEqual(config.budget, { limit: 60, windowMs: 60_000, reservedForCreate: 20 });
   assert.equal(config.settings.H2H_AUTH_STYLE, 'x-api-key');
 });

@@ -16,11 +16,30 @@ test('the receiver settings have their documented defaults', () => {
       eventId: 'x-event-id',
       eventType: 'x-event-type',
     },
+    timeouts: { requestMs: 10_000, headersMs: 5_000, idleMs: 10_000, keepAliveMs: 5_000 },
+    maxConnections: 1_024,
+    metrics: { host: '127.0.0.1', port: 9_464 },
     enqueueTimeoutMs: 2_000,
     shutdownTimeoutMs: 10_000,
-    redisUrl: 'redis://127.0.0.1:6379',
+    redisUrl: 'redis://127.0.0.1:6380',
     logLevel: 'info',
   });
+});
+
+test('a headers time-out above the request time-out is refused at start-up, naming both', () => {
+  assert.throws(
+    () =>
+      loadConfig({
+        H2H_API_SECRET: 's',
+        H2H_RECEIVER_REQUEST_TIMEOUT_MS: '1000',
+        H2H_RECEIVER_HEADERS_TIMEOUT_MS: '2000',
+      }),
+    (error: unknown) =>
+      error instanceof ConfigError &&
+      /H2H_RECEIVER_HEADERS_TIMEOUT_MS \(2000\) must not exceed H2H_RECEIVER_REQUEST_TIMEOUT_MS \(1000\)/.test(
+        error.message,
+      ),
+  );
 });
 
 test('header names are taken in lower case, as Node delivers them', () => {

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ConfigError, loadConfig, workerSettings } from '../../src/config/config.js';
+import { ConfigError, DEFAULT_DB_PATH, loadConfig, workerSettings } from '../../src/config/config.js';
 
 test('the worker settings default to 100 jobs in flight, batches of up to 100, and BullMQ’s lock and stall defaults', () => {
   const settings = workerSettings(loadConfig({}));
   assert.deepEqual(settings, {
-    redisUrl: 'redis://127.0.0.1:6379',
-    dbPath: './var/h2h-sync.db',
+    redisUrl: 'redis://127.0.0.1:6380',
+    dbPath: DEFAULT_DB_PATH,
     concurrency: 100,
     batchSize: 100,
     lockDurationMs: 30_000,

@@ -10,28 +10,46 @@ import {
   type WebhookProducerOptions,
 } from '../../src/queue/webhook-producer.js';
 import { buildReceiverApp, type ReceiverAppOptions } from '../../src/receiver/app.js';
+import { createReceiverMetrics } from '../../src/receiver/metrics.js';
 import { signedWebhookHeaders } from '../../src/upstream/signature.js';
 import { privateRedis } from './redis.js';
 
 /** The demo member's webhook secret (fixtures/demo.json). */
 export const SECRET = 'sim_secret_demo_M0001';
 
-/** A webhook body as the simulator sends it, for an order with `partnerRef`. */
-export function webhookBody(partnerRef = `ref-${randomUUID().slice(0, 8)}`, eventId = `evt_${randomUUID()}`) {
+/** A webhook body as the simulator sends it, for an order with `partnerRef` (null `eventId`: no `event_id`). */
+export function webhookBody(
+  partnerRef = `ref-${randomUUID().slice(0, 8)}`,
+  eventId: string | null = `evt_${randomUUID()}`,
+) {
   return JSON.stringify({
-    event_id: eventId,
+    ...(eventId === null ? {} : { event_id: eventId }),
     event: 'order.updated',
     created_at: new Date().toISOString(),
     data: { invoice_number: `INV-${partnerRef}`, partner_ref: partnerRef, status: 'SUCCESS' },
   });
 }
 
-/** Headers of a delivery of `rawBody` signed with `secret` at `timestampS` (default now). */
+/** The `event_id` of a JSON body, if it has a string one. */
+function bodyEventId(rawBody: string | Buffer): string | undefined {
+  try {
+    const id = JSON.parse(rawBody.toString()).event_id;
+    return typeof id === 'string' ? id : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Headers of a delivery of `rawBody` signed with `secret` at `timestampS` (default now). The
+ * `X-Event-Id` header is the body's `event_id` as the upstream sends it, unless `eventId` says
+ * otherwise (null: no header).
+ */
 export function deliveryHeaders(
   rawBody: string | Buffer,
   options: { secret?: string; timestampS?: number; eventId?: string | null } = {},
 ): Record<string, string> {
-  const { secret = SECRET, timestampS, eventId = `evt_${randomUUID()}` } = options;
+  const { secret = SECRET, timestampS, eventId = bodyEventId(rawBody) ?? `evt_${randomUUID()}` } = options;
   return {
     'content-type': 'application/json',
     ...signedWebhookHeaders(secret, rawBody, timestampS),
@@ -43,6 +61,8 @@ export interface TestReceiver {
   app: FastifyInstance;
   producer: WebhookProducer;
   redis: RedisServer;
+  /** The receiver's metrics as a scrape would read them (they are served on a port of their own). */
+  metricsText(): Promise<string>;
   /** POSTs `rawBody` with `headers` to the webhook path through `inject`. */
   post(
     rawBody: string | Buffer,
@@ -67,13 +87,15 @@ export async function startTestReceiver(
   const producer = createWebhookProducer({ redisUrl: redis.url, ...producerOptions });
   t.after(() => producer.close());
   await producer.ping();
-  const app = await buildReceiverApp({ secrets: [SECRET], ...appOptions, producer });
+  const metrics = createReceiverMetrics(producer);
+  const app = await buildReceiverApp({ secrets: [SECRET], metrics, ...appOptions, producer });
   t.after(() => app.close());
   const webhookPath = appOptions.path ?? '/webhooks/h2h';
   return {
     app,
     producer,
     redis,
+    metricsText: () => metrics.registry.metrics(),
     post: (rawBody, headers, path = webhookPath) =>
       app.inject({ method: 'POST', url: path, payload: rawBody, headers }),
   };

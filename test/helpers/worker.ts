@@ -79,7 +79,7 @@ export async function queueWebhook(
 ): Promise<string> {
   const { jobId } = await producer.enqueueWebhook({
     rawBody: Buffer.isBuffer(rawBody) ? rawBody : Buffer.from(rawBody),
-    eventId,
+    headerEventId: eventId,
     timestamp: Math.floor(Date.now() / 1000),
     eventType: 'order.updated',
   });

@@ -301,3 +301,31 @@ test('pm2 reload of the receivers and the worker under a steady stream of signed
   assert.deepEqual(missingJobs, []);
   assert.deepEqual(lost, []);
 });
+
+test('under pm2 a receiver without its secret is not left online: it exits 2, pm2 restarts it a bounded number of times, then shows it errored with the variable in its log', async (test) => {
+  const t = cleanupScope(test);
+  const home = mkdtempSync(join(tmpdir(), 'h2h-pm2-bad-'));
+  t.after(() => rmSync(home, { recursive: true, force: true }));
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PM2_HOME: join(home, 'pm2'),
+    REDIS_URL: 'redis://127.0.0.1:9',
+    H2H_API_SECRET: '',
+    PORT: String(await freePort()),
+    H2H_RECEIVER_INSTANCES: '1',
+    H2H_RECEIVER_METRICS_PORT: '0',
+  };
+  t.after(() => pm2(env, 'kill'));
+  // pm2 start itself reports the app as launched; what matters is where it ends.
+  await pm2(env, 'start', 'ecosystem.config.js', '--only', 'h2h-receiver').catch(() => '');
+
+  const receiver = await waitFor(
+    async () =>
+      (await processes(env)).find((p) => p.name === 'h2h-receiver' && p.pm2_env.status === 'errored'),
+    { timeoutMs: 90_000, intervalMs: 500, message: 'the receiver marked errored' },
+  );
+  const restarts = (receiver.pm2_env as { restart_time?: number }).restart_time ?? 0;
+  assert.ok(restarts >= 1 && restarts <= 10, `restarted ${restarts} times, within the bound`);
+  const logs = await pm2(env, 'logs', 'h2h-receiver', '--nostream', '--lines', '40');
+  assert.match(logs, /H2H_API_SECRET must be set/);
+});

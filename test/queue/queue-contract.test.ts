@@ -14,23 +14,54 @@ import {
 } from '../../src/queue/webhook-queue.js';
 import { privateRedis } from '../helpers/redis.js';
 
+/** A body whose signed `event_id` is `eventId`, naming order `ref` in `status`. */
+const bodyWithId = (eventId: unknown, ref = 'r-1', status = 'SUCCESS') =>
+  Buffer.from(
+    JSON.stringify({ event_id: eventId, event: 'order.updated', data: { partner_ref: ref, status } }),
+  );
+
 describe('job ids', () => {
-  test('an id-safe event id becomes ev-<id>, even when it is all digits', () => {
-    assert.equal(webhookIdentity('evt_123', Buffer.from('{}')).jobId, 'ev-evt_123');
-    assert.equal(webhookIdentity('12345', Buffer.from('{}')).jobId, 'ev-12345');
-    assert.equal(webhookIdentity('evt_123', Buffer.from('{}')).dedupeKey, 'event-id:evt_123');
+  test('the event_id of the body is the key: an id-safe one becomes ev-<id>, even when it is all digits', () => {
+    assert.equal(webhookIdentity(bodyWithId('evt_123')).jobId, 'ev-evt_123');
+    assert.equal(webhookIdentity(bodyWithId('12345')).jobId, 'ev-12345');
+    assert.equal(webhookIdentity(bodyWithId(12345)).jobId, 'ev-12345');
+    assert.equal(webhookIdentity(bodyWithId('evt_123')).dedupeKey, 'event-id:evt_123');
+    assert.equal(webhookIdentity(bodyWithId('evt_123')).eventId, 'evt_123');
   });
 
   test('an event id with a colon, a space or over 128 characters is hashed', () => {
     for (const eventId of ['evt:1', 'evt 1', 'x'.repeat(129), 'é']) {
-      assert.match(webhookIdentity(eventId, Buffer.from('{}')).jobId, /^evh-[0-9a-f]{64}$/, eventId);
+      assert.match(webhookIdentity(bodyWithId(eventId)).jobId, /^evh-[0-9a-f]{64}$/, eventId);
     }
   });
 
-  test('without an event id the id is the SHA-256 of the raw bytes', () => {
-    const identity = webhookIdentity(null, Buffer.from('{"a":1}'));
+  test('a body without a usable event_id, or that is not JSON, is keyed on the SHA-256 of its raw bytes', () => {
+    const identity = webhookIdentity(Buffer.from('{"a":1}'));
     const hex = '015abd7f5cc57a2dd94b7590f04ad8084273905ee33ec5cebeae62276a97f862';
-    assert.deepEqual(identity, { dedupeKey: `body-sha256:${hex}`, jobId: `body-${hex}` });
+    assert.deepEqual(identity, {
+      dedupeKey: `body-sha256:${hex}`,
+      jobId: `body-${hex}`,
+      eventId: null,
+      jobName: 'unparsed',
+    });
+    for (const body of [
+      '{"event_id":""}',
+      '{"event_id":null}',
+      '{"event_id":{}}',
+      '[1]',
+      '{"event_id":',
+      '',
+    ]) {
+      assert.match(webhookIdentity(Buffer.from(body)).jobId, /^body-[0-9a-f]{64}$/, body);
+    }
+  });
+
+  test('a job is named by its order reference and status, so Bull Board finds an order by name', () => {
+    assert.equal(webhookIdentity(bodyWithId('e1', 'shop-42', 'PROCESSING')).jobName, 'shop-42 PROCESSING');
+    const byInvoice = Buffer.from('{"event_id":"e2","order":{"invoice_number":"INV-9","status":"FAILED"}}');
+    assert.equal(webhookIdentity(byInvoice).jobName, 'INV-9 FAILED');
+    assert.equal(webhookIdentity(Buffer.from('{"event_id":"e3","data":{}}')).jobName, 'unparsed');
+    assert.equal(webhookIdentity(Buffer.from('not json')).jobName, 'unparsed');
   });
 
   test('a poll request is one job per order: by partner_ref, else by invoice number', () => {
@@ -53,8 +84,8 @@ describe('job ids', () => {
     await producer.ping();
     for (const eventId of ['12345', 'evt:1:2', 'evt_ok', null]) {
       const result = await producer.enqueueWebhook({
-        rawBody: Buffer.from(`{"n":"${eventId}"}`),
-        eventId,
+        rawBody: eventId === null ? Buffer.from('{"n":null}') : bodyWithId(eventId),
+        headerEventId: eventId,
         timestamp: 1,
       });
       assert.equal(result.duplicate, false);
@@ -66,7 +97,7 @@ describe('job ids', () => {
     const job = await producer.webhookQueue.getJob('ev-evt_ok');
     assert.equal(producer.webhookQueue.name, WEBHOOK_QUEUE);
     assert.equal(producer.pollQueue.name, POLL_REQUEST_QUEUE);
-    assert.equal(job!.name, 'webhook');
+    assert.equal(job!.name, 'r-1 SUCCESS');
     assert.equal(job!.opts.attempts, 10);
     assert.deepEqual(job!.opts.backoff, { type: 'exponential', delay: 1000 });
     assert.deepEqual(job!.opts.removeOnComplete, {
@@ -141,7 +172,7 @@ describe('producer without Redis', () => {
 
     await assert.rejects(producer.ping(), QueueUnavailableError);
     await assert.rejects(
-      producer.enqueueWebhook({ rawBody: Buffer.from('{}'), eventId: 'evt_x', timestamp: 1 }),
+      producer.enqueueWebhook({ rawBody: Buffer.from('{}'), headerEventId: 'evt_x', timestamp: 1 }),
       (error: unknown) => error instanceof QueueUnavailableError && error.code === 'QUEUE_UNAVAILABLE',
     );
     await assert.rejects(

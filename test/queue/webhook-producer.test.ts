@@ -6,7 +6,7 @@ import { privateRedis } from '../helpers/redis.js';
 
 const delivery = (eventId: string) => ({
   rawBody: Buffer.from(`{"event_id":"${eventId}"}`),
-  eventId,
+  headerEventId: eventId,
   timestamp: 1,
 });
 

@@ -21,8 +21,8 @@ const nowS = () => Math.floor(Date.now() / 1000);
 describe('POST /webhooks/h2h: valid deliveries', () => {
   test('a validly signed webhook is answered 200 only once its job, with the exact bytes, is in Redis', async (t) => {
     const { post, producer } = await startTestReceiver(t);
-    const body = webhookBody('order-1');
-    const headers = deliveryHeaders(body, { eventId: 'evt_one' });
+    const body = webhookBody('order-1', 'evt_one');
+    const headers = deliveryHeaders(body);
 
     const res = await post(body, headers);
 
@@ -32,6 +32,8 @@ describe('POST /webhooks/h2h: valid deliveries', () => {
     assert.ok(job, 'the job is in Redis when the 200 arrives');
     assert.equal(job.data.dedupeKey, 'event-id:evt_one');
     assert.equal(job.data.eventId, 'evt_one');
+    assert.equal(job.data.headerEventId, 'evt_one');
+    assert.equal(job.name, 'order-1 SUCCESS', 'Bull Board shows the order and its status');
     assert.equal(decodeWebhookRawBody(job.data).toString('utf8'), body);
     assert.equal(job.data.headers.timestamp, Number(headers['x-timestamp']));
     assert.equal(job.data.headers.eventType, 'order.updated');
@@ -41,10 +43,10 @@ describe('POST /webhooks/h2h: valid deliveries', () => {
   test('the raw bytes are verified: unusual whitespace, key order and unicode escapes pass as sent', async (t) => {
     const { post, producer } = await startTestReceiver(t);
     const body =
-      '{ "data" :{"status":"SUCCESS" , "partner_ref":"caf\\u00e9-1"},\n\t"event":"order.updated" }';
+      '{ "data" :{"status":"SUCCESS" , "partner_ref":"caf\\u00e9-1"},\n\t"event":"order.updated", "event_id":"evt_raw" }';
     const reserialised = JSON.stringify(JSON.parse(body));
     assert.notEqual(reserialised, body);
-    const headers = deliveryHeaders(body, { eventId: 'evt_raw' });
+    const headers = deliveryHeaders(body);
 
     const asSent = await post(body, headers);
     const asReserialised = await post(reserialised, headers);
@@ -58,7 +60,12 @@ describe('POST /webhooks/h2h: valid deliveries', () => {
 
   test('application/json with a charset and +json media types are accepted', async (t) => {
     const { post } = await startTestReceiver(t);
-    for (const contentType of ['application/json; charset=utf-8', 'application/vnd.h2h+json']) {
+    for (const contentType of [
+      'application/json; charset=utf-8',
+      'application/vnd.h2h+json',
+      'application/merge-patch+json; charset=utf-8',
+      'Application/Vnd.H2H+JSON;charset="UTF-8"',
+    ]) {
       const body = webhookBody();
       const res = await post(body, { ...deliveryHeaders(body), 'content-type': contentType });
       assert.equal(res.statusCode, 200, contentType);
@@ -81,8 +88,10 @@ describe('POST /webhooks/h2h: valid deliveries', () => {
     const res = await post(body, deliveryHeaders(body, { eventId: 'evt_broken' }));
 
     assert.equal(res.statusCode, 200);
-    const job = await producer.webhookQueue.getJob('ev-evt_broken');
+    const job = await producer.webhookQueue.getJob(webhookIdentity(Buffer.from(body)).jobId);
     assert.equal(decodeWebhookRawBody(job!.data).toString('utf8'), body);
+    assert.equal(job!.name, 'unparsed');
+    assert.equal(job!.data.headerEventId, 'evt_broken');
   });
 
   test('an authentic JSON body without a recognisable order, and an empty body, are queued', async (t) => {
@@ -93,7 +102,7 @@ describe('POST /webhooks/h2h: valid deliveries', () => {
     ] as const) {
       const res = await post(body, deliveryHeaders(body, { eventId }));
       assert.equal(res.statusCode, 200, eventId);
-      assert.ok(await producer.webhookQueue.getJob(`ev-${eventId}`), eventId);
+      assert.ok(await producer.webhookQueue.getJob(webhookIdentity(Buffer.from(body)).jobId), eventId);
     }
   });
 
@@ -104,19 +113,19 @@ describe('POST /webhooks/h2h: valid deliveries', () => {
     const res = await post(body, deliveryHeaders(body, { eventId: 'evt_bytes' }));
 
     assert.equal(res.statusCode, 200);
-    const job = await producer.webhookQueue.getJob('ev-evt_bytes');
+    const job = await producer.webhookQueue.getJob(webhookIdentity(body).jobId);
     assert.equal(job!.data.rawBodyEncoding, 'base64');
     assert.deepEqual(decodeWebhookRawBody(job!.data), body);
   });
 });
 
 describe('POST /webhooks/h2h: duplicates', () => {
-  test('a redelivery with the same event id header is answered 200 duplicate and adds no second job', async (t) => {
+  test('a redelivery of the same event is answered 200 duplicate and adds no second job', async (t) => {
     const { post, producer } = await startTestReceiver(t);
-    const body = webhookBody();
+    const body = webhookBody('dup-order', 'evt_dup');
 
-    const first = await post(body, deliveryHeaders(body, { eventId: 'evt_dup', timestampS: nowS() - 5 }));
-    const again = await post(body, deliveryHeaders(body, { eventId: 'evt_dup' }));
+    const first = await post(body, deliveryHeaders(body, { timestampS: nowS() - 5 }));
+    const again = await post(body, deliveryHeaders(body));
 
     assert.deepEqual(first.json(), { received: true, duplicate: false });
     assert.equal(again.statusCode, 200);
@@ -124,20 +133,45 @@ describe('POST /webhooks/h2h: duplicates', () => {
     assert.equal((await producer.webhookQueue.getJobCounts('waiting')).waiting, 1);
   });
 
-  test('without an event id header the SHA-256 of the raw body dedupes', async (t) => {
+  test('a captured delivery replayed under fresh X-Event-Id headers is one job; the mismatch is logged and counted', async (t) => {
+    const { logger, lines } = capturedLogger({ name: 'receiver', level: 'info' });
+    const { post, producer, metricsText } = await startTestReceiver(t, { logger });
+    const body = webhookBody('replayed-order', 'evt_signed');
+    const captured = deliveryHeaders(body);
+
+    const answers = [await post(body, captured)];
+    for (let i = 0; i < 5; i++) {
+      answers.push(await post(body, { ...captured, 'x-event-id': `evt_forged_${i}` }));
+    }
+
+    assert.deepEqual(
+      answers.map((a) => [a.statusCode, a.json().duplicate]),
+      [[200, false], ...Array.from({ length: 5 }, () => [200, true])],
+    );
+    assert.equal(await producer.webhookQueue.count(), 1, 'one job for one signed event');
+    assert.equal((await producer.webhookQueue.getJob('ev-evt_signed'))?.data.eventId, 'evt_signed');
+    const warnings = lines
+      .map((l) => JSON.parse(l))
+      .filter((l) => l.headerEventId?.startsWith('evt_forged_'));
+    assert.equal(warnings.length, 5);
+    assert.equal(warnings[0].eventId, 'evt_signed');
+    assert.match(await metricsText(), /^h2h_webhook_event_id_mismatch_total 5$/m);
+  });
+
+  test('without an event_id in the body the SHA-256 of the raw body dedupes, whatever the header says', async (t) => {
     const { post, producer } = await startTestReceiver(t);
-    const body = webhookBody();
-    const other = webhookBody();
+    const body = webhookBody('hashed-order', null);
+    const other = webhookBody('hashed-order-2', null);
 
     const first = await post(body, deliveryHeaders(body, { eventId: null, timestampS: nowS() - 5 }));
-    const again = await post(body, deliveryHeaders(body, { eventId: null }));
+    const again = await post(body, deliveryHeaders(body, { eventId: 'evt_fresh_header' }));
     const different = await post(other, deliveryHeaders(other, { eventId: null }));
 
     assert.deepEqual(
       [first.json().duplicate, again.json().duplicate, different.json().duplicate],
       [false, true, false],
     );
-    const { jobId } = webhookIdentity(null, Buffer.from(body));
+    const { jobId } = webhookIdentity(Buffer.from(body));
     const job = await producer.webhookQueue.getJob(jobId);
     assert.equal(job!.data.eventId, null);
     assert.match(job!.data.dedupeKey, /^body-sha256:[0-9a-f]{64}$/);
@@ -146,8 +180,8 @@ describe('POST /webhooks/h2h: duplicates', () => {
 
   test('concurrent deliveries of one event all get 200 and leave one job; exactly one is not a duplicate', async (t) => {
     const { post, producer } = await startTestReceiver(t);
-    const body = webhookBody();
-    const headers = deliveryHeaders(body, { eventId: 'evt_burst' });
+    const body = webhookBody('burst-order', 'evt_burst');
+    const headers = deliveryHeaders(body);
 
     const answers = await Promise.all(Array.from({ length: 20 }, () => post(body, headers)));
 
@@ -159,14 +193,12 @@ describe('POST /webhooks/h2h: duplicates', () => {
   test('a burst of concurrent deliveries, with duplicates of each, leaves one job per event and every 2xx has its job', async (t) => {
     const { post, producer } = await startTestReceiver(t);
     const events = Array.from({ length: 30 }, (_, i) => {
-      const body = webhookBody(`burst-${i}`);
-      // Every third event without an event id: the body hash dedupes it.
-      return { body, eventId: i % 3 === 0 ? null : `evt_burst_${i}` };
+      // Every third event without an event_id: the body hash dedupes it.
+      return { body: webhookBody(`burst-${i}`, i % 3 === 0 ? null : `evt_burst_${i}`) };
     });
-    const deliveries = [...events, ...events, ...events.slice(0, 10)].map(({ body, eventId }) => ({
+    const deliveries = [...events, ...events, ...events.slice(0, 10)].map(({ body }) => ({
       body,
-      eventId,
-      headers: deliveryHeaders(body, { eventId }),
+      headers: deliveryHeaders(body),
     }));
 
     const answers = await Promise.all(deliveries.map((d) => post(d.body, d.headers)));
@@ -174,8 +206,8 @@ describe('POST /webhooks/h2h: duplicates', () => {
     assert.deepEqual(new Set(answers.map((a) => a.statusCode)), new Set([200]));
     assert.equal(answers.filter((a) => a.json().duplicate === false).length, events.length);
     assert.equal(await producer.webhookQueue.count(), events.length, 'one job per event');
-    for (const { body, eventId } of deliveries) {
-      const { jobId } = webhookIdentity(eventId, Buffer.from(body));
+    for (const { body } of deliveries) {
+      const { jobId } = webhookIdentity(Buffer.from(body));
       assert.ok(await producer.webhookQueue.getJob(jobId), `${jobId} is in Redis`);
     }
   });
@@ -348,7 +380,7 @@ describe('header names and path are settings', () => {
         eventType: 'x-h2h-kind',
       },
     });
-    const body = webhookBody();
+    const body = webhookBody('custom-order', 'evt_in_body');
     const { 'x-timestamp': ts, 'x-signature': sig } = signedWebhookHeaders(SECRET, body);
     const headers = {
       'content-type': 'application/json',
@@ -362,10 +394,9 @@ describe('header names and path are settings', () => {
     const defaultNames = await post(body, deliveryHeaders(body), '/hooks/upstream');
 
     assert.equal(res.statusCode, 200);
-    assert.equal(
-      (await producer.webhookQueue.getJob('ev-evt_custom'))?.data.headers.eventType,
-      'order.updated',
-    );
+    const job = await producer.webhookQueue.getJob('ev-evt_in_body');
+    assert.equal(job?.data.headers.eventType, 'order.updated');
+    assert.equal(job?.data.headerEventId, 'evt_custom', 'the renamed event id header is read');
     assert.equal(defaultNames.json().message, 'SIGNATURE_MISSING');
   });
 });
@@ -373,8 +404,8 @@ describe('header names and path are settings', () => {
 describe('Redis outages', () => {
   test('with Redis stopped a valid webhook is 503 QUEUE_UNAVAILABLE and readyz 503; once back, 200 again', async (t) => {
     const { post, app, redis, producer } = await startTestReceiver(t);
-    const body = webhookBody();
-    const headers = deliveryHeaders(body, { eventId: 'evt_outage' });
+    const body = webhookBody('outage-order', 'evt_outage');
+    const headers = deliveryHeaders(body);
     assert.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
 
     await redis.pause();
@@ -393,7 +424,7 @@ describe('Redis outages', () => {
     await redis.resume();
     const after = await waitFor(
       async () => {
-        const res = await post(body, deliveryHeaders(body, { eventId: 'evt_outage' }));
+        const res = await post(body, deliveryHeaders(body));
         return res.statusCode === 200 ? res : undefined;
       },
       { timeoutMs: 15_000, message: 'a 200 after Redis came back' },
@@ -457,23 +488,21 @@ describe('health, readiness and metrics', () => {
   });
 
   test('metrics count requests by outcome, time verify-and-enqueue, and show queue depth', async (t) => {
-    const { app, post } = await startTestReceiver(t);
-    const body = webhookBody();
-    await post(body, deliveryHeaders(body, { eventId: 'evt_m' }));
-    await post(body, deliveryHeaders(body, { eventId: 'evt_m' }));
+    const { metricsText, post } = await startTestReceiver(t);
+    const body = webhookBody('metrics-order', 'evt_m');
+    await post(body, deliveryHeaders(body));
+    await post(body, deliveryHeaders(body));
     await post(body, deliveryHeaders(body, { secret: 'wrong' }));
     await post(body, { ...deliveryHeaders(body), 'content-type': 'text/plain' });
 
-    const res = await app.inject({ method: 'GET', url: '/metrics' });
+    const text = await metricsText();
 
-    assert.equal(res.statusCode, 200);
-    assert.match(res.headers['content-type'] as string, /^text\/plain/);
-    const text = res.body;
     assert.match(text, /^h2h_webhook_requests_total\{outcome="accepted"\} 1$/m);
     assert.match(text, /^h2h_webhook_requests_total\{outcome="duplicate"\} 1$/m);
     assert.match(text, /^h2h_webhook_requests_total\{outcome="invalid_signature"\} 1$/m);
     assert.match(text, /^h2h_webhook_requests_total\{outcome="unsupported_media_type"\} 1$/m);
     assert.match(text, /^h2h_webhook_enqueue_seconds_count 2$/m);
+    assert.match(text, /^h2h_webhook_event_id_mismatch_total 0$/m);
     assert.match(text, /^h2h_queue_jobs\{queue="h2h-webhooks",state="waiting"\} 1$/m);
     assert.match(text, /^h2h_queue_jobs\{queue="h2h-poll-requests",state="waiting"\} 0$/m);
     assert.match(text, /^process_cpu_user_seconds_total /m);
@@ -495,13 +524,13 @@ describe('logging', () => {
   test('log lines name events and refusals but never carry a secret or a signature', async (t) => {
     const { logger, lines } = capturedLogger({ name: 'receiver', level: 'trace' });
     const { post, redis } = await startTestReceiver(t, { logger, secrets: [SECRET, 'older-secret'] });
-    const body = webhookBody('logged-order');
+    const body = webhookBody('logged-order', 'evt_log');
     const signatures: string[] = [];
     const send = async (headers: Record<string, string>) => {
       signatures.push(headers['x-signature'] ?? '');
       return post(body, headers);
     };
-    await send(deliveryHeaders(body, { eventId: 'evt_log' }));
+    await send(deliveryHeaders(body));
     await send(deliveryHeaders(body, { secret: 'wrong' }));
     await send(deliveryHeaders(body, { timestampS: nowS() - 600 }));
     await redis.pause();

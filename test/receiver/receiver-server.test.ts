@@ -14,6 +14,7 @@ const baseEnv = (redisUrl: string) => ({
   REDIS_URL: redisUrl,
   H2H_API_SECRET: SECRET,
   PORT: '0',
+  H2H_RECEIVER_METRICS_PORT: '0',
   LOG_LEVEL: 'info',
 });
 
@@ -21,8 +22,8 @@ test('a request in flight when the receiver closes is finished and queued; new c
   const redis = await privateRedis(t);
   const receiver = await startReceiver(receiverSettings(loadConfig(baseEnv(redis.url))));
   t.after(() => receiver.close());
-  const body = webhookBody();
-  const headers = deliveryHeaders(body, { eventId: 'evt_in_flight' });
+  const body = webhookBody('in-flight-order', 'evt_in_flight');
+  const headers = deliveryHeaders(body);
   const url = new URL(receiver.webhookUrl);
   const started = new Promise<void>((resolve) => receiver.app.server.once('request', () => resolve()));
 
@@ -145,11 +146,19 @@ test('a chunked body without a content-length is read whole and queued; over the
   t.after(() => receiver.close());
   const url = new URL(receiver.webhookUrl);
   const split = (body: string) => [body.slice(0, 100), body.slice(100, 700), body.slice(700)];
-  const small = JSON.stringify({ data: { partner_ref: 'chunked' }, pad: 'a'.repeat(1500) });
-  const big = JSON.stringify({ data: { partner_ref: 'too-big' }, pad: 'a'.repeat(3000) });
+  const small = JSON.stringify({
+    event_id: 'evt_chunked',
+    data: { partner_ref: 'chunked' },
+    pad: 'a'.repeat(1500),
+  });
+  const big = JSON.stringify({
+    event_id: 'evt_too_big',
+    data: { partner_ref: 'too-big' },
+    pad: 'a'.repeat(3000),
+  });
 
-  const accepted = await postChunked(url, deliveryHeaders(small, { eventId: 'evt_chunked' }), split(small));
-  const refused = await postChunked(url, deliveryHeaders(big, { eventId: 'evt_too_big' }), split(big));
+  const accepted = await postChunked(url, deliveryHeaders(small), split(small));
+  const refused = await postChunked(url, deliveryHeaders(big), split(big));
 
   assert.equal(accepted.status, 200, accepted.text);
   assert.equal(refused.status, 413, refused.text);

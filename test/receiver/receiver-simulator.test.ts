@@ -34,7 +34,9 @@ function groupBy<T, K>(items: readonly T[], key: (item: T) => K): Map<K, T[]> {
 test('the simulator’s webhooks, duplicated and some badly signed, end as exactly one job per delivered event', async (t) => {
   const redis = await privateRedis(t);
   const receiver = await startReceiver(
-    receiverSettings(loadConfig({ REDIS_URL: redis.url, H2H_API_SECRET: SECRET, PORT: '0' })),
+    receiverSettings(
+      loadConfig({ REDIS_URL: redis.url, H2H_API_SECRET: SECRET, PORT: '0', H2H_RECEIVER_METRICS_PORT: '0' }),
+    ),
   );
   t.after(() => receiver.close());
   const sim = await startSimulator(t, { webhookUrl: receiver.webhookUrl, timeScale: 0.001 });

@@ -22,7 +22,12 @@ test('with 30% of webhooks lost, duplicated and reordered, webhooks through the 
   });
   const receiver = await startReceiver(
     receiverSettings(
-      loadConfig({ H2H_API_SECRET: env.sim.member.api_secret, PORT: '0', REDIS_URL: env.redis.url }),
+      loadConfig({
+        H2H_API_SECRET: env.sim.member.api_secret,
+        PORT: '0',
+        H2H_RECEIVER_METRICS_PORT: '0',
+        REDIS_URL: env.redis.url,
+      }),
     ),
   );
   env.defer(() => receiver.close());

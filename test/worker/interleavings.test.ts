@@ -202,7 +202,7 @@ test('through the worker’s apply path, any split of any interleaving into grou
               const id = d.kind === 'webhook' ? eventId(d) : null;
               const rawBody = body(d);
               const data: WebhookJobData = {
-                dedupeKey: webhookIdentity(id, rawBody).dedupeKey,
+                dedupeKey: webhookIdentity(rawBody).dedupeKey,
                 eventId: id,
                 ...encodeWebhookRawBody(rawBody),
                 receivedAt: Date.now(),

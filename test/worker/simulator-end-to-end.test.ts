@@ -43,6 +43,7 @@ test('simulator → receiver → Redis → worker → SQLite: with duplicated, r
     REDIS_URL: redis.url,
     H2H_API_SECRET: SECRET,
     PORT: '0',
+    H2H_RECEIVER_METRICS_PORT: '0',
     H2H_DB_PATH: dbPath,
     // Webhooks only: this test proves the webhook path alone converges.
     RECONCILE_ENABLED: 'false',

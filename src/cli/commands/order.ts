@@ -121,7 +121,7 @@ export function registerOrderCommands(program: Command): void {
           ...(flags.userId ? { user_id: flags.userId } : {}),
           ...(flags.serverId ? { server_id: flags.serverId } : {}),
         };
-        const context = await openContext({ upstream: true, store: true });
+        const context = await openContext({ upstream: true, store: 'create' });
         try {
           const result = await placeOrder(
             { client: context.upstream!.client, writer: context.store!.writer, logger: context.logger },
@@ -174,7 +174,7 @@ export function registerOrderCommands(program: Command): void {
     .option('--json', 'print JSON')
     .action(async (ref: string, flags: { refresh?: boolean; json?: boolean }) => {
       await runAction(Boolean(flags.json), async () => {
-        const context = await openContext({ store: true, upstream: Boolean(flags.refresh) });
+        const context = await openContext({ store: 'existing', upstream: Boolean(flags.refresh) });
         try {
           let refresh: RefreshReport | undefined;
           if (flags.refresh) {
@@ -226,7 +226,7 @@ export function registerOrderCommands(program: Command): void {
     .option('--json', 'print JSON')
     .action(async (flags: { status?: string; limit: number; json?: boolean }) => {
       await runAction(Boolean(flags.json), async () => {
-        const context = await openContext({ store: true });
+        const context = await openContext({ store: 'existing' });
         try {
           printResult(
             context.store!.queries.listOrders({ status: flags.status, limit: flags.limit }),

@@ -50,7 +50,7 @@ export function registerReconcileCommand(program: Command): void {
     .option('--json', 'print the pass summary as JSON')
     .action(async (flags: { once: boolean; json?: boolean }) => {
       await runAction(Boolean(flags.json), async () => {
-        const context = await openContext({ upstream: true, store: true });
+        const context = await openContext({ upstream: true, store: 'existing' });
         const { store, upstream } = context as Required<typeof context>;
         try {
           const progress = createProgressLine(process.stderr, { enabled: !flags.json });

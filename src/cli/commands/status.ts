@@ -102,7 +102,7 @@ export function registerStatusCommand(program: Command): void {
     .option('--json', 'print JSON')
     .action(async (flags: { json?: boolean }) => {
       await runAction(Boolean(flags.json), async () => {
-        const context = await openContext({ store: true });
+        const context = await openContext({ store: 'existing' });
         try {
           const now = Date.now();
           const counts = context.store!.queries.countByStatus(now);
