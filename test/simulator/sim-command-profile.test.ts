@@ -88,12 +88,12 @@ test('h2h-sync sim --profile realistic --seed N draws the same timelines as crea
 
 test('h2h-sync sim refuses an unknown profile and --time-scale with --speed, naming the flags', async () => {
   const profile = await runCli(['sim', '--fixture', 'fixtures/demo.json', '--profile', 'slow'], {});
-  assert.notEqual(profile.code, 0);
+  assert.equal(profile.code, 2, 'a usage error exits 2');
   assert.match(profile.stderr, /--profile/);
   const both = await runCli(
     ['sim', '--fixture', 'fixtures/demo.json', '--port', '0', '--time-scale', '0.5', '--speed', '60'],
     {},
   );
-  assert.equal(both.code, 1);
+  assert.equal(both.code, 2, 'a usage error exits 2');
   assert.match(both.stderr, /--speed.*--time-scale/);
 });
