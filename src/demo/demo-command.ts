@@ -1,13 +1,35 @@
-import { type Command, InvalidArgumentError } from 'commander';
+import { type Command, InvalidArgumentError, Option } from 'commander';
 import { EXIT, renderTable, runAction } from '../cli/output.js';
 import { createProgressLine } from '../cli/progress.js';
-import { DEMO_FAULTS, runDemo } from './demo.js';
+import { DEMO_FAULTS, DEMO_TIME_SCALE, type DemoReport, runDemo } from './demo.js';
 
 function wholeNumber(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1 || n > 50)
     throw new InvalidArgumentError('expected a whole number from 1 to 50');
   return n;
+}
+
+function timeScaleArg(value: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n) || n <= 0 || n > 1)
+    throw new InvalidArgumentError('expected a number above 0, at most 1');
+  return n;
+}
+
+/** The demo's summary of what the faults did and what reconciling cost. */
+export function summaryLines({ counts }: DemoReport): string[] {
+  const { webhooks: w, receiver: r, reconciler: p } = counts;
+  const share = (part: number, whole: number) =>
+    whole === 0 ? '0 %' : `${Math.round((100 * part) / whole)} %`;
+  return [
+    `webhooks: ${w.events} events, ${w.attempts} attempts, ${w.delivered} delivered; ` +
+      `${w.dropped} dropped, ${w.duplicated} duplicated, ${w.badSignature} with a bad signature ` +
+      `(${r.refusedBadSignature} refused by the receiver), ${w.reordered} reordered`,
+    `receiver: ${r.accepted} accepted, ${r.duplicate} recognised as duplicates`,
+    `reconciler: ${p.polls} polls, ${p.changed} found a change, ${p.wasted} wasted (no change, ${share(p.wasted, p.polls)}), ` +
+      `${p.otherPolls} other; ${p.auditReads} audit reads; ${counts.stuckOrders} orders stuck in PROCESSING for a while`,
+  ];
 }
 
 /** Registers `h2h-sync demo`. */
@@ -18,58 +40,85 @@ export function registerDemoCommand(program: Command): void {
       'run everything on embedded defaults against the simulator with faults, and show that every order converges',
     )
     .option('--per-timeline <n>', 'orders per simulator timeline', wholeNumber, 5)
-    .option('--seed <n>', 'seed of the simulator faults', wholeNumber, 1)
+    .option('--seed <n>', 'seed of the simulator faults and timings', wholeNumber, 1)
+    .addOption(
+      new Option('--profile <name>', 'simulator timing profile (docs/simulator.md)')
+        .choices(['fast', 'realistic'])
+        .default('realistic'),
+    )
+    .option(
+      '--time-scale <factor>',
+      'simulator time scale (0.02: 50 simulated seconds per real second)',
+      timeScaleArg,
+      DEMO_TIME_SCALE,
+    )
     .option('--json', 'print the report as JSON')
-    .action(async (flags: { perTimeline: number; seed: number; json?: boolean }) => {
-      await runAction(Boolean(flags.json), async () => {
-        const tty = createProgressLine(process.stderr, { enabled: !flags.json });
-        const say = (line: string) => {
-          if (!flags.json) process.stderr.write(`${line}\n`);
-        };
-        say('h2h-sync demo: private Redis, simulator, receiver, worker and reconciler, all on this machine');
-        say(
-          `faults: ${Object.entries(DEMO_FAULTS)
-            .map(([k, v]) => `${k}=${v}`)
-            .join(' ')}`,
-        );
-        let lastLine = 0;
-        const report = await runDemo({
-          perTimeline: flags.perTimeline,
-          seed: flags.seed,
-          onProgress: (converged, total, elapsedMs) => {
-            tty.update(converged, total, `converged after ${Math.round(elapsedMs / 1000)} s`);
-            // Without a terminal, a plain line every 5 s.
-            if (!process.stderr.isTTY && elapsedMs - lastLine >= 5000) {
-              lastLine = elapsedMs;
-              say(`${converged}/${total} orders converged after ${Math.round(elapsedMs / 1000)} s`);
-            }
-          },
-        });
-        tty.done();
-        if (flags.json) {
-          process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-        } else {
-          process.stdout.write(
-            `${renderTable(report.rows, [
-              { header: 'Partner ref', cell: (r) => r.partnerRef },
-              { header: 'Timeline', cell: (r) => r.timeline },
-              { header: 'Local store', cell: (r) => r.local },
-              { header: 'Upstream truth', cell: (r) => r.upstream },
-              { header: 'Converged', cell: (r) => (r.converged ? 'yes' : 'NO') },
-            ])}\n`,
+    .action(
+      async (flags: {
+        perTimeline: number;
+        seed: number;
+        profile: 'fast' | 'realistic';
+        timeScale: number;
+        json?: boolean;
+      }) => {
+        await runAction(Boolean(flags.json), async () => {
+          const tty = createProgressLine(process.stderr, { enabled: !flags.json });
+          const say = (line: string) => {
+            if (!flags.json) process.stderr.write(`${line}\n`);
+          };
+          say(
+            'h2h-sync demo: private Redis, simulator, receiver, worker and reconciler, all on this machine',
           );
-          const diverged = report.rows.filter((r) => !r.converged);
-          const seconds = (report.elapsedMs / 1000).toFixed(1);
-          if (diverged.length === 0) {
-            say(
-              `all ${report.rows.length} orders converged in ${seconds} s; everything the demo started is stopped`,
-            );
+          say(
+            `simulator: ${flags.profile} profile, ${Math.round(1 / flags.timeScale)} simulated seconds per real second, seed ${flags.seed}`,
+          );
+          say(
+            `faults: ${Object.entries(DEMO_FAULTS)
+              .map(([k, v]) => `${k}=${v}`)
+              .join(' ')}`,
+          );
+          let lastLine = 0;
+          const report = await runDemo({
+            perTimeline: flags.perTimeline,
+            seed: flags.seed,
+            profile: flags.profile,
+            timeScale: flags.timeScale,
+            onProgress: (converged, total, elapsedMs) => {
+              tty.update(converged, total, `converged after ${Math.round(elapsedMs / 1000)} s`);
+              // Without a terminal, a plain line every 5 s.
+              if (!process.stderr.isTTY && elapsedMs - lastLine >= 5000) {
+                lastLine = elapsedMs;
+                say(`${converged}/${total} orders converged after ${Math.round(elapsedMs / 1000)} s`);
+              }
+            },
+          });
+          tty.done();
+          if (flags.json) {
+            process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
           } else {
-            say(`${diverged.length} of ${report.rows.length} orders diverged after ${seconds} s:`);
-            for (const r of diverged) say(`  ${r.partnerRef}: local ${r.local}, upstream ${r.upstream}`);
+            process.stdout.write(
+              `${renderTable(report.rows, [
+                { header: 'Partner ref', cell: (r) => r.partnerRef },
+                { header: 'Timeline', cell: (r) => r.timeline },
+                { header: 'Local store', cell: (r) => r.local },
+                { header: 'Upstream truth', cell: (r) => r.upstream },
+                { header: 'Converged', cell: (r) => (r.converged ? 'yes' : 'NO') },
+              ])}\n`,
+            );
+            const diverged = report.rows.filter((r) => !r.converged);
+            const seconds = (report.elapsedMs / 1000).toFixed(1);
+            if (diverged.length === 0) {
+              say(
+                `all ${report.rows.length} orders converged in ${seconds} s; everything the demo started is stopped`,
+              );
+            } else {
+              say(`${diverged.length} of ${report.rows.length} orders diverged after ${seconds} s:`);
+              for (const r of diverged) say(`  ${r.partnerRef}: local ${r.local}, upstream ${r.upstream}`);
+            }
+            for (const line of summaryLines(report)) say(line);
           }
-        }
-        process.exitCode = report.converged ? EXIT.ok : EXIT.failed;
-      });
-    });
+          process.exitCode = report.converged ? EXIT.ok : EXIT.failed;
+        });
+      },
+    );
 }

@@ -3,11 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
+import type { Registry } from 'prom-client';
 import { request } from 'undici';
 import { loadConfig, receiverSettings } from '../config/config.js';
 import { startRedisServer } from '../dev/redis-server.js';
 import { placeOrder } from '../orders/place-order.js';
-import { startReceiver } from '../receiver/server.js';
+import { type RunningReceiver, startReceiver } from '../receiver/server.js';
+import type { ReconcilerMetrics } from '../reconciler/metrics.js';
 import { createSimulator } from '../simulator/index.js';
 import type { LocalOrder } from '../store/local-order.js';
 import { createUpstream } from '../upstream/create-upstream.js';
@@ -41,13 +43,54 @@ export const DEMO_FAULTS = {
   create_drop_response: 0.05,
 };
 
+/**
+ * The demo's simulator time: 50 simulated seconds per real second, so a realistic completion
+ * (median 20 s, p99 3 min) takes 0.4 s median and 3.6 s at p99, and a webhook retry after
+ * 1 minute comes after 1.2 s.
+ */
+export const DEMO_TIME_SCALE = 0.02;
+
+/**
+ * The realistic profile's defaults (docs/simulator.md, "Profiles and time scale") except the
+ * stuck orders: more of them (5 %) and stuck for 10 to 15 simulated minutes instead of hours,
+ * so that the demo shows them and still ends in seconds.
+ */
+export const DEMO_REALISTIC = {
+  stuck_share: 0.05,
+  stuck_duration: { median_s: 600, p99_s: 900 },
+};
+
+/** What the faults did and what reconciling cost, from the simulator's and the service's own counters. */
+export interface DemoCounts {
+  /** The simulator's webhook counters (`GET /__sim/stats`). */
+  webhooks: {
+    events: number;
+    attempts: number;
+    delivered: number;
+    dropped: number;
+    duplicated: number;
+    badSignature: number;
+    reordered: number;
+  };
+  /** The receiver's `h2h_webhook_requests_total{outcome}`. */
+  receiver: { accepted: number; duplicate: number; refusedBadSignature: number };
+  /** The reconciler's `h2h_reconcile_polls_total` and `h2h_reconcile_audit_reads_total`. */
+  reconciler: { polls: number; changed: number; wasted: number; otherPolls: number; auditReads: number };
+  /** Orders whose drawn timeline kept them PROCESSING (the simulator's count). */
+  stuckOrders: number;
+}
+
 export interface DemoOptions {
   /** Orders per timeline (the refused one is placed once). Default: 5. */
   perTimeline?: number;
   /** Longest wait for every order to converge. Default: 180000 ms. */
   timeoutMs?: number;
-  /** Fault draws repeat for one seed. Default: 1. */
+  /** Fault and timing draws repeat for one seed. Default: 1. */
   seed?: number;
+  /** The simulator's timing profile. Default: `realistic`. */
+  profile?: 'fast' | 'realistic';
+  /** The simulator's timeScale. Default: {@link DEMO_TIME_SCALE}. */
+  timeScale?: number;
   /** Called about twice a second with the converged count. */
   onProgress?: (converged: number, total: number, elapsedMs: number) => void;
 }
@@ -66,6 +109,91 @@ export interface DemoReport {
   converged: boolean;
   elapsedMs: number;
   faults: typeof DEMO_FAULTS;
+  profile: 'fast' | 'realistic';
+  timeScale: number;
+  counts: DemoCounts;
+}
+
+interface SimStats {
+  webhooks: {
+    events: number;
+    attempts: number;
+    delivered: number;
+    dropped: number;
+    duplicated: number;
+    bad_signature: number;
+    reordered: number;
+    in_flight: number;
+  };
+  orders: { stuck: number };
+}
+
+/** Sum of a prom-client counter's values, optionally of one label value. */
+async function counterSum(registry: Registry, name: string, outcome?: string): Promise<number> {
+  const metric = registry.getSingleMetric(name);
+  if (!metric) return 0;
+  const { values } = await metric.get();
+  return values
+    .filter((v) => outcome === undefined || v.labels.outcome === outcome)
+    .reduce((sum, v) => sum + v.value, 0);
+}
+
+/** `h2h_webhook_requests_total{outcome}` of the receiver, from its registry (not served in the demo). */
+function receiverCount(receiver: RunningReceiver, outcome: string): Promise<number> {
+  return counterSum(receiver.metrics.registry, 'h2h_webhook_requests_total', outcome);
+}
+
+/**
+ * Reads the simulator's counters, then the receiver's, then the simulator's again, until no
+ * attempt was in flight or recorded in between: the receiver then counted exactly the attempts
+ * the simulator recorded.
+ */
+async function countWhatHappened(
+  origin: string,
+  receiver: RunningReceiver,
+  metrics: ReconcilerMetrics | undefined,
+): Promise<DemoCounts> {
+  const simStats = async () => (await (await request(`${origin}/__sim/stats`)).body.json()) as SimStats;
+  // Bounded: after 10 s without a quiet moment the last snapshot is taken as it is.
+  for (let tries = 0; ; tries++) {
+    const before = await simStats();
+    const received = {
+      accepted: await receiverCount(receiver, 'accepted'),
+      duplicate: await receiverCount(receiver, 'duplicate'),
+      refusedBadSignature: await receiverCount(receiver, 'invalid_signature'),
+    };
+    const after = await simStats();
+    const quiet = before.webhooks.in_flight === 0 && after.webhooks.in_flight === 0;
+    if ((!quiet || JSON.stringify(before) !== JSON.stringify(after)) && tries < 200) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      continue;
+    }
+    const w = after.webhooks;
+    const registry = metrics?.registry;
+    const polls = registry ? await counterSum(registry, 'h2h_reconcile_polls_total') : 0;
+    const changed = registry ? await counterSum(registry, 'h2h_reconcile_polls_total', 'changed') : 0;
+    const wasted = registry ? await counterSum(registry, 'h2h_reconcile_polls_total', 'unchanged') : 0;
+    return {
+      webhooks: {
+        events: w.events,
+        attempts: w.attempts,
+        delivered: w.delivered,
+        dropped: w.dropped,
+        duplicated: w.duplicated,
+        badSignature: w.bad_signature,
+        reordered: w.reordered,
+      },
+      receiver: received,
+      reconciler: {
+        polls,
+        changed,
+        wasted,
+        otherPolls: polls - changed - wasted,
+        auditReads: registry ? await counterSum(registry, 'h2h_reconcile_audit_reads_total') : 0,
+      },
+      stuckOrders: after.orders.stuck,
+    };
+  }
 }
 
 /** What is compared: status, serial number and success time, or a refusal on both sides. */
@@ -97,8 +225,9 @@ function sameState(local: LocalOrder | undefined, upstream: Order | undefined, r
  * The main job on embedded defaults: a private Redis, the simulator with the demo fixture and
  * {@link DEMO_FAULTS}, the receiver, the worker (event worker and reconciler), then a batch of
  * orders across every timeline, placed, followed and compared with the simulator's truth until
- * every one has converged. Time runs ten times faster than production defaults (rate window 6 s,
- * passes every second). Everything it started is stopped and its files removed before it resolves.
+ * every one has converged. The simulator runs the realistic profile at {@link DEMO_TIME_SCALE};
+ * the service runs ten times faster than production defaults (rate window 6 s, passes every
+ * second). The report counts what the faults did and what reconciling cost. Everything it started is stopped and its files removed before it resolves.
  */
 export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
   const perTimeline = options.perTimeline ?? 5;
@@ -113,9 +242,13 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
   try {
     const redis = await startRedisServer({ dir: join(dir, 'redis') });
     stops.push(() => redis.stop());
+    const profile = options.profile ?? 'realistic';
+    const timeScale = options.timeScale ?? DEMO_TIME_SCALE;
     const sim = await createSimulator({
       fixture: DEMO_FIXTURE,
-      timeScale: 0.05,
+      profile,
+      realistic: DEMO_REALISTIC,
+      timeScale,
       seed: options.seed ?? 1,
       rateLimit: 60,
       rateWindowMs: 6000,
@@ -223,11 +356,16 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
       rows = await compare();
     }
     options.onProgress?.(rows.filter((r) => r.converged).length, rows.length, Date.now() - started);
+    const elapsedMs = Date.now() - started;
+    const counts = await countWhatHappened(sim.origin, receiver, worker.reconcilerMetrics);
     return {
       rows,
       converged: rows.every((r) => r.converged),
-      elapsedMs: Date.now() - started,
+      elapsedMs,
       faults: DEMO_FAULTS,
+      profile,
+      timeScale,
+      counts,
     };
   } finally {
     await stopAll();

@@ -7,7 +7,7 @@ import { createWebhookProducer, type WebhookProducer } from '../queue/webhook-pr
 import { exitGracefully } from '../shared/graceful-shutdown.js';
 import { redactRedisUrl } from '../shared/redis-outage.js';
 import { buildReceiverApp } from './app.js';
-import { createReceiverMetrics } from './metrics.js';
+import { createReceiverMetrics, type ReceiverMetrics } from './metrics.js';
 import {
   type ReceiverMetricsServer,
   receiverMetricsPort,
@@ -24,6 +24,8 @@ export interface RunningReceiver {
   readonly webhookUrl: string;
   /** Where its metrics are served (a separate listener), or null when turned off. */
   readonly metricsUrl: string | null;
+  /** Its metrics, also when not served (the demo reads its counters in-process). */
+  readonly metrics: ReceiverMetrics;
   /**
    * Stops accepting connections, lets requests in flight finish (their events are queued as
    * usual), then closes the queues and Redis. Safe to call twice.
@@ -99,6 +101,7 @@ export async function startReceiver(
     origin,
     webhookUrl: `${origin}${settings.path}`,
     metricsUrl: metricsServer?.url ?? null,
+    metrics,
     close() {
       closing ??= (async () => {
         try {

@@ -3,7 +3,7 @@ import { type ZodType, z } from 'zod';
 import { faultsPatchSchema } from './faults.js';
 import { isLoopback } from './ip-address.js';
 import { memberPatchSchema, toControlMember } from './members.js';
-import type { SimEngine } from './sim-engine.js';
+import { DAY_MS, type SimEngine } from './sim-engine.js';
 import { simulatorError, upstreamError } from './sim-errors.js';
 import { toControlOrder, toPublicOrder } from './sim-order.js';
 
@@ -14,6 +14,13 @@ const statusChangeSchema = z.strictObject({
   status: z.string().min(1, 'must be a non-empty string'),
   serial_number: z.string().min(1, 'must be a non-empty string').nullable().optional(),
   message: z.string().nullable().optional(),
+});
+
+const refundPlanSchema = z.strictObject({
+  /** Simulated days after SUCCESS (× the simulator's timeScale), may be fractional. */
+  after_days: z.number().min(0, 'must be >= 0').max(3_650, 'must be <= 3650'),
+  /** Every webhook of the refund recorded as dropped and never sent. Default true. */
+  lose_webhooks: z.boolean().default(true),
 });
 
 /**
@@ -66,6 +73,33 @@ export function controlRoutes(engine: SimEngine): FastifyPluginAsync {
       return toPublicOrder(order);
     });
 
+    app.get<{ Params: { ref: string } }>('/orders/:ref/timeline', async (request) => {
+      const order = engine.orders.findAny(request.params.ref);
+      if (!order) throw upstreamError('ORDER_NOT_FOUND');
+      const timeline = order.timeline ?? { steps: [], stuck: false };
+      return {
+        invoice_number: order.invoice_number,
+        partner_ref: order.partner_ref,
+        stuck: timeline.stuck,
+        steps: timeline.steps.map((step) => ({
+          status: step.status,
+          with_serial: step.withSerial,
+          at_ms: step.at_ms,
+        })),
+      };
+    });
+
+    app.post<{ Params: { ref: string } }>('/orders/:ref/refund', async (request) => {
+      const plan = parseBody(refundPlanSchema, request.body);
+      const order = engine.orders.findAny(request.params.ref);
+      if (!order) throw upstreamError('ORDER_NOT_FOUND');
+      if (order.status !== 'PENDING' && order.status !== 'PROCESSING' && order.status !== 'SUCCESS') {
+        throw simulatorError('TRANSITION_NOT_ALLOWED', `${order.status} -> REFUNDED`);
+      }
+      engine.planRefund(order, { afterMs: plan.after_days * DAY_MS, loseWebhooks: plan.lose_webhooks });
+      return { ok: true, invoice_number: order.invoice_number, ...plan };
+    });
+
     app.get('/members', async () => engine.members.all().map(toControlMember));
 
     app.patch<{ Params: { member_id: string } }>('/members/:member_id', async (request) => {
@@ -76,6 +110,11 @@ export function controlRoutes(engine: SimEngine): FastifyPluginAsync {
     });
 
     app.get('/webhooks', async () => engine.webhooks.attempts());
+
+    app.get('/stats', async () => ({
+      webhooks: engine.webhooks.stats(),
+      orders: engine.orders.stats(),
+    }));
 
     app.get('/faults', async () => engine.faults.current);
 

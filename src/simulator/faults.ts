@@ -7,6 +7,12 @@ import { z } from 'zod';
 export interface Faults {
   /** Probability that a webhook attempt is not sent; the event is lost (never retried). */
   webhook_drop: number;
+  /**
+   * Probability that an attempt of an event carrying a final state (SUCCESS with a serial,
+   * FAILED, REFUNDED) is not sent; the event is lost like with `webhook_drop`. Other events are
+   * never dropped by it.
+   */
+  webhook_drop_final: number;
   /** Probability that a webhook attempt is sent twice, byte for byte. */
   webhook_duplicate: number;
   /** Probability that a webhook attempt is signed with a wrong secret. */
@@ -45,6 +51,7 @@ export type ProbabilityFault = {
 
 export const NO_FAULTS: Readonly<Faults> = Object.freeze({
   webhook_drop: 0,
+  webhook_drop_final: 0,
   webhook_duplicate: 0,
   webhook_bad_signature: 0,
   webhook_stale_timestamp: 0,
@@ -74,6 +81,7 @@ const delayMs = z
 export const faultsPatchSchema = z
   .strictObject({
     webhook_drop: probability,
+    webhook_drop_final: probability,
     webhook_duplicate: probability,
     webhook_bad_signature: probability,
     webhook_stale_timestamp: probability,

@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { normalizeIp } from './ip-address.js';
+import { lognormalSchema, type RealisticSettings, realisticSettingsSchema } from './profile.js';
 
 /**
  * The simulator's fixture: the members, categories and products it starts from (and returns to
@@ -63,6 +64,8 @@ const productSchema = z.strictObject({
   api_enabled: z.boolean(),
   /** Key of `data` → regular expression its value must match. */
   target: z.record(z.string(), z.string()),
+  /** This product's completion-time distribution under the realistic profile (docs/simulator.md, "Profiles"). */
+  completion: lognormalSchema.optional(),
 });
 
 const fixtureSchema = z
@@ -70,6 +73,8 @@ const fixtureSchema = z
     members: z.array(memberSchema).min(1, 'needs at least one member'),
     categories: z.array(categorySchema),
     products: z.array(productSchema),
+    /** Settings of the realistic profile for this fixture; simulator options override them. */
+    realistic: realisticSettingsSchema.optional(),
   })
   .superRefine((fixture, ctx) => {
     const unique = (items: readonly Record<string, unknown>[], list: string, key: string) => {
@@ -124,6 +129,8 @@ export interface LoadedFixture {
   readonly members: readonly FixtureMember[];
   readonly categories: readonly FixtureCategory[];
   readonly products: readonly CatalogProduct[];
+  /** The fixture's realistic-profile settings, with each product's own `completion` folded in. */
+  readonly realistic: RealisticSettings;
 }
 
 /** Thrown when a fixture does not validate; the message names every bad field (up to ten). */
@@ -165,6 +172,17 @@ export async function loadFixture(source: Fixture | string): Promise<LoadedFixtu
       ip_whitelist: member.ip_whitelist.map(normalizeIp),
     })),
     categories: parsed.data.categories,
+    realistic: {
+      ...parsed.data.realistic,
+      completion_by_product: {
+        ...Object.fromEntries(
+          parsed.data.products.flatMap((product) =>
+            product.completion ? [[product.code, product.completion] as const] : [],
+          ),
+        ),
+        ...parsed.data.realistic?.completion_by_product,
+      },
+    },
     products: parsed.data.products.map((product) => ({
       ...product,
       targetRules: Object.entries(product.target).map(([key, pattern]) => ({

@@ -2,12 +2,15 @@ import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
 import { API_PREFIX } from '../upstream/model.js';
 import { loadFixture } from './fixture.js';
+import { createProfile, resolveRealistic } from './profile.js';
 import { buildSimApp } from './sim-app.js';
 import { SimEngine } from './sim-engine.js';
 import { resolveSimulatorOptions, type SimulatorOptions } from './simulator-options.js';
 
 export type { Fixture } from './fixture.js';
 export { FixtureError } from './fixture.js';
+export type { ProfileName, RealisticSettings } from './profile.js';
+export { REALISTIC_DEFAULTS } from './profile.js';
 export type { SimulatorOptions } from './simulator-options.js';
 export { SIMULATOR_DEFAULTS } from './simulator-options.js';
 export type { WebhookAttemptRecord } from './webhook-dispatcher.js';
@@ -34,8 +37,15 @@ export async function createSimulator(options: SimulatorOptions): Promise<Simula
     timeScale: settings.timeScale,
     seed: settings.seed,
     rateLimit: settings.rateLimit,
-    rateWindowMs: settings.rateWindowMs,
+    rateWindowMs: settings.scaleRateWindow
+      ? Math.max(1, Math.round(settings.rateWindowMs * settings.timeScale))
+      : settings.rateWindowMs,
     webhookTimeoutMs: settings.webhookTimeoutMs,
+    profile: createProfile(
+      settings.profile,
+      settings.seed,
+      resolveRealistic(fixture.realistic, settings.realistic),
+    ),
     logger: options.logger ?? pino({ level: 'silent' }),
   });
   const app = buildSimApp(engine, options.logger);

@@ -46,6 +46,17 @@ export class OrderBook {
     memberOrders.set(order.partner_ref, order);
   }
 
+  /** Orders by status, and how many drew a stuck timeline. */
+  stats(): { total: number; stuck: number; by_status: Record<string, number> } {
+    const byStatus: Record<string, number> = {};
+    let stuck = 0;
+    for (const order of this.byInvoice.values()) {
+      byStatus[order.status] = (byStatus[order.status] ?? 0) + 1;
+      if (order.timeline?.stuck) stuck += 1;
+    }
+    return { total: this.byInvoice.size, stuck, by_status: byStatus };
+  }
+
   clear(): void {
     this.byInvoice.clear();
     this.byMemberRef.clear();

@@ -3,6 +3,7 @@ import { pino } from 'pino';
 import { DEFAULT_LOG_LEVEL, LOG_LEVELS } from '../observability/logger.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';
 import { createSimulator } from './index.js';
+import { PROFILE_NAMES, type ProfileName } from './profile.js';
 import { SIMULATOR_DEFAULTS } from './simulator-options.js';
 
 /** Longest stop of `h2h-sync sim` (webhooks in flight are cut off); close-with-grace's own default. */
@@ -25,7 +26,10 @@ interface SimFlags {
   port: number;
   host: string;
   fixture: string;
-  timeScale: number;
+  timeScale?: number;
+  speed?: number;
+  profile: ProfileName;
+  scaleRateWindow: boolean;
   seed: number;
   rateLimit: number;
   rateWindowMs: number;
@@ -45,13 +49,35 @@ export function registerSimCommand(program: Command): void {
     .requiredOption('--fixture <path>', 'JSON fixture file, e.g. fixtures/demo.json')
     .option('--port <port>', 'port to listen on; 0 = a free one', numberIn('--port', 0, 65_535), 4010)
     .option('--host <host>', 'address to listen on', SIMULATOR_DEFAULTS.host)
+    .addOption(
+      new Option('--profile <name>', 'timing profile (docs/simulator.md, "Profiles")')
+        .choices(PROFILE_NAMES)
+        .default(SIMULATOR_DEFAULTS.profile),
+    )
     .option(
       '--time-scale <factor>',
-      'multiplies every simulated delay (0.001: a 1-minute retry takes 60 ms)',
+      'multiplies every simulated delay (0.001: a 1-minute retry takes 60 ms); default 1',
       numberIn('--time-scale', 0, 1_000, true),
-      SIMULATOR_DEFAULTS.timeScale,
     )
-    .option('--seed <n>', 'seed of the fault random source', numberIn('--seed', 0, 2 ** 31 - 1), 1)
+    .addOption(
+      new Option(
+        '--speed <n>',
+        'simulated seconds per real second (60: a simulated minute per second); instead of --time-scale',
+      )
+        .argParser(numberIn('--speed', 0.001, 1_000_000, true))
+        .conflicts('timeScale'),
+    )
+    .option(
+      '--scale-rate-window',
+      'the rate window is simulated time too (rate-window-ms × time scale)',
+      false,
+    )
+    .option(
+      '--seed <n>',
+      'seed of the fault and profile random sources',
+      numberIn('--seed', 0, 2 ** 31 - 1),
+      1,
+    )
     .option(
       '--rate-limit <n>',
       'requests per rolling minute per member; 0 = unlimited',
@@ -81,7 +107,10 @@ export function registerSimCommand(program: Command): void {
           fixture: flags.fixture,
           host: flags.host,
           port: flags.port,
-          timeScale: flags.timeScale,
+          ...(flags.timeScale !== undefined ? { timeScale: flags.timeScale } : {}),
+          ...(flags.speed !== undefined ? { speed: flags.speed } : {}),
+          profile: flags.profile,
+          scaleRateWindow: flags.scaleRateWindow,
           seed: flags.seed,
           rateLimit: flags.rateLimit,
           rateWindowMs: flags.rateWindowMs,

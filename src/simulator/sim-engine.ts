@@ -9,10 +9,11 @@ import { OrderBook } from './order-book.js';
 import { InvoiceNumbers, nicknameFor, serialNumberFor, targetLabel } from './order-identifiers.js';
 import { parseOrderInput } from './order-input.js';
 import { checkTarget, resolveOrderableProduct } from './order-rules.js';
+import type { Timeline, TimingProfile } from './profile.js';
 import { RollingWindowLimiter } from './rate-limiter.js';
 import { upstreamError } from './sim-errors.js';
 import type { SimOrder } from './sim-order.js';
-import { type ProgressionStep, progressionFor, STATUS_STEP_MS } from './status-progression.js';
+import { progressionFor } from './status-progression.js';
 import { TimerSet } from './timer-set.js';
 import { WebhookDispatcher } from './webhook-dispatcher.js';
 
@@ -25,7 +26,18 @@ export interface SimEngineOptions {
   /** Length of the rolling rate window in ms. */
   rateWindowMs: number;
   webhookTimeoutMs: number;
+  /** Draws timelines and webhook delays (docs/simulator.md, "Profiles"). */
+  profile: TimingProfile;
   logger: Logger;
+}
+
+/** A simulated day in ms (before timeScale). */
+export const DAY_MS = 86_400_000;
+
+/** A refund planned by the control API: `after_days` after SUCCESS, its webhooks lost or sent. */
+export interface RefundPlan {
+  readonly afterMs: number;
+  readonly loseWebhooks: boolean;
 }
 
 /** A status change asked for by the timeline or the control API. */
@@ -71,6 +83,7 @@ export class SimEngine {
       timers: this.timers,
       faults: this.faults,
       timeScale: options.timeScale,
+      profile: options.profile,
       timeoutMs: options.webhookTimeoutMs,
       logger: options.logger,
     });
@@ -125,9 +138,11 @@ export class SimEngine {
       message: null,
       success_at: null,
     };
+    const timeline = this.options.profile.timeline(product.code, progressionFor(input.data.user_id));
+    order.timeline = timeline;
     member.balance -= price;
     this.orders.insert(order);
-    this.scheduleSteps(order, progressionFor(input.data.user_id), 0);
+    this.scheduleSteps(order, timeline, 0);
     this.options.logger.debug(
       { invoice_number: invoiceNumber, member_id: member.member_id },
       'order created',
@@ -139,13 +154,20 @@ export class SimEngine {
    * The one place an order's status changes, for the timeline and the control API alike. Applies
    * what `decideTransition` allows, credits FAILED/REFUNDED back and sends one webhook event.
    */
-  changeStatus(order: SimOrder, change: StatusChange): TransitionVerdict {
+  changeStatus(
+    order: SimOrder,
+    change: StatusChange,
+    options: { loseWebhooks?: boolean } = {},
+  ): TransitionVerdict {
     const serialNumber = change.serial_number ?? null;
     const verdict = decideTransition(order, { status: change.status, serial_number: serialNumber });
     if (!verdict.apply) return verdict;
     if (verdict.reason === 'transition') {
       order.status = change.status;
-      if (change.status === 'SUCCESS') order.success_at ??= new Date().toISOString();
+      if (change.status === 'SUCCESS') {
+        order.success_at ??= new Date().toISOString();
+        if (order.refund_plan) this.scheduleRefund(order);
+      }
       if (CREDITED_BACK.has(change.status)) order.member.balance += order.amount;
       order.message = change.message ?? DEFAULT_STATUS_MESSAGES[change.status] ?? null;
     } else if (change.message !== undefined) {
@@ -156,8 +178,29 @@ export class SimEngine {
       { invoice_number: order.invoice_number, status: order.status, serial_number: order.serial_number },
       'order status changed',
     );
-    this.webhooks.enqueue(order);
+    this.webhooks.enqueue(order, { lost: options.loseWebhooks === true });
     return verdict;
+  }
+
+  /**
+   * Plans a refund `plan.afterMs` simulated ms after the order's SUCCESS (× timeScale): now for
+   * an order already SUCCESS, else when it gets there. With `loseWebhooks` every webhook of the
+   * refund is recorded as dropped and never sent, so only a read of the order can learn it.
+   */
+  planRefund(order: SimOrder, plan: RefundPlan): void {
+    this.timers.cancel(order.refund_timer);
+    order.refund_plan = plan;
+    if (order.status === 'SUCCESS') this.scheduleRefund(order);
+  }
+
+  private scheduleRefund(order: SimOrder): void {
+    const plan = order.refund_plan;
+    if (!plan || order.success_at === null) return;
+    const dueAt = Date.parse(order.success_at) + plan.afterMs * this.options.timeScale;
+    order.refund_timer = this.timers.schedule(Math.max(0, dueAt - Date.now()), () => {
+      order.refund_timer = undefined;
+      this.changeStatus(order, { status: 'REFUNDED' }, { loseWebhooks: plan.loseWebhooks });
+    });
   }
 
   /** Holds an answer for `create_response_delay_ms` (real time); false when the simulator closes meanwhile. */
@@ -177,6 +220,7 @@ export class SimEngine {
     this.orders.clear();
     this.limiter.clear();
     this.faults.reset();
+    this.options.profile.reset();
     this.membersOfRun = new MemberDirectory(this.options.fixture.members);
     this.options.logger.info('simulator reset to the fixture');
   }
@@ -196,15 +240,16 @@ export class SimEngine {
   }
 
   /** The timeline goes on past a step the state machine refuses (the control API may have moved the order). */
-  private scheduleSteps(order: SimOrder, steps: readonly ProgressionStep[], index: number): void {
-    const step = steps[index];
+  private scheduleSteps(order: SimOrder, timeline: Timeline, index: number): void {
+    const step = timeline.steps[index];
     if (!step) return;
-    this.timers.schedule(STATUS_STEP_MS * this.options.timeScale, () => {
+    const previousAt = index === 0 ? 0 : timeline.steps[index - 1]!.at_ms;
+    this.timers.schedule((step.at_ms - previousAt) * this.options.timeScale, () => {
       this.changeStatus(order, {
         status: step.status,
         serial_number: step.withSerial ? serialNumberFor(order.invoice_number) : null,
       });
-      this.scheduleSteps(order, steps, index + 1);
+      this.scheduleSteps(order, timeline, index + 1);
     });
   }
 }

@@ -1,6 +1,8 @@
 import type { Order, OrderData } from '../upstream/model.js';
 import type { CatalogProduct } from './fixture.js';
 import type { MemberState } from './members.js';
+import type { Timeline } from './profile.js';
+import type { RefundPlan } from './sim-engine.js';
 
 /** An order as the simulator holds it: the public fields plus what only the simulator knows. */
 export interface SimOrder {
@@ -18,6 +20,11 @@ export interface SimOrder {
   serial_number: string | null;
   message: string | null;
   success_at: string | null;
+  /** The timeline drawn at creation (`GET /__sim/orders/:ref/timeline`). */
+  timeline?: Timeline;
+  /** A refund planned by the control API, and its timer once SUCCESS has come. */
+  refund_plan?: RefundPlan;
+  refund_timer?: NodeJS.Timeout | undefined;
 }
 
 /** The order as POST /orders and GET /orders/:ref return it (decisions.md, "Order responses"). */

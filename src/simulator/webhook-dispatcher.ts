@@ -4,6 +4,7 @@ import { Agent, request } from 'undici';
 import { ORDER_UPDATED_EVENT, WEBHOOK_HEADERS, type WebhookEvent } from '../upstream/model.js';
 import { signWebhook } from '../upstream/signature.js';
 import type { FaultInjector } from './faults.js';
+import type { TimingProfile } from './profile.js';
 import { type SimOrder, toPublicOrder } from './sim-order.js';
 import type { TimerSet } from './timer-set.js';
 
@@ -21,6 +22,8 @@ export interface WebhookAttemptRecord {
   invoice_number: string;
   /** The order status the event carries. */
   status: string;
+  /** The event carries a final state: SUCCESS with a serial, FAILED or REFUNDED. */
+  final: boolean;
   /** Where it went; null when neither the order nor the member had a webhook URL. */
   url: string | null;
   /** 1-based; both copies of a duplicated attempt carry the same number. */
@@ -42,11 +45,42 @@ export interface WebhookAttemptRecord {
   next_attempt_in_ms: number | null;
 }
 
+/** Counters of `GET /__sim/stats`, over the attempts of the current run. */
+export interface WebhookStats {
+  /** Distinct events that had at least one attempt. */
+  events: number;
+  /** Attempt records (both copies of a duplicated attempt count). */
+  attempts: number;
+  /** Attempts answered 2xx in time. */
+  delivered: number;
+  /** Attempts lost to the `webhook_drop` fault. */
+  dropped: number;
+  /** Attempts lost because a refund was planned with lost webhooks. */
+  planned_loss: number;
+  /**
+   * Events carrying a final state (SUCCESS with a serial, FAILED, REFUNDED) that were lost:
+   * dropped by `webhook_drop` or `webhook_drop_final`, or a planned loss.
+   */
+  final_events_lost: number;
+  /** Attempts sent twice by the `webhook_duplicate` fault (counted once per attempt). */
+  duplicated: number;
+  /** Copies signed with a wrong secret (`webhook_bad_signature`), each copy counted. */
+  bad_signature: number;
+  /** Copies with a stale timestamp, each copy counted. */
+  stale_timestamp: number;
+  /** Events held back by `webhook_reorder`. */
+  reordered: number;
+  /** Attempts sent (or about to be) whose record is not written yet. */
+  in_flight: number;
+}
+
 export interface WebhookDispatcherOptions {
   timers: TimerSet;
   faults: FaultInjector;
-  /** Multiplies the retry schedule and the reorder hold. */
+  /** Multiplies the retry schedule, the reorder hold and the profile's delivery delays. */
   timeScale: number;
+  /** Draws the simulated delay before each attempt (0 under the fast profile). */
+  profile: TimingProfile;
   /** A 2xx that does not arrive within this many ms counts as a failed attempt. */
   timeoutMs: number;
   logger: Logger;
@@ -59,6 +93,10 @@ interface PendingEvent {
   /** The exact bytes sent on every attempt. */
   readonly body: Buffer;
   reordered: boolean;
+  /** The event carries a final state: SUCCESS with a serial, FAILED or REFUNDED. */
+  readonly final: boolean;
+  /** Every attempt is recorded as dropped and nothing is sent (a refund planned with lost webhooks). */
+  lost: boolean;
 }
 
 interface Answer {
@@ -76,6 +114,8 @@ export class WebhookDispatcher {
   private readonly records: WebhookAttemptRecord[] = [];
   private readonly held = new Map<SimOrder, { event: PendingEvent; timer: NodeJS.Timeout | undefined }>();
   private readonly inFlight = new Set<AbortController>();
+  /** Attempts between their send and their record (see {@link stats}). */
+  private attemptsInFlight = 0;
   /** Bumped by reset and close; an attempt from an older run records nothing and schedules nothing. */
   private run = 0;
   private closed = false;
@@ -95,10 +135,49 @@ export class WebhookDispatcher {
     return this.records;
   }
 
+  /**
+   * Counts over {@link attempts}. When `in_flight` is 0 in two snapshots with the same counts,
+   * no attempt was answered between them that is not counted.
+   */
+  stats(): WebhookStats {
+    const events = new Set<string>();
+    const stats: WebhookStats = {
+      events: 0,
+      attempts: this.records.length,
+      delivered: 0,
+      dropped: 0,
+      planned_loss: 0,
+      final_events_lost: 0,
+      duplicated: 0,
+      bad_signature: 0,
+      stale_timestamp: 0,
+      reordered: 0,
+      in_flight: this.attemptsInFlight,
+    };
+    const duplicatedAttempts = new Set<string>();
+    const reorderedEvents = new Set<string>();
+    for (const record of this.records) {
+      events.add(record.event_id);
+      if (record.delivered) stats.delivered += 1;
+      if (record.final && record.error === 'dropped') stats.final_events_lost += 1;
+      if (record.faults.includes('planned_loss')) stats.planned_loss += 1;
+      else if (record.error === 'dropped') stats.dropped += 1;
+      if (record.faults.includes('duplicate')) duplicatedAttempts.add(`${record.event_id}#${record.attempt}`);
+      if (record.faults.includes('bad_signature')) stats.bad_signature += 1;
+      if (record.faults.includes('stale_timestamp')) stats.stale_timestamp += 1;
+      if (record.faults.includes('reordered')) reorderedEvents.add(record.event_id);
+    }
+    stats.events = events.size;
+    stats.duplicated = duplicatedAttempts.size;
+    stats.reordered = reorderedEvents.size;
+    return stats;
+  }
+
   /** Snapshots the order now and delivers it as one event. */
-  enqueue(order: SimOrder): void {
+  enqueue(order: SimOrder, options: { lost?: boolean } = {}): void {
     if (this.closed) return;
     const event = createEvent(order);
+    event.lost = options.lost === true;
     const held = this.held.get(order);
     if (held) {
       // webhook_reorder: the newer event goes first, the held older one right after its first attempt.
@@ -122,6 +201,7 @@ export class WebhookDispatcher {
   /** Forgets the log and held events and silences attempts in flight. The owner clears the timers. */
   reset(): void {
     this.run += 1;
+    this.attemptsInFlight = 0;
     for (const controller of this.inFlight) controller.abort();
     this.inFlight.clear();
     this.held.clear();
@@ -137,10 +217,25 @@ export class WebhookDispatcher {
   private async deliver(event: PendingEvent, attempt: number, afterAttempt?: () => void): Promise<void> {
     const run = this.run;
     const { faults, timers } = this.options;
-    const extraDelay = faults.current.webhook_delay_ms;
+    const profileDelay = this.options.profile.webhookDelayMs() * this.options.timeScale;
+    const extraDelay = faults.current.webhook_delay_ms + profileDelay;
     if (extraDelay > 0) await timers.sleep(extraDelay);
     if (run !== this.run) return;
+    this.attemptsInFlight += 1;
+    try {
+      await this.attempt(run, event, attempt, afterAttempt);
+    } finally {
+      if (run === this.run) this.attemptsInFlight -= 1;
+    }
+  }
 
+  private async attempt(
+    run: number,
+    event: PendingEvent,
+    attempt: number,
+    afterAttempt?: () => void,
+  ): Promise<void> {
+    const { faults, timers } = this.options;
     const at = new Date().toISOString();
     const url = event.order.callback_url ?? event.order.member.webhook_url;
     const applied = event.reordered && attempt === 1 ? ['reordered'] : [];
@@ -150,7 +245,11 @@ export class WebhookDispatcher {
       answers = [
         { answer_status: null, error: 'no webhook URL: neither callback_url nor the member webhook_url' },
       ];
-    } else if (faults.roll('webhook_drop')) {
+    } else if (event.lost) {
+      answers = [{ answer_status: null, error: 'dropped' }];
+      applied.push('planned_loss');
+      lost = true;
+    } else if (faults.roll('webhook_drop') || (event.final && faults.roll('webhook_drop_final'))) {
       answers = [{ answer_status: null, error: 'dropped' }];
       lost = true;
     } else {
@@ -187,6 +286,7 @@ export class WebhookDispatcher {
         partner_ref: event.order.partner_ref,
         invoice_number: event.order.invoice_number,
         status: event.status,
+        final: event.final,
         url,
         attempt,
         ...answer,
@@ -248,7 +348,19 @@ function createEvent(order: SimOrder): PendingEvent {
     created_at: new Date().toISOString(),
     data: toPublicOrder(order),
   };
-  return { id, order, status: order.status, body: Buffer.from(JSON.stringify(payload)), reordered: false };
+  const final =
+    order.status === 'FAILED' ||
+    order.status === 'REFUNDED' ||
+    (order.status === 'SUCCESS' && order.serial_number !== null);
+  return {
+    id,
+    order,
+    status: order.status,
+    final,
+    body: Buffer.from(JSON.stringify(payload)),
+    reordered: false,
+    lost: false,
+  };
 }
 
 function isDelivered(answer: Answer): boolean {

@@ -16,6 +16,7 @@ import { startWebhookSink } from '../helpers/webhook-sink.js';
 
 const NO_FAULTS = {
   webhook_drop: 0,
+  webhook_drop_final: 0,
   webhook_duplicate: 0,
   webhook_bad_signature: 0,
   webhook_stale_timestamp: 0,
