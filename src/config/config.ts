@@ -212,6 +212,11 @@ export const settingsSchema = z.object({
     .describe(
       'Longest wait of the event worker for another process’s write lock on the store, on timers (its event loop keeps renewing job locks); past it the batch’s jobs are retried by BullMQ.',
     ),
+  H2H_FEED_RETENTION_D: int(1)
+    .default(30)
+    .describe(
+      'Days the change feed keeps an event (docs/api.md, "The change feed"): a shop that was away longer reads the orders themselves instead. The worker prunes older ones every hour.',
+    ),
   H2H_WORKER_SHUTDOWN_TIMEOUT_MS: int(1)
     .default(DEFAULT_CLOSE_TIMEOUT_MS)
     .describe(
@@ -512,6 +517,7 @@ export function workerSettings(config: Config) {
     maxStalledCount: s.H2H_WORKER_MAX_STALLED_COUNT,
     storeLockWaitMs: s.H2H_WORKER_STORE_LOCK_WAIT_MS,
     shutdownTimeoutMs: s.H2H_WORKER_SHUTDOWN_TIMEOUT_MS,
+    feedRetentionMs: s.H2H_FEED_RETENTION_D * 86_400_000,
     logLevel: config.logLevel,
   };
 }

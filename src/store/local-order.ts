@@ -80,6 +80,8 @@ export interface LocalOrder {
   stuckAt: number | null;
   /** When the order first reached a final status. */
   finalAt: number | null;
+  /** Changes of the order's public representation so far (docs/api.md): 0 until its first event. */
+  version: number;
 }
 
 /** One row of the audit trail. */
@@ -128,6 +130,7 @@ export interface OrderRow {
   poll_count: number;
   stuck_at: number | null;
   final_at: number | null;
+  version: number;
 }
 
 /** A row of `order_events` exactly as SQLite returns it. */
@@ -175,6 +178,7 @@ export function toLocalOrder(row: OrderRow): LocalOrder {
     pollCount: row.poll_count,
     stuckAt: row.stuck_at,
     finalAt: row.final_at,
+    version: row.version,
   };
 }
 

@@ -180,6 +180,23 @@ export const MIGRATIONS: readonly Migration[] = [
       ) WITHOUT ROWID;
     `,
   },
+  {
+    version: 7,
+    description:
+      'orders.version and feed_events: every change of an order, written in the same transaction (the change feed and outbox of the shop notifications)',
+    sql: `
+      ALTER TABLE orders ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+      CREATE TABLE feed_events (
+        seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+        type        TEXT    NOT NULL,
+        partner_ref TEXT,
+        version     INTEGER,
+        timestamp   INTEGER NOT NULL,
+        data        TEXT    NOT NULL
+      );
+      CREATE INDEX feed_events_timestamp ON feed_events (timestamp);
+    `,
+  },
 ];
 
 /** The schema version this code writes and understands. */

@@ -1,4 +1,5 @@
 import type { Statement } from 'better-sqlite3';
+import { type PublicOrder, toPublicOrder } from '../orders/public-order.js';
 import { isKnownStatus } from '../upstream/model.js';
 import {
   type LocalOrder,
@@ -70,6 +71,12 @@ export class OrderQueries {
   getOrder(ref: string): LocalOrder | undefined {
     const row = this.#rows.find(ref, ref);
     return row && toLocalOrder(row);
+  }
+
+  /** The public representation of the order with this partner_ref, else invoice number (docs/api.md). */
+  getPublicOrder(ref: string): PublicOrder | undefined {
+    const row = this.#rows.find(ref, ref);
+    return row && toPublicOrder(row);
   }
 
   /** Orders, newest local creation first. See {@link ListOrdersInput.status} for the filter. */

@@ -1,4 +1,5 @@
 import type { Database } from 'better-sqlite3';
+import { ChangeFeed } from './feed.js';
 import { OrderQueries } from './order-queries.js';
 import { OrderRows } from './order-rows.js';
 import { OrderWriter } from './order-writer.js';
@@ -18,6 +19,8 @@ export interface OrderStore {
   readonly queries: OrderQueries;
   /** Whether the reconciler has stopped calling the upstream, and why (not order state). */
   readonly circuit: UpstreamCircuit;
+  /** Every change of every order, in one order (the writer appends in its transactions). */
+  readonly feed: ChangeFeed;
 }
 
 export interface OpenOrderStoreOptions {
@@ -38,9 +41,11 @@ export function openOrderStore(
 ): OrderStore {
   const rows = new OrderRows(db, now);
   const schedule = new PollSchedule(rows, settings);
+  const feed = new ChangeFeed(rows);
   return {
-    writer: new OrderWriter(rows, schedule),
+    writer: new OrderWriter(rows, schedule, feed),
     schedule,
+    feed,
     queries: new OrderQueries(rows),
     circuit: new UpstreamCircuit(rows),
   };

@@ -177,6 +177,7 @@ export async function startWorkerProcess(
     });
     stops.push(() => eventWorker.close({ timeoutMs: settings.shutdownTimeoutMs }));
     await eventWorker.waitUntilReady();
+    stops.push(pruneFeedHourly(store, settings.feedRetentionMs, logger));
 
     if (config.settings.RECONCILE_ENABLED) {
       // Same process, same store (one SQLite connection); registered after the event worker so
@@ -212,6 +213,34 @@ export async function startWorkerProcess(
       closing ??= stopAll();
       return closing;
     },
+  };
+}
+
+/** How often the worker prunes the change feed. */
+const FEED_PRUNE_EVERY_MS = 3_600_000;
+
+/**
+ * Prunes the change feed's events older than the retention now and every hour (one DELETE on an
+ * index; a store busy with another writer is tried again next hour). Returns its stop.
+ */
+function pruneFeedHourly(
+  store: OrderStore,
+  retentionMs: number,
+  logger: StartWorkerProcessOptions['logger'],
+): () => Promise<boolean> {
+  const prune = () => {
+    try {
+      const pruned = store.feed.prune(retentionMs);
+      if (pruned > 0) logger?.info({ pruned }, 'change feed: events older than the retention pruned');
+    } catch (err) {
+      logger?.warn({ err }, 'change feed: pruning failed; trying again in an hour');
+    }
+  };
+  prune();
+  const timer = setInterval(prune, FEED_PRUNE_EVERY_MS).unref();
+  return async () => {
+    clearInterval(timer);
+    return true;
   };
 }
 
