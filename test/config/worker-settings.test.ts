@@ -15,6 +15,7 @@ test('the worker settings default to 100 jobs in flight, batches of up to 100, a
     storeLockWaitMs: 5_000,
     shutdownTimeoutMs: 10_000,
     logLevel: 'info',
+    logFormat: 'auto',
   });
 });
 
