@@ -9,6 +9,7 @@ import { registerEventsCommands } from './commands/events.js';
 import { registerOrderCommands } from './commands/order.js';
 import { registerReconcileCommand } from './commands/reconcile.js';
 import { registerStatusCommand } from './commands/status.js';
+import { registerTailCommand } from './commands/tail.js';
 import { EXIT } from './output.js';
 
 const program = new Command('h2h-sync')
@@ -28,6 +29,7 @@ registerWorkerCommand(program);
 registerEventsCommands(program);
 registerReconcileCommand(program);
 registerStatusCommand(program);
+registerTailCommand(program);
 
 try {
   await program.parseAsync(process.argv);

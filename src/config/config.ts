@@ -1,7 +1,7 @@
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { DEFAULT_LOG_LEVEL, LOG_LEVELS } from '../observability/logger.js';
+import { DEFAULT_LOG_FORMAT, DEFAULT_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS } from '../observability/logger.js';
 import { DEFAULT_ENQUEUE_TIMEOUT_MS } from '../queue/webhook-producer.js';
 import { DEFAULT_PRIVATE_REDIS_PORT } from '../queue/webhook-queue.js';
 import { DEFAULT_RATE_WINDOW_MS, defaultReservedForCreate } from '../rate-budget/rate-budget.js';
@@ -121,6 +121,12 @@ export const settingsSchema = z.object({
       'SQLite order store file. Default: `var/h2h-sync.db` in the installation directory, whatever the working directory. Commands that only read refuse to create it.',
     ),
   LOG_LEVEL: z.enum(LOG_LEVELS).default(DEFAULT_LOG_LEVEL).describe('pino log level.'),
+  LOG_FORMAT: z
+    .enum(LOG_FORMATS)
+    .default(DEFAULT_LOG_FORMAT)
+    .describe(
+      'How logs are written: `json` (one object a line), `pretty` (pino-pretty, for a person), or `auto`: pretty when the log stream is a terminal, JSON otherwise (under pm2, in files and pipes).',
+    ),
   HOST: z.string().min(1).default(LOOPBACK).describe('Address the webhook receiver listens on.'),
   PORT: int(0).max(65_535).default(3000).describe('Port the webhook receiver listens on; `0` = a free one.'),
   H2H_WEBHOOK_PATH: z
@@ -392,6 +398,7 @@ export interface Config {
   redisUrl: string;
   dbPath: string;
   logLevel: Settings['LOG_LEVEL'];
+  logFormat: Settings['LOG_FORMAT'];
   budget: { limit: number; windowMs: number; reservedForCreate: number };
 }
 
@@ -422,6 +429,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisUrl: s.REDIS_URL ?? `redis://${LOOPBACK}:${s.H2H_PRIVATE_REDIS_PORT}`,
     dbPath: s.H2H_DB_PATH === undefined ? DEFAULT_DB_PATH : resolve(s.H2H_DB_PATH),
     logLevel: s.LOG_LEVEL,
+    logFormat: s.LOG_FORMAT,
     budget: {
       limit: s.H2H_RATE_LIMIT,
       windowMs: s.H2H_RATE_WINDOW_MS,
@@ -491,6 +499,7 @@ export function receiverSettings(config: Config) {
     shutdownTimeoutMs: s.H2H_SHUTDOWN_TIMEOUT_MS,
     redisUrl: config.redisUrl,
     logLevel: config.logLevel,
+    logFormat: config.logFormat,
   };
 }
 export type ReceiverSettings = ReturnType<typeof receiverSettings>;
@@ -519,6 +528,7 @@ export function workerSettings(config: Config) {
     shutdownTimeoutMs: s.H2H_WORKER_SHUTDOWN_TIMEOUT_MS,
     feedRetentionMs: s.H2H_FEED_RETENTION_D * 86_400_000,
     logLevel: config.logLevel,
+    logFormat: config.logFormat,
   };
 }
 export type WorkerSettings = ReturnType<typeof workerSettings>;

@@ -61,10 +61,24 @@ export interface AuditCoverage {
 export class OrderQueries {
   readonly #rows: OrderRows;
   readonly #eventsOf: Statement<[string], OrderEventRow>;
+  readonly #eventsAfter: Statement<[number, number], OrderEventRow>;
+  readonly #lastEventId: Statement<[], { id: number | null }>;
 
   constructor(rows: OrderRows) {
     this.#rows = rows;
     this.#eventsOf = rows.db.prepare('SELECT * FROM order_events WHERE partner_ref = ? ORDER BY id');
+    this.#eventsAfter = rows.db.prepare('SELECT * FROM order_events WHERE id > ? ORDER BY id LIMIT ?');
+    this.#lastEventId = rows.db.prepare('SELECT MAX(id) AS id FROM order_events');
+  }
+
+  /** Events of every order applied after event `afterId`, in the order they were applied. */
+  eventsAfter(afterId: number, limit = 500): OrderEvent[] {
+    return this.#eventsAfter.all(afterId, limit).map(toOrderEvent);
+  }
+
+  /** The id of the last event applied (0 when none was): where a follower starts. */
+  lastEventId(): number {
+    return this.#lastEventId.get()?.id ?? 0;
   }
 
   /** The order with this partner_ref, else with this invoice number. */

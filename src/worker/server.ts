@@ -253,7 +253,7 @@ function pruneFeedHourly(
  */
 export async function runWorker(config: Config = loadConfig()): Promise<RunningWorkerProcess> {
   const settings = workerSettings(config);
-  const logger = createLogger({ name: 'worker', level: settings.logLevel });
+  const logger = createLogger({ name: 'worker', level: settings.logLevel, format: settings.logFormat });
   // First, so that `pm2 logs` always says which Redis and store this process uses.
   logger.info(
     { redis: redactRedisUrl(config.redisUrl), store: settings.dbPath },

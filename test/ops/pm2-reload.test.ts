@@ -98,6 +98,7 @@ test('ecosystem.config.js names every setting of the schema, runs the receiver i
   for (const app of own.apps) {
     assert.equal(app.script, 'dist/cli/main.js');
     assert.equal(app.wait_ready, true);
+    assert.notEqual(app.time, true, 'pino stamps every line: pm2 must not add a second timestamp');
     assert.ok((app.listen_timeout as number) >= 10_000);
     assert.ok((app.kill_timeout as number) > 11_000, 'kill_timeout above the drain time');
     for (const block of ['env', 'env_production'] as const) {
