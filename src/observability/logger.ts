@@ -109,7 +109,7 @@ export interface LoggerOptions {
  */
 export function createLogger(options: LoggerOptions = {}): Logger {
   const { destination } = options;
-  // pino's default destination is stdout (fd 1, written synchronously).
+  // pino's default destination is stdout (fd 1; pino writes it asynchronously and flushes at exit).
   const target = (destination ?? process.stdout) as { isTTY?: boolean };
   const pretty = prettyLogs(options.format ?? DEFAULT_LOG_FORMAT, target);
   return pino(
