@@ -135,6 +135,16 @@ export const apps = [
     // Above the worker's own deadline: its stop (H2H_WORKER_SHUTDOWN_TIMEOUT_MS) and the store's close.
     kill_timeout: settings.H2H_WORKER_SHUTDOWN_TIMEOUT_MS + 5_000,
   },
+  {
+    ...shared,
+    name: 'h2h-api',
+    args: 'api',
+    // The shop API (docs/api.md) on API_HOST:API_PORT; reads the store and writes tokens' last use.
+    exec_mode: 'fork',
+    instances: 1,
+    // Above its drain (H2H_SHUTDOWN_TIMEOUT_MS), or pm2 kills it mid-request.
+    kill_timeout: settings.H2H_SHUTDOWN_TIMEOUT_MS + 5_000,
+  },
 ];
 
 if (privateRedis) mkdirSync(join(root, 'var', 'redis'), { recursive: true });

@@ -191,7 +191,9 @@ export const settingsSchema = z.object({
     .describe('Longest wait for Redis to acknowledge a queued webhook before the receiver answers 503.'),
   H2H_SHUTDOWN_TIMEOUT_MS: int(1)
     .default(10_000)
-    .describe('Longest graceful drain of the receiver on SIGINT/SIGTERM before it exits anyway.'),
+    .describe(
+      'Longest graceful drain of the receiver and the shop API on SIGINT/SIGTERM before they exit anyway.',
+    ),
   H2H_WORKER_CONCURRENCY: int(1)
     .default(DEFAULT_WORKER_CONCURRENCY)
     .describe(
@@ -305,6 +307,14 @@ export const settingsSchema = z.object({
     .max(65_535)
     .default(3001)
     .describe('Port of the admin server of `h2h-sync worker`; `0` = no admin server.'),
+  API_HOST: z
+    .string()
+    .min(1)
+    .default(LOOPBACK)
+    .describe(
+      'Address the shop API (`h2h-sync api`, docs/api.md) listens on. Every route but /openapi.json needs a bearer token; put TLS in front of it before you open it beyond this host.',
+    ),
+  API_PORT: int(0).max(65_535).default(3002).describe('Port of the shop API; `0` = a free one.'),
   ADMIN_USER: z
     .string()
     .min(1)
@@ -512,6 +522,20 @@ export function adminSettings(config: Config) {
   return { host: s.ADMIN_HOST, port: s.ADMIN_PORT, auth };
 }
 export type AdminSettings = ReturnType<typeof adminSettings>;
+
+/** The shop API's section (docs/api.md). */
+export function apiSettings(config: Config) {
+  const s = config.settings;
+  return {
+    host: s.API_HOST,
+    port: s.API_PORT,
+    dbPath: config.dbPath,
+    logLevel: config.logLevel,
+    logFormat: config.logFormat,
+    shutdownTimeoutMs: s.H2H_SHUTDOWN_TIMEOUT_MS,
+  };
+}
+export type ApiSettings = ReturnType<typeof apiSettings>;
 
 /** The event worker's section (docs/worker.md). */
 export function workerSettings(config: Config) {

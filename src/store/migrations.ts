@@ -197,6 +197,21 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX feed_events_timestamp ON feed_events (timestamp);
     `,
   },
+  {
+    version: 8,
+    description: "api_tokens: the shop API's bearer tokens (hashed), with scopes, last use and revocation",
+    sql: `
+      CREATE TABLE api_tokens (
+        id           TEXT    PRIMARY KEY,
+        name         TEXT    NOT NULL,
+        scopes       TEXT    NOT NULL,
+        secret_hash  TEXT    NOT NULL,
+        created_at   INTEGER NOT NULL,
+        last_used_at INTEGER,
+        revoked_at   INTEGER
+      );
+    `,
+  },
 ];
 
 /** The schema version this code writes and understands. */

@@ -14,6 +14,12 @@ import {
 import type { OrderRows } from './order-rows.js';
 import { CHECKED_AT_SQL } from './poll-schedule.js';
 
+/** The column a status filter reads: a status of decisions.md, else a submission state, else the upstream's string. */
+function statusColumn(status: string): 'status' | 'submission_state' | 'upstream_status' {
+  if (isKnownStatus(status)) return 'status';
+  return (SUBMISSION_STATES as readonly string[]).includes(status) ? 'submission_state' : 'upstream_status';
+}
+
 /** Default page size of {@link OrderQueries.listOrders}. */
 export const DEFAULT_LIST_LIMIT = 50;
 
@@ -93,6 +99,44 @@ export class OrderQueries {
     return row && toPublicOrder(row);
   }
 
+  /**
+   * A page of orders in their public representation, newest first (by row id, so a page never
+   * shifts when orders are added), for the API's cursor pagination: those with an id below
+   * `beforeId`, `status` as in {@link listOrders}, written locally within
+   * [`createdFrom`, `createdTo`) (ms). Returns one row more than `limit` when there is more.
+   */
+  pageOrders(input: {
+    status?: string;
+    createdFrom?: number;
+    createdTo?: number;
+    beforeId?: number;
+    limit: number;
+  }): Array<{ id: number; order: PublicOrder }> {
+    const where: string[] = [];
+    const args: Array<string | number> = [];
+    if (input.status !== undefined) {
+      where.push(`${statusColumn(input.status)} = ?`);
+      args.push(input.status);
+    }
+    if (input.createdFrom !== undefined) {
+      where.push('local_created_at >= ?');
+      args.push(input.createdFrom);
+    }
+    if (input.createdTo !== undefined) {
+      where.push('local_created_at < ?');
+      args.push(input.createdTo);
+    }
+    if (input.beforeId !== undefined) {
+      where.push('id < ?');
+      args.push(input.beforeId);
+    }
+    const sql = `SELECT * FROM orders ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT ?`;
+    return this.#rows.db
+      .prepare<Array<string | number>, OrderRow>(sql)
+      .all(...args, input.limit + 1)
+      .map((row) => ({ id: row.id, order: toPublicOrder(row) }));
+  }
+
   /** Orders, newest local creation first. See {@link ListOrdersInput.status} for the filter. */
   listOrders({ status, limit = DEFAULT_LIST_LIMIT }: ListOrdersInput = {}): LocalOrder[] {
     if (!Number.isInteger(limit) || limit < 1) {
@@ -103,11 +147,7 @@ export class OrderQueries {
     if (status === undefined) {
       return db.prepare<[number], OrderRow>(`SELECT * FROM orders ${order}`).all(limit).map(toLocalOrder);
     }
-    const column = isKnownStatus(status)
-      ? 'status'
-      : (SUBMISSION_STATES as readonly string[]).includes(status)
-        ? 'submission_state'
-        : 'upstream_status';
+    const column = statusColumn(status);
     return db
       .prepare<[string, number], OrderRow>(`SELECT * FROM orders WHERE ${column} = ? ${order}`)
       .all(status, limit)

@@ -1,4 +1,5 @@
 import type { Database } from 'better-sqlite3';
+import { ApiTokens } from './api-tokens.js';
 import { ChangeFeed } from './feed.js';
 import { OrderQueries } from './order-queries.js';
 import { OrderRows } from './order-rows.js';
@@ -21,6 +22,8 @@ export interface OrderStore {
   readonly circuit: UpstreamCircuit;
   /** Every change of every order, in one order (the writer appends in its transactions). */
   readonly feed: ChangeFeed;
+  /** The shop API's bearer tokens. */
+  readonly tokens: ApiTokens;
 }
 
 export interface OpenOrderStoreOptions {
@@ -46,6 +49,7 @@ export function openOrderStore(
     writer: new OrderWriter(rows, schedule, feed),
     schedule,
     feed,
+    tokens: new ApiTokens(rows),
     queries: new OrderQueries(rows),
     circuit: new UpstreamCircuit(rows),
   };

@@ -93,6 +93,7 @@ test('ecosystem.config.js names every setting of the schema, runs the receiver i
     [
       ['h2h-receiver', 'cluster', 2],
       ['h2h-worker', 'fork', 1],
+      ['h2h-api', 'fork', 1],
     ],
   );
   for (const app of own.apps) {
@@ -118,7 +119,7 @@ test('ecosystem.config.js names every setting of the schema, runs the receiver i
   const withPrivateRedis = loadEcosystem({ REDIS_URL: undefined });
   assert.deepEqual(
     withPrivateRedis.apps.map((app) => app.name),
-    ['h2h-redis', 'h2h-receiver', 'h2h-worker'],
+    ['h2h-redis', 'h2h-receiver', 'h2h-worker', 'h2h-api'],
   );
   const redisApp = withPrivateRedis.apps[0]!;
   const args = (redisApp.args as string[]).join(' ');
@@ -189,6 +190,7 @@ test('pm2 reload of the receivers and the worker under a steady stream of signed
     H2H_RECEIVER_INSTANCES: '2',
     RECONCILE_ENABLED: 'false',
     ADMIN_PORT: String(await freePort()),
+    API_PORT: String(await freePort()),
     LOG_LEVEL: 'warn',
   };
   // Registered after Redis, so it runs before Redis stops: nothing is left running.
@@ -196,6 +198,7 @@ test('pm2 reload of the receivers and the worker under a steady stream of signed
   await pm2(env, 'start', 'ecosystem.config.js', '--env', 'production');
   const started = await processes(env);
   assert.deepEqual(started.map((p) => [p.name, p.pm2_env.status]).sort(), [
+    ['h2h-api', 'online'],
     ['h2h-receiver', 'online'],
     ['h2h-receiver', 'online'],
     ['h2h-worker', 'online'],
