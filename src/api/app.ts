@@ -7,10 +7,13 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify';
 import type { Logger } from 'pino';
+import { newPartnerRef } from '../orders/partner-ref.js';
+import type { PublicOrder } from '../orders/public-order.js';
 import { CLIENT_ERROR_STATUS, jsonClientErrorHandler } from '../shared/client-error.js';
 import type { ApiScope, ApiToken } from '../store/api-tokens.js';
 import { MAX_FEED_PAGE } from '../store/feed.js';
 import type { OrderStore } from '../store/order-store.js';
+import { partnerRefProblem } from '../upstream/model.js';
 import { errorSchema, feedEventSchema, publicOrderSchema } from './schemas.js';
 
 /**
@@ -26,6 +29,8 @@ export const API_ERRORS = {
   TOKEN_REVOKED: 401,
   SCOPE_MISSING: 403,
   ORDER_NOT_FOUND: 404,
+  IDEMPOTENCY_CONFLICT: 409,
+  BACKLOG_FULL: 503,
   NOT_FOUND: 404,
   REQUEST_TIMEOUT: 408,
   PAYLOAD_TOO_LARGE: 413,
@@ -63,6 +68,29 @@ declare module 'fastify' {
 export interface ApiAppOptions {
   store: OrderStore;
   logger?: Logger;
+  /** Most orders waiting in the submission queue; beyond, POST /v1/orders answers 503. Default 1000. */
+  submissionBacklog?: number;
+  /** The Retry-After of a full backlog, in seconds: about one budget window. Default 60. */
+  retryAfterS?: number;
+}
+
+/** What POST /v1/orders takes. */
+interface PlaceOrderBody {
+  product_code?: string;
+  product_id?: string;
+  data: Record<string, string>;
+  partner_ref?: string;
+}
+
+/** Whether a repeated POST asks for the same order as the one its partner_ref already names. */
+function sameRequest(existing: PublicOrder, body: PlaceOrderBody): boolean {
+  const canonical = (data: Record<string, string> | null) =>
+    JSON.stringify(Object.entries(data ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  return (
+    (existing.product_code ?? undefined) === body.product_code &&
+    (existing.product_id ?? undefined) === body.product_id &&
+    canonical(existing.data) === canonical(body.data)
+  );
 }
 
 /** Default and largest page of `GET /v1/orders`. */
@@ -199,6 +227,86 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
   });
 
   const errors = { 400: { $ref: 'Error#' }, 401: { $ref: 'Error#' }, 403: { $ref: 'Error#' } };
+  const submissionBacklog = options.submissionBacklog ?? 1000;
+  const retryAfterS = options.retryAfterS ?? 60;
+
+  app.post<{ Body: PlaceOrderBody }>(
+    '/v1/orders',
+    {
+      config: { scope: 'orders:write' },
+      schema: {
+        summary: 'Place an order: accepted at once, submitted in arrival order as the upstream budget allows',
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['data'],
+          anyOf: [{ required: ['product_code'] }, { required: ['product_id'] }],
+          properties: {
+            product_code: { type: 'string', minLength: 1, maxLength: 100 },
+            product_id: { type: 'string', minLength: 1, maxLength: 100 },
+            data: {
+              type: 'object',
+              minProperties: 1,
+              maxProperties: 20,
+              additionalProperties: { type: 'string', maxLength: 256 },
+              description: 'The target, e.g. {"user_id": "12345678", "server_id": "2001"}.',
+            },
+            partner_ref: {
+              type: 'string',
+              minLength: 1,
+              description:
+                'Your idempotency key (at most 64 characters): the same ref and body answer the same order. Generated when absent.',
+            },
+          },
+        },
+        response: {
+          200: { $ref: 'Order#' },
+          202: { $ref: 'Order#' },
+          409: { $ref: 'Error#' },
+          503: { $ref: 'Error#' },
+          ...errors,
+        },
+      },
+    },
+    async (request, reply) => {
+      const body = request.body;
+      const partnerRef = body.partner_ref ?? newPartnerRef();
+      const problem = partnerRefProblem(partnerRef);
+      if (problem) throw new ApiHttpError('VALIDATION_ERROR', `partner_ref: ${problem}`);
+      const known = store.queries.getPublicOrderByPartnerRef(partnerRef);
+      if (known) return replay(known, body, reply);
+      if (store.queries.countQueued() >= submissionBacklog) {
+        reply.header('retry-after', String(retryAfterS));
+        throw new ApiHttpError(
+          'BACKLOG_FULL',
+          `${submissionBacklog} orders already wait for the upstream's rate budget: retry after ${retryAfterS} s (nothing was stored)`,
+        );
+      }
+      const { created } = store.writer.createLocalOrder({
+        partnerRef,
+        ...(body.product_code === undefined ? {} : { productCode: body.product_code }),
+        ...(body.product_id === undefined ? {} : { productId: body.product_id }),
+        data: body.data,
+        queued: true,
+      });
+      const order = store.queries.getPublicOrderByPartnerRef(partnerRef)!;
+      // Another request with the same ref may have won the insert.
+      if (!created) return replay(order, body, reply);
+      request.log.info({ partnerRef, token: request.token?.id }, 'order queued');
+      return reply.code(202).send(order);
+    },
+  );
+
+  function replay(order: PublicOrder, body: PlaceOrderBody, reply: FastifyReply) {
+    if (!sameRequest(order, body)) {
+      throw new ApiHttpError(
+        'IDEMPOTENCY_CONFLICT',
+        `partner_ref ${order.partner_ref} already names an order with another product or data: use a new partner_ref for a new order`,
+      );
+    }
+    reply.header('idempotent-replayed', 'true');
+    return reply.code(200).send(order);
+  }
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 

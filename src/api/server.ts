@@ -34,7 +34,12 @@ export async function startApi(
   const store = openOrderStore(db, reconcilerSettings(config));
   let app: FastifyInstance;
   try {
-    app = await buildApiApp({ store, ...(options.logger ? { logger: options.logger } : {}) });
+    app = await buildApiApp({
+      store,
+      submissionBacklog: settings.submissionBacklog,
+      retryAfterS: settings.retryAfterS,
+      ...(options.logger ? { logger: options.logger } : {}),
+    });
     await app.listen({ host: settings.host, port: settings.port });
   } catch (error) {
     db.close();

@@ -315,6 +315,11 @@ export const settingsSchema = z.object({
       'Address the shop API (`h2h-sync api`, docs/api.md) listens on. Every route but /openapi.json needs a bearer token; put TLS in front of it before you open it beyond this host.',
     ),
   API_PORT: int(0).max(65_535).default(3002).describe('Port of the shop API; `0` = a free one.'),
+  API_SUBMISSION_BACKLOG: int(1)
+    .default(1000)
+    .describe(
+      'Most orders the shop API keeps queued for the upstream (sent in arrival order at the rate budget’s pace, about 40 a minute); beyond it POST /v1/orders answers 503 with Retry-After and stores nothing.',
+    ),
   ADMIN_USER: z
     .string()
     .min(1)
@@ -529,6 +534,9 @@ export function apiSettings(config: Config) {
   return {
     host: s.API_HOST,
     port: s.API_PORT,
+    submissionBacklog: s.API_SUBMISSION_BACKLOG,
+    /** A full backlog's Retry-After: one budget window, after which about a window's worth has left. */
+    retryAfterS: Math.ceil(s.H2H_RATE_WINDOW_MS / 1000),
     dbPath: config.dbPath,
     logLevel: config.logLevel,
     logFormat: config.logFormat,

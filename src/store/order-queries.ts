@@ -137,6 +137,23 @@ export class OrderQueries {
       .map((row) => ({ id: row.id, order: toPublicOrder(row) }));
   }
 
+  /** How many orders wait in the submission queue (submission `queued`). */
+  countQueued(): number {
+    return (
+      this.#rows.db
+        .prepare<[], { n: number }>(
+          "SELECT COUNT(*) AS n FROM orders INDEXED BY orders_queued WHERE submission_state = 'queued'",
+        )
+        .get()?.n ?? 0
+    );
+  }
+
+  /** The public representation of the order with exactly this partner_ref. */
+  getPublicOrderByPartnerRef(partnerRef: string): PublicOrder | undefined {
+    const row = this.#rows.find(partnerRef, null);
+    return row && toPublicOrder(row);
+  }
+
   /** Orders, newest local creation first. See {@link ListOrdersInput.status} for the filter. */
   listOrders({ status, limit = DEFAULT_LIST_LIMIT }: ListOrdersInput = {}): LocalOrder[] {
     if (!Number.isInteger(limit) || limit < 1) {

@@ -33,6 +33,11 @@ export interface CreateLocalOrderInput {
   /** The target data sent upstream. */
   data: OrderData;
   callbackUrl?: string;
+  /**
+   * Queue it for the submission pump (submission `queued`: the shop API's orders, sent in arrival
+   * order as the budget allows) instead of submitting it now (`pending`). Default: false.
+   */
+  queued?: boolean;
 }
 
 export interface ApplyOptions {
@@ -207,7 +212,7 @@ export class OrderWriter {
     if (problem) throw new StoreError('INVALID_PARTNER_REF', problem);
     const now = this.#rows.now();
     const row: NewOrderRow = {
-      ...newOrderRow(partnerRef, now, 'pending'),
+      ...newOrderRow(partnerRef, now, input.queued ? 'queued' : 'pending'),
       product_code: input.productCode ?? null,
       product_id: input.productId ?? null,
       target_data: JSON.stringify(input.data),
@@ -445,7 +450,7 @@ export class OrderWriter {
 /** The feed event of a write from `current` (null: a new row) to `next`, or null when a reader sees no change. */
 function changeType(current: OrderRow | null, next: NewOrderRow): OrderEventType | null {
   const submission = next.submission_state;
-  if (current === null && submission === 'pending') return null;
+  if (current === null && (submission === 'pending' || submission === 'queued')) return null;
   if (current !== null && samePublicOrder(toPublicOrder(current), toPublicOrder(next))) return null;
   if (submission !== current?.submission_state) {
     if (submission === 'accepted') return 'order.submitted';
@@ -461,7 +466,7 @@ type SubmissionOutcome =
   | { state: 'unknown' };
 
 /** Submissions a create outcome can still settle: the upstream has neither confirmed nor rejected them. */
-const OPEN_SUBMISSIONS: ReadonlySet<SubmissionState> = new Set(['pending', 'unknown', 'blocked']);
+const OPEN_SUBMISSIONS: ReadonlySet<SubmissionState> = new Set(['queued', 'pending', 'unknown', 'blocked']);
 
 const OUTCOME_REASON: Record<SubmissionOutcome['state'], EventReason> = {
   rejected: 'rejected',

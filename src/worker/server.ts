@@ -9,6 +9,7 @@ import {
   workerSettings,
 } from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
+import { startSubmissionPump } from '../orders/submission-pump.js';
 import type { ReconcilerMetrics } from '../reconciler/metrics.js';
 import { startReconciler } from '../reconciler/reconciler.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';
@@ -76,9 +77,16 @@ async function startProcessReconciler(
       ...(options.queuePrefix === undefined ? {} : { queuePrefix: options.queuePrefix }),
       ...(options.logger ? { logger: options.logger } : {}),
     });
+    // The shop API's queued orders go out from here too: one client, one budget, one circuit.
+    const pump = startSubmissionPump({
+      store,
+      client: upstream.client,
+      ...(options.logger ? { logger: options.logger } : {}),
+    });
     return {
       metrics: reconciler.metrics,
       stop: async () => {
+        await pump.stop();
         const graceful = await reconciler.close({ timeoutMs: workerSettings(config).shutdownTimeoutMs });
         await upstream.close();
         return graceful;

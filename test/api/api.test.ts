@@ -216,3 +216,82 @@ test('random requests to every route get a 2xx or a 4xx with a code, never a 5xx
     { numRuns: 150, seed: 5 },
   );
 });
+
+test('POST /v1/orders queues an order at once; the same ref and body answer the same order, another body 409; a full backlog 503', async (t) => {
+  const { store, origin } = await startApi(t);
+  const writer = store.tokens.create('till', ['orders:write']).token;
+  const post = async (body: unknown, token = writer) => {
+    const answer = await request(`${origin}/v1/orders`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    // biome-ignore lint/suspicious/noExplicitAny: answers of many shapes
+    return { status: answer.statusCode, headers: answer.headers, body: (await answer.body.json()) as any };
+  };
+  const body = { product_code: 'MLBB-86', data: { user_id: '12345678', server_id: '2001' } };
+
+  const generated = await post(body);
+  assert.equal(generated.status, 202);
+  assert.match(generated.body.partner_ref, /^h2h-/);
+  assert.equal(generated.body.submission, 'queued');
+  assert.equal(generated.body.version, 0);
+
+  const first = await post({ ...body, partner_ref: 'shop-1' });
+  assert.equal(first.status, 202);
+  const again = await post({
+    data: { server_id: '2001', user_id: '12345678' },
+    partner_ref: 'shop-1',
+    product_code: 'MLBB-86',
+  });
+  assert.equal(again.status, 200);
+  assert.equal(again.headers['idempotent-replayed'], 'true');
+  assert.deepEqual(again.body, first.body);
+  const conflict = await post({
+    ...body,
+    partner_ref: 'shop-1',
+    data: { user_id: '87654321', server_id: '2001' },
+  });
+  assert.equal(conflict.status, 409);
+  assert.equal(conflict.body.error.code, 'IDEMPOTENCY_CONFLICT');
+
+  assert.equal(store.feed.after(0).length, 0, 'a queued order has no event until the upstream answers');
+  assert.deepEqual(
+    store.schedule.claimDueForPoll(10, { dueBy: Date.now() + 86_400_000 }),
+    [],
+    'never polled while queued',
+  );
+  assert.equal(store.schedule.claimNextQueued()?.partnerRef, generated.body.partner_ref, 'oldest first');
+  assert.equal(store.schedule.claimNextQueued()?.partnerRef, 'shop-1');
+  assert.equal(store.schedule.claimNextQueued(), undefined, 'both are claimed');
+
+  for (const [bad, code] of [
+    [{ data: body.data }, 'VALIDATION_ERROR'],
+    [{ product_code: 'MLBB-86', data: {} }, 'VALIDATION_ERROR'],
+    [{ ...body, partner_ref: 'x'.repeat(65) }, 'VALIDATION_ERROR'],
+    [{ ...body, colour: 'red' }, 'VALIDATION_ERROR'],
+  ] as const) {
+    const refused = await post(bad);
+    assert.equal(refused.status, 400, JSON.stringify(bad));
+    assert.equal(refused.body.error.code, code);
+  }
+  const reader = await post(body, store.tokens.create('reader', ['orders:read']).token);
+  assert.equal(reader.status, 403);
+  assert.equal(reader.body.error.code, 'SCOPE_MISSING');
+
+  const small = await buildApiApp({ store, submissionBacklog: 2, retryAfterS: 7 });
+  await small.listen({ host: '127.0.0.1', port: 0 });
+  t.after(() => small.close());
+  const full = await request(
+    `http://127.0.0.1:${(small.server.address() as { port: number }).port}/v1/orders`,
+    {
+      method: 'POST',
+      headers: { authorization: `Bearer ${writer}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ ...body, partner_ref: 'one-too-many' }),
+    },
+  );
+  assert.equal(full.statusCode, 503);
+  assert.equal(full.headers['retry-after'], '7');
+  assert.equal(((await full.body.json()) as { error: { code: string } }).error.code, 'BACKLOG_FULL');
+  assert.equal(store.queries.getPublicOrder('one-too-many'), undefined, 'nothing stored');
+});

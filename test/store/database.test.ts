@@ -130,6 +130,7 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
       { name: 'orders_audit' },
       { name: 'orders_local_created_at' },
       { name: 'orders_next_poll_at' },
+      { name: 'orders_queued' },
       { name: 'orders_status' },
     ],
   );
