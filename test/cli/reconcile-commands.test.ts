@@ -141,7 +141,7 @@ test('order show --refresh polls the order now and shows what the upstream says'
     note: 'refreshed: the upstream had news (a webhook was lost or late)',
   });
   assert.equal(shown.order.status, 'SUCCESS');
-  assert.equal(shown.order.serialNumber, 'SN-SHOW');
+  assert.equal(shown.order.serial_number, 'SN-SHOW');
   assert.equal(shown.events.at(-1).source, 'poll');
 
   const table = await cli(env, ['order', 'show', 'show-1', '--refresh']);
