@@ -1,5 +1,7 @@
 import type { Database } from 'better-sqlite3';
 import { ChangeFeed } from './feed.js';
+import { NotifyDeliveries } from './notify-deliveries.js';
+import { NotifyEndpoints } from './notify-endpoints.js';
 import { OrderQueries } from './order-queries.js';
 import { OrderRows } from './order-rows.js';
 import { OrderWriter } from './order-writer.js';
@@ -21,6 +23,10 @@ export interface OrderStore {
   readonly circuit: UpstreamCircuit;
   /** Every change of every order, in one order (the writer appends in its transactions). */
   readonly feed: ChangeFeed;
+  /** The shop's notification endpoints, their secrets and feed cursors. */
+  readonly endpoints: NotifyEndpoints;
+  /** Every notification delivery attempt. */
+  readonly deliveries: NotifyDeliveries;
 }
 
 export interface OpenOrderStoreOptions {
@@ -48,5 +54,7 @@ export function openOrderStore(
     feed,
     queries: new OrderQueries(rows),
     circuit: new UpstreamCircuit(rows),
+    endpoints: new NotifyEndpoints(rows),
+    deliveries: new NotifyDeliveries(rows),
   };
 }
