@@ -1,5 +1,6 @@
 import Table from 'cli-table3';
 import { ConfigError } from '../config/config.js';
+import { NotifyError } from '../notify/notify-error.js';
 import { StoreError } from '../store/store-error.js';
 import { UpstreamError, UpstreamUnreachableError } from '../upstream/errors.js';
 
@@ -53,6 +54,10 @@ export function describeError(err: unknown): {
     err instanceof StoreError &&
     (err.code === 'DATABASE_OPEN_FAILED' || err.code === 'STORE_NOT_FOUND' || err.code === 'DATABASE_TOO_NEW')
   ) {
+    return { code: err.code, message: err.message, exitCode: EXIT.config };
+  }
+  // A URL, event filter or time that cannot be read is a usage problem.
+  if (err instanceof NotifyError && err.code !== 'ENDPOINT_NOT_FOUND') {
     return { code: err.code, message: err.message, exitCode: EXIT.config };
   }
   const listen = err as NodeJS.ErrnoException & { address?: string; port?: number };
