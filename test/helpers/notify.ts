@@ -44,7 +44,8 @@ export async function startTestNotifier(
     prefix: `t-${randomUUID()}`,
     dispatchEveryMs: 20,
     timeoutMs: 2_000,
-    retryScheduleMs: [50, 100, 200, 200, 200, 200, 200, 200],
+    // More retries than any test fails in a row, so none gives up unless it asks for it.
+    retryScheduleMs: [50, 100, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200],
     lockDurationMs: 1_000,
     stalledIntervalMs: 250,
     ...options,

@@ -93,7 +93,7 @@ test('every event of the feed reaches the endpoint signed per Standard Webhooks,
 
 test('an endpoint answering 500 gets every event once it recovers, each order in sequence', async (t) => {
   const { scope, redis, store, sink, secret, endpoint } = await setup(t, failFirst(12, 500));
-  await startTestNotifier(scope, { store, redisUrl: redis.url });
+  const notifier = await startTestNotifier(scope, { store, redisUrl: redis.url });
   for (const ref of ['F-1', 'F-2', 'F-3']) liveOrder(store, ref);
   const seqs = store.feed.after(0, 1000).map((e) => e.seq);
   await sink.waitForDeliveries(delivered, seqs.length);
@@ -103,6 +103,9 @@ test('an endpoint answering 500 gets every event once it recovers, each order in
     .filter((h) => h.outcome === 'retrying');
   assert.equal(retried.length, 12);
   assert.ok(retried.every((h) => h.status === 500));
+  const metrics = await notifier.metrics.registry.metrics();
+  assert.match(metrics, /h2h_notify_deliveries_total\{outcome="retrying"\} 12\n/);
+  assert.match(metrics, new RegExp(`h2h_notify_deliveries_total\\{outcome="delivered"\\} ${seqs.length}\\n`));
 });
 
 test('an endpoint that is down (connection refused) gets every event once it is back', async (t) => {
