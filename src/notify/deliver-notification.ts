@@ -43,6 +43,8 @@ function pendingPredecessor(
   endpoint: NotifyEndpoint,
   event: FeedEvent,
 ): number | undefined {
+  // Events of no order (product.price_changed, balance.low, to come) wait for nothing.
+  if (!event.data.partner_ref) return undefined;
   const earlier = deps.store.feed
     .ofOrder(event.data.partner_ref, { after: endpoint.fromSeq, before: event.seq })
     .filter((e) => matchesEvent(endpoint.events, e.type));
@@ -52,6 +54,7 @@ function pendingPredecessor(
 
 /** Wakes the job of the order's next event at the endpoint, if it waits for this one. */
 async function releaseSuccessor(deps: DeliverDeps, endpoint: NotifyEndpoint, event: FeedEvent) {
+  if (!event.data.partner_ref) return;
   const next = deps.store.feed
     .ofOrder(event.data.partner_ref, { after: event.seq })
     .find((e) => matchesEvent(endpoint.events, e.type));
