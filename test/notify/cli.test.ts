@@ -57,6 +57,9 @@ test('endpoints add prints the secret once; given-up notifications are listed, r
   assert.match(retried.stdout, /requeued 4 failed notifications/);
   const firstRound = await sink.waitForDeliveries((d) => d.answer === 200, seqs.length);
   assert.deepEqual(firstRound.map(seqOf).sort(), [...seqs].sort());
+  await waitFor(() => store.deliveries.failed().length === 0, {
+    message: 'the retries recorded as delivered',
+  });
   assert.equal((await runCli(['notifications', 'failed', '--json'], env)).stdout.trim(), '[]');
 
   const replayed = await runCli(['notifications', 'replay', '--since', start], env);

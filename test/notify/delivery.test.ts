@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
+import type { OrderStore } from '../../src/store/order-store.js';
 import {
   liveOrder,
   type NotificationBody,
@@ -64,6 +65,17 @@ async function setup(
   return { scope, redis, store, sink, secret, endpoint };
 }
 
+/** The endpoint's history once `n` deliveries are recorded in it. */
+function historySettled(store: OrderStore, endpointId: number, n: number) {
+  return waitFor(
+    () => {
+      const history = store.deliveries.history({ endpointId });
+      return history.filter((h) => h.outcome === 'delivered').length >= n ? history : undefined;
+    },
+    { message: `${n} deliveries recorded` },
+  );
+}
+
 const delivered = (d: WebhookDelivery) => typeof d.answer === 'number' && d.answer < 300;
 
 test('every event of the feed reaches the endpoint signed per Standard Webhooks, with the whole order', async (t) => {
@@ -86,7 +98,8 @@ test('every event of the feed reaches the endpoint signed per Standard Webhooks,
       data: store.queries.getPublicOrder('N-1'),
     },
   );
-  const history = store.deliveries.history({ endpointId: endpoint.id });
+  // The worker records an attempt once the answer is in: just after the sink has counted it.
+  const history = await historySettled(store, endpoint.id, seqs.length);
   assert.equal(history.length, seqs.length);
   assert.ok(history.every((h) => h.outcome === 'delivered' && h.status === 200 && h.attempt === 1));
 });
@@ -98,9 +111,8 @@ test('an endpoint answering 500 gets every event once it recovers, each order in
   const seqs = store.feed.after(0, 1000).map((e) => e.seq);
   await sink.waitForDeliveries(delivered, seqs.length);
   assertAllDeliveredInOrder(sink.deliveries, secret, seqs);
-  const retried = store.deliveries
-    .history({ endpointId: endpoint.id })
-    .filter((h) => h.outcome === 'retrying');
+  const history = await historySettled(store, endpoint.id, seqs.length);
+  const retried = history.filter((h) => h.outcome === 'retrying');
   assert.equal(retried.length, 12);
   assert.ok(retried.every((h) => h.status === 500));
   const metrics = await notifier.metrics.registry.metrics();
