@@ -31,15 +31,16 @@ export function notifyJobId(endpointId: number, seq: number): string {
 export const NOTIFY_BACKOFF = 'notify-schedule';
 
 /**
- * Job options for a retry schedule of `retries` entries: one attempt plus one per entry. Finished
- * jobs are kept a week (long after a re-added id could matter; Bull Board shows them), failed
- * ones 30 days.
+ * Job options for a retry schedule of `retries` entries: one attempt plus one per entry.
+ * Completed jobs are kept a day, at most 50,000 (a re-added id only matters for the moment
+ * between the dispatcher's add and its cursor update; the delivery history is in SQLite), failed
+ * ones 30 days, so `notifications retry` and Bull Board find them.
  */
 export function notifyJobOptions(retries: number): JobsOptions {
   return {
     attempts: retries + 1,
     backoff: { type: NOTIFY_BACKOFF },
-    removeOnComplete: { age: 7 * 86_400 },
-    removeOnFail: { age: 30 * 86_400 },
+    removeOnComplete: { age: 86_400, count: 50_000 },
+    removeOnFail: { age: 30 * 86_400, count: 50_000 },
   };
 }
