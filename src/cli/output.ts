@@ -1,5 +1,6 @@
 import Table from 'cli-table3';
 import { ConfigError } from '../config/config.js';
+import { NotifyError } from '../notify/notify-error.js';
 import { StoreError } from '../store/store-error.js';
 import { UpstreamError, UpstreamUnreachableError } from '../upstream/errors.js';
 
@@ -58,6 +59,10 @@ export function describeError(err: unknown): {
       err.code === 'INVALID_SCOPE' ||
       err.code === 'INVALID_TOKEN_NAME')
   ) {
+    return { code: err.code, message: err.message, exitCode: EXIT.config };
+  }
+  // A URL, event filter or time that cannot be read is a usage problem.
+  if (err instanceof NotifyError && err.code !== 'ENDPOINT_NOT_FOUND') {
     return { code: err.code, message: err.message, exitCode: EXIT.config };
   }
   const listen = err as NodeJS.ErrnoException & { address?: string; port?: number };

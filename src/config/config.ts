@@ -1,6 +1,9 @@
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
+import { DEFAULT_NOTIFY_CONCURRENCY, DEFAULT_NOTIFY_DISPATCH_EVERY_MS } from '../notify/notifier.js';
+import { DEFAULT_NOTIFY_TIMEOUT_MS } from '../notify/post-notification.js';
+import { DEFAULT_NOTIFY_RETRY_S } from '../notify/retry-schedule.js';
 import { DEFAULT_LOG_FORMAT, DEFAULT_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS } from '../observability/logger.js';
 import { DEFAULT_ENQUEUE_TIMEOUT_MS } from '../queue/webhook-producer.js';
 import { DEFAULT_PRIVATE_REDIS_PORT } from '../queue/webhook-queue.js';
@@ -224,6 +227,31 @@ export const settingsSchema = z.object({
     .default(30)
     .describe(
       'Days the change feed keeps an event (docs/api.md, "The change feed"): a shop that was away longer reads the orders themselves instead. The worker prunes older ones every hour.',
+    ),
+  H2H_NOTIFY_TIMEOUT_MS: int(1)
+    .default(DEFAULT_NOTIFY_TIMEOUT_MS)
+    .describe(
+      "Longest time one notification to the shop's endpoint may take (connection, answer and its body); a slower one counts as failed and is retried.",
+    ),
+  H2H_NOTIFY_RETRY_S: z
+    .string()
+    .regex(/^\s*\d+(\.\d+)?\s*(,\s*\d+(\.\d+)?\s*)*$/, 'must be seconds, comma-separated')
+    .default(DEFAULT_NOTIFY_RETRY_S.join(','))
+    .describe(
+      'Seconds before each retry of a notification that was not answered 2xx, one entry per retry (up to 20 % more at random); after the last, it is given up (`h2h-sync notifications failed`). The default adds up to 3.6 days.',
+    ),
+  H2H_NOTIFY_CONCURRENCY: int(1)
+    .default(DEFAULT_NOTIFY_CONCURRENCY)
+    .describe('Notifications the worker process sends at once, over every endpoint.'),
+  H2H_NOTIFY_DISPATCH_EVERY_MS: int(1)
+    .default(DEFAULT_NOTIFY_DISPATCH_EVERY_MS)
+    .describe('How often the worker reads the change feed for new events to notify.'),
+  H2H_NOTIFY_ROTATION_GRACE_H: z.coerce
+    .number()
+    .min(0)
+    .default(24)
+    .describe(
+      'Hours the old secret of an endpoint keeps signing beside the new one after `h2h-sync endpoints rotate-secret` (two signatures in `webhook-signature`).',
     ),
   H2H_WORKER_SHUTDOWN_TIMEOUT_MS: int(1)
     .default(DEFAULT_CLOSE_TIMEOUT_MS)
@@ -564,6 +592,19 @@ export function workerSettings(config: Config) {
   };
 }
 export type WorkerSettings = ReturnType<typeof workerSettings>;
+
+/** The shop notifications' section (docs/api.md, "Notifications"), durations in ms. */
+export function notifySettings(config: Config) {
+  const s = config.settings;
+  return {
+    timeoutMs: s.H2H_NOTIFY_TIMEOUT_MS,
+    retryScheduleMs: s.H2H_NOTIFY_RETRY_S.split(',').map((part) => Math.round(Number(part.trim()) * 1000)),
+    concurrency: s.H2H_NOTIFY_CONCURRENCY,
+    dispatchEveryMs: s.H2H_NOTIFY_DISPATCH_EVERY_MS,
+    rotationGraceMs: Math.round(s.H2H_NOTIFY_ROTATION_GRACE_H * 3_600_000),
+  };
+}
+export type NotifySettings = ReturnType<typeof notifySettings>;
 
 /** The reconciler's section (docs/reconciler.md), every duration in ms; `backoffMs` is one entry per poll, the last repeating. */
 export function reconcilerSettings(config: Config) {

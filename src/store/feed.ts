@@ -60,6 +60,9 @@ export class ChangeFeed {
   readonly #insert: Statement<Omit<FeedRow, 'seq'>>;
   readonly #after: Statement<[number, number], FeedRow>;
   readonly #last: Statement<[], { seq: number | null }>;
+  readonly #get: Statement<[number], FeedRow>;
+  readonly #ofOrder: Statement<[string, number, number], Pick<FeedRow, 'seq' | 'type'>>;
+  readonly #since: Statement<[number, number, number], FeedRow>;
   readonly #pruneTx: Transaction<(cutoff: number) => number>;
 
   constructor(rows: OrderRows) {
@@ -71,6 +74,13 @@ export class ChangeFeed {
     );
     this.#after = db.prepare('SELECT * FROM feed_events WHERE seq > ? ORDER BY seq LIMIT ?');
     this.#last = db.prepare('SELECT MAX(seq) AS seq FROM feed_events');
+    this.#get = db.prepare('SELECT * FROM feed_events WHERE seq = ?');
+    this.#ofOrder = db.prepare(
+      'SELECT seq, type FROM feed_events WHERE partner_ref = ? AND seq > ? AND seq < ? ORDER BY seq',
+    );
+    this.#since = db.prepare(
+      'SELECT * FROM feed_events WHERE timestamp >= ? AND seq > ? ORDER BY seq LIMIT ?',
+    );
     const prune = db.prepare<[number]>('DELETE FROM feed_events WHERE timestamp < ?');
     this.#pruneTx = db.transaction((cutoff) => prune.run(cutoff).changes);
   }
@@ -97,6 +107,22 @@ export class ChangeFeed {
       throw new RangeError(`limit must be a whole number from 1 to ${MAX_FEED_PAGE}, got ${limit}`);
     }
     return this.#after.all(after, limit).map(toFeedEvent);
+  }
+
+  /** The event `seq`, or undefined when there is none (never written, or pruned). */
+  get(seq: number): FeedEvent | undefined {
+    const row = this.#get.get(seq);
+    return row ? toFeedEvent(row) : undefined;
+  }
+
+  /** The seq and type of the events of one order with `after < seq < before`, oldest first. */
+  ofOrder(partnerRef: string, { after = 0, before = Number.MAX_SAFE_INTEGER } = {}) {
+    return this.#ofOrder.all(partnerRef, after, before);
+  }
+
+  /** Up to `limit` events committed at or after `since` (ms) with seq above `after`, oldest first. */
+  since(since: number, after = 0, limit = 100): FeedEvent[] {
+    return this.#since.all(since, after, limit).map(toFeedEvent);
   }
 
   /** The cursor of the newest event (0 when there is none): where a reader of new events starts. */

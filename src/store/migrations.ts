@@ -213,6 +213,42 @@ export const MIGRATIONS: readonly Migration[] = [
     `,
   },
   {
+    version: 9,
+    description:
+      "notify_endpoints and notify_deliveries: the shop's notification endpoints (secret, event filter, feed cursor) and every delivery attempt",
+    sql: `
+      CREATE TABLE notify_endpoints (
+        id                   INTEGER PRIMARY KEY AUTOINCREMENT,
+        url                  TEXT    NOT NULL,
+        events               TEXT    NOT NULL,
+        secret               TEXT    NOT NULL,
+        previous_secret      TEXT,
+        previous_secret_until INTEGER,
+        created_at           INTEGER NOT NULL,
+        disabled_at          INTEGER,
+        disabled_reason      TEXT,
+        from_seq             INTEGER NOT NULL,
+        cursor               INTEGER NOT NULL
+      );
+      CREATE TABLE notify_deliveries (
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
+        endpoint_id  INTEGER NOT NULL REFERENCES notify_endpoints (id),
+        seq          INTEGER NOT NULL,
+        type         TEXT    NOT NULL,
+        partner_ref  TEXT,
+        attempt      INTEGER NOT NULL,
+        requested_at INTEGER NOT NULL,
+        status       INTEGER,
+        duration_ms  INTEGER,
+        error        TEXT,
+        outcome      TEXT    NOT NULL
+      );
+      CREATE INDEX notify_deliveries_endpoint_seq ON notify_deliveries (endpoint_id, seq);
+      CREATE INDEX notify_deliveries_requested_at ON notify_deliveries (requested_at);
+      CREATE INDEX feed_events_partner_ref ON feed_events (partner_ref, seq);
+    `,
+  },
+  {
     version: 10,
     description:
       "orders.submission_state 'queued' (accepted by the shop API, waiting for its turn to be submitted), with an index of the queue",

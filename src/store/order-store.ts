@@ -1,6 +1,8 @@
 import type { Database } from 'better-sqlite3';
 import { ApiTokens } from './api-tokens.js';
 import { ChangeFeed } from './feed.js';
+import { NotifyDeliveries } from './notify-deliveries.js';
+import { NotifyEndpoints } from './notify-endpoints.js';
 import { OrderQueries } from './order-queries.js';
 import { OrderRows } from './order-rows.js';
 import { OrderWriter } from './order-writer.js';
@@ -24,6 +26,10 @@ export interface OrderStore {
   readonly feed: ChangeFeed;
   /** The shop API's bearer tokens. */
   readonly tokens: ApiTokens;
+  /** The shop's notification endpoints, their secrets and feed cursors. */
+  readonly endpoints: NotifyEndpoints;
+  /** Every notification delivery attempt. */
+  readonly deliveries: NotifyDeliveries;
 }
 
 export interface OpenOrderStoreOptions {
@@ -52,5 +58,7 @@ export function openOrderStore(
     tokens: new ApiTokens(rows),
     queries: new OrderQueries(rows),
     circuit: new UpstreamCircuit(rows),
+    endpoints: new NotifyEndpoints(rows),
+    deliveries: new NotifyDeliveries(rows),
   };
 }

@@ -4,10 +4,13 @@ import {
   adminSettings,
   type Config,
   loadConfig,
+  notifySettings,
   reconcilerSettings,
   type WorkerSettings,
   workerSettings,
 } from '../config/config.js';
+import { type Notifier, startNotifier } from '../notify/notifier.js';
+import type { NotifyMetrics } from '../notify/notify-metrics.js';
 import { createLogger } from '../observability/logger.js';
 import { startSubmissionPump } from '../orders/submission-pump.js';
 import type { ReconcilerMetrics } from '../reconciler/metrics.js';
@@ -33,6 +36,8 @@ export interface RunningWorkerProcess {
   readonly settings: WorkerSettings;
   readonly store: OrderStore;
   readonly eventWorker: EventWorker;
+  /** The shop notifications: the feed's dispatcher and the delivery worker (docs/api.md). */
+  readonly notifier: Notifier;
   /** The reconciler's metrics; undefined when `RECONCILE_ENABLED=false`. */
   readonly reconcilerMetrics: ReconcilerMetrics | undefined;
   /** The admin server (Bull Board, /metrics, /healthz); undefined when not started. */
@@ -107,7 +112,7 @@ async function startProcessAdmin(
   config: Config,
   settings: ReturnType<typeof adminSettings>,
   eventWorker: EventWorker,
-  reconcilerMetrics: ReconcilerMetrics | undefined,
+  metrics: { reconciler: ReconcilerMetrics | undefined; notify: NotifyMetrics },
   options: StartWorkerProcessOptions,
 ): Promise<AdminServer | undefined> {
   try {
@@ -115,7 +120,7 @@ async function startProcessAdmin(
       settings,
       redisUrl: config.redisUrl,
       ...(options.queuePrefix === undefined ? {} : { queuePrefix: options.queuePrefix }),
-      registries: reconcilerMetrics ? [reconcilerMetrics.registry] : [],
+      registries: [metrics.notify.registry, ...(metrics.reconciler ? [metrics.reconciler.registry] : [])],
       workerStats: () => eventWorker.stats(),
       ...(options.logger ? { logger: options.logger } : {}),
     });
@@ -167,6 +172,7 @@ export async function startWorkerProcess(
   };
 
   let eventWorker: EventWorker;
+  let notifier: Notifier;
   let reconcilerMetrics: ReconcilerMetrics | undefined;
   let adminServer: AdminServer | undefined;
   try {
@@ -187,6 +193,22 @@ export async function startWorkerProcess(
     await eventWorker.waitUntilReady();
     stops.push(pruneFeedHourly(store, settings.feedRetentionMs, logger));
 
+    const notify = notifySettings(config);
+    const started = await startNotifier({
+      store,
+      redisUrl: settings.redisUrl,
+      ...(options.queuePrefix === undefined ? {} : { prefix: options.queuePrefix }),
+      timeoutMs: notify.timeoutMs,
+      retryScheduleMs: notify.retryScheduleMs,
+      concurrency: notify.concurrency,
+      dispatchEveryMs: notify.dispatchEveryMs,
+      lockDurationMs: settings.lockDurationMs,
+      stalledIntervalMs: settings.stalledIntervalMs,
+      ...(logger ? { logger } : {}),
+    });
+    notifier = started;
+    stops.push(() => started.close({ timeoutMs: settings.shutdownTimeoutMs }));
+
     if (config.settings.RECONCILE_ENABLED) {
       // Same process, same store (one SQLite connection); registered after the event worker so
       // that it stops first.
@@ -196,7 +218,13 @@ export async function startWorkerProcess(
     }
 
     if (admin && admin.port !== 0) {
-      adminServer = await startProcessAdmin(config, admin, eventWorker, reconcilerMetrics, options);
+      adminServer = await startProcessAdmin(
+        config,
+        admin,
+        eventWorker,
+        { reconciler: reconcilerMetrics, notify: notifier.metrics },
+        options,
+      );
       const started = adminServer;
       if (started) {
         stops.push(async () => {
@@ -215,6 +243,7 @@ export async function startWorkerProcess(
     settings,
     store,
     eventWorker,
+    notifier,
     reconcilerMetrics,
     admin: adminServer,
     close: () => {

@@ -58,6 +58,8 @@ export interface WebhookSinkOptions {
    * See {@link failFirst} and {@link hangFirst} for the common cases.
    */
   answer?: (delivery: Omit<WebhookDelivery, 'answer'>) => SinkAnswer;
+  /** Port to listen on. Default: a free one (a test reopens a closed sink's port to bring it back). */
+  port?: number;
 }
 
 export interface WebhookSink {
@@ -167,7 +169,7 @@ export async function startWebhookSink(
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
+    server.listen(options.port ?? 0, '127.0.0.1', () => resolve());
   });
   const { port } = server.address() as AddressInfo;
 

@@ -50,6 +50,7 @@ test('migration versions are 1, 2, 3 … in order, so user_version names the las
     MIGRATIONS.map((m) => m.version),
     MIGRATIONS.map((_, i) => i + 1),
   );
+  assert.equal(LATEST_SCHEMA_VERSION, MIGRATIONS.length);
 });
 
 test('a database written by a newer h2h-sync is refused with a message that says what to do', (t) => {

@@ -1,0 +1,119 @@
+import { type Command, InvalidArgumentError } from 'commander';
+import { notifySettings } from '../../config/config.js';
+import {
+  addEndpoint,
+  disableEndpoint,
+  type EndpointView,
+  endpointView,
+  rotateEndpointSecret,
+} from '../../notify/operations.js';
+import { openContext } from '../context.js';
+import { type Column, printResult, runAction } from '../output.js';
+
+const endpointColumns: Column<EndpointView>[] = [
+  { header: 'Id', cell: (e) => e.id },
+  { header: 'URL', cell: (e) => e.url },
+  { header: 'Events', cell: (e) => e.events.join(',') },
+  { header: 'State', cell: (e) => (e.disabledReason ? `${e.state}: ${e.disabledReason}` : e.state) },
+  { header: 'Rotation until', cell: (e) => e.rotationUntil ?? '' },
+  { header: 'Cursor', cell: (e) => e.cursor },
+  { header: 'Created', cell: (e) => e.createdAt },
+];
+
+/** An endpoint id argument. */
+export function endpointId(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1)
+    throw new InvalidArgumentError('expected an endpoint id (see `endpoints list`)');
+  return n;
+}
+
+/** Registers `endpoints add|list|disable|rotate-secret` (docs/cli.md, docs/api.md "Notifications"). */
+export function registerEndpointsCommands(program: Command): void {
+  const endpoints = program
+    .command('endpoints')
+    .description("the shop's notification endpoints: signed webhooks of every order change (docs/api.md)");
+
+  endpoints
+    .command('add <url>')
+    .description('add an endpoint; prints its whsec_ secret once')
+    .option('--events <patterns>', "event types, comma-separated: 'order.*', 'order.updated', '*'", 'order.*')
+    .option('--json', 'print JSON')
+    .action(async (url: string, flags: { events: string; json?: boolean }) => {
+      await runAction(Boolean(flags.json), async () => {
+        const context = await openContext({ store: 'create' });
+        try {
+          const endpoint = addEndpoint(context.store!, url, flags.events);
+          if (flags.json) {
+            printResult({ ...endpointView(endpoint), secret: endpoint.secret }, true, []);
+            return;
+          }
+          printResult(endpointView(endpoint), false, endpointColumns);
+          process.stdout.write(
+            `secret: ${endpoint.secret}\nKeep it now: it is not shown again (give it to the shop to verify the webhook-signature header).\n`,
+          );
+        } finally {
+          await context.close();
+        }
+      });
+    });
+
+  endpoints
+    .command('list')
+    .description('every endpoint, enabled or not (never the secrets)')
+    .option('--json', 'print JSON')
+    .action(async (flags: { json?: boolean }) => {
+      await runAction(Boolean(flags.json), async () => {
+        const context = await openContext({ store: 'existing' });
+        try {
+          const all = context.store!.endpoints.list().map((e) => endpointView(e));
+          if (!flags.json && all.length === 0) {
+            process.stdout.write('no endpoints: add one with `h2h-sync endpoints add URL`\n');
+            return;
+          }
+          printResult(all, Boolean(flags.json), endpointColumns);
+        } finally {
+          await context.close();
+        }
+      });
+    });
+
+  endpoints
+    .command('disable <id>')
+    .description('stop notifying an endpoint (its queued notifications are skipped)')
+    .option('--json', 'print JSON')
+    .action(async (id: string, flags: { json?: boolean }) => {
+      await runAction(Boolean(flags.json), async () => {
+        const context = await openContext({ store: 'existing' });
+        try {
+          const endpoint = disableEndpoint(context.store!, endpointId(id));
+          printResult(endpointView(endpoint), Boolean(flags.json), endpointColumns);
+        } finally {
+          await context.close();
+        }
+      });
+    });
+
+  endpoints
+    .command('rotate-secret <id>')
+    .description('give an endpoint a new secret; the old one signs beside it for H2H_NOTIFY_ROTATION_GRACE_H')
+    .option('--json', 'print JSON')
+    .action(async (id: string, flags: { json?: boolean }) => {
+      await runAction(Boolean(flags.json), async () => {
+        const context = await openContext({ store: 'existing' });
+        try {
+          const { rotationGraceMs } = notifySettings(context.config);
+          const endpoint = rotateEndpointSecret(context.store!, endpointId(id), rotationGraceMs);
+          if (flags.json) {
+            printResult({ ...endpointView(endpoint), secret: endpoint.secret }, true, []);
+            return;
+          }
+          process.stdout.write(
+            `new secret: ${endpoint.secret}\nBoth secrets sign until ${endpointView(endpoint).rotationUntil ?? 'now'}: give the new one to the shop before then.\n`,
+          );
+        } finally {
+          await context.close();
+        }
+      });
+    });
+}

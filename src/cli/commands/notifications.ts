@@ -1,0 +1,154 @@
+import { Queue } from 'bullmq';
+import type { Command } from 'commander';
+import { loadConfig, notifySettings } from '../../config/config.js';
+import { NOTIFY_QUEUE, type NotifyJobData } from '../../notify/notify-queue.js';
+import {
+  failedNotifications,
+  type NotificationFilter,
+  parseSince,
+  replayNotifications,
+  retryFailedNotifications,
+} from '../../notify/operations.js';
+import { connectRedis } from '../../shared/redis-connection.js';
+import type { NotifyDelivery } from '../../store/notify-deliveries.js';
+import type { OrderStore } from '../../store/order-store.js';
+import { openContext } from '../context.js';
+import { type Column, printResult, runAction } from '../output.js';
+import { endpointId } from './endpoints.js';
+
+const deliveryColumns: Column<NotifyDelivery>[] = [
+  { header: 'Endpoint', cell: (d) => d.endpointId },
+  { header: 'webhook-id', cell: (d) => `evt_${d.seq}` },
+  { header: 'Type', cell: (d) => d.type },
+  { header: 'Order', cell: (d) => d.partnerRef ?? '' },
+  { header: 'Attempt', cell: (d) => d.attempt },
+  { header: 'Requested', cell: (d) => new Date(d.requestedAt).toISOString() },
+  { header: 'Status', cell: (d) => d.status ?? '' },
+  { header: 'ms', cell: (d) => d.durationMs ?? '' },
+  { header: 'Outcome', cell: (d) => d.outcome },
+  { header: 'Error', cell: (d) => d.error ?? '' },
+];
+
+interface FilterFlags {
+  since?: string;
+  endpoint?: string;
+  json?: boolean;
+}
+
+function filterOf(flags: FilterFlags): NotificationFilter {
+  return {
+    since: parseSince(flags.since),
+    endpointId: flags.endpoint === undefined ? undefined : endpointId(flags.endpoint),
+  };
+}
+
+/** Runs `use` with the store and the notification queue (on REDIS_URL, failing fast with the fix). */
+async function withStoreAndQueue<T>(
+  use: (store: OrderStore, queue: Queue<NotifyJobData>) => Promise<T>,
+): Promise<T> {
+  const context = await openContext({ store: 'existing' });
+  try {
+    const redis = await connectRedis(loadConfig().redisUrl, { what: 'the notification queue lives there' });
+    const queue = new Queue<NotifyJobData>(NOTIFY_QUEUE, { connection: redis });
+    queue.on('error', () => {}); // connection errors surface as rejected calls
+    try {
+      return await use(context.store!, queue);
+    } finally {
+      await queue.close().catch(() => {});
+      redis.disconnect();
+    }
+  } finally {
+    await context.close();
+  }
+}
+
+const withFilter = (command: Command) =>
+  command
+    .option('--since <iso>', 'only notifications since this time (ISO 8601)')
+    .option('--endpoint <id>', 'only this endpoint')
+    .option('--json', 'print JSON');
+
+/** Registers `notifications history|failed|retry|replay` (docs/cli.md). */
+export function registerNotificationsCommands(program: Command): void {
+  const notifications = program
+    .command('notifications')
+    .description("the shop notifications' delivery history, and sending them again (docs/api.md)");
+
+  withFilter(notifications.command('history'))
+    .description('delivery attempts, newest first: status, time, attempt, outcome')
+    .option('--limit <n>', 'how many', '50')
+    .action(async (flags: FilterFlags & { limit: string }) => {
+      await runAction(Boolean(flags.json), async () => {
+        const context = await openContext({ store: 'existing' });
+        try {
+          const { since, endpointId: id } = filterOf(flags);
+          const rows = context.store!.deliveries.history({
+            since,
+            limit: Math.max(1, Number(flags.limit) || 50),
+            ...(id === undefined ? {} : { endpointId: id }),
+          });
+          printResult(rows, Boolean(flags.json), deliveryColumns);
+        } finally {
+          await context.close();
+        }
+      });
+    });
+
+  withFilter(notifications.command('failed'))
+    .description('notifications given up after the whole retry schedule (H2H_NOTIFY_RETRY_S)')
+    .action(async (flags: FilterFlags) => {
+      await runAction(Boolean(flags.json), async () => {
+        const context = await openContext({ store: 'existing' });
+        try {
+          const failed = failedNotifications(context.store!, filterOf(flags));
+          if (flags.json) {
+            printResult(failed, true, deliveryColumns);
+            return;
+          }
+          if (failed.length > 0) printResult(failed, false, deliveryColumns);
+          process.stdout.write(`${failed.length} failed notification${failed.length === 1 ? '' : 's'}\n`);
+        } finally {
+          await context.close();
+        }
+      });
+    });
+
+  withFilter(notifications.command('retry'))
+    .description('send the failed notifications again, each with a fresh retry schedule')
+    .action(async (flags: FilterFlags) => {
+      await runAction(Boolean(flags.json), async () => {
+        const filter = filterOf(flags);
+        const retries = notifySettings(loadConfig()).retryScheduleMs.length;
+        const jobs = await withStoreAndQueue((store, queue) =>
+          retryFailedNotifications(store, queue, filter, { retries }),
+        );
+        if (flags.json) printResult({ retried: jobs }, true, []);
+        else
+          process.stdout.write(
+            `requeued ${jobs.length} failed notification${jobs.length === 1 ? '' : 's'}\n`,
+          );
+      });
+    });
+
+  withFilter(notifications.command('replay'))
+    .description('send every event since --since again (same webhook-id), delivered or not')
+    .action(async (flags: FilterFlags) => {
+      await runAction(Boolean(flags.json), async () => {
+        if (flags.since === undefined) {
+          throw Object.assign(new Error('give --since ISO: the time from which to send the events again'), {
+            code: 'USAGE',
+          });
+        }
+        const filter = filterOf(flags);
+        const retries = notifySettings(loadConfig()).retryScheduleMs.length;
+        const summary = await withStoreAndQueue((store, queue) =>
+          replayNotifications(store, queue, filter, { retries }),
+        );
+        if (flags.json) printResult(summary, true, []);
+        else
+          process.stdout.write(
+            `queued ${summary.jobs} notification${summary.jobs === 1 ? '' : 's'} of ${summary.events} event${summary.events === 1 ? '' : 's'}\n`,
+          );
+      });
+    });
+}

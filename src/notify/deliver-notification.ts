@@ -1,0 +1,144 @@
+import { DelayedError, type Job, type Queue } from 'bullmq';
+import type { Logger } from 'pino';
+import type { FeedEvent } from '../store/feed.js';
+import type { DeliveryOutcome, NotifyDelivery } from '../store/notify-deliveries.js';
+import { type NotifyEndpoint, signingSecrets } from '../store/notify-endpoints.js';
+import type { OrderStore } from '../store/order-store.js';
+import { matchesEvent } from './event-filter.js';
+import type { NotifyMetrics } from './notify-metrics.js';
+import { type NotifyJobData, notifyJobId } from './notify-queue.js';
+import type { PostResult } from './post-notification.js';
+import { signNotification } from './signature.js';
+
+/** First wait of an event for an earlier one of its order; it doubles up to the cap. */
+const ORDER_WAIT_FIRST_MS = 500;
+const ORDER_WAIT_MAX_MS = 300_000;
+
+export interface DeliverDeps {
+  store: Pick<OrderStore, 'feed' | 'endpoints' | 'deliveries'>;
+  queue: Queue<NotifyJobData>;
+  post: (url: string, headers: Record<string, string>, body: string) => Promise<PostResult>;
+  metrics: NotifyMetrics;
+  now: () => number;
+  logger?: Logger;
+}
+
+/** What a notification job came to (its return value in Bull Board). */
+export type DeliverResult = DeliveryOutcome;
+
+/** The Standard Webhooks body: `{type, timestamp, data}`, `data` the whole public order. */
+export function notificationBody(event: FeedEvent): string {
+  return JSON.stringify({ type: event.type, timestamp: event.timestamp, data: event.data });
+}
+
+/** The message id of an event, the same on every attempt and replay: receivers dedupe on it. */
+export const notificationId = (seq: number): string => `evt_${seq}`;
+
+/**
+ * The earlier event of the same order that this endpoint still waits for (not delivered, not
+ * given up), or undefined: the order's events reach the endpoint one after another.
+ */
+function pendingPredecessor(
+  deps: DeliverDeps,
+  endpoint: NotifyEndpoint,
+  event: FeedEvent,
+): number | undefined {
+  // Events of no order (product.price_changed, balance.low, to come) wait for nothing.
+  if (!event.data.partner_ref) return undefined;
+  const earlier = deps.store.feed
+    .ofOrder(event.data.partner_ref, { after: endpoint.fromSeq, before: event.seq })
+    .filter((e) => matchesEvent(endpoint.events, e.type));
+  const last = earlier.at(-1);
+  return last && !deps.store.deliveries.isSettled(endpoint.id, last.seq) ? last.seq : undefined;
+}
+
+/** Wakes the job of the order's next event at the endpoint, if it waits for this one. */
+async function releaseSuccessor(deps: DeliverDeps, endpoint: NotifyEndpoint, event: FeedEvent) {
+  if (!event.data.partner_ref) return;
+  const next = deps.store.feed
+    .ofOrder(event.data.partner_ref, { after: event.seq })
+    .find((e) => matchesEvent(endpoint.events, e.type));
+  if (!next) return;
+  const job = await deps.queue.getJob(notifyJobId(endpoint.id, next.seq));
+  if (job && (await job.isDelayed())) await job.promote().catch(() => {});
+}
+
+/**
+ * Delivers one notification job (the processor of the notification worker): signs the event's
+ * body with the endpoint's secrets and POSTs it; records the attempt in the delivery history.
+ * 2xx: delivered. 410: the endpoint is disabled. Anything else throws, so BullMQ retries on the
+ * schedule; the last attempt is recorded as `gave_up`. An event whose order has an earlier event
+ * still on its way to the endpoint waits (moved to delayed, no attempt spent) until that one is
+ * settled.
+ */
+export async function deliverNotification(
+  deps: DeliverDeps,
+  job: Job<NotifyJobData>,
+  token: string | undefined,
+): Promise<DeliverResult> {
+  const { endpointId, seq } = job.data;
+  const endpoint = deps.store.endpoints.get(endpointId);
+  const event = deps.store.feed.get(seq);
+  const attempt = job.attemptsMade + 1;
+  const record = (
+    outcome: DeliveryOutcome,
+    answer: Partial<Pick<NotifyDelivery, 'status' | 'durationMs' | 'error'>>,
+    requestedAt = deps.now(),
+  ) => {
+    deps.store.deliveries.record({
+      endpointId,
+      seq,
+      type: event?.type ?? 'unknown',
+      partnerRef: event?.data.partner_ref ?? null,
+      attempt,
+      requestedAt,
+      status: answer.status ?? null,
+      durationMs: answer.durationMs ?? null,
+      error: answer.error ?? null,
+      outcome,
+    });
+    deps.metrics.countDelivery(outcome, answer.durationMs ?? null);
+  };
+
+  if (!endpoint || endpoint.disabledAt !== null) {
+    record('skipped', { error: 'the endpoint is disabled' });
+    return 'skipped';
+  }
+  if (!event) {
+    record('skipped', { error: 'the event is no longer in the feed (H2H_FEED_RETENTION_D)' });
+    return 'skipped';
+  }
+  if (!job.data.replay && pendingPredecessor(deps, endpoint, event) !== undefined) {
+    const waits = job.data.waits ?? 0;
+    await job.updateData({ ...job.data, waits: waits + 1 });
+    const wait = Math.min(ORDER_WAIT_FIRST_MS * 2 ** waits, ORDER_WAIT_MAX_MS);
+    await job.moveToDelayed(Date.now() + wait, token);
+    throw new DelayedError();
+  }
+
+  const body = notificationBody(event);
+  const requestedAt = deps.now();
+  const headers = signNotification(
+    signingSecrets(endpoint, requestedAt),
+    notificationId(seq),
+    Math.floor(requestedAt / 1000),
+    body,
+  );
+  const answer = await deps.post(endpoint.url, { ...headers }, body);
+
+  if (answer.status !== null && answer.status >= 200 && answer.status < 300) {
+    record('delivered', answer, requestedAt);
+    await releaseSuccessor(deps, endpoint, event);
+    return 'delivered';
+  }
+  if (answer.status === 410) {
+    record('disabled', answer, requestedAt);
+    deps.store.endpoints.disable(endpointId, `answered 410 Gone to ${notificationId(seq)}`);
+    deps.logger?.warn({ endpointId, url: endpoint.url }, 'notification endpoint answered 410 Gone: disabled');
+    return 'disabled';
+  }
+  const last = attempt >= (job.opts.attempts ?? 1);
+  record(last ? 'gave_up' : 'retrying', answer, requestedAt);
+  if (last) await releaseSuccessor(deps, endpoint, event);
+  throw new Error(answer.error ?? `the endpoint answered ${answer.status}`);
+}

@@ -1,0 +1,176 @@
+import { Queue, Worker } from 'bullmq';
+import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { Agent } from 'undici';
+import { DEFAULT_QUEUE_PREFIX } from '../queue/webhook-queue.js';
+import { settlesWithin } from '../shared/deadline.js';
+import { redisOutageLog } from '../shared/redis-outage.js';
+import type { OrderStore } from '../store/order-store.js';
+import { type DeliverResult, deliverNotification } from './deliver-notification.js';
+import { dispatchNotifications } from './dispatcher.js';
+import { createNotifyMetrics, type NotifyMetrics } from './notify-metrics.js';
+import { NOTIFY_BACKOFF, NOTIFY_QUEUE, type NotifyJobData } from './notify-queue.js';
+import { DEFAULT_NOTIFY_TIMEOUT_MS, postNotification } from './post-notification.js';
+import { DEFAULT_NOTIFY_RETRY_S, retryDelayMs } from './retry-schedule.js';
+
+/** Default of {@link NotifierOptions.concurrency}. */
+export const DEFAULT_NOTIFY_CONCURRENCY = 20;
+/** Default of {@link NotifierOptions.dispatchEveryMs}. */
+export const DEFAULT_NOTIFY_DISPATCH_EVERY_MS = 200;
+
+/**
+ * Times a notification job may stall (its worker died mid-delivery) and be taken over. Higher
+ * than BullMQ's 1: a delivery taken over is sent again, which receivers dedupe on `webhook-id`,
+ * whereas a job parked for stalling would not be retried on the schedule.
+ */
+const NOTIFY_MAX_STALLED_COUNT = 10;
+
+export interface NotifierOptions {
+  /** The order store of the process: the feed, the endpoints and the delivery history. */
+  store: OrderStore;
+  /** Redis of the notification queue. */
+  redisUrl: string;
+  /** BullMQ key prefix. Default: `bull`. */
+  prefix?: string;
+  /** Longest time one delivery may take. Default: {@link DEFAULT_NOTIFY_TIMEOUT_MS} (15 s). */
+  timeoutMs?: number;
+  /** Wait before each retry, ms; its length is the number of retries. Default: {@link DEFAULT_NOTIFY_RETRY_S}. */
+  retryScheduleMs?: readonly number[];
+  /** Deliveries in flight at once. Default: {@link DEFAULT_NOTIFY_CONCURRENCY}. */
+  concurrency?: number;
+  /** How often the dispatcher reads the feed for new events. Default: 200 ms. */
+  dispatchEveryMs?: number;
+  /** Lock of a notification job (a dead worker's jobs are taken over after it). Default: BullMQ's 30 s. */
+  lockDurationMs?: number;
+  /** How often stalled jobs are looked for. Default: BullMQ's 30 s. */
+  stalledIntervalMs?: number;
+  logger?: Logger;
+  /** Clock for the history, ms. Default: `Date.now`. */
+  now?: () => number;
+}
+
+export interface Notifier {
+  readonly metrics: NotifyMetrics;
+  readonly queue: Queue<NotifyJobData>;
+  /** Runs one dispatcher pass now (after the one running, if any); resolves to the jobs it added. */
+  dispatchNow(): Promise<number>;
+  /** Stops dispatching and delivering (deliveries in flight finish); `false` when it had to give up waiting. */
+  close(options?: { timeoutMs?: number }): Promise<boolean>;
+}
+
+/**
+ * Starts the shop notifications in the worker process (docs/api.md, "Notifications"): the
+ * dispatcher, which turns new feed events into jobs of {@link NOTIFY_QUEUE} every
+ * `dispatchEveryMs`, and the notification worker, which delivers them.
+ */
+export async function startNotifier(options: NotifierOptions): Promise<Notifier> {
+  const { store, logger } = options;
+  const prefix = options.prefix ?? DEFAULT_QUEUE_PREFIX;
+  const timeoutMs = options.timeoutMs ?? DEFAULT_NOTIFY_TIMEOUT_MS;
+  const scheduleMs = options.retryScheduleMs ?? DEFAULT_NOTIFY_RETRY_S.map((s) => s * 1000);
+  const dispatchEveryMs = options.dispatchEveryMs ?? DEFAULT_NOTIFY_DISPATCH_EVERY_MS;
+  const metrics = createNotifyMetrics();
+
+  const connection = new Redis(options.redisUrl, {
+    maxRetriesPerRequest: null,
+    connectionName: 'h2h-notifier',
+  });
+  const outage = redisOutageLog({
+    url: options.redisUrl,
+    component: 'notifier',
+    ...(logger ? { logger } : {}),
+  });
+  connection.on('error', outage.error);
+  connection.on('ready', outage.ready);
+  const queue = new Queue<NotifyJobData>(NOTIFY_QUEUE, { connection, prefix });
+  queue.on('error', outage.error);
+  const agent = new Agent({ connect: { timeout: timeoutMs } });
+
+  const deps = {
+    store,
+    queue,
+    metrics,
+    now: options.now ?? Date.now,
+    post: (url: string, headers: Record<string, string>, body: string) =>
+      postNotification(url, headers, body, { timeoutMs, dispatcher: agent }),
+    ...(logger ? { logger } : {}),
+  };
+  const worker = new Worker<NotifyJobData, DeliverResult>(
+    NOTIFY_QUEUE,
+    (job, token) => deliverNotification(deps, job, token),
+    {
+      connection,
+      prefix,
+      concurrency: options.concurrency ?? DEFAULT_NOTIFY_CONCURRENCY,
+      autorun: false,
+      maxStalledCount: NOTIFY_MAX_STALLED_COUNT,
+      ...(options.lockDurationMs ? { lockDuration: options.lockDurationMs } : {}),
+      ...(options.stalledIntervalMs ? { stalledInterval: options.stalledIntervalMs } : {}),
+      settings: {
+        backoffStrategy: (attemptsMade, type) =>
+          type === NOTIFY_BACKOFF ? retryDelayMs(attemptsMade, scheduleMs) : 0,
+      },
+    },
+  );
+  worker.on('error', outage.error);
+  worker.on('failed', (job, err) => {
+    if (job && job.attemptsMade >= (job.opts.attempts ?? 1)) {
+      logger?.warn({ jobId: job.id, err }, 'notification given up: the retry schedule ran out');
+    }
+  });
+
+  let passing: Promise<number> = Promise.resolve(0);
+  const dispatchNow = (): Promise<number> => {
+    passing = passing
+      .catch(() => 0)
+      .then(async () => {
+        const added = await dispatchNotifications(store, queue, { retries: scheduleMs.length });
+        if (added > 0) metrics.countDispatched(added);
+        return added;
+      });
+    return passing;
+  };
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  const tick = () => {
+    dispatchNow()
+      .catch((err) => logger?.warn({ err }, 'notification dispatch failed; trying again'))
+      .finally(() => {
+        if (!stopped) timer = setTimeout(tick, dispatchEveryMs);
+      });
+  };
+
+  try {
+    void worker.run();
+    await worker.waitUntilReady();
+  } catch (error) {
+    await settlesWithin(Promise.all([worker.close(true), queue.close()]), 2_000);
+    connection.disconnect();
+    await agent.close();
+    throw error;
+  }
+  tick();
+  logger?.info({ dispatchEveryMs, timeoutMs, retries: scheduleMs.length }, 'notifier started');
+
+  let closing: Promise<boolean> | undefined;
+  return {
+    metrics,
+    queue,
+    dispatchNow,
+    close({ timeoutMs: closeTimeoutMs = 10_000 } = {}) {
+      closing ??= (async () => {
+        stopped = true;
+        clearTimeout(timer);
+        const graceful = await settlesWithin(
+          Promise.all([passing.catch(() => {}), worker.close()]),
+          closeTimeoutMs,
+        );
+        await settlesWithin(queue.close(), 1_000);
+        connection.disconnect();
+        await agent.destroy().catch(() => {});
+        return graceful;
+      })();
+      return closing;
+    },
+  };
+}

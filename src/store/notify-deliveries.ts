@@ -1,0 +1,147 @@
+import type { Statement } from 'better-sqlite3';
+import type { OrderRows } from './order-rows.js';
+
+/**
+ * What one delivery attempt came to:
+ * - `delivered`: the endpoint answered 2xx;
+ * - `retrying`: any other answer, or none in time; the job tries again on the retry schedule;
+ * - `gave_up`: the last attempt of the schedule failed too (`notifications retry` sends it again);
+ * - `disabled`: the endpoint answered 410 Gone, so it was disabled;
+ * - `skipped`: not sent: the endpoint is disabled, or the event left the feed (retention).
+ */
+export const DELIVERY_OUTCOMES = ['delivered', 'retrying', 'gave_up', 'disabled', 'skipped'] as const;
+export type DeliveryOutcome = (typeof DELIVERY_OUTCOMES)[number];
+
+/** One row of the delivery history. */
+export interface NotifyDelivery {
+  id: number;
+  endpointId: number;
+  /** The feed event (`webhook-id` is `evt_<seq>`). */
+  seq: number;
+  type: string;
+  partnerRef: string | null;
+  /** 1 for the first attempt of the job. */
+  attempt: number;
+  /** When the request was sent, ms. */
+  requestedAt: number;
+  /** The HTTP status of the answer; null when none came. */
+  status: number | null;
+  durationMs: number | null;
+  /** Why it failed (no answer, time-out, connection refused); null otherwise. */
+  error: string | null;
+  outcome: DeliveryOutcome;
+}
+
+interface DeliveryRow {
+  id: number;
+  endpoint_id: number;
+  seq: number;
+  type: string;
+  partner_ref: string | null;
+  attempt: number;
+  requested_at: number;
+  status: number | null;
+  duration_ms: number | null;
+  error: string | null;
+  outcome: DeliveryOutcome;
+}
+
+function toDelivery(row: DeliveryRow): NotifyDelivery {
+  return {
+    id: row.id,
+    endpointId: row.endpoint_id,
+    seq: row.seq,
+    type: row.type,
+    partnerRef: row.partner_ref,
+    attempt: row.attempt,
+    requestedAt: row.requested_at,
+    status: row.status,
+    durationMs: row.duration_ms,
+    error: row.error,
+    outcome: row.outcome,
+  };
+}
+
+/** Outcomes after which an event is done with at its endpoint: the next of its order may go. */
+const SETTLED = `('delivered', 'gave_up', 'disabled', 'skipped')`;
+
+export interface DeliveryFilter {
+  /** Only attempts requested at or after this time, ms. */
+  since?: number;
+  endpointId?: number;
+  /** Most rows; default 100. */
+  limit?: number;
+}
+
+/** The delivery history: one row per attempt, written by the notification worker. */
+export class NotifyDeliveries {
+  readonly #rows: OrderRows;
+  readonly #insert: Statement<Omit<DeliveryRow, 'id'>>;
+  readonly #settled: Statement<[number, number], { found: number }>;
+  readonly #history: Statement<{ since: number; endpoint: number | null; limit: number }, DeliveryRow>;
+  readonly #failed: Statement<{ since: number; endpoint: number | null; limit: number }, DeliveryRow>;
+
+  constructor(rows: OrderRows) {
+    this.#rows = rows;
+    const { db } = rows;
+    this.#insert = db.prepare(
+      `INSERT INTO notify_deliveries
+         (endpoint_id, seq, type, partner_ref, attempt, requested_at, status, duration_ms, error, outcome)
+       VALUES (@endpoint_id, @seq, @type, @partner_ref, @attempt, @requested_at, @status, @duration_ms, @error, @outcome)`,
+    );
+    this.#settled = db.prepare(
+      `SELECT EXISTS (SELECT 1 FROM notify_deliveries
+                      WHERE endpoint_id = ? AND seq = ? AND outcome IN ${SETTLED}) AS found`,
+    );
+    this.#history = db.prepare(
+      `SELECT * FROM notify_deliveries
+       WHERE requested_at >= @since AND (@endpoint IS NULL OR endpoint_id = @endpoint)
+       ORDER BY id DESC LIMIT @limit`,
+    );
+    // An event whose latest attempt at an endpoint gave up (a later retry or replay may have
+    // delivered it since: then it is not failed any more).
+    this.#failed = db.prepare(
+      `SELECT d.* FROM notify_deliveries d
+       WHERE d.outcome = 'gave_up' AND d.requested_at >= @since
+         AND (@endpoint IS NULL OR d.endpoint_id = @endpoint)
+         AND d.id = (SELECT MAX(id) FROM notify_deliveries
+                     WHERE endpoint_id = d.endpoint_id AND seq = d.seq)
+       ORDER BY d.endpoint_id, d.seq LIMIT @limit`,
+    );
+  }
+
+  /** Records one attempt; returns it with its id. */
+  record(attempt: Omit<NotifyDelivery, 'id'>): NotifyDelivery {
+    const tx = this.#rows.db.transaction(() =>
+      this.#insert.run({
+        endpoint_id: attempt.endpointId,
+        seq: attempt.seq,
+        type: attempt.type,
+        partner_ref: attempt.partnerRef,
+        attempt: attempt.attempt,
+        requested_at: attempt.requestedAt,
+        status: attempt.status,
+        duration_ms: attempt.durationMs,
+        error: attempt.error,
+        outcome: attempt.outcome,
+      }),
+    );
+    const id = Number(this.#rows.write(tx).lastInsertRowid);
+    return { id, ...attempt };
+  }
+
+  /** Whether the event is done with at the endpoint (delivered, given up, or not to be sent). */
+  isSettled(endpointId: number, seq: number): boolean {
+    return this.#settled.get(endpointId, seq)?.found === 1;
+  }
+
+  /** Attempts, newest first. */
+  history({ since = 0, endpointId, limit = 100 }: DeliveryFilter = {}): NotifyDelivery[] {
+    return this.#history.all({ since, endpoint: endpointId ?? null, limit }).map(toDelivery);
+  }
+
+  /** Events whose last attempt gave up, by endpoint and seq. */
+  failed({ since = 0, endpointId, limit = 1000 }: DeliveryFilter = {}): NotifyDelivery[] {
+    return this.#failed.all({ since, endpoint: endpointId ?? null, limit }).map(toDelivery);
+  }
+}

@@ -1,0 +1,154 @@
+import type { Statement } from 'better-sqlite3';
+import type { OrderRows } from './order-rows.js';
+
+/**
+ * The shop's notification endpoints (docs/api.md, "Notifications"): where the change feed is
+ * pushed, which event types each wants, the secret that signs its deliveries (two during a
+ * rotation) and its cursor in the feed, which the dispatcher advances only once the jobs of the
+ * events up to it are durably in Redis.
+ */
+
+/** One endpoint, as the store keeps it. */
+export interface NotifyEndpoint {
+  id: number;
+  url: string;
+  /** Event type patterns (`order.updated`, `order.*`, `*`). */
+  events: string[];
+  /** The current signing secret (`whsec_` + base64). */
+  secret: string;
+  /** The secret before the last rotation, still signing until `previousSecretUntil`; else null. */
+  previousSecret: string | null;
+  previousSecretUntil: number | null;
+  createdAt: number;
+  /** When it was disabled (`endpoints disable`, or a 410 answer); null while enabled. */
+  disabledAt: number | null;
+  disabledReason: string | null;
+  /** The feed's newest `seq` when the endpoint was added: it is sent the events after it. */
+  fromSeq: number;
+  /** The last feed `seq` whose job (if it wanted one) is in the queue. */
+  cursor: number;
+}
+
+interface EndpointRow {
+  id: number;
+  url: string;
+  events: string;
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_until: number | null;
+  created_at: number;
+  disabled_at: number | null;
+  disabled_reason: string | null;
+  from_seq: number;
+  cursor: number;
+}
+
+function toEndpoint(row: EndpointRow): NotifyEndpoint {
+  return {
+    id: row.id,
+    url: row.url,
+    events: JSON.parse(row.events) as string[],
+    secret: row.secret,
+    previousSecret: row.previous_secret,
+    previousSecretUntil: row.previous_secret_until,
+    createdAt: row.created_at,
+    disabledAt: row.disabled_at,
+    disabledReason: row.disabled_reason,
+    fromSeq: row.from_seq,
+    cursor: row.cursor,
+  };
+}
+
+/** The secrets that sign a delivery at `now`: the current one, then the previous during its grace. */
+export function signingSecrets(endpoint: NotifyEndpoint, now: number): string[] {
+  const { secret, previousSecret, previousSecretUntil } = endpoint;
+  return previousSecret && previousSecretUntil !== null && previousSecretUntil > now
+    ? [secret, previousSecret]
+    : [secret];
+}
+
+export class NotifyEndpoints {
+  readonly #rows: OrderRows;
+  readonly #insert: Statement<{ url: string; events: string; secret: string; now: number }>;
+  readonly #get: Statement<[number], EndpointRow>;
+  readonly #list: Statement<[], EndpointRow>;
+  readonly #disable: Statement<{ id: number; now: number; reason: string }>;
+  readonly #rotate: Statement<{ id: number; secret: string; until: number }>;
+  readonly #advance: Statement<[number, number]>;
+
+  constructor(rows: OrderRows) {
+    this.#rows = rows;
+    const { db } = rows;
+    // A new endpoint starts at the feed's newest event: it is sent what changes from now on.
+    this.#insert = db.prepare(
+      `INSERT INTO notify_endpoints (url, events, secret, created_at, from_seq, cursor)
+       SELECT @url, @events, @secret, @now, last, last
+       FROM (SELECT COALESCE(MAX(seq), 0) AS last FROM feed_events)`,
+    );
+    this.#get = db.prepare('SELECT * FROM notify_endpoints WHERE id = ?');
+    this.#list = db.prepare('SELECT * FROM notify_endpoints ORDER BY id');
+    this.#disable = db.prepare(
+      `UPDATE notify_endpoints SET disabled_at = @now, disabled_reason = @reason
+       WHERE id = @id AND disabled_at IS NULL`,
+    );
+    this.#rotate = db.prepare(
+      `UPDATE notify_endpoints
+       SET previous_secret = secret, previous_secret_until = @until, secret = @secret
+       WHERE id = @id`,
+    );
+    // Two dispatchers (two worker processes) may both advance it: it never moves back.
+    this.#advance = db.prepare('UPDATE notify_endpoints SET cursor = MAX(cursor, ?) WHERE id = ?');
+  }
+
+  /** Adds an enabled endpoint whose cursor is the feed's newest event. */
+  add(input: { url: string; events: readonly string[]; secret: string }): NotifyEndpoint {
+    const tx = this.#rows.db.transaction(() =>
+      this.#insert.run({
+        url: input.url,
+        events: JSON.stringify(input.events),
+        secret: input.secret,
+        now: this.#rows.now(),
+      }),
+    );
+    const id = Number(this.#rows.write(tx).lastInsertRowid);
+    return this.get(id)!;
+  }
+
+  get(id: number): NotifyEndpoint | undefined {
+    const row = this.#get.get(id);
+    return row ? toEndpoint(row) : undefined;
+  }
+
+  /** Every endpoint, enabled or not, oldest first. */
+  list(): NotifyEndpoint[] {
+    return this.#list.all().map(toEndpoint);
+  }
+
+  /** The endpoints the dispatcher serves. */
+  enabled(): NotifyEndpoint[] {
+    return this.list().filter((e) => e.disabledAt === null);
+  }
+
+  /** Disables an endpoint (a second disable keeps the first time and reason); undefined when unknown. */
+  disable(id: number, reason: string): NotifyEndpoint | undefined {
+    this.#rows.write(
+      this.#rows.db.transaction(() => this.#disable.run({ id, now: this.#rows.now(), reason })),
+    );
+    return this.get(id);
+  }
+
+  /**
+   * Makes `secret` the signing secret; the current one keeps signing beside it for `graceMs`
+   * (two signatures in `webhook-signature`). Undefined when the endpoint is unknown.
+   */
+  rotateSecret(id: number, secret: string, graceMs: number): NotifyEndpoint | undefined {
+    const until = this.#rows.now() + graceMs;
+    this.#rows.write(this.#rows.db.transaction(() => this.#rotate.run({ id, secret, until })));
+    return this.get(id);
+  }
+
+  /** Records that the jobs of every event up to `seq` are queued for the endpoint. */
+  advanceCursor(id: number, seq: number): void {
+    this.#rows.write(this.#rows.db.transaction(() => this.#advance.run(seq, id)));
+  }
+}

@@ -1,0 +1,69 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import type { TestContext } from 'node:test';
+import { Webhook } from 'standardwebhooks';
+import { type Notifier, type NotifierOptions, startNotifier } from '../../src/notify/notifier.js';
+import type { OrderStore } from '../../src/store/order-store.js';
+import { snapshot } from './store.js';
+import type { WebhookDelivery } from './webhook-sink.js';
+
+/**
+ * Harness of the notification tests. Every delivery is verified with the `standardwebhooks`
+ * package, the reference implementation of the specification, never with our own signing code.
+ */
+
+/** The notification body as the specification and docs/api.md shape it. */
+export interface NotificationBody {
+  type: string;
+  timestamp: string;
+  data: { partner_ref: string; status: string | null; version: number; [key: string]: unknown };
+}
+
+/** Verifies a delivery with `standardwebhooks` under `secret` and returns its parsed body; throws if it does not verify. */
+export function verifyNotification(secret: string, delivery: WebhookDelivery): NotificationBody {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(delivery.headers)) {
+    if (typeof value === 'string') headers[name] = value;
+  }
+  return new Webhook(secret).verify(delivery.rawBody.toString('utf8'), headers) as NotificationBody;
+}
+
+/** The feed seq a delivery carries (`webhook-id: evt_<seq>`). */
+export function seqOf(delivery: WebhookDelivery): number {
+  const id = delivery.headers['webhook-id'];
+  assert.equal(typeof id, 'string');
+  return Number((id as string).replace(/^evt_/, ''));
+}
+
+/** A notifier on `store` with short timings for tests, closed by `t.after`. */
+export async function startTestNotifier(
+  t: Pick<TestContext, 'after'>,
+  options: { store: OrderStore; redisUrl: string } & Partial<NotifierOptions>,
+): Promise<Notifier> {
+  const notifier = await startNotifier({
+    prefix: `t-${randomUUID()}`,
+    dispatchEveryMs: 20,
+    timeoutMs: 2_000,
+    // More retries than any test fails in a row, so none gives up unless it asks for it.
+    retryScheduleMs: [50, 100, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200],
+    lockDurationMs: 1_000,
+    stalledIntervalMs: 250,
+    ...options,
+  });
+  t.after(() => notifier.close({ timeoutMs: 5_000 }));
+  return notifier;
+}
+
+/**
+ * Takes order `ref` through its life: submitted (PENDING), PROCESSING, SUCCESS, SUCCESS with its
+ * serial: four feed events, in this order.
+ */
+export function liveOrder(store: OrderStore, ref: string): void {
+  store.writer.createLocalOrder({ partnerRef: ref, productCode: 'ML86', data: { user_id: '1' } });
+  store.writer.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'create' });
+  store.writer.applyOrderSnapshot(snapshot(ref, 'PROCESSING'), { source: 'webhook', eventId: `${ref}-p` });
+  store.writer.applyOrderSnapshot(snapshot(ref, 'SUCCESS'), { source: 'webhook', eventId: `${ref}-s` });
+  store.writer.applyOrderSnapshot(snapshot(ref, 'SUCCESS', { serial_number: `SN-${ref}` }), {
+    source: 'poll',
+  });
+}

@@ -1,0 +1,71 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { openDatabase } from '../../src/store/database.js';
+import { openOrderStore } from '../../src/store/order-store.js';
+import { runCli } from '../helpers/cli.js';
+import { liveOrder, seqOf, startTestNotifier, verifyNotification } from '../helpers/notify.js';
+import { privateRedis } from '../helpers/redis.js';
+import { scheduleSettings, tempDbPath } from '../helpers/store.js';
+import { waitFor } from '../helpers/wait.js';
+import { startWebhookSink } from '../helpers/webhook-sink.js';
+import { cleanupScope } from '../helpers/worker.js';
+
+test('endpoints add prints the secret once; given-up notifications are listed, retried and replayed from the CLI', async (t) => {
+  const scope = cleanupScope(t);
+  const redis = await privateRedis(scope);
+  const dbPath = tempDbPath(scope);
+  const env = { REDIS_URL: redis.url, H2H_DB_PATH: dbPath, H2H_NOTIFY_RETRY_S: '0.05,0.05' };
+  let up = false;
+  const sink = await startWebhookSink(scope, { secrets: [], answer: () => (up ? 200 : 503) });
+
+  const added = await runCli(['endpoints', 'add', sink.url, '--events', 'order.*', '--json'], env);
+  assert.equal(added.code, 0, added.stderr);
+  const endpoint = JSON.parse(added.stdout) as { id: number; secret: string; state: string };
+  assert.match(endpoint.secret, /^whsec_[A-Za-z0-9+/]+=*$/);
+  assert.equal(endpoint.state, 'enabled');
+  const listed = await runCli(['endpoints', 'list', '--json'], env);
+  assert.ok(!listed.stdout.includes(endpoint.secret), 'list never shows a secret');
+
+  const db = openDatabase({ path: dbPath });
+  scope.after(() => db.close());
+  const store = openOrderStore(db, scheduleSettings(), { now: Date.now });
+  const start = new Date(Date.now() - 1000).toISOString();
+  await startTestNotifier(scope, { store, redisUrl: redis.url, prefix: 'bull', retryScheduleMs: [50, 50] });
+  liveOrder(store, 'C-1');
+  const seqs = store.feed.after(0, 1000).map((e) => e.seq);
+
+  // 503 to all: the first event gives up after three attempts, and the later ones of its order
+  // then go, and give up too.
+  await waitFor(() => store.deliveries.failed().length === seqs.length, { message: 'every event given up' });
+  const failed = await runCli(['notifications', 'failed', '--since', start, '--json'], env);
+  assert.equal(failed.code, 0, failed.stderr);
+  assert.deepEqual(
+    (JSON.parse(failed.stdout) as Array<{ seq: number; attempt: number; status: number }>).map((f) => [
+      f.seq,
+      f.attempt,
+      f.status,
+    ]),
+    seqs.map((seq) => [seq, 3, 503]),
+  );
+
+  up = true;
+  const retried = await runCli(
+    ['notifications', 'retry', '--since', start, '--endpoint', String(endpoint.id)],
+    env,
+  );
+  assert.equal(retried.code, 0, retried.stderr);
+  assert.match(retried.stdout, /requeued 4 failed notifications/);
+  const firstRound = await sink.waitForDeliveries((d) => d.answer === 200, seqs.length);
+  assert.deepEqual(firstRound.map(seqOf).sort(), [...seqs].sort());
+  await waitFor(() => store.deliveries.failed().length === 0, {
+    message: 'the retries recorded as delivered',
+  });
+  assert.equal((await runCli(['notifications', 'failed', '--json'], env)).stdout.trim(), '[]');
+
+  const replayed = await runCli(['notifications', 'replay', '--since', start], env);
+  assert.equal(replayed.code, 0, replayed.stderr);
+  assert.match(replayed.stdout, /queued 4 notifications of 4 events/);
+  const all = await sink.waitForDeliveries((d) => d.answer === 200, seqs.length * 2);
+  for (const delivery of all) verifyNotification(endpoint.secret, delivery);
+  assert.deepEqual(all.map(seqOf).sort(), [...seqs, ...seqs].sort(), 'a replay carries the same webhook-id');
+});

@@ -1,0 +1,189 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { generateEndpointSecret } from '../../src/notify/signature.js';
+import type { OrderStore } from '../../src/store/order-store.js';
+import {
+  liveOrder,
+  type NotificationBody,
+  seqOf,
+  startTestNotifier,
+  verifyNotification,
+} from '../helpers/notify.js';
+import { privateRedis } from '../helpers/redis.js';
+import { tempStore } from '../helpers/store.js';
+import { waitFor } from '../helpers/wait.js';
+import {
+  failFirst,
+  hangFirst,
+  type SinkAnswer,
+  startWebhookSink,
+  type WebhookDelivery,
+} from '../helpers/webhook-sink.js';
+import { cleanupScope } from '../helpers/worker.js';
+
+/**
+ * Every delivered (2xx) notification, verified with `standardwebhooks`; asserts that each feed
+ * event reached the endpoint, and that the events of each order arrived in feed order.
+ */
+function assertAllDeliveredInOrder(
+  deliveries: readonly WebhookDelivery[],
+  secret: string,
+  expectedSeqs: readonly number[],
+): NotificationBody[] {
+  const delivered = deliveries.filter((d) => typeof d.answer === 'number' && d.answer < 300);
+  const bodies = delivered.map((d) => verifyNotification(secret, d));
+  assert.deepEqual(
+    [...new Set(delivered.map(seqOf))].sort((a, b) => a - b),
+    [...expectedSeqs],
+  );
+  const versionsByRef = new Map<string, number[]>();
+  for (const body of bodies) {
+    const list = versionsByRef.get(body.data.partner_ref) ?? [];
+    list.push(body.data.version);
+    versionsByRef.set(body.data.partner_ref, list);
+  }
+  for (const [ref, versions] of versionsByRef) {
+    assert.deepEqual(
+      versions,
+      [...versions].sort((a, b) => a - b),
+      `${ref} arrived in order`,
+    );
+  }
+  return bodies;
+}
+
+async function setup(
+  t: Parameters<typeof cleanupScope>[0],
+  answer?: (d: Omit<WebhookDelivery, 'answer'>) => SinkAnswer,
+) {
+  const scope = cleanupScope(t);
+  const redis = await privateRedis(scope);
+  const { store } = tempStore(scope, { now: Date.now });
+  const sink = await startWebhookSink(scope, { secrets: [], ...(answer ? { answer } : {}) });
+  const secret = generateEndpointSecret();
+  const endpoint = store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
+  return { scope, redis, store, sink, secret, endpoint };
+}
+
+/** The endpoint's history once `n` deliveries are recorded in it. */
+function historySettled(store: OrderStore, endpointId: number, n: number) {
+  return waitFor(
+    () => {
+      const history = store.deliveries.history({ endpointId });
+      return history.filter((h) => h.outcome === 'delivered').length >= n ? history : undefined;
+    },
+    { message: `${n} deliveries recorded` },
+  );
+}
+
+const delivered = (d: WebhookDelivery) => typeof d.answer === 'number' && d.answer < 300;
+
+test('every event of the feed reaches the endpoint signed per Standard Webhooks, with the whole order', async (t) => {
+  const { scope, redis, store, sink, secret, endpoint } = await setup(t);
+  await startTestNotifier(scope, { store, redisUrl: redis.url });
+  liveOrder(store, 'N-1');
+  liveOrder(store, 'N-2');
+  const seqs = store.feed.after(0, 1000).map((e) => e.seq);
+  await sink.waitForDeliveries(delivered, seqs.length);
+
+  const bodies = assertAllDeliveredInOrder(sink.deliveries, secret, seqs);
+  const first = sink.deliveries.find((d) => seqOf(d) === seqs[0])!;
+  assert.equal(first.headers['content-type'], 'application/json');
+  assert.match(String(first.headers['webhook-timestamp']), /^\d{10}$/);
+  assert.deepEqual(
+    bodies.find((b) => b.data.version === 4 && b.data.partner_ref === 'N-1'),
+    {
+      type: 'order.updated',
+      timestamp: store.feed.get(seqs[3]!)!.timestamp,
+      data: store.queries.getPublicOrder('N-1'),
+    },
+  );
+  // The worker records an attempt once the answer is in: just after the sink has counted it.
+  const history = await historySettled(store, endpoint.id, seqs.length);
+  assert.equal(history.length, seqs.length);
+  assert.ok(history.every((h) => h.outcome === 'delivered' && h.status === 200 && h.attempt === 1));
+});
+
+test('an endpoint answering 500 gets every event once it recovers, each order in sequence', async (t) => {
+  const { scope, redis, store, sink, secret, endpoint } = await setup(t, failFirst(12, 500));
+  const notifier = await startTestNotifier(scope, { store, redisUrl: redis.url });
+  for (const ref of ['F-1', 'F-2', 'F-3']) liveOrder(store, ref);
+  const seqs = store.feed.after(0, 1000).map((e) => e.seq);
+  await sink.waitForDeliveries(delivered, seqs.length);
+  assertAllDeliveredInOrder(sink.deliveries, secret, seqs);
+  const history = await historySettled(store, endpoint.id, seqs.length);
+  const retried = history.filter((h) => h.outcome === 'retrying');
+  assert.equal(retried.length, 12);
+  assert.ok(retried.every((h) => h.status === 500));
+  const metrics = await notifier.metrics.registry.metrics();
+  assert.match(metrics, /h2h_notify_deliveries_total\{outcome="retrying"\} 12\n/);
+  assert.match(metrics, new RegExp(`h2h_notify_deliveries_total\\{outcome="delivered"\\} ${seqs.length}\\n`));
+});
+
+test('an endpoint that is down (connection refused) gets every event once it is back', async (t) => {
+  const scope = cleanupScope(t);
+  const redis = await privateRedis(scope);
+  const { store } = tempStore(scope, { now: Date.now });
+  const secret = generateEndpointSecret();
+  // A port that answers nothing yet: the sink's, closed, then opened again on the same port.
+  const first = await startWebhookSink(scope, { secrets: [] });
+  await first.close();
+  const endpoint = store.endpoints.add({ url: first.url, events: ['order.*'], secret });
+  await startTestNotifier(scope, { store, redisUrl: redis.url });
+  liveOrder(store, 'D-1');
+  await waitFor(() => store.deliveries.history({ endpointId: endpoint.id }).length >= 2, {
+    message: 'two refused attempts',
+  });
+  assert.match(store.deliveries.history({ endpointId: endpoint.id })[0]!.error ?? '', /ECONNREFUSED/);
+  const sink = await startWebhookSink(scope, { secrets: [], port: Number(new URL(first.url).port) });
+  const seqs = store.feed.after(0, 1000).map((e) => e.seq);
+  await sink.waitForDeliveries(delivered, seqs.length);
+  assertAllDeliveredInOrder(sink.deliveries, secret, seqs);
+});
+
+test('an endpoint slower than the time-out gets every event once it answers in time', async (t) => {
+  const { scope, redis, store, sink, secret, endpoint } = await setup(t, hangFirst(3));
+  await startTestNotifier(scope, { store, redisUrl: redis.url, timeoutMs: 300 });
+  liveOrder(store, 'S-1');
+  liveOrder(store, 'S-2');
+  const seqs = store.feed.after(0, 1000).map((e) => e.seq);
+  await sink.waitForDeliveries(delivered, seqs.length);
+  assertAllDeliveredInOrder(sink.deliveries, secret, seqs);
+  const timedOut = store.deliveries.history({ endpointId: endpoint.id }).filter((h) => h.status === null);
+  assert.equal(timedOut.length, 3);
+  assert.match(timedOut[0]!.error ?? '', /no answer within 300 ms/);
+});
+
+test('410 Gone disables the endpoint: nothing more is sent to it', async (t) => {
+  const { scope, redis, store, sink, endpoint } = await setup(t, () => 410);
+  const notifier = await startTestNotifier(scope, { store, redisUrl: redis.url });
+  liveOrder(store, 'G-1');
+  await waitFor(() => store.endpoints.get(endpoint.id)!.disabledAt !== null, {
+    message: 'the endpoint disabled',
+  });
+  assert.match(store.endpoints.get(endpoint.id)!.disabledReason ?? '', /410/);
+  liveOrder(store, 'G-2');
+  await notifier.dispatchNow();
+  await waitFor(async () => {
+    const counts = await notifier.queue.getJobCounts('waiting', 'active', 'delayed');
+    return (counts.waiting ?? 0) + (counts.active ?? 0) + (counts.delayed ?? 0) === 0;
+  });
+  assert.equal(sink.deliveries.length, 1, 'one request, answered 410; the rest were skipped');
+  const outcomes = store.deliveries.history({ endpointId: endpoint.id }).map((h) => h.outcome);
+  assert.deepEqual(
+    outcomes.filter((o) => o !== 'skipped'),
+    ['disabled'],
+  );
+});
+
+test('during a secret rotation both secrets sign: a shop holding either one verifies', async (t) => {
+  const { scope, redis, store, sink, secret: oldSecret, endpoint } = await setup(t);
+  const newSecret = generateEndpointSecret();
+  store.endpoints.rotateSecret(endpoint.id, newSecret, 3_600_000);
+  await startTestNotifier(scope, { store, redisUrl: redis.url });
+  liveOrder(store, 'R-1');
+  const [first] = await sink.waitForDeliveries(delivered, 1);
+  assert.equal(String(first!.headers['webhook-signature']).split(' ').length, 2);
+  verifyNotification(oldSecret, first!);
+  verifyNotification(newSecret, first!);
+});

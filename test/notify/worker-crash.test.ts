@@ -1,0 +1,60 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { test } from 'node:test';
+import { generateEndpointSecret } from '../../src/notify/signature.js';
+import { openDatabase } from '../../src/store/database.js';
+import { openOrderStore } from '../../src/store/order-store.js';
+import { liveOrder, seqOf, verifyNotification } from '../helpers/notify.js';
+import { privateRedis } from '../helpers/redis.js';
+import { scheduleSettings, tempDbPath } from '../helpers/store.js';
+import { startWebhookSink } from '../helpers/webhook-sink.js';
+import { cleanupScope, spawnWorker } from '../helpers/worker.js';
+
+test('the worker killed between commit and delivery loses nothing: every event arrives, in sequence per order', async (t) => {
+  const scope = cleanupScope(t);
+  const redis = await privateRedis(scope);
+  const dbPath = tempDbPath(scope);
+  const db = openDatabase({ path: dbPath });
+  scope.after(() => db.close());
+  const store = openOrderStore(db, scheduleSettings(), { now: Date.now });
+  let up = false;
+  const sink = await startWebhookSink(scope, { secrets: [], answer: () => (up ? 200 : 'hang') });
+  const secret = generateEndpointSecret();
+  store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
+  const env = {
+    REDIS_URL: redis.url,
+    H2H_DB_PATH: dbPath,
+    ADMIN_PORT: '0',
+    H2H_NOTIFY_TIMEOUT_MS: '60000',
+    H2H_NOTIFY_RETRY_S: '0.05,0.1,0.2,0.5',
+    H2H_NOTIFY_DISPATCH_EVERY_MS: '20',
+    H2H_WORKER_LOCK_DURATION_MS: '1000',
+    H2H_WORKER_STALLED_INTERVAL_MS: '250',
+  };
+
+  const { child } = await spawnWorker(scope, env);
+  liveOrder(store, 'K-1');
+  // A delivery is in flight (the shop has not answered) when the worker dies.
+  await sink.waitForDeliveries(() => true, 1);
+  const killed = once(child, 'exit');
+  child.kill('SIGKILL');
+  assert.equal((await killed)[1], 'SIGKILL');
+  // Committed while no worker runs: only the feed knows about these.
+  liveOrder(store, 'K-2');
+
+  up = true;
+  await spawnWorker(scope, env);
+  const seqs = store.feed.after(0, 1000).map((e) => e.seq);
+  const delivered = await sink.waitForDeliveries((d) => d.answer === 200, seqs.length, { timeoutMs: 20_000 });
+  assert.deepEqual(
+    [...new Set(delivered.map(seqOf))].sort((a, b) => a - b),
+    seqs,
+  );
+  for (const ref of ['K-1', 'K-2']) {
+    const versions = delivered
+      .map((d) => verifyNotification(secret, d))
+      .filter((body) => body.data.partner_ref === ref)
+      .map((body) => body.data.version);
+    assert.deepEqual([...new Set(versions)], [1, 2, 3, 4], `${ref} in sequence`);
+  }
+});
