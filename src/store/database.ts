@@ -20,6 +20,26 @@ export interface OpenDatabaseOptions {
 }
 
 /**
+ * Runs `step` again while SQLite answers SQLITE_BUSY, for up to `timeoutMs`. While another
+ * process creates the same file, switches it to WAL or recovers its WAL index, SQLite can answer
+ * SQLITE_BUSY at once, without calling the busy handler the timeout sets up (seen when several
+ * processes open a new store together on a loaded machine). Only at start-up, so the short
+ * synchronous waits between tries block nothing else; `migrate` is idempotent.
+ */
+function retryWhileBusy<T>(timeoutMs: number, step: () => T): T {
+  const deadline = Date.now() + timeoutMs;
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (;;) {
+    try {
+      return step();
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== 'SQLITE_BUSY' || Date.now() >= deadline) throw error;
+      Atomics.wait(pause, 0, 0, 25);
+    }
+  }
+}
+
+/**
  * Opens (or creates) the order store's SQLite file and brings its schema up to date.
  *
  * - `journal_mode=WAL`: readers never block the one writer, and the receiver, worker, reconciler
@@ -59,13 +79,14 @@ export function openDatabase({
   let db: Database | undefined;
   try {
     db = new BetterSqlite3(absolute, { timeout: busyTimeoutMs });
-    const mode = db.pragma('journal_mode = WAL', { simple: true });
+    const opened = db;
+    const mode = retryWhileBusy(busyTimeoutMs, () => opened.pragma('journal_mode = WAL', { simple: true }));
     if (mode !== 'wal') {
       throw new Error(`journal_mode is ${String(mode)}, WAL is not supported on this file system`);
     }
     db.pragma('synchronous = FULL');
     db.pragma('foreign_keys = ON');
-    migrate(db);
+    retryWhileBusy(busyTimeoutMs, () => migrate(opened));
     return db;
   } catch (cause) {
     db?.close();
