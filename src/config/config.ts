@@ -231,6 +231,25 @@ export const settingsSchema = z.object({
     .describe(
       'Seconds after an order is created or changes before its first poll: its webhook is overdue then. Every process that writes orders must use the same value.',
     ),
+  RECONCILE_FIRST_POLL_QUANTILE: z.coerce
+    .number()
+    .min(0)
+    .lt(1)
+    .default(0.95)
+    .describe(
+      "Learned first poll: an order is first polled when this share of the product's orders have reached a final state (learned from the webhooks that arrive), plus the usual webhook delivery delay; `0` = always `RECONCILE_FIRST_POLL_DELAY_S`, which also applies until `RECONCILE_PACE_MIN_SAMPLES` are known. Every process that writes orders must use the same value.",
+    ),
+  RECONCILE_FIRST_POLL_MIN_S: int(0)
+    .default(5)
+    .describe('Earliest first poll after a creation or change, in seconds, whatever the learned pace says.'),
+  RECONCILE_FIRST_POLL_MAX_S: int(1)
+    .default(900)
+    .describe('Latest first poll after a creation or change, in seconds, whatever the learned pace says.'),
+  RECONCILE_PACE_MIN_SAMPLES: int(1)
+    .default(50)
+    .describe(
+      "Final-state webhooks of a product needed before its own pace is used (before that, every product's together, then `RECONCILE_FIRST_POLL_DELAY_S`).",
+    ),
   RECONCILE_BACKOFF_S: z
     .string()
     .regex(/^\s*[1-9]\d*\s*(,\s*[1-9]\d*\s*)*$/, 'must be positive whole seconds, comma-separated')
@@ -337,6 +356,12 @@ const validSettings = settingsSchema.transform((s, ctx) => {
     refuse(
       'H2H_RECEIVER_HEADERS_TIMEOUT_MS',
       `H2H_RECEIVER_HEADERS_TIMEOUT_MS (${s.H2H_RECEIVER_HEADERS_TIMEOUT_MS}) must not exceed H2H_RECEIVER_REQUEST_TIMEOUT_MS (${s.H2H_RECEIVER_REQUEST_TIMEOUT_MS})`,
+    );
+  }
+  if (s.RECONCILE_FIRST_POLL_MIN_S > s.RECONCILE_FIRST_POLL_MAX_S) {
+    refuse(
+      'RECONCILE_FIRST_POLL_MIN_S',
+      `RECONCILE_FIRST_POLL_MIN_S (${s.RECONCILE_FIRST_POLL_MIN_S}) must not exceed RECONCILE_FIRST_POLL_MAX_S (${s.RECONCILE_FIRST_POLL_MAX_S})`,
     );
   }
   // Each job in flight waits for its batch's commit, so a larger batch could never fill.
@@ -498,6 +523,10 @@ export function reconcilerSettings(config: Config) {
   return {
     everyMs: s.RECONCILE_EVERY_S * 1000,
     firstPollDelayMs: s.RECONCILE_FIRST_POLL_DELAY_S * 1000,
+    firstPollQuantile: s.RECONCILE_FIRST_POLL_QUANTILE,
+    firstPollMinMs: s.RECONCILE_FIRST_POLL_MIN_S * 1000,
+    firstPollMaxMs: s.RECONCILE_FIRST_POLL_MAX_S * 1000,
+    paceMinSamples: s.RECONCILE_PACE_MIN_SAMPLES,
     backoffMs: s.RECONCILE_BACKOFF_S.split(',').map((part) => Number(part.trim()) * 1000),
     auditWindowMs: s.RECONCILE_AUDIT_WINDOW_D * 86_400_000,
     auditEveryMs: s.RECONCILE_AUDIT_EVERY_S * 1000,

@@ -166,6 +166,20 @@ export const MIGRATIONS: readonly Migration[] = [
         WHERE status = 'SUCCESS' AND next_poll_at IS NULL;
     `,
   },
+  {
+    version: 6,
+    description:
+      "order_pace: the upstream's learned pace (time from creation to each state per product, webhook delivery delay), as log-bucket histograms",
+    sql: `
+      CREATE TABLE order_pace (
+        product_code TEXT NOT NULL,
+        state TEXT NOT NULL,
+        bucket INTEGER NOT NULL,
+        weight REAL NOT NULL,
+        PRIMARY KEY (product_code, state, bucket)
+      ) WITHOUT ROWID;
+    `,
+  },
 ];
 
 /** The schema version this code writes and understands. */

@@ -41,6 +41,11 @@ export interface ApplyOptions {
   payload?: unknown;
   /** When the event reached us, in ms. Default: now. */
   receivedAt?: number;
+  /**
+   * When the upstream reached the state the snapshot shows, in ms, if the source says (a
+   * webhook's `created_at`): with `receivedAt`, it teaches the store the upstream's pace.
+   */
+  occurredAt?: number;
 }
 
 export interface ApplyResult {
@@ -294,6 +299,7 @@ export class OrderWriter {
     }
 
     const changed = created || verdict.apply;
+    this.#learnPace(row, current?.status ?? null, fields, verdict.apply, options);
     this.#insertEvent.run({
       partner_ref: row.partner_ref,
       source: options.source,
@@ -306,6 +312,38 @@ export class OrderWriter {
       reason: verdict.reason,
     });
     return { order: toLocalOrder(row), changed, reason: verdict.reason, duplicate: false, created };
+  }
+
+  /**
+   * Feeds the upstream's pace (order-pace.ts) from an applied event: the time from the order's
+   * upstream creation to a new PROCESSING, SUCCESS or FAILED (SUCCESS by its `success_at`, the
+   * others by the webhook's event time; a poll that finds them says nothing of when), once per
+   * order and state; and, for a webhook, its delivery delay.
+   */
+  #learnPace(
+    row: OrderRow,
+    previous: string | null,
+    fields: OrderSnapshot,
+    applied: boolean,
+    options: ApplyOptions,
+  ): void {
+    const { pace } = this.#schedule;
+    const { occurredAt, receivedAt, source } = options;
+    if (source === 'webhook' && occurredAt !== undefined && receivedAt !== undefined) {
+      pace.recordDelivery(receivedAt - occurredAt);
+    }
+    const state = row.status;
+    if (
+      !applied ||
+      state === previous ||
+      (state !== 'PROCESSING' && state !== 'SUCCESS' && state !== 'FAILED')
+    ) {
+      return;
+    }
+    const reachedAt =
+      state === 'SUCCESS' && fields.success_at !== null ? Date.parse(fields.success_at) : occurredAt;
+    if (reachedAt === undefined || row.created_at === null) return;
+    pace.recordStateReached(row.product_code, state, reachedAt - Date.parse(row.created_at));
   }
 
   #newRowFrom(fields: OrderSnapshot, now: number): OrderRow {

@@ -2,19 +2,29 @@ import type { Statement, Transaction } from 'better-sqlite3';
 import type { ReconcilerSettings } from '../config/config.js';
 import { isFinalStatus } from '../upstream/model.js';
 import { type LocalOrder, type OrderRow, toLocalOrder } from './local-order.js';
+import { OrderPace } from './order-pace.js';
 import type { OrderRows } from './order-rows.js';
 
 /**
  * The settings of the schedule, in ms, as `reconcilerSettings(config)` gives them (defaults in
  * the config schema: `RECONCILE_FIRST_POLL_DELAY_S`, `RECONCILE_BACKOFF_S`,
- * `RECONCILE_STUCK_AFTER_H`, `RECONCILE_LEASE_S`, and the audit's `RECONCILE_AUDIT_WINDOW_D` and
- * `RECONCILE_AUDIT_EVERY_S`). Every process that writes orders must use the same ones, or the
- * schedules they write disagree.
+ * `RECONCILE_STUCK_AFTER_H`, `RECONCILE_LEASE_S`, the audit's `RECONCILE_AUDIT_WINDOW_D` and
+ * `RECONCILE_AUDIT_EVERY_S`, and the learned first poll's `RECONCILE_FIRST_POLL_QUANTILE`,
+ * `_MIN_S`, `_MAX_S` and `RECONCILE_PACE_MIN_SAMPLES`). Every process that writes orders must use
+ * the same ones, or the schedules they write disagree. Without `firstPollQuantile` (or with 0)
+ * every first poll comes after the fixed `firstPollDelayMs`; without bounds, the learned one is
+ * unbounded.
  */
 export type PollScheduleSettings = Pick<
   ReconcilerSettings,
   'firstPollDelayMs' | 'backoffMs' | 'stuckAfterMs' | 'leaseMs' | 'auditWindowMs' | 'auditEveryMs'
->;
+> &
+  Partial<
+    Pick<ReconcilerSettings, 'firstPollQuantile' | 'firstPollMinMs' | 'firstPollMaxMs' | 'paceMinSamples'>
+  >;
+
+/** What the first poll of an order depends on: its product's pace, counted from its local creation. */
+type FirstPollFields = Pick<OrderRow, 'product_code' | 'local_created_at'>;
 
 /** The polling columns an order write sets (see {@link PollSchedule.afterChange}). */
 export type PollingColumns = Pick<OrderRow, 'next_poll_at' | 'poll_count'>;
@@ -75,6 +85,12 @@ function checkSettings(settings: PollScheduleSettings): void {
     throw new RangeError(`auditWindowMs must be a number of ms ≥ 0, got ${auditWindowMs}`);
   }
   if (!(auditEveryMs > 0)) throw new RangeError(`auditEveryMs must be > 0 ms, got ${auditEveryMs}`);
+  const { firstPollMinMs = 0, firstPollMaxMs = Number.POSITIVE_INFINITY } = settings;
+  if (!(firstPollMinMs >= 0 && firstPollMinMs <= firstPollMaxMs)) {
+    throw new RangeError(
+      `firstPollMinMs must be ≥ 0 and ≤ firstPollMaxMs, got ${firstPollMinMs} and ${firstPollMaxMs}`,
+    );
+  }
 }
 
 /**
@@ -90,6 +106,8 @@ function checkSettings(settings: PollScheduleSettings): void {
  */
 export class PollSchedule {
   readonly settings: Readonly<PollScheduleSettings>;
+  /** The upstream's learned pace, which the writer feeds and the first poll reads. */
+  readonly pace: OrderPace;
   readonly #rows: OrderRows;
   readonly #longestIntervalMs: number;
   readonly #due: Statement<[number, number], OrderRow>;
@@ -107,6 +125,7 @@ export class PollSchedule {
   constructor(rows: OrderRows, settings: PollScheduleSettings) {
     checkSettings(settings);
     const { firstPollDelayMs, backoffMs, stuckAfterMs, leaseMs, auditWindowMs, auditEveryMs } = settings;
+    const { firstPollQuantile = 0, firstPollMinMs, firstPollMaxMs, paceMinSamples = 1 } = settings;
     this.settings = {
       firstPollDelayMs,
       backoffMs: [...backoffMs],
@@ -114,7 +133,15 @@ export class PollSchedule {
       leaseMs,
       auditWindowMs,
       auditEveryMs,
+      firstPollQuantile,
+      firstPollMinMs,
+      firstPollMaxMs,
+      paceMinSamples,
     };
+    this.pace = new OrderPace(
+      rows,
+      firstPollQuantile > 0 ? { quantile: firstPollQuantile, minSamples: paceMinSamples } : null,
+    );
     this.#rows = rows;
     this.#longestIntervalMs = Math.max(...backoffMs);
 
@@ -188,18 +215,18 @@ export class PollSchedule {
    * The polling columns of an order the writer creates or applies a snapshot to (`current` is
    * null for a new order; `changed` says the snapshot moved it):
    * - settled → no next poll;
-   * - new or moved → first poll `firstPollDelayMs` from now, when its next webhook is overdue,
-   *   and the poll count restarts;
+   * - new or moved → first poll when its final webhook is overdue ({@link firstPollAt}), and the
+   *   poll count restarts;
    * - otherwise (a duplicate or older event) the schedule stays as it was.
    */
   afterChange(
-    next: SettledFields & Pick<OrderRow, 'poll_count'>,
+    next: SettledFields & FirstPollFields & Pick<OrderRow, 'poll_count'>,
     current: Pick<OrderRow, 'next_poll_at'> | null,
     changed: boolean,
     now: number,
   ): PollingColumns {
     if (this.isSettled(next)) return { next_poll_at: null, poll_count: next.poll_count };
-    const firstPollAt = now + this.#firstPollDelayMs();
+    const firstPollAt = this.firstPollAt(next, now);
     if (changed || current === null) return { next_poll_at: firstPollAt, poll_count: 0 };
     return { next_poll_at: current.next_poll_at ?? firstPollAt, poll_count: next.poll_count };
   }
@@ -274,7 +301,7 @@ export class PollSchedule {
    *   stuck (`stuck_at`, the first marking kept) and polled at the longest backoff interval;
    *   a SUCCESS still without its serial is marked stuck the same way, and then settled (its
    *   outcome is final: it is not polled on for the serial, which still applies when it comes);
-   * - changed → after `firstPollDelayMs`, as after a webhook: the next webhook is overdue then;
+   * - changed → at {@link firstPollAt}, as after a webhook: when the final webhook is overdue;
    * - otherwise the n-th poll in a row without a change → after `backoffMs[n - 1]`, the last
    *   entry repeating.
    *
@@ -296,12 +323,20 @@ export class PollSchedule {
   }
 
   /**
-   * How long after a creation or a change an order is first polled: when its next webhook is
+   * When an order created or changed at `now` is first polled: when its final webhook is
    * overdue. Every first poll, after a write of the writer or a poll that found a change, is
-   * computed here.
+   * computed here (docs/reconciler.md, "When the first poll comes"):
+   * - with a learned pace ({@link OrderPace.estimate}): at its local creation + the
+   *   `firstPollQuantile` of its product's time to a final state + the median webhook delivery
+   *   delay, but no sooner than `firstPollMinMs` and no later than `firstPollMaxMs` from now;
+   * - else (pace off, or too few samples yet) `firstPollDelayMs` from now.
    */
-  #firstPollDelayMs(): number {
-    return this.settings.firstPollDelayMs;
+  firstPollAt(row: FirstPollFields, now: number): number {
+    const pace = this.pace.estimate(row.product_code);
+    if (!pace) return now + this.settings.firstPollDelayMs;
+    const { firstPollMinMs = 0, firstPollMaxMs = Number.POSITIVE_INFINITY } = this.settings;
+    const overdueAt = Math.round(row.local_created_at + pace.finalMs + pace.deliveryMs);
+    return Math.min(Math.max(overdueAt, now + firstPollMinMs), now + firstPollMaxMs);
   }
 
   #recordPoll(ref: string, outcome: PollOutcome): LocalOrder {
@@ -310,11 +345,11 @@ export class PollSchedule {
     const { backoffMs, stuckAfterMs } = this.settings;
     const changed = outcome === 'changed';
     const stuck = isIncomplete(current) && now - current.local_created_at >= stuckAfterMs;
-    const delayMs = stuck
-      ? this.#longestIntervalMs
+    const nextPollAt = stuck
+      ? now + this.#longestIntervalMs
       : changed
-        ? this.#firstPollDelayMs()
-        : backoffMs[Math.min(current.poll_count, backoffMs.length - 1)]!;
+        ? this.firstPollAt(current, now)
+        : now + backoffMs[Math.min(current.poll_count, backoffMs.length - 1)]!;
     const record: PollRecord = {
       id: current.id,
       last_polled_at: outcome === 'failed' ? current.last_polled_at : now,
@@ -323,7 +358,7 @@ export class PollSchedule {
       stuck_at: stuck ? (current.stuck_at ?? now) : current.stuck_at,
       updated_at: now,
     };
-    record.next_poll_at = this.isSettled({ ...current, stuck_at: record.stuck_at }) ? null : now + delayMs;
+    record.next_poll_at = this.isSettled({ ...current, stuck_at: record.stuck_at }) ? null : nextPollAt;
     this.#writePoll.run(record);
     return toLocalOrder({ ...current, ...record });
   }

@@ -51,6 +51,13 @@ function isJobData(data: unknown): data is WebhookJobData {
   );
 }
 
+/** The event's `created_at` (decisions.md: when the upstream made the event), in ms, if it has a valid one. */
+function eventTime(body: unknown): number | undefined {
+  const createdAt = (body as { created_at?: unknown } | null)?.created_at;
+  const ms = typeof createdAt === 'string' ? Date.parse(createdAt) : Number.NaN;
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
 /**
  * Reads a webhook job as the receiver queued it: decodes the exact bytes, parses them as UTF-8
  * JSON and finds the order (decisions.md: under `data`, under `order`, or the body itself). The
@@ -86,6 +93,8 @@ export function readWebhookJob(data: unknown): WebhookEvent {
       eventId: data.eventId || data.dedupeKey,
       payload: parsed.body,
       receivedAt: typeof data.receivedAt === 'number' ? data.receivedAt : Date.now(),
+      // A body that is the order itself has no event time: its created_at is the order's.
+      occurredAt: found.location === 'top-level' ? undefined : eventTime(parsed.body),
     },
   };
 }

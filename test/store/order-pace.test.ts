@@ -1,0 +1,199 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { bucketMs, GROWTH, PACE_MEMORY, paceBucket } from '../../src/store/order-pace.js';
+import type { OrderStore } from '../../src/store/order-store.js';
+import { readWebhookJob } from '../../src/worker/webhook-event.js';
+import { snapshot, tempStore } from '../helpers/store.js';
+
+const CREATED = Date.UTC(2026, 10, 1);
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** A seeded uniform [0, 1) stream (mulberry32), so every run learns from the same samples. */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+/** Log-normal durations with this median and p99 (the realistic profile's shape), in ms. */
+function logNormal(seed: number, medianMs: number, p99Ms: number): () => number {
+  const random = seeded(seed);
+  const sigma = Math.log(p99Ms / medianMs) / 2.326;
+  return () => {
+    const z = Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
+    return medianMs * Math.exp(sigma * z);
+  };
+}
+
+/**
+ * Delivers the final webhook of a new order of `product` that took `tookMs` from its creation
+ * to SUCCESS (or FAILED), and reached us `deliveryMs` after its event, as the worker applies it.
+ */
+function deliverFinal(
+  store: OrderStore,
+  ref: string,
+  {
+    product = 'ML86',
+    tookMs,
+    deliveryMs = 0,
+    status = 'SUCCESS',
+  }: { product?: string; tookMs: number; deliveryMs?: number; status?: 'SUCCESS' | 'FAILED' },
+) {
+  const reached = CREATED + tookMs;
+  return store.writer.applyOrderSnapshot(
+    snapshot(ref, status, {
+      product_code: product,
+      created_at: iso(CREATED),
+      success_at: status === 'SUCCESS' ? iso(reached) : null,
+      serial_number: status === 'SUCCESS' ? 'SN' : null,
+    }),
+    { source: 'webhook', eventId: `evt-${ref}`, occurredAt: reached, receivedAt: reached + deliveryMs },
+  );
+}
+
+/** The exact q-quantile of a sample (nearest rank). */
+function exactQuantile(values: number[], q: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
+}
+
+test('a bucket stands for its durations within the growth factor, from 1 ms to days', () => {
+  for (const ms of [1, 2, 37, 999, 20_000, 180_000, 3_600_000, 86_400_000 * 3]) {
+    const upper = bucketMs(paceBucket(ms));
+    assert.ok(upper >= ms && upper <= ms * GROWTH, `${ms} ms reads back as ${upper}`);
+  }
+  assert.equal(bucketMs(paceBucket(0.2)), 1);
+});
+
+test('the learned quantile of a log-normal completion time is within 10 % of the exact one', (t) => {
+  const { store } = tempStore(t, { firstPollQuantile: 0.95, paceMinSamples: 50 });
+  const draw = logNormal(7, 20_000, 180_000);
+  const took: number[] = [];
+  for (let i = 0; i < 400; i++) {
+    const ms = draw();
+    took.push(ms);
+    deliverFinal(store, `R${i}`, { tookMs: ms, status: i % 4 === 0 ? 'FAILED' : 'SUCCESS' });
+  }
+  const pace = store.schedule.pace.estimate('ML86');
+  assert.ok(pace);
+  assert.equal(pace.scope, 'product');
+  assert.equal(pace.samples, 400);
+  for (const q of [0.95]) {
+    const exact = exactQuantile(took, q);
+    assert.ok(
+      Math.abs(pace.finalMs - exact) <= exact * 0.1,
+      `p${q * 100}: learned ${pace.finalMs}, exact ${exact}`,
+    );
+  }
+});
+
+test('the first poll waits the fixed delay until enough final webhooks teach the pace, then their quantile plus the usual delivery delay', (t) => {
+  const { store, clock } = tempStore(t, {
+    firstPollDelayMs: 30_000,
+    firstPollQuantile: 0.9,
+    paceMinSamples: 20,
+    firstPollMinMs: 5_000,
+    firstPollMaxMs: 900_000,
+  });
+  for (let i = 0; i < 19; i++) deliverFinal(store, `L${i}`, { tookMs: (i + 1) * 10_000, deliveryMs: 2_000 });
+  const early = store.writer.createLocalOrder({ partnerRef: 'NEW1', productCode: 'ML86', data: {} });
+  assert.equal(early.order.nextPollAt, clock.now() + 30_000, '19 samples are not enough: the fixed delay');
+
+  deliverFinal(store, 'L19', { tookMs: 200_000, deliveryMs: 2_000 });
+  const later = store.writer.createLocalOrder({ partnerRef: 'NEW2', productCode: 'ML86', data: {} });
+  // 20 samples 10 s … 200 s: the 90th percentile is 180 s; the median delivery 2 s.
+  const expected = clock.now() + 180_000 + 2_000;
+  const at = later.order.nextPollAt!;
+  assert.ok(
+    at >= expected && at <= clock.now() + (180_000 + 2_000) * GROWTH,
+    `first poll ${at - clock.now()} ms`,
+  );
+});
+
+test('the learned first poll is bounded by the minimum and maximum settings', (t) => {
+  const { store, clock } = tempStore(t, {
+    firstPollQuantile: 0.5,
+    paceMinSamples: 5,
+    firstPollMinMs: 5_000,
+    firstPollMaxMs: 60_000,
+  });
+  for (let i = 0; i < 5; i++) deliverFinal(store, `FAST${i}`, { product: 'FAST', tookMs: 500 });
+  for (let i = 0; i < 5; i++) deliverFinal(store, `SLOW${i}`, { product: 'SLOW', tookMs: 3_600_000 });
+  const fast = store.writer.createLocalOrder({ partnerRef: 'F', productCode: 'FAST', data: {} });
+  const slow = store.writer.createLocalOrder({ partnerRef: 'S', productCode: 'SLOW', data: {} });
+  assert.equal(fast.order.nextPollAt, clock.now() + 5_000);
+  assert.equal(slow.order.nextPollAt, clock.now() + 60_000);
+});
+
+test('a product without enough samples of its own takes every product together', (t) => {
+  const { store } = tempStore(t, { firstPollQuantile: 0.5, paceMinSamples: 10 });
+  for (let i = 0; i < 10; i++) deliverFinal(store, `A${i}`, { product: 'A', tookMs: 40_000 });
+  for (let i = 0; i < 3; i++) deliverFinal(store, `B${i}`, { product: 'B', tookMs: 1_000 });
+  const a = store.schedule.pace.estimate('A');
+  const b = store.schedule.pace.estimate('B');
+  assert.equal(a?.scope, 'product');
+  assert.equal(b?.scope, 'all');
+  assert.equal(b?.samples, 13);
+  assert.equal(store.schedule.pace.estimate(null)?.scope, 'all');
+});
+
+test('a duplicate webhook, a serial added later and a poll of a state without a time teach nothing', (t) => {
+  const { store } = tempStore(t, { firstPollQuantile: 0.5, paceMinSamples: 1 });
+  store.writer.applyOrderSnapshot(snapshot('P1', 'PROCESSING'), { source: 'poll' });
+  store.writer.applyOrderSnapshot(snapshot('P2', 'FAILED'), { source: 'poll' });
+  assert.equal(
+    store.schedule.pace.estimate('ML86'),
+    null,
+    'a poll does not say when PROCESSING or FAILED began',
+  );
+
+  store.writer.applyOrderSnapshot(snapshot('S1', 'SUCCESS'), { source: 'poll' });
+  store.writer.applyOrderSnapshot(snapshot('S1', 'SUCCESS', { serial_number: 'SN' }), { source: 'poll' });
+  deliverFinal(store, 'S2', { tookMs: 60_000 });
+  deliverFinal(store, 'S2', { tookMs: 60_000 });
+  assert.equal(store.schedule.pace.estimate('ML86')?.samples, 2, 'S1 by its success_at, S2 once');
+});
+
+test('old samples fade, so the estimate follows an upstream whose pace changes', (t) => {
+  const { store, clock } = tempStore(t, { firstPollQuantile: 0.5, paceMinSamples: 10 });
+  for (let i = 0; i < PACE_MEMORY; i++) deliverFinal(store, `OLD${i}`, { tookMs: 10_000 });
+  assert.ok(store.schedule.pace.estimate('ML86')!.finalMs < 11_000);
+  for (let i = 0; i < PACE_MEMORY; i++) deliverFinal(store, `NEW${i}`, { tookMs: 100_000 });
+  clock.advance(60_000); // past the process's cached estimate
+  const pace = store.schedule.pace.estimate('ML86')!;
+  assert.ok(pace.finalMs >= 100_000 && pace.finalMs < 110_000, `median now ${pace.finalMs}`);
+  assert.ok(pace.samples <= PACE_MEMORY, `${pace.samples} samples kept`);
+});
+
+test('with the quantile at 0 the first poll always waits the fixed delay', (t) => {
+  const { store, clock } = tempStore(t, {
+    firstPollDelayMs: 30_000,
+    firstPollQuantile: 0,
+    paceMinSamples: 1,
+  });
+  for (let i = 0; i < 5; i++) deliverFinal(store, `R${i}`, { tookMs: 1_000 });
+  assert.equal(store.schedule.pace.estimate('ML86'), null);
+  const order = store.writer.createLocalOrder({ partnerRef: 'NEW', productCode: 'ML86', data: {} });
+  assert.equal(order.order.nextPollAt, clock.now() + 30_000);
+});
+
+test("a webhook's event time comes from its envelope, never from an order sent as the whole body", () => {
+  const job = (body: unknown) => ({
+    rawBody: JSON.stringify(body),
+    rawBodyEncoding: 'utf8',
+    dedupeKey: 'k',
+    eventId: 'e',
+    receivedAt: CREATED + 5_000,
+  });
+  const order = snapshot('R1', 'SUCCESS', { created_at: iso(CREATED) });
+  const enveloped = readWebhookJob(
+    job({ event_id: 'e', event: 'order.updated', created_at: iso(CREATED + 3_000), data: order }),
+  );
+  assert.equal(enveloped.options.occurredAt, CREATED + 3_000);
+  assert.equal(readWebhookJob(job(order)).options.occurredAt, undefined);
+});
