@@ -8,20 +8,23 @@
  * 429s, the refunds the audit found and its coverage; then the curve of the first poll's quantile
  * against calls per order and p99 staleness.
  *
- *   npm run bench:economics -- [--hours 2] [--rate 20] [--burst-min 5] [--burst-x 3]
+ *   npm run bench:economics -- [--hours 1.5] [--rate 20] [--burst-min 5] [--burst-x 3]
  *     [--outage-min <20 × hours/24>] [--scale 120] [--p 0,0.02,0.25] [--quantile <default>]
  *     [--quantiles 0.5,0.8,0.9,0.95,0.99] [--curve-p 0.25] [--refunds 4] [--refund-after-days 2]
- *     [--audit-day-h 1] [--margin-ms 25] [--seed 1]
+ *     [--audit-day-h 1] [--margin-ms 50] [--seed 1] [--oracle]
  *
  * Everything runs in this process on real parts: the simulator over HTTP (realistic profile,
  * `speed` = --scale, rate window scaled), a private redis-server, a SQLite file, the receiver
  * (`startReceiver`) so webhooks really arrive, the event worker on the store, the shared rate
  * budget, and the reconciler (`startReconciler`). One factor scales all time: the simulator's
- * (status steps, webhook delays and retries, refunds), the rate window and its margin, the pass
- * interval and every reconciler delay (first poll, backoff, stuck, lease, audit). Not scaled:
- * network timeouts and the client's retry pauses (real time), the receiver and the worker.
+ * (status steps, webhook delays and retries, refunds), the rate window, the pass interval and
+ * every reconciler delay (first poll and its bounds, backoff, stuck, lease, audit). Not scaled:
+ * network timeouts and the client's retry pauses, the pace estimate's 5 s cache, the receiver
+ * and the worker (all real time), and the budget's margin, which is at least --margin-ms: 1 s
+ * scaled is 8 ms, less than the jitter between a grant and its request's arrival on a loaded
+ * 2-core machine, and the simulator answers 429 when the jitter exceeds the margin.
  *
- * What is shortened, and why: the default day is 2 simulated hours (2 cores must run seven of
+ * What is shortened, and why: the default day is 1.5 simulated hours (2 cores must run seven of
  * them in about 10 minutes), with the outage shortened in proportion (20 min per 24 h), so that
  * its share of the orders, and so its cost per order, stays that of a real day; the burst keeps
  * its 5 minutes at 3×. The audit works in days (once per order a day, a 7-day window) and the
@@ -29,10 +32,11 @@
  * hour per audit day) lets them happen within the run.
  *
  * Upstream calls per order count every call but the audit's reads (creates, polls, probes);
- * the audit's reads use idle budget only and are reported apart. Until main has pace learning
- * (`firstPollQuantile` in the reconciler settings), a quantile q stands for a fixed first-poll
- * delay at the q-quantile of the profile's completion distribution plus the median webhook delay
- * (what pace learning converges to); with it, q goes into the settings as `firstPollQuantile`.
+ * the audit's reads use idle budget only and are reported apart. The first poll's quantile is
+ * one parameter: it goes into the reconciler settings as `firstPollQuantile` (pace learning;
+ * default the production one, 0 = the fixed first-poll delay). With --oracle there is no
+ * learning: q stands for a fixed first-poll delay at the q-quantile of the profile's completion
+ * distribution plus its median webhook delay, what learning should converge to.
  *
  * Exits 1 when a goal is missed: a 429, an order that did not converge, a late refund not found
  * within the audit window, calls per order above 1.15 × the floor at p = 0.02 or 1.10 × at
@@ -63,7 +67,7 @@ import { createEventWorker } from '../src/worker/event-worker.js';
 
 const { values: flags } = parseArgs({
   options: {
-    hours: { type: 'string', default: '2' },
+    hours: { type: 'string', default: '1.5' },
     rate: { type: 'string', default: '20' },
     'burst-min': { type: 'string', default: '5' },
     'burst-x': { type: 'string', default: '3' },
@@ -71,12 +75,13 @@ const { values: flags } = parseArgs({
     scale: { type: 'string', default: '120' },
     p: { type: 'string', default: '0,0.02,0.25' },
     quantile: { type: 'string' },
+    oracle: { type: 'boolean', default: false },
     quantiles: { type: 'string', default: '0.5,0.8,0.9,0.95,0.99' },
     'curve-p': { type: 'string', default: '0.25' },
     refunds: { type: 'string', default: '4' },
     'refund-after-days': { type: 'string', default: '2' },
     'audit-day-h': { type: 'string', default: '1' },
-    'margin-ms': { type: 'string', default: '25' },
+    'margin-ms': { type: 'string', default: '50' },
     seed: { type: 'string', default: '1' },
   },
 });
@@ -111,11 +116,9 @@ const AUDIT_DAY_MS = num('audit-day-h') * 3_600_000;
 const MIN_MARGIN_MS = num('margin-ms');
 const SEED = num('seed');
 
+const ORACLE = flags.oracle === true;
 const PRODUCTION = reconcilerSettings(loadConfig({}));
-/** Pace learning has landed (main, issue 12) when the settings carry a first-poll quantile. */
-const PACE_LEARNING = 'firstPollQuantile' in PRODUCTION;
-const PRODUCTION_QUANTILE = (PRODUCTION as { firstPollQuantile?: number }).firstPollQuantile;
-const DEFAULT_QUANTILE = flags.quantile === undefined ? PRODUCTION_QUANTILE : num('quantile');
+const DEFAULT_QUANTILE = flags.quantile === undefined ? PRODUCTION.firstPollQuantile : num('quantile');
 
 const RATE_LIMIT = 60;
 const RATE_WINDOW_MS = 60_000;
@@ -204,8 +207,8 @@ class TimedRateBudget extends RateBudget {
 
 interface RunResult {
   p: number;
-  quantile: number | undefined;
-  firstPollDelayS: number | undefined;
+  quantile: number;
+  firstPollDelayS: number;
   orders: number;
   calls: number;
   auditReads: number;
@@ -231,18 +234,6 @@ interface RunResult {
   meanPassGapS: number;
 }
 
-/** The pace-learning settings of main, scaled, with `quantile` as the first poll's quantile; none before main has them. */
-function scaledPaceSettings(quantile: number | undefined): Record<string, number> {
-  if (!PACE_LEARNING) return {};
-  const pace = PRODUCTION as unknown as Record<string, number>;
-  return {
-    firstPollQuantile: quantile ?? pace.firstPollQuantile!,
-    firstPollMinMs: pace.firstPollMinMs! * TIME_SCALE,
-    firstPollMaxMs: pace.firstPollMaxMs! * TIME_SCALE,
-    paceMinSamples: pace.paceMinSamples!,
-  };
-}
-
 interface SimAttempt {
   partner_ref: string;
   final: boolean;
@@ -250,7 +241,7 @@ interface SimAttempt {
   faults: string[];
 }
 
-async function runDay(p: number, quantile: number | undefined, refunds: number): Promise<RunResult> {
+async function runDay(p: number, quantile: number, refunds: number): Promise<RunResult> {
   const runStarted = Date.now();
   const dir = mkdtempSync(join(tmpdir(), 'h2h-bench-economics-'));
   const stops: Array<() => unknown> = [() => rmSync(dir, { recursive: true, force: true })];
@@ -318,21 +309,22 @@ async function runDay(p: number, quantile: number | undefined, refunds: number):
     // Every reconciler delay scaled by the one factor, in ms (the env settings are whole seconds).
     const scaled = (ms: number) => ms * TIME_SCALE;
     const firstPollDelayS =
-      quantile === undefined || PACE_LEARNING
-        ? undefined
-        : lognormalQuantile(COMPLETION, quantile) + WEBHOOK_DELAY.median_s;
+      ORACLE && quantile > 0
+        ? lognormalQuantile(COMPLETION, quantile) + WEBHOOK_DELAY.median_s
+        : PRODUCTION.firstPollDelayMs / 1000;
     const settings = {
       ...PRODUCTION,
       everyMs: Math.max(1, Math.round(scaled(PRODUCTION.everyMs))),
-      firstPollDelayMs: scaled(
-        firstPollDelayS === undefined ? PRODUCTION.firstPollDelayMs : firstPollDelayS * 1000,
-      ),
+      firstPollDelayMs: scaled(firstPollDelayS * 1000),
+      // The quantile is the one parameter of the first poll; 0 (and --oracle) turns learning off.
+      firstPollQuantile: ORACLE ? 0 : quantile,
+      firstPollMinMs: scaled(PRODUCTION.firstPollMinMs),
+      firstPollMaxMs: scaled(PRODUCTION.firstPollMaxMs),
       backoffMs: PRODUCTION.backoffMs.map(scaled),
       stuckAfterMs: scaled(PRODUCTION.stuckAfterMs),
       leaseMs: scaled(PRODUCTION.leaseMs),
       auditEveryMs: scaled(AUDIT_DAY_MS * (PRODUCTION.auditEveryMs / 86_400_000)),
       auditWindowMs: scaled(AUDIT_DAY_MS * (PRODUCTION.auditWindowMs / 86_400_000)),
-      ...scaledPaceSettings(quantile),
     };
     const db = openDatabase({ path: join(dir, 'h2h-sync.db'), busyTimeoutMs: 100 });
     stops.push(() => db.close());
@@ -567,7 +559,7 @@ async function runDay(p: number, quantile: number | undefined, refunds: number):
     const result: RunResult = {
       p,
       quantile,
-      firstPollDelayS: firstPollDelayS ?? (PACE_LEARNING ? undefined : PRODUCTION.firstPollDelayMs / 1000),
+      firstPollDelayS,
       orders,
       calls: calls - auditReads,
       auditReads,
@@ -607,9 +599,9 @@ async function runDay(p: number, quantile: number | undefined, refunds: number):
 const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
 
 function describeFirstPoll(r: RunResult): string {
-  if (PACE_LEARNING) return `learned, quantile ${r.quantile}`;
-  if (r.quantile === undefined) return `fixed ${fmtS(r.firstPollDelayS!)} (production)`;
-  return `fixed ${fmtS(r.firstPollDelayS!)} (q ${r.quantile} of the profile)`;
+  if (r.quantile === 0) return `fixed ${fmtS(r.firstPollDelayS)} (quantile 0: learning off)`;
+  if (ORACLE) return `fixed ${fmtS(r.firstPollDelayS)} (q ${r.quantile} of the profile)`;
+  return `learned, quantile ${r.quantile}`;
 }
 
 function printRun(r: RunResult): void {
@@ -657,9 +649,9 @@ async function main(): Promise<number> {
       `Audit time compressed further: 1 audit day = ${AUDIT_DAY_MS / 3_600_000} simulated h. Figures below are simulated time.`,
   );
   console.log(
-    PACE_LEARNING
-      ? 'First poll: pace learning (firstPollQuantile).'
-      : "First poll: this branch has no pace learning yet; a quantile q stands for a fixed delay at the q-quantile of the profile's completion + median webhook delay.",
+    ORACLE
+      ? "First poll (--oracle): no learning; a quantile q stands for a fixed delay at the q-quantile of the profile's completion + its median webhook delay, what learning should converge to."
+      : `First poll: learned pace (firstPollQuantile; at least ${PRODUCTION.paceMinSamples} final webhooks first, ${fmtS(PRODUCTION.firstPollDelayMs / 1000)} until then; bounds ${fmtS(PRODUCTION.firstPollMinMs / 1000)} … ${fmtS(PRODUCTION.firstPollMaxMs / 1000)}).`,
   );
   console.log(`machine: ${machine}; load average at start ${load1?.toFixed(2)}`);
 
