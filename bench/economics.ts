@@ -218,9 +218,20 @@ interface RunResult {
   polls: number;
   wasted: number;
   staleness: { n: number; p50: number; p99: number; max: number };
+  stalenessApart: {
+    stuck: { n: number; max: number };
+    burst: { n: number; p99: number; max: number };
+    other: { n: number; p99: number; max: number };
+  };
+  /** The pace learned by the end of the day, against the profile's true quantile. */
+  learned: { finalS: number; deliveryS: number; samples: number; trueFinalS: number } | null;
+  /** Up to 5 orders whose local state differs from the upstream's at the end. */
+  differing: string[];
   burstMaxWaitS: number;
   maxWaitS: number;
   tooMany: number;
+  /** When the 429s came, in simulated minutes of the day. */
+  tooManyAtMin: number[];
   refundsPlanned: number;
   refundsFound: number;
   refundsFoundInWindow: number;
@@ -256,6 +267,7 @@ async function runDay(p: number, quantile: number, refunds: number): Promise<Run
     // The simulator's answers: member API calls by route and statuses (any 429 fails the run).
     const statuses = new Map<number, number>();
     let memberCalls = 0;
+    const tooManyAt: number[] = [];
     const simLog = pino(
       { level: 'info' },
       new Writable({
@@ -265,6 +277,7 @@ async function runDay(p: number, quantile: number, refunds: number): Promise<Run
             if (!line.includes('request completed')) continue;
             const status = /"statusCode":(\d+)/.exec(line)?.[1];
             if (status) statuses.set(Number(status), (statuses.get(Number(status)) ?? 0) + 1);
+            if (status === '429') tooManyAt.push(Date.now());
           }
           done();
         },
@@ -475,6 +488,7 @@ async function runDay(p: number, quantile: number, refunds: number): Promise<Run
       return row.total === 0 ? 1 : row.checked / row.total;
     };
     const coverageEndOfDay = coverage();
+    const pace = store.schedule.pace.estimate(PRODUCT);
 
     // The tail: until every order matches the simulator's truth and every refund is found, or
     // the last refund has left the audit window.
@@ -484,28 +498,38 @@ async function runDay(p: number, quantile: number, refunds: number): Promise<Run
     // Two simulated hours for the last orders (a stuck one's final poll may come an hour after it
     // completes), and for refunds until they leave the audit window: not found by then is a miss.
     const refundWindowEnd = realAt(REFUND_AFTER_DAYS * AUDIT_DAY_MS + 3_600_000) + settings.auditWindowMs;
-    const tailEnd = Math.max(realAt(dayMs + 2 * 3_600_000), refunds > 0 ? refundWindowEnd : 0);
+    // A stuck order completes up to hours after the day (the profile's p99 stuck duration) and,
+    // with its final webhook lost, is polled on the backoff's cap: wait that long, but no more.
+    const convergeBy = realAt(
+      dayMs + REALISTIC_DEFAULTS.stuck_duration.p99_s * 1000 + 2 * PRODUCTION.backoffMs.at(-1)!,
+    );
+    const tailEnd = Math.max(convergeBy, refunds > 0 ? refundWindowEnd : 0);
+    let differing: string[] = [];
     let upstream = await truth();
     let open = Number.POSITIVE_INFINITY;
-    for (;;) {
-      upstream = await truth();
-      open = 0;
-      for (const o of upstream.values()) {
-        const local = store.queries.getOrder(o.partner_ref);
-        if (!local || local.status !== o.status || local.serialNumber !== o.serial_number) open++;
-        if (
-          local?.status === 'REFUNDED' &&
-          refundRefs.includes(o.partner_ref) &&
-          !refundFoundAt.has(o.partner_ref)
-        )
-          refundFoundAt.set(o.partner_ref, Date.now());
+    // The refunds are looked for every 100 ms; the whole comparison (every order, a large JSON
+    // from the simulator) once a second, since it holds this process's event loop, which the
+    // simulator and the client share, and a stall between a grant and its request is a 429.
+    for (let tick = 0; ; tick++) {
+      for (const ref of refundRefs) {
+        if (!refundFoundAt.has(ref) && store.queries.getOrder(ref)?.status === 'REFUNDED')
+          refundFoundAt.set(ref, Date.now());
       }
-      if (open === 0 && refundFoundAt.size === refundRefs.length) break;
-      if (
-        Date.now() > tailEnd ||
-        (refundFoundAt.size === refundRefs.length && Date.now() > realAt(dayMs + 2 * 3_600_000))
-      )
-        break;
+      if (tick % 10 === 0) {
+        upstream = await truth();
+        open = 0;
+        differing = [];
+        for (const o of upstream.values()) {
+          const local = store.queries.getOrder(o.partner_ref);
+          if (!local || local.status !== o.status || local.serialNumber !== o.serial_number) {
+            open++;
+            if (differing.length < 5)
+              differing.push(`${o.partner_ref}: upstream ${o.status}, local ${local?.status ?? 'missing'}`);
+          }
+        }
+        if (open === 0 && refundFoundAt.size === refundRefs.length) break;
+      }
+      if (Date.now() > tailEnd) break;
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
 
@@ -530,11 +554,15 @@ async function runDay(p: number, quantile: number, refunds: number): Promise<Run
         .map((a) => a.partner_ref),
     );
     const stale: number[] = [];
+    const staleStuck: number[] = [];
+    const staleBurst: number[] = [];
+    const staleOther: number[] = [];
     for (const ref of lostRefs) {
       const order = upstream.get(ref);
       const local = store.queries.getOrder(ref);
       if (!order || !local?.finalAt) continue;
       const timeline = (await control('GET', `/orders/${ref}/timeline`)) as {
+        stuck: boolean;
         steps: Array<{ status: string; with_serial: boolean; at_ms: number }>;
       };
       const finalStep = timeline.steps.find(
@@ -542,9 +570,16 @@ async function runDay(p: number, quantile: number, refunds: number): Promise<Run
       );
       if (!finalStep) continue;
       const upstreamFinal = Date.parse(order.created_at) + finalStep.at_ms * TIME_SCALE;
-      stale.push(simS(local.finalAt - upstreamFinal));
+      const staleS = simS(local.finalAt - upstreamFinal);
+      stale.push(staleS);
+      // Apart, to show where the tail comes from: orders that completed while the burst kept
+      // every slot for creation (until its backlog cleared, 15 min at most), and stuck orders.
+      if (timeline.stuck) staleStuck.push(staleS);
+      else if (upstreamFinal >= realAt(burstFrom) && upstreamFinal < realAt(burstTo + 15 * 60_000))
+        staleBurst.push(staleS);
+      else staleOther.push(staleS);
     }
-    stale.sort((a, b) => a - b);
+    for (const list of [stale, staleStuck, staleBurst, staleOther]) list.sort((a, b) => a - b);
 
     const waits = budget.createWaits;
     const burstWaits = waits.filter((w) => w.at >= realAt(burstFrom) && w.at < realAt(burstTo + 60_000));
@@ -574,9 +609,30 @@ async function runDay(p: number, quantile: number, refunds: number): Promise<Run
         p99: percentile(stale, 0.99),
         max: stale.at(-1) ?? Number.NaN,
       },
+      stalenessApart: {
+        stuck: { n: staleStuck.length, max: staleStuck.at(-1) ?? Number.NaN },
+        burst: {
+          n: staleBurst.length,
+          p99: percentile(staleBurst, 0.99),
+          max: staleBurst.at(-1) ?? Number.NaN,
+        },
+        other: {
+          n: staleOther.length,
+          p99: percentile(staleOther, 0.99),
+          max: staleOther.at(-1) ?? Number.NaN,
+        },
+      },
+      differing,
+      learned: pace && {
+        finalS: simS(pace.finalMs),
+        deliveryS: simS(pace.deliveryMs),
+        samples: pace.samples,
+        trueFinalS: quantile > 0 ? lognormalQuantile(COMPLETION, quantile) : Number.NaN,
+      },
       burstMaxWaitS: simS(maxOf(burstWaits)),
       maxWaitS: simS(maxOf(waits)),
       tooMany: statuses.get(429) ?? 0,
+      tooManyAtMin: tooManyAt.map((at) => Math.round(simS(at - started) / 60)),
       refundsPlanned: refundRefs.length,
       refundsFound,
       refundsFoundInWindow,
@@ -616,6 +672,11 @@ function printRun(r: RunResult): void {
   console.log(
     `  passes                     ${r.passes} (mean gap ${fmtS(r.meanPassGapS)}; ${r.passesByBudget} ended because the poll share was spent)`,
   );
+  if (r.learned && r.quantile > 0 && !ORACLE)
+    console.log(
+      `  learned pace               q ${r.quantile} of time to final ${fmtS(r.learned.finalS)} (profile's true ${fmtS(r.learned.trueFinalS)}), ` +
+        `delivery median ${fmtS(r.learned.deliveryS)}, ${r.learned.samples.toFixed(0)} samples (by weight) at the end of the day`,
+    );
   console.log(
     `  wasted polls               ${r.wasted} of ${r.polls} polls (${pct(r.polls === 0 ? 0 : r.wasted / r.polls)}) found no change`,
   );
@@ -623,8 +684,15 @@ function printRun(r: RunResult): void {
     `  staleness, lost webhooks   p50 ${fmtS(r.staleness.p50)}, p99 ${fmtS(r.staleness.p99)}, max ${fmtS(r.staleness.max)} ` +
       `(${r.staleness.n} orders, upstream final → local final, simulated time)`,
   );
+  const a = r.stalenessApart;
   console.log(
-    `  budget slot wait (create)  longest ${fmtS(r.burstMaxWaitS)} in the burst, ${fmtS(r.maxWaitS)} all day; 429 answers: ${r.tooMany}`,
+    `    of which                 ${a.other.n} outside the burst: p99 ${fmtS(a.other.p99)}, max ${fmtS(a.other.max)}; ` +
+      `${a.burst.n} completed in the burst or its backlog (15 min): p99 ${fmtS(a.burst.p99)}, max ${fmtS(a.burst.max)}; ` +
+      `${a.stuck.n} stuck for hours: max ${fmtS(a.stuck.max)}`,
+  );
+  for (const d of r.differing) console.log(`  not converged: ${d}`);
+  console.log(
+    `  budget slot wait (create)  longest ${fmtS(r.burstMaxWaitS)} in the burst, ${fmtS(r.maxWaitS)} all day; 429 answers: ${r.tooMany}${r.tooMany ? ` (at minute ${r.tooManyAtMin.join(', ')} of the day)` : ''}`,
   );
   console.log(
     `  late refunds               ${r.refundsFound} found by the audit of ${r.refundsPlanned} planned (${r.refundsFoundInWindow} within the audit window); ` +
