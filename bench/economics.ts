@@ -223,6 +223,9 @@ interface RunResult {
     burst: { n: number; p99: number; max: number };
     other: { n: number; p99: number; max: number };
   };
+  /** Orders on a stuck timeline (PROCESSING for hours) that were read, and their reads. */
+  stuckOrders: number;
+  stuckReads: number;
   /** The pace learned by the end of the day, against the profile's true quantile. */
   learned: { finalS: number; deliveryS: number; samples: number; trueFinalS: number } | null;
   /** Up to 5 orders whose local state differs from the upstream's at the end. */
@@ -268,12 +271,18 @@ async function runDay(p: number, quantile: number, refunds: number): Promise<Run
     const statuses = new Map<number, number>();
     let memberCalls = 0;
     const tooManyAt: number[] = [];
+    /** GET /orders/:ref by ref (polls and audit reads), to tell what the stuck orders cost. */
+    const readsByRef = new Map<string, number>();
     const simLog = pino(
       { level: 'info' },
       new Writable({
         write(chunk, _encoding, done) {
           for (const line of chunk.toString().split('\n')) {
-            if (line.includes('incoming request') && line.includes('/v1/member-api')) memberCalls++;
+            if (line.includes('incoming request') && line.includes('/v1/member-api')) {
+              memberCalls++;
+              const read = /"method":"GET","url":"\/v1\/member-api\/orders\/([^"?]+)"/.exec(line)?.[1];
+              if (read) readsByRef.set(read, (readsByRef.get(read) ?? 0) + 1);
+            }
             if (!line.includes('request completed')) continue;
             const status = /"statusCode":(\d+)/.exec(line)?.[1];
             if (status) statuses.set(Number(status), (statuses.get(Number(status)) ?? 0) + 1);
@@ -573,13 +582,25 @@ async function runDay(p: number, quantile: number, refunds: number): Promise<Run
       const staleS = simS(local.finalAt - upstreamFinal);
       stale.push(staleS);
       // Apart, to show where the tail comes from: orders that completed while the burst kept
-      // every slot for creation (until its backlog cleared, 15 min at most), and stuck orders.
+      // every slot for creation or in the half hour after it (the creates' backlog, then the
+      // polls' backlog drain), and stuck orders.
       if (timeline.stuck) staleStuck.push(staleS);
-      else if (upstreamFinal >= realAt(burstFrom) && upstreamFinal < realAt(burstTo + 15 * 60_000))
+      else if (upstreamFinal >= realAt(burstFrom) && upstreamFinal < realAt(burstTo + 30 * 60_000))
         staleBurst.push(staleS);
       else staleOther.push(staleS);
     }
     for (const list of [stale, staleStuck, staleBurst, staleOther]) list.sort((a, b) => a - b);
+    let stuckOrders = 0;
+    let stuckReads = 0;
+    for (const [ref, reads] of readsByRef) {
+      const timeline = (await control('GET', `/orders/${encodeURIComponent(ref)}/timeline`)) as {
+        stuck: boolean;
+      };
+      if (timeline.stuck) {
+        stuckOrders++;
+        stuckReads += reads;
+      }
+    }
 
     const waits = budget.createWaits;
     const burstWaits = waits.filter((w) => w.at >= realAt(burstFrom) && w.at < realAt(burstTo + 60_000));
@@ -623,6 +644,8 @@ async function runDay(p: number, quantile: number, refunds: number): Promise<Run
         },
       },
       differing,
+      stuckOrders,
+      stuckReads,
       learned: pace && {
         finalS: simS(pace.finalMs),
         deliveryS: simS(pace.deliveryMs),
@@ -670,6 +693,9 @@ function printRun(r: RunResult): void {
       `(1 + ${r.lostFinals} final webhooks lost / ${r.orders}); ${(r.callsPerOrder / r.floor).toFixed(3)} × floor`,
   );
   console.log(
+    `    of which                 ${r.stuckReads} reads of ${r.stuckOrders} orders stuck PROCESSING for hours (${(r.stuckReads / r.orders).toFixed(3)} per order of the day), which the floor does not count`,
+  );
+  console.log(
     `  passes                     ${r.passes} (mean gap ${fmtS(r.meanPassGapS)}; ${r.passesByBudget} ended because the poll share was spent)`,
   );
   if (r.learned && r.quantile > 0 && !ORACLE)
@@ -687,7 +713,7 @@ function printRun(r: RunResult): void {
   const a = r.stalenessApart;
   console.log(
     `    of which                 ${a.other.n} outside the burst: p99 ${fmtS(a.other.p99)}, max ${fmtS(a.other.max)}; ` +
-      `${a.burst.n} completed in the burst or its backlog (15 min): p99 ${fmtS(a.burst.p99)}, max ${fmtS(a.burst.max)}; ` +
+      `${a.burst.n} completed in the burst or the 30 min after it: p99 ${fmtS(a.burst.p99)}, max ${fmtS(a.burst.max)}; ` +
       `${a.stuck.n} stuck for hours: max ${fmtS(a.stuck.max)}`,
   );
   for (const d of r.differing) console.log(`  not converged: ${d}`);
