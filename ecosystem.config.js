@@ -75,7 +75,8 @@ const shared = {
   wait_ready: true,
   listen_timeout: 15_000,
   merge_logs: true,
-  time: true,
+  // No `time: true`: pino stamps every line itself (`time`), and under pm2 stdout is not a
+  // terminal, so lines are JSON (LOG_FORMAT auto); a pm2 prefix would be a second timestamp.
   // A process that fails at start-up (a missing or bad setting) exits 2 with one line naming
   // the variable; pm2 restarts it, and after 10 restarts that each lived less than 5 s marks it
   // `errored` and stops: `pm2 ls` shows the loop's end, `pm2 logs` the line to fix.
@@ -133,6 +134,16 @@ export const apps = [
     instances: 1,
     // Above the worker's own deadline: its stop (H2H_WORKER_SHUTDOWN_TIMEOUT_MS) and the store's close.
     kill_timeout: settings.H2H_WORKER_SHUTDOWN_TIMEOUT_MS + 5_000,
+  },
+  {
+    ...shared,
+    name: 'h2h-api',
+    args: 'api',
+    // The shop API (docs/api.md) on API_HOST:API_PORT; reads the store and writes tokens' last use.
+    exec_mode: 'fork',
+    instances: 1,
+    // Above its drain (H2H_SHUTDOWN_TIMEOUT_MS), or pm2 kills it mid-request.
+    kill_timeout: settings.H2H_SHUTDOWN_TIMEOUT_MS + 5_000,
   },
 ];
 

@@ -35,6 +35,7 @@ export async function openContext(options: OpenContextOptions): Promise<CliConte
   const logger = createLogger({
     level: options.logLevel ?? 'error',
     name: 'cli',
+    format: config.logFormat,
     destination: process.stderr,
   });
   const closers: Array<() => Promise<void> | void> = [];

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
+import { registerApiCommand } from '../api/api-command.js';
 import { registerDemoCommand } from '../demo/demo-command.js';
 import { registerReceiverCommand } from '../receiver/receiver-command.js';
 import { registerSimCommand } from '../simulator/sim-command.js';
@@ -9,6 +10,8 @@ import { registerEventsCommands } from './commands/events.js';
 import { registerOrderCommands } from './commands/order.js';
 import { registerReconcileCommand } from './commands/reconcile.js';
 import { registerStatusCommand } from './commands/status.js';
+import { registerTailCommand } from './commands/tail.js';
+import { registerTokensCommands } from './commands/tokens.js';
 import { EXIT } from './output.js';
 
 const program = new Command('h2h-sync')
@@ -25,9 +28,12 @@ registerOrderCommands(program);
 registerReceiverCommand(program);
 registerSimCommand(program);
 registerWorkerCommand(program);
+registerApiCommand(program);
+registerTokensCommands(program);
 registerEventsCommands(program);
 registerReconcileCommand(program);
 registerStatusCommand(program);
+registerTailCommand(program);
 
 try {
   await program.parseAsync(process.argv);

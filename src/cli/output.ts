@@ -35,9 +35,10 @@ export const EXIT = { ok: 0, failed: 1, config: 2, unknownOutcome: 3 } as const;
 /** What to do when a server cannot listen, by error code. */
 const LISTEN_FIXES: Record<string, string> = {
   EADDRINUSE:
-    'another process listens there: stop it, or choose another port (PORT for the receiver, H2H_RECEIVER_METRICS_PORT for its metrics, ADMIN_PORT for the worker)',
+    'another process listens there: stop it, or choose another port (PORT for the receiver, H2H_RECEIVER_METRICS_PORT for its metrics, ADMIN_PORT for the worker, API_PORT for the shop API)',
   EACCES: 'this user may not listen on that port: choose a port above 1023',
-  EADDRNOTAVAIL: 'that address is not one of this machine: fix HOST, ADMIN_HOST or H2H_RECEIVER_METRICS_HOST',
+  EADDRNOTAVAIL:
+    'that address is not one of this machine: fix HOST, ADMIN_HOST, API_HOST or H2H_RECEIVER_METRICS_HOST',
 };
 
 /** What an error means for a person or a script: one line, a code, the fix, an exit code. */
@@ -51,7 +52,11 @@ export function describeError(err: unknown): {
   // A store that cannot be opened, or is not there for a command that only reads, is fixed in H2H_DB_PATH.
   if (
     err instanceof StoreError &&
-    (err.code === 'DATABASE_OPEN_FAILED' || err.code === 'STORE_NOT_FOUND' || err.code === 'DATABASE_TOO_NEW')
+    (err.code === 'DATABASE_OPEN_FAILED' ||
+      err.code === 'STORE_NOT_FOUND' ||
+      err.code === 'DATABASE_TOO_NEW' ||
+      err.code === 'INVALID_SCOPE' ||
+      err.code === 'INVALID_TOKEN_NAME')
   ) {
     return { code: err.code, message: err.message, exitCode: EXIT.config };
   }

@@ -1,7 +1,7 @@
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { DEFAULT_LOG_LEVEL, LOG_LEVELS } from '../observability/logger.js';
+import { DEFAULT_LOG_FORMAT, DEFAULT_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS } from '../observability/logger.js';
 import { DEFAULT_ENQUEUE_TIMEOUT_MS } from '../queue/webhook-producer.js';
 import { DEFAULT_PRIVATE_REDIS_PORT } from '../queue/webhook-queue.js';
 import { DEFAULT_RATE_WINDOW_MS, defaultReservedForCreate } from '../rate-budget/rate-budget.js';
@@ -121,6 +121,12 @@ export const settingsSchema = z.object({
       'SQLite order store file. Default: `var/h2h-sync.db` in the installation directory, whatever the working directory. Commands that only read refuse to create it.',
     ),
   LOG_LEVEL: z.enum(LOG_LEVELS).default(DEFAULT_LOG_LEVEL).describe('pino log level.'),
+  LOG_FORMAT: z
+    .enum(LOG_FORMATS)
+    .default(DEFAULT_LOG_FORMAT)
+    .describe(
+      'How logs are written: `json` (one object a line), `pretty` (pino-pretty, for a person), or `auto`: pretty when the log stream is a terminal, JSON otherwise (under pm2, in files and pipes).',
+    ),
   HOST: z.string().min(1).default(LOOPBACK).describe('Address the webhook receiver listens on.'),
   PORT: int(0).max(65_535).default(3000).describe('Port the webhook receiver listens on; `0` = a free one.'),
   H2H_WEBHOOK_PATH: z
@@ -185,7 +191,9 @@ export const settingsSchema = z.object({
     .describe('Longest wait for Redis to acknowledge a queued webhook before the receiver answers 503.'),
   H2H_SHUTDOWN_TIMEOUT_MS: int(1)
     .default(10_000)
-    .describe('Longest graceful drain of the receiver on SIGINT/SIGTERM before it exits anyway.'),
+    .describe(
+      'Longest graceful drain of the receiver and the shop API on SIGINT/SIGTERM before they exit anyway.',
+    ),
   H2H_WORKER_CONCURRENCY: int(1)
     .default(DEFAULT_WORKER_CONCURRENCY)
     .describe(
@@ -211,6 +219,11 @@ export const settingsSchema = z.object({
     .default(DEFAULT_STORE_LOCK_WAIT_MS)
     .describe(
       'Longest wait of the event worker for another process’s write lock on the store, on timers (its event loop keeps renewing job locks); past it the batch’s jobs are retried by BullMQ.',
+    ),
+  H2H_FEED_RETENTION_D: int(1)
+    .default(30)
+    .describe(
+      'Days the change feed keeps an event (docs/api.md, "The change feed"): a shop that was away longer reads the orders themselves instead. The worker prunes older ones every hour.',
     ),
   H2H_WORKER_SHUTDOWN_TIMEOUT_MS: int(1)
     .default(DEFAULT_CLOSE_TIMEOUT_MS)
@@ -294,6 +307,19 @@ export const settingsSchema = z.object({
     .max(65_535)
     .default(3001)
     .describe('Port of the admin server of `h2h-sync worker`; `0` = no admin server.'),
+  API_HOST: z
+    .string()
+    .min(1)
+    .default(LOOPBACK)
+    .describe(
+      'Address the shop API (`h2h-sync api`, docs/api.md) listens on. Every route but /openapi.json needs a bearer token; put TLS in front of it before you open it beyond this host.',
+    ),
+  API_PORT: int(0).max(65_535).default(3002).describe('Port of the shop API; `0` = a free one.'),
+  API_SUBMISSION_BACKLOG: int(1)
+    .default(1000)
+    .describe(
+      'Most orders the shop API keeps queued for the upstream (sent in arrival order at the rate budget’s pace, about 40 a minute); beyond it POST /v1/orders answers 503 with Retry-After and stores nothing.',
+    ),
   ADMIN_USER: z
     .string()
     .min(1)
@@ -387,6 +413,7 @@ export interface Config {
   redisUrl: string;
   dbPath: string;
   logLevel: Settings['LOG_LEVEL'];
+  logFormat: Settings['LOG_FORMAT'];
   budget: { limit: number; windowMs: number; reservedForCreate: number };
 }
 
@@ -417,6 +444,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisUrl: s.REDIS_URL ?? `redis://${LOOPBACK}:${s.H2H_PRIVATE_REDIS_PORT}`,
     dbPath: s.H2H_DB_PATH === undefined ? DEFAULT_DB_PATH : resolve(s.H2H_DB_PATH),
     logLevel: s.LOG_LEVEL,
+    logFormat: s.LOG_FORMAT,
     budget: {
       limit: s.H2H_RATE_LIMIT,
       windowMs: s.H2H_RATE_WINDOW_MS,
@@ -486,6 +514,7 @@ export function receiverSettings(config: Config) {
     shutdownTimeoutMs: s.H2H_SHUTDOWN_TIMEOUT_MS,
     redisUrl: config.redisUrl,
     logLevel: config.logLevel,
+    logFormat: config.logFormat,
   };
 }
 export type ReceiverSettings = ReturnType<typeof receiverSettings>;
@@ -498,6 +527,23 @@ export function adminSettings(config: Config) {
   return { host: s.ADMIN_HOST, port: s.ADMIN_PORT, auth };
 }
 export type AdminSettings = ReturnType<typeof adminSettings>;
+
+/** The shop API's section (docs/api.md). */
+export function apiSettings(config: Config) {
+  const s = config.settings;
+  return {
+    host: s.API_HOST,
+    port: s.API_PORT,
+    submissionBacklog: s.API_SUBMISSION_BACKLOG,
+    /** A full backlog's Retry-After: one budget window, after which about a window's worth has left. */
+    retryAfterS: Math.ceil(s.H2H_RATE_WINDOW_MS / 1000),
+    dbPath: config.dbPath,
+    logLevel: config.logLevel,
+    logFormat: config.logFormat,
+    shutdownTimeoutMs: s.H2H_SHUTDOWN_TIMEOUT_MS,
+  };
+}
+export type ApiSettings = ReturnType<typeof apiSettings>;
 
 /** The event worker's section (docs/worker.md). */
 export function workerSettings(config: Config) {
@@ -512,7 +558,9 @@ export function workerSettings(config: Config) {
     maxStalledCount: s.H2H_WORKER_MAX_STALLED_COUNT,
     storeLockWaitMs: s.H2H_WORKER_STORE_LOCK_WAIT_MS,
     shutdownTimeoutMs: s.H2H_WORKER_SHUTDOWN_TIMEOUT_MS,
+    feedRetentionMs: s.H2H_FEED_RETENTION_D * 86_400_000,
     logLevel: config.logLevel,
+    logFormat: config.logFormat,
   };
 }
 export type WorkerSettings = ReturnType<typeof workerSettings>;

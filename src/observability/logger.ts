@@ -1,4 +1,5 @@
 import { type Logger, pino } from 'pino';
+import pinoPretty from 'pino-pretty';
 import { WEBHOOK_HEADERS } from '../upstream/model.js';
 
 /**
@@ -69,6 +70,22 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 /** Default of {@link LoggerOptions.level}. */
 export const DEFAULT_LOG_LEVEL: LogLevel = 'info';
 
+/**
+ * How log lines are written: `json` (one object a line, for pm2, files and collectors), `pretty`
+ * (pino-pretty: coloured, one readable line a record, for a person) or `auto`: pretty when the
+ * destination is a terminal, JSON otherwise.
+ */
+export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
+/** Default of {@link LoggerOptions.format}. */
+export const DEFAULT_LOG_FORMAT: LogFormat = 'auto';
+
+/** Whether `format` means pretty lines on `destination` (`auto`: when it is a terminal). */
+export function prettyLogs(format: LogFormat, destination: { isTTY?: boolean } | undefined): boolean {
+  if (format === 'auto') return destination?.isTTY === true;
+  return format === 'pretty';
+}
+
 export interface LoggerOptions {
   /** Default: {@link DEFAULT_LOG_LEVEL}. */
   level?: string;
@@ -76,6 +93,8 @@ export interface LoggerOptions {
   name?: string;
   /** Where lines go. Default: stdout. */
   destination?: pino.DestinationStream;
+  /** Default: {@link DEFAULT_LOG_FORMAT}. */
+  format?: LogFormat;
   /**
    * Further request header names to censor, in lower case: a signature header renamed by a
    * setting, for example. Default: none besides {@link REDACT_PATHS}.
@@ -83,8 +102,16 @@ export interface LoggerOptions {
   redactHeaders?: readonly string[];
 }
 
-/** The structured JSON logger every component uses, with secrets redacted. */
+/**
+ * The structured logger every component uses, with secrets redacted: JSON lines, or pretty ones
+ * (see {@link LogFormat}). Redaction and serializers run before pino-pretty sees a record, so
+ * pretty lines are censored exactly as JSON ones.
+ */
 export function createLogger(options: LoggerOptions = {}): Logger {
+  const { destination } = options;
+  // pino's default destination is stdout (fd 1; pino writes it asynchronously and flushes at exit).
+  const target = (destination ?? process.stdout) as { isTTY?: boolean };
+  const pretty = prettyLogs(options.format ?? DEFAULT_LOG_FORMAT, target);
   return pino(
     {
       level: options.level ?? DEFAULT_LOG_LEVEL,
@@ -97,6 +124,13 @@ export function createLogger(options: LoggerOptions = {}): Logger {
       base: { pid: process.pid },
       timestamp: pino.stdTimeFunctions.isoTime,
     },
-    options.destination,
+    pretty
+      ? pinoPretty({
+          ...(destination ? { destination } : {}),
+          colorize: target.isTTY === true,
+          translateTime: 'SYS:HH:MM:ss.l',
+          ignore: 'pid,hostname',
+        })
+      : destination,
   );
 }

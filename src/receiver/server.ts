@@ -127,6 +127,7 @@ export async function runReceiver(config: Config = loadConfig()): Promise<Runnin
   const logger = createLogger({
     name: 'receiver',
     level: settings.logLevel,
+    format: settings.logFormat,
     redactHeaders: [settings.headers.signature],
   });
   // First, so that `pm2 logs` always says which Redis this process queues to.

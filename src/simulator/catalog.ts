@@ -43,6 +43,8 @@ export class Catalog {
   /**
    * GET /products for a member of `role`: every product (inactive ones included, optionally of one
    * category), priced for the role. `is_active` is false when the product or its category is off.
+   * `target` (an extension to the contract, docs/simulator.md) publishes the product's target
+   * rules; a product without rules has none.
    */
   listProducts(role: string, categoryCode?: string): Product[] {
     const result: Product[] = [];
@@ -55,6 +57,7 @@ export class Catalog {
         category_code: product.category_code,
         price: priceFor(product, role),
         is_active: product.is_active && this.isCategoryActive(product.category_code),
+        ...(Object.keys(product.target).length > 0 ? { target: { ...product.target } } : {}),
       });
     }
     return result;

@@ -4,6 +4,7 @@ import { DEFAULT_LOG_LEVEL, LOG_LEVELS } from '../observability/logger.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';
 import { createSimulator } from './index.js';
 import { PROFILE_NAMES, type ProfileName } from './profile.js';
+import { registerSimTriggerCommand } from './sim-trigger-command.js';
 import { SIMULATOR_DEFAULTS } from './simulator-options.js';
 
 /** Longest stop of `h2h-sync sim` (webhooks in flight are cut off); close-with-grace's own default. */
@@ -43,10 +44,10 @@ interface SimFlags {
  * worker ({@link exitGracefully}).
  */
 export function registerSimCommand(program: Command): void {
-  program
+  const sim = program
     .command('sim')
     .description('run the upstream simulator (docs/simulator.md)')
-    .requiredOption('--fixture <path>', 'JSON fixture file, e.g. fixtures/demo.json')
+    .option('--fixture <path>', 'JSON fixture file, e.g. fixtures/demo.json (required)')
     .option('--port <port>', 'port to listen on; 0 = a free one', numberIn('--port', 0, 65_535), 4010)
     .option('--host <host>', 'address to listen on', SIMULATOR_DEFAULTS.host)
     .addOption(
@@ -99,7 +100,10 @@ export function registerSimCommand(program: Command): void {
     .addOption(
       new Option('--log-level <level>', 'pino log level').choices(LOG_LEVELS).default(DEFAULT_LOG_LEVEL),
     )
-    .action(async (flags: SimFlags) => {
+    .action(async (flags: SimFlags, command: Command) => {
+      // Checked here, not with requiredOption: commander would demand it of `sim trigger` too.
+      if (flags.fixture === undefined)
+        command.error("error: required option '--fixture <path>' not specified");
       const logger = pino({ level: flags.logLevel });
       let sim: Awaited<ReturnType<typeof createSimulator>>;
       try {
@@ -136,4 +140,5 @@ export function registerSimCommand(program: Command): void {
         },
       });
     });
+  registerSimTriggerCommand(sim);
 }

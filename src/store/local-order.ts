@@ -2,6 +2,8 @@ import { isKnownStatus, type OrderData, type OrderStatus } from '../upstream/mod
 
 /**
  * Where the create call of an order stands, apart from the order's status:
+ * - `queued`: accepted by the shop API and waiting for its turn: the submission pump sends
+ *   queued orders in arrival order as the rate budget allows (never polled meanwhile);
  * - `pending`: written locally, the create call has not answered yet;
  * - `accepted`: the upstream has the order (any snapshot of it proves that);
  * - `rejected`: the upstream refused the order itself (an order-specific 400); see
@@ -11,7 +13,7 @@ import { isKnownStatus, type OrderData, type OrderStatus } from '../upstream/mod
  *   whitelist; see `blockedCode`), so the order surely does not exist upstream; the reconciler
  *   submits it again with its partner_ref once a probe shows the configuration works.
  */
-export const SUBMISSION_STATES = ['pending', 'accepted', 'rejected', 'unknown', 'blocked'] as const;
+export const SUBMISSION_STATES = ['queued', 'pending', 'accepted', 'rejected', 'unknown', 'blocked'] as const;
 export type SubmissionState = (typeof SUBMISSION_STATES)[number];
 
 /** Who delivered an event. */
@@ -80,6 +82,8 @@ export interface LocalOrder {
   stuckAt: number | null;
   /** When the order first reached a final status. */
   finalAt: number | null;
+  /** Changes of the order's public representation so far (docs/api.md): 0 until its first event. */
+  version: number;
 }
 
 /** One row of the audit trail. */
@@ -128,6 +132,7 @@ export interface OrderRow {
   poll_count: number;
   stuck_at: number | null;
   final_at: number | null;
+  version: number;
 }
 
 /** A row of `order_events` exactly as SQLite returns it. */
@@ -175,6 +180,7 @@ export function toLocalOrder(row: OrderRow): LocalOrder {
     pollCount: row.poll_count,
     stuckAt: row.stuck_at,
     finalAt: row.final_at,
+    version: row.version,
   };
 }
 

@@ -180,10 +180,105 @@ export const MIGRATIONS: readonly Migration[] = [
       ) WITHOUT ROWID;
     `,
   },
+  {
+    version: 7,
+    description:
+      'orders.version and feed_events: every change of an order, written in the same transaction (the change feed and outbox of the shop notifications)',
+    sql: `
+      ALTER TABLE orders ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+      CREATE TABLE feed_events (
+        seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+        type        TEXT    NOT NULL,
+        partner_ref TEXT,
+        version     INTEGER,
+        timestamp   INTEGER NOT NULL,
+        data        TEXT    NOT NULL
+      );
+      CREATE INDEX feed_events_timestamp ON feed_events (timestamp);
+    `,
+  },
+  {
+    version: 8,
+    description: "api_tokens: the shop API's bearer tokens (hashed), with scopes, last use and revocation",
+    sql: `
+      CREATE TABLE api_tokens (
+        id           TEXT    PRIMARY KEY,
+        name         TEXT    NOT NULL,
+        scopes       TEXT    NOT NULL,
+        secret_hash  TEXT    NOT NULL,
+        created_at   INTEGER NOT NULL,
+        last_used_at INTEGER,
+        revoked_at   INTEGER
+      );
+    `,
+  },
+  {
+    version: 10,
+    description:
+      "orders.submission_state 'queued' (accepted by the shop API, waiting for its turn to be submitted), with an index of the queue",
+    rebuildsTables: true,
+    sql: `
+      CREATE TABLE orders_v10 (
+        id                INTEGER PRIMARY KEY,
+        partner_ref       TEXT    NOT NULL UNIQUE,
+        invoice_number    TEXT    UNIQUE,
+        product_code      TEXT,
+        product_id        TEXT,
+        target_data       TEXT,
+        callback_url      TEXT,
+        amount            REAL,
+        status            TEXT,
+        upstream_status   TEXT,
+        serial_number     TEXT,
+        nickname          TEXT,
+        message           TEXT,
+        target            TEXT,
+        product_name      TEXT,
+        created_at        TEXT,
+        success_at        TEXT,
+        local_created_at  INTEGER NOT NULL,
+        updated_at        INTEGER NOT NULL,
+        submission_state  TEXT    NOT NULL
+          CHECK (submission_state IN ('queued', 'pending', 'accepted', 'rejected', 'unknown', 'blocked')),
+        rejection_code    TEXT,
+        rejection_detail  TEXT,
+        last_polled_at    INTEGER,
+        next_poll_at      INTEGER,
+        poll_count        INTEGER NOT NULL DEFAULT 0,
+        stuck_at          INTEGER,
+        final_at          INTEGER,
+        poll_leased_until INTEGER,
+        blocked_code      TEXT,
+        blocked_detail    TEXT,
+        version           INTEGER NOT NULL DEFAULT 0
+      );
+      INSERT INTO orders_v10 (
+        id, partner_ref, invoice_number, product_code, product_id, target_data, callback_url,
+        amount, status, upstream_status, serial_number, nickname, message, target, product_name,
+        created_at, success_at, local_created_at, updated_at, submission_state, rejection_code,
+        rejection_detail, last_polled_at, next_poll_at, poll_count, stuck_at, final_at,
+        poll_leased_until, blocked_code, blocked_detail, version)
+      SELECT
+        id, partner_ref, invoice_number, product_code, product_id, target_data, callback_url,
+        amount, status, upstream_status, serial_number, nickname, message, target, product_name,
+        created_at, success_at, local_created_at, updated_at, submission_state, rejection_code,
+        rejection_detail, last_polled_at, next_poll_at, poll_count, stuck_at, final_at,
+        poll_leased_until, blocked_code, blocked_detail, version
+      FROM orders;
+      DROP TABLE orders;
+      ALTER TABLE orders_v10 RENAME TO orders;
+      CREATE INDEX orders_next_poll_at ON orders (next_poll_at);
+      CREATE INDEX orders_status ON orders (status);
+      CREATE INDEX orders_local_created_at ON orders (local_created_at);
+      CREATE INDEX orders_audit ON orders (MAX(COALESCE(last_polled_at, 0), final_at))
+        WHERE status = 'SUCCESS' AND next_poll_at IS NULL;
+      CREATE INDEX orders_queued ON orders (id) WHERE submission_state = 'queued';
+    `,
+  },
 ];
 
-/** The schema version this code writes and understands. */
-export const LATEST_SCHEMA_VERSION = MIGRATIONS.length;
+/** The schema version this code writes and understands: the last migration's. */
+export const LATEST_SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;
 
 function schemaVersion(db: Database): number {
   return db.pragma('user_version', { simple: true }) as number;

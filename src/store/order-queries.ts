@@ -1,4 +1,5 @@
 import type { Statement } from 'better-sqlite3';
+import { type PublicOrder, toPublicOrder } from '../orders/public-order.js';
 import { isKnownStatus } from '../upstream/model.js';
 import {
   type LocalOrder,
@@ -12,6 +13,12 @@ import {
 } from './local-order.js';
 import type { OrderRows } from './order-rows.js';
 import { CHECKED_AT_SQL } from './poll-schedule.js';
+
+/** The column a status filter reads: a status of decisions.md, else a submission state, else the upstream's string. */
+function statusColumn(status: string): 'status' | 'submission_state' | 'upstream_status' {
+  if (isKnownStatus(status)) return 'status';
+  return (SUBMISSION_STATES as readonly string[]).includes(status) ? 'submission_state' : 'upstream_status';
+}
 
 /** Default page size of {@link OrderQueries.listOrders}. */
 export const DEFAULT_LIST_LIMIT = 50;
@@ -60,16 +67,91 @@ export interface AuditCoverage {
 export class OrderQueries {
   readonly #rows: OrderRows;
   readonly #eventsOf: Statement<[string], OrderEventRow>;
+  readonly #eventsAfter: Statement<[number, number], OrderEventRow>;
+  readonly #lastEventId: Statement<[], { id: number | null }>;
 
   constructor(rows: OrderRows) {
     this.#rows = rows;
     this.#eventsOf = rows.db.prepare('SELECT * FROM order_events WHERE partner_ref = ? ORDER BY id');
+    this.#eventsAfter = rows.db.prepare('SELECT * FROM order_events WHERE id > ? ORDER BY id LIMIT ?');
+    this.#lastEventId = rows.db.prepare('SELECT MAX(id) AS id FROM order_events');
+  }
+
+  /** Events of every order applied after event `afterId`, in the order they were applied. */
+  eventsAfter(afterId: number, limit = 500): OrderEvent[] {
+    return this.#eventsAfter.all(afterId, limit).map(toOrderEvent);
+  }
+
+  /** The id of the last event applied (0 when none was): where a follower starts. */
+  lastEventId(): number {
+    return this.#lastEventId.get()?.id ?? 0;
   }
 
   /** The order with this partner_ref, else with this invoice number. */
   getOrder(ref: string): LocalOrder | undefined {
     const row = this.#rows.find(ref, ref);
     return row && toLocalOrder(row);
+  }
+
+  /** The public representation of the order with this partner_ref, else invoice number (docs/api.md). */
+  getPublicOrder(ref: string): PublicOrder | undefined {
+    const row = this.#rows.find(ref, ref);
+    return row && toPublicOrder(row);
+  }
+
+  /**
+   * A page of orders in their public representation, newest first (by row id, so a page never
+   * shifts when orders are added), for the API's cursor pagination: those with an id below
+   * `beforeId`, `status` as in {@link listOrders}, written locally within
+   * [`createdFrom`, `createdTo`) (ms). Returns one row more than `limit` when there is more.
+   */
+  pageOrders(input: {
+    status?: string;
+    createdFrom?: number;
+    createdTo?: number;
+    beforeId?: number;
+    limit: number;
+  }): Array<{ id: number; order: PublicOrder }> {
+    const where: string[] = [];
+    const args: Array<string | number> = [];
+    if (input.status !== undefined) {
+      where.push(`${statusColumn(input.status)} = ?`);
+      args.push(input.status);
+    }
+    if (input.createdFrom !== undefined) {
+      where.push('local_created_at >= ?');
+      args.push(input.createdFrom);
+    }
+    if (input.createdTo !== undefined) {
+      where.push('local_created_at < ?');
+      args.push(input.createdTo);
+    }
+    if (input.beforeId !== undefined) {
+      where.push('id < ?');
+      args.push(input.beforeId);
+    }
+    const sql = `SELECT * FROM orders ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT ?`;
+    return this.#rows.db
+      .prepare<Array<string | number>, OrderRow>(sql)
+      .all(...args, input.limit + 1)
+      .map((row) => ({ id: row.id, order: toPublicOrder(row) }));
+  }
+
+  /** How many orders wait in the submission queue (submission `queued`). */
+  countQueued(): number {
+    return (
+      this.#rows.db
+        .prepare<[], { n: number }>(
+          "SELECT COUNT(*) AS n FROM orders INDEXED BY orders_queued WHERE submission_state = 'queued'",
+        )
+        .get()?.n ?? 0
+    );
+  }
+
+  /** The public representation of the order with exactly this partner_ref. */
+  getPublicOrderByPartnerRef(partnerRef: string): PublicOrder | undefined {
+    const row = this.#rows.find(partnerRef, null);
+    return row && toPublicOrder(row);
   }
 
   /** Orders, newest local creation first. See {@link ListOrdersInput.status} for the filter. */
@@ -82,11 +164,7 @@ export class OrderQueries {
     if (status === undefined) {
       return db.prepare<[number], OrderRow>(`SELECT * FROM orders ${order}`).all(limit).map(toLocalOrder);
     }
-    const column = isKnownStatus(status)
-      ? 'status'
-      : (SUBMISSION_STATES as readonly string[]).includes(status)
-        ? 'submission_state'
-        : 'upstream_status';
+    const column = statusColumn(status);
     return db
       .prepare<[string, number], OrderRow>(`SELECT * FROM orders WHERE ${column} = ? ${order}`)
       .all(status, limit)

@@ -1,4 +1,6 @@
 import type { Database } from 'better-sqlite3';
+import { ApiTokens } from './api-tokens.js';
+import { ChangeFeed } from './feed.js';
 import { OrderQueries } from './order-queries.js';
 import { OrderRows } from './order-rows.js';
 import { OrderWriter } from './order-writer.js';
@@ -18,6 +20,10 @@ export interface OrderStore {
   readonly queries: OrderQueries;
   /** Whether the reconciler has stopped calling the upstream, and why (not order state). */
   readonly circuit: UpstreamCircuit;
+  /** Every change of every order, in one order (the writer appends in its transactions). */
+  readonly feed: ChangeFeed;
+  /** The shop API's bearer tokens. */
+  readonly tokens: ApiTokens;
 }
 
 export interface OpenOrderStoreOptions {
@@ -38,9 +44,12 @@ export function openOrderStore(
 ): OrderStore {
   const rows = new OrderRows(db, now);
   const schedule = new PollSchedule(rows, settings);
+  const feed = new ChangeFeed(rows);
   return {
-    writer: new OrderWriter(rows, schedule),
+    writer: new OrderWriter(rows, schedule, feed),
     schedule,
+    feed,
+    tokens: new ApiTokens(rows),
     queries: new OrderQueries(rows),
     circuit: new UpstreamCircuit(rows),
   };

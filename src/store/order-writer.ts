@@ -1,4 +1,5 @@
 import type { Statement, Transaction } from 'better-sqlite3';
+import { samePublicOrder, toPublicOrder } from '../orders/public-order.js';
 import {
   decideSnapshot,
   isFinalStatus,
@@ -10,6 +11,7 @@ import {
   type SnapshotVerdict,
 } from '../upstream/model.js';
 import { type OrderSnapshot, readOrderSnapshot } from '../upstream/order-snapshot.js';
+import type { ChangeFeed, OrderEventType } from './feed.js';
 import {
   type EventReason,
   type EventSource,
@@ -31,6 +33,11 @@ export interface CreateLocalOrderInput {
   /** The target data sent upstream. */
   data: OrderData;
   callbackUrl?: string;
+  /**
+   * Queue it for the submission pump (submission `queued`: the shop API's orders, sent in arrival
+   * order as the budget allows) instead of submitting it now (`pending`). Default: false.
+   */
+  queued?: boolean;
 }
 
 export interface ApplyOptions {
@@ -101,6 +108,7 @@ const ROW_COLUMNS = [
   'poll_count',
   'stuck_at',
   'final_at',
+  'version',
 ] as const satisfies readonly (keyof OrderRow)[];
 
 type NewOrderRow = Omit<OrderRow, 'id'>;
@@ -137,6 +145,7 @@ function newOrderRow(partnerRef: string, now: number, submission: SubmissionStat
     poll_count: 0,
     stuck_at: null,
     final_at: null,
+    version: 0,
   };
 }
 
@@ -150,6 +159,7 @@ function newOrderRow(partnerRef: string, now: number, submission: SubmissionStat
 export class OrderWriter {
   readonly #rows: OrderRows;
   readonly #schedule: PollSchedule;
+  readonly #feed: ChangeFeed;
   readonly #insertOrder: Statement<[NewOrderRow]>;
   readonly #insertOrderIfNew: Statement<[NewOrderRow]>;
   readonly #updateOrder: Statement<[OrderRow]>;
@@ -161,9 +171,10 @@ export class OrderWriter {
   readonly #createTx: Transaction<(row: NewOrderRow) => { order: LocalOrder; created: boolean }>;
   readonly #settleSubmissionTx: Transaction<(ref: string, outcome: SubmissionOutcome) => LocalOrder>;
 
-  constructor(rows: OrderRows, schedule: PollSchedule) {
+  constructor(rows: OrderRows, schedule: PollSchedule, feed: ChangeFeed) {
     this.#rows = rows;
     this.#schedule = schedule;
+    this.#feed = feed;
     const { db } = rows;
     const columns = ROW_COLUMNS.join(', ');
     const values = ROW_COLUMNS.map((c) => `@${c}`).join(', ');
@@ -201,7 +212,7 @@ export class OrderWriter {
     if (problem) throw new StoreError('INVALID_PARTNER_REF', problem);
     const now = this.#rows.now();
     const row: NewOrderRow = {
-      ...newOrderRow(partnerRef, now, 'pending'),
+      ...newOrderRow(partnerRef, now, input.queued ? 'queued' : 'pending'),
       product_code: input.productCode ?? null,
       product_id: input.productId ?? null,
       target_data: JSON.stringify(input.data),
@@ -283,6 +294,7 @@ export class OrderWriter {
       }
       verdict = decideSnapshot({ status: null, serial_number: null }, fields);
       const fresh = this.#withSchedule(this.#newRowFrom(fields, now), null, verdict.apply, now);
+      this.#publish(null, fresh, now);
       const id = Number(this.#insertOrder.run(fresh).lastInsertRowid);
       row = { ...fresh, id };
       created = true;
@@ -292,6 +304,7 @@ export class OrderWriter {
         fields,
       );
       row = this.#withSchedule(this.#merge(current, fields, verdict), current, verdict.apply, now);
+      this.#publish(current, row, now);
       if (ROW_COLUMNS.some((c) => row[c] !== current[c])) {
         row.updated_at = now;
         this.#updateOrder.run(row);
@@ -379,6 +392,22 @@ export class OrderWriter {
     return next;
   }
 
+  /**
+   * The change feed's part of a write (feed.ts): when the order's public representation changed
+   * (or a new order is known to the upstream), its version goes up by one and the event of the
+   * change is appended, in the write's own transaction. The type says what changed: the upstream
+   * took the order (`order.submitted`), refused it (`order.rejected`) or our configuration
+   * (`order.blocked`); anything else, a status, a serial, an unknown submission, is
+   * `order.updated`. An order written locally before its submission has no event yet (version 0).
+   */
+  #publish(current: OrderRow | null, next: NewOrderRow, now: number): void {
+    const type = changeType(current, next);
+    if (type === null) return;
+    next.version = (current?.version ?? 0) + 1;
+    next.updated_at = now;
+    this.#feed.append(type, next, now);
+  }
+
   /** The order after a write: `final_at` the first time it is final, then the schedule's columns. */
   #withSchedule<R extends NewOrderRow>(next: R, current: OrderRow | null, changed: boolean, now: number): R {
     if (next.status !== null && isFinalStatus(next.status)) next.final_at = current?.final_at ?? now;
@@ -400,6 +429,7 @@ export class OrderWriter {
         updated_at: now,
       });
       Object.assign(row, this.#schedule.afterSubmissionOutcome(row, now));
+      this.#publish(current, row, now);
       this.#updateOrder.run(row);
     }
     this.#insertEvent.run({
@@ -417,13 +447,26 @@ export class OrderWriter {
   }
 }
 
+/** The feed event of a write from `current` (null: a new row) to `next`, or null when a reader sees no change. */
+function changeType(current: OrderRow | null, next: NewOrderRow): OrderEventType | null {
+  const submission = next.submission_state;
+  if (current === null && (submission === 'pending' || submission === 'queued')) return null;
+  if (current !== null && samePublicOrder(toPublicOrder(current), toPublicOrder(next))) return null;
+  if (submission !== current?.submission_state) {
+    if (submission === 'accepted') return 'order.submitted';
+    if (submission === 'rejected') return 'order.rejected';
+    if (submission === 'blocked') return 'order.blocked';
+  }
+  return 'order.updated';
+}
+
 /** What the create call said, when it did not answer with an order. */
 type SubmissionOutcome =
   | { state: 'rejected' | 'blocked'; code: string; detail: string }
   | { state: 'unknown' };
 
 /** Submissions a create outcome can still settle: the upstream has neither confirmed nor rejected them. */
-const OPEN_SUBMISSIONS: ReadonlySet<SubmissionState> = new Set(['pending', 'unknown', 'blocked']);
+const OPEN_SUBMISSIONS: ReadonlySet<SubmissionState> = new Set(['queued', 'pending', 'unknown', 'blocked']);
 
 const OUTCOME_REASON: Record<SubmissionOutcome['state'], EventReason> = {
   rejected: 'rejected',

@@ -97,8 +97,9 @@ function checkSettings(settings: PollScheduleSettings): void {
  * When each order is polled (docs/reconciler.md, "Which orders, and when"): the rule, and its
  * bookkeeping in `orders` (`next_poll_at`, `poll_count`, `last_polled_at`, `stuck_at`, the lease).
  *
- * Invariant: `next_poll_at` is null exactly when the order is settled (see {@link isSettled}),
- * so the reconciler never loses an open order. Every value of `next_poll_at` comes from here: the
+ * Invariant: `next_poll_at` is null exactly when the order is settled (see {@link isSettled}) or
+ * queued for the submission pump ({@link claimNextQueued}), so the reconciler never loses an
+ * open order. Every value of `next_poll_at` comes from here: the
  * order writer asks {@link afterChange} and {@link afterSubmissionOutcome} in the transaction of
  * its write, and the reconciler records its polls with {@link recordPoll}.
  *
@@ -121,6 +122,7 @@ export class PollSchedule {
   readonly #releaseTx: Transaction<(partnerRef: string) => void>;
   readonly #claimAuditTx: Transaction<(now: number, checkedBefore: number) => LocalOrder | undefined>;
   readonly #recordPollTx: Transaction<(ref: string, outcome: PollOutcome) => LocalOrder>;
+  readonly #claimQueuedTx: Transaction<(now: number) => LocalOrder | undefined>;
 
   constructor(rows: OrderRows, settings: PollScheduleSettings) {
     checkSettings(settings);
@@ -195,6 +197,17 @@ export class PollSchedule {
       return toLocalOrder(row);
     });
     this.#recordPollTx = db.transaction((ref, outcome) => this.#recordPoll(ref, outcome));
+    const nextQueued = db.prepare<[number], OrderRow>(
+      `SELECT * FROM orders INDEXED BY orders_queued
+       WHERE submission_state = 'queued' AND (poll_leased_until IS NULL OR poll_leased_until <= ?)
+       ORDER BY id LIMIT 1`,
+    );
+    this.#claimQueuedTx = db.transaction((now) => {
+      const row = nextQueued.get(now);
+      if (!row) return undefined;
+      this.#setLease.run(now + leaseMs, row.id);
+      return toLocalOrder(row);
+    });
   }
 
   /**
@@ -226,6 +239,8 @@ export class PollSchedule {
     now: number,
   ): PollingColumns {
     if (this.isSettled(next)) return { next_poll_at: null, poll_count: next.poll_count };
+    // The submission pump owns a queued order until it has sent it; nothing to poll before.
+    if (next.submission_state === 'queued') return { next_poll_at: null, poll_count: 0 };
     const firstPollAt = this.firstPollAt(next, now);
     if (changed || current === null) return { next_poll_at: firstPollAt, poll_count: 0 };
     return { next_poll_at: current.next_poll_at ?? firstPollAt, poll_count: next.poll_count };
@@ -285,6 +300,17 @@ export class PollSchedule {
     const now = this.#rows.now();
     const bound = Math.min(now - this.settings.auditEveryMs + 1, checkedBefore ?? now);
     return this.#rows.write(this.#claimAuditTx, now, bound);
+  }
+
+  /**
+   * Claims the oldest queued order (arrival order: the lowest row id) for the submission pump,
+   * under the same lease as a poll, so two pumps never send the same order at once and a crashed
+   * pump's order is taken again once its lease expires. Undefined when none is queued. The
+   * submission's outcome (accepted, rejected, blocked, unknown) ends the queued state; a pump
+   * that gives up releases the claim ({@link releasePollClaim}).
+   */
+  claimNextQueued(): LocalOrder | undefined {
+    return this.#rows.write(this.#claimQueuedTx, this.#rows.now());
   }
 
   /** Ends a poll lease without recording a poll: the order keeps its place in the schedule. */

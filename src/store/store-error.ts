@@ -11,7 +11,12 @@ export type StoreErrorCode =
   /** A partner_ref that is empty or longer than the upstream allows. */
   | 'INVALID_PARTNER_REF'
   /** No local order has that partner_ref or invoice number. */
-  | 'ORDER_NOT_FOUND';
+  | 'ORDER_NOT_FOUND'
+  /** An API token without a name, or with a scope that does not exist. */
+  | 'INVALID_TOKEN_NAME'
+  | 'INVALID_SCOPE'
+  /** No live API token has that id. */
+  | 'TOKEN_NOT_FOUND';
 
 /**
  * The one error the store throws on purpose. `INVALID_SNAPSHOT` is permanent: a worker should

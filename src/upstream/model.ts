@@ -32,7 +32,16 @@ export interface Product {
   category_code: string;
   price: number;
   is_active: boolean;
+  /**
+   * What the order's `data` must hold: each key with the regular expression its value must
+   * match. Not in the upstream's contract (decisions.md lists no such field): the simulator
+   * publishes it as an extension, from its fixture; absent from an upstream that does not.
+   */
+  target?: ProductTarget;
 }
+
+/** A product's target format: data key → regular expression (simulator extension, see {@link Product.target}). */
+export type ProductTarget = Record<string, string>;
 
 /** Every status of decisions.md, in the order an order normally moves through them. */
 export const ORDER_STATUSES = ['PENDING', 'PROCESSING', 'SUCCESS', 'FAILED', 'REFUNDED'] as const;

@@ -9,6 +9,7 @@ import {
   workerSettings,
 } from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
+import { startSubmissionPump } from '../orders/submission-pump.js';
 import type { ReconcilerMetrics } from '../reconciler/metrics.js';
 import { startReconciler } from '../reconciler/reconciler.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';
@@ -76,9 +77,16 @@ async function startProcessReconciler(
       ...(options.queuePrefix === undefined ? {} : { queuePrefix: options.queuePrefix }),
       ...(options.logger ? { logger: options.logger } : {}),
     });
+    // The shop API's queued orders go out from here too: one client, one budget, one circuit.
+    const pump = startSubmissionPump({
+      store,
+      client: upstream.client,
+      ...(options.logger ? { logger: options.logger } : {}),
+    });
     return {
       metrics: reconciler.metrics,
       stop: async () => {
+        await pump.stop();
         const graceful = await reconciler.close({ timeoutMs: workerSettings(config).shutdownTimeoutMs });
         await upstream.close();
         return graceful;
@@ -177,6 +185,7 @@ export async function startWorkerProcess(
     });
     stops.push(() => eventWorker.close({ timeoutMs: settings.shutdownTimeoutMs }));
     await eventWorker.waitUntilReady();
+    stops.push(pruneFeedHourly(store, settings.feedRetentionMs, logger));
 
     if (config.settings.RECONCILE_ENABLED) {
       // Same process, same store (one SQLite connection); registered after the event worker so
@@ -215,6 +224,34 @@ export async function startWorkerProcess(
   };
 }
 
+/** How often the worker prunes the change feed. */
+const FEED_PRUNE_EVERY_MS = 3_600_000;
+
+/**
+ * Prunes the change feed's events older than the retention now and every hour (one DELETE on an
+ * index; a store busy with another writer is tried again next hour). Returns its stop.
+ */
+function pruneFeedHourly(
+  store: OrderStore,
+  retentionMs: number,
+  logger: StartWorkerProcessOptions['logger'],
+): () => Promise<boolean> {
+  const prune = () => {
+    try {
+      const pruned = store.feed.prune(retentionMs);
+      if (pruned > 0) logger?.info({ pruned }, 'change feed: events older than the retention pruned');
+    } catch (err) {
+      logger?.warn({ err }, 'change feed: pruning failed; trying again in an hour');
+    }
+  };
+  prune();
+  const timer = setInterval(prune, FEED_PRUNE_EVERY_MS).unref();
+  return async () => {
+    clearInterval(timer);
+    return true;
+  };
+}
+
 /**
  * The `h2h-sync worker` process: loads the configuration, starts {@link startWorkerProcess},
  * tells pm2 it is ready (`process.send('ready')`, for `wait_ready`), and on SIGINT or SIGTERM
@@ -224,7 +261,7 @@ export async function startWorkerProcess(
  */
 export async function runWorker(config: Config = loadConfig()): Promise<RunningWorkerProcess> {
   const settings = workerSettings(config);
-  const logger = createLogger({ name: 'worker', level: settings.logLevel });
+  const logger = createLogger({ name: 'worker', level: settings.logLevel, format: settings.logFormat });
   // First, so that `pm2 logs` always says which Redis and store this process uses.
   logger.info(
     { redis: redactRedisUrl(config.redisUrl), store: settings.dbPath },

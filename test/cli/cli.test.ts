@@ -55,12 +55,18 @@ test('order create places one order, order show lists its history, order list fi
   assert.equal(result.order.status, 'PENDING');
 
   const again = await runCli([...args, '--partner-ref', 'cli-1', '--json'], env);
-  assert.equal(JSON.parse(again.stdout).order.invoiceNumber, result.order.invoiceNumber);
+  assert.equal(JSON.parse(again.stdout).order.invoice_number, result.order.invoice_number);
   assert.equal((await sim.allOrders()).length, 1);
 
-  const shown = await runCli(['order', 'show', result.order.invoiceNumber, '--json'], env);
-  assert.equal(JSON.parse(shown.stdout).order.partnerRef, 'cli-1');
+  const shown = await runCli(['order', 'show', result.order.invoice_number, '--json'], env);
+  assert.equal(JSON.parse(shown.stdout).order.partner_ref, 'cli-1');
   assert.equal(JSON.parse(shown.stdout).events.length, 1);
+  // The public representation (docs/api.md), as the shop API and the feed carry it.
+  const { order: shownOrder, events: shownEvents } = JSON.parse(shown.stdout);
+  assert.equal(shownOrder.submission, 'accepted');
+  assert.equal(shownOrder.version, 1);
+  assert.match(shownOrder.local_created_at, /^\d{4}-\d\d-\d\dT/);
+  assert.deepEqual([shownEvents[0].source, shownEvents[0].reason], ['create', 'initial']);
 
   const pending = await runCli(['order', 'list', '--status', 'PENDING', '--json'], env);
   const success = await runCli(['order', 'list', '--status', 'SUCCESS', '--json'], env);

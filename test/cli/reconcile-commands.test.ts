@@ -41,6 +41,11 @@ test('reconcile --once runs one pass now and prints its summary; status shows or
     checkedLastDay: 0,
     coverage: null,
   });
+  assert.deepEqual(statusBefore.firstPoll, {
+    learned: false,
+    delayS: 30,
+    reason: 'fewer than 50 final webhooks known yet (RECONCILE_PACE_MIN_SAMPLES)',
+  });
 
   const pass = await cli(env, ['reconcile', '--once', '--json']);
   assert.equal(pass.code, 0, pass.stderr);
@@ -68,6 +73,20 @@ test('reconcile --once runs one pass now and prints its summary; status shows or
   assert.match(
     after.stdout,
     /Audit of SUCCESS orders \(last 7 d, on idle budget\): 1 of 1 checked in the last day \(100 %\)/,
+  );
+  assert.match(after.stdout, /First poll: 30 s after a change, fixed: fewer than 50 final webhooks/);
+
+  // The SUCCESS the pass found taught the pace its time to a final state (by its success_at).
+  const learned = await cli(env, ['status', '--json'], { RECONCILE_PACE_MIN_SAMPLES: '1' });
+  assert.equal(learned.code, 0, learned.stderr);
+  const { firstPoll } = JSON.parse(learned.stdout);
+  const order = env.store.queries.getOrder('cli-1')!;
+  const took = (Date.parse(order.successAt!) - Date.parse(order.createdAt!)) / 1000;
+  assert.equal(firstPoll.learned, true);
+  assert.equal(firstPoll.samples, 1);
+  assert.ok(
+    firstPoll.finalS >= took && firstPoll.finalS <= took * 1.1 + 0.001,
+    `${firstPoll.finalS} s for ${took} s`,
   );
 });
 
@@ -122,7 +141,7 @@ test('order show --refresh polls the order now and shows what the upstream says'
     note: 'refreshed: the upstream had news (a webhook was lost or late)',
   });
   assert.equal(shown.order.status, 'SUCCESS');
-  assert.equal(shown.order.serialNumber, 'SN-SHOW');
+  assert.equal(shown.order.serial_number, 'SN-SHOW');
   assert.equal(shown.events.at(-1).source, 'poll');
 
   const table = await cli(env, ['order', 'show', 'show-1', '--refresh']);

@@ -23,6 +23,7 @@ test('the receiver settings have their documented defaults', () => {
     shutdownTimeoutMs: 10_000,
     redisUrl: 'redis://127.0.0.1:6380',
     logLevel: 'info',
+    logFormat: 'auto',
   });
 });
 

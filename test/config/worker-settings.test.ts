@@ -14,7 +14,9 @@ test('the worker settings default to 100 jobs in flight, batches of up to 100, a
     maxStalledCount: 1,
     storeLockWaitMs: 5_000,
     shutdownTimeoutMs: 10_000,
+    feedRetentionMs: 30 * 86_400_000,
     logLevel: 'info',
+    logFormat: 'auto',
   });
 });
 

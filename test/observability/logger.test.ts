@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
 import { test } from 'node:test';
-import { CREDENTIAL_HEADERS, LOG_LEVELS } from '../../src/observability/logger.js';
+import { CREDENTIAL_HEADERS, createLogger, LOG_LEVELS, prettyLogs } from '../../src/observability/logger.js';
 import { capturedLogger } from '../helpers/logs.js';
+import { waitFor } from '../helpers/wait.js';
 
 const SECRETS = ['k-123', 's-1', 'sig-abc', 'Basic dXNlcjpwdw==', 'cookie-xyz', 'proxy-pw', 'admin-pw'];
 
@@ -54,4 +56,55 @@ test('the credential headers include the signature, cookies and every kind of au
   for (const name of ['authorization', 'proxy-authorization', 'cookie', 'x-api-key', 'x-signature']) {
     assert.ok((CREDENTIAL_HEADERS as readonly string[]).includes(name), name);
   }
+});
+
+test('pretty logs (LOG_FORMAT=pretty) are censored as JSON ones, at every level', async () => {
+  let text = '';
+  const destination = new Writable({
+    write(chunk, _encoding, done) {
+      text += chunk.toString();
+      done();
+    },
+  });
+  const logger = createLogger({ name: 'test', level: 'trace', format: 'pretty', destination });
+  const levels = LOG_LEVELS.filter((l) => l !== 'silent');
+  for (const level of levels) {
+    const log = logger[level].bind(logger);
+    log({ config: { apiKey: 'k-123', secrets: ['s-1'], ADMIN_PASSWORD: 'admin-pw' } }, `config at ${level}`);
+    log(
+      {
+        req: {
+          headers: {
+            authorization: 'Basic dXNlcjpwdw==',
+            'proxy-authorization': 'proxy-pw',
+            cookie: 'cookie-xyz',
+            'x-api-key': 'k-123',
+            'x-signature': 'sig-abc',
+          },
+        },
+      },
+      `request at ${level}`,
+    );
+    log({ err: parseError() }, `parse error at ${level}`);
+  }
+  logger.info('last line');
+  // pino-pretty is a stream: wait until the last record has come through it.
+  await waitFor(() => text.includes('last line'), { message: 'the pretty output' });
+
+  for (const level of levels) {
+    assert.match(text, new RegExp(`${level.toUpperCase()}.*\\(test\\): config at ${level}`));
+    assert.match(text, new RegExp(`parse error at ${level}`));
+  }
+  assert.equal(text.startsWith('{'), false, 'not JSON');
+  for (const secret of SECRETS)
+    assert.equal(text.includes(secret), false, `${secret} leaked in pretty output`);
+  assert.match(text, /\[redacted\]/);
+});
+
+test('LOG_FORMAT auto is pretty on a terminal and JSON elsewhere; json and pretty force it', () => {
+  assert.equal(prettyLogs('auto', { isTTY: true }), true);
+  assert.equal(prettyLogs('auto', { isTTY: false }), false);
+  assert.equal(prettyLogs('auto', {}), false);
+  assert.equal(prettyLogs('json', { isTTY: true }), false);
+  assert.equal(prettyLogs('pretty', { isTTY: false }), true);
 });

@@ -93,11 +93,13 @@ test('ecosystem.config.js names every setting of the schema, runs the receiver i
     [
       ['h2h-receiver', 'cluster', 2],
       ['h2h-worker', 'fork', 1],
+      ['h2h-api', 'fork', 1],
     ],
   );
   for (const app of own.apps) {
     assert.equal(app.script, 'dist/cli/main.js');
     assert.equal(app.wait_ready, true);
+    assert.notEqual(app.time, true, 'pino stamps every line: pm2 must not add a second timestamp');
     assert.ok((app.listen_timeout as number) >= 10_000);
     assert.ok((app.kill_timeout as number) > 11_000, 'kill_timeout above the drain time');
     for (const block of ['env', 'env_production'] as const) {
@@ -117,7 +119,7 @@ test('ecosystem.config.js names every setting of the schema, runs the receiver i
   const withPrivateRedis = loadEcosystem({ REDIS_URL: undefined });
   assert.deepEqual(
     withPrivateRedis.apps.map((app) => app.name),
-    ['h2h-redis', 'h2h-receiver', 'h2h-worker'],
+    ['h2h-redis', 'h2h-receiver', 'h2h-worker', 'h2h-api'],
   );
   const redisApp = withPrivateRedis.apps[0]!;
   const args = (redisApp.args as string[]).join(' ');
@@ -188,6 +190,7 @@ test('pm2 reload of the receivers and the worker under a steady stream of signed
     H2H_RECEIVER_INSTANCES: '2',
     RECONCILE_ENABLED: 'false',
     ADMIN_PORT: String(await freePort()),
+    API_PORT: String(await freePort()),
     LOG_LEVEL: 'warn',
   };
   // Registered after Redis, so it runs before Redis stops: nothing is left running.
@@ -195,6 +198,7 @@ test('pm2 reload of the receivers and the worker under a steady stream of signed
   await pm2(env, 'start', 'ecosystem.config.js', '--env', 'production');
   const started = await processes(env);
   assert.deepEqual(started.map((p) => [p.name, p.pm2_env.status]).sort(), [
+    ['h2h-api', 'online'],
     ['h2h-receiver', 'online'],
     ['h2h-receiver', 'online'],
     ['h2h-worker', 'online'],

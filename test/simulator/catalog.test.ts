@@ -1,9 +1,17 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Product } from '../../src/upstream/model.js';
-import { DEMO_MEMBERS, type FixtureProduct, startSimulator } from '../helpers/simulator.js';
+import {
+  DEMO_MEMBERS,
+  demoFixture,
+  type FixtureProduct,
+  fixtureProduct,
+  startSimulator,
+} from '../helpers/simulator.js';
 
 const PRODUCT_FIELDS = ['category_code', 'code', 'id', 'is_active', 'name', 'price'];
+/** The simulator's extension to GET /products: the product's target rules (docs/simulator.md). */
+const EXTENSION_FIELDS = ['target'];
 
 /** What GET /products should show of a fixture product to a member of `role`. */
 function expectedProduct(product: FixtureProduct, role: string): Product {
@@ -14,6 +22,7 @@ function expectedProduct(product: FixtureProduct, role: string): Product {
     category_code: product.category_code,
     price: product.role_prices[role] ?? product.price,
     is_active: product.is_active,
+    ...(Object.keys(product.target).length > 0 ? { target: product.target } : {}),
   };
 }
 
@@ -42,7 +51,7 @@ describe('GET /categories', () => {
 });
 
 describe('GET /products', () => {
-  test('answers a plain array of {id, code, name, category_code, price, is_active}', async (t) => {
+  test('answers a plain array of {id, code, name, category_code, price, is_active}, plus the target extension', async (t) => {
     const { api } = await startSimulator(t);
 
     const answer = await api<Product[]>('/products');
@@ -51,7 +60,13 @@ describe('GET /products', () => {
     assert.ok(Array.isArray(answer.body), `a plain array, got ${answer.text.slice(0, 80)}`);
     assert.ok(answer.body.length > 0);
     for (const product of answer.body) {
-      assert.deepEqual(Object.keys(product).sort(), PRODUCT_FIELDS, product.code);
+      assert.deepEqual(
+        Object.keys(product)
+          .filter((key) => !EXTENSION_FIELDS.includes(key))
+          .sort(),
+        PRODUCT_FIELDS,
+        product.code,
+      );
       assert.match(product.id, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
     }
   });
@@ -113,5 +128,19 @@ describe('GET /products', () => {
 
     assert.equal(answer.status, 200);
     assert.deepEqual(answer.body, []);
+  });
+});
+
+describe('GET /products target extension', () => {
+  test("publishes each product's target rules from the fixture, and none for a product without rules", async (t) => {
+    const fixture = demoFixture();
+    fixtureProduct(fixture, 'FF-70').target = {};
+    const { api } = await startSimulator(t, { fixture });
+
+    const listed = byCode((await api<Product[]>('/products')).body);
+
+    assert.deepEqual(listed.get('MLBB-86')?.target, { user_id: '^[0-9]{6,12}$', server_id: '^[0-9]{4,5}$' });
+    assert.deepEqual(listed.get('GI-60')?.target, fixtureProduct(fixture, 'GI-60').target);
+    assert.equal(Object.hasOwn(listed.get('FF-70')!, 'target'), false);
   });
 });

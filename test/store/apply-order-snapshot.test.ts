@@ -298,9 +298,12 @@ test('a final state is never left, whatever arrives after it', (t) => {
       });
     }
     assert.deepEqual(store.queries.getOrder(ref)!.status, final);
+    // Only the unknown status is kept (upstream_status), which readers of the feed see: one
+    // change, one version more.
     assert.deepEqual(
-      { ...store.queries.getOrder(ref)!, upstreamStatus: null },
-      { ...settled.order, upstreamStatus: null },
+      { ...store.queries.getOrder(ref)!, upstreamStatus: null, version: 0 },
+      { ...settled.order, upstreamStatus: null, version: 0 },
     );
+    assert.equal(store.queries.getOrder(ref)!.version, settled.order.version + 1);
   }
 });

@@ -54,7 +54,7 @@ test('the counts show orders by status and submission state, open, due and stuck
   assert.deepEqual(counts, {
     total: 5,
     byStatus: { ON_HOLD: 1, PENDING: 1, SUCCESS: 1 },
-    bySubmissionState: { pending: 1, accepted: 3, rejected: 1, unknown: 0, blocked: 0 },
+    bySubmissionState: { queued: 0, pending: 1, accepted: 3, rejected: 1, unknown: 0, blocked: 0 },
     open: 3,
     oldestOpenLocalCreatedAt: start,
     dueForPoll: 2,

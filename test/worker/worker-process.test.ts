@@ -8,7 +8,7 @@ import { UpstreamClient } from '../../src/upstream/client.js';
 import { startWorkerProcess } from '../../src/worker/server.js';
 import { privateRedis } from '../helpers/redis.js';
 import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
-import { scheduleSettings, tempDbPath } from '../helpers/store.js';
+import { scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import { cleanupScope } from '../helpers/worker.js';
 
@@ -69,5 +69,33 @@ test('a worker that reconciles refuses to start without the upstream URL and key
   await assert.rejects(
     startWorkerProcess(config),
     (error: unknown) => error instanceof ConfigError && /H2H_BASE_URL and H2H_API_KEY/.test(error.message),
+  );
+});
+
+test('the worker prunes change-feed events older than H2H_FEED_RETENTION_D when it starts, and keeps newer ones', async (test) => {
+  const t = cleanupScope(test);
+  const redis = await privateRedis(t);
+  const dbPath = tempDbPath(t);
+  const db = openDatabase({ path: dbPath });
+  t.after(() => db.close());
+  const day = 86_400_000;
+  let now = Date.now() - 3 * day;
+  const store = openOrderStore(db, scheduleSettings(), { now: () => now });
+  store.writer.applyOrderSnapshot(snapshot('THREE-DAYS-OLD', 'PENDING'), { source: 'create' });
+  now = Date.now();
+  store.writer.applyOrderSnapshot(snapshot('FRESH', 'PENDING'), { source: 'create' });
+
+  const worker = await startWorkerProcess(
+    loadConfig({
+      REDIS_URL: redis.url,
+      H2H_DB_PATH: dbPath,
+      RECONCILE_ENABLED: 'false',
+      H2H_FEED_RETENTION_D: '2',
+    }),
+  );
+  t.after(() => worker.close());
+  assert.deepEqual(
+    store.feed.after(0).map((e) => e.data.partner_ref),
+    ['FRESH'],
   );
 });

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import type { UpstreamClient } from '../../upstream/client.js';
-import type { Category, Product, Profile } from '../../upstream/model.js';
+import type { Category, Product, ProductTarget, Profile } from '../../upstream/model.js';
 import { openContext } from '../context.js';
 import { printResult, runAction } from '../output.js';
 
@@ -22,6 +22,21 @@ async function readUpstream<T>(
       await context.close();
     }
   });
+}
+
+/** What `products` shows for a product whose target format the upstream does not publish. */
+export const TARGET_NOT_PUBLISHED = 'not published by the upstream';
+
+/**
+ * A product's target format for a person: `user_id ^[0-9]{6,12}$, server_id ^[0-9]{4,5}$`, or
+ * {@link TARGET_NOT_PUBLISHED}. GET /products has no target field in the upstream's contract;
+ * the simulator publishes one as an extension (docs/cli.md, "Target formats").
+ */
+export function describeTarget(target: ProductTarget | undefined): string {
+  if (target === undefined || target === null || typeof target !== 'object') return TARGET_NOT_PUBLISHED;
+  const rules = Object.entries(target);
+  if (rules.length === 0) return TARGET_NOT_PUBLISHED;
+  return rules.map(([key, pattern]) => `${key} ${String(pattern)}`).join(', ');
 }
 
 /** Registers `profile`, `categories` and `products`. */
@@ -58,13 +73,23 @@ export function registerCatalogCommands(program: Command): void {
     .option('--category <code>', 'only this category code')
     .option('--json', 'print JSON')
     .action((flags: JsonFlag & { category?: string }) =>
-      readUpstream<Product>(flags, (client) => client.products({ categoryCode: flags.category }), [
-        { header: 'Code', cell: (p) => p.code },
-        { header: 'Name', cell: (p) => p.name },
-        { header: 'Category', cell: (p) => p.category_code },
-        { header: 'Price', cell: (p) => p.price.toLocaleString('en-US') },
-        { header: 'Active', cell: (p) => (p.is_active ? 'yes' : 'no') },
-        { header: 'Id', cell: (p) => p.id },
-      ]),
+      readUpstream<Product>(
+        flags,
+        async (client) =>
+          // `target: null` in JSON says "not published" as plainly as the table does.
+          (await client.products({ categoryCode: flags.category })).map((p) => ({
+            ...p,
+            target: p.target ?? null,
+          })) as Product[],
+        [
+          { header: 'Code', cell: (p) => p.code },
+          { header: 'Name', cell: (p) => p.name },
+          { header: 'Category', cell: (p) => p.category_code },
+          { header: 'Price', cell: (p) => p.price.toLocaleString('en-US') },
+          { header: 'Active', cell: (p) => (p.is_active ? 'yes' : 'no') },
+          { header: 'Target', cell: (p) => describeTarget(p.target ?? undefined) },
+          { header: 'Id', cell: (p) => p.id },
+        ],
+      ),
     );
 }

@@ -34,6 +34,21 @@ const eventColumns: Column<OrderEvent>[] = [
   { header: 'Event id', cell: (e) => e.eventId },
 ];
 
+/** One event of an order's audit trail under `--json`: snake_case and ISO times, like the order (docs/api.md). */
+function publicEvent(event: OrderEvent) {
+  return {
+    id: event.id,
+    source: event.source,
+    event_id: event.eventId,
+    status: event.status,
+    changed: event.changed,
+    reason: event.reason,
+    received_at: new Date(event.receivedAt).toISOString(),
+    applied_at: new Date(event.appliedAt).toISOString(),
+    payload: event.payload,
+  };
+}
+
 /** What `order show --refresh` did, for the note under the tables and `--json`. */
 interface RefreshReport {
   result: EarlyPollResult['kind'];
@@ -134,7 +149,8 @@ export function registerOrderCommands(program: Command): void {
             },
           );
           if (flags.json) {
-            process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+            const order = context.store!.queries.getPublicOrderByPartnerRef(result.order.partnerRef);
+            process.stdout.write(`${JSON.stringify({ ...result, order }, null, 2)}\n`);
           } else {
             process.stdout.write(`${renderTable([result.order], orderColumns)}\n`);
             if (result.outcome === 'rejected')
@@ -202,8 +218,10 @@ export function registerOrderCommands(program: Command): void {
           }
           const events = context.store!.queries.listEvents(found.partnerRef);
           if (flags.json) {
+            const order = context.store!.queries.getPublicOrderByPartnerRef(found.partnerRef);
+            const trail = events.map(publicEvent);
             process.stdout.write(
-              `${JSON.stringify({ order: found, events, ...(refresh ? { refresh } : {}) }, null, 2)}\n`,
+              `${JSON.stringify({ order, events: trail, ...(refresh ? { refresh } : {}) }, null, 2)}\n`,
             );
           } else {
             process.stdout.write(
@@ -228,11 +246,14 @@ export function registerOrderCommands(program: Command): void {
       await runAction(Boolean(flags.json), async () => {
         const context = await openContext({ store: 'existing' });
         try {
-          printResult(
-            context.store!.queries.listOrders({ status: flags.status, limit: flags.limit }),
-            Boolean(flags.json),
-            orderColumns,
-          );
+          const { queries } = context.store!;
+          const orders = queries.listOrders({ status: flags.status, limit: flags.limit });
+          if (flags.json) {
+            const list = orders.map((o) => queries.getPublicOrderByPartnerRef(o.partnerRef));
+            process.stdout.write(`${JSON.stringify(list, null, 2)}\n`);
+          } else {
+            printResult(orders, false, orderColumns);
+          }
         } finally {
           await context.close();
         }

@@ -44,6 +44,14 @@ export interface StatusReport {
    * orders, how many were checked with the upstream in the last day; null when it is off.
    */
   audit: (AuditCoverage & { windowDays: number; coverage: number | null }) | null;
+  /**
+   * When a new order is first polled (docs/reconciler.md, "When the first poll comes"): the pace
+   * learned from every product's final webhooks (each product uses its own once it has enough),
+   * or the fixed delay while too few are known or learning is off.
+   */
+  firstPoll:
+    | { learned: true; quantile: number; finalS: number; deliveryS: number; samples: number }
+    | { learned: false; delayS: number; reason: string };
 }
 
 /** "3 d 4 h", "2 h 5 min", "42 s". */
@@ -92,6 +100,25 @@ function auditCoverage(store: OrderStore, windowMs: number, now: number): Status
   };
 }
 
+function firstPoll(store: OrderStore): StatusReport['firstPoll'] {
+  const { firstPollDelayMs, firstPollQuantile = 0, paceMinSamples } = store.schedule.settings;
+  const pace = store.schedule.pace.estimate(null);
+  if (pace) {
+    return {
+      learned: true,
+      quantile: firstPollQuantile,
+      finalS: Math.round(pace.finalMs) / 1000,
+      deliveryS: Math.round(pace.deliveryMs) / 1000,
+      samples: Math.round(pace.samples),
+    };
+  }
+  const reason =
+    firstPollQuantile === 0
+      ? 'learning is off (RECONCILE_FIRST_POLL_QUANTILE=0)'
+      : `fewer than ${paceMinSamples} final webhooks known yet (RECONCILE_PACE_MIN_SAMPLES)`;
+  return { learned: false, delayS: firstPollDelayMs / 1000, reason };
+}
+
 /** Registers `status`. */
 export function registerStatusCommand(program: Command): void {
   program
@@ -120,6 +147,7 @@ export function registerStatusCommand(program: Command): void {
             circuit: context.store!.circuit.state(),
             blocked: blockedOrders(context.store!, counts),
             audit: auditCoverage(context.store!, reconcilerSettings(context.config).auditWindowMs, now),
+            firstPoll: firstPoll(context.store!),
           };
           // The store answers without Redis; the queue part says why it is missing.
           try {
@@ -215,6 +243,13 @@ function printStatus(report: StatusReport): void {
   } else {
     out.push('Audit of SUCCESS orders: off (RECONCILE_AUDIT_WINDOW_D=0)');
   }
+  const f = report.firstPoll;
+  out.push(
+    f.learned
+      ? `First poll: learned, p${Math.round(f.quantile * 100)} of the time to a final state ${formatAge(f.finalS)} ` +
+          `+ delivery ${formatAge(f.deliveryS)} (${f.samples} samples, all products; each product uses its own once it has enough)`
+      : `First poll: ${formatAge(f.delayS)} after a change, fixed: ${f.reason}`,
+  );
   if (report.circuit) {
     const c = report.circuit;
     out.push(

@@ -1,0 +1,438 @@
+import fastifySwagger from '@fastify/swagger';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
+import type { Logger } from 'pino';
+import { newPartnerRef } from '../orders/partner-ref.js';
+import type { PublicOrder } from '../orders/public-order.js';
+import { CLIENT_ERROR_STATUS, jsonClientErrorHandler } from '../shared/client-error.js';
+import type { ApiScope, ApiToken } from '../store/api-tokens.js';
+import { MAX_FEED_PAGE } from '../store/feed.js';
+import type { OrderStore } from '../store/order-store.js';
+import { partnerRefProblem } from '../upstream/model.js';
+import { errorSchema, feedEventSchema, publicOrderSchema } from './schemas.js';
+
+/**
+ * Every error answer of the shop API: its HTTP status and what to do. The body is always
+ * `{"error": {"code", "message"}}` (docs/api.md, "Errors"), the message naming the fix.
+ */
+export const API_ERRORS = {
+  VALIDATION_ERROR: 400,
+  INVALID_CURSOR: 400,
+  BAD_REQUEST: 400,
+  TOKEN_MISSING: 401,
+  TOKEN_INVALID: 401,
+  TOKEN_REVOKED: 401,
+  SCOPE_MISSING: 403,
+  ORDER_NOT_FOUND: 404,
+  IDEMPOTENCY_CONFLICT: 409,
+  BACKLOG_FULL: 503,
+  NOT_FOUND: 404,
+  REQUEST_TIMEOUT: 408,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  HEADERS_TOO_LARGE: 431,
+  INTERNAL_ERROR: 500,
+} as const satisfies Record<string, number>;
+export type ApiErrorCode = keyof typeof API_ERRORS;
+
+/** An error a route throws to answer with one of {@link API_ERRORS}. */
+export class ApiHttpError extends Error {
+  override name = 'ApiHttpError';
+  constructor(
+    readonly code: ApiErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const errorBody = (code: ApiErrorCode, message: string) => ({ error: { code, message } });
+
+const CREATE_TOKEN_HINT = 'create one with `h2h-sync tokens create --name NAME --scope orders:read`';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The scope a route needs; routes without one are public (the OpenAPI document). */
+    scope?: ApiScope;
+  }
+  interface FastifyRequest {
+    token?: ApiToken;
+  }
+}
+
+export interface ApiAppOptions {
+  store: OrderStore;
+  logger?: Logger;
+  /** Most orders waiting in the submission queue; beyond, POST /v1/orders answers 503. Default 1000. */
+  submissionBacklog?: number;
+  /** The Retry-After of a full backlog, in seconds: about one budget window. Default 60. */
+  retryAfterS?: number;
+}
+
+/** What POST /v1/orders takes. */
+interface PlaceOrderBody {
+  product_code?: string;
+  product_id?: string;
+  data: Record<string, string>;
+  partner_ref?: string;
+}
+
+/** Whether a repeated POST asks for the same order as the one its partner_ref already names. */
+function sameRequest(existing: PublicOrder, body: PlaceOrderBody): boolean {
+  const canonical = (data: Record<string, string> | null) =>
+    JSON.stringify(Object.entries(data ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  return (
+    (existing.product_code ?? undefined) === body.product_code &&
+    (existing.product_id ?? undefined) === body.product_id &&
+    canonical(existing.data) === canonical(body.data)
+  );
+}
+
+/** Default and largest page of `GET /v1/orders`. */
+export const ORDER_PAGE = { default: 20, max: 100 } as const;
+
+/** An opaque cursor of the order list: the last row id seen, base64url. */
+const encodeCursor = (id: number) => Buffer.from(`o:${id}`).toString('base64url');
+function decodeCursor(cursor: string): number {
+  const match = /^o:([1-9]\d{0,15})$/.exec(Buffer.from(cursor, 'base64url').toString());
+  if (!match) {
+    throw new ApiHttpError('INVALID_CURSOR', 'cursor is not one this API gave: pass next_cursor unchanged');
+  }
+  return Number(match[1]);
+}
+
+function parseTime(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const ms = Date.parse(value);
+  if (Number.isNaN(ms)) {
+    throw new ApiHttpError(
+      'VALIDATION_ERROR',
+      `${name} must be an ISO 8601 date-time, e.g. 2026-11-25T00:00:00Z`,
+    );
+  }
+  return ms;
+}
+
+/**
+ * The shop-facing HTTP API (docs/api.md): bearer tokens with scopes, orders and the change feed
+ * in the public order representation, errors in one shape, and its OpenAPI 3 document at
+ * `/openapi.json`, generated from the route schemas.
+ */
+export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstance> {
+  const { store, logger } = options;
+  const loggerInstance: FastifyBaseLogger | undefined = logger;
+  const app = Fastify({
+    ...(loggerInstance ? { loggerInstance } : { logger: false }),
+    http: { requireHostHeader: false },
+    clientErrorHandler: jsonClientErrorHandler((kind) => {
+      const status = CLIENT_ERROR_STATUS[kind];
+      const code: ApiErrorCode =
+        kind === 'timeout'
+          ? 'REQUEST_TIMEOUT'
+          : kind === 'headers_too_large'
+            ? 'HEADERS_TOO_LARGE'
+            : 'BAD_REQUEST';
+      return {
+        status,
+        body: errorBody(code, 'the request could not be read; check its framing and header sizes'),
+      };
+    }, logger),
+    frameworkErrors: (error, _request, reply) => {
+      void (reply as FastifyReply)
+        .code(400)
+        .send(errorBody('BAD_REQUEST', `the request URL is malformed (${error.code})`));
+    },
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: true, allErrors: false } },
+  });
+
+  await app.register(fastifySwagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: {
+        title: 'h2h-sync shop API',
+        version: '1',
+        description:
+          'Orders and their changes for the reseller’s own shop. Every route but this document needs `Authorization: Bearer <token>` with the scope it names (docs/api.md).',
+      },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+      security: [{ bearer: [] }],
+    },
+    // Shared schemas keep their names (Order, Event, Error) in the document.
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
+  });
+  app.addSchema(publicOrderSchema);
+  app.addSchema(feedEventSchema);
+  app.addSchema(errorSchema);
+
+  app.addHook('onRequest', async (request) => {
+    const scope = request.routeOptions.config.scope;
+    if (!scope) return;
+    request.token = authenticate(request, scope);
+  });
+
+  function authenticate(request: FastifyRequest, scope: ApiScope): ApiToken {
+    const header = request.headers.authorization;
+    const bearer = header?.startsWith('Bearer ') ? header.slice(7).trim() : undefined;
+    if (!bearer) {
+      throw new ApiHttpError('TOKEN_MISSING', `send Authorization: Bearer <token>; ${CREATE_TOKEN_HINT}`);
+    }
+    const result = store.tokens.authenticate(bearer);
+    if (!result.ok) {
+      throw result.refusal === 'revoked'
+        ? new ApiHttpError('TOKEN_REVOKED', `this token was revoked; ${CREATE_TOKEN_HINT}`)
+        : new ApiHttpError('TOKEN_INVALID', `the token is not one of this h2h-sync; ${CREATE_TOKEN_HINT}`);
+    }
+    if (!result.token.scopes.includes(scope)) {
+      throw new ApiHttpError(
+        'SCOPE_MISSING',
+        `token ${result.token.id} (${result.token.name}) lacks the scope ${scope}: create a token with --scope ${scope}`,
+      );
+    }
+    return result.token;
+  }
+
+  app.setErrorHandler((error: FastifyError | ApiHttpError, request, reply) => {
+    if (error instanceof ApiHttpError) {
+      const status = API_ERRORS[error.code];
+      if (status === 401) reply.header('www-authenticate', 'Bearer realm="h2h-sync"');
+      return reply.code(status).send(errorBody(error.code, error.message));
+    }
+    if (error.validation) {
+      return reply.code(400).send(errorBody('VALIDATION_ERROR', `${error.message}; see /openapi.json`));
+    }
+    const status = error.statusCode ?? 500;
+    if (status === 413) return reply.code(413).send(errorBody('PAYLOAD_TOO_LARGE', 'the body is too large'));
+    if (status === 415) {
+      return reply
+        .code(415)
+        .send(errorBody('UNSUPPORTED_MEDIA_TYPE', 'send the body as Content-Type: application/json'));
+    }
+    if (status >= 400 && status < 500) return reply.code(400).send(errorBody('BAD_REQUEST', error.message));
+    request.log.error({ reqId: request.id, err: error }, 'api failure');
+    return reply
+      .code(500)
+      .send(errorBody('INTERNAL_ERROR', 'the API failed; retry, and report it if it persists'));
+  });
+
+  app.setNotFoundHandler(async (request) => {
+    throw new ApiHttpError(
+      'NOT_FOUND',
+      `no route ${request.method} ${request.url.split('?')[0]}; see /openapi.json`,
+    );
+  });
+
+  const errors = { 400: { $ref: 'Error#' }, 401: { $ref: 'Error#' }, 403: { $ref: 'Error#' } };
+  const submissionBacklog = options.submissionBacklog ?? 1000;
+  const retryAfterS = options.retryAfterS ?? 60;
+
+  app.post<{ Body: PlaceOrderBody }>(
+    '/v1/orders',
+    {
+      config: { scope: 'orders:write' },
+      schema: {
+        summary: 'Place an order: accepted at once, submitted in arrival order as the upstream budget allows',
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['data'],
+          anyOf: [{ required: ['product_code'] }, { required: ['product_id'] }],
+          properties: {
+            product_code: { type: 'string', minLength: 1, maxLength: 100 },
+            product_id: { type: 'string', minLength: 1, maxLength: 100 },
+            data: {
+              type: 'object',
+              minProperties: 1,
+              maxProperties: 20,
+              additionalProperties: { type: 'string', maxLength: 256 },
+              description: 'The target, e.g. {"user_id": "12345678", "server_id": "2001"}.',
+            },
+            partner_ref: {
+              type: 'string',
+              minLength: 1,
+              description:
+                'Your idempotency key (at most 64 characters): the same ref and body answer the same order. Generated when absent.',
+            },
+          },
+        },
+        response: {
+          200: { $ref: 'Order#' },
+          202: { $ref: 'Order#' },
+          409: { $ref: 'Error#' },
+          503: { $ref: 'Error#' },
+          ...errors,
+        },
+      },
+    },
+    async (request, reply) => {
+      const body = request.body;
+      const partnerRef = body.partner_ref ?? newPartnerRef();
+      const problem = partnerRefProblem(partnerRef);
+      if (problem) throw new ApiHttpError('VALIDATION_ERROR', `partner_ref: ${problem}`);
+      const known = store.queries.getPublicOrderByPartnerRef(partnerRef);
+      if (known) return replay(known, body, reply);
+      if (store.queries.countQueued() >= submissionBacklog) {
+        reply.header('retry-after', String(retryAfterS));
+        throw new ApiHttpError(
+          'BACKLOG_FULL',
+          `${submissionBacklog} orders already wait for the upstream's rate budget: retry after ${retryAfterS} s (nothing was stored)`,
+        );
+      }
+      const { created } = store.writer.createLocalOrder({
+        partnerRef,
+        ...(body.product_code === undefined ? {} : { productCode: body.product_code }),
+        ...(body.product_id === undefined ? {} : { productId: body.product_id }),
+        data: body.data,
+        queued: true,
+      });
+      const order = store.queries.getPublicOrderByPartnerRef(partnerRef)!;
+      // Another request with the same ref may have won the insert.
+      if (!created) return replay(order, body, reply);
+      request.log.info({ partnerRef, token: request.token?.id }, 'order queued');
+      return reply.code(202).send(order);
+    },
+  );
+
+  function replay(order: PublicOrder, body: PlaceOrderBody, reply: FastifyReply) {
+    if (!sameRequest(order, body)) {
+      throw new ApiHttpError(
+        'IDEMPOTENCY_CONFLICT',
+        `partner_ref ${order.partner_ref} already names an order with another product or data: use a new partner_ref for a new order`,
+      );
+    }
+    reply.header('idempotent-replayed', 'true');
+    return reply.code(200).send(order);
+  }
+
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  app.get<{ Params: { ref: string } }>(
+    '/v1/orders/:ref',
+    {
+      config: { scope: 'orders:read' },
+      schema: {
+        summary: 'One order, by partner_ref or invoice number',
+        params: { type: 'object', required: ['ref'], properties: { ref: { type: 'string', minLength: 1 } } },
+        response: { 200: { $ref: 'Order#' }, 404: { $ref: 'Error#' }, ...errors },
+      },
+    },
+    async (request) => {
+      const order = store.queries.getPublicOrder(request.params.ref);
+      if (!order) {
+        throw new ApiHttpError(
+          'ORDER_NOT_FOUND',
+          `no order has partner_ref or invoice number ${request.params.ref}`,
+        );
+      }
+      return order;
+    },
+  );
+
+  app.get<{
+    Querystring: {
+      status?: string;
+      created_from?: string;
+      created_to?: string;
+      limit: number;
+      cursor?: string;
+    };
+  }>(
+    '/v1/orders',
+    {
+      config: { scope: 'orders:read' },
+      schema: {
+        summary: 'Orders, newest first, a page at a time',
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            status: {
+              type: 'string',
+              minLength: 1,
+              description:
+                'A status (SUCCESS …), a submission state (blocked …) or a status string of the upstream.',
+            },
+            created_from: { type: 'string', description: 'Written here at or after this ISO 8601 time.' },
+            created_to: { type: 'string', description: 'Written here before this ISO 8601 time.' },
+            limit: { type: 'integer', minimum: 1, maximum: ORDER_PAGE.max, default: ORDER_PAGE.default },
+            cursor: { type: 'string', description: 'next_cursor of the previous page.' },
+          },
+        },
+        response: {
+          200: {
+            type: 'object',
+            required: ['data', 'next_cursor'],
+            properties: {
+              data: { type: 'array', items: { $ref: 'Order#' } },
+              next_cursor: { type: 'string', nullable: true, description: 'null on the last page.' },
+            },
+          },
+          ...errors,
+        },
+      },
+    },
+    async (request) => {
+      const q = request.query;
+      const page = store.queries.pageOrders({
+        limit: q.limit,
+        ...(q.status === undefined ? {} : { status: q.status }),
+        ...(q.created_from === undefined ? {} : { createdFrom: parseTime('created_from', q.created_from)! }),
+        ...(q.created_to === undefined ? {} : { createdTo: parseTime('created_to', q.created_to)! }),
+        ...(q.cursor === undefined ? {} : { beforeId: decodeCursor(q.cursor) }),
+      });
+      const more = page.length > q.limit;
+      const rows = more ? page.slice(0, q.limit) : page;
+      return { data: rows.map((r) => r.order), next_cursor: more ? encodeCursor(rows.at(-1)!.id) : null };
+    },
+  );
+
+  app.get<{ Querystring: { after: number; limit: number } }>(
+    '/v1/events',
+    {
+      config: { scope: 'orders:read' },
+      schema: {
+        summary: 'The change feed: every change of every order, oldest first, after a cursor',
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            after: {
+              type: 'integer',
+              minimum: 0,
+              default: 0,
+              description: 'The last seq you handled; 0: from the oldest kept.',
+            },
+            limit: { type: 'integer', minimum: 1, maximum: MAX_FEED_PAGE, default: 100 },
+          },
+        },
+        response: {
+          200: {
+            type: 'object',
+            required: ['data', 'next_after', 'has_more'],
+            properties: {
+              data: { type: 'array', items: { $ref: 'Event#' } },
+              next_after: {
+                type: 'integer',
+                description: 'Pass as after to read on (unchanged when data is empty).',
+              },
+              has_more: { type: 'boolean' },
+            },
+          },
+          ...errors,
+        },
+      },
+    },
+    async (request) => {
+      const { after, limit } = request.query;
+      const data = store.feed.after(after, limit);
+      const nextAfter = data.at(-1)?.seq ?? after;
+      return { data, next_after: nextAfter, has_more: store.feed.lastSeq() > nextAfter };
+    },
+  );
+
+  return app;
+}

@@ -1,0 +1,106 @@
+import { ORDER_EVENT_TYPES } from '../store/feed.js';
+import { SUBMISSION_STATES } from '../store/local-order.js';
+import { ORDER_STATUSES } from '../upstream/model.js';
+
+/**
+ * The JSON Schemas of the shop API (docs/api.md): Fastify validates requests and serialises
+ * answers with them, and @fastify/swagger builds the OpenAPI document from them. The order's
+ * schema mirrors `PublicOrder` (src/orders/public-order.ts) field for field: an answer
+ * serialiser drops any field a schema does not name, and the API test compares the two.
+ */
+
+const nullable = (schema: Record<string, unknown>) => ({ ...schema, nullable: true });
+const text = { type: 'string' } as const;
+const time = { type: 'string', format: 'date-time' } as const;
+const refusal = nullable({
+  type: 'object',
+  required: ['code', 'detail'],
+  properties: { code: text, detail: text },
+});
+
+export const publicOrderSchema = {
+  $id: 'Order',
+  type: 'object',
+  description: 'An order as h2h-sync knows it (docs/api.md, "The order").',
+  required: [
+    'partner_ref',
+    'invoice_number',
+    'product_code',
+    'product_id',
+    'product_name',
+    'data',
+    'target',
+    'nickname',
+    'amount',
+    'status',
+    'upstream_status',
+    'serial_number',
+    'message',
+    'submission',
+    'rejection',
+    'blocked',
+    'created_at',
+    'success_at',
+    'local_created_at',
+    'updated_at',
+    'final_at',
+    'version',
+  ],
+  properties: {
+    partner_ref: { ...text, description: 'The idempotency key sent upstream; the order’s name.' },
+    invoice_number: nullable(text),
+    product_code: nullable(text),
+    product_id: nullable(text),
+    product_name: nullable(text),
+    data: nullable({
+      type: 'object',
+      additionalProperties: { type: 'string' },
+      description: 'The target data sent with the create call.',
+    }),
+    target: nullable(text),
+    nickname: nullable(text),
+    amount: nullable({ type: 'number' }),
+    status: nullable({ type: 'string', enum: [...ORDER_STATUSES, null] }),
+    upstream_status: nullable(text),
+    serial_number: nullable(text),
+    message: nullable(text),
+    submission: { type: 'string', enum: [...SUBMISSION_STATES] },
+    rejection: refusal,
+    blocked: refusal,
+    created_at: nullable(text),
+    success_at: nullable(text),
+    local_created_at: time,
+    updated_at: time,
+    final_at: nullable(time),
+    version: { type: 'integer', minimum: 0 },
+  },
+} as const;
+
+export const feedEventSchema = {
+  $id: 'Event',
+  type: 'object',
+  description: 'One change of one order (docs/api.md, "The change feed").',
+  required: ['seq', 'type', 'timestamp', 'data'],
+  properties: {
+    seq: { type: 'integer', minimum: 1, description: 'The cursor: read on with after=seq.' },
+    type: { type: 'string', enum: [...ORDER_EVENT_TYPES] },
+    timestamp: time,
+    data: { $ref: 'Order#' },
+  },
+} as const;
+
+export const errorSchema = {
+  $id: 'Error',
+  type: 'object',
+  required: ['error'],
+  properties: {
+    error: {
+      type: 'object',
+      required: ['code', 'message'],
+      properties: {
+        code: { ...text, description: 'Stable, for programs: docs/api.md lists every one.' },
+        message: { ...text, description: 'For people: what was wrong and how to fix it.' },
+      },
+    },
+  },
+} as const;

@@ -1,0 +1,85 @@
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import {
+  type ApiSettings,
+  apiSettings,
+  type Config,
+  loadConfig,
+  reconcilerSettings,
+} from '../config/config.js';
+import { createLogger } from '../observability/logger.js';
+import { exitGracefully } from '../shared/graceful-shutdown.js';
+import { openDatabase } from '../store/database.js';
+import { type OrderStore, openOrderStore } from '../store/order-store.js';
+import { buildApiApp } from './app.js';
+
+export interface RunningApi {
+  app: FastifyInstance;
+  store: OrderStore;
+  /** e.g. `http://127.0.0.1:3002`. */
+  origin: string;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the shop API on its own store connection: the poll schedule of every process that
+ * writes orders (`reconcilerSettings`), since placing orders through it (to come) writes them.
+ */
+export async function startApi(
+  config: Config,
+  options: { logger?: Logger; settings?: ApiSettings } = {},
+): Promise<RunningApi> {
+  const settings = options.settings ?? apiSettings(config);
+  const db = openDatabase({ path: settings.dbPath });
+  const store = openOrderStore(db, reconcilerSettings(config));
+  let app: FastifyInstance;
+  try {
+    app = await buildApiApp({
+      store,
+      submissionBacklog: settings.submissionBacklog,
+      retryAfterS: settings.retryAfterS,
+      ...(options.logger ? { logger: options.logger } : {}),
+    });
+    await app.listen({ host: settings.host, port: settings.port });
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : settings.port;
+  const host = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
+  let closing: Promise<void> | undefined;
+  return {
+    app,
+    store,
+    origin: `http://${host}:${port}`,
+    close: () => {
+      closing ??= app.close().finally(() => db.close());
+      return closing;
+    },
+  };
+}
+
+/**
+ * The `h2h-sync api` process: starts the API, tells pm2 it is ready, and on SIGINT or SIGTERM
+ * stops taking requests, answers those in flight and closes the store ({@link exitGracefully}).
+ */
+export async function runApi(config: Config = loadConfig()): Promise<RunningApi> {
+  const settings = apiSettings(config);
+  const logger = createLogger({ name: 'api', level: settings.logLevel, format: settings.logFormat });
+  logger.info({ store: settings.dbPath }, `api starting: store ${settings.dbPath}`);
+  const api = await startApi(config, { logger, settings });
+  logger.info({ origin: api.origin, openapi: `${api.origin}/openapi.json` }, 'api listening');
+  process.send?.('ready');
+  exitGracefully({
+    name: 'api',
+    logger,
+    timeoutMs: settings.shutdownTimeoutMs,
+    close: async () => {
+      await api.close();
+      logger.info('api stopped');
+      return true;
+    },
+  });
+  return api;
+}

@@ -1,0 +1,91 @@
+import type { OrderRow, SubmissionState } from '../store/local-order.js';
+import type { OrderData, OrderStatus } from '../upstream/model.js';
+
+/**
+ * The one public representation of a local order (docs/api.md, "The order"): what the change
+ * feed, the shop's notifications and the API carry. snake_case, the upstream's field names where
+ * it has them, ours beside them; our times as ISO 8601 UTC. `version` counts the changes of this
+ * representation: a reader that holds a higher version of an order can discard a lower one.
+ */
+export interface PublicOrder {
+  partner_ref: string;
+  invoice_number: string | null;
+  product_code: string | null;
+  product_id: string | null;
+  product_name: string | null;
+  /** The target data sent with the create call; null for an order placed elsewhere. */
+  data: OrderData | null;
+  /** The upstream's rendering of the target, e.g. `12345678(2001)`. */
+  target: string | null;
+  nickname: string | null;
+  amount: number | null;
+  /** The status of decisions.md; null until the upstream confirmed one. */
+  status: OrderStatus | null;
+  /** The status string the upstream last sent, even one outside decisions.md's table. */
+  upstream_status: string | null;
+  serial_number: string | null;
+  /** The upstream's reason on FAILED and REFUNDED. */
+  message: string | null;
+  /**
+   * Where the create call stands: `pending` (not answered yet), `accepted` (the upstream has the
+   * order), `rejected` (refused for good, see `rejection`), `unknown` (no definite answer yet:
+   * the reconciler finds out), `blocked` (our configuration was refused, see `blocked`; it is
+   * submitted again once fixed).
+   */
+  submission: SubmissionState;
+  rejection: { code: string; detail: string } | null;
+  blocked: { code: string; detail: string } | null;
+  /** The upstream's creation and success times, as it sent them. */
+  created_at: string | null;
+  success_at: string | null;
+  /** When the order was written here, when it last changed, when it first became final. */
+  local_created_at: string;
+  updated_at: string;
+  final_at: string | null;
+  version: number;
+}
+
+/** The columns of `orders` the public representation is made of. */
+export type PublicOrderRow = Omit<
+  OrderRow,
+  'id' | 'last_polled_at' | 'next_poll_at' | 'poll_count' | 'stuck_at'
+> & { version: number };
+
+const iso = (ms: number) => new Date(ms).toISOString();
+const isoOrNull = (ms: number | null) => (ms === null ? null : iso(ms));
+
+/** The public representation of an order row. */
+export function toPublicOrder(row: PublicOrderRow): PublicOrder {
+  return {
+    partner_ref: row.partner_ref,
+    invoice_number: row.invoice_number,
+    product_code: row.product_code,
+    product_id: row.product_id,
+    product_name: row.product_name,
+    data: row.target_data === null ? null : (JSON.parse(row.target_data) as OrderData),
+    target: row.target,
+    nickname: row.nickname,
+    amount: row.amount,
+    status: row.status as OrderStatus | null,
+    upstream_status: row.upstream_status,
+    serial_number: row.serial_number,
+    message: row.message,
+    submission: row.submission_state,
+    rejection:
+      row.rejection_code === null ? null : { code: row.rejection_code, detail: row.rejection_detail ?? '' },
+    blocked: row.blocked_code === null ? null : { code: row.blocked_code, detail: row.blocked_detail ?? '' },
+    created_at: row.created_at,
+    success_at: row.success_at,
+    local_created_at: iso(row.local_created_at),
+    updated_at: iso(row.updated_at),
+    final_at: isoOrNull(row.final_at),
+    version: row.version,
+  };
+}
+
+/** The fields whose change is a change of the order for a reader (not `updated_at`, not `version`). */
+export function samePublicOrder(a: PublicOrder, b: PublicOrder): boolean {
+  const { updated_at: _a, version: _av, ...restA } = a;
+  const { updated_at: _b, version: _bv, ...restB } = b;
+  return JSON.stringify(restA) === JSON.stringify(restB);
+}

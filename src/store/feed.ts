@@ -1,0 +1,111 @@
+import type { Statement, Transaction } from 'better-sqlite3';
+import { type PublicOrder, type PublicOrderRow, toPublicOrder } from '../orders/public-order.js';
+import type { OrderRows } from './order-rows.js';
+
+/**
+ * The change feed (docs/api.md, "The change feed"): every change of every order, in one total
+ * order, written by the order writer in the same transaction as the change it describes (a
+ * transactional outbox), so no reader ever sees a change without its event or an event without
+ * its change, and a crash between the two is impossible. The shop's notifications are delivered
+ * from here; the shop reads it from its last cursor to catch up.
+ *
+ * `seq` is SQLite's AUTOINCREMENT rowid: strictly increasing and never reused, even after the
+ * oldest events are pruned. One writer commits at a time, so a reader never sees seq n + 1
+ * before seq n.
+ */
+
+/** The order events of decisions.md ("Notifications to the reseller's shop"). */
+export const ORDER_EVENT_TYPES = [
+  'order.submitted',
+  'order.updated',
+  'order.rejected',
+  'order.blocked',
+] as const;
+export type OrderEventType = (typeof ORDER_EVENT_TYPES)[number];
+
+/** One event of the feed, as readers get it. */
+export interface FeedEvent {
+  /** The cursor: read on with `after = seq`. */
+  seq: number;
+  type: OrderEventType;
+  /** When the change was committed, ISO 8601 UTC. */
+  timestamp: string;
+  /** The order's whole public representation after the change, with its `version`. */
+  data: PublicOrder;
+}
+
+interface FeedRow {
+  seq: number;
+  type: OrderEventType;
+  partner_ref: string;
+  version: number;
+  timestamp: number;
+  data: string;
+}
+
+function toFeedEvent(row: FeedRow): FeedEvent {
+  return {
+    seq: row.seq,
+    type: row.type,
+    timestamp: new Date(row.timestamp).toISOString(),
+    data: JSON.parse(row.data) as PublicOrder,
+  };
+}
+
+/** The most events one read returns. */
+export const MAX_FEED_PAGE = 1000;
+
+export class ChangeFeed {
+  readonly #rows: OrderRows;
+  readonly #insert: Statement<Omit<FeedRow, 'seq'>>;
+  readonly #after: Statement<[number, number], FeedRow>;
+  readonly #last: Statement<[], { seq: number | null }>;
+  readonly #pruneTx: Transaction<(cutoff: number) => number>;
+
+  constructor(rows: OrderRows) {
+    this.#rows = rows;
+    const { db } = rows;
+    this.#insert = db.prepare(
+      `INSERT INTO feed_events (type, partner_ref, version, timestamp, data)
+       VALUES (@type, @partner_ref, @version, @timestamp, @data)`,
+    );
+    this.#after = db.prepare('SELECT * FROM feed_events WHERE seq > ? ORDER BY seq LIMIT ?');
+    this.#last = db.prepare('SELECT MAX(seq) AS seq FROM feed_events');
+    const prune = db.prepare<[number]>('DELETE FROM feed_events WHERE timestamp < ?');
+    this.#pruneTx = db.transaction((cutoff) => prune.run(cutoff).changes);
+  }
+
+  /**
+   * Appends the event of a change of `row` (already at its new `version`). Only the order writer
+   * calls it, inside the transaction of the change.
+   */
+  append(type: OrderEventType, row: PublicOrderRow, now: number): void {
+    this.#insert.run({
+      type,
+      partner_ref: row.partner_ref,
+      version: row.version,
+      timestamp: now,
+      data: JSON.stringify(toPublicOrder(row)),
+    });
+  }
+
+  /** Up to `limit` events after cursor `after` (0: from the oldest kept), oldest first. */
+  after(after: number, limit = 100): FeedEvent[] {
+    if (!Number.isInteger(after) || after < 0)
+      throw new RangeError(`after must be a whole number ≥ 0, got ${after}`);
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_FEED_PAGE) {
+      throw new RangeError(`limit must be a whole number from 1 to ${MAX_FEED_PAGE}, got ${limit}`);
+    }
+    return this.#after.all(after, limit).map(toFeedEvent);
+  }
+
+  /** The cursor of the newest event (0 when there is none): where a reader of new events starts. */
+  lastSeq(): number {
+    return this.#last.get()?.seq ?? 0;
+  }
+
+  /** Deletes the events older than `retentionMs`; returns how many. */
+  prune(retentionMs: number): number {
+    return this.#rows.write(this.#pruneTx, this.#rows.now() - retentionMs);
+  }
+}

@@ -1,0 +1,297 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { type TestContext, test } from 'node:test';
+import fc from 'fast-check';
+import { request } from 'undici';
+import { buildApiApp } from '../../src/api/app.js';
+import { publicOrderSchema } from '../../src/api/schemas.js';
+import type { OrderStore } from '../../src/store/order-store.js';
+import { snapshot, tempStore } from '../helpers/store.js';
+
+/** The API on a real port of 127.0.0.1 over a real store file; `get` sends a request with a token. */
+async function startApi(t: TestContext) {
+  const { store, db } = tempStore(t, { now: Date.now });
+  const app = await buildApiApp({ store });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  t.after(() => app.close());
+  const { port } = app.server.address() as { port: number };
+  const origin = `http://127.0.0.1:${port}`;
+  const reader = store.tokens.create('shop reader', ['orders:read']).token;
+  const call = async (path: string, token: string | null = reader, method: 'GET' | 'POST' = 'GET') => {
+    const answer = await request(`${origin}${path}`, {
+      method,
+      headers: token === null ? {} : { authorization: `Bearer ${token}` },
+    });
+    // biome-ignore lint/suspicious/noExplicitAny: the answers have many shapes; each test reads its own
+    const body = (await answer.body.json()) as any;
+    return { status: answer.statusCode, headers: answer.headers, body };
+  };
+  return { store, db, app, origin, reader, call };
+}
+
+/** Orders O1…On, each placed and answered by the upstream, one ms apart. */
+function placeOrders(store: OrderStore, n: number, from = 1) {
+  for (let i = from; i < from + n; i++) {
+    store.writer.createLocalOrder({ partnerRef: `O${i}`, productCode: 'ML86', data: { user_id: String(i) } });
+    store.writer.applyOrderSnapshot(snapshot(`O${i}`, i % 2 === 0 ? 'SUCCESS' : 'PENDING'), {
+      source: 'create',
+    });
+  }
+}
+
+test('no token, a wrong one or a revoked one is 401 with the fix; a token without the scope is 403', async (t) => {
+  const { store, call } = await startApi(t);
+  const missing = await call('/v1/orders', null);
+  assert.equal(missing.status, 401);
+  assert.equal(missing.body.error.code, 'TOKEN_MISSING');
+  assert.match(missing.body.error.message, /h2h-sync tokens create/);
+  assert.equal(missing.headers['www-authenticate'], 'Bearer realm="h2h-sync"');
+
+  const wrong = await call('/v1/orders', `h2h_AAAAAAAAAAAA_${'x'.repeat(43)}`);
+  assert.equal(wrong.body.error.code, 'TOKEN_INVALID');
+  assert.equal((await call('/v1/orders', 'not-a-token')).body.error.code, 'TOKEN_INVALID');
+
+  const { token, info } = store.tokens.create('till', ['orders:write']);
+  const forbidden = await call('/v1/orders', token);
+  assert.equal(forbidden.status, 403);
+  assert.equal(forbidden.body.error.code, 'SCOPE_MISSING');
+  assert.match(forbidden.body.error.message, /--scope orders:read/);
+
+  const reader = store.tokens.create('revoked soon', ['orders:read']);
+  assert.equal((await call('/v1/orders', reader.token)).status, 200);
+  assert.ok(store.tokens.revoke(reader.info.id));
+  const revoked = await call('/v1/orders', reader.token);
+  assert.equal(revoked.status, 401);
+  assert.equal(revoked.body.error.code, 'TOKEN_REVOKED');
+  assert.notEqual(store.tokens.list().find((x) => x.id === info.id)?.lastUsedAt, null, 'last use recorded');
+});
+
+test('a token is stored only as a hash and shown once', (t) => {
+  const { store, db } = tempStore(t);
+  const { token, info } = store.tokens.create('web shop', ['orders:read', 'orders:write']);
+  const secret = token.split('_').at(-1)!;
+  const stored = JSON.stringify(db.prepare('SELECT * FROM api_tokens').all());
+  assert.ok(!stored.includes(secret), 'the secret is not in the store');
+  assert.deepEqual(Object.keys(store.tokens.list()[0]!).sort(), Object.keys(info).sort());
+  assert.equal(store.tokens.authenticate(token).ok, true);
+  assert.equal(
+    store.tokens.authenticate(`${token.slice(0, -1)}${token.endsWith('A') ? 'B' : 'A'}`).ok,
+    false,
+  );
+  assert.throws(
+    () => store.tokens.create('x', ['orders:delete' as 'orders:read']),
+    /scopes must be one or more of/,
+  );
+});
+
+test('GET /v1/orders/:ref answers the public representation, by partner_ref or invoice number', async (t) => {
+  const { store, call } = await startApi(t);
+  placeOrders(store, 2);
+  const one = await call('/v1/orders/O2');
+  assert.equal(one.status, 200);
+  assert.equal(one.body.status, 'SUCCESS');
+  assert.equal(one.body.version, 1);
+  assert.deepEqual(one.body, store.queries.getPublicOrder('O2'));
+  assert.deepEqual((await call('/v1/orders/INV-O2')).body, one.body);
+  const missing = await call('/v1/orders/NOPE');
+  assert.equal(missing.status, 404);
+  assert.equal(missing.body.error.code, 'ORDER_NOT_FOUND');
+});
+
+test('GET /v1/orders pages newest first with a stable cursor, and filters by status and creation time', async (t) => {
+  const { store, call } = await startApi(t);
+  placeOrders(store, 7);
+  const seen: string[] = [];
+  let cursor: string | null = '';
+  let pages = 0;
+  while (cursor !== null) {
+    const page = await call(`/v1/orders?limit=3${cursor ? `&cursor=${cursor}` : ''}`);
+    assert.equal(page.status, 200);
+    seen.push(...page.body.data.map((o: { partner_ref: string }) => o.partner_ref));
+    cursor = page.body.next_cursor;
+    if (pages++ === 0) placeOrders(store, 1, 100); // a new order never shifts the pages after it
+  }
+  assert.deepEqual(seen, ['O7', 'O6', 'O5', 'O4', 'O3', 'O2', 'O1']);
+
+  const success = await call('/v1/orders?status=SUCCESS&limit=100');
+  assert.deepEqual(
+    success.body.data.map((o: { partner_ref: string }) => o.partner_ref),
+    ['O100', 'O6', 'O4', 'O2'],
+  );
+  const future = await call(`/v1/orders?created_from=${new Date(Date.now() + 60_000).toISOString()}`);
+  assert.deepEqual(future.body, { data: [], next_cursor: null });
+  const past = await call(`/v1/orders?created_to=${new Date(Date.now() + 60_000).toISOString()}&limit=100`);
+  assert.equal(past.body.data.length, 8);
+
+  for (const [query, code] of [
+    ['cursor=bm9wZQ', 'INVALID_CURSOR'],
+    ['limit=0', 'VALIDATION_ERROR'],
+    ['limit=101', 'VALIDATION_ERROR'],
+    ['created_from=yesterday', 'VALIDATION_ERROR'],
+    ['colour=red', 'VALIDATION_ERROR'],
+  ]) {
+    const refused = await call(`/v1/orders?${query}`);
+    assert.equal(refused.status, 400, query);
+    assert.equal(refused.body.error.code, code, query);
+  }
+});
+
+test('GET /v1/events reads the change feed from any cursor: the pages together are the feed', async (t) => {
+  const { store, call } = await startApi(t);
+  placeOrders(store, 4);
+  store.writer.applyOrderSnapshot(snapshot('O1', 'FAILED'), { source: 'webhook', eventId: 'e-1' });
+  const read: unknown[] = [];
+  let after = 0;
+  for (;;) {
+    const page = await call(`/v1/events?after=${after}&limit=2`);
+    assert.equal(page.status, 200);
+    read.push(...page.body.data);
+    after = page.body.next_after;
+    if (!page.body.has_more) break;
+  }
+  assert.deepEqual(read, store.feed.after(0, 1000));
+  assert.equal(read.length, 5);
+  const empty = await call(`/v1/events?after=${after}`);
+  assert.deepEqual(empty.body, { data: [], next_after: after, has_more: false });
+});
+
+test('the order schema of the API names every field of the public representation', (t) => {
+  const { store } = tempStore(t);
+  placeOrders(store, 1);
+  assert.deepEqual(
+    Object.keys(publicOrderSchema.properties).sort(),
+    Object.keys(store.queries.getPublicOrder('O1')!).sort(),
+  );
+  assert.deepEqual([...publicOrderSchema.required].sort(), Object.keys(publicOrderSchema.properties).sort());
+});
+
+test('/openapi.json is the OpenAPI 3 document of the routes, and docs/openapi.json is current', async (t) => {
+  const { call } = await startApi(t);
+  const doc = await call('/openapi.json', null);
+  assert.equal(doc.status, 200);
+  assert.equal(doc.body.openapi, '3.0.3');
+  assert.deepEqual(Object.keys(doc.body.paths).sort(), ['/v1/events', '/v1/orders', '/v1/orders/{ref}']);
+  assert.deepEqual(
+    doc.body,
+    JSON.parse(readFileSync('docs/openapi.json', 'utf8')),
+    'docs/openapi.json is stale: run npm run docs:openapi',
+  );
+});
+
+test('random requests to every route get a 2xx or a 4xx with a code, never a 5xx', async (t) => {
+  const { store, origin, reader } = await startApi(t);
+  placeOrders(store, 3);
+  const path = fc.constantFrom(
+    '/v1/orders',
+    '/v1/orders/O1',
+    '/v1/orders/%E0%A4%A',
+    '/v1/events',
+    '/v1/nope',
+    '/openapi.json',
+  );
+  const query = fc.array(
+    fc.tuple(
+      fc.constantFrom('limit', 'cursor', 'after', 'status', 'created_from', 'created_to', 'x'),
+      fc.oneof(fc.string(), fc.integer().map(String), fc.constantFrom('-1', '1e3', '', 'null')),
+    ),
+    { maxLength: 4 },
+  );
+  await fc.assert(
+    fc.asyncProperty(
+      path,
+      query,
+      fc.constantFrom('GET', 'POST', 'DELETE', 'PUT'),
+      fc.constantFrom(reader, null, 'Bearer', 'h2h_x_y'),
+      async (p, q, method, token) => {
+        const search = new URLSearchParams(q).toString();
+        const answer = await request(`${origin}${p}${search ? `?${search}` : ''}`, {
+          method,
+          headers: token === null ? {} : { authorization: `Bearer ${token}` },
+        });
+        const body = (await answer.body.json()) as { error?: { code: string } };
+        assert.ok(answer.statusCode < 500, `${method} ${p}?${search} → ${answer.statusCode}`);
+        if (answer.statusCode >= 400) assert.equal(typeof body.error?.code, 'string');
+      },
+    ),
+    { numRuns: 150, seed: 5 },
+  );
+});
+
+test('POST /v1/orders queues an order at once; the same ref and body answer the same order, another body 409; a full backlog 503', async (t) => {
+  const { store, origin } = await startApi(t);
+  const writer = store.tokens.create('till', ['orders:write']).token;
+  const post = async (body: unknown, token = writer) => {
+    const answer = await request(`${origin}/v1/orders`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    // biome-ignore lint/suspicious/noExplicitAny: answers of many shapes
+    return { status: answer.statusCode, headers: answer.headers, body: (await answer.body.json()) as any };
+  };
+  const body = { product_code: 'MLBB-86', data: { user_id: '12345678', server_id: '2001' } };
+
+  const generated = await post(body);
+  assert.equal(generated.status, 202);
+  assert.match(generated.body.partner_ref, /^h2h-/);
+  assert.equal(generated.body.submission, 'queued');
+  assert.equal(generated.body.version, 0);
+
+  const first = await post({ ...body, partner_ref: 'shop-1' });
+  assert.equal(first.status, 202);
+  const again = await post({
+    data: { server_id: '2001', user_id: '12345678' },
+    partner_ref: 'shop-1',
+    product_code: 'MLBB-86',
+  });
+  assert.equal(again.status, 200);
+  assert.equal(again.headers['idempotent-replayed'], 'true');
+  assert.deepEqual(again.body, first.body);
+  const conflict = await post({
+    ...body,
+    partner_ref: 'shop-1',
+    data: { user_id: '87654321', server_id: '2001' },
+  });
+  assert.equal(conflict.status, 409);
+  assert.equal(conflict.body.error.code, 'IDEMPOTENCY_CONFLICT');
+
+  assert.equal(store.feed.after(0).length, 0, 'a queued order has no event until the upstream answers');
+  assert.deepEqual(
+    store.schedule.claimDueForPoll(10, { dueBy: Date.now() + 86_400_000 }),
+    [],
+    'never polled while queued',
+  );
+  assert.equal(store.schedule.claimNextQueued()?.partnerRef, generated.body.partner_ref, 'oldest first');
+  assert.equal(store.schedule.claimNextQueued()?.partnerRef, 'shop-1');
+  assert.equal(store.schedule.claimNextQueued(), undefined, 'both are claimed');
+
+  for (const [bad, code] of [
+    [{ data: body.data }, 'VALIDATION_ERROR'],
+    [{ product_code: 'MLBB-86', data: {} }, 'VALIDATION_ERROR'],
+    [{ ...body, partner_ref: 'x'.repeat(65) }, 'VALIDATION_ERROR'],
+    [{ ...body, colour: 'red' }, 'VALIDATION_ERROR'],
+  ] as const) {
+    const refused = await post(bad);
+    assert.equal(refused.status, 400, JSON.stringify(bad));
+    assert.equal(refused.body.error.code, code);
+  }
+  const reader = await post(body, store.tokens.create('reader', ['orders:read']).token);
+  assert.equal(reader.status, 403);
+  assert.equal(reader.body.error.code, 'SCOPE_MISSING');
+
+  const small = await buildApiApp({ store, submissionBacklog: 2, retryAfterS: 7 });
+  await small.listen({ host: '127.0.0.1', port: 0 });
+  t.after(() => small.close());
+  const full = await request(
+    `http://127.0.0.1:${(small.server.address() as { port: number }).port}/v1/orders`,
+    {
+      method: 'POST',
+      headers: { authorization: `Bearer ${writer}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ ...body, partner_ref: 'one-too-many' }),
+    },
+  );
+  assert.equal(full.statusCode, 503);
+  assert.equal(full.headers['retry-after'], '7');
+  assert.equal(((await full.body.json()) as { error: { code: string } }).error.code, 'BACKLOG_FULL');
+  assert.equal(store.queries.getPublicOrder('one-too-many'), undefined, 'nothing stored');
+});
