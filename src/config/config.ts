@@ -276,7 +276,7 @@ export const settingsSchema = z.object({
     .number()
     .min(0)
     .lt(1)
-    .default(0.95)
+    .default(0.9)
     .describe(
       "Learned first poll: an order is first polled when this share of the product's orders have reached a final state (learned from the webhooks that arrive), plus the usual webhook delivery delay; `0` = always `RECONCILE_FIRST_POLL_DELAY_S`, which also applies until `RECONCILE_PACE_MIN_SAMPLES` are known. Every process that writes orders must use the same value.",
     ),
