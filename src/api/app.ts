@@ -30,7 +30,9 @@ export const API_ERRORS = {
   SCOPE_MISSING: 403,
   ORDER_NOT_FOUND: 404,
   IDEMPOTENCY_CONFLICT: 409,
+  ORDER_NOT_SUBMITTED: 409,
   BACKLOG_FULL: 503,
+  QUEUE_UNAVAILABLE: 503,
   NOT_FOUND: 404,
   REQUEST_TIMEOUT: 408,
   PAYLOAD_TOO_LARGE: 413,
@@ -72,6 +74,11 @@ export interface ApiAppOptions {
   submissionBacklog?: number;
   /** The Retry-After of a full backlog, in seconds: about one budget window. Default 60. */
   retryAfterS?: number;
+  /**
+   * Asks the reconciler for an early poll of an order (the poll-request queue in Redis); without
+   * it, POST /v1/orders/:ref/refresh answers 503.
+   */
+  requestPoll?: (partnerRef: string) => Promise<void>;
 }
 
 /** What POST /v1/orders takes. */
@@ -294,6 +301,61 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
       if (!created) return replay(order, body, reply);
       request.log.info({ partnerRef, token: request.token?.id }, 'order queued');
       return reply.code(202).send(order);
+    },
+  );
+
+  app.post<{ Params: { ref: string } }>(
+    '/v1/orders/:ref/refresh',
+    {
+      config: { scope: 'orders:write' },
+      schema: {
+        summary:
+          'Ask for an early poll of an order: its status is read from the upstream as soon as the budget allows',
+        params: { type: 'object', required: ['ref'], properties: { ref: { type: 'string', minLength: 1 } } },
+        response: {
+          202: {
+            type: 'object',
+            required: ['requested', 'order'],
+            properties: { requested: { type: 'boolean' }, order: { $ref: 'Order#' } },
+          },
+          404: { $ref: 'Error#' },
+          409: { $ref: 'Error#' },
+          503: { $ref: 'Error#' },
+          ...errors,
+        },
+      },
+    },
+    async (request, reply) => {
+      const order = store.queries.getPublicOrder(request.params.ref);
+      if (!order) {
+        throw new ApiHttpError(
+          'ORDER_NOT_FOUND',
+          `no order has partner_ref or invoice number ${request.params.ref}`,
+        );
+      }
+      if (order.submission === 'queued') {
+        throw new ApiHttpError(
+          'ORDER_NOT_SUBMITTED',
+          `order ${order.partner_ref} still waits in the submission queue: there is nothing to read upstream yet`,
+        );
+      }
+      if (!options.requestPoll) {
+        throw new ApiHttpError(
+          'QUEUE_UNAVAILABLE',
+          'early polls are not available here: the API has no Redis',
+        );
+      }
+      try {
+        await options.requestPoll(order.partner_ref);
+      } catch (err) {
+        request.log.error({ err, partnerRef: order.partner_ref }, 'early poll not requested');
+        throw new ApiHttpError(
+          'QUEUE_UNAVAILABLE',
+          'the poll request could not be queued (Redis); retry later',
+        );
+      }
+      // The answer lands in the order and the change feed; read either.
+      return reply.code(202).send({ requested: true, order });
     },
   );
 

@@ -1,4 +1,6 @@
+import { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
+import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import {
   type ApiSettings,
@@ -8,7 +10,16 @@ import {
   reconcilerSettings,
 } from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
+import {
+  POLL_REQUEST_JOB_NAME,
+  POLL_REQUEST_JOB_OPTIONS,
+  POLL_REQUEST_QUEUE,
+  type PollRequestData,
+  pollRequestJobId,
+} from '../queue/poll-request-queue.js';
+import { DEFAULT_QUEUE_PREFIX } from '../queue/webhook-queue.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';
+import { redisOutageLog } from '../shared/redis-outage.js';
 import { openDatabase } from '../store/database.js';
 import { type OrderStore, openOrderStore } from '../store/order-store.js';
 import { buildApiApp } from './app.js';
@@ -32,16 +43,41 @@ export async function startApi(
   const settings = options.settings ?? apiSettings(config);
   const db = openDatabase({ path: settings.dbPath });
   const store = openOrderStore(db, reconcilerSettings(config));
+  // Only early polls need Redis: the API serves the store without it, and a refresh asked
+  // while Redis is away fails at once (503) instead of waiting in ioredis' offline queue.
+  const outage = redisOutageLog({
+    url: config.redisUrl,
+    component: 'api',
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
+  const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: null, enableOfflineQueue: false });
+  redis.on('error', outage.error);
+  redis.on('ready', outage.ready);
+  const pollQueue = new Queue<PollRequestData>(POLL_REQUEST_QUEUE, {
+    connection: redis,
+    prefix: DEFAULT_QUEUE_PREFIX,
+    defaultJobOptions: POLL_REQUEST_JOB_OPTIONS,
+  });
+  pollQueue.on('error', outage.error);
+  const closeRedis = async () => {
+    await pollQueue.close().catch(() => {});
+    redis.disconnect();
+  };
   let app: FastifyInstance;
   try {
     app = await buildApiApp({
       store,
       submissionBacklog: settings.submissionBacklog,
       retryAfterS: settings.retryAfterS,
+      requestPoll: async (partnerRef) => {
+        const request: PollRequestData = { partnerRef, reason: 'shop_request' };
+        await pollQueue.add(POLL_REQUEST_JOB_NAME, request, { jobId: pollRequestJobId(request) });
+      },
       ...(options.logger ? { logger: options.logger } : {}),
     });
     await app.listen({ host: settings.host, port: settings.port });
   } catch (error) {
+    await closeRedis();
     db.close();
     throw error;
   }
@@ -54,7 +90,10 @@ export async function startApi(
     store,
     origin: `http://${host}:${port}`,
     close: () => {
-      closing ??= app.close().finally(() => db.close());
+      closing ??= app
+        .close()
+        .then(closeRedis)
+        .finally(() => db.close());
       return closing;
     },
   };

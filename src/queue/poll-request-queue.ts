@@ -12,8 +12,8 @@ export const POLL_REQUEST_QUEUE = 'h2h-poll-requests';
 /** Name of every job on {@link POLL_REQUEST_QUEUE}. */
 export const POLL_REQUEST_JOB_NAME = 'poll-order';
 
-/** Why an early poll was requested. */
-export type PollReason = 'stale_webhook';
+/** Why an early poll was requested: a stale but authentic webhook, or the shop (POST /v1/orders/:ref/refresh). */
+export type PollReason = 'stale_webhook' | 'shop_request';
 
 /** One early-poll request: at least one of the two references is set. */
 export interface PollRequestData {

@@ -69,7 +69,7 @@ test('no token, a wrong one or a revoked one is 401 with the fix; a token withou
 test('a token is stored only as a hash and shown once', (t) => {
   const { store, db } = tempStore(t);
   const { token, info } = store.tokens.create('web shop', ['orders:read', 'orders:write']);
-  const secret = token.split('_').at(-1)!;
+  const secret = token.slice('h2h_'.length + 12 + 1); // h2h_<12-char id>_<secret>
   const stored = JSON.stringify(db.prepare('SELECT * FROM api_tokens').all());
   assert.ok(!stored.includes(secret), 'the secret is not in the store');
   assert.deepEqual(Object.keys(store.tokens.list()[0]!).sort(), Object.keys(info).sort());
@@ -170,7 +170,12 @@ test('/openapi.json is the OpenAPI 3 document of the routes, and docs/openapi.js
   const doc = await call('/openapi.json', null);
   assert.equal(doc.status, 200);
   assert.equal(doc.body.openapi, '3.0.3');
-  assert.deepEqual(Object.keys(doc.body.paths).sort(), ['/v1/events', '/v1/orders', '/v1/orders/{ref}']);
+  assert.deepEqual(Object.keys(doc.body.paths).sort(), [
+    '/v1/events',
+    '/v1/orders',
+    '/v1/orders/{ref}',
+    '/v1/orders/{ref}/refresh',
+  ]);
   assert.deepEqual(
     doc.body,
     JSON.parse(readFileSync('docs/openapi.json', 'utf8')),
@@ -294,4 +299,39 @@ test('POST /v1/orders queues an order at once; the same ref and body answer the 
   assert.equal(full.headers['retry-after'], '7');
   assert.equal(((await full.body.json()) as { error: { code: string } }).error.code, 'BACKLOG_FULL');
   assert.equal(store.queries.getPublicOrder('one-too-many'), undefined, 'nothing stored');
+});
+
+test('POST /v1/orders/:ref/refresh asks for an early poll of a submitted order; a queued or unknown one is refused', async (t) => {
+  const { store } = tempStore(t, { now: Date.now });
+  const asked: string[] = [];
+  const app = await buildApiApp({ store, requestPoll: async (ref) => void asked.push(ref) });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  t.after(() => app.close());
+  const origin = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+  const writer = store.tokens.create('till', ['orders:write']).token;
+  const refresh = async (ref: string, token = writer) => {
+    const answer = await request(`${origin}/v1/orders/${ref}/refresh`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}` },
+    });
+    // biome-ignore lint/suspicious/noExplicitAny: answers of many shapes
+    return { status: answer.statusCode, body: (await answer.body.json()) as any };
+  };
+  placeOrders(store, 1);
+  store.writer.createLocalOrder({
+    partnerRef: 'WAITING',
+    productCode: 'ML86',
+    data: { user_id: '1' },
+    queued: true,
+  });
+
+  const done = await refresh('INV-O1');
+  assert.equal(done.status, 202);
+  assert.equal(done.body.requested, true);
+  assert.equal(done.body.order.partner_ref, 'O1');
+  assert.deepEqual(asked, ['O1'], 'asked by partner_ref, even when named by invoice');
+  assert.equal((await refresh('WAITING')).body.error.code, 'ORDER_NOT_SUBMITTED');
+  assert.equal((await refresh('NOPE')).status, 404);
+  assert.equal((await refresh('O1', store.tokens.create('reader', ['orders:read']).token)).status, 403);
+  assert.deepEqual(asked, ['O1']);
 });
