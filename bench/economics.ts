@@ -42,12 +42,15 @@
  * within the audit window, calls per order above 1.15 × the floor at p = 0.02 or 1.10 × at
  * p = 0.25, or p99 staleness above the upstream's p99 completion + 2 pass intervals.
  */
+
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
+import { uniformFloat64 } from 'pure-rand/distribution/uniformFloat64';
+import { xoroshiro128plus } from 'pure-rand/generator/xoroshiro128plus';
 import { request } from 'undici';
 import { loadConfig, receiverSettings, reconcilerSettings, workerSettings } from '../src/config/config.js';
 import { startRedisServer } from '../src/dev/redis-server.js';
@@ -134,16 +137,10 @@ const MIX: ReadonlyArray<{ suffix: string; share: number }> = [
   { suffix: '0002', share: 0.05 }, // PENDING → FAILED
 ];
 
-/** Seeded uniform [0, 1) (mulberry32), so arrivals repeat for one seed. */
+/** Seeded uniform [0, 1) (pure-rand, as the simulator draws), so arrivals repeat for one seed. */
 function random(seed: number): () => number {
-  let a = seed >>> 0 || 1;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
+  const generator = xoroshiro128plus(seed);
+  return () => uniformFloat64(generator);
 }
 
 /** Inverse of the standard normal CDF (Acklam's rational approximation, |error| < 1.2e-9 after one step). */

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { test } from 'node:test';
 import type { TailLine } from '../../src/cli/commands/tail.js';
 import { loadConfig, receiverSettings } from '../../src/config/config.js';
 import { startReceiver } from '../../src/receiver/server.js';
+import { spawnCli } from '../helpers/cli.js';
 import { deliveryHeaders, SECRET } from '../helpers/receiver.js';
 import { privateRedis } from '../helpers/redis.js';
 import { httpRequest } from '../helpers/simulator.js';
@@ -11,36 +11,9 @@ import { snapshot, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import { cleanupScope, startTestWorker, webhookBodyOf } from '../helpers/worker.js';
 
-/** `h2h-sync tail --json` as a child process; its stdout as parsed lines, as they arrive. */
-function spawnTail(t: { after(fn: () => unknown): void }, env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'tail', '--json'], {
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk) => {
-    stdout += chunk;
-  });
-  child.stderr.on('data', (chunk) => {
-    stderr += chunk;
-  });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  t.after(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  return {
-    child,
-    exited,
-    stdout: () => stdout,
-    stderr: () => stderr,
-    lines: (): TailLine[] =>
-      stdout
-        .split('\n')
-        .filter((line) => line !== '')
-        .map((line) => JSON.parse(line) as TailLine),
-  };
-}
+/** `h2h-sync tail --json` as a child process. */
+const spawnTail = (t: { after(fn: () => unknown): void }, env: Record<string, string>) =>
+  spawnCli(t, ['tail', '--json'], env);
 
 test('tail --json prints a received line when a signed webhook is queued and an applied line when the worker applies it', async (test) => {
   const t = cleanupScope(test);
@@ -68,10 +41,10 @@ test('tail --json prints a received line when a signed webhook is queued and an 
   assert.equal(delivered.status, 200, delivered.text);
 
   // The two lines come from two sources (Redis queue events, the store), so either may be first.
-  await waitFor(() => tail.lines().length >= 2, {
+  await waitFor(() => tail.jsonLines<TailLine>().length >= 2, {
     message: `two lines; stdout so far: ${tail.stdout()}`,
   });
-  const lines = tail.lines().sort((a, b) => a.kind.localeCompare(b.kind));
+  const lines = tail.jsonLines<TailLine>().sort((a, b) => a.kind.localeCompare(b.kind));
   const times = lines.map((line) => Date.parse(line.time));
   assert.ok(
     times.every((time) => Number.isFinite(time)),

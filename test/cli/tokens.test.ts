@@ -1,9 +1,7 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { type TestContext, test } from 'node:test';
 import { request } from 'undici';
-import { runCli } from '../helpers/cli.js';
+import { runCli, spawnCli } from '../helpers/cli.js';
 import { snapshot, tempDbPath, tempStore } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -35,23 +33,8 @@ test('tokens create prints the token once; list never shows a secret; revoke ref
 });
 
 /** `h2h-sync api` as pm2 runs it: a child process that logs JSON lines to stdout. */
-async function spawnApi(t: TestContext, env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'api'], {
-    env: { PATH: process.env.PATH ?? '', LOG_FORMAT: 'json', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  t.after(() => child.kill('SIGKILL'));
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk) => {
-    stdout += chunk;
-  });
-  child.stderr.on('data', (chunk) => {
-    stderr += chunk;
-  });
-  const exited = once(child, 'exit').then(([code]) => code as number | null);
-  return { child, exited, stdout: () => stdout, stderr: () => stderr };
-}
+const spawnApi = (t: TestContext, env: Record<string, string>) =>
+  spawnCli(t, ['api'], { LOG_FORMAT: 'json', ...env });
 
 test('h2h-sync api serves the store with a token from the CLI, and stops cleanly on SIGTERM', async (t) => {
   const { store, path } = tempStore(t, { now: Date.now });
@@ -65,13 +48,7 @@ test('h2h-sync api serves the store with a token from the CLI, and stops cleanly
   );
   const api = await spawnApi(t, env);
   const listening = await waitFor(
-    () =>
-      api
-        .stdout()
-        .split('\n')
-        .filter(Boolean)
-        .map((line) => JSON.parse(line))
-        .find((line) => line.msg === 'api listening'),
+    () => api.jsonLines<{ msg: string; origin: string }>().find((line) => line.msg === 'api listening'),
     { timeoutMs: 20_000, message: `the api to listen; stderr: ${api.stderr()}` },
   );
   const answer = await request(`${listening.origin}/v1/orders/SHOP-1`, {

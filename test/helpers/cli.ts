@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { type ChildProcessWithoutNullStreams, execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
 
 const execFileAsync = promisify(execFile);
@@ -26,4 +26,55 @@ export async function runCli(args: string[], env: Record<string, string>): Promi
     const e = err as { code: number; stdout: string; stderr: string };
     return { code: e.code, stdout: e.stdout, stderr: e.stderr };
   }
+}
+
+/** A long-running CLI command (`api`, `tail`, `worker` …) started as a child process. */
+export interface SpawnedCli {
+  child: ChildProcessWithoutNullStreams;
+  /** Resolves with the exit code (null after a signal). */
+  exited: Promise<number | null>;
+  /** Everything written so far. */
+  stdout(): string;
+  stderr(): string;
+  /** stdout's complete lines so far, each parsed as JSON. */
+  jsonLines<T = Record<string, unknown>>(): T[];
+}
+
+/**
+ * Starts the CLI as a user would, with only PATH and the given settings in its environment, and
+ * collects what it prints; it is killed when the test ends if it is still running.
+ */
+export function spawnCli(
+  t: { after(fn: () => unknown): void },
+  args: string[],
+  env: Record<string, string>,
+): SpawnedCli {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk) => {
+    stdout += chunk;
+  });
+  child.stderr.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  t.after(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  return {
+    child,
+    exited,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    jsonLines: <T>() =>
+      stdout
+        .split('\n')
+        .slice(0, -1)
+        .filter((line) => line !== '')
+        .map((line) => JSON.parse(line) as T),
+  };
 }

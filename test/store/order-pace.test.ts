@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { uniformFloat64 } from 'pure-rand/distribution/uniformFloat64';
+import { xoroshiro128plus } from 'pure-rand/generator/xoroshiro128plus';
 import { bucketMs, GROWTH, PACE_MEMORY, paceBucket } from '../../src/store/order-pace.js';
 import type { OrderStore } from '../../src/store/order-store.js';
 import { readWebhookJob } from '../../src/worker/webhook-event.js';
@@ -8,16 +10,10 @@ import { snapshot, tempStore } from '../helpers/store.js';
 const CREATED = Date.UTC(2026, 10, 1);
 const iso = (ms: number) => new Date(ms).toISOString();
 
-/** A seeded uniform [0, 1) stream (mulberry32), so every run learns from the same samples. */
+/** A seeded uniform [0, 1) stream (pure-rand, as the simulator draws), so every run learns from the same samples. */
 function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
+  const generator = xoroshiro128plus(seed);
+  return () => uniformFloat64(generator);
 }
 
 /** Log-normal durations with this median and p99 (the realistic profile's shape), in ms. */

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { test } from 'node:test';
 import { freePort, startRedisServer } from '../../src/dev/redis-server.js';
 import { redactRedisUrl } from '../../src/shared/redis-outage.js';
+import { spawnCli } from '../helpers/cli.js';
 import { tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -10,33 +10,15 @@ type Line = { level: number; msg: string; attempt?: number; attempts?: number; r
 
 test('a worker started before Redis says "waiting for Redis" once, logs each attempt only at debug, raises nothing, and starts when Redis comes', async (t) => {
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'worker'], {
-    env: {
-      PATH: process.env.PATH ?? '',
-      REDIS_URL: `redis://127.0.0.1:${port}`,
-      H2H_DB_PATH: tempDbPath(t),
-      ADMIN_PORT: '0',
-      H2H_BASE_URL: 'http://127.0.0.1:9/v1/member-api',
-      H2H_API_KEY: 'k',
-      LOG_LEVEL: 'debug',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
+  const worker = spawnCli(t, ['worker'], {
+    REDIS_URL: `redis://127.0.0.1:${port}`,
+    H2H_DB_PATH: tempDbPath(t),
+    ADMIN_PORT: '0',
+    H2H_BASE_URL: 'http://127.0.0.1:9/v1/member-api',
+    H2H_API_KEY: 'k',
+    LOG_LEVEL: 'debug',
   });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-  t.after(() => child.kill('SIGKILL'));
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk) => {
-    stdout += chunk;
-  });
-  child.stderr.on('data', (chunk) => {
-    stderr += chunk;
-  });
-  const lines = () =>
-    stdout
-      .split('\n')
-      .filter(Boolean)
-      .map((line) => JSON.parse(line) as Line);
+  const lines = () => worker.jsonLines<Line>();
 
   await waitFor(() => lines().some((l) => l.msg === 'Redis not reachable' && (l.attempt ?? 0) >= 5), {
     message: 'five failed connection attempts',
@@ -54,11 +36,15 @@ test('a worker started before Redis says "waiting for Redis" once, logs each att
   assert.equal(waiting[0]!.redis, `redis://127.0.0.1:${port}`);
   assert.ok(lines().some((l) => l.msg.startsWith('Redis is reachable') && (l.attempts ?? 0) >= 5));
   assert.equal(lines().filter((l) => l.level >= 50).length, 0, 'no error lines');
-  assert.equal(stderr, '', 'nothing raw on stderr (no console.error of an unhandled connection error)');
+  assert.equal(
+    worker.stderr(),
+    '',
+    'nothing raw on stderr (no console.error of an unhandled connection error)',
+  );
   assert.match(lines()[0]!.msg, /^worker starting: Redis redis:\/\/127\.0\.0\.1:\d+, store /);
 
-  child.kill('SIGTERM');
-  assert.equal(await exited, 0);
+  worker.child.kill('SIGTERM');
+  assert.equal(await worker.exited, 0);
 });
 
 test('a Redis URL is logged without its password', () => {
