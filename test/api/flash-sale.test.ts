@@ -3,23 +3,26 @@ import { test } from 'node:test';
 import { request } from 'undici';
 import { buildApiApp } from '../../src/api/app.js';
 import { loadConfig, receiverSettings } from '../../src/config/config.js';
+import { generateEndpointSecret } from '../../src/notify/signature.js';
 import { startReceiver } from '../../src/receiver/server.js';
 import { openDatabase } from '../../src/store/database.js';
 import { openOrderStore } from '../../src/store/order-store.js';
 import { startWorkerProcess } from '../../src/worker/server.js';
 import { capturedLogger } from '../helpers/logs.js';
+import { verifyNotification } from '../helpers/notify.js';
 import { SECRET } from '../helpers/receiver.js';
 import { privateRedis } from '../helpers/redis.js';
 import { DEMO_MEMBERS, startSimulator, userIdEndingIn } from '../helpers/simulator.js';
 import { scheduleSettings, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
+import { startWebhookSink } from '../helpers/webhook-sink.js';
 import { cleanupScope } from '../helpers/worker.js';
 
 const ORDERS = 500;
 /** The upstream's 60 calls, over a 1 s window instead of a minute, so the sale drains in seconds. */
 const RATE = { limit: 60, windowMs: 1000 };
 
-test('a flash sale: 500 orders posted at once all get 202, each is placed upstream exactly once, in arrival order, at the budget’s pace with no 429, and every one reaches its final state', async (test) => {
+test('a flash sale: 500 orders posted at once all get 202, each is placed upstream exactly once, in arrival order, at the budget’s pace with no 429, every one reaches its final state, and the shop is notified of each', async (test) => {
   const t = cleanupScope(test);
   const redis = await privateRedis(t);
   const dbPath = tempDbPath(t);
@@ -57,6 +60,10 @@ test('a flash sale: 500 orders posted at once all get 202, each is placed upstre
   t.after(() => api.close());
   const { port } = api.server.address() as { port: number };
   const { token } = store.tokens.create('flash sale', ['orders:write', 'orders:read']);
+  // The shop's notification endpoint: every delivery is verified with standardwebhooks.
+  const sink = await startWebhookSink(t, { secrets: [] });
+  const secret = generateEndpointSecret();
+  store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
 
   const answers = await Promise.all(
     Array.from({ length: ORDERS }, async (_, i) => {
@@ -106,4 +113,25 @@ test('a flash sale: 500 orders posted at once all get 202, each is placed upstre
   assert.ok(answered.length >= ORDERS, `the simulator logged its answers (${answered.length})`);
   assert.equal(answered.filter((status) => status === 429).length, 0, 'no 429 from the upstream');
   assert.equal(store.queries.countQueued(), 0);
+
+  // The shop hears each order's final state, signed (deliveries are read once each).
+  const notifiedSuccess = new Set<string>();
+  let read = 0;
+  await waitFor(
+    () => {
+      for (; read < sink.deliveries.length; read++) {
+        const delivery = sink.deliveries[read]!;
+        if (typeof delivery.answer !== 'number' || delivery.answer >= 300) continue;
+        const body = verifyNotification(secret, delivery);
+        if (body.data.status === 'SUCCESS') notifiedSuccess.add(body.data.partner_ref);
+      }
+      return notifiedSuccess.size === ORDERS;
+    },
+    {
+      timeoutMs: 60_000,
+      intervalMs: 250,
+      message: `a SUCCESS notification of every order (${notifiedSuccess.size})`,
+    },
+  );
+  assert.deepEqual([...notifiedSuccess].sort(), [...arrival].sort());
 });
