@@ -262,7 +262,7 @@ export const settingsSchema = z.object({
     .stringbool()
     .default(true)
     .describe(
-      'Whether `h2h-sync worker` also reconciles (needs H2H_BASE_URL and H2H_API_KEY). `false` runs a worker that only applies webhooks, e.g. an extra event worker.',
+      'Whether `h2h-sync worker` also reconciles and sends the shop API’s queued orders (needs H2H_BASE_URL and H2H_API_KEY). `false` runs a worker that only applies webhooks and delivers notifications, e.g. an extra event worker.',
     ),
   RECONCILE_EVERY_S: int(1)
     .default(60)
