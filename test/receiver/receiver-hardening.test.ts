@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { connect, type Socket } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { describe, type TestContext, test } from 'node:test';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -254,7 +254,8 @@ describe('slow and stalled requests are cut off', () => {
 
 describe('metrics are not on the webhook port', () => {
   test('GET /metrics is 404 on the webhook port and served on the loopback metrics port, offset per pm2 instance', async (t) => {
-    const base = await freePort();
+    // Other test files bind free ports meanwhile: both of the pair must be free.
+    const base = await freePortPair();
     const receiver = await receiverWith(t, { H2H_RECEIVER_METRICS_PORT: String(base) }, {});
     const body = webhookBody();
     assert.equal(
@@ -279,6 +280,23 @@ describe('metrics are not on the webhook port', () => {
     assert.equal(second.metricsUrl, `http://127.0.0.1:${base + 1}/metrics`);
   });
 });
+
+/** Whether this process can listen on 127.0.0.1:`port` right now. */
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+/** A port free together with the next one (pm2 instance 1 uses base + 1), as far as can be known. */
+async function freePortPair(): Promise<number> {
+  for (;;) {
+    const base = await freePort();
+    if (base < 65_535 && (await canListen(base + 1))) return base;
+  }
+}
 
 function connections(receiver: RunningReceiver): Promise<number> {
   return new Promise((resolve, reject) =>
