@@ -1,4 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { FastifyAdapter } from '@bull-board/fastify';
@@ -20,6 +21,7 @@ import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE } from '../queue/webhook-queue.js';
 import { RECONCILE_QUEUE } from '../reconciler/reconcile-queue.js';
 import { CLIENT_ERROR_STATUS, jsonClientErrorHandler } from '../shared/client-error.js';
 import { withDeadline } from '../shared/deadline.js';
+import { listeningOrigin } from '../shared/listening-origin.js';
 import { redisOutageLog } from '../shared/redis-outage.js';
 import type { GroupCommitStats } from '../worker/group-commit.js';
 
@@ -188,13 +190,10 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     await closeConnections();
     throw error;
   }
-  const address = app.server.address();
-  const port = typeof address === 'object' && address ? address.port : settings.port;
-  const host = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
   let closing: Promise<void> | undefined;
   return {
-    url: `http://${host}:${port}`,
-    port,
+    url: listeningOrigin(app.server),
+    port: (app.server.address() as AddressInfo).port,
     close: () => {
       closing ??= app.close().then(closeConnections);
       return closing;

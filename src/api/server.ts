@@ -19,6 +19,7 @@ import {
 } from '../queue/poll-request-queue.js';
 import { DEFAULT_QUEUE_PREFIX } from '../queue/webhook-queue.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';
+import { listeningOrigin } from '../shared/listening-origin.js';
 import { redisOutageLog } from '../shared/redis-outage.js';
 import { openDatabase } from '../store/database.js';
 import { type OrderStore, openOrderStore } from '../store/order-store.js';
@@ -81,14 +82,11 @@ export async function startApi(
     db.close();
     throw error;
   }
-  const address = app.server.address();
-  const port = typeof address === 'object' && address ? address.port : settings.port;
-  const host = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
   let closing: Promise<void> | undefined;
   return {
     app,
     store,
-    origin: `http://${host}:${port}`,
+    origin: listeningOrigin(app.server),
     close: () => {
       closing ??= app
         .close()

@@ -1,6 +1,6 @@
-import type { AddressInfo } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
+import { listeningOrigin } from '../shared/listening-origin.js';
 
 /**
  * Default port of the receiver's metrics listener. Under pm2 cluster mode each instance adds
@@ -40,7 +40,5 @@ export async function startReceiverMetricsServer(
     return reply.type(registry.contentType).send(text);
   });
   await app.listen({ host, port });
-  const { address, port: bound, family } = app.server.address() as AddressInfo;
-  const origin = `http://${family === 'IPv6' ? `[${address}]` : address}:${bound}`;
-  return { app, url: `${origin}/metrics`, close: () => app.close() };
+  return { app, url: `${listeningOrigin(app.server)}/metrics`, close: () => app.close() };
 }

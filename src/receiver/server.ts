@@ -1,10 +1,10 @@
-import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { type Config, loadConfig, type ReceiverSettings, receiverSettings } from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
 import { createWebhookProducer, type WebhookProducer } from '../queue/webhook-producer.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';
+import { listeningOrigin } from '../shared/listening-origin.js';
 import { redactRedisUrl } from '../shared/redis-outage.js';
 import { buildReceiverApp } from './app.js';
 import { createReceiverMetrics, type ReceiverMetrics } from './metrics.js';
@@ -92,8 +92,7 @@ export async function startReceiver(
     throw error;
   }
   const listening = app;
-  const { address, port, family } = app.server.address() as AddressInfo;
-  const origin = `http://${family === 'IPv6' ? `[${address}]` : address}:${port}`;
+  const origin = listeningOrigin(app.server);
   let closing: Promise<void> | undefined;
   return {
     app: listening,

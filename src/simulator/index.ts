@@ -1,5 +1,5 @@
-import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
+import { listeningOrigin } from '../shared/listening-origin.js';
 import { API_PREFIX } from '../upstream/model.js';
 import { loadFixture } from './fixture.js';
 import { createProfile, resolveRealistic } from './profile.js';
@@ -55,8 +55,7 @@ export async function createSimulator(options: SimulatorOptions): Promise<Simula
     await engine.close();
     throw error;
   }
-  const { address, port, family } = app.server.address() as AddressInfo;
-  const origin = `http://${family === 'IPv6' ? `[${address}]` : address}:${port}`;
+  const origin = listeningOrigin(app.server);
 
   let closing: Promise<void> | undefined;
   const close = async () => {
