@@ -97,7 +97,7 @@ export class ApiTokens {
       last_used_at: null,
       revoked_at: null,
     };
-    this.#rows.write(this.#rows.db.transaction(() => this.#insert.run(row)));
+    this.#rows.writeOne(this.#insert, row);
     return { token: `h2h_${id}_${secret}`, info: toApiToken(row) };
   }
 
@@ -107,9 +107,7 @@ export class ApiTokens {
 
   /** Revokes a token: every later request with it is refused. False when no live token has this id. */
   revoke(id: string): boolean {
-    return this.#rows.write(
-      this.#rows.db.transaction(() => this.#revoke.run(this.#rows.now(), id).changes === 1),
-    );
+    return this.#rows.writeOne(this.#revoke, this.#rows.now(), id).changes === 1;
   }
 
   /**
@@ -125,13 +123,13 @@ export class ApiTokens {
     const given = sha256(secret);
     // Compared even for an unknown id, against a digest of nothing, so both take the same time.
     const stored = row ? Buffer.from(row.secret_hash, 'hex') : sha256('');
-    const match = timingSafeEqual(given, stored) && row !== undefined;
-    if (!match || !row) return { ok: false, refusal: 'unknown' };
+    const equal = timingSafeEqual(given, stored);
+    if (!row || !equal) return { ok: false, refusal: 'unknown' };
     if (row.revoked_at !== null) return { ok: false, refusal: 'revoked' };
     const now = this.#rows.now();
     if (row.last_used_at === null || now - row.last_used_at >= LAST_USE_EVERY_MS) {
       try {
-        this.#rows.write(this.#rows.db.transaction(() => this.#used.run(now, id)));
+        this.#rows.writeOne(this.#used, now, id);
         row.last_used_at = now;
       } catch {
         // A store busy with another writer: the last use is a convenience, never a refusal.

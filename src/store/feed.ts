@@ -1,5 +1,5 @@
-import type { Statement, Transaction } from 'better-sqlite3';
-import { type PublicOrder, type PublicOrderRow, toPublicOrder } from '../orders/public-order.js';
+import type { Statement } from 'better-sqlite3';
+import type { PublicOrder } from '../orders/public-order.js';
 import type { OrderRows } from './order-rows.js';
 
 /**
@@ -63,7 +63,7 @@ export class ChangeFeed {
   readonly #get: Statement<[number], FeedRow>;
   readonly #ofOrder: Statement<[string, number, number], Pick<FeedRow, 'seq' | 'type'>>;
   readonly #since: Statement<[number, number, number], FeedRow>;
-  readonly #pruneTx: Transaction<(cutoff: number) => number>;
+  readonly #prune: Statement<[number]>;
 
   constructor(rows: OrderRows) {
     this.#rows = rows;
@@ -81,21 +81,20 @@ export class ChangeFeed {
     this.#since = db.prepare(
       'SELECT * FROM feed_events WHERE timestamp >= ? AND seq > ? ORDER BY seq LIMIT ?',
     );
-    const prune = db.prepare<[number]>('DELETE FROM feed_events WHERE timestamp < ?');
-    this.#pruneTx = db.transaction((cutoff) => prune.run(cutoff).changes);
+    this.#prune = db.prepare('DELETE FROM feed_events WHERE timestamp < ?');
   }
 
   /**
-   * Appends the event of a change of `row` (already at its new `version`). Only the order writer
-   * calls it, inside the transaction of the change.
+   * Appends the event of a change: `order` is the order's public representation after it, at its
+   * new `version`. Only the order writer calls it, inside the transaction of the change.
    */
-  append(type: OrderEventType, row: PublicOrderRow, now: number): void {
+  append(type: OrderEventType, order: PublicOrder, now: number): void {
     this.#insert.run({
       type,
-      partner_ref: row.partner_ref,
-      version: row.version,
+      partner_ref: order.partner_ref,
+      version: order.version,
       timestamp: now,
-      data: JSON.stringify(toPublicOrder(row)),
+      data: JSON.stringify(order),
     });
   }
 
@@ -132,6 +131,6 @@ export class ChangeFeed {
 
   /** Deletes the events older than `retentionMs`; returns how many. */
   prune(retentionMs: number): number {
-    return this.#rows.write(this.#pruneTx, this.#rows.now() - retentionMs);
+    return this.#rows.writeOne(this.#prune, this.#rows.now() - retentionMs).changes;
   }
 }

@@ -112,21 +112,19 @@ export class NotifyDeliveries {
 
   /** Records one attempt; returns it with its id. */
   record(attempt: Omit<NotifyDelivery, 'id'>): NotifyDelivery {
-    const tx = this.#rows.db.transaction(() =>
-      this.#insert.run({
-        endpoint_id: attempt.endpointId,
-        seq: attempt.seq,
-        type: attempt.type,
-        partner_ref: attempt.partnerRef,
-        attempt: attempt.attempt,
-        requested_at: attempt.requestedAt,
-        status: attempt.status,
-        duration_ms: attempt.durationMs,
-        error: attempt.error,
-        outcome: attempt.outcome,
-      }),
-    );
-    const id = Number(this.#rows.write(tx).lastInsertRowid);
+    const { lastInsertRowid } = this.#rows.writeOne(this.#insert, {
+      endpoint_id: attempt.endpointId,
+      seq: attempt.seq,
+      type: attempt.type,
+      partner_ref: attempt.partnerRef,
+      attempt: attempt.attempt,
+      requested_at: attempt.requestedAt,
+      status: attempt.status,
+      duration_ms: attempt.durationMs,
+      error: attempt.error,
+      outcome: attempt.outcome,
+    });
+    const id = Number(lastInsertRowid);
     return { id, ...attempt };
   }
 

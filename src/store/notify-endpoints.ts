@@ -102,15 +102,13 @@ export class NotifyEndpoints {
 
   /** Adds an enabled endpoint whose cursor is the feed's newest event. */
   add(input: { url: string; events: readonly string[]; secret: string }): NotifyEndpoint {
-    const tx = this.#rows.db.transaction(() =>
-      this.#insert.run({
-        url: input.url,
-        events: JSON.stringify(input.events),
-        secret: input.secret,
-        now: this.#rows.now(),
-      }),
-    );
-    const id = Number(this.#rows.write(tx).lastInsertRowid);
+    const { lastInsertRowid } = this.#rows.writeOne(this.#insert, {
+      url: input.url,
+      events: JSON.stringify(input.events),
+      secret: input.secret,
+      now: this.#rows.now(),
+    });
+    const id = Number(lastInsertRowid);
     return this.get(id)!;
   }
 
@@ -131,9 +129,7 @@ export class NotifyEndpoints {
 
   /** Disables an endpoint (a second disable keeps the first time and reason); undefined when unknown. */
   disable(id: number, reason: string): NotifyEndpoint | undefined {
-    this.#rows.write(
-      this.#rows.db.transaction(() => this.#disable.run({ id, now: this.#rows.now(), reason })),
-    );
+    this.#rows.writeOne(this.#disable, { id, now: this.#rows.now(), reason });
     return this.get(id);
   }
 
@@ -143,12 +139,12 @@ export class NotifyEndpoints {
    */
   rotateSecret(id: number, secret: string, graceMs: number): NotifyEndpoint | undefined {
     const until = this.#rows.now() + graceMs;
-    this.#rows.write(this.#rows.db.transaction(() => this.#rotate.run({ id, secret, until })));
+    this.#rows.writeOne(this.#rotate, { id, secret, until });
     return this.get(id);
   }
 
   /** Records that the jobs of every event up to `seq` are queued for the endpoint. */
   advanceCursor(id: number, seq: number): void {
-    this.#rows.write(this.#rows.db.transaction(() => this.#advance.run(seq, id)));
+    this.#rows.writeOne(this.#advance, seq, id);
   }
 }

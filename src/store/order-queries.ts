@@ -69,12 +69,16 @@ export class OrderQueries {
   readonly #eventsOf: Statement<[string], OrderEventRow>;
   readonly #eventsAfter: Statement<[number, number], OrderEventRow>;
   readonly #lastEventId: Statement<[], { id: number | null }>;
+  readonly #countQueued: Statement<[], { n: number }>;
 
   constructor(rows: OrderRows) {
     this.#rows = rows;
     this.#eventsOf = rows.db.prepare('SELECT * FROM order_events WHERE partner_ref = ? ORDER BY id');
     this.#eventsAfter = rows.db.prepare('SELECT * FROM order_events WHERE id > ? ORDER BY id LIMIT ?');
     this.#lastEventId = rows.db.prepare('SELECT MAX(id) AS id FROM order_events');
+    this.#countQueued = rows.db.prepare(
+      "SELECT COUNT(*) AS n FROM orders INDEXED BY orders_queued WHERE submission_state = 'queued'",
+    );
   }
 
   /** Events of every order applied after event `afterId`, in the order they were applied. */
@@ -139,13 +143,7 @@ export class OrderQueries {
 
   /** How many orders wait in the submission queue (submission `queued`). */
   countQueued(): number {
-    return (
-      this.#rows.db
-        .prepare<[], { n: number }>(
-          "SELECT COUNT(*) AS n FROM orders INDEXED BY orders_queued WHERE submission_state = 'queued'",
-        )
-        .get()?.n ?? 0
-    );
+    return this.#countQueued.get()?.n ?? 0;
   }
 
   /** The public representation of the order with exactly this partner_ref. */

@@ -1,4 +1,4 @@
-import type { Database, Statement, Transaction } from 'better-sqlite3';
+import type { Database, RunResult, Statement, Transaction } from 'better-sqlite3';
 import type { OrderRow } from './local-order.js';
 import { StoreError } from './store-error.js';
 import { WriteLock } from './write-lock.js';
@@ -14,6 +14,7 @@ export class OrderRows {
   readonly #writeLock: WriteLock;
   readonly #byPartnerRef: Statement<[string], OrderRow>;
   readonly #byInvoiceNumber: Statement<[string], OrderRow>;
+  readonly #oneTx: Transaction<(statement: Statement<unknown[]>, params: unknown[]) => RunResult>;
 
   constructor(db: Database, now: () => number) {
     this.db = db;
@@ -21,6 +22,7 @@ export class OrderRows {
     this.#writeLock = new WriteLock(db);
     this.#byPartnerRef = db.prepare('SELECT * FROM orders WHERE partner_ref = ?');
     this.#byInvoiceNumber = db.prepare('SELECT * FROM orders WHERE invoice_number = ?');
+    this.#oneTx = db.transaction((statement, params) => statement.run(...params));
   }
 
   /** The order with this partner_ref, else the one with this invoice number. */
@@ -36,6 +38,11 @@ export class OrderRows {
     const row = this.find(ref, ref);
     if (!row) throw new StoreError('ORDER_NOT_FOUND', `no local order has partner_ref or invoice ${ref}`);
     return row;
+  }
+
+  /** Runs one write statement as its own transaction, like {@link write}. */
+  writeOne<P extends unknown[]>(statement: Statement<P>, ...params: P): RunResult {
+    return this.write(this.#oneTx, statement as unknown as Statement<unknown[]>, params);
   }
 
   /** Runs a write transaction as `BEGIN IMMEDIATE`, waiting for another process's lock (write-lock.ts). */

@@ -1,5 +1,5 @@
 import type { Statement, Transaction } from 'better-sqlite3';
-import { samePublicOrder, toPublicOrder } from '../orders/public-order.js';
+import { type PublicOrder, samePublicOrder, toPublicOrder } from '../orders/public-order.js';
 import {
   decideSnapshot,
   isFinalStatus,
@@ -401,11 +401,13 @@ export class OrderWriter {
    * `order.updated`. An order written locally before its submission has no event yet (version 0).
    */
   #publish(current: OrderRow | null, next: NewOrderRow, now: number): void {
-    const type = changeType(current, next);
+    const version = (current?.version ?? 0) + 1;
+    const after = toPublicOrder({ ...next, version, updated_at: now });
+    const type = changeType(current, next.submission_state, after);
     if (type === null) return;
-    next.version = (current?.version ?? 0) + 1;
+    next.version = version;
     next.updated_at = now;
-    this.#feed.append(type, next, now);
+    this.#feed.append(type, after, now);
   }
 
   /** The order after a write: `final_at` the first time it is final, then the schedule's columns. */
@@ -447,11 +449,17 @@ export class OrderWriter {
   }
 }
 
-/** The feed event of a write from `current` (null: a new row) to `next`, or null when a reader sees no change. */
-function changeType(current: OrderRow | null, next: NewOrderRow): OrderEventType | null {
-  const submission = next.submission_state;
+/**
+ * The feed event of a write from `current` (null: a new row) to an order whose submission is
+ * `submission` and whose public representation is `after`, or null when a reader sees no change.
+ */
+function changeType(
+  current: OrderRow | null,
+  submission: SubmissionState,
+  after: PublicOrder,
+): OrderEventType | null {
   if (current === null && (submission === 'pending' || submission === 'queued')) return null;
-  if (current !== null && samePublicOrder(toPublicOrder(current), toPublicOrder(next))) return null;
+  if (current !== null && samePublicOrder(toPublicOrder(current), after)) return null;
   if (submission !== current?.submission_state) {
     if (submission === 'accepted') return 'order.submitted';
     if (submission === 'rejected') return 'order.rejected';

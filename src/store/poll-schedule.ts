@@ -190,24 +190,22 @@ export class PollSchedule {
          AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
        ORDER BY ${CHECKED_AT_SQL}, id LIMIT 1`,
     );
-    this.#claimAuditTx = db.transaction((now, checkedBefore) => {
-      const row = auditable.get({ now, finalSince: now - this.settings.auditWindowMs, checkedBefore });
+    /** Leases the one row a claim found, if any. */
+    const leaseOne = (row: OrderRow | undefined, now: number) => {
       if (!row) return undefined;
       this.#setLease.run(now + leaseMs, row.id);
       return toLocalOrder(row);
-    });
+    };
+    this.#claimAuditTx = db.transaction((now, checkedBefore) =>
+      leaseOne(auditable.get({ now, finalSince: now - this.settings.auditWindowMs, checkedBefore }), now),
+    );
     this.#recordPollTx = db.transaction((ref, outcome) => this.#recordPoll(ref, outcome));
     const nextQueued = db.prepare<[number], OrderRow>(
       `SELECT * FROM orders INDEXED BY orders_queued
        WHERE submission_state = 'queued' AND (poll_leased_until IS NULL OR poll_leased_until <= ?)
        ORDER BY id LIMIT 1`,
     );
-    this.#claimQueuedTx = db.transaction((now) => {
-      const row = nextQueued.get(now);
-      if (!row) return undefined;
-      this.#setLease.run(now + leaseMs, row.id);
-      return toLocalOrder(row);
-    });
+    this.#claimQueuedTx = db.transaction((now) => leaseOne(nextQueued.get(now), now));
   }
 
   /**
