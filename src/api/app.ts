@@ -70,10 +70,10 @@ declare module 'fastify' {
 export interface ApiAppOptions {
   store: OrderStore;
   logger?: Logger;
-  /** Most orders waiting in the submission queue; beyond, POST /v1/orders answers 503. Default 1000. */
-  submissionBacklog?: number;
-  /** The Retry-After of a full backlog, in seconds: about one budget window. Default 60. */
-  retryAfterS?: number;
+  /** Most orders waiting in the submission queue; beyond, POST /v1/orders answers 503 (`apiSettings`). */
+  submissionBacklog: number;
+  /** The Retry-After of a full backlog, in seconds: about one budget window (`apiSettings`). */
+  retryAfterS: number;
   /**
    * Asks the reconciler for an early poll of an order (the poll-request queue in Redis); without
    * it, POST /v1/orders/:ref/refresh answers 503.
@@ -234,8 +234,15 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
   });
 
   const errors = { 400: { $ref: 'Error#' }, 401: { $ref: 'Error#' }, 403: { $ref: 'Error#' } };
-  const submissionBacklog = options.submissionBacklog ?? 1000;
-  const retryAfterS = options.retryAfterS ?? 60;
+  const { submissionBacklog, retryAfterS } = options;
+
+  /** The order a route names, by partner_ref or invoice number, or the 404 that says so. */
+  function mustFindOrder(ref: string): PublicOrder {
+    const order = store.queries.getPublicOrder(ref);
+    if (!order)
+      throw new ApiHttpError('ORDER_NOT_FOUND', `no order has partner_ref or invoice number ${ref}`);
+    return order;
+  }
 
   app.post<{ Body: PlaceOrderBody }>(
     '/v1/orders',
@@ -326,13 +333,7 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
       },
     },
     async (request, reply) => {
-      const order = store.queries.getPublicOrder(request.params.ref);
-      if (!order) {
-        throw new ApiHttpError(
-          'ORDER_NOT_FOUND',
-          `no order has partner_ref or invoice number ${request.params.ref}`,
-        );
-      }
+      const order = mustFindOrder(request.params.ref);
       if (order.submission === 'queued') {
         throw new ApiHttpError(
           'ORDER_NOT_SUBMITTED',
@@ -382,16 +383,7 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
         response: { 200: { $ref: 'Order#' }, 404: { $ref: 'Error#' }, ...errors },
       },
     },
-    async (request) => {
-      const order = store.queries.getPublicOrder(request.params.ref);
-      if (!order) {
-        throw new ApiHttpError(
-          'ORDER_NOT_FOUND',
-          `no order has partner_ref or invoice number ${request.params.ref}`,
-        );
-      }
-      return order;
-    },
+    async (request) => mustFindOrder(request.params.ref),
   );
 
   app.get<{

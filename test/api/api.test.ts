@@ -6,12 +6,13 @@ import { request } from 'undici';
 import { buildApiApp } from '../../src/api/app.js';
 import { publicOrderSchema } from '../../src/api/schemas.js';
 import type { OrderStore } from '../../src/store/order-store.js';
+import { defaultApiLimits } from '../helpers/api.js';
 import { snapshot, tempStore } from '../helpers/store.js';
 
 /** The API on a real port of 127.0.0.1 over a real store file; `get` sends a request with a token. */
 async function startApi(t: TestContext) {
   const { store, db } = tempStore(t, { now: Date.now });
-  const app = await buildApiApp({ store });
+  const app = await buildApiApp({ store, ...defaultApiLimits() });
   await app.listen({ host: '127.0.0.1', port: 0 });
   t.after(() => app.close());
   const { port } = app.server.address() as { port: number };
@@ -304,7 +305,11 @@ test('POST /v1/orders queues an order at once; the same ref and body answer the 
 test('POST /v1/orders/:ref/refresh asks for an early poll of a submitted order; a queued or unknown one is refused', async (t) => {
   const { store } = tempStore(t, { now: Date.now });
   const asked: string[] = [];
-  const app = await buildApiApp({ store, requestPoll: async (ref) => void asked.push(ref) });
+  const app = await buildApiApp({
+    store,
+    ...defaultApiLimits(),
+    requestPoll: async (ref) => void asked.push(ref),
+  });
   await app.listen({ host: '127.0.0.1', port: 0 });
   t.after(() => app.close());
   const origin = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;

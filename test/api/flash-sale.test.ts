@@ -8,6 +8,7 @@ import { startReceiver } from '../../src/receiver/server.js';
 import { openDatabase } from '../../src/store/database.js';
 import { openOrderStore } from '../../src/store/order-store.js';
 import { startWorkerProcess } from '../../src/worker/server.js';
+import { defaultApiLimits } from '../helpers/api.js';
 import { capturedLogger } from '../helpers/logs.js';
 import { verifyNotification } from '../helpers/notify.js';
 import { SECRET } from '../helpers/receiver.js';
@@ -55,7 +56,7 @@ test('a flash sale: 500 orders posted at once all get 202, each is placed upstre
   const db = openDatabase({ path: dbPath });
   t.after(() => db.close());
   const store = openOrderStore(db, scheduleSettings());
-  const api = await buildApiApp({ store, submissionBacklog: ORDERS });
+  const api = await buildApiApp({ store, ...defaultApiLimits(), submissionBacklog: ORDERS });
   await api.listen({ host: '127.0.0.1', port: 0 });
   t.after(() => api.close());
   const { port } = api.server.address() as { port: number };

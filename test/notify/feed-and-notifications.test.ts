@@ -4,6 +4,7 @@ import { request } from 'undici';
 import { buildApiApp } from '../../src/api/app.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
 import type { FeedEvent } from '../../src/store/feed.js';
+import { defaultApiLimits } from '../helpers/api.js';
 import { liveOrder, seqOf, startTestNotifier, verifyNotification } from '../helpers/notify.js';
 import { privateRedis } from '../helpers/redis.js';
 import { tempStore } from '../helpers/store.js';
@@ -22,7 +23,7 @@ test('the change feed read over the API from any cursor equals the notifications
   const total = store.feed.after(0, 1000).length;
   await sink.waitForDeliveries((d) => typeof d.answer === 'number' && d.answer < 300, total);
 
-  const api = await buildApiApp({ store });
+  const api = await buildApiApp({ store, ...defaultApiLimits() });
   await api.listen({ host: '127.0.0.1', port: 0 });
   scope.after(() => api.close());
   const origin = `http://127.0.0.1:${(api.server.address() as { port: number }).port}`;
