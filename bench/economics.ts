@@ -11,7 +11,9 @@
  *   npm run bench:economics -- [--hours 1.5] [--rate 20] [--burst-min 5] [--burst-x 3]
  *     [--outage-min <20 × hours/24>] [--scale 120] [--p 0,0.02,0.25] [--quantile <default>]
  *     [--quantiles 0.5,0.8,0.9,0.95,0.99] [--curve-p 0.25] [--refunds 4] [--refund-after-days 2]
- *     [--audit-day-h 1] [--margin-ms 50] [--seed 1] [--oracle]
+ *     [--audit-day-h 1] [--margin-ms 50] [--seed 1] [--oracle] [--poll-floors <default>]
+ *
+ * `--poll-floors 0,6` runs every p once per poll floor (H2H_RATE_POLL_FLOOR), side by side.
  *
  * Everything runs in this process on real parts: the simulator over HTTP (realistic profile,
  * `speed` = --scale, rate window scaled), a private redis-server, a SQLite file, the receiver
@@ -86,6 +88,7 @@ const { values: flags } = parseArgs({
     'audit-day-h': { type: 'string', default: '1' },
     'margin-ms': { type: 'string', default: '50' },
     seed: { type: 'string', default: '1' },
+    'poll-floors': { type: 'string' },
   },
 });
 
@@ -97,7 +100,7 @@ const num = (name: keyof typeof flags, value = flags[name]): number => {
   }
   return n;
 };
-const list = (name: 'p' | 'quantiles') =>
+const list = (name: 'p' | 'quantiles' | 'poll-floors') =>
   String(flags[name])
     .split(',')
     .filter((s) => s.trim() !== '')
@@ -122,6 +125,8 @@ const SEED = num('seed');
 const ORACLE = flags.oracle === true;
 const PRODUCTION = reconcilerSettings(loadConfig({}));
 const DEFAULT_QUANTILE = flags.quantile === undefined ? PRODUCTION.firstPollQuantile : num('quantile');
+const DEFAULT_POLL_FLOOR = loadConfig({}).budget.pollFloor;
+const POLL_FLOORS = flags['poll-floors'] === undefined ? [DEFAULT_POLL_FLOOR] : list('poll-floors');
 
 const RATE_LIMIT = 60;
 const RATE_WINDOW_MS = 60_000;
@@ -205,6 +210,7 @@ class TimedRateBudget extends RateBudget {
 interface RunResult {
   p: number;
   quantile: number;
+  pollFloor: number;
   firstPollDelayS: number;
   orders: number;
   calls: number;
@@ -228,6 +234,9 @@ interface RunResult {
   /** Up to 5 orders whose local state differs from the upstream's at the end. */
   differing: string[];
   burstMaxWaitS: number;
+  /** The burst's creates' waits for a slot, p50 and p99 (the max alone is one unlucky racer). */
+  burstWaitP50S: number;
+  burstWaitP99S: number;
   maxWaitS: number;
   tooMany: number;
   /** When the 429s came, in simulated minutes of the day. */
@@ -252,7 +261,12 @@ interface SimAttempt {
   faults: string[];
 }
 
-async function runDay(p: number, quantile: number, refunds: number): Promise<RunResult> {
+async function runDay(
+  p: number,
+  quantile: number,
+  refunds: number,
+  pollFloor = DEFAULT_POLL_FLOOR,
+): Promise<RunResult> {
   const runStarted = Date.now();
   const dir = mkdtempSync(join(tmpdir(), 'h2h-bench-economics-'));
   const stops: Array<() => unknown> = [() => rmSync(dir, { recursive: true, force: true })];
@@ -376,6 +390,7 @@ async function runDay(p: number, quantile: number, refunds: number): Promise<Run
       limit: RATE_LIMIT,
       windowMs,
       marginMs,
+      pollFloor,
     });
     const client = new UpstreamClient({
       baseUrl: sim.baseUrl,
@@ -612,6 +627,7 @@ async function runDay(p: number, quantile: number, refunds: number): Promise<Run
     const result: RunResult = {
       p,
       quantile,
+      pollFloor,
       firstPollDelayS,
       orders,
       calls: calls - auditReads,
@@ -650,6 +666,10 @@ async function runDay(p: number, quantile: number, refunds: number): Promise<Run
         trueFinalS: quantile > 0 ? lognormalQuantile(COMPLETION, quantile) : Number.NaN,
       },
       burstMaxWaitS: simS(maxOf(burstWaits)),
+      ...(() => {
+        const sorted = burstWaits.map((w) => simS(w.waitedMs)).sort((a, b) => a - b);
+        return { burstWaitP50S: percentile(sorted, 0.5), burstWaitP99S: percentile(sorted, 0.99) };
+      })(),
       maxWaitS: simS(maxOf(waits)),
       tooMany: statuses.get(429) ?? 0,
       tooManyAtMin: tooManyAt.map((at) => Math.round(simS(at - started) / 60)),
@@ -683,7 +703,7 @@ function describeFirstPoll(r: RunResult): string {
 function printRun(r: RunResult): void {
   const stuckNote = r.converged ? '' : ` (NOT converged: ${r.notConverged} orders differ from the upstream)`;
   console.log(
-    `\n== p = ${r.p}: ${r.orders} orders, first poll ${describeFirstPoll(r)}; ${r.realSeconds.toFixed(0)} s real${stuckNote}`,
+    `\n== p = ${r.p}: ${r.orders} orders, first poll ${describeFirstPoll(r)}, poll floor ${r.pollFloor}; ${r.realSeconds.toFixed(0)} s real${stuckNote}`,
   );
   console.log(
     `  upstream calls per order   ${r.callsPerOrder.toFixed(3)} (${r.calls} calls: creates, polls, probes); floor ${r.floor.toFixed(3)} ` +
@@ -715,7 +735,7 @@ function printRun(r: RunResult): void {
   );
   for (const d of r.differing) console.log(`  not converged: ${d}`);
   console.log(
-    `  budget slot wait (create)  longest ${fmtS(r.burstMaxWaitS)} in the burst, ${fmtS(r.maxWaitS)} all day; 429 answers: ${r.tooMany}${r.tooMany ? ` (at minute ${r.tooManyAtMin.join(', ')} of the day)` : ''}`,
+    `  budget slot wait (create)  in the burst p50 ${fmtS(r.burstWaitP50S)}, p99 ${fmtS(r.burstWaitP99S)}, longest ${fmtS(r.burstMaxWaitS)}; ${fmtS(r.maxWaitS)} all day; 429 answers: ${r.tooMany}${r.tooMany ? ` (at minute ${r.tooManyAtMin.join(', ')} of the day)` : ''}`,
   );
   console.log(
     `  late refunds               ${r.refundsFound} found by the audit of ${r.refundsPlanned} planned (${r.refundsFoundInWindow} within the audit window); ` +
@@ -748,20 +768,24 @@ async function main(): Promise<number> {
 
   const results: RunResult[] = [];
   for (const p of P_VALUES) {
-    const r = await runDay(p, DEFAULT_QUANTILE, REFUNDS);
-    printRun(r);
-    results.push(r);
+    for (const pollFloor of POLL_FLOORS) {
+      const r = await runDay(p, DEFAULT_QUANTILE, REFUNDS, pollFloor);
+      printRun(r);
+      results.push(r);
+    }
   }
   const curve: RunResult[] = [];
   for (const q of QUANTILES) {
-    const same = results.find((r) => r.p === CURVE_P && r.quantile === q);
+    const same = results.find(
+      (r) => r.p === CURVE_P && r.quantile === q && r.pollFloor === DEFAULT_POLL_FLOOR,
+    );
     // The curve's runs plan no refunds (the audit's figures come from the runs above), so that
     // they end with the day.
     const r = same ?? (await runDay(CURVE_P, q, 0));
     if (!same) printRun(r);
     curve.push(r);
   }
-  const defaultAtCurveP = results.find((r) => r.p === CURVE_P);
+  const defaultAtCurveP = results.find((r) => r.p === CURVE_P && r.pollFloor === DEFAULT_POLL_FLOOR);
   if (defaultAtCurveP && !curve.includes(defaultAtCurveP)) curve.push(defaultAtCurveP);
 
   if (curve.length > 0) {
@@ -781,14 +805,14 @@ async function main(): Promise<number> {
     `\nmachine: ${machine}; load average at the end ${endLoad1?.toFixed(2)} / ${endLoad5?.toFixed(2)}`,
   );
   console.log(
-    '\n| date | p | first poll | orders | calls/order | floor | × floor | wasted | stale p50 / p99 / max | burst wait | 429 | refunds found | coverage |',
+    '\n| date | p | first poll | poll floor | orders | calls/order | floor | × floor | wasted | stale p50 / p99 / max | burst wait p99 / max | 429 | refunds found | coverage |',
   );
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of results) {
     console.log(
-      `| ${new Date().toISOString().slice(0, 10)} | ${r.p} | ${describeFirstPoll(r)} | ${r.orders} | ${r.callsPerOrder.toFixed(3)} | ${r.floor.toFixed(3)} | ` +
+      `| ${new Date().toISOString().slice(0, 10)} | ${r.p} | ${describeFirstPoll(r)} | ${r.pollFloor} | ${r.orders} | ${r.callsPerOrder.toFixed(3)} | ${r.floor.toFixed(3)} | ` +
         `**${(r.callsPerOrder / r.floor).toFixed(3)}** | ${pct(r.polls === 0 ? 0 : r.wasted / r.polls)} | ` +
-        `${fmtS(r.staleness.p50)} / ${fmtS(r.staleness.p99)} / ${fmtS(r.staleness.max)} | ${fmtS(r.burstMaxWaitS)} | ${r.tooMany} | ` +
+        `${fmtS(r.staleness.p50)} / ${fmtS(r.staleness.p99)} / ${fmtS(r.staleness.max)} | ${fmtS(r.burstWaitP99S)} / ${fmtS(r.burstMaxWaitS)} | ${r.tooMany} | ` +
         `${r.refundsFoundInWindow}/${r.refundsPlanned} | ${pct(r.coverageEndOfDay)} → ${pct(r.coverageEnd)} |`,
     );
   }
@@ -804,7 +828,7 @@ async function main(): Promise<number> {
       );
   }
   for (const r of results) {
-    const at = `p = ${r.p}`;
+    const at = `p = ${r.p}, poll floor ${r.pollFloor}`;
     const ratio = r.callsPerOrder / r.floor;
     const limit = r.p === 0.02 ? 1.15 : r.p === 0.25 ? 1.1 : undefined;
     if (limit !== undefined && ratio > limit)

@@ -7,7 +7,11 @@ import { DEFAULT_NOTIFY_RETRY_S } from '../notify/retry-schedule.js';
 import { DEFAULT_LOG_FORMAT, DEFAULT_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS } from '../observability/logger.js';
 import { DEFAULT_ENQUEUE_TIMEOUT_MS } from '../queue/webhook-producer.js';
 import { DEFAULT_PRIVATE_REDIS_PORT } from '../queue/webhook-queue.js';
-import { DEFAULT_RATE_WINDOW_MS, defaultReservedForCreate } from '../rate-budget/rate-budget.js';
+import {
+  DEFAULT_RATE_WINDOW_MS,
+  defaultPollFloor,
+  defaultReservedForCreate,
+} from '../rate-budget/rate-budget.js';
 import {
   DEFAULT_RECEIVER_LIMITS,
   DEFAULT_WEBHOOK_BODY_LIMIT,
@@ -109,6 +113,11 @@ export const settingsSchema = z.object({
     .optional()
     .describe(
       'Calls per window that status polling may never use, kept for order creation; below `H2H_RATE_LIMIT`. Default: a third of `H2H_RATE_LIMIT`, rounded.',
+    ),
+  H2H_RATE_POLL_FLOOR: int(0)
+    .optional()
+    .describe(
+      'Calls per window that creation leaves to status polls while polls are waiting, so a burst of orders at the whole limit cannot stop polling (docs/reconciler.md, "The poll floor"); 0 turns it off; at most `H2H_RATE_LIMIT - H2H_RATE_RESERVE_CREATE`. Default: a tenth of `H2H_RATE_LIMIT`, rounded.',
     ),
   REDIS_URL: z
     .url({ protocol: /^rediss?$/ })
@@ -392,6 +401,13 @@ const validSettings = settingsSchema.transform((s, ctx) => {
       `H2H_RATE_RESERVE_CREATE (${reservedForCreate}) must be below H2H_RATE_LIMIT (${s.H2H_RATE_LIMIT}), or polling could never run`,
     );
   }
+  const pollFloor = s.H2H_RATE_POLL_FLOOR ?? defaultPollFloor(s.H2H_RATE_LIMIT);
+  if (pollFloor > s.H2H_RATE_LIMIT - reservedForCreate) {
+    refuse(
+      'H2H_RATE_POLL_FLOOR',
+      `H2H_RATE_POLL_FLOOR (${pollFloor}) must not exceed H2H_RATE_LIMIT - H2H_RATE_RESERVE_CREATE (${s.H2H_RATE_LIMIT - reservedForCreate}), or creation could be left nothing`,
+    );
+  }
   // The admin view shows webhook bodies and can retry or delete jobs: never without a password
   // where another machine can reach it.
   if (Boolean(s.ADMIN_USER) !== Boolean(s.ADMIN_PASSWORD)) {
@@ -420,7 +436,12 @@ const validSettings = settingsSchema.transform((s, ctx) => {
   }
   // Each job in flight waits for its batch's commit, so a larger batch could never fill.
   const batchSize = Math.min(s.H2H_WORKER_BATCH_SIZE ?? s.H2H_WORKER_CONCURRENCY, s.H2H_WORKER_CONCURRENCY);
-  return { ...s, H2H_RATE_RESERVE_CREATE: reservedForCreate, H2H_WORKER_BATCH_SIZE: batchSize };
+  return {
+    ...s,
+    H2H_RATE_RESERVE_CREATE: reservedForCreate,
+    H2H_RATE_POLL_FLOOR: pollFloor,
+    H2H_WORKER_BATCH_SIZE: batchSize,
+  };
 });
 
 /** The validated settings, every default applied. */
@@ -442,7 +463,7 @@ export interface Config {
   dbPath: string;
   logLevel: Settings['LOG_LEVEL'];
   logFormat: Settings['LOG_FORMAT'];
-  budget: { limit: number; windowMs: number; reservedForCreate: number };
+  budget: { limit: number; windowMs: number; reservedForCreate: number; pollFloor: number };
 }
 
 /**
@@ -477,6 +498,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       limit: s.H2H_RATE_LIMIT,
       windowMs: s.H2H_RATE_WINDOW_MS,
       reservedForCreate: s.H2H_RATE_RESERVE_CREATE,
+      pollFloor: s.H2H_RATE_POLL_FLOOR,
     },
   };
 }

@@ -33,6 +33,14 @@ export function defaultReservedForPolls(limit: number, reservedForCreate: number
 }
 
 /**
+ * Default of {@link RateBudgetOptions.pollFloor}: a tenth of the limit, rounded (6 of 60), chosen
+ * from `npm run bench:economics --poll-floors` (docs/performance.md, "The poll floor").
+ */
+export function defaultPollFloor(limit: number): number {
+  return Math.round(limit / 10);
+}
+
+/**
  * Who draws, highest priority first:
  * - `create`: order creation (and profile, catalog, read-back), may use the whole limit;
  * - `poll`: status polls of due orders, only what creation's reserve leaves;
@@ -68,6 +76,16 @@ export interface RateBudgetOptions {
    * window. Default: {@link defaultReservedForPolls}.
    */
   reservedForPolls?: number;
+  /**
+   * Calls of each window that creation leaves to polls while due polls are waiting: when a poll
+   * was refused within the last two windows (the reconciler tries again at its pass interval,
+   * about one window, so one window could lapse between two passes), creation may use at most `limit - (pollFloor - polls in
+   * the window)`, and a poll may draw beyond its ceiling while the window holds fewer than
+   * `pollFloor` polls. So a burst of creates at the whole limit cannot stop status polling for
+   * its length (lost-webhook orders would stay stale for as long), and without waiting polls
+   * creation keeps the whole limit. 0 turns it off. Default: {@link defaultPollFloor}.
+   */
+  pollFloor?: number;
   /** Prefix of the Redis key. Default: `h2h:rate-budget:`. */
   keyPrefix?: string;
 }
@@ -92,6 +110,10 @@ export interface BudgetUsage {
   pollCeiling: number;
   /** The window's use below which the audit may draw: `pollCeiling - reservedForPolls`. */
   auditCeiling: number;
+  /** Polls per window that creation leaves while polls are waiting ({@link RateBudgetOptions.pollFloor}). */
+  pollFloor: number;
+  /** A poll was refused within the last two windows, so creation now leaves the poll floor free. */
+  pollsWaiting: boolean;
   /** `windowMs + marginMs`. */
   windowMs: number;
 }
@@ -129,21 +151,42 @@ interface DrawResult {
   retryAfterMs: number;
 }
 
-// KEYS[1] the window's sorted set; ARGV: window ms (with margin), ceiling of the caller's
-// priority, the member to add. Redis's own clock is the one clock of every process.
-// Returns {granted 0|1, used after the call, ms until a slot under the ceiling frees}.
+// KEYS[1] the window's sorted set, KEYS[2] the flag "a poll was refused within two windows";
+// ARGV: window ms (with margin), ceiling of the caller's priority, the member to add (its first
+// letter is the priority), the poll floor, the limit. Redis's own clock is the one clock of every
+// process. Returns {granted 0|1, used after the call, ms until a slot under the ceiling frees}.
 const DRAW_SCRIPT = `
 local key = KEYS[1]
 local window = tonumber(ARGV[1])
 local ceiling = tonumber(ARGV[2])
+local kind = string.sub(ARGV[3], 1, 1)
+local floor = tonumber(ARGV[4])
+local limit = tonumber(ARGV[5])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
 local used = redis.call('ZCARD', key)
+local function polls()
+  local n = 0
+  for _, m in ipairs(redis.call('ZRANGE', key, 0, -1)) do
+    if string.sub(m, 1, 2) == 'p:' then n = n + 1 end
+  end
+  return n
+end
+if floor > 0 then
+  if kind == 'c' and redis.call('EXISTS', KEYS[2]) == 1 then
+    ceiling = limit - math.max(0, floor - polls())
+  elseif kind == 'p' and used >= ceiling and polls() < floor then
+    ceiling = limit
+  end
+end
 if used < ceiling then
   redis.call('ZADD', key, now, ARGV[3])
   redis.call('PEXPIRE', key, window)
   return {1, used + 1, 0}
+end
+if kind == 'p' and floor > 0 then
+  redis.call('SET', KEYS[2], '1', 'PX', 2 * window)
 end
 local idx = used - ceiling
 local entry = redis.call('ZRANGE', key, idx, idx, 'WITHSCORES')
@@ -153,7 +196,8 @@ end
 return {0, used, math.max(1, tonumber(entry[2]) + window - now)}
 `;
 
-// KEYS[1] the window's sorted set; ARGV[1] window ms. Returns {create, poll, audit} grants in the window.
+// KEYS[1] the window's sorted set, KEYS[2] the polls-waiting flag; ARGV[1] window ms.
+// Returns {create, poll, audit} grants in the window and whether polls are waiting.
 const USAGE_SCRIPT = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -163,7 +207,7 @@ for _, m in ipairs(members) do
   local kind = string.sub(m, 1, 2)
   if kind == 'p:' then poll = poll + 1 elseif kind == 'a:' then audit = audit + 1 else create = create + 1 end
 end
-return {create, poll, audit}
+return {create, poll, audit, redis.call('EXISTS', KEYS[2])}
 `;
 
 /** The prefix of a grant's member in the sorted set, by priority (`c:` also for grants of older versions). */
@@ -194,8 +238,11 @@ export class RateBudget {
   readonly marginMs: number;
   readonly reservedForCreate: number;
   readonly reservedForPolls: number;
+  readonly pollFloor: number;
   /** The Redis key of this budget (a hash of the API key). */
   readonly key: string;
+  /** The Redis key of the flag "a poll was refused within the last two windows". */
+  readonly #pollsWaitingKey: string;
   readonly #redis: Redis;
 
   constructor(options: RateBudgetOptions) {
@@ -232,12 +279,21 @@ export class RateBudget {
           `got ${options.reservedForPolls}`,
       );
     }
+    this.pollFloor = options.pollFloor ?? defaultPollFloor(this.limit);
+    if (!Number.isSafeInteger(this.pollFloor) || this.pollFloor < 0 || this.pollFloor > pollShare) {
+      throw new RangeError(
+        `RateBudget: pollFloor must be an integer from 0 to limit - reservedForCreate (${pollShare}), ` +
+          `got ${options.pollFloor}`,
+      );
+    }
     this.key = budgetKeyFor(options.apiKey, options.keyPrefix);
+    this.#pollsWaitingKey = `${this.key}:polls-waiting`;
   }
 
   /**
    * The window's use below which `priority` may draw: the limit for `create`,
-   * `limit - reservedForCreate` for `poll`, and that minus `reservedForPolls` for `audit`.
+   * `limit - reservedForCreate` for `poll`, and that minus `reservedForPolls` for `audit`; the
+   * poll floor moves the first two while polls are waiting ({@link RateBudgetOptions.pollFloor}).
    */
   ceilingFor(priority: BudgetPriority): number {
     if (priority === 'create') return this.limit;
@@ -280,9 +336,9 @@ export class RateBudget {
 
   /** Grants in the current rolling window, by priority. */
   async used(): Promise<BudgetUsage> {
-    const [create, poll, audit] = (await this.#eval(USAGE_SCRIPT, USAGE_SHA, [
+    const [create, poll, audit, waiting] = (await this.#eval(USAGE_SCRIPT, USAGE_SHA, [
       String(this.windowMs + this.marginMs),
-    ])) as [number, number, number];
+    ])) as [number, number, number, number];
     return {
       used: create + poll + audit,
       create,
@@ -291,6 +347,8 @@ export class RateBudget {
       limit: this.limit,
       pollCeiling: this.ceilingFor('poll'),
       auditCeiling: this.ceilingFor('audit'),
+      pollFloor: this.pollFloor,
+      pollsWaiting: waiting === 1,
       windowMs: this.windowMs + this.marginMs,
     };
   }
@@ -301,6 +359,8 @@ export class RateBudget {
       String(this.windowMs + this.marginMs),
       String(this.ceilingFor(priority)),
       member,
+      String(this.pollFloor),
+      String(this.limit),
     ])) as [number, number, number];
     return { granted: granted === 1, used, retryAfterMs };
   }
@@ -308,10 +368,10 @@ export class RateBudget {
   /** EVALSHA, loading the script with EVAL when Redis does not know it (after a restart, say). */
   async #eval(script: string, sha: string, args: string[]): Promise<unknown> {
     try {
-      return await this.#redis.evalsha(sha, 1, this.key, ...args);
+      return await this.#redis.evalsha(sha, 2, this.key, this.#pollsWaitingKey, ...args);
     } catch (error) {
       if (error instanceof Error && error.message.startsWith('NOSCRIPT')) {
-        return this.#redis.eval(script, 1, this.key, ...args);
+        return this.#redis.eval(script, 2, this.key, this.#pollsWaitingKey, ...args);
       }
       throw error;
     }

@@ -70,6 +70,11 @@ export interface ReconcilerMetrics {
   countAuditRead(outcome: PollOutcome): void;
   /** The audit found a refund whose webhooks were all lost. */
   countAuditRefund(): void;
+  /**
+   * How late a pass polled an order: from its `next_poll_at` to the poll, in seconds. A tail
+   * here means orders wait for poll slots (docs/reconciler.md, "The poll floor").
+   */
+  observePollLateness(seconds: number): void;
 }
 
 export interface ReconcilerMetricsOptions {
@@ -88,6 +93,9 @@ export interface ReconcilerMetricsOptions {
 }
 
 /** Buckets of the time-to-final histogram, in seconds: 5 s to 48 h. */
+/** Buckets of `h2h_reconcile_poll_lateness_seconds`: a pass interval is 60 s by default. */
+export const POLL_LATENESS_BUCKETS = [1, 5, 15, 30, 60, 120, 300, 600, 1800];
+
 export const TIME_TO_FINAL_BUCKETS = [
   5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21_600, 86_400, 172_800,
 ];
@@ -237,6 +245,13 @@ export function createReconcilerMetrics(options: ReconcilerMetricsOptions = {}):
     registers,
   });
 
+  const pollLateness = new Histogram({
+    name: 'h2h_reconcile_poll_lateness_seconds',
+    help: 'Time from an order’s due time (next_poll_at) to the pass that polled it.',
+    buckets: POLL_LATENESS_BUCKETS,
+    registers,
+  });
+
   return {
     registry,
     countPoll: (outcome) => polls.inc({ outcome }),
@@ -256,5 +271,6 @@ export function createReconcilerMetrics(options: ReconcilerMetricsOptions = {}):
     countProbe: (outcome) => probes.inc({ outcome }),
     countAuditRead: (outcome) => auditReads.inc({ outcome }),
     countAuditRefund: () => auditRefunds.inc(),
+    observePollLateness: (seconds) => pollLateness.observe(Math.max(0, seconds)),
   };
 }

@@ -290,6 +290,7 @@ async function pollDueOrders(
       summary.calls += result.calls;
       if (result.kind === 'polled') {
         failuresInARow = 0;
+        if (order.nextPollAt !== null) metrics?.observePollLateness((now() - order.nextPollAt) / 1000);
         summary.checked += 1;
         if (result.changed) summary.changed += 1;
         if (result.outcome === 'resubmitted') summary.resubmitted += 1;

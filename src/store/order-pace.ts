@@ -152,7 +152,9 @@ export class OrderPace {
     const key = productCode ?? ANY_PRODUCT;
     const now = this.#rows.now();
     const cached = this.#cache.get(key);
-    if (cached && cached.estimate !== null && now - cached.at < ESTIMATE_TTL_MS) return cached.estimate;
+    // "Not enough samples yet" is kept too (until this process records a sample): before, every
+    // write read the histograms again until the 50th sample arrived.
+    if (cached && now - cached.at < ESTIMATE_TTL_MS) return cached.estimate;
     const estimate = this.#read(productCode);
     this.#cache.set(key, { at: now, estimate });
     return estimate;
@@ -178,6 +180,8 @@ export class OrderPace {
     if (!Number.isFinite(ms) || ms < 0) return;
     const key = { product, state };
     this.#add.run({ ...key, bucket: paceBucket(ms) });
+    for (const [cachedKey, cached] of this.#cache)
+      if (cached.estimate === null) this.#cache.delete(cachedKey);
     if ((this.#total.get(key)?.total ?? 0) > PACE_MEMORY) {
       this.#halve.run(key);
       this.#forget.run(key);

@@ -153,20 +153,28 @@ export class OrderQueries {
   }
 
   /** Orders, newest local creation first. See {@link ListOrdersInput.status} for the filter. */
-  listOrders({ status, limit = DEFAULT_LIST_LIMIT }: ListOrdersInput = {}): LocalOrder[] {
+  listOrders(input: ListOrdersInput = {}): LocalOrder[] {
+    return this.#listRows(input).map(toLocalOrder);
+  }
+
+  /** {@link listOrders} in the public representation (`order list --json`). */
+  listPublicOrders(input: ListOrdersInput = {}): PublicOrder[] {
+    return this.#listRows(input).map(toPublicOrder);
+  }
+
+  #listRows({ status, limit = DEFAULT_LIST_LIMIT }: ListOrdersInput): OrderRow[] {
     if (!Number.isInteger(limit) || limit < 1) {
       throw new RangeError(`limit must be a whole number ≥ 1, got ${limit}`);
     }
     const { db } = this.#rows;
     const order = 'ORDER BY local_created_at DESC, id DESC LIMIT ?';
     if (status === undefined) {
-      return db.prepare<[number], OrderRow>(`SELECT * FROM orders ${order}`).all(limit).map(toLocalOrder);
+      return db.prepare<[number], OrderRow>(`SELECT * FROM orders ${order}`).all(limit);
     }
     const column = statusColumn(status);
     return db
       .prepare<[string, number], OrderRow>(`SELECT * FROM orders WHERE ${column} = ? ${order}`)
-      .all(status, limit)
-      .map(toLocalOrder);
+      .all(status, limit);
   }
 
   /** The audit trail of an order (by partner_ref or invoice number), oldest first. */

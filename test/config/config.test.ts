@@ -14,7 +14,7 @@ test('with no environment every setting has its documented default', () => {
   const config = loadConfig({});
   assert.equal(config.redisUrl, 'redis://127.0.0.1:6380');
   assert.equal(config.dbPath, DEFAULT_DB_PATH);
-  assert.deepEqual(config.budget, { limit: 60, windowMs: 60_000, reservedForCreate: 20 });
+  assert.deepEqual(config.budget, { limit: 60, windowMs: 60_000, reservedForCreate: 20, pollFloor: 6 });
   assert.equal(config.settings.H2H_AUTH_STYLE, 'x-api-key');
 });
 
@@ -64,6 +64,15 @@ test('a creation reserve that leaves polling nothing is refused', () => {
     () => loadConfig({ H2H_RATE_LIMIT: '10', H2H_RATE_RESERVE_CREATE: '10' }),
     /H2H_RATE_RESERVE_CREATE \(10\) must be below H2H_RATE_LIMIT \(10\)/,
   );
+});
+
+test('a poll floor that would leave creation nothing is refused, naming both settings', () => {
+  assert.throws(
+    () => loadConfig({ H2H_RATE_LIMIT: '30', H2H_RATE_POLL_FLOOR: '21' }),
+    /H2H_RATE_POLL_FLOOR \(21\) must not exceed H2H_RATE_LIMIT - H2H_RATE_RESERVE_CREATE \(20\)/,
+  );
+  assert.equal(loadConfig({ H2H_RATE_LIMIT: '30' }).budget.pollFloor, 3, 'default: a tenth of the limit');
+  assert.equal(loadConfig({ H2H_RATE_POLL_FLOOR: '0' }).budget.pollFloor, 0);
 });
 
 test('without H2H_RATE_RESERVE_CREATE the reserve is the rate budget’s own default, a third of the limit', () => {

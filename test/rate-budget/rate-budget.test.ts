@@ -116,6 +116,8 @@ describe('RateBudget', () => {
       limit: 6,
       pollCeiling: 4,
       auditCeiling: 3,
+      pollFloor: 1,
+      pollsWaiting: true,
       windowMs: 61_000,
     });
   });
@@ -137,7 +139,54 @@ describe('RateBudget', () => {
     assert.equal(defaults.limit, 60);
     assert.equal(defaults.ceilingFor('poll'), 40);
     assert.equal(defaults.ceilingFor('create'), 60);
+    assert.equal(defaults.pollFloor, 6);
     assert.equal((await defaults.used()).windowMs, 61_000);
+  });
+
+  test('without waiting polls creation keeps the whole limit; once a poll is refused it leaves the poll floor to polls', async (t) => {
+    const { redis } = await redisFor(t);
+    // 6 a window, 2 of them left to polls while polls wait; the window is short so that slots free.
+    const shared = budget(redis, {
+      limit: 6,
+      reservedForCreate: 2,
+      pollFloor: 2,
+      windowMs: 400,
+      marginMs: 150,
+    });
+    for (let i = 0; i < 6; i++) assert.equal(await shared.tryAcquire('create'), true, `create ${i + 1}`);
+    assert.equal((await shared.used()).pollsWaiting, false);
+    assert.equal(await shared.tryAcquire('poll'), false, 'the window is full');
+    assert.equal((await shared.used()).pollsWaiting, true);
+
+    // (Grants are timed here, so the margin absorbs the lag between a grant and its timing.)
+    // A burst of creates waits beside two due polls: as the window frees, creation stops at
+    // 6 - 2 and the polls get the rest, instead of waiting for the burst to end.
+    const grants: Array<{ who: string; at: number }> = [];
+    const draw = async (who: 'create' | 'poll') => {
+      await shared.acquire(who, { maxWaitMs: 30_000 });
+      grants.push({ who, at: performance.now() });
+    };
+    await Promise.all([...Array.from({ length: 10 }, () => draw('create')), draw('poll'), draw('poll')]);
+
+    const firstWindow = grants.slice(0, 6).map((g) => g.who);
+    assert.equal(
+      firstWindow.filter((who) => who === 'poll').length,
+      2,
+      `first window: ${firstWindow.join(', ')}`,
+    );
+    const busiest = busiestWindow(
+      grants.map((g) => g.at),
+      400,
+    );
+    assert.ok(busiest <= 6, `${busiest} grants in one window`);
+  });
+
+  test('a poll floor beyond the poll share is refused at construction, naming the bound', async (t) => {
+    const { redis } = await redisFor(t);
+    assert.throws(() => budget(redis, { limit: 12, reservedForCreate: 4, pollFloor: 9 }), {
+      name: 'RangeError',
+      message: /^RateBudget: pollFloor must be an integer from 0 to limit - reservedForCreate \(8\), got 9$/,
+    });
   });
 
   test('acquire waits until the oldest grant leaves the window', async (t) => {

@@ -19,7 +19,8 @@ test('a pass polls due orders oldest-due first and ends when the poll share of t
     await createUpstreamOrder(env, ref);
     env.clock.advance(1);
   }
-  env.clock.advance(env.settings.firstPollDelayMs);
+  // The pass comes 90 s after the orders fell due: each poll is that late.
+  env.clock.advance(env.settings.firstPollDelayMs + 90_000);
   const before = new Map(refs.map((ref) => [ref, env.store.queries.getOrder(ref)!.nextPollAt]));
 
   const summary = await runReconcilePass(env.deps, { budget: env.budget });
@@ -42,6 +43,12 @@ test('a pass polls due orders oldest-due first and ends when the poll share of t
     refs.slice(4),
     'and nothing is left claimed',
   );
+  const lateness = await env.metrics.registry.getSingleMetric('h2h_reconcile_poll_lateness_seconds')!.get();
+  const value = (suffix: string) =>
+    lateness.values.find((v) => (v as { metricName?: string }).metricName?.endsWith(suffix))?.value;
+  assert.equal(value('_count'), 4, 'one observation per poll');
+  // due-0 … due-3 fell due 10, 9, 8 and 7 ms before the 90 s.
+  assert.equal(value('_sum'), 4 * 90 + (10 + 9 + 8 + 7) / 1000);
 });
 
 test('polling backs off 1st, 2nd, 3rd … interval while nothing changes, and starts over after a change by webhook or by poll', async (t) => {

@@ -247,12 +247,11 @@ export function registerOrderCommands(program: Command): void {
         const context = await openContext({ store: 'existing' });
         try {
           const { queries } = context.store!;
-          const orders = queries.listOrders({ status: flags.status, limit: flags.limit });
+          const filter = { status: flags.status, limit: flags.limit };
           if (flags.json) {
-            const list = orders.map((o) => queries.getPublicOrderByPartnerRef(o.partnerRef));
-            process.stdout.write(`${JSON.stringify(list, null, 2)}\n`);
+            process.stdout.write(`${JSON.stringify(queries.listPublicOrders(filter), null, 2)}\n`);
           } else {
-            printResult(orders, false, orderColumns);
+            printResult(queries.listOrders(filter), false, orderColumns);
           }
         } finally {
           await context.close();

@@ -229,7 +229,8 @@ function printStatus(report: StatusReport): void {
   if (report.budget) {
     const b = report.budget;
     out.push(
-      `Rate budget: ${b.used}/${b.limit} in the last ${b.windowMs / 1000} s (polls ${b.poll}/${b.pollCeiling})`,
+      `Rate budget: ${b.used}/${b.limit} in the last ${b.windowMs / 1000} s (polls ${b.poll}/${b.pollCeiling}` +
+        (b.pollsWaiting ? `; polls waiting: creation leaves them ${b.pollFloor} a window)` : ')'),
     );
   }
   if (report.audit) {
