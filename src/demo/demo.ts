@@ -110,6 +110,8 @@ export interface DemoRow {
   upstream: string;
   /** The shop's view: the latest version it was notified of, or the API's refusal. */
   shop: string;
+  /** The error code when POST /v1/orders refused the order (4xx): nothing was stored or sent. */
+  refusedByApi: string | null;
   /** The `version` of the shop's copy; null when it holds none. */
   shopVersion: number | null;
   /** The store agrees with the upstream's truth. */
@@ -408,6 +410,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
             ...views,
             upstream: describeUpstream(remote, undefined),
             shop: `refused by the API ${refusedByApi}`,
+            refusedByApi,
             shopVersion: null,
             converged: nowhere,
             shopAgrees: nowhere && !held,
@@ -418,6 +421,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
           ...views,
           upstream: describeUpstream(remote, rejected),
           shop: describeOrder(held),
+          refusedByApi: null,
           shopVersion: held?.version ?? null,
           converged: sameState(local, remote, rejected),
           shopAgrees: shopHoldsLatest(held, local),
