@@ -29,7 +29,7 @@ export function summaryLines({ counts, shop }: DemoReport): string[] {
       `(${r.refusedBadSignature} refused by the receiver), ${w.reordered} reordered`,
     `receiver: ${r.accepted} accepted, ${r.duplicate} recognised as duplicates`,
     `reconciler: ${p.polls} polls, ${p.changed} found a change, ${p.wasted} wasted (no change, ${share(p.wasted, p.polls)}), ` +
-      `${p.otherPolls} other; ${p.auditReads} audit reads; ${counts.stuckOrders} orders stuck in PROCESSING for a while`,
+      `${p.otherPolls} other; ${p.auditReads} audit reads (${p.auditChanged} found a change); ${counts.stuckOrders} orders stuck in PROCESSING for a while`,
     `shop: ${n.received} notifications received, ${n.verified} verified with standardwebhooks, ${n.rejected} rejected; ` +
       `${n.duplicates} duplicates and ${n.outOfDate} out of date (by version) discarded`,
   ];

@@ -78,7 +78,15 @@ export interface DemoCounts {
   /** The receiver's `h2h_webhook_requests_total{outcome}`. */
   receiver: { accepted: number; duplicate: number; refusedBadSignature: number };
   /** The reconciler's `h2h_reconcile_polls_total` and `h2h_reconcile_audit_reads_total`. */
-  reconciler: { polls: number; changed: number; wasted: number; otherPolls: number; auditReads: number };
+  reconciler: {
+    polls: number;
+    changed: number;
+    wasted: number;
+    otherPolls: number;
+    auditReads: number;
+    /** Audit reads that found a change (a refund or a serial whose webhook was lost). */
+    auditChanged: number;
+  };
   /** Orders whose drawn timeline kept them PROCESSING (the simulator's count). */
   stuckOrders: number;
 }
@@ -211,6 +219,7 @@ async function countWhatHappened(
         wasted,
         otherPolls: polls - changed - wasted,
         auditReads: registry ? await counterSum(registry, 'h2h_reconcile_audit_reads_total') : 0,
+        auditChanged: registry ? await counterSum(registry, 'h2h_reconcile_audit_reads_total', 'changed') : 0,
       },
       stuckOrders: after.orders.stuck,
     };

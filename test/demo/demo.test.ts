@@ -71,7 +71,12 @@ test('the demo shop places an order on every timeline through the API under faul
   );
   assert.ok(webhooks.dropped > 0, 'a quarter of the attempts are dropped (seed 7)');
   assert.equal(reconciler.polls, reconciler.changed + reconciler.wasted + reconciler.otherPolls);
-  assert.ok(reconciler.changed > 0, 'polls found what the dropped webhooks carried');
+  // Which of a poll and the audit (re-reading settled SUCCESS orders) finds a lost refund or serial
+  // first is a race in real time; one of them must.
+  assert.ok(
+    reconciler.changed + reconciler.auditChanged > 0,
+    `polls or the audit found what the dropped webhooks carried: ${JSON.stringify(report.counts)}`,
+  );
   for (const value of [
     ...Object.values(webhooks),
     ...Object.values(receiver),
