@@ -17,9 +17,10 @@ function timeScaleArg(value: string): number {
   return n;
 }
 
-/** The demo's summary of what the faults did and what reconciling cost. */
-export function summaryLines({ counts }: DemoReport): string[] {
+/** The demo's summary of what the faults did, what reconciling cost and what the shop was sent. */
+export function summaryLines({ counts, shop }: DemoReport): string[] {
   const { webhooks: w, receiver: r, reconciler: p } = counts;
+  const n = shop.notifications;
   const share = (part: number, whole: number) =>
     whole === 0 ? '0 %' : `${Math.round((100 * part) / whole)} %`;
   return [
@@ -28,7 +29,9 @@ export function summaryLines({ counts }: DemoReport): string[] {
       `(${r.refusedBadSignature} refused by the receiver), ${w.reordered} reordered`,
     `receiver: ${r.accepted} accepted, ${r.duplicate} recognised as duplicates`,
     `reconciler: ${p.polls} polls, ${p.changed} found a change, ${p.wasted} wasted (no change, ${share(p.wasted, p.polls)}), ` +
-      `${p.otherPolls} other; ${p.auditReads} audit reads; ${counts.stuckOrders} orders stuck in PROCESSING for a while`,
+      `${p.otherPolls} other; ${p.auditReads} audit reads (${p.auditChanged} found a change); ${counts.stuckOrders} orders stuck in PROCESSING for a while`,
+    `shop: ${n.received} notifications received, ${n.verified} verified with standardwebhooks, ${n.rejected} rejected; ` +
+      `${n.duplicates} duplicates and ${n.outOfDate} out of date (by version) discarded`,
   ];
 }
 
@@ -67,7 +70,7 @@ export function registerDemoCommand(program: Command): void {
             if (!flags.json) process.stderr.write(`${line}\n`);
           };
           say(
-            'h2h-sync demo: private Redis, simulator, receiver, worker and reconciler, all on this machine',
+            'h2h-sync demo: private Redis, simulator, receiver, worker and reconciler, shop API and a small shop, all on this machine',
           );
           say(
             `simulator: ${flags.profile} profile, ${Math.round(1 / flags.timeScale)} simulated seconds per real second, seed ${flags.seed}`,
@@ -83,12 +86,18 @@ export function registerDemoCommand(program: Command): void {
             seed: flags.seed,
             profile: flags.profile,
             timeScale: flags.timeScale,
-            onProgress: (converged, total, elapsedMs) => {
-              tty.update(converged, total, `converged after ${Math.round(elapsedMs / 1000)} s`);
+            onProgress: (equal, total, elapsedMs) => {
+              tty.update(
+                equal,
+                total,
+                `store, upstream and shop equal after ${Math.round(elapsedMs / 1000)} s`,
+              );
               // Without a terminal, a plain line every 5 s.
               if (!process.stderr.isTTY && elapsedMs - lastLine >= 5000) {
                 lastLine = elapsedMs;
-                say(`${converged}/${total} orders converged after ${Math.round(elapsedMs / 1000)} s`);
+                say(
+                  `${equal}/${total} orders equal in store, upstream and shop after ${Math.round(elapsedMs / 1000)} s`,
+                );
               }
             },
           });
@@ -100,24 +109,31 @@ export function registerDemoCommand(program: Command): void {
               `${renderTable(report.rows, [
                 { header: 'Partner ref', cell: (r) => r.partnerRef },
                 { header: 'Timeline', cell: (r) => r.timeline },
-                { header: 'Local store', cell: (r) => r.local },
-                { header: 'Upstream truth', cell: (r) => r.upstream },
-                { header: 'Converged', cell: (r) => (r.converged ? 'yes' : 'NO') },
+                { header: 'Store', cell: (r) => r.local },
+                { header: 'Upstream', cell: (r) => r.upstream },
+                { header: 'Shop', cell: (r) => r.shop },
+                { header: 'Equal', cell: (r) => (r.converged && r.shopAgrees ? 'yes' : 'NO') },
               ])}\n`,
             );
-            const diverged = report.rows.filter((r) => !r.converged);
+            const diverged = report.rows.filter((r) => !r.converged || !r.shopAgrees);
             const seconds = (report.elapsedMs / 1000).toFixed(1);
             if (diverged.length === 0) {
               say(
-                `all ${report.rows.length} orders converged in ${seconds} s; everything the demo started is stopped`,
+                `all three equal: store, upstream and shop agree on all ${report.rows.length} orders after ${seconds} s; everything the demo started is stopped`,
               );
             } else {
-              say(`${diverged.length} of ${report.rows.length} orders diverged after ${seconds} s:`);
-              for (const r of diverged) say(`  ${r.partnerRef}: local ${r.local}, upstream ${r.upstream}`);
+              say(
+                `not all three equal: ${diverged.length} of ${report.rows.length} orders differ after ${seconds} s:`,
+              );
+              for (const r of diverged) {
+                say(
+                  `  ${r.partnerRef}: store ${r.local}, upstream ${r.upstream}, shop ${r.shop} (version ${r.shopVersion ?? 'none'})`,
+                );
+              }
             }
             for (const line of summaryLines(report)) say(line);
           }
-          process.exitCode = report.converged ? EXIT.ok : EXIT.failed;
+          process.exitCode = report.allEqual ? EXIT.ok : EXIT.failed;
         });
       },
     );

@@ -5,16 +5,19 @@ import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import type { Registry } from 'prom-client';
 import { request } from 'undici';
+import { startApi } from '../api/server.js';
 import { loadConfig, receiverSettings } from '../config/config.js';
 import { startRedisServer } from '../dev/redis-server.js';
-import { placeOrder } from '../orders/place-order.js';
+import type { ApiErrorBody } from '../lib/index.js';
+import { addEndpoint } from '../notify/operations.js';
+import { newPartnerRef } from '../orders/partner-ref.js';
+import { type PublicOrder, samePublicOrder } from '../orders/public-order.js';
 import { type RunningReceiver, startReceiver } from '../receiver/server.js';
 import type { ReconcilerMetrics } from '../reconciler/metrics.js';
 import { createSimulator } from '../simulator/index.js';
-import type { LocalOrder } from '../store/local-order.js';
-import { createUpstream } from '../upstream/create-upstream.js';
 import type { Order } from '../upstream/model.js';
 import { startWorkerProcess } from '../worker/server.js';
+import { type ShopNotificationCounts, startDemoShop } from './demo-shop.js';
 
 /** The demo fixture, found from src/demo and dist/demo alike. */
 const DEMO_FIXTURE = fileURLToPath(new URL('../../fixtures/demo.json', import.meta.url));
@@ -75,7 +78,15 @@ export interface DemoCounts {
   /** The receiver's `h2h_webhook_requests_total{outcome}`. */
   receiver: { accepted: number; duplicate: number; refusedBadSignature: number };
   /** The reconciler's `h2h_reconcile_polls_total` and `h2h_reconcile_audit_reads_total`. */
-  reconciler: { polls: number; changed: number; wasted: number; otherPolls: number; auditReads: number };
+  reconciler: {
+    polls: number;
+    changed: number;
+    wasted: number;
+    otherPolls: number;
+    auditReads: number;
+    /** Audit reads that found a change (a refund or a serial whose webhook was lost). */
+    auditChanged: number;
+  };
   /** Orders whose drawn timeline kept them PROCESSING (the simulator's count). */
   stuckOrders: number;
 }
@@ -95,19 +106,37 @@ export interface DemoOptions {
   onProgress?: (converged: number, total: number, elapsedMs: number) => void;
 }
 
-/** One order of the demo: what the reseller's store says against the simulator's truth. */
+/**
+ * One order of the demo, seen three ways: the reseller's store, the simulator's truth, and the
+ * shop, which placed it through the API and knows it only from the notifications it verified.
+ */
 export interface DemoRow {
   partnerRef: string;
   timeline: string;
+  /** The store's view (`none` when it holds no such order). */
   local: string;
   upstream: string;
+  /** The shop's view: the latest version it was notified of, or the API's refusal. */
+  shop: string;
+  /** The error code when POST /v1/orders refused the order (4xx): nothing was stored or sent. */
+  refusedByApi: string | null;
+  /** The `version` of the shop's copy; null when it holds none. */
+  shopVersion: number | null;
+  /** The store agrees with the upstream's truth. */
   converged: boolean;
+  /** The shop holds the store's latest version of the order (or the API refused it and nothing was stored). */
+  shopAgrees: boolean;
 }
 
 export interface DemoReport {
   rows: DemoRow[];
+  /** Every order: the store agrees with the upstream. */
   converged: boolean;
+  /** Every order: store, upstream and shop agree. */
+  allEqual: boolean;
   elapsedMs: number;
+  /** The shop's side: what it did with the notifications, and each order as it holds it. */
+  shop: { notifications: ShopNotificationCounts; orders: PublicOrder[] };
   faults: typeof DEMO_FAULTS;
   profile: 'fast' | 'realistic';
   timeScale: number;
@@ -190,18 +219,19 @@ async function countWhatHappened(
         wasted,
         otherPolls: polls - changed - wasted,
         auditReads: registry ? await counterSum(registry, 'h2h_reconcile_audit_reads_total') : 0,
+        auditChanged: registry ? await counterSum(registry, 'h2h_reconcile_audit_reads_total', 'changed') : 0,
       },
       stuckOrders: after.orders.stuck,
     };
   }
 }
 
-/** What is compared: status, serial number and success time, or a refusal on both sides. */
-function describeLocal(order: LocalOrder | undefined): string {
-  if (!order) return 'missing';
-  if (order.submissionState === 'rejected') return `rejected ${order.rejectionCode}`;
-  if (!order.status) return `submission ${order.submissionState}`;
-  return `${order.status}${order.serialNumber ? ` ${order.serialNumber}` : ''}`;
+/** The store's or the shop's view of an order: both read the same public representation. */
+function describeOrder(order: PublicOrder | undefined): string {
+  if (!order) return 'none';
+  if (order.submission === 'rejected') return `rejected ${order.rejection?.code}`;
+  if (!order.status) return `submission ${order.submission}`;
+  return `${order.status}${order.serial_number ? ` ${order.serial_number}` : ''}`;
 }
 
 function describeUpstream(order: Order | undefined, rejected: string | undefined): string {
@@ -209,25 +239,40 @@ function describeUpstream(order: Order | undefined, rejected: string | undefined
   return `${order.status}${order.serial_number ? ` ${order.serial_number}` : ''}`;
 }
 
-function sameState(local: LocalOrder | undefined, upstream: Order | undefined, rejected?: string): boolean {
+/** What is compared: status, serial number, success time and invoice, or a refusal on both sides. */
+function sameState(local: PublicOrder | undefined, upstream: Order | undefined, rejected?: string): boolean {
   if (!local) return false;
   if (!upstream)
-    return rejected !== undefined && local.submissionState === 'rejected' && local.rejectionCode === rejected;
+    return rejected !== undefined && local.submission === 'rejected' && local.rejection?.code === rejected;
   return (
     local.status === upstream.status &&
-    local.serialNumber === upstream.serial_number &&
-    local.successAt === upstream.success_at &&
-    local.invoiceNumber === upstream.invoice_number
+    local.serial_number === upstream.serial_number &&
+    local.success_at === upstream.success_at &&
+    local.invoice_number === upstream.invoice_number
+  );
+}
+
+/** The shop holds exactly the store's latest version: same `version`, same representation. */
+function shopHoldsLatest(shop: PublicOrder | undefined, local: PublicOrder | undefined): boolean {
+  return (
+    shop !== undefined &&
+    local !== undefined &&
+    shop.version === local.version &&
+    samePublicOrder(shop, local)
   );
 }
 
 /**
  * The main job on embedded defaults: a private Redis, the simulator with the demo fixture and
- * {@link DEMO_FAULTS}, the receiver, the worker (event worker and reconciler), then a batch of
- * orders across every timeline, placed, followed and compared with the simulator's truth until
- * every one has converged. The simulator runs the realistic profile at {@link DEMO_TIME_SCALE};
- * the service runs ten times faster than production defaults (rate window 6 s, passes every
- * second). The report counts what the faults did and what reconciling cost. Everything it started is stopped and its files removed before it resolves.
+ * {@link DEMO_FAULTS}, the receiver, the worker (event worker, reconciler, submission pump,
+ * notifier), the shop API, and a small shop ({@link startDemoShop}) with a token and a
+ * notification endpoint. The shop places a batch of orders across every timeline through
+ * POST /v1/orders; each is followed until the store agrees with the simulator's truth and the shop
+ * holds the store's latest version from its verified notifications, or `timeoutMs` passes. The
+ * simulator runs the realistic profile at {@link DEMO_TIME_SCALE}; the service runs ten times
+ * faster than production defaults (rate window 6 s, passes every second). The report counts what
+ * the faults did, what reconciling cost and what the shop was sent. Everything it started is
+ * stopped and its files removed before it resolves.
  */
 export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
   const perTimeline = options.perTimeline ?? 5;
@@ -286,82 +331,134 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
       // webhook was lost is found within the demo.
       RECONCILE_AUDIT_EVERY_S: '5',
       ADMIN_PORT: '0',
+      API_PORT: '0',
     });
     const logger = pino({ level: 'silent' });
+    // Started before the worker, so it is stopped after it: the notifier may be delivering.
+    const shop = await startDemoShop();
+    stops.push(() => shop.close());
     const receiver = await startReceiver(receiverSettings(config), { logger });
     stops.push(() => receiver.close());
     const worker = await startWorkerProcess(config, { logger });
     stops.push(() => worker.close());
+    const api = await startApi(config, { logger });
+    stops.push(() => api.close());
     await control('PATCH', '/members/M-0001', { webhook_url: receiver.webhookUrl });
     await control('POST', '/faults', DEMO_FAULTS);
-
-    const upstream = await createUpstream(config);
-    stops.push(() => upstream.close());
-    const { client } = upstream;
     const { store } = worker;
 
+    // What the reseller does once for the shop (`h2h-sync tokens create`, `h2h-sync endpoints
+    // add`): a token to place and read orders, and the shop's notification endpoint, added before
+    // the first order since an endpoint is sent the changes made after it was added.
+    const { token } = store.tokens.create('demo shop', ['orders:write', 'orders:read']);
+    const endpoint = addEndpoint(store, shop.url, 'order.*');
+    shop.trust(endpoint.secret);
+
     const started = Date.now();
-    const plan = DEMO_TIMELINES.flatMap(({ suffix, timeline }) =>
-      Array.from({ length: suffix === '0000' ? 1 : perTimeline }, (_, i) => ({
+    // Round robin over the timelines: the submission pump sends in arrival order, so every
+    // timeline starts early instead of the last one waiting behind all the others.
+    const plan = Array.from({ length: perTimeline }, (_, i) =>
+      DEMO_TIMELINES.filter(({ suffix }) => i === 0 || suffix !== '0000').map(({ suffix, timeline }) => ({
         suffix,
         timeline,
+        partnerRef: newPartnerRef(),
         data: { user_id: `${1_000_000 + i}${suffix}`, server_id: '2001' },
       })),
-    );
-    const placed: Array<{ partnerRef: string; timeline: string; suffix: string }> = [];
-    for (let i = 0; i < plan.length; i += 6) {
-      const batch = plan.slice(i, i + 6);
-      const results = await Promise.all(
-        batch.map((p) =>
-          placeOrder({ client, writer: store.writer }, { productCode: 'MLBB-86', data: p.data }),
-        ),
-      );
-      for (const [j, r] of results.entries()) placed.push({ partnerRef: r.order.partnerRef, ...batch[j]! });
-    }
-    // The 0007 orders wait for a person; the demo plays that person once they exist upstream.
-    for (const order of placed.filter((p) => p.suffix === '0007')) {
-      const local = store.queries.getOrder(order.partnerRef);
-      if (local?.submissionState === 'accepted') {
-        await control('POST', `/orders/${encodeURIComponent(order.partnerRef)}/status`, {
-          status: 'SUCCESS',
-          serial_number: `SN-BY-HAND-${order.partnerRef.slice(-6)}`,
-        });
-      }
+    ).flat();
+    // The shop places every order through POST /v1/orders, the refused one too: it is queued and
+    // the upstream refuses it (INVALID_TARGET), which the shop learns from an order.rejected
+    // notification. Should the API itself refuse an order before queueing it (a local product and
+    // target check may do so with a 4xx), nothing is stored or sent: that order's row then shows
+    // the API's refusal in the shop column and agrees when neither the store nor the upstream has
+    // it. The demo works either way, and shows which one happened.
+    const placed: Array<{ partnerRef: string; timeline: string; suffix: string; refusedByApi?: string }> = [];
+    for (const p of plan) {
+      const answer = await request(`${api.origin}/v1/orders`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ product_code: 'MLBB-86', data: p.data, partner_ref: p.partnerRef }),
+      });
+      const body = (await answer.body.json()) as PublicOrder | ApiErrorBody;
+      const row = { partnerRef: p.partnerRef, timeline: p.timeline, suffix: p.suffix };
+      if (answer.statusCode === 200 || answer.statusCode === 202) placed.push(row);
+      else if (answer.statusCode >= 400 && answer.statusCode < 500 && 'error' in body)
+        placed.push({ ...row, refusedByApi: body.error.code });
+      else throw new Error(`POST /v1/orders: ${answer.statusCode} ${JSON.stringify(body)}`);
     }
 
     const truth = async () => {
       const answer = await request(`${sim.origin}/__sim/orders`);
       return new Map(((await answer.body.json()) as Order[]).map((o) => [o.partner_ref, o]));
     };
+    // The 0007 orders wait upstream for a person; the demo plays that person for each one as soon
+    // as the upstream has it (the pump sends them over a few seconds, and a lost create answer
+    // leaves the order unknown here until the reconciler finds it, but it exists upstream).
+    const byHand = new Set(
+      placed.filter((p) => p.suffix === '0007' && !p.refusedByApi).map((p) => p.partnerRef),
+    );
     const compare = async (): Promise<DemoRow[]> => {
       const upstream = await truth();
-      return placed.map(({ partnerRef, timeline, suffix }) => {
-        const local = store.queries.getOrder(partnerRef);
-        const rejected = suffix === '0000' ? 'INVALID_TARGET' : undefined;
+      for (const partnerRef of byHand) {
+        if (upstream.get(partnerRef)?.status !== 'PENDING') continue;
+        byHand.delete(partnerRef);
+        const moved = (await control('POST', `/orders/${encodeURIComponent(partnerRef)}/status`, {
+          status: 'SUCCESS',
+          serial_number: `SN-BY-HAND-${partnerRef.slice(-6)}`,
+        })) as Order;
+        upstream.set(partnerRef, moved);
+      }
+      return placed.map(({ partnerRef, timeline, suffix, refusedByApi }) => {
+        const local = store.queries.getPublicOrderByPartnerRef(partnerRef);
         const remote = upstream.get(partnerRef);
+        const held = shop.orders.get(partnerRef);
+        const views = { partnerRef, timeline, local: describeOrder(local) };
+        if (refusedByApi) {
+          // Only the order meant to be refused may be refused: any other is a divergence.
+          const nowhere = suffix === '0000' && !local && !remote;
+          return {
+            ...views,
+            upstream: describeUpstream(remote, undefined),
+            shop: `refused by the API ${refusedByApi}`,
+            refusedByApi,
+            shopVersion: null,
+            converged: nowhere,
+            shopAgrees: nowhere && !held,
+          };
+        }
+        const rejected = suffix === '0000' ? 'INVALID_TARGET' : undefined;
         return {
-          partnerRef,
-          timeline,
-          local: describeLocal(local),
+          ...views,
           upstream: describeUpstream(remote, rejected),
+          shop: describeOrder(held),
+          refusedByApi: null,
+          shopVersion: held?.version ?? null,
           converged: sameState(local, remote, rejected),
+          shopAgrees: shopHoldsLatest(held, local),
         };
       });
     };
 
+    const agreeing = (rows: DemoRow[]) => rows.filter((r) => r.converged && r.shopAgrees).length;
     let rows = await compare();
-    while (!rows.every((r) => r.converged) && Date.now() - started < timeoutMs) {
-      options.onProgress?.(rows.filter((r) => r.converged).length, rows.length, Date.now() - started);
-      await new Promise((resolve) => setTimeout(resolve, 500));
+    while (agreeing(rows) < rows.length && Date.now() - started < timeoutMs) {
+      options.onProgress?.(agreeing(rows), rows.length, Date.now() - started);
+      // Looked at again on the shop's next notification, or after half a second at the latest
+      // (the store and the upstream change without telling the demo).
+      await shop.nextNotification(500);
       rows = await compare();
     }
-    options.onProgress?.(rows.filter((r) => r.converged).length, rows.length, Date.now() - started);
+    options.onProgress?.(agreeing(rows), rows.length, Date.now() - started);
     const elapsedMs = Date.now() - started;
     const counts = await countWhatHappened(sim.origin, receiver, worker.reconcilerMetrics);
     return {
       rows,
       converged: rows.every((r) => r.converged),
+      allEqual: agreeing(rows) === rows.length,
       elapsedMs,
+      shop: {
+        notifications: { ...shop.counts },
+        orders: placed.flatMap(({ partnerRef }) => shop.orders.get(partnerRef) ?? []),
+      },
       faults: DEMO_FAULTS,
       profile,
       timeScale,
