@@ -6,6 +6,7 @@ import type { TestContext } from 'node:test';
 import type { Database } from 'better-sqlite3';
 import { loadConfig, reconcilerSettings } from '../../src/config/config.js';
 import { openDatabase } from '../../src/store/database.js';
+import { type FeedEvent, isOrderEvent } from '../../src/store/feed.js';
 import { type OrderStore, openOrderStore } from '../../src/store/order-store.js';
 import type { PollScheduleSettings } from '../../src/store/poll-schedule.js';
 import type { Order } from '../../src/upstream/model.js';
@@ -52,6 +53,11 @@ export function tempStore(
   const clock = manualClock();
   const store = openOrderStore(db, scheduleSettings(overrides), { now: now ?? clock.now });
   return { store, db, path, clock };
+}
+
+/** The order events of a page of the feed (its price changes and low balances left out), typed as such. */
+export function orderEvents(events: FeedEvent[]) {
+  return events.filter(isOrderEvent);
 }
 
 /** An upstream order snapshot as GET /orders/:ref would return it, with a status and overrides. */
