@@ -1,7 +1,7 @@
 import type { Queue } from 'bullmq';
+import { orderRefOf } from '../store/feed.js';
 import type { NotifyDelivery } from '../store/notify-deliveries.js';
 import type { NotifyEndpoint } from '../store/notify-endpoints.js';
-import { orderRefOf } from '../store/feed.js';
 import type { OrderStore } from '../store/order-store.js';
 import { matchesEvent, parseEventPatterns } from './event-filter.js';
 import { NotifyError } from './notify-error.js';
