@@ -203,7 +203,16 @@ test('random requests to every route get a 2xx or a 4xx with a code, never a 5xx
   );
   const query = fc.array(
     fc.tuple(
-      fc.constantFrom('limit', 'cursor', 'after', 'status', 'created_from', 'created_to', 'category_code', 'x'),
+      fc.constantFrom(
+        'limit',
+        'cursor',
+        'after',
+        'status',
+        'created_from',
+        'created_to',
+        'category_code',
+        'x',
+      ),
       fc.oneof(fc.string(), fc.integer().map(String), fc.constantFrom('-1', '1e3', '', 'null')),
     ),
     { maxLength: 4 },

@@ -41,17 +41,25 @@ export function scheduleSettings(overrides: Partial<PollScheduleSettings> = {}):
 
 /**
  * An order store on a real SQLite file in a temp directory, closed when the test ends: the
- * default schedule with `overrides`, on a {@link manualClock} unless `now` is given.
+ * default schedule with `overrides`, on a {@link manualClock} unless `now` is given; no
+ * `balance.low` unless `balanceLowThreshold` is given.
  */
 export function tempStore(
   t: Pick<TestContext, 'after'>,
-  { now, ...overrides }: Partial<PollScheduleSettings> & { now?: () => number } = {},
+  {
+    now,
+    balanceLowThreshold = 0,
+    ...overrides
+  }: Partial<PollScheduleSettings> & { now?: () => number; balanceLowThreshold?: number } = {},
 ): { store: OrderStore; db: Database; path: string; clock: ManualClock } {
   const path = tempDbPath(t);
   const db = openDatabase({ path });
   t.after(() => db.close());
   const clock = manualClock();
-  const store = openOrderStore(db, scheduleSettings(overrides), { now: now ?? clock.now });
+  const store = openOrderStore(db, scheduleSettings(overrides), {
+    now: now ?? clock.now,
+    balanceLowThreshold,
+  });
   return { store, db, path, clock };
 }
 
