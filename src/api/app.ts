@@ -7,6 +7,7 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify';
 import type { Logger } from 'pino';
+import { targetProblem } from '../catalog/target-rules.js';
 import { newPartnerRef } from '../orders/partner-ref.js';
 import type { PublicOrder } from '../orders/public-order.js';
 import { CLIENT_ERROR_STATUS, jsonClientErrorHandler } from '../shared/client-error.js';
@@ -14,7 +15,15 @@ import type { ApiScope, ApiToken } from '../store/api-tokens.js';
 import { MAX_FEED_PAGE } from '../store/feed.js';
 import type { OrderStore } from '../store/order-store.js';
 import { partnerRefProblem } from '../upstream/model.js';
-import { errorSchema, feedEventSchema, publicOrderSchema } from './schemas.js';
+import {
+  balanceSchema,
+  categorySchema,
+  errorSchema,
+  feedEventSchema,
+  priceChangeSchema,
+  productSchema,
+  publicOrderSchema,
+} from './schemas.js';
 
 /**
  * Every error answer of the shop API: its HTTP status and what to do. The body is always
@@ -29,6 +38,9 @@ export const API_ERRORS = {
   TOKEN_REVOKED: 401,
   SCOPE_MISSING: 403,
   ORDER_NOT_FOUND: 404,
+  UNKNOWN_PRODUCT: 422,
+  PRODUCT_INACTIVE: 422,
+  INVALID_TARGET: 422,
   IDEMPOTENCY_CONFLICT: 409,
   ORDER_NOT_SUBMITTED: 409,
   BACKLOG_FULL: 503,
@@ -169,10 +181,14 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
       security: [{ bearer: [] }],
     },
-    // Shared schemas keep their names (Order, Event, Error) in the document.
+    // Shared schemas keep their names (Order, Product, Event, Error …) in the document.
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
   });
   app.addSchema(publicOrderSchema);
+  app.addSchema(productSchema);
+  app.addSchema(priceChangeSchema);
+  app.addSchema(categorySchema);
+  app.addSchema(balanceSchema);
   app.addSchema(feedEventSchema);
   app.addSchema(errorSchema);
 
@@ -234,6 +250,16 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
   });
 
   const errors = { 400: { $ref: 'Error#' }, 401: { $ref: 'Error#' }, 403: { $ref: 'Error#' } };
+  const time = { type: 'string', format: 'date-time' } as const;
+  const nullable = (schema: Record<string, unknown>, description: string) => ({
+    ...schema,
+    nullable: true,
+    description,
+  });
+  const syncedAt = () => {
+    const at = store.catalog.syncedAt();
+    return at === null ? null : new Date(at).toISOString();
+  };
   const { submissionBacklog, retryAfterS } = options;
 
   /** The order a route names, by partner_ref or invoice number, or the 404 that says so. */
@@ -277,6 +303,7 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
           200: { $ref: 'Order#' },
           202: { $ref: 'Order#' },
           409: { $ref: 'Error#' },
+          422: { $ref: 'Error#' },
           503: { $ref: 'Error#' },
           ...errors,
         },
@@ -289,6 +316,7 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
       if (problem) throw new ApiHttpError('VALIDATION_ERROR', `partner_ref: ${problem}`);
       const known = store.queries.getPublicOrderByPartnerRef(partnerRef);
       if (known) return replay(known, body, reply);
+      checkAgainstCatalog(body);
       if (store.queries.countQueued() >= submissionBacklog) {
         reply.header('retry-after', String(retryAfterS));
         throw new ApiHttpError(
@@ -359,6 +387,46 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
       return reply.code(202).send({ requested: true, order });
     },
   );
+
+  /**
+   * Refuses, before anything is stored or sent, an order the local catalog knows the upstream
+   * would refuse: an unknown product, an inactive one, or target data that does not match the
+   * product's published rules. A catalog never synced checks nothing (docs/api.md).
+   */
+  function checkAgainstCatalog(body: PlaceOrderBody): void {
+    if (store.catalog.syncedAt() === null) return;
+    const named =
+      body.product_code !== undefined ? `product_code ${body.product_code}` : `product_id ${body.product_id}`;
+    const byCode =
+      body.product_code === undefined ? undefined : store.catalog.find({ code: body.product_code });
+    const byId = body.product_id === undefined ? undefined : store.catalog.find({ id: body.product_id });
+    if (body.product_code !== undefined && body.product_id !== undefined && byCode?.id !== byId?.id) {
+      throw new ApiHttpError(
+        'UNKNOWN_PRODUCT',
+        `product_code ${body.product_code} and product_id ${body.product_id} name different products: send one of them (GET /v1/products lists both)`,
+      );
+    }
+    const product = byCode ?? byId;
+    if (!product) {
+      throw new ApiHttpError(
+        'UNKNOWN_PRODUCT',
+        `no product has ${named} in the catalog: see GET /v1/products`,
+      );
+    }
+    if (!product.is_active) {
+      throw new ApiHttpError(
+        'PRODUCT_INACTIVE',
+        `${product.code} (${product.name}) is not active now: choose an active product from GET /v1/products`,
+      );
+    }
+    const problem = targetProblem(product.target, body.data);
+    if (problem) {
+      throw new ApiHttpError(
+        'INVALID_TARGET',
+        `${problem.message}; ${product.code} publishes its rules in GET /v1/products`,
+      );
+    }
+  }
 
   function replay(order: PublicOrder, body: PlaceOrderBody, reply: FastifyReply) {
     if (!sameRequest(order, body)) {
@@ -444,12 +512,74 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
     },
   );
 
+  app.get(
+    '/v1/categories',
+    {
+      config: { scope: 'orders:read' },
+      schema: {
+        summary: 'The categories of the local catalog (no upstream call), with when it was synced',
+        response: {
+          200: {
+            type: 'object',
+            required: ['data', 'synced_at'],
+            properties: {
+              data: { type: 'array', items: { $ref: 'Category#' } },
+              synced_at: nullable(time, 'null: never synced; run h2h-sync catalog sync.'),
+            },
+          },
+          ...errors,
+        },
+      },
+    },
+    async () => ({ data: store.catalog.categories(), synced_at: syncedAt() }),
+  );
+
+  app.get<{ Querystring: { category_code?: string } }>(
+    '/v1/products',
+    {
+      config: { scope: 'orders:read' },
+      schema: {
+        summary: 'The products of the local catalog with this account’s prices (no upstream call)',
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { category_code: { type: 'string', minLength: 1, description: 'Only this category.' } },
+        },
+        response: {
+          200: {
+            type: 'object',
+            required: ['data', 'synced_at'],
+            properties: {
+              data: { type: 'array', items: { $ref: 'Product#' } },
+              synced_at: nullable(time, 'null: never synced; run h2h-sync catalog sync.'),
+            },
+          },
+          ...errors,
+        },
+      },
+    },
+    async (request) => ({ data: store.catalog.products(request.query.category_code), synced_at: syncedAt() }),
+  );
+
+  app.get(
+    '/v1/balance',
+    {
+      config: { scope: 'orders:read' },
+      schema: {
+        summary: 'The balance: the last profile read, corrected by the orders seen since (no upstream call)',
+        response: { 200: { $ref: 'Balance#' }, ...errors },
+      },
+    },
+    async () => store.balance.view(),
+  );
+
   app.get<{ Querystring: { after: number; limit: number } }>(
     '/v1/events',
     {
       config: { scope: 'orders:read' },
       schema: {
-        summary: 'The change feed: every change of every order, oldest first, after a cursor',
+        summary:
+          'The change feed: every change of every order, price change and low balance, oldest first, after a cursor',
         querystring: {
           type: 'object',
           additionalProperties: false,

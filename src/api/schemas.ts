@@ -1,4 +1,4 @@
-import { ORDER_EVENT_TYPES } from '../store/feed.js';
+import { FEED_EVENT_TYPES } from '../store/feed.js';
 import { SUBMISSION_STATES } from '../store/local-order.js';
 import { ORDER_STATUSES } from '../upstream/model.js';
 
@@ -76,16 +76,81 @@ export const publicOrderSchema = {
   },
 } as const;
 
+const productProperties = {
+  id: text,
+  code: text,
+  name: text,
+  category_code: text,
+  price: { type: 'number', description: 'This account’s price.' },
+  is_active: { type: 'boolean' },
+  target: nullable({
+    type: 'object',
+    additionalProperties: { type: 'string' },
+    description:
+      'What an order’s data must hold: data key → regular expression. null when the upstream does not publish it.',
+  }),
+} as const;
+const productRequired = ['id', 'code', 'name', 'category_code', 'price', 'is_active', 'target'] as const;
+
+export const productSchema = {
+  $id: 'Product',
+  type: 'object',
+  description: 'A product as the last catalog sync read it (docs/api.md, "Catalog and balance").',
+  required: [...productRequired],
+  properties: productProperties,
+} as const;
+
+export const priceChangeSchema = {
+  $id: 'ProductPriceChange',
+  type: 'object',
+  description: 'The data of product.price_changed: the product after the sync, and its price before.',
+  required: [...productRequired, 'previous_price'],
+  properties: { ...productProperties, previous_price: { type: 'number' } },
+} as const;
+
+export const categorySchema = {
+  $id: 'Category',
+  type: 'object',
+  required: ['code', 'name', 'sub_name', 'logo', 'is_active'],
+  properties: { code: text, name: text, sub_name: text, logo: text, is_active: { type: 'boolean' } },
+} as const;
+
+export const balanceSchema = {
+  $id: 'Balance',
+  type: 'object',
+  description:
+    'The last profile balance, corrected by the orders seen since (docs/api.md, "Balance"); also the data of balance.low.',
+  required: [
+    'balance',
+    'profile_balance',
+    'profile_read_at',
+    'debited',
+    'credited',
+    'unpriced_orders',
+    'low_threshold',
+  ],
+  properties: {
+    balance: nullable({ type: 'number', description: 'profile_balance - debited + credited.' }),
+    profile_balance: nullable({ type: 'number' }),
+    profile_read_at: nullable(time),
+    debited: { type: 'number' },
+    credited: { type: 'number' },
+    unpriced_orders: { type: 'integer', minimum: 0 },
+    low_threshold: nullable({ type: 'number' }),
+  },
+} as const;
+
 export const feedEventSchema = {
   $id: 'Event',
   type: 'object',
-  description: 'One change of one order (docs/api.md, "The change feed").',
+  description:
+    'One change: of an order (order.*: data is the Order), a product price (ProductPriceChange) or a low balance (Balance). docs/api.md, "The change feed".',
   required: ['seq', 'type', 'timestamp', 'data'],
   properties: {
     seq: { type: 'integer', minimum: 1, description: 'The cursor: read on with after=seq.' },
-    type: { type: 'string', enum: [...ORDER_EVENT_TYPES] },
+    type: { type: 'string', enum: [...FEED_EVENT_TYPES] },
     timestamp: time,
-    data: { $ref: 'Order#' },
+    data: { anyOf: [{ $ref: 'Order#' }, { $ref: 'ProductPriceChange#' }, { $ref: 'Balance#' }] },
   },
 } as const;
 

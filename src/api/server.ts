@@ -6,6 +6,7 @@ import {
   type ApiSettings,
   apiSettings,
   type Config,
+  catalogSettings,
   loadConfig,
   reconcilerSettings,
 } from '../config/config.js';
@@ -43,7 +44,9 @@ export async function startApi(
 ): Promise<RunningApi> {
   const settings = options.settings ?? apiSettings(config);
   const db = openDatabase({ path: settings.dbPath });
-  const store = openOrderStore(db, reconcilerSettings(config));
+  const store = openOrderStore(db, reconcilerSettings(config), {
+    balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
+  });
   // Only early polls need Redis: the API serves the store without it, and a refresh asked
   // while Redis is away fails at once (503) instead of waiting in ioredis' offline queue.
   const outage = redisOutageLog({

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { type Config, loadConfig, reconcilerSettings } from '../config/config.js';
+import { type Config, catalogSettings, loadConfig, reconcilerSettings } from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
 import { openDatabase } from '../store/database.js';
 import { type OrderStore, openOrderStore } from '../store/order-store.js';
@@ -50,7 +50,9 @@ export async function openContext(options: OpenContextOptions): Promise<CliConte
     if (options.store) {
       const db = openDatabase({ path: config.dbPath, mustExist: options.store === 'existing' });
       closers.push(() => void db.close());
-      context.store = openOrderStore(db, reconcilerSettings(config));
+      context.store = openOrderStore(db, reconcilerSettings(config), {
+        balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
+      });
     }
     if (options.upstream) {
       const upstream = await createUpstream(config, { logger });

@@ -333,6 +333,18 @@ export const settingsSchema = z.object({
     .describe(
       'Seconds an order claimed by a reconciler stays out of reach of the others: longer than one poll, or one repeated create with its wait for a budget slot, with their retries.',
     ),
+  CATALOG_REFRESH_S: int(0)
+    .default(900)
+    .describe(
+      'Seconds between two refreshes of the local catalog and the profile balance by `h2h-sync worker` (a BullMQ job scheduler; three upstream calls from the poll share of the rate budget); `0` = only `h2h-sync catalog sync`.',
+    ),
+  BALANCE_LOW_THRESHOLD: z.coerce
+    .number()
+    .min(0)
+    .default(0)
+    .describe(
+      'The accounted balance under which a `balance.low` event is sent, once each time it falls under (docs/api.md, "Balance"); `0` = never. Every process that writes orders must use the same value.',
+    ),
   ADMIN_HOST: z
     .string()
     .min(1)
@@ -647,6 +659,17 @@ export function reconcilerSettings(config: Config) {
   };
 }
 export type ReconcilerSettings = ReturnType<typeof reconcilerSettings>;
+
+/** The local catalog's and balance's section (docs/api.md, "Catalog and balance"), in ms. */
+export function catalogSettings(config: Config) {
+  const s = config.settings;
+  return {
+    /** 0: no scheduled refresh. */
+    refreshEveryMs: s.CATALOG_REFRESH_S * 1000,
+    balanceLowThreshold: s.BALANCE_LOW_THRESHOLD,
+  };
+}
+export type CatalogSettings = ReturnType<typeof catalogSettings>;
 
 /** The settings table of the README, generated from the schema. */
 export function settingsTable(): string {

@@ -7,9 +7,15 @@
 
 import type { ApiErrorCode } from '../api/app.js';
 
+export type {
+  ProductPriceChange,
+  PublicBalance,
+  PublicCategory,
+  PublicProduct,
+} from '../catalog/public-catalog.js';
 export type { PublicOrder } from '../orders/public-order.js';
-export type { FeedEvent, OrderEventType } from '../store/feed.js';
-export { ORDER_EVENT_TYPES } from '../store/feed.js';
+export type { FeedEvent, FeedEventData, FeedEventType, OrderEventType } from '../store/feed.js';
+export { FEED_EVENT_TYPES, ORDER_EVENT_TYPES } from '../store/feed.js';
 export type { GetOrderOptions, UpstreamClientOptions } from '../upstream/client.js';
 export { UpstreamClient } from '../upstream/client.js';
 export { UpstreamError, UpstreamUnreachableError } from '../upstream/errors.js';

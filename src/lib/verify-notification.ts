@@ -1,15 +1,19 @@
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
-import type { PublicOrder } from '../orders/public-order.js';
-import type { OrderEventType } from '../store/feed.js';
+import type { FeedEventData, FeedEventType } from '../store/feed.js';
 
-/** A notification's body (docs/api.md, "Notifications"): one change of one order. */
-export interface Notification {
-  type: OrderEventType;
-  /** When the change was committed, ISO 8601 UTC. */
-  timestamp: string;
-  /** The order's whole public representation after the change, with its `version`. */
-  data: PublicOrder;
-}
+/**
+ * A notification's body (docs/api.md, "Notifications"): one change of one order (`data` the
+ * order's whole public representation after it, with its `version`), a product's price change,
+ * or a low balance; `type` tells which.
+ */
+export type Notification = {
+  [T in FeedEventType]: {
+    type: T;
+    /** When the change was committed, ISO 8601 UTC. */
+    timestamp: string;
+    data: FeedEventData[T];
+  };
+}[FeedEventType];
 
 /** The headers of a notification as a Node server gets them (any case, arrays allowed). */
 export type NotificationRequestHeaders = Record<string, string | string[] | undefined>;

@@ -1,6 +1,6 @@
 import { DelayedError, type Job, type Queue } from 'bullmq';
 import type { Logger } from 'pino';
-import type { FeedEvent } from '../store/feed.js';
+import { type FeedEvent, orderRefOf } from '../store/feed.js';
 import type { DeliveryOutcome, NotifyDelivery } from '../store/notify-deliveries.js';
 import { type NotifyEndpoint, signingSecrets } from '../store/notify-endpoints.js';
 import type { OrderStore } from '../store/order-store.js';
@@ -26,7 +26,7 @@ export interface DeliverDeps {
 /** What a notification job came to (its return value in Bull Board). */
 export type DeliverResult = DeliveryOutcome;
 
-/** The Standard Webhooks body: `{type, timestamp, data}`, `data` the whole public order. */
+/** The Standard Webhooks body: `{type, timestamp, data}`, `data` the whole public order (or product, balance). */
 export function notificationBody(event: FeedEvent): string {
   return JSON.stringify({ type: event.type, timestamp: event.timestamp, data: event.data });
 }
@@ -43,10 +43,11 @@ function pendingPredecessor(
   endpoint: NotifyEndpoint,
   event: FeedEvent,
 ): number | undefined {
-  // Events of no order (product.price_changed, balance.low, to come) wait for nothing.
-  if (!event.data.partner_ref) return undefined;
+  // Events of no order (product.price_changed, balance.low) wait for nothing.
+  const ref = orderRefOf(event);
+  if (ref === undefined) return undefined;
   const earlier = deps.store.feed
-    .ofOrder(event.data.partner_ref, { after: endpoint.fromSeq, before: event.seq })
+    .ofOrder(ref, { after: endpoint.fromSeq, before: event.seq })
     .filter((e) => matchesEvent(endpoint.events, e.type));
   const last = earlier.at(-1);
   return last && !deps.store.deliveries.isSettled(endpoint.id, last.seq) ? last.seq : undefined;
@@ -54,9 +55,10 @@ function pendingPredecessor(
 
 /** Wakes the job of the order's next event at the endpoint, if it waits for this one. */
 async function releaseSuccessor(deps: DeliverDeps, endpoint: NotifyEndpoint, event: FeedEvent) {
-  if (!event.data.partner_ref) return;
+  const ref = orderRefOf(event);
+  if (ref === undefined) return;
   const next = deps.store.feed
-    .ofOrder(event.data.partner_ref, { after: event.seq })
+    .ofOrder(ref, { after: event.seq })
     .find((e) => matchesEvent(endpoint.events, e.type));
   if (!next) return;
   const job = await deps.queue.getJob(notifyJobId(endpoint.id, next.seq));
@@ -89,7 +91,7 @@ export async function deliverNotification(
       endpointId,
       seq,
       type: event?.type ?? 'unknown',
-      partnerRef: event?.data.partner_ref ?? null,
+      partnerRef: (event && orderRefOf(event)) ?? null,
       attempt,
       requestedAt,
       status: answer.status ?? null,

@@ -1,4 +1,5 @@
 import type { Queue } from 'bullmq';
+import { orderRefOf } from '../store/feed.js';
 import type { OrderStore } from '../store/order-store.js';
 import { matchesEvent } from './event-filter.js';
 import { type NotifyJobData, notifyJobId, notifyJobOptions } from './notify-queue.js';
@@ -28,7 +29,7 @@ export async function dispatchNotifications(
       const jobs = events
         .filter((event) => matchesEvent(endpoint.events, event.type))
         .map((event) => ({
-          name: `${event.type} ${event.data.partner_ref}`,
+          name: `${event.type} ${orderRefOf(event) ?? ''}`.trim(),
           data: { endpointId: endpoint.id, seq: event.seq },
           opts: { ...options, jobId: notifyJobId(endpoint.id, event.seq) },
         }));

@@ -1,4 +1,4 @@
-import { ORDER_EVENT_TYPES } from '../store/feed.js';
+import { FEED_EVENT_TYPES } from '../store/feed.js';
 import { NotifyError } from './notify-error.js';
 
 /**
@@ -7,7 +7,7 @@ import { NotifyError } from './notify-error.js';
  */
 
 /** Every event type a notification can carry (decisions.md). */
-export const NOTIFY_EVENT_TYPES = [...ORDER_EVENT_TYPES, 'product.price_changed', 'balance.low'] as const;
+export const NOTIFY_EVENT_TYPES = FEED_EVENT_TYPES;
 
 /** Whether `type` matches one of `patterns`. */
 export function matchesEvent(patterns: readonly string[], type: string): boolean {
@@ -32,7 +32,7 @@ export function parseEventPatterns(text: string): string[] {
     if (!NOTIFY_EVENT_TYPES.some((type) => matchesEvent([pattern], type))) {
       throw new NotifyError(
         'INVALID_EVENT_FILTER',
-        `--events pattern "${pattern}" matches no event type; the types are ${NOTIFY_EVENT_TYPES.join(', ')} (or 'order.*', '*')`,
+        `--events pattern "${pattern}" matches no event type; the types are ${NOTIFY_EVENT_TYPES.join(', ')} (or a family such as 'order.*' or 'product.*', or '*')`,
       );
     }
   }

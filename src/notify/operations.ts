@@ -1,4 +1,5 @@
 import type { Queue } from 'bullmq';
+import { orderRefOf } from '../store/feed.js';
 import type { NotifyDelivery } from '../store/notify-deliveries.js';
 import type { NotifyEndpoint } from '../store/notify-endpoints.js';
 import type { OrderStore } from '../store/order-store.js';
@@ -166,7 +167,7 @@ export async function replayNotifications(
       endpoints
         .filter((endpoint) => matchesEvent(endpoint.events, event.type))
         .map((endpoint) => ({
-          name: `replay ${event.type} ${event.data.partner_ref}`,
+          name: `replay ${event.type} ${orderRefOf(event) ?? ''}`.trim(),
           data: { endpointId: endpoint.id, seq: event.seq, replay: true },
           opts: {
             ...notifyJobOptions(retries),

@@ -1,19 +1,62 @@
+import { z } from 'zod';
 import type { Category, Product } from '../upstream/model.js';
-import type { CatalogProduct, FixtureCategory } from './fixture.js';
+import { amountSchema, type CatalogProduct, type FixtureCategory } from './fixture.js';
 
-/** The categories and products of the fixture, indexed for the order path. Read-only. */
+/** Body of `PATCH /__sim/products/:code`: any of these fields; an unknown key is an error. */
+export const productPatchSchema = z
+  .strictObject({
+    /** The list price. */
+    price: amountSchema,
+    /** The prices by member role; replaces the whole map (`{}`: every role pays `price`). */
+    role_prices: z.record(z.string(), amountSchema),
+    is_active: z.boolean(),
+  })
+  .partial();
+export type ProductPatch = z.output<typeof productPatchSchema>;
+
+/**
+ * The categories and products of the fixture, indexed for the order path. The control API may
+ * change a product's price or activity ({@link Catalog.patchProduct}); {@link Catalog.reset}
+ * goes back to the fixture.
+ */
 export class Catalog {
   private readonly categoriesByCode: ReadonlyMap<string, FixtureCategory>;
-  private readonly productsById: ReadonlyMap<string, CatalogProduct>;
-  private readonly productsByCode: ReadonlyMap<string, CatalogProduct>;
+  private readonly productsById = new Map<string, CatalogProduct>();
+  private readonly productsByCode = new Map<string, CatalogProduct>();
+  private products: CatalogProduct[] = [];
 
   constructor(
     private readonly categories: readonly FixtureCategory[],
-    private readonly products: readonly CatalogProduct[],
+    private readonly fixtureProducts: readonly CatalogProduct[],
   ) {
     this.categoriesByCode = new Map(categories.map((category) => [category.code, category]));
-    this.productsById = new Map(products.map((product) => [product.id.toLowerCase(), product]));
-    this.productsByCode = new Map(products.map((product) => [product.code, product]));
+    this.reset();
+  }
+
+  /** Back to the fixture's products. */
+  reset(): void {
+    this.products = [...this.fixtureProducts];
+    this.productsById.clear();
+    this.productsByCode.clear();
+    for (const product of this.products) this.#index(product);
+  }
+
+  /**
+   * Changes a product (a new object: orders keep the product they were placed with, and the
+   * fixture stays as loaded). Returns the product after the change, or undefined for an unknown code.
+   */
+  patchProduct(code: string, patch: ProductPatch): CatalogProduct | undefined {
+    const current = this.productsByCode.get(code);
+    if (!current) return undefined;
+    const next: CatalogProduct = { ...current, ...patch };
+    this.products[this.products.indexOf(current)] = next;
+    this.#index(next);
+    return next;
+  }
+
+  #index(product: CatalogProduct): void {
+    this.productsById.set(product.id.toLowerCase(), product);
+    this.productsByCode.set(product.code, product);
   }
 
   findProductById(id: string): CatalogProduct | undefined {

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { type ZodType, z } from 'zod';
+import { productPatchSchema } from './catalog.js';
 import { faultsPatchSchema } from './faults.js';
 import { isLoopback } from './ip-address.js';
 import { memberPatchSchema, toControlMember } from './members.js';
@@ -107,6 +108,14 @@ export function controlRoutes(engine: SimEngine): FastifyPluginAsync {
       if (!member) throw simulatorError('MEMBER_NOT_FOUND');
       engine.members.patch(member, parseBody(memberPatchSchema, request.body));
       return toControlMember(member);
+    });
+
+    app.patch<{ Params: { code: string } }>('/products/:code', async (request) => {
+      const patch = parseBody(productPatchSchema, request.body);
+      const product = engine.catalog.patchProduct(request.params.code, patch);
+      if (!product) throw simulatorError('PRODUCT_NOT_FOUND', `no product has code ${request.params.code}`);
+      const { targetRules: _rules, ...record } = product;
+      return record;
     });
 
     app.get('/webhooks', async () => engine.webhooks.attempts());

@@ -213,7 +213,7 @@ export class SimEngine {
     }
   }
 
-  /** Back to the fixture: members, balances, orders, webhook log, rate windows, faults and seed. */
+  /** Back to the fixture: members, balances, products, orders, webhook log, rate windows, faults and seed. */
   reset(): void {
     this.timers.clearAll();
     this.webhooks.reset();
@@ -222,6 +222,7 @@ export class SimEngine {
     this.faults.reset();
     this.options.profile.reset();
     this.membersOfRun = new MemberDirectory(this.options.fixture.members);
+    this.catalog.reset();
     this.options.logger.info('simulator reset to the fixture');
   }
 

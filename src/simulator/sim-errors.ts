@@ -11,6 +11,7 @@ export const SIMULATOR_ERRORS = {
   SERVICE_UNAVAILABLE: 503,
   /** The control API was asked about a member the fixture does not have. */
   MEMBER_NOT_FOUND: 404,
+  PRODUCT_NOT_FOUND: 404,
   /** The control API refused a status change that decisions.md does not allow. */
   TRANSITION_NOT_ALLOWED: 409,
   /** The control API was called from a non-loopback address. */

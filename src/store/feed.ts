@@ -1,10 +1,12 @@
 import type { Statement } from 'better-sqlite3';
+import type { ProductPriceChange, PublicBalance } from '../catalog/public-catalog.js';
 import type { PublicOrder } from '../orders/public-order.js';
 import type { OrderRows } from './order-rows.js';
 
 /**
- * The change feed (docs/api.md, "The change feed"): every change of every order, in one total
- * order, written by the order writer in the same transaction as the change it describes (a
+ * The change feed (docs/api.md, "The change feed"): every change of every order, and the price
+ * changes and low balances found, in one total order, written by the order writer (the catalog
+ * sync, the balance ledger) in the same transaction as the change it describes (a
  * transactional outbox), so no reader ever sees a change without its event or an event without
  * its change, and a crash between the two is impossible. The shop's notifications are delivered
  * from here; the shop reads it from its last cursor to catch up.
@@ -23,22 +25,53 @@ export const ORDER_EVENT_TYPES = [
 ] as const;
 export type OrderEventType = (typeof ORDER_EVENT_TYPES)[number];
 
-/** One event of the feed, as readers get it. */
-export interface FeedEvent {
-  /** The cursor: read on with `after = seq`. */
-  seq: number;
-  type: OrderEventType;
-  /** When the change was committed, ISO 8601 UTC. */
-  timestamp: string;
-  /** The order's whole public representation after the change, with its `version`. */
-  data: PublicOrder;
+/** Every event type of the feed (decisions.md): the order events, a price change, a low balance. */
+export const FEED_EVENT_TYPES = [...ORDER_EVENT_TYPES, 'product.price_changed', 'balance.low'] as const;
+export type FeedEventType = (typeof FEED_EVENT_TYPES)[number];
+
+/** What each event type carries in `data`. */
+export interface FeedEventData {
+  'order.submitted': PublicOrder;
+  'order.updated': PublicOrder;
+  'order.rejected': PublicOrder;
+  'order.blocked': PublicOrder;
+  /** The product after the catalog sync that found the change, with `previous_price`. */
+  'product.price_changed': ProductPriceChange;
+  /** The balance as it was when it fell under BALANCE_LOW_THRESHOLD. */
+  'balance.low': PublicBalance;
+}
+
+/** One event of the feed, as readers get it; `type` tells what `data` is. */
+export type FeedEvent = {
+  [T in FeedEventType]: {
+    /** The cursor: read on with `after = seq`. */
+    seq: number;
+    type: T;
+    /** When the change was committed, ISO 8601 UTC. */
+    timestamp: string;
+    /**
+     * An order event: the order's whole public representation after the change, with its
+     * `version`. The others: see {@link FeedEventData}.
+     */
+    data: FeedEventData[T];
+  };
+}[FeedEventType];
+
+/** The order an event is about (its partner_ref), or undefined for an event of no order. */
+export function orderRefOf(event: FeedEvent): string | undefined {
+  return isOrderEvent(event) ? event.data.partner_ref : undefined;
+}
+
+/** Whether the event is one of an order ({@link ORDER_EVENT_TYPES}). */
+export function isOrderEvent(event: FeedEvent): event is Extract<FeedEvent, { type: OrderEventType }> {
+  return (ORDER_EVENT_TYPES as readonly string[]).includes(event.type);
 }
 
 interface FeedRow {
   seq: number;
-  type: OrderEventType;
-  partner_ref: string;
-  version: number;
+  type: FeedEventType;
+  partner_ref: string | null;
+  version: number | null;
   timestamp: number;
   data: string;
 }
@@ -48,8 +81,8 @@ function toFeedEvent(row: FeedRow): FeedEvent {
     seq: row.seq,
     type: row.type,
     timestamp: new Date(row.timestamp).toISOString(),
-    data: JSON.parse(row.data) as PublicOrder,
-  };
+    data: JSON.parse(row.data),
+  } as FeedEvent;
 }
 
 /** The most events one read returns. */
@@ -61,7 +94,7 @@ export class ChangeFeed {
   readonly #after: Statement<[number, number], FeedRow>;
   readonly #last: Statement<[], { seq: number | null }>;
   readonly #get: Statement<[number], FeedRow>;
-  readonly #ofOrder: Statement<[string, number, number], Pick<FeedRow, 'seq' | 'type'>>;
+  readonly #ofOrder: Statement<[string, number, number], { seq: number; type: FeedEventType }>;
   readonly #since: Statement<[number, number, number], FeedRow>;
   readonly #prune: Statement<[number]>;
 
@@ -96,6 +129,18 @@ export class ChangeFeed {
       timestamp: now,
       data: JSON.stringify(order),
     });
+  }
+
+  /**
+   * Appends an event of no order (a price change, a low balance), inside the transaction of the
+   * write that found it: the catalog sync or the balance ledger.
+   */
+  appendOther<T extends Exclude<FeedEventType, OrderEventType>>(
+    type: T,
+    data: FeedEventData[T],
+    now: number,
+  ): void {
+    this.#insert.run({ type, partner_ref: null, version: null, timestamp: now, data: JSON.stringify(data) });
   }
 
   /** Up to `limit` events after cursor `after` (0: from the oldest kept), oldest first. */

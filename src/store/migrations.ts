@@ -311,6 +311,42 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX orders_queued ON orders (id) WHERE submission_state = 'queued';
     `,
   },
+  {
+    version: 11,
+    description:
+      'the local catalog (catalog_categories, catalog_products, catalog_sync) and the balance (balance_ledger: the last profile read plus local accounting)',
+    sql: `
+      CREATE TABLE catalog_categories (
+        code      TEXT    PRIMARY KEY,
+        name      TEXT    NOT NULL,
+        sub_name  TEXT    NOT NULL,
+        logo      TEXT    NOT NULL,
+        is_active INTEGER NOT NULL
+      );
+      CREATE TABLE catalog_products (
+        id            TEXT    PRIMARY KEY,
+        code          TEXT    NOT NULL UNIQUE,
+        name          TEXT    NOT NULL,
+        category_code TEXT    NOT NULL,
+        price         REAL    NOT NULL,
+        is_active     INTEGER NOT NULL,
+        target        TEXT
+      );
+      CREATE TABLE catalog_sync (
+        id        INTEGER PRIMARY KEY CHECK (id = 1),
+        synced_at INTEGER NOT NULL
+      );
+      CREATE TABLE balance_ledger (
+        id               INTEGER PRIMARY KEY CHECK (id = 1),
+        profile_balance  REAL    NOT NULL,
+        profile_read_at  INTEGER NOT NULL,
+        debited          REAL    NOT NULL DEFAULT 0,
+        credited         REAL    NOT NULL DEFAULT 0,
+        unpriced         INTEGER NOT NULL DEFAULT 0,
+        low_alerted      INTEGER NOT NULL DEFAULT 0
+      );
+    `,
+  },
 ];
 
 /** The schema version this code writes and understands: the last migration's. */

@@ -1,5 +1,7 @@
 import type { Database } from 'better-sqlite3';
 import { ApiTokens } from './api-tokens.js';
+import { BalanceLedger } from './balance.js';
+import { LocalCatalog } from './catalog.js';
 import { ChangeFeed } from './feed.js';
 import { NotifyDeliveries } from './notify-deliveries.js';
 import { NotifyEndpoints } from './notify-endpoints.js';
@@ -30,11 +32,21 @@ export interface OrderStore {
   readonly endpoints: NotifyEndpoints;
   /** Every notification delivery attempt. */
   readonly deliveries: NotifyDeliveries;
+  /** The categories and products of the last catalog sync (no upstream call to read them). */
+  readonly catalog: LocalCatalog;
+  /** The last profile balance and the orders' debits and credits since (the writer accounts). */
+  readonly balance: BalanceLedger;
 }
 
 export interface OpenOrderStoreOptions {
   /** The clock, in ms since the epoch. Default: `Date.now`. */
   now?: () => number;
+  /**
+   * BALANCE_LOW_THRESHOLD: `balance.low` is appended when the accounted balance falls under it
+   * (docs/api.md, "Balance"). Every process that writes orders must use the same value, since
+   * each write accounts. Default: 0 (off).
+   */
+  balanceLowThreshold?: number;
 }
 
 /**
@@ -46,13 +58,16 @@ export interface OpenOrderStoreOptions {
 export function openOrderStore(
   db: Database,
   settings: PollScheduleSettings,
-  { now = Date.now }: OpenOrderStoreOptions = {},
+  { now = Date.now, balanceLowThreshold = 0 }: OpenOrderStoreOptions = {},
 ): OrderStore {
   const rows = new OrderRows(db, now);
   const schedule = new PollSchedule(rows, settings);
   const feed = new ChangeFeed(rows);
+  const balance = new BalanceLedger(rows, feed, balanceLowThreshold);
   return {
-    writer: new OrderWriter(rows, schedule, feed),
+    writer: new OrderWriter(rows, schedule, feed, balance),
+    catalog: new LocalCatalog(rows, feed, balance),
+    balance,
     schedule,
     feed,
     tokens: new ApiTokens(rows),

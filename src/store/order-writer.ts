@@ -11,6 +11,7 @@ import {
   type SnapshotVerdict,
 } from '../upstream/model.js';
 import { type OrderSnapshot, readOrderSnapshot } from '../upstream/order-snapshot.js';
+import type { BalanceLedger } from './balance.js';
 import type { ChangeFeed, OrderEventType } from './feed.js';
 import {
   type EventReason,
@@ -160,6 +161,7 @@ export class OrderWriter {
   readonly #rows: OrderRows;
   readonly #schedule: PollSchedule;
   readonly #feed: ChangeFeed;
+  readonly #ledger: BalanceLedger;
   readonly #insertOrder: Statement<[NewOrderRow]>;
   readonly #insertOrderIfNew: Statement<[NewOrderRow]>;
   readonly #updateOrder: Statement<[OrderRow]>;
@@ -171,10 +173,11 @@ export class OrderWriter {
   readonly #createTx: Transaction<(row: NewOrderRow) => { order: LocalOrder; created: boolean }>;
   readonly #settleSubmissionTx: Transaction<(ref: string, outcome: SubmissionOutcome) => LocalOrder>;
 
-  constructor(rows: OrderRows, schedule: PollSchedule, feed: ChangeFeed) {
+  constructor(rows: OrderRows, schedule: PollSchedule, feed: ChangeFeed, ledger: BalanceLedger) {
     this.#rows = rows;
     this.#schedule = schedule;
     this.#feed = feed;
+    this.#ledger = ledger;
     const { db } = rows;
     const columns = ROW_COLUMNS.join(', ');
     const values = ROW_COLUMNS.map((c) => `@${c}`).join(', ');
@@ -231,7 +234,9 @@ export class OrderWriter {
    *    yet takes any known status (`initial`), a newer state may skip late or lost ones, and a
    *    status outside the table is kept in `upstream_status` only;
    * 4. marks the submission accepted, records the event, and sets the order's next poll as the
-   *    schedule says ({@link PollSchedule.afterChange}).
+   *    schedule says ({@link PollSchedule.afterChange});
+   * 5. accounts the balance: a debit when the upstream first accepts the order, a credit when it
+   *    first becomes FAILED or REFUNDED ({@link BalanceLedger.afterOrderWrite}).
    *
    * Throws `INVALID_SNAPSHOT` (permanent) for a snapshot without a status or any reference.
    */
@@ -312,6 +317,7 @@ export class OrderWriter {
     }
 
     const changed = created || verdict.apply;
+    this.#ledger.afterOrderWrite(current ?? null, row);
     this.#learnPace(row, current?.status ?? null, fields, verdict.apply, options);
     this.#insertEvent.run({
       partner_ref: row.partner_ref,

@@ -214,21 +214,26 @@ export class UpstreamClient {
    * for a `create` slot.
    */
   profile(options: { priority?: BudgetPriority } = {}): Promise<Profile> {
-    const priority = options.priority ?? 'create';
-    return this.#call<Profile>({ ...this.#get('/profile'), priority, waitForBudget: priority === 'create' });
+    return this.#call<Profile>(this.#get('/profile', options.priority));
   }
 
-  /** GET /categories. */
-  categories(): Promise<Category[]> {
-    return this.#call<Category[]>(this.#get('/categories'));
+  /**
+   * GET /categories. With `priority: 'poll'` it takes a poll slot of the budget without waiting
+   * (the catalog sync: it never takes creation's reserve); by default it waits for a `create` slot.
+   */
+  categories(options: { priority?: BudgetPriority } = {}): Promise<Category[]> {
+    return this.#call<Category[]>(this.#get('/categories', options.priority));
   }
 
-  /** GET /products, optionally of one category. Accepts a plain array or one under `data`. */
-  async products(options: { categoryCode?: string } = {}): Promise<Product[]> {
+  /**
+   * GET /products, optionally of one category. Accepts a plain array or one under `data`.
+   * `priority` as for {@link categories}.
+   */
+  async products(options: { categoryCode?: string; priority?: BudgetPriority } = {}): Promise<Product[]> {
     const query = options.categoryCode
       ? `?${new URLSearchParams({ category_code: options.categoryCode })}`
       : '';
-    const spec = this.#get(`/products${query}`);
+    const spec = this.#get(`/products${query}`, options.priority);
     const body = await this.#call<unknown>(spec);
     if (Array.isArray(body)) return body as Product[];
     const data = (body as { data?: unknown } | null)?.data;
@@ -292,12 +297,12 @@ export class UpstreamClient {
     await this.#pool.close();
   }
 
-  #get(path: string): CallSpec {
+  #get(path: string, priority: BudgetPriority = 'create'): CallSpec {
     return {
       method: 'GET',
       path: `${this.#basePath}${path}`,
-      priority: 'create',
-      waitForBudget: true,
+      priority,
+      waitForBudget: priority === 'create',
       safeToRepeat: true,
     };
   }

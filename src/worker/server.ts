@@ -1,8 +1,10 @@
 import type { Logger } from 'pino';
 import { type AdminServer, startAdminServer } from '../admin/admin-server.js';
+import { startCatalogRefresh } from '../catalog/catalog-refresh.js';
 import {
   adminSettings,
   type Config,
+  catalogSettings,
   loadConfig,
   notifySettings,
   reconcilerSettings,
@@ -63,7 +65,8 @@ export interface StartWorkerProcessOptions {
 }
 
 /**
- * Starts the reconciler on the worker's store with the upstream it polls (docs/reconciler.md).
+ * Starts the reconciler on the worker's store with the upstream it polls (docs/reconciler.md),
+ * the submission pump, and the catalog refresh (docs/operations.md, "Catalog refresh").
  * Throws a ConfigError naming H2H_BASE_URL / H2H_API_KEY when they are missing.
  */
 async function startProcessReconciler(
@@ -88,13 +91,28 @@ async function startProcessReconciler(
       client: upstream.client,
       ...(options.logger ? { logger: options.logger } : {}),
     });
+    // The local catalog and balance, from the same client and budget (poll share only).
+    const catalog = await startCatalogRefresh({
+      store,
+      client: upstream.client,
+      everyMs: catalogSettings(config).refreshEveryMs,
+      redisUrl: config.redisUrl,
+      ...(options.queuePrefix === undefined ? {} : { queuePrefix: options.queuePrefix }),
+      ...(options.logger ? { logger: options.logger } : {}),
+    }).catch(async (error) => {
+      await pump.stop();
+      await reconciler.close();
+      throw error;
+    });
     return {
       metrics: reconciler.metrics,
       stop: async () => {
+        const timeoutMs = workerSettings(config).shutdownTimeoutMs;
+        const catalogStopped = await catalog.close({ timeoutMs });
         await pump.stop();
-        const graceful = await reconciler.close({ timeoutMs: workerSettings(config).shutdownTimeoutMs });
+        const graceful = await reconciler.close({ timeoutMs });
         await upstream.close();
-        return graceful;
+        return graceful && catalogStopped;
       },
     };
   } catch (error) {
@@ -159,7 +177,9 @@ export async function startWorkerProcess(
   // on the next pass; the event worker itself waits on timers (storeLockWaitMs).
   const db = openDatabase({ path: settings.dbPath, busyTimeoutMs: SYNC_LOCK_WAIT_MS });
   // The reconciler's schedule (first poll, backoff) applies to orders a webhook moves, too.
-  const store = openOrderStore(db, reconcilerSettings(config));
+  const store = openOrderStore(db, reconcilerSettings(config), {
+    balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
+  });
   /** Stops of the started components, run last-started first. Each resolves to "stopped gracefully". */
   const stops: Array<() => Promise<boolean>> = [];
   const stopAll = async (): Promise<boolean> => {

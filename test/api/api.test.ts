@@ -172,10 +172,13 @@ test('/openapi.json is the OpenAPI 3 document of the routes, and docs/openapi.js
   assert.equal(doc.status, 200);
   assert.equal(doc.body.openapi, '3.0.3');
   assert.deepEqual(Object.keys(doc.body.paths).sort(), [
+    '/v1/balance',
+    '/v1/categories',
     '/v1/events',
     '/v1/orders',
     '/v1/orders/{ref}',
     '/v1/orders/{ref}/refresh',
+    '/v1/products',
   ]);
   assert.deepEqual(
     doc.body,
@@ -192,12 +195,24 @@ test('random requests to every route get a 2xx or a 4xx with a code, never a 5xx
     '/v1/orders/O1',
     '/v1/orders/%E0%A4%A',
     '/v1/events',
+    '/v1/products',
+    '/v1/categories',
+    '/v1/balance',
     '/v1/nope',
     '/openapi.json',
   );
   const query = fc.array(
     fc.tuple(
-      fc.constantFrom('limit', 'cursor', 'after', 'status', 'created_from', 'created_to', 'x'),
+      fc.constantFrom(
+        'limit',
+        'cursor',
+        'after',
+        'status',
+        'created_from',
+        'created_to',
+        'category_code',
+        'x',
+      ),
       fc.oneof(fc.string(), fc.integer().map(String), fc.constantFrom('-1', '1e3', '', 'null')),
     ),
     { maxLength: 4 },

@@ -6,6 +6,7 @@ import type { TestContext } from 'node:test';
 import type { Database } from 'better-sqlite3';
 import { loadConfig, reconcilerSettings } from '../../src/config/config.js';
 import { openDatabase } from '../../src/store/database.js';
+import { type FeedEvent, isOrderEvent } from '../../src/store/feed.js';
 import { type OrderStore, openOrderStore } from '../../src/store/order-store.js';
 import type { PollScheduleSettings } from '../../src/store/poll-schedule.js';
 import type { Order } from '../../src/upstream/model.js';
@@ -40,18 +41,31 @@ export function scheduleSettings(overrides: Partial<PollScheduleSettings> = {}):
 
 /**
  * An order store on a real SQLite file in a temp directory, closed when the test ends: the
- * default schedule with `overrides`, on a {@link manualClock} unless `now` is given.
+ * default schedule with `overrides`, on a {@link manualClock} unless `now` is given; no
+ * `balance.low` unless `balanceLowThreshold` is given.
  */
 export function tempStore(
   t: Pick<TestContext, 'after'>,
-  { now, ...overrides }: Partial<PollScheduleSettings> & { now?: () => number } = {},
+  {
+    now,
+    balanceLowThreshold = 0,
+    ...overrides
+  }: Partial<PollScheduleSettings> & { now?: () => number; balanceLowThreshold?: number } = {},
 ): { store: OrderStore; db: Database; path: string; clock: ManualClock } {
   const path = tempDbPath(t);
   const db = openDatabase({ path });
   t.after(() => db.close());
   const clock = manualClock();
-  const store = openOrderStore(db, scheduleSettings(overrides), { now: now ?? clock.now });
+  const store = openOrderStore(db, scheduleSettings(overrides), {
+    now: now ?? clock.now,
+    balanceLowThreshold,
+  });
   return { store, db, path, clock };
+}
+
+/** The order events of a page of the feed (its price changes and low balances left out), typed as such. */
+export function orderEvents(events: FeedEvent[]) {
+  return events.filter(isOrderEvent);
 }
 
 /** An upstream order snapshot as GET /orders/:ref would return it, with a status and overrides. */

@@ -2,14 +2,13 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import type { OrderStore } from '../../src/store/order-store.js';
-import { snapshot, tempStore } from '../helpers/store.js';
+import { orderEvents, snapshot, tempStore } from '../helpers/store.js';
 
 const DATA = { user_id: '12345678', server_id: '2001' };
 
 /** The feed's events of one order, as (type, status, version). */
 function eventsOf(store: OrderStore, ref: string) {
-  return store.feed
-    .after(0, 1000)
+  return orderEvents(store.feed.after(0, 1000))
     .filter((e) => e.data.partner_ref === ref)
     .map((e) => [e.type, e.data.status, e.data.version]);
 }
@@ -47,7 +46,7 @@ test("an order's life is in the feed, one event per change, each with the whole 
     ['order.updated', 'SUCCESS', 4],
     ['order.updated', 'REFUNDED', 5],
   ]);
-  const events = store.feed.after(0);
+  const events = orderEvents(store.feed.after(0));
   assert.equal(events[3]!.data.serial_number, 'SN-1');
   assert.deepEqual(
     store.feed.after(events[1]!.seq, 2).map((e) => e.seq),
@@ -101,7 +100,7 @@ test("whatever arrives in whatever order, each order's last event is the order i
           eventId: s.source === 'webhook' ? `${ref}-${s.event}` : undefined,
         });
       }
-      const all = store.feed.after(0, 1000);
+      const all = orderEvents(store.feed.after(0, 1000));
       for (const ref of new Set(steps.map((s) => `${s.ref}${run}`))) {
         const mine = all.filter((e) => e.data.partner_ref === ref);
         assert.deepEqual(mine.at(-1)?.data, store.queries.getPublicOrder(ref));
@@ -127,7 +126,7 @@ test('events older than the retention are pruned; cursors go on from where they 
   store.writer.applyOrderSnapshot(snapshot('NEW', 'PENDING'), { source: 'create' });
   assert.equal(store.feed.prune(30 * 86_400_000), 1);
   assert.deepEqual(
-    store.feed.after(0).map((e) => e.data.partner_ref),
+    orderEvents(store.feed.after(0)).map((e) => e.data.partner_ref),
     ['NEW'],
   );
   store.feed.prune(0);

@@ -8,7 +8,7 @@ import { UpstreamClient } from '../../src/upstream/client.js';
 import { startWorkerProcess } from '../../src/worker/server.js';
 import { privateRedis } from '../helpers/redis.js';
 import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
-import { scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
+import { orderEvents, scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import { cleanupScope } from '../helpers/worker.js';
 
@@ -95,7 +95,7 @@ test('the worker prunes change-feed events older than H2H_FEED_RETENTION_D when 
   );
   t.after(() => worker.close());
   assert.deepEqual(
-    store.feed.after(0).map((e) => e.data.partner_ref),
+    orderEvents(store.feed.after(0)).map((e) => e.data.partner_ref),
     ['FRESH'],
   );
 });

@@ -1,8 +1,10 @@
 import type { Command } from 'commander';
+import { type CatalogSyncSummary, syncCatalog } from '../../catalog/catalog-sync.js';
+import { BudgetExhaustedError } from '../../rate-budget/rate-budget.js';
 import type { UpstreamClient } from '../../upstream/client.js';
 import type { Category, Product, ProductTarget, Profile } from '../../upstream/model.js';
 import { openContext } from '../context.js';
-import { printResult, runAction } from '../output.js';
+import { printResult, renderTable, runAction } from '../output.js';
 
 interface JsonFlag {
   json?: boolean;
@@ -39,8 +41,66 @@ export function describeTarget(target: ProductTarget | undefined): string {
   return rules.map(([key, pattern]) => `${key} ${String(pattern)}`).join(', ');
 }
 
-/** Registers `profile`, `categories` and `products`. */
+/** A spent poll share, said for a person at the command line. */
+class CatalogBudgetError extends Error {
+  readonly code = 'BUDGET_EXHAUSTED';
+}
+
+/** The summary of `catalog sync` for a person. */
+function printSyncSummary(summary: CatalogSyncSummary): void {
+  const balance = summary.balance.balance;
+  process.stdout.write(
+    `${renderTable(
+      [summary],
+      [
+        { header: 'Synced at', cell: (s) => s.synced_at },
+        { header: 'Categories', cell: (s) => s.categories },
+        { header: 'Products', cell: (s) => s.products },
+        { header: 'Price changes', cell: (s) => s.price_changes.length },
+        { header: 'Balance', cell: () => (balance === null ? '—' : balance.toLocaleString('en-US')) },
+      ],
+    )}\n`,
+  );
+  if (summary.price_changes.length > 0) {
+    process.stdout.write(
+      `${renderTable(summary.price_changes, [
+        { header: 'Code', cell: (p) => p.code },
+        { header: 'Was', cell: (p) => p.previous_price.toLocaleString('en-US') },
+        { header: 'Now', cell: (p) => p.price.toLocaleString('en-US') },
+      ])}\n`,
+    );
+  }
+}
+
+/** Registers `profile`, `categories`, `products` and `catalog sync`. */
 export function registerCatalogCommands(program: Command): void {
+  program
+    .command('catalog')
+    .description('the local catalog the shop API answers from (docs/api.md, "Catalog and balance")')
+    .command('sync')
+    .description(
+      'refresh the local catalog and the balance now (3 upstream calls from the poll share of the rate budget)',
+    )
+    .option('--json', 'print the summary as JSON')
+    .action(async (flags: JsonFlag) => {
+      await runAction(Boolean(flags.json), async () => {
+        const context = await openContext({ upstream: true, store: 'create' });
+        const { store, upstream } = context as Required<typeof context>;
+        try {
+          const summary = await syncCatalog({ store, client: upstream.client }).catch((error) => {
+            if (!(error instanceof BudgetExhaustedError)) throw error;
+            throw new CatalogBudgetError(
+              `the poll share of the rate budget is spent for now (orders and polls come first): try again in ${Math.ceil(error.retryAfterMs / 1000)} s`,
+            );
+          });
+          if (flags.json) process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+          else printSyncSummary(summary);
+        } finally {
+          await context.close();
+        }
+      });
+    });
+
   program
     .command('profile')
     .description('show the member profile and balance')

@@ -1,0 +1,140 @@
+import { DelayedError, type JobsOptions, Queue, Worker } from 'bullmq';
+import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { DEFAULT_QUEUE_PREFIX } from '../queue/webhook-queue.js';
+import { BudgetExhaustedError } from '../rate-budget/rate-budget.js';
+import { settlesWithin } from '../shared/deadline.js';
+import { redisOutageLog } from '../shared/redis-outage.js';
+import type { OrderStore } from '../store/order-store.js';
+import type { UpstreamClient } from '../upstream/client.js';
+import { type CatalogSyncSummary, syncCatalog } from './catalog-sync.js';
+
+/** Name of the BullMQ queue of catalog refreshes. */
+export const CATALOG_QUEUE = 'h2h-catalog';
+/** Name of every refresh job. */
+export const CATALOG_JOB_NAME = 'catalog-refresh';
+/** Id of the job scheduler that adds a refresh every `CATALOG_REFRESH_S`; the same in every process. */
+export const CATALOG_SCHEDULER_ID = 'h2h-catalog-every';
+
+/**
+ * A refresh that fails (the upstream down) is tried again twice, a minute apart; after that the
+ * next scheduled one comes. A spent poll share delays the job instead, without an attempt.
+ */
+export const CATALOG_JOB_OPTIONS = {
+  attempts: 3,
+  backoff: { type: 'fixed', delay: 60_000 },
+  removeOnComplete: { count: 20 },
+  removeOnFail: { count: 20 },
+} as const satisfies JobsOptions;
+
+export interface StartCatalogRefreshOptions {
+  store: OrderStore;
+  /** The upstream client with the shared rate budget. */
+  client: UpstreamClient;
+  /** How often, in ms (CATALOG_REFRESH_S); 0 removes the scheduler and starts nothing. */
+  everyMs: number;
+  redisUrl: string;
+  /** BullMQ key prefix. Default: `bull`. */
+  queuePrefix?: string;
+  logger?: Logger;
+  /** Called after each refresh this process ran. */
+  onRefresh?: (summary: CatalogSyncSummary) => void;
+}
+
+/** A running catalog refresh; `close` leaves the scheduler in Redis for the other processes. */
+export interface RunningCatalogRefresh {
+  close(options?: { timeoutMs?: number }): Promise<boolean>;
+}
+
+/**
+ * Refreshes the local catalog and the balance on a schedule (docs/operations.md, "Catalog
+ * refresh"): upserts the job scheduler `h2h-catalog-every` (BullMQ runs its first job at once,
+ * then every `everyMs`; every worker upserts the same one, so there is one tick however many
+ * run) and a worker of concurrency 1 that runs {@link syncCatalog} at the poll priority. With
+ * `everyMs` 0 it removes the scheduler, so no refresh is scheduled until a worker sets one again.
+ */
+export async function startCatalogRefresh(
+  options: StartCatalogRefreshOptions,
+): Promise<RunningCatalogRefresh> {
+  const { store, client, logger } = options;
+  const prefix = options.queuePrefix ?? DEFAULT_QUEUE_PREFIX;
+  const connection = new Redis(options.redisUrl, {
+    maxRetriesPerRequest: null,
+    connectionName: 'h2h-catalog',
+  });
+  const outage = redisOutageLog({
+    url: options.redisUrl,
+    component: 'catalog refresh',
+    ...(logger ? { logger } : {}),
+  });
+  connection.on('error', outage.error);
+  connection.on('ready', outage.ready);
+  const queue = new Queue(CATALOG_QUEUE, { connection, prefix });
+  queue.on('error', outage.error);
+
+  if (options.everyMs === 0) {
+    try {
+      await queue.removeJobScheduler(CATALOG_SCHEDULER_ID);
+    } finally {
+      await settlesWithin(queue.close(), 1_000);
+      connection.disconnect();
+    }
+    logger?.info('catalog refresh off (CATALOG_REFRESH_S=0): only `h2h-sync catalog sync` refreshes it');
+    return { close: async () => true };
+  }
+
+  const worker = new Worker<unknown, CatalogSyncSummary>(
+    CATALOG_QUEUE,
+    async (job, token) => {
+      try {
+        const summary = await syncCatalog({ store, client, priority: 'poll' });
+        logger?.info(
+          {
+            products: summary.products,
+            priceChanges: summary.price_changes.length,
+            balance: summary.balance.balance,
+          },
+          'catalog refreshed',
+        );
+        options.onRefresh?.(summary);
+        return summary;
+      } catch (error) {
+        if (!(error instanceof BudgetExhaustedError)) throw error;
+        // Not a failure: the poll share is spent for now; try again when a slot frees.
+        await job.moveToDelayed(Date.now() + error.retryAfterMs + 10, token);
+        throw new DelayedError();
+      }
+    },
+    { connection, prefix, concurrency: 1, autorun: false },
+  );
+  worker.on('failed', (job, error) =>
+    logger?.warn({ jobId: job?.id, err: error }, 'catalog refresh failed; it is tried again'),
+  );
+  worker.on('error', outage.error);
+  try {
+    await queue.upsertJobScheduler(
+      CATALOG_SCHEDULER_ID,
+      { every: options.everyMs },
+      { name: CATALOG_JOB_NAME, data: {}, opts: CATALOG_JOB_OPTIONS },
+    );
+    void worker.run();
+    await worker.waitUntilReady();
+  } catch (error) {
+    await settlesWithin(Promise.all([worker.close(true), queue.close()]), 2_000);
+    connection.disconnect();
+    throw error;
+  }
+
+  let closing: Promise<boolean> | undefined;
+  return {
+    close({ timeoutMs = 10_000 } = {}) {
+      closing ??= (async () => {
+        const graceful = await settlesWithin(worker.close(), timeoutMs);
+        await settlesWithin(queue.close(), 1_000);
+        connection.disconnect();
+        return graceful;
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,55 @@
+import type { BudgetPriority } from '../rate-budget/rate-budget.js';
+import type { CatalogSyncResult } from '../store/catalog.js';
+import type { OrderStore } from '../store/order-store.js';
+import type { UpstreamClient } from '../upstream/client.js';
+import type { PublicBalance } from './public-catalog.js';
+
+/** What a catalog sync did (printed by `h2h-sync catalog sync --json`, returned by the refresh job). */
+export interface CatalogSyncSummary {
+  synced_at: string;
+  categories: number;
+  products: number;
+  /** Each product whose price changed, with `previous_price`: one `product.price_changed` event each. */
+  price_changes: CatalogSyncResult['priceChanges'];
+  /** The balance after the sync: the profile just read, nothing accounted yet. */
+  balance: PublicBalance;
+}
+
+export interface SyncCatalogOptions {
+  store: Pick<OrderStore, 'catalog' | 'balance'>;
+  /** The upstream client, with the shared rate budget. */
+  client: UpstreamClient;
+  /**
+   * The budget priority of its three calls. Default `poll`: a slot of the poll share, taken
+   * without waiting, so a sync never takes creation's reserve; a spent share throws
+   * `BudgetExhaustedError` (the refresh job tries again when a slot frees).
+   */
+  priority?: BudgetPriority;
+}
+
+/**
+ * Refreshes the local catalog and the balance (docs/api.md, "Catalog and balance"): GET
+ * /categories, GET /products and GET /profile (last, so the least time passes between the read
+ * and the write that starts the accounting from it), then one transaction that replaces the
+ * catalog, appends a `product.price_changed` event per changed price, and resets the balance.
+ * An upstream error throws before anything is written.
+ */
+export async function syncCatalog(options: SyncCatalogOptions): Promise<CatalogSyncSummary> {
+  const { store, client } = options;
+  const priority = options.priority ?? 'poll';
+  const categories = await client.categories({ priority });
+  const products = await client.products({ priority });
+  const profile = await client.profile({ priority });
+  const result = store.catalog.applySync({
+    categories,
+    products,
+    profile: { balance: profile.member_balance },
+  });
+  return {
+    synced_at: new Date(result.syncedAt).toISOString(),
+    categories: result.categories,
+    products: result.products,
+    price_changes: result.priceChanges,
+    balance: store.balance.view(),
+  };
+}

@@ -1,0 +1,57 @@
+import type { ProductTarget } from '../upstream/model.js';
+
+/**
+ * The public representations of the local catalog and the balance (docs/api.md, "Catalog and
+ * balance"): what GET /v1/categories, /v1/products and /v1/balance answer and what the
+ * `product.price_changed` and `balance.low` events carry. snake_case, the upstream's field names.
+ */
+
+/** A category as the last catalog sync read it. */
+export interface PublicCategory {
+  code: string;
+  name: string;
+  sub_name: string;
+  logo: string;
+  is_active: boolean;
+}
+
+/** A product as the last catalog sync read it; `price` is this account's. */
+export interface PublicProduct {
+  id: string;
+  code: string;
+  name: string;
+  category_code: string;
+  price: number;
+  is_active: boolean;
+  /**
+   * What an order's `data` must hold (data key → regular expression), or null when the upstream
+   * does not publish it (then POST /v1/orders cannot check the target and the upstream does).
+   */
+  target: ProductTarget | null;
+}
+
+/** The data of a `product.price_changed` event: the product after the sync, and its price before. */
+export interface ProductPriceChange extends PublicProduct {
+  previous_price: number;
+}
+
+/**
+ * The balance (GET /v1/balance and the `balance.low` event): the last balance read from the
+ * upstream's profile, corrected by what h2h-sync saw since (docs/api.md, "Balance").
+ */
+export interface PublicBalance {
+  /** `profile_balance - debited + credited`: the best local estimate; null before the first read. */
+  balance: number | null;
+  /** `member_balance` of the last GET /profile; null before the first read. */
+  profile_balance: number | null;
+  /** When that profile was read, ISO 8601 UTC; null before the first read. */
+  profile_read_at: string | null;
+  /** The prices of the orders the upstream accepted since that read. */
+  debited: number;
+  /** The amounts of the orders that became FAILED or REFUNDED since that read. */
+  credited: number;
+  /** Orders accepted since that read whose price was not known (not debited). */
+  unpriced_orders: number;
+  /** BALANCE_LOW_THRESHOLD; null when `balance.low` is off (0). */
+  low_threshold: number | null;
+}

@@ -1,0 +1,241 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Redis } from 'ioredis';
+import { request } from 'undici';
+import { buildApiApp } from '../../src/api/app.js';
+import { syncCatalog } from '../../src/catalog/catalog-sync.js';
+import { generateEndpointSecret } from '../../src/notify/signature.js';
+import { RateBudget } from '../../src/rate-budget/rate-budget.js';
+import type { FeedEvent } from '../../src/store/feed.js';
+import { UpstreamClient } from '../../src/upstream/client.js';
+import { defaultApiLimits } from '../helpers/api.js';
+import { startTestNotifier, verifyNotification } from '../helpers/notify.js';
+import { privateRedis } from '../helpers/redis.js';
+import { startSimulator, type TestSimulator } from '../helpers/simulator.js';
+import { snapshot, tempStore } from '../helpers/store.js';
+import { startWebhookSink } from '../helpers/webhook-sink.js';
+import { cleanupScope } from '../helpers/worker.js';
+
+type Scope = ReturnType<typeof cleanupScope>;
+
+/** A client of the simulator's demo reseller drawing from a real budget in a private Redis. */
+async function budgetedClient(t: Scope, sim: TestSimulator) {
+  const redis = await privateRedis(t);
+  const connection = new Redis(redis.url);
+  t.after(() => connection.quit());
+  const budget = new RateBudget({ redis: connection, apiKey: sim.member.api_key });
+  const client = new UpstreamClient({ baseUrl: sim.sim.baseUrl, apiKey: sim.member.api_key, budget });
+  t.after(() => client.close());
+  return { client, budget, redisUrl: redis.url };
+}
+
+const priceChanges = (events: FeedEvent[]) => events.filter((e) => e.type === 'product.price_changed');
+
+test('a sync writes the catalog and the profile balance from three poll-priority calls; a price changed upstream is exactly one product.price_changed event, notified signed to an endpoint of product.*', async (t) => {
+  const scope = cleanupScope(t);
+  const sim = await startSimulator(scope);
+  const { client, budget, redisUrl } = await budgetedClient(scope, sim);
+  const { store } = tempStore(scope, { now: Date.now });
+  assert.equal(store.catalog.syncedAt(), null);
+
+  const first = await syncCatalog({ store, client });
+  assert.deepEqual(await budget.used().then((u) => [u.poll, u.create]), [3, 0], 'poll share only');
+  assert.equal(first.products, sim.fixture.products.length);
+  assert.equal(first.categories, sim.fixture.categories.length);
+  assert.deepEqual(first.price_changes, []);
+  assert.equal(first.balance.balance, sim.member.balance);
+  assert.equal(first.balance.profile_balance, sim.member.balance);
+  const mlbb = store.catalog.find({ code: 'MLBB-86' })!;
+  assert.equal(mlbb.price, 19_500, "the reseller's price");
+  assert.deepEqual(mlbb.target, { user_id: '^[0-9]{6,12}$', server_id: '^[0-9]{4,5}$' });
+  assert.equal(store.catalog.find({ code: 'MLBB-2195' })?.is_active, false);
+  assert.equal(store.catalog.find({ id: mlbb.id.toUpperCase() })?.code, 'MLBB-86', 'ids without case');
+  assert.deepEqual(store.feed.after(0), [], 'a first sync changes no price');
+
+  const sink = await startWebhookSink(scope, { secrets: [] });
+  const secret = generateEndpointSecret();
+  store.endpoints.add({ url: sink.url, events: ['product.*'], secret });
+  await startTestNotifier(scope, { store, redisUrl });
+
+  const patched = await sim.control('/products/MLBB-86', {
+    method: 'PATCH',
+    json: { price: 21_000, role_prices: {} },
+  });
+  assert.equal(patched.status, 200);
+  const second = await syncCatalog({ store, client });
+  const third = await syncCatalog({ store, client });
+  assert.equal(third.price_changes.length, 0, 'the same price again is no change');
+  assert.deepEqual(
+    second.price_changes.map((p) => [p.code, p.previous_price, p.price]),
+    [['MLBB-86', 19_500, 21_000]],
+  );
+  const events = priceChanges(store.feed.after(0, 1000));
+  assert.equal(events.length, 1);
+  assert.deepEqual(events[0]!.data, { ...mlbb, price: 21_000, previous_price: 19_500 });
+
+  const [delivery] = await sink.waitForDeliveries((d) => d.answer === 200, 1);
+  const body = verifyNotification(secret, delivery!);
+  assert.equal(body.type, 'product.price_changed');
+  assert.deepEqual(body.data, events[0]!.data);
+});
+
+/** A catalog of one product, as a sync would read it, with the profile balance `balance`. */
+function syncOf(balance: number, price = 15_000) {
+  return {
+    categories: [{ code: 'ML', name: 'Mobile Legends', sub_name: 'Moonton', logo: '', is_active: true }],
+    products: [
+      {
+        id: '11111111-1111-4111-8111-111111111111',
+        code: 'ML86',
+        name: 'ML 86',
+        category_code: 'ML',
+        price,
+        is_active: true,
+      },
+    ],
+    profile: { balance },
+  };
+}
+
+test('the balance: debited when the upstream accepts an order, credited on FAILED and REFUNDED, reset by a profile read; balance.low once per crossing', (t) => {
+  const { store } = tempStore(t, { balanceLowThreshold: 50_000 });
+  const accept = (ref: string, status = 'PENDING') =>
+    store.writer.applyOrderSnapshot(snapshot(ref, status), { source: 'poll' });
+  accept('BEFORE');
+  assert.equal(store.balance.view().balance, null, 'nothing before the first profile read');
+
+  store.catalog.applySync(syncOf(100_000));
+  assert.equal(store.balance.view().balance, 100_000);
+  accept('O1');
+  accept('O1', 'PROCESSING');
+  assert.deepEqual(
+    [store.balance.view().balance, store.balance.view().debited],
+    [85_000, 15_000],
+    'one debit per order',
+  );
+  for (const ref of ['O2', 'O3', 'O4', 'O5']) accept(ref);
+  assert.equal(store.balance.view().balance, 25_000);
+  accept('O1', 'FAILED');
+  accept('O2', 'SUCCESS');
+  accept('O2', 'REFUNDED');
+  accept('O2', 'REFUNDED');
+  assert.deepEqual([store.balance.view().balance, store.balance.view().credited], [55_000, 30_000]);
+  accept('O6');
+  const lows = store.feed.after(0, 1000).filter((e) => e.type === 'balance.low');
+  assert.deepEqual(
+    lows.map((e) => e.data),
+    [
+      { ...store.balance.view(), balance: 40_000, debited: 60_000, credited: 0 },
+      { ...store.balance.view(), balance: 40_000 },
+    ],
+    'once when it fell under 50,000, again only after it was back over',
+  );
+
+  const queued = store.writer.createLocalOrder({
+    partnerRef: 'UNPRICED',
+    productCode: 'ZZ',
+    data: { user_id: '1' },
+  });
+  assert.equal(queued.order.submissionState, 'pending');
+  store.writer.markRejected('UNPRICED', 'INVALID_PRODUCT', 'no such product');
+  assert.equal(store.balance.view().debited, 90_000, 'a rejected order costs nothing');
+
+  store.catalog.applySync(syncOf(500_000));
+  assert.deepEqual(
+    [store.balance.view().balance, store.balance.view().debited, store.balance.view().credited],
+    [500_000, 0, 0],
+    'a profile read starts the accounting again',
+  );
+});
+
+test('GET /v1/categories, /v1/products and /v1/balance answer from the local catalog; POST /v1/orders refuses an unknown or inactive product and mistargeted data before storing anything', async (t) => {
+  const scope = cleanupScope(t);
+  const sim = await startSimulator(scope);
+  const { client } = await budgetedClient(scope, sim);
+  const { store } = tempStore(scope, { now: Date.now });
+  const api = await buildApiApp({ store, ...defaultApiLimits() });
+  await api.listen({ host: '127.0.0.1', port: 0 });
+  scope.after(() => api.close());
+  const origin = `http://127.0.0.1:${(api.server.address() as { port: number }).port}`;
+  const { token } = store.tokens.create('shop', ['orders:read', 'orders:write']);
+  const call = async (path: string, body?: unknown) => {
+    const answer = await request(`${origin}${path}`, {
+      method: body === undefined ? 'GET' : 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    // biome-ignore lint/suspicious/noExplicitAny: answers of many shapes
+    return { status: answer.statusCode, body: (await answer.body.json()) as any };
+  };
+
+  const never = await call('/v1/products');
+  assert.deepEqual(never.body, { data: [], synced_at: null });
+  const early = await call('/v1/orders', { product_code: 'NOPE', data: { user_id: '1' } });
+  assert.equal(early.status, 202, 'a catalog never synced checks nothing');
+
+  const synced = await syncCatalog({ store, client });
+  const products = await call('/v1/products');
+  assert.equal(products.status, 200);
+  assert.equal(products.body.synced_at, synced.synced_at);
+  assert.deepEqual(products.body.data, store.catalog.products());
+  const gi = await call('/v1/products?category_code=GI');
+  assert.deepEqual(
+    gi.body.data.map((p: { code: string }) => p.code),
+    ['GI-60', 'GI-330'],
+  );
+  const categories = await call('/v1/categories');
+  assert.deepEqual(
+    categories.body.data.map((c: { code: string }) => c.code),
+    ['FF', 'GI', 'MLBB', 'PUBGM', 'VAL'],
+  );
+  const balance = await call('/v1/balance');
+  assert.deepEqual(balance.body, store.balance.view());
+  assert.equal(balance.body.balance, sim.member.balance);
+
+  const ordersBefore = store.queries.pageOrders({ limit: 100 }).length;
+  const mlbbId = store.catalog.find({ code: 'MLBB-86' })!.id;
+  for (const [body, code, message] of [
+    [{ product_code: 'NOPE', data: { user_id: '12345678' } }, 'UNKNOWN_PRODUCT', /GET \/v1\/products/],
+    [
+      { product_id: '00000000-0000-4000-8000-000000000000', data: { user_id: '1' } },
+      'UNKNOWN_PRODUCT',
+      /product_id/,
+    ],
+    [
+      { product_code: 'MLBB-172', product_id: mlbbId, data: { user_id: '12345678', server_id: '2001' } },
+      'UNKNOWN_PRODUCT',
+      /different products/,
+    ],
+    [
+      { product_code: 'MLBB-2195', data: { user_id: '12345678', server_id: '2001' } },
+      'PRODUCT_INACTIVE',
+      /not active/,
+    ],
+    [
+      { product_code: 'MLBB-86', data: { user_id: '12345678' } },
+      'INVALID_TARGET',
+      /data\.server_id: is required/,
+    ],
+    [
+      { product_id: mlbbId, data: { user_id: '12ab', server_id: '2001' } },
+      'INVALID_TARGET',
+      /data\.user_id: does not match \^\[0-9\]\{6,12\}\$/,
+    ],
+  ] as const) {
+    const refused = await call('/v1/orders', body);
+    assert.equal(refused.status, 422, JSON.stringify(body));
+    assert.equal(refused.body.error.code, code);
+    assert.match(refused.body.error.message, message);
+  }
+  assert.equal(
+    store.queries.pageOrders({ limit: 100 }).length,
+    ordersBefore,
+    'nothing stored, so nothing sent',
+  );
+  assert.equal(store.queries.countQueued(), 1, 'only the order of the unsynced catalog waits');
+  const good = await call('/v1/orders', {
+    product_id: mlbbId,
+    data: { user_id: '12345678', server_id: '2001' },
+  });
+  assert.equal(good.status, 202);
+});

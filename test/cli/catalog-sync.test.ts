@@ -1,0 +1,42 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { openDatabase } from '../../src/store/database.js';
+import { openOrderStore } from '../../src/store/order-store.js';
+import { runCli } from '../helpers/cli.js';
+import { privateRedis } from '../helpers/redis.js';
+import { startSimulator } from '../helpers/simulator.js';
+import { scheduleSettings, tempDbPath } from '../helpers/store.js';
+
+test('catalog sync fills the local catalog and the balance, and reports a price changed upstream', async (t) => {
+  const sim = await startSimulator(t);
+  const redis = await privateRedis(t);
+  const dbPath = tempDbPath(t);
+  const env = {
+    H2H_BASE_URL: sim.sim.baseUrl,
+    H2H_API_KEY: sim.member.api_key,
+    REDIS_URL: redis.url,
+    H2H_DB_PATH: dbPath,
+  };
+
+  const first = await runCli(['catalog', 'sync', '--json'], env);
+  assert.equal(first.code, 0, first.stderr);
+  const summary = JSON.parse(first.stdout);
+  assert.equal(summary.products, sim.fixture.products.length);
+  assert.deepEqual(summary.price_changes, []);
+  assert.equal(summary.balance.balance, sim.member.balance);
+
+  await sim.control('/products/FF-70', { method: 'PATCH', json: { role_prices: { reseller: 9900 } } });
+  const second = await runCli(['catalog', 'sync'], env);
+  assert.equal(second.code, 0, second.stderr);
+  assert.match(second.stdout, /│ Price changes │/);
+  assert.match(second.stdout, /│ FF-70 +│ 9,600 +│ 9,900 +│/);
+
+  const db = openDatabase({ path: dbPath });
+  t.after(() => db.close());
+  const store = openOrderStore(db, scheduleSettings());
+  assert.equal(store.catalog.find({ code: 'FF-70' })?.price, 9900);
+  assert.deepEqual(
+    store.feed.after(0).map((e) => e.type),
+    ['product.price_changed'],
+  );
+});
