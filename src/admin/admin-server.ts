@@ -10,7 +10,6 @@ import Fastify, {
   type FastifyRequest,
   LogController,
 } from 'fastify';
-import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { Counter, collectDefaultMetrics, Registry } from 'prom-client';
 import type { AdminSettings } from '../config/config.js';
@@ -22,7 +21,7 @@ import { RECONCILE_QUEUE } from '../reconciler/reconcile-queue.js';
 import { CLIENT_ERROR_STATUS, jsonClientErrorHandler } from '../shared/client-error.js';
 import { withDeadline } from '../shared/deadline.js';
 import { listeningOrigin } from '../shared/listening-origin.js';
-import { redisOutageLog } from '../shared/redis-outage.js';
+import { watchedRedis } from '../shared/redis-outage.js';
 import type { GroupCommitStats } from '../worker/group-commit.js';
 
 /** Where Bull Board is served; its base path and the Fastify prefix must be the same. */
@@ -119,10 +118,12 @@ function createAdminRegistry(queues: Queue[], workerStats: AdminServerOptions['w
 export async function startAdminServer(options: AdminServerOptions): Promise<AdminServer> {
   const { settings, logger } = options;
   const prefix = options.queuePrefix ?? DEFAULT_QUEUE_PREFIX;
-  const connection = new Redis(options.redisUrl, { maxRetriesPerRequest: 1, connectionName: 'h2h-admin' });
-  const outage = redisOutageLog({ url: options.redisUrl, component: 'admin', ...(logger ? { logger } : {}) });
-  connection.on('error', outage.error);
-  connection.on('ready', outage.ready);
+  const { connection, outage } = watchedRedis({
+    url: options.redisUrl,
+    component: 'admin',
+    logger,
+    redis: { maxRetriesPerRequest: 1, connectionName: 'h2h-admin' },
+  });
   const queues = ADMIN_QUEUES.map((name) => new Queue(name, { connection, prefix }));
   for (const queue of queues) queue.on('error', outage.error);
   const adminRegistry = createAdminRegistry(queues, options.workerStats);

@@ -1,6 +1,5 @@
 import { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
-import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import {
   type ApiSettings,
@@ -21,7 +20,7 @@ import {
 import { DEFAULT_QUEUE_PREFIX } from '../queue/webhook-queue.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';
 import { listeningOrigin } from '../shared/listening-origin.js';
-import { redisOutageLog } from '../shared/redis-outage.js';
+import { watchedRedis } from '../shared/redis-outage.js';
 import { openDatabase } from '../store/database.js';
 import { type OrderStore, openOrderStore } from '../store/order-store.js';
 import { buildApiApp } from './app.js';
@@ -49,14 +48,12 @@ export async function startApi(
   });
   // Only early polls need Redis: the API serves the store without it, and a refresh asked
   // while Redis is away fails at once (503) instead of waiting in ioredis' offline queue.
-  const outage = redisOutageLog({
+  const { connection: redis, outage } = watchedRedis({
     url: config.redisUrl,
     component: 'api',
-    ...(options.logger ? { logger: options.logger } : {}),
+    logger: options.logger,
+    redis: { maxRetriesPerRequest: null, enableOfflineQueue: false },
   });
-  const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: null, enableOfflineQueue: false });
-  redis.on('error', outage.error);
-  redis.on('ready', outage.ready);
   const pollQueue = new Queue<PollRequestData>(POLL_REQUEST_QUEUE, {
     connection: redis,
     prefix: DEFAULT_QUEUE_PREFIX,

@@ -1,10 +1,9 @@
 import { DelayedError, type JobsOptions, Queue, Worker } from 'bullmq';
-import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { DEFAULT_QUEUE_PREFIX } from '../queue/webhook-queue.js';
 import { BudgetExhaustedError } from '../rate-budget/rate-budget.js';
 import { settlesWithin } from '../shared/deadline.js';
-import { redisOutageLog } from '../shared/redis-outage.js';
+import { watchedRedis } from '../shared/redis-outage.js';
 import type { OrderStore } from '../store/order-store.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { type CatalogSyncSummary, syncCatalog } from './catalog-sync.js';
@@ -58,17 +57,12 @@ export async function startCatalogRefresh(
 ): Promise<RunningCatalogRefresh> {
   const { store, client, logger } = options;
   const prefix = options.queuePrefix ?? DEFAULT_QUEUE_PREFIX;
-  const connection = new Redis(options.redisUrl, {
-    maxRetriesPerRequest: null,
-    connectionName: 'h2h-catalog',
-  });
-  const outage = redisOutageLog({
+  const { connection, outage } = watchedRedis({
     url: options.redisUrl,
     component: 'catalog refresh',
-    ...(logger ? { logger } : {}),
+    logger,
+    redis: { maxRetriesPerRequest: null, connectionName: 'h2h-catalog' },
   });
-  connection.on('error', outage.error);
-  connection.on('ready', outage.ready);
   const queue = new Queue(CATALOG_QUEUE, { connection, prefix });
   queue.on('error', outage.error);
 

@@ -1,10 +1,9 @@
 import { Queue, Worker } from 'bullmq';
-import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { Agent } from 'undici';
 import { DEFAULT_QUEUE_PREFIX } from '../queue/webhook-queue.js';
 import { settlesWithin } from '../shared/deadline.js';
-import { redisOutageLog } from '../shared/redis-outage.js';
+import { watchedRedis } from '../shared/redis-outage.js';
 import type { OrderStore } from '../store/order-store.js';
 import { type DeliverResult, deliverNotification } from './deliver-notification.js';
 import { dispatchNotifications } from './dispatcher.js';
@@ -71,17 +70,12 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
   const dispatchEveryMs = options.dispatchEveryMs ?? DEFAULT_NOTIFY_DISPATCH_EVERY_MS;
   const metrics = createNotifyMetrics();
 
-  const connection = new Redis(options.redisUrl, {
-    maxRetriesPerRequest: null,
-    connectionName: 'h2h-notifier',
-  });
-  const outage = redisOutageLog({
+  const { connection, outage } = watchedRedis({
     url: options.redisUrl,
     component: 'notifier',
-    ...(logger ? { logger } : {}),
+    logger,
+    redis: { maxRetriesPerRequest: null, connectionName: 'h2h-notifier' },
   });
-  connection.on('error', outage.error);
-  connection.on('ready', outage.ready);
   const queue = new Queue<NotifyJobData>(NOTIFY_QUEUE, { connection, prefix });
   queue.on('error', outage.error);
   const agent = new Agent({ connect: { timeout: timeoutMs } });

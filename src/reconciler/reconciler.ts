@@ -1,5 +1,4 @@
 import { DelayedError, type Job, Queue, UnrecoverableError, Worker } from 'bullmq';
-import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { ReconcilerSettings } from '../config/config.js';
@@ -7,7 +6,7 @@ import { POLL_REQUEST_QUEUE, type PollRequestData } from '../queue/poll-request-
 import { DEFAULT_QUEUE_PREFIX } from '../queue/webhook-queue.js';
 import type { RateBudget } from '../rate-budget/rate-budget.js';
 import { settlesWithin } from '../shared/deadline.js';
-import { redisOutageLog } from '../shared/redis-outage.js';
+import { watchedRedis } from '../shared/redis-outage.js';
 import type { OrderStore } from '../store/order-store.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { type EarlyPollResult, pollOrderNow } from './early-poll.js';
@@ -109,17 +108,12 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
   };
 
   // BullMQ workers need maxRetriesPerRequest: null; they duplicate this for their blocking calls.
-  const connection = new Redis(options.redisUrl, {
-    maxRetriesPerRequest: null,
-    connectionName: 'h2h-reconciler',
-  });
-  const outage = redisOutageLog({
+  const { connection, outage } = watchedRedis({
     url: options.redisUrl,
     component: 'reconciler',
-    ...(logger ? { logger } : {}),
+    logger,
+    redis: { maxRetriesPerRequest: null, connectionName: 'h2h-reconciler' },
   });
-  connection.on('error', outage.error);
-  connection.on('ready', outage.ready);
   const lock = new PassLock(connection, options.lockKey ? { key: options.lockKey } : {});
   const queue = new Queue<ReconcileJobData>(RECONCILE_QUEUE, { connection, prefix });
   queue.on('error', outage.error);

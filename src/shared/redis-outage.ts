@@ -1,3 +1,4 @@
+import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 
 /** `url` with its password (and user name) replaced, for logs and messages. */
@@ -81,4 +82,25 @@ export function redisOutageLog(options: {
       lastLogged = 0;
     },
   };
+}
+
+/**
+ * A long-running component's Redis connection with its {@link redisOutageLog} hooked to its
+ * 'error' and 'ready': hook `outage.error` to the component's BullMQ objects too.
+ */
+export function watchedRedis(options: {
+  url: string;
+  component: string;
+  logger?: Logger | undefined;
+  redis: RedisOptions;
+}): { connection: Redis; outage: RedisOutageLog } {
+  const outage = redisOutageLog({
+    url: options.url,
+    component: options.component,
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
+  const connection = new Redis(options.url, options.redis);
+  connection.on('error', outage.error);
+  connection.on('ready', outage.ready);
+  return { connection, outage };
 }

@@ -1,6 +1,5 @@
 import type { Database } from 'better-sqlite3';
 import { type Job, UnrecoverableError, Worker } from 'bullmq';
-import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import {
   DEFAULT_QUEUE_PREFIX,
@@ -9,7 +8,7 @@ import {
   type WebhookJobData,
 } from '../queue/webhook-queue.js';
 import { settlesWithin } from '../shared/deadline.js';
-import { redisOutageLog } from '../shared/redis-outage.js';
+import { watchedRedis } from '../shared/redis-outage.js';
 import type { EventReason } from '../store/local-order.js';
 import type { OrderWriter } from '../store/order-writer.js';
 import { StoreError } from '../store/store-error.js';
@@ -176,13 +175,13 @@ export function createEventWorker(options: EventWorkerOptions): EventWorker {
   const { writer, logger } = options;
 
   const redisUrl = options.redisUrl ?? DEFAULT_REDIS_URL;
-  const connection = new Redis(redisUrl, {
-    maxRetriesPerRequest: null, // BullMQ workers must wait out a Redis outage, not fail commands
-    connectionName: 'h2h-worker',
+  const { connection, outage } = watchedRedis({
+    url: redisUrl,
+    component: 'event worker',
+    logger,
+    // BullMQ workers must wait out a Redis outage, not fail commands
+    redis: { maxRetriesPerRequest: null, connectionName: 'h2h-worker' },
   });
-  const outage = redisOutageLog({ url: redisUrl, component: 'event worker', ...(logger ? { logger } : {}) });
-  connection.on('error', outage.error);
-  connection.on('ready', outage.ready);
 
   const processor = (job: Job<WebhookJobData, EventOutcome>): Promise<EventOutcome> =>
     applyWebhookJob(job.data, writer, groupCommit);
