@@ -1,0 +1,268 @@
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import postgres from 'postgres';
+import { freePort } from './redis-server.js';
+
+/** Options of {@link startPostgresServer}. */
+export interface PostgresServerOptions {
+  /**
+   * Directory of the cluster (`data/`) and its unix socket (`socket/`). Default: a new temporary
+   * directory, removed by `stop()`. A directory that already holds a cluster is started as it is.
+   */
+  dir?: string;
+  /** Port on 127.0.0.1. Default: a free port chosen at start. */
+  port?: number;
+  /** The database created for the caller (and named in `url`). Default: `h2h`. */
+  database?: string;
+  /**
+   * Directory holding `initdb` and `postgres`. Default: the first directory on PATH that has
+   * both, else the newest `/usr/lib/postgresql/<version>/bin` (Debian's layout).
+   */
+  binDir?: string;
+  /** How long to wait for the server to accept connections. Default: 30000 ms. */
+  startTimeoutMs?: number;
+}
+
+/** A private PostgreSQL server owned by this process. */
+export interface PostgresServer {
+  /** `postgres://h2h@127.0.0.1:<port>/<database>`: trust authentication, no password. */
+  readonly url: string;
+  readonly port: number;
+  readonly dir: string;
+  /** Stops the server (cluster kept), so that a test can simulate an outage. */
+  pause(): Promise<void>;
+  /** Starts it again on the same port and cluster. */
+  resume(): Promise<void>;
+  /** Stops the server (fast shutdown) and removes a temporary directory. */
+  stop(): Promise<void>;
+}
+
+export class PostgresServerError extends Error {
+  override name = 'PostgresServerError';
+}
+
+/** The superuser `initdb` creates; clients connect as it over TCP with trust authentication. */
+const SUPERUSER = 'h2h';
+const DEBIAN_ROOT = '/usr/lib/postgresql';
+
+const hasServer = (dir: string) => existsSync(join(dir, 'initdb')) && existsSync(join(dir, 'postgres'));
+
+/** The directory of `initdb` and `postgres`, which must come from the same installation. */
+export function findPostgresBinDir(explicit?: string): string {
+  if (explicit) {
+    if (!hasServer(explicit)) throw new PostgresServerError(`${explicit} has no initdb and postgres`);
+    return explicit;
+  }
+  const onPath = (process.env.PATH ?? '').split(':').filter(Boolean).find(hasServer);
+  if (onPath) return onPath;
+  const versions = existsSync(DEBIAN_ROOT)
+    ? readdirSync(DEBIAN_ROOT)
+        .filter((v) => /^\d+$/.test(v) && hasServer(join(DEBIAN_ROOT, v, 'bin')))
+        .sort((a, b) => Number(b) - Number(a))
+    : [];
+  if (versions[0] === undefined) {
+    throw new PostgresServerError(
+      'the PostgreSQL server (initdb, postgres) is not installed. Fix: run `npm run setup` ' +
+        "(installs Debian's postgresql package), or put a directory with initdb and postgres on PATH",
+    );
+  }
+  return join(DEBIAN_ROOT, versions[0], 'bin');
+}
+
+/**
+ * Who runs the server. PostgreSQL refuses to run as root, so root hands the cluster to the
+ * `postgres` account (Debian's package creates it), else to `nobody`; anyone else runs it as
+ * themselves. Node's `spawn` switches uid and gid itself: no runuser or sudo needed.
+ */
+function serverAccount(): { uid: number; gid: number } | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  for (const name of ['postgres', 'nobody']) {
+    try {
+      const id = (flag: string) => Number(execFileSync('id', [flag, name], { encoding: 'utf8' }).trim());
+      return { uid: id('-u'), gid: id('-g') };
+    } catch {
+      // no such account: try the next
+    }
+  }
+  throw new PostgresServerError(
+    'running as root, and neither a postgres nor a nobody account exists to run PostgreSQL as. ' +
+      'Fix: run the tests as a normal user, or create a postgres account (useradd --system postgres)',
+  );
+}
+
+/** The environment of the server's processes, without PG* variables that could redirect them. */
+function serverEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { LC_ALL: 'C' };
+  for (const [key, value] of Object.entries(process.env)) {
+    if (!key.startsWith('PG') && !key.startsWith('LC_') && key !== 'LANG') env[key] = value;
+  }
+  return env;
+}
+
+/** Kills every server this process started if it exits without stopping them (one listener for all). */
+const running = new Set<() => void>();
+process.once('exit', () => {
+  for (const kill of running) kill();
+});
+
+/**
+ * Creates the cluster. `--no-sync` skips flushing the new files to disk once, at creation
+ * (a throwaway cluster); the server itself runs with PostgreSQL's defaults, fsync on, so tests
+ * and benches see the commit costs production has.
+ */
+function initCluster(binDir: string, dir: string, account: { uid: number; gid: number } | undefined) {
+  const args = ['-D', join(dir, 'data'), '-U', SUPERUSER, '--auth=trust', '--no-locale', '-E', 'UTF8'];
+  try {
+    execFileSync(join(binDir, 'initdb'), [...args, '--no-sync', '--no-instructions'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: serverEnv(),
+      ...account,
+    });
+  } catch (cause) {
+    const stderr = String((cause as { stderr?: unknown }).stderr ?? '').slice(-2000);
+    throw new PostgresServerError(`initdb in ${dir} failed:\n${stderr}`, { cause });
+  }
+}
+
+const READY = 'database system is ready to accept connections';
+
+function launch(
+  binDir: string,
+  dir: string,
+  port: number,
+  account: { uid: number; gid: number } | undefined,
+  timeoutMs: number,
+) {
+  const args = [
+    '-D', join(dir, 'data'),
+    '-p', String(port),
+    '-c', 'listen_addresses=127.0.0.1',
+    '-c', `unix_socket_directories=${join(dir, 'socket')}`,
+    '-c', 'logging_collector=off',
+    '-c', 'max_connections=200',
+  ]; // biome-ignore format: one flag per line pair reads best
+  const child = spawn(join(binDir, 'postgres'), args, {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: serverEnv(),
+    ...account,
+  });
+  return new Promise<ChildProcess>((resolve, reject) => {
+    let output = '';
+    const timer = setTimeout(() => fail(`did not accept connections within ${timeoutMs} ms`), timeoutMs);
+    const fail = (why: string) => {
+      clearTimeout(timer);
+      child.kill('SIGKILL');
+      reject(new PostgresServerError(`postgres on port ${port} ${why}:\n${output.slice(-2000)}`));
+    };
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes(READY)) {
+        clearTimeout(timer);
+        child.stderr?.off('data', onData);
+        child.stdout?.resume();
+        child.stderr?.resume();
+        resolve(child);
+      }
+    };
+    // The server logs to stderr (logging_collector off).
+    child.stderr?.on('data', onData);
+    child.stdout?.on('data', (c: Buffer) => {
+      output += c.toString();
+    });
+    child.once('error', (err) => fail(`could not start (${err.message})`));
+    child.once('exit', (code, signal) => fail(`exited with ${signal ?? `code ${code}`}`));
+  });
+}
+
+/** Fast shutdown (SIGINT): open transactions are rolled back, clients disconnected. */
+function terminate(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    child.removeAllListeners('exit');
+    child.once('exit', () => resolve());
+    child.kill('SIGINT');
+  });
+}
+
+/**
+ * Creates the caller's database, over TCP as a client would: the proof that the server accepts
+ * connections, beyond its log line.
+ */
+async function createDatabase(port: number, database: string): Promise<void> {
+  const admin = postgres({
+    host: '127.0.0.1',
+    port,
+    username: SUPERUSER,
+    database: 'postgres',
+    max: 1,
+    onnotice: () => {},
+  });
+  try {
+    const [found] = await admin`SELECT 1 FROM pg_database WHERE datname = ${database}`;
+    if (!found) await admin.unsafe(`CREATE DATABASE "${database.replaceAll('"', '""')}"`);
+  } finally {
+    await admin.end();
+  }
+}
+
+/**
+ * Starts a private PostgreSQL server on 127.0.0.1 (never one already running): `initdb` in a
+ * temporary directory (trust authentication for the superuser `h2h`, its unix socket inside the
+ * directory), `postgres` on a free port, then creates `database`. Retries on another port if the
+ * chosen one was taken in the meantime. When this process is root the server runs as the
+ * `postgres` (else `nobody`) account, since PostgreSQL refuses root.
+ */
+export async function startPostgresServer(options: PostgresServerOptions = {}): Promise<PostgresServer> {
+  const binDir = findPostgresBinDir(options.binDir);
+  const account = serverAccount();
+  const ownsDir = options.dir === undefined;
+  const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'h2h-postgres-'));
+  const database = options.database ?? 'h2h';
+  const timeoutMs = options.startTimeoutMs ?? 30_000;
+  const removeOwnDir = () => {
+    if (ownsDir) rmSync(dir, { recursive: true, force: true });
+  };
+  let port = options.port ?? 0;
+  let child: ChildProcess | undefined;
+  try {
+    mkdirSync(join(dir, 'socket'), { recursive: true });
+    if (account) {
+      for (const owned of [dir, join(dir, 'socket')]) chownSync(owned, account.uid, account.gid);
+    }
+    if (!existsSync(join(dir, 'data', 'PG_VERSION'))) initCluster(binDir, dir, account);
+    for (let attempt = 0; !child; attempt++) {
+      const tryPort = port || (await freePort());
+      try {
+        child = await launch(binDir, dir, tryPort, account, timeoutMs);
+        port = tryPort;
+      } catch (err) {
+        if (options.port !== undefined || attempt >= 4) throw err;
+      }
+    }
+    await createDatabase(port, database);
+  } catch (err) {
+    if (child) await terminate(child);
+    removeOwnDir();
+    throw err;
+  }
+  const stopChild = async () => {
+    if (child) await terminate(child);
+  };
+  running.add(() => child?.kill('SIGKILL'));
+  return {
+    url: `postgres://${SUPERUSER}@127.0.0.1:${port}/${database}`,
+    port,
+    dir,
+    pause: stopChild,
+    async resume() {
+      await stopChild();
+      child = await launch(binDir, dir, port, account, timeoutMs);
+    },
+    async stop() {
+      await stopChild();
+      removeOwnDir();
+    },
+  };
+}
