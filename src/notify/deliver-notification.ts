@@ -53,7 +53,7 @@ function pendingPredecessor(
 }
 
 /** Wakes the job of the order's next event at the endpoint, if it waits for this one. */
-async function releaseSuccessor(deps: DeliverDeps, endpoint: NotifyEndpoint, event: FeedEvent) {
+export async function releaseSuccessor(deps: DeliverDeps, endpoint: NotifyEndpoint, event: FeedEvent) {
   if (!event.data.partner_ref) return;
   const next = deps.store.feed
     .ofOrder(event.data.partner_ref, { after: event.seq })
@@ -67,7 +67,8 @@ async function releaseSuccessor(deps: DeliverDeps, endpoint: NotifyEndpoint, eve
  * Delivers one notification job (the processor of the notification worker): signs the event's
  * body with the endpoint's secrets and POSTs it; records the attempt in the delivery history.
  * 2xx: delivered. 410: the endpoint is disabled. Anything else throws, so BullMQ retries on the
- * schedule; the last attempt is recorded as `gave_up`. An event whose order has an earlier event
+ * schedule; the last attempt is recorded as `gave_up`. A job that fails for good any other way
+ * (an error outside the HTTP attempt, stalled too often) is recorded by src/notify/parked-jobs.ts. An event whose order has an earlier event
  * still on its way to the endpoint waits (moved to delayed, no attempt spent) until that one is
  * settled.
  */

@@ -10,6 +10,7 @@ import { type DeliverResult, deliverNotification } from './deliver-notification.
 import { dispatchNotifications } from './dispatcher.js';
 import { createNotifyMetrics, type NotifyMetrics } from './notify-metrics.js';
 import { NOTIFY_BACKOFF, NOTIFY_QUEUE, type NotifyJobData } from './notify-queue.js';
+import { recordParkedJob, sweepParkedJobs } from './parked-jobs.js';
 import { DEFAULT_NOTIFY_TIMEOUT_MS, postNotification } from './post-notification.js';
 import { DEFAULT_NOTIFY_RETRY_S, retryDelayMs } from './retry-schedule.js';
 
@@ -23,7 +24,7 @@ export const DEFAULT_NOTIFY_DISPATCH_EVERY_MS = 200;
  * than BullMQ's 1: a delivery taken over is sent again, which receivers dedupe on `webhook-id`,
  * whereas a job parked for stalling would not be retried on the schedule.
  */
-const NOTIFY_MAX_STALLED_COUNT = 10;
+export const NOTIFY_MAX_STALLED_COUNT = 10;
 
 export interface NotifierOptions {
   /** The order store of the process: the feed, the endpoints and the delivery history. */
@@ -44,6 +45,8 @@ export interface NotifierOptions {
   lockDurationMs?: number;
   /** How often stalled jobs are looked for. Default: BullMQ's 30 s. */
   stalledIntervalMs?: number;
+  /** Times a job may stall before it fails for good. Default: {@link NOTIFY_MAX_STALLED_COUNT}. */
+  maxStalledCount?: number;
   logger?: Logger;
   /** Clock for the history, ms. Default: `Date.now`. */
   now?: () => number;
@@ -103,7 +106,7 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
       prefix,
       concurrency: options.concurrency ?? DEFAULT_NOTIFY_CONCURRENCY,
       autorun: false,
-      maxStalledCount: NOTIFY_MAX_STALLED_COUNT,
+      maxStalledCount: options.maxStalledCount ?? NOTIFY_MAX_STALLED_COUNT,
       ...(options.lockDurationMs ? { lockDuration: options.lockDurationMs } : {}),
       ...(options.stalledIntervalMs ? { stalledInterval: options.stalledIntervalMs } : {}),
       settings: {
@@ -113,10 +116,23 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
     },
   );
   worker.on('error', outage.error);
+  // A job failed for good however it came to that leaves a gave_up row (src/notify/parked-jobs.ts).
+  const recording = new Set<Promise<void>>();
   worker.on('failed', (job, err) => {
-    if (job && job.attemptsMade >= (job.opts.attempts ?? 1)) {
-      logger?.warn({ jobId: job.id, err }, 'notification given up: the retry schedule ran out');
-    }
+    if (!job) return;
+    const done = (async () => {
+      if (!(await job.isFailed())) return; // failed an attempt, retried on the schedule
+      logger?.warn({ jobId: job.id, err }, 'notification given up');
+      await recordParkedJob(deps, job);
+    })()
+      .catch((error) =>
+        logger?.error(
+          { err: error, jobId: job.id },
+          'could not record a given-up notification; recorded at the next start',
+        ),
+      )
+      .finally(() => recording.delete(done));
+    recording.add(done);
   });
 
   let passing: Promise<number> = Promise.resolve(0);
@@ -149,6 +165,12 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
     await agent.close();
     throw error;
   }
+  // Jobs that failed for good while no process could record it (one died in between).
+  const swept = await sweepParkedJobs(deps, queue).catch((err) => {
+    logger?.warn({ err }, 'could not look for given-up notifications without a record');
+    return 0;
+  });
+  if (swept > 0) logger?.warn({ swept }, 'recorded given-up notifications that had no record');
   tick();
   logger?.info({ dispatchEveryMs, timeoutMs, retries: scheduleMs.length }, 'notifier started');
 
@@ -162,7 +184,7 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
         stopped = true;
         clearTimeout(timer);
         const graceful = await settlesWithin(
-          Promise.all([passing.catch(() => {}), worker.close()]),
+          Promise.all([passing.catch(() => {}), worker.close()]).then(() => Promise.all(recording)),
           closeTimeoutMs,
         );
         await settlesWithin(queue.close(), 1_000);

@@ -63,7 +63,8 @@ function toDelivery(row: DeliveryRow): NotifyDelivery {
 }
 
 /** Outcomes after which an event is done with at its endpoint: the next of its order may go. */
-const SETTLED = `('delivered', 'gave_up', 'disabled', 'skipped')`;
+export const SETTLED_OUTCOMES: readonly DeliveryOutcome[] = ['delivered', 'gave_up', 'disabled', 'skipped'];
+const SETTLED = `(${SETTLED_OUTCOMES.map((o) => `'${o}'`).join(', ')})`;
 
 /** How far an endpoint is behind the feed (`h2h-sync status`). */
 export interface EndpointBacklog {
@@ -96,6 +97,7 @@ export class NotifyDeliveries {
     { endpoint: number; from: number; types: string },
     { pending: number | null; oldest: number | null; failing: number | null; gave_up: number | null }
   >;
+  readonly #latest: Statement<[number, number], DeliveryRow>;
   readonly #firstUnsent: Statement<{ endpoint: number; after: number }, { seq: number | null }>;
 
   constructor(rows: OrderRows) {
@@ -141,6 +143,9 @@ export class NotifyDeliveries {
               SUM(latest = 'gave_up') AS gave_up
        FROM e`,
     );
+    this.#latest = db.prepare(
+      'SELECT * FROM notify_deliveries WHERE endpoint_id = ? AND seq = ? ORDER BY id DESC LIMIT 1',
+    );
     // The oldest event not sent because the endpoint was disabled (answered 410, or skipped):
     // its latest attempt there says so.
     this.#firstUnsent = db.prepare(
@@ -172,6 +177,12 @@ export class NotifyDeliveries {
   /** Whether the event is done with at the endpoint (delivered, given up, or not to be sent). */
   isSettled(endpointId: number, seq: number): boolean {
     return this.#settled.get(endpointId, seq)?.found === 1;
+  }
+
+  /** The latest attempt of the event at the endpoint; undefined when there is none. */
+  latest(endpointId: number, seq: number): NotifyDelivery | undefined {
+    const row = this.#latest.get(endpointId, seq);
+    return row ? toDelivery(row) : undefined;
   }
 
   /** Attempts, newest first. */
