@@ -15,7 +15,7 @@
  * must. Latency = the shop's arrival time − the commit time (both processes read the same
  * clock: `performance.timeOrigin + performance.now()`).
  *
- *   npm run bench:notify -- [--rate 500] [--duration 20] [--orders 50] [--dispatch-every-ms <H2H_NOTIFY_DISPATCH_EVERY_MS>] [--max-p99 50] [--json]
+ *   npm run bench:notify -- [--rate 500] [--duration 20] [--orders 50] [--dispatch-every-ms <H2H_NOTIFY_DISPATCH_EVERY_MS>] [--max-p99 50] [--json] [--keep-store]
  *
  * Prints p50/p99/max and the counts; exits 1 when an event was lost, doubled or not verified, or
  * p99 ≥ --max-p99 (0: no goal).
@@ -44,6 +44,7 @@ const { values: flags } = parseArgs({
     'dispatch-every-ms': { type: 'string' },
     'max-p99': { type: 'string', default: '50' },
     json: { type: 'boolean', default: false },
+    'keep-store': { type: 'boolean', default: false },
   },
 });
 
@@ -169,7 +170,8 @@ async function bench(): Promise<number> {
     const worker = fork('src/cli/main.ts', ['worker'], {
       env,
       execArgv: ['--import', 'tsx'],
-      stdio: 'inherit',
+      // Its log lines on stderr: stdout is the figures (--json).
+      stdio: ['ignore', 2, 2, 'ipc'],
     });
     children.push(worker);
     await nextMessage<string>(worker, (m) => m === 'ready');
@@ -316,7 +318,8 @@ async function bench(): Promise<number> {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     }
     await redis.stop();
-    rmSync(dir, { recursive: true, force: true });
+    if (flags['keep-store']) console.error(`store kept: ${dbPath}`);
+    else rmSync(dir, { recursive: true, force: true });
   }
 }
 
