@@ -36,7 +36,20 @@ test('bench:notify runs in a fresh clone: a short run delivers every committed e
   // No latency goal here (tests set none): the bench itself fails on a lost or doubled event.
   const { stdout } = await promisify(execFile)(
     process.execPath,
-    ['--import', 'tsx', 'bench/notify.ts', '--duration', '1', '--rate', '100', '--max-p99', '0', '--json'],
+    [
+      '--import',
+      'tsx',
+      'bench/notify.ts',
+      '--duration',
+      '1',
+      '--warmup',
+      '0',
+      '--rate',
+      '100',
+      '--max-p99',
+      '0',
+      '--json',
+    ],
     { cwd: checkout, env: { PATH: process.env.PATH ?? '' } },
   );
 
