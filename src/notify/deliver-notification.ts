@@ -20,6 +20,11 @@ export interface DeliverDeps {
   post: (url: string, headers: Record<string, string>, body: string) => Promise<PostResult>;
   metrics: NotifyMetrics;
   now: () => number;
+  /**
+   * Runs a write of the delivery history; the notifier passes its group commit, so the records of
+   * the deliveries in flight share one transaction (one fsync). Default: runs it at once.
+   */
+  commit?: <T>(write: () => T) => Promise<T>;
   logger?: Logger;
 }
 
@@ -54,7 +59,7 @@ function pendingPredecessor(
 }
 
 /** Wakes the job of the order's next event at the endpoint, if it waits for this one. */
-async function releaseSuccessor(deps: DeliverDeps, endpoint: NotifyEndpoint, event: FeedEvent) {
+export async function releaseSuccessor(deps: DeliverDeps, endpoint: NotifyEndpoint, event: FeedEvent) {
   const ref = orderRefOf(event);
   if (ref === undefined) return;
   const next = deps.store.feed
@@ -69,7 +74,8 @@ async function releaseSuccessor(deps: DeliverDeps, endpoint: NotifyEndpoint, eve
  * Delivers one notification job (the processor of the notification worker): signs the event's
  * body with the endpoint's secrets and POSTs it; records the attempt in the delivery history.
  * 2xx: delivered. 410: the endpoint is disabled. Anything else throws, so BullMQ retries on the
- * schedule; the last attempt is recorded as `gave_up`. An event whose order has an earlier event
+ * schedule; the last attempt is recorded as `gave_up`. A job that fails for good any other way
+ * (an error outside the HTTP attempt, stalled too often) is recorded by src/notify/parked-jobs.ts. An event whose order has an earlier event
  * still on its way to the endpoint waits (moved to delayed, no attempt spent) until that one is
  * settled.
  */
@@ -82,39 +88,46 @@ export async function deliverNotification(
   const endpoint = deps.store.endpoints.get(endpointId);
   const event = deps.store.feed.get(seq);
   const attempt = job.attemptsMade + 1;
-  const record = (
+  const record = async (
     outcome: DeliveryOutcome,
     answer: Partial<Pick<NotifyDelivery, 'status' | 'durationMs' | 'error'>>,
     requestedAt = deps.now(),
   ) => {
-    deps.store.deliveries.record({
-      endpointId,
-      seq,
-      type: event?.type ?? 'unknown',
-      partnerRef: (event && orderRefOf(event)) ?? null,
-      attempt,
-      requestedAt,
-      status: answer.status ?? null,
-      durationMs: answer.durationMs ?? null,
-      error: answer.error ?? null,
-      outcome,
-    });
+    const write = () =>
+      deps.store.deliveries.record({
+        endpointId,
+        seq,
+        type: event?.type ?? 'unknown',
+        partnerRef: (event && orderRefOf(event)) ?? null,
+        attempt,
+        requestedAt,
+        status: answer.status ?? null,
+        durationMs: answer.durationMs ?? null,
+        error: answer.error ?? null,
+        outcome,
+      });
+    await (deps.commit ? deps.commit(write) : write());
     deps.metrics.countDelivery(outcome, answer.durationMs ?? null);
   };
 
   if (!endpoint || endpoint.disabledAt !== null) {
-    record('skipped', { error: 'the endpoint is disabled' });
+    await record('skipped', { error: 'the endpoint is disabled' });
     return 'skipped';
   }
   if (!event) {
-    record('skipped', { error: 'the event is no longer in the feed (H2H_FEED_RETENTION_D)' });
+    await record('skipped', { error: 'the event is no longer in the feed (H2H_FEED_RETENTION_D)' });
     return 'skipped';
   }
-  if (!job.data.replay && pendingPredecessor(deps, endpoint, event) !== undefined) {
+  const predecessor = job.data.replay ? undefined : pendingPredecessor(deps, endpoint, event);
+  if (predecessor !== undefined) {
     const waits = job.data.waits ?? 0;
     await job.updateData({ ...job.data, waits: waits + 1 });
     const wait = Math.min(ORDER_WAIT_FIRST_MS * 2 ** waits, ORDER_WAIT_MAX_MS);
     await job.moveToDelayed(Date.now() + wait, token);
+    // The predecessor may have settled between the check and the move, and found this job not
+    // yet delayed, so its release missed it: look again, now that the job is delayed. (It records
+    // before it releases, so one of the two always sees the other.)
+    if (deps.store.deliveries.isSettled(endpointId, predecessor)) await job.promote().catch(() => {});
     throw new DelayedError();
   }
 
@@ -129,18 +142,18 @@ export async function deliverNotification(
   const answer = await deps.post(endpoint.url, { ...headers }, body);
 
   if (answer.status !== null && answer.status >= 200 && answer.status < 300) {
-    record('delivered', answer, requestedAt);
+    await record('delivered', answer, requestedAt);
     await releaseSuccessor(deps, endpoint, event);
     return 'delivered';
   }
   if (answer.status === 410) {
-    record('disabled', answer, requestedAt);
+    await record('disabled', answer, requestedAt);
     deps.store.endpoints.disable(endpointId, `answered 410 Gone to ${notificationId(seq)}`);
     deps.logger?.warn({ endpointId, url: endpoint.url }, 'notification endpoint answered 410 Gone: disabled');
     return 'disabled';
   }
   const last = attempt >= (job.opts.attempts ?? 1);
-  record(last ? 'gave_up' : 'retrying', answer, requestedAt);
+  await record(last ? 'gave_up' : 'retrying', answer, requestedAt);
   if (last) await releaseSuccessor(deps, endpoint, event);
   throw new Error(answer.error ?? `the endpoint answered ${answer.status}`);
 }

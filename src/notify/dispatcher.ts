@@ -8,6 +8,18 @@ import { type NotifyJobData, notifyJobId, notifyJobOptions } from './notify-queu
 const DISPATCH_PAGE = 500;
 
 /**
+ * Longest time between two writes of an endpoint's cursor to the store. The dispatcher keeps the
+ * cursor in memory and writes it at most this often (and when it goes idle): a write takes
+ * SQLite's write lock, which the processes committing orders need, and a pass every few ms
+ * writing each time slowed them down. A crash loses at most this much of the cursor, whose
+ * events are then added again: a no-op, their job ids being kept far longer (notify-queue.ts).
+ */
+export const CURSOR_WRITE_EVERY_MS = 1_000;
+
+/** What the dispatcher remembers between passes: each endpoint's cursor and when it was written. */
+export type DispatchMemory = Map<number, { cursor: number; writtenAt: number }>;
+
+/**
  * One pass of the dispatcher: for each enabled endpoint, reads the feed after its cursor, adds a
  * job per wanted event, and only once Redis has acknowledged them advances the cursor. A crash in
  * between leaves the cursor behind, so the next pass adds the same jobs again, and their
@@ -17,12 +29,25 @@ const DISPATCH_PAGE = 500;
 export async function dispatchNotifications(
   store: Pick<OrderStore, 'feed' | 'endpoints'>,
   queue: Queue<NotifyJobData>,
-  { retries }: { retries: number },
+  { retries, memory, now = Date.now() }: { retries: number; memory?: DispatchMemory; now?: number },
 ): Promise<number> {
   let added = 0;
   const options = notifyJobOptions(retries);
   for (const endpoint of store.endpoints.enabled()) {
-    let cursor = endpoint.cursor;
+    const remembered = memory?.get(endpoint.id);
+    // The stored cursor moves ahead of the remembered one when the endpoint is enabled again.
+    let cursor = Math.max(endpoint.cursor, remembered?.cursor ?? 0);
+    const persist = (force: boolean) => {
+      if (!memory) return store.endpoints.advanceCursor(endpoint.id, cursor);
+      const last = memory.get(endpoint.id);
+      if (force || !last || now - last.writtenAt >= CURSOR_WRITE_EVERY_MS) {
+        if (cursor > endpoint.cursor) store.endpoints.advanceCursor(endpoint.id, cursor);
+        memory.set(endpoint.id, { cursor, writtenAt: now });
+      } else {
+        memory.set(endpoint.id, { cursor, writtenAt: last.writtenAt });
+      }
+    };
+    let moved = false;
     for (;;) {
       const events = store.feed.after(cursor, DISPATCH_PAGE);
       if (events.length === 0) break;
@@ -36,9 +61,12 @@ export async function dispatchNotifications(
       if (jobs.length > 0) await queue.addBulk(jobs);
       added += jobs.length;
       cursor = events.at(-1)!.seq;
-      store.endpoints.advanceCursor(endpoint.id, cursor);
+      moved = true;
+      persist(false);
       if (events.length < DISPATCH_PAGE) break;
     }
+    // Idle: the cursor in memory is written now if it is ahead of the store's.
+    if (!moved && cursor > endpoint.cursor) persist(true);
   }
   return added;
 }

@@ -1,3 +1,4 @@
+import type { Database } from 'better-sqlite3';
 import { Queue, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import { Agent } from 'undici';
@@ -5,28 +6,43 @@ import { DEFAULT_QUEUE_PREFIX } from '../queue/webhook-queue.js';
 import { settlesWithin } from '../shared/deadline.js';
 import { watchedRedis } from '../shared/redis-outage.js';
 import type { OrderStore } from '../store/order-store.js';
+import { DEFAULT_STORE_LOCK_WAIT_MS } from '../worker/event-worker.js';
+import { GroupCommit } from '../worker/group-commit.js';
 import { type DeliverResult, deliverNotification } from './deliver-notification.js';
-import { dispatchNotifications } from './dispatcher.js';
+import { type DispatchMemory, dispatchNotifications } from './dispatcher.js';
 import { createNotifyMetrics, type NotifyMetrics } from './notify-metrics.js';
 import { NOTIFY_BACKOFF, NOTIFY_QUEUE, type NotifyJobData } from './notify-queue.js';
+import { recordParkedJob, sweepParkedJobs } from './parked-jobs.js';
 import { DEFAULT_NOTIFY_TIMEOUT_MS, postNotification } from './post-notification.js';
 import { DEFAULT_NOTIFY_RETRY_S, retryDelayMs } from './retry-schedule.js';
 
 /** Default of {@link NotifierOptions.concurrency}. */
 export const DEFAULT_NOTIFY_CONCURRENCY = 20;
 /** Default of {@link NotifierOptions.dispatchEveryMs}. */
-export const DEFAULT_NOTIFY_DISPATCH_EVERY_MS = 200;
+export const DEFAULT_NOTIFY_DISPATCH_EVERY_MS = 20;
 
 /**
  * Times a notification job may stall (its worker died mid-delivery) and be taken over. Higher
  * than BullMQ's 1: a delivery taken over is sent again, which receivers dedupe on `webhook-id`,
  * whereas a job parked for stalling would not be retried on the schedule.
  */
-const NOTIFY_MAX_STALLED_COUNT = 10;
+export const NOTIFY_MAX_STALLED_COUNT = 10;
 
 export interface NotifierOptions {
   /** The order store of the process: the feed, the endpoints and the delivery history. */
   store: OrderStore;
+  /**
+   * The connection `store` was opened on. When given, the delivery records of the notifications
+   * in flight are group-committed (one transaction, one fsync, for all of them) instead of one
+   * transaction each: with `synchronous=FULL`, an fsync per delivery bounds the throughput.
+   */
+  db?: Database;
+  /**
+   * Longest wait of a group commit for another process's write lock, on timers (the process that
+   * commits orders holds it often). Default: the event worker's, 5 s. A record that cannot be
+   * written fails its job, which is then sent again on the retry schedule.
+   */
+  storeLockWaitMs?: number;
   /** Redis of the notification queue. */
   redisUrl: string;
   /** BullMQ key prefix. Default: `bull`. */
@@ -37,12 +53,14 @@ export interface NotifierOptions {
   retryScheduleMs?: readonly number[];
   /** Deliveries in flight at once. Default: {@link DEFAULT_NOTIFY_CONCURRENCY}. */
   concurrency?: number;
-  /** How often the dispatcher reads the feed for new events. Default: 200 ms. */
+  /** How often the dispatcher reads the feed for new events. Default: {@link DEFAULT_NOTIFY_DISPATCH_EVERY_MS}. */
   dispatchEveryMs?: number;
   /** Lock of a notification job (a dead worker's jobs are taken over after it). Default: BullMQ's 30 s. */
   lockDurationMs?: number;
   /** How often stalled jobs are looked for. Default: BullMQ's 30 s. */
   stalledIntervalMs?: number;
+  /** Times a job may stall before it fails for good. Default: {@link NOTIFY_MAX_STALLED_COUNT}. */
+  maxStalledCount?: number;
   logger?: Logger;
   /** Clock for the history, ms. Default: `Date.now`. */
   now?: () => number;
@@ -80,10 +98,18 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
   queue.on('error', outage.error);
   const agent = new Agent({ connect: { timeout: timeoutMs } });
 
+  const groupCommit = options.db
+    ? new GroupCommit({
+        db: options.db,
+        maxBatchSize: options.concurrency ?? DEFAULT_NOTIFY_CONCURRENCY,
+        lockTimeoutMs: options.storeLockWaitMs ?? DEFAULT_STORE_LOCK_WAIT_MS,
+      })
+    : undefined;
   const deps = {
     store,
     queue,
     metrics,
+    ...(groupCommit ? { commit: <T>(write: () => T) => groupCommit.submit(write) } : {}),
     now: options.now ?? Date.now,
     post: (url: string, headers: Record<string, string>, body: string) =>
       postNotification(url, headers, body, { timeoutMs, dispatcher: agent }),
@@ -97,7 +123,7 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
       prefix,
       concurrency: options.concurrency ?? DEFAULT_NOTIFY_CONCURRENCY,
       autorun: false,
-      maxStalledCount: NOTIFY_MAX_STALLED_COUNT,
+      maxStalledCount: options.maxStalledCount ?? NOTIFY_MAX_STALLED_COUNT,
       ...(options.lockDurationMs ? { lockDuration: options.lockDurationMs } : {}),
       ...(options.stalledIntervalMs ? { stalledInterval: options.stalledIntervalMs } : {}),
       settings: {
@@ -107,18 +133,35 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
     },
   );
   worker.on('error', outage.error);
+  // A job failed for good however it came to that leaves a gave_up row (src/notify/parked-jobs.ts).
+  const recording = new Set<Promise<void>>();
   worker.on('failed', (job, err) => {
-    if (job && job.attemptsMade >= (job.opts.attempts ?? 1)) {
-      logger?.warn({ jobId: job.id, err }, 'notification given up: the retry schedule ran out');
-    }
+    if (!job) return;
+    const done = (async () => {
+      if (!(await job.isFailed())) return; // failed an attempt, retried on the schedule
+      logger?.warn({ jobId: job.id, err }, 'notification given up');
+      await recordParkedJob(deps, job);
+    })()
+      .catch((error) =>
+        logger?.error(
+          { err: error, jobId: job.id },
+          'could not record a given-up notification; recorded at the next start',
+        ),
+      )
+      .finally(() => recording.delete(done));
+    recording.add(done);
   });
 
+  const memory: DispatchMemory = new Map();
   let passing: Promise<number> = Promise.resolve(0);
   const dispatchNow = (): Promise<number> => {
     passing = passing
       .catch(() => 0)
       .then(async () => {
-        const added = await dispatchNotifications(store, queue, { retries: scheduleMs.length });
+        const added = await dispatchNotifications(store, queue, {
+          retries: scheduleMs.length,
+          memory,
+        });
         if (added > 0) metrics.countDispatched(added);
         return added;
       });
@@ -143,6 +186,12 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
     await agent.close();
     throw error;
   }
+  // Jobs that failed for good while no process could record it (one died in between).
+  const swept = await sweepParkedJobs(deps, queue).catch((err) => {
+    logger?.warn({ err }, 'could not look for given-up notifications without a record');
+    return 0;
+  });
+  if (swept > 0) logger?.warn({ swept }, 'recorded given-up notifications that had no record');
   tick();
   logger?.info({ dispatchEveryMs, timeoutMs, retries: scheduleMs.length }, 'notifier started');
 
@@ -156,7 +205,13 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
         stopped = true;
         clearTimeout(timer);
         const graceful = await settlesWithin(
-          Promise.all([passing.catch(() => {}), worker.close()]),
+          Promise.all([passing.catch(() => {}), worker.close()])
+            .then(() => Promise.all(recording))
+            .then(() => groupCommit?.drain())
+            .then(() => {
+              // The cursors the dispatcher had not written yet (dispatcher.ts, CURSOR_WRITE_EVERY_MS).
+              for (const [id, { cursor }] of memory) store.endpoints.advanceCursor(id, cursor);
+            }),
           closeTimeoutMs,
         );
         await settlesWithin(queue.close(), 1_000);

@@ -7,7 +7,11 @@ export type NotifyErrorCode =
   /** No endpoint has that id. */
   | 'ENDPOINT_NOT_FOUND'
   /** `--since` is not an ISO 8601 time. */
-  | 'INVALID_SINCE';
+  | 'INVALID_SINCE'
+  /** `--from-seq`/`--to-seq` is not a feed sequence number, or they are the wrong way round. */
+  | 'INVALID_SEQ'
+  /** `notifications replay` without `--since` or `--from-seq`. */
+  | 'REPLAY_RANGE_MISSING';
 
 export class NotifyError extends Error {
   override readonly name = 'NotifyError';

@@ -1,9 +1,9 @@
 import type { Queue } from 'bullmq';
 import { orderRefOf } from '../store/feed.js';
-import type { NotifyDelivery } from '../store/notify-deliveries.js';
+import type { EndpointBacklog, NotifyDelivery } from '../store/notify-deliveries.js';
 import type { NotifyEndpoint } from '../store/notify-endpoints.js';
 import type { OrderStore } from '../store/order-store.js';
-import { matchesEvent, parseEventPatterns } from './event-filter.js';
+import { matchesEvent, NOTIFY_EVENT_TYPES, parseEventPatterns } from './event-filter.js';
 import { NotifyError } from './notify-error.js';
 import { type NotifyJobData, notifyJobId, notifyJobOptions } from './notify-queue.js';
 import { generateEndpointSecret } from './signature.js';
@@ -81,6 +81,70 @@ export function disableEndpoint(store: Store, id: number): NotifyEndpoint {
   return store.endpoints.disable(id, 'disabled with h2h-sync endpoints disable')!;
 }
 
+/** What `endpoints enable` did: the endpoint, and the events it missed while disabled. */
+export interface EnableResult {
+  endpoint: NotifyEndpoint;
+  /** False when it was enabled already (nothing changed). */
+  changed: boolean;
+  /**
+   * The feed range not sent to it while it was disabled (`fromSeq`..`toSeq`, inclusive), which
+   * `notifications replay --endpoint ID --from-seq … --to-seq …` sends; null when none.
+   */
+  missed: { fromSeq: number; toSeq: number } | null;
+}
+
+/**
+ * Enables a disabled endpoint again (disabled by `endpoints disable` or by a 410 answer). It is
+ * sent the events committed from now on, as a new endpoint is: those committed while it was
+ * disabled were not queued, and the ones queued then were skipped; both are in `missed`, for
+ * the operator to replay if the shop wants them (docs/api.md, "Enabling an endpoint again").
+ */
+export function enableEndpoint(store: Store, id: number): EnableResult {
+  const before = mustFind(store, id);
+  if (before.disabledAt === null) return { endpoint: before, changed: false, missed: null };
+  const endpoint = store.endpoints.enable(id)!;
+  const notQueued = before.cursor + 1;
+  const skipped = store.deliveries.firstUnsent(id, before.fromSeq);
+  const fromSeq = Math.min(notQueued, skipped ?? notQueued);
+  const missed = fromSeq <= endpoint.fromSeq ? { fromSeq, toSeq: endpoint.fromSeq } : null;
+  return { endpoint, changed: true, missed };
+}
+
+/** The event types an endpoint's patterns want. */
+export function wantedTypes(endpoint: NotifyEndpoint): string[] {
+  return NOTIFY_EVENT_TYPES.filter((type) => matchesEvent(endpoint.events, type));
+}
+
+/** One endpoint's line of the notification backlog in `h2h-sync status`. */
+export interface EndpointBacklogView extends Omit<EndpointBacklog, 'oldestPendingAt'> {
+  endpointId: number;
+  url: string;
+  state: 'enabled' | 'disabled';
+  disabledReason: string | null;
+  /** Age of the oldest pending event (since its commit), seconds; null when none is pending. */
+  oldestPendingAgeS: number | null;
+}
+
+/** How far behind the feed each endpoint is. */
+export function notificationBacklog(store: Store, now = Date.now()): EndpointBacklogView[] {
+  return store.endpoints.list().map((endpoint) => {
+    const { oldestPendingAt, ...counts } = store.deliveries.backlog(
+      endpoint.id,
+      endpoint.fromSeq,
+      wantedTypes(endpoint),
+    );
+    return {
+      endpointId: endpoint.id,
+      url: endpoint.url,
+      state: endpoint.disabledAt === null ? 'enabled' : 'disabled',
+      disabledReason: endpoint.disabledReason,
+      ...counts,
+      oldestPendingAgeS:
+        oldestPendingAt === null ? null : Math.max(0, Math.round((now - oldestPendingAt) / 1000)),
+    };
+  });
+}
+
 /** Gives the endpoint a new secret; the old one signs beside it for `graceMs`. Returns the endpoint, new secret included. */
 export function rotateEndpointSecret(store: Store, id: number, graceMs: number): NotifyEndpoint {
   mustFind(store, id);
@@ -100,9 +164,28 @@ export function parseSince(text: string | undefined): number {
   return ms;
 }
 
+/** Reads `--from-seq`/`--to-seq` (a feed sequence number, ≥ 1); throws `INVALID_SEQ`. */
+export function parseSeq(text: string | undefined, flag: string): number | undefined {
+  if (text === undefined) return undefined;
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < 1) {
+    throw new NotifyError(
+      'INVALID_SEQ',
+      `${flag} "${text}" is not a feed sequence number: give a whole number ≥ 1 (the seq of the feed, webhook-id evt_<seq>)`,
+    );
+  }
+  return n;
+}
+
 export interface NotificationFilter {
   since: number;
   endpointId?: number | undefined;
+}
+
+/** Which events `notifications replay` sends: committed at or after `since`, seq within `fromSeq`..`toSeq`. */
+export interface ReplayRange extends NotificationFilter {
+  fromSeq?: number | undefined;
+  toSeq?: number | undefined;
 }
 
 /** Events given up at their endpoint (the retry schedule ran out), last attempt since `since`. */
@@ -145,22 +228,28 @@ export async function retryFailedNotifications(
 }
 
 /**
- * Sends again every event of the feed committed since `since` to each enabled endpoint that
- * wants it (or only `endpointId`), delivered or not: the same `webhook-id` as the first time,
- * so a shop that had it already recognises it. Replays do not wait for each other.
+ * Sends again every event of the feed in the range (committed since `since`, seq from `fromSeq`
+ * to `toSeq`) to each enabled endpoint that wants it (or only `endpointId`), delivered or not:
+ * the same `webhook-id` as the first time, so a shop that had it already recognises it. Replays
+ * do not wait for each other.
  */
 export async function replayNotifications(
   store: Store,
   queue: Queue<NotifyJobData>,
-  { since, endpointId }: NotificationFilter,
+  { since, endpointId, fromSeq, toSeq }: ReplayRange,
   { retries, now = Date.now() }: { retries: number; now?: number },
 ): Promise<{ jobs: number; events: number }> {
+  if (fromSeq !== undefined && toSeq !== undefined && toSeq < fromSeq) {
+    throw new NotifyError('INVALID_SEQ', `--to-seq ${toSeq} is below --from-seq ${fromSeq}: swap them`);
+  }
   const endpoints = endpointId === undefined ? store.endpoints.enabled() : [mustFind(store, endpointId)];
   let jobs = 0;
   let events = 0;
-  let after = 0;
+  let after = fromSeq === undefined ? 0 : fromSeq - 1;
   for (;;) {
-    const page = store.feed.since(since, after, 500);
+    const page = store.feed
+      .since(since, after, 500)
+      .filter((event) => toSeq === undefined || event.seq <= toSeq);
     if (page.length === 0) break;
     events += page.length;
     const adds = page.flatMap((event) =>

@@ -63,7 +63,20 @@ function toDelivery(row: DeliveryRow): NotifyDelivery {
 }
 
 /** Outcomes after which an event is done with at its endpoint: the next of its order may go. */
-const SETTLED = `('delivered', 'gave_up', 'disabled', 'skipped')`;
+export const SETTLED_OUTCOMES: readonly DeliveryOutcome[] = ['delivered', 'gave_up', 'disabled', 'skipped'];
+const SETTLED = `(${SETTLED_OUTCOMES.map((o) => `'${o}'`).join(', ')})`;
+
+/** How far an endpoint is behind the feed (`h2h-sync status`). */
+export interface EndpointBacklog {
+  /** Wanted events after its `fromSeq` not yet settled (queued, waiting, retrying, or not queued yet). */
+  pending: number;
+  /** Commit time of the oldest pending event, ms; null when none is pending. */
+  oldestPendingAt: number | null;
+  /** Pending events whose last attempt failed: being retried on the schedule. */
+  failing: number;
+  /** Events whose last attempt gave up (`notifications failed`). */
+  gaveUp: number;
+}
 
 export interface DeliveryFilter {
   /** Only attempts requested at or after this time, ms. */
@@ -80,6 +93,12 @@ export class NotifyDeliveries {
   readonly #settled: Statement<[number, number], { found: number }>;
   readonly #history: Statement<{ since: number; endpoint: number | null; limit: number }, DeliveryRow>;
   readonly #failed: Statement<{ since: number; endpoint: number | null; limit: number }, DeliveryRow>;
+  readonly #backlog: Statement<
+    { endpoint: number; from: number; types: string },
+    { pending: number | null; oldest: number | null; failing: number | null; gave_up: number | null }
+  >;
+  readonly #latest: Statement<[number, number], DeliveryRow>;
+  readonly #firstUnsent: Statement<{ endpoint: number; after: number }, { seq: number | null }>;
 
   constructor(rows: OrderRows) {
     this.#rows = rows;
@@ -108,6 +127,33 @@ export class NotifyDeliveries {
                      WHERE endpoint_id = d.endpoint_id AND seq = d.seq)
        ORDER BY d.endpoint_id, d.seq LIMIT @limit`,
     );
+    // Each wanted event after the endpoint's start with its latest outcome there: one pass over
+    // the feed from `fromSeq` (the feed is pruned after H2H_FEED_RETENTION_D).
+    this.#backlog = db.prepare(
+      `WITH e AS (
+         SELECT f.timestamp,
+                (SELECT d.outcome FROM notify_deliveries d
+                 WHERE d.endpoint_id = @endpoint AND d.seq = f.seq
+                 ORDER BY d.id DESC LIMIT 1) AS latest
+         FROM feed_events f
+         WHERE f.seq > @from AND f.type IN (SELECT value FROM json_each(@types)))
+       SELECT SUM(latest IS NULL OR latest = 'retrying') AS pending,
+              MIN(CASE WHEN latest IS NULL OR latest = 'retrying' THEN timestamp END) AS oldest,
+              SUM(latest = 'retrying') AS failing,
+              SUM(latest = 'gave_up') AS gave_up
+       FROM e`,
+    );
+    this.#latest = db.prepare(
+      'SELECT * FROM notify_deliveries WHERE endpoint_id = ? AND seq = ? ORDER BY id DESC LIMIT 1',
+    );
+    // The oldest event not sent because the endpoint was disabled (answered 410, or skipped):
+    // its latest attempt there says so.
+    this.#firstUnsent = db.prepare(
+      `SELECT MIN(d.seq) AS seq FROM notify_deliveries d
+       WHERE d.endpoint_id = @endpoint AND d.seq > @after AND d.outcome IN ('disabled', 'skipped')
+         AND d.id = (SELECT MAX(id) FROM notify_deliveries
+                     WHERE endpoint_id = d.endpoint_id AND seq = d.seq)`,
+    );
   }
 
   /** Records one attempt; returns it with its id. */
@@ -133,9 +179,31 @@ export class NotifyDeliveries {
     return this.#settled.get(endpointId, seq)?.found === 1;
   }
 
+  /** The latest attempt of the event at the endpoint; undefined when there is none. */
+  latest(endpointId: number, seq: number): NotifyDelivery | undefined {
+    const row = this.#latest.get(endpointId, seq);
+    return row ? toDelivery(row) : undefined;
+  }
+
   /** Attempts, newest first. */
   history({ since = 0, endpointId, limit = 100 }: DeliveryFilter = {}): NotifyDelivery[] {
     return this.#history.all({ since, endpoint: endpointId ?? null, limit }).map(toDelivery);
+  }
+
+  /** How far the endpoint is behind: its wanted event `types` after `fromSeq`. */
+  backlog(endpointId: number, fromSeq: number, types: readonly string[]): EndpointBacklog {
+    const row = this.#backlog.get({ endpoint: endpointId, from: fromSeq, types: JSON.stringify(types) });
+    return {
+      pending: row?.pending ?? 0,
+      oldestPendingAt: row?.oldest ?? null,
+      failing: row?.failing ?? 0,
+      gaveUp: row?.gave_up ?? 0,
+    };
+  }
+
+  /** The lowest seq above `after` not sent to the endpoint because it was disabled; undefined when none. */
+  firstUnsent(endpointId: number, after: number): number | undefined {
+    return this.#firstUnsent.get({ endpoint: endpointId, after })?.seq ?? undefined;
   }
 
   /** Events whose last attempt gave up, by endpoint and seq. */

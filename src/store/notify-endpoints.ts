@@ -23,7 +23,10 @@ export interface NotifyEndpoint {
   /** When it was disabled (`endpoints disable`, or a 410 answer); null while enabled. */
   disabledAt: number | null;
   disabledReason: string | null;
-  /** The feed's newest `seq` when the endpoint was added: it is sent the events after it. */
+  /**
+   * The feed's newest `seq` when the endpoint was added or last enabled: it is sent the events
+   * after it (older ones only by `notifications replay`).
+   */
   fromSeq: number;
   /** The last feed `seq` whose job (if it wanted one) is in the queue. */
   cursor: number;
@@ -73,6 +76,7 @@ export class NotifyEndpoints {
   readonly #get: Statement<[number], EndpointRow>;
   readonly #list: Statement<[], EndpointRow>;
   readonly #disable: Statement<{ id: number; now: number; reason: string }>;
+  readonly #enable: Statement<[number]>;
   readonly #rotate: Statement<{ id: number; secret: string; until: number }>;
   readonly #advance: Statement<[number, number]>;
 
@@ -90,6 +94,15 @@ export class NotifyEndpoints {
     this.#disable = db.prepare(
       `UPDATE notify_endpoints SET disabled_at = @now, disabled_reason = @reason
        WHERE id = @id AND disabled_at IS NULL`,
+    );
+    // Enabled again, it starts afresh at the feed's newest event, as if just added: what was
+    // committed while it was disabled is not queued (docs/api.md, "Enabling an endpoint again").
+    this.#enable = db.prepare(
+      `UPDATE notify_endpoints
+       SET disabled_at = NULL, disabled_reason = NULL,
+           from_seq = (SELECT COALESCE(MAX(seq), 0) FROM feed_events),
+           cursor = (SELECT COALESCE(MAX(seq), 0) FROM feed_events)
+       WHERE id = ? AND disabled_at IS NOT NULL`,
     );
     this.#rotate = db.prepare(
       `UPDATE notify_endpoints
@@ -130,6 +143,15 @@ export class NotifyEndpoints {
   /** Disables an endpoint (a second disable keeps the first time and reason); undefined when unknown. */
   disable(id: number, reason: string): NotifyEndpoint | undefined {
     this.#rows.writeOne(this.#disable, { id, now: this.#rows.now(), reason });
+    return this.get(id);
+  }
+
+  /**
+   * Enables a disabled endpoint again, from the feed's newest event on (its `fromSeq` and cursor
+   * move there); an enabled one is left as it is. Undefined when unknown.
+   */
+  enable(id: number): NotifyEndpoint | undefined {
+    this.#rows.writeOne(this.#enable, id);
     return this.get(id);
   }
 

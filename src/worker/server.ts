@@ -216,6 +216,8 @@ export async function startWorkerProcess(
     const notify = notifySettings(config);
     const started = await startNotifier({
       store,
+      db,
+      storeLockWaitMs: settings.storeLockWaitMs,
       redisUrl: settings.redisUrl,
       ...(options.queuePrefix === undefined ? {} : { prefix: options.queuePrefix }),
       timeoutMs: notify.timeoutMs,

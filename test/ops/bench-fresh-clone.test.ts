@@ -24,3 +24,37 @@ test('bench:worker runs in a checkout that has no var/ directory yet (a fresh cl
 
   assert.match(stdout, /event worker: +[\d,]+ events\/s applied/);
 });
+
+test('bench:notify runs in a fresh clone: a short run delivers every committed event once', async (t) => {
+  const checkout = mkdtempSync(join(tmpdir(), 'h2h-fresh-'));
+  t.after(() => rmSync(checkout, { recursive: true, force: true }));
+  for (const entry of ['src', 'bench', 'fixtures', 'node_modules', 'package.json', 'tsconfig.json']) {
+    symlinkSync(join(root, entry), join(checkout, entry));
+  }
+  assert.equal(existsSync(join(checkout, 'var')), false);
+
+  // No latency goal here (tests set none): the bench itself fails on a lost or doubled event.
+  const { stdout } = await promisify(execFile)(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      'bench/notify.ts',
+      '--duration',
+      '1',
+      '--warmup',
+      '0',
+      '--rate',
+      '100',
+      '--max-p99',
+      '0',
+      '--json',
+    ],
+    { cwd: checkout, env: { PATH: process.env.PATH ?? '' } },
+  );
+
+  const result = JSON.parse(stdout) as { committed: number; received: number; lost: number; doubled: number };
+  assert.equal(result.committed, 100);
+  assert.equal(result.received, 100);
+  assert.deepEqual([result.lost, result.doubled], [0, 0]);
+});

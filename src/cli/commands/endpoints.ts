@@ -4,6 +4,7 @@ import {
   addEndpoint,
   disableEndpoint,
   type EndpointView,
+  enableEndpoint,
   endpointView,
   rotateEndpointSecret,
 } from '../../notify/operations.js';
@@ -28,7 +29,7 @@ export function endpointId(value: string): number {
   return n;
 }
 
-/** Registers `endpoints add|list|disable|rotate-secret` (docs/cli.md, docs/api.md "Notifications"). */
+/** Registers `endpoints add|list|disable|enable|rotate-secret` (docs/cli.md, docs/api.md "Notifications"). */
 export function registerEndpointsCommands(program: Command): void {
   const endpoints = program
     .command('endpoints')
@@ -88,6 +89,41 @@ export function registerEndpointsCommands(program: Command): void {
         try {
           const endpoint = disableEndpoint(context.store!, endpointId(id));
           printResult(endpointView(endpoint), Boolean(flags.json), endpointColumns);
+        } finally {
+          await context.close();
+        }
+      });
+    });
+
+  endpoints
+    .command('enable <id>')
+    .description(
+      'notify a disabled endpoint again (also one disabled by a 410), from the next event on; prints what it missed',
+    )
+    .option('--json', 'print JSON')
+    .action(async (id: string, flags: { json?: boolean }) => {
+      await runAction(Boolean(flags.json), async () => {
+        const context = await openContext({ store: 'existing' });
+        try {
+          const { endpoint, changed, missed } = enableEndpoint(context.store!, endpointId(id));
+          if (flags.json) {
+            printResult({ ...endpointView(endpoint), changed, missed }, true, []);
+            return;
+          }
+          printResult(endpointView(endpoint), false, endpointColumns);
+          if (!changed) {
+            process.stdout.write(`endpoint ${endpoint.id} was enabled already: nothing changed\n`);
+          } else if (missed) {
+            process.stdout.write(
+              `It is sent the events from seq ${endpoint.fromSeq + 1} on. Events ${missed.fromSeq} to ${missed.toSeq} ` +
+                'were not sent while it was disabled; to send them (those it wants):\n' +
+                `  h2h-sync notifications replay --endpoint ${endpoint.id} --from-seq ${missed.fromSeq} --to-seq ${missed.toSeq}\n`,
+            );
+          } else {
+            process.stdout.write(
+              `It is sent the events from seq ${endpoint.fromSeq + 1} on; it missed none.\n`,
+            );
+          }
         } finally {
           await context.close();
         }

@@ -1,11 +1,14 @@
 import { Queue } from 'bullmq';
 import type { Command } from 'commander';
 import { loadConfig, notifySettings } from '../../config/config.js';
+import { NotifyError } from '../../notify/notify-error.js';
 import { NOTIFY_QUEUE, type NotifyJobData } from '../../notify/notify-queue.js';
 import {
   failedNotifications,
   type NotificationFilter,
+  parseSeq,
   parseSince,
+  type ReplayRange,
   replayNotifications,
   retryFailedNotifications,
 } from '../../notify/operations.js';
@@ -131,15 +134,24 @@ export function registerNotificationsCommands(program: Command): void {
     });
 
   withFilter(notifications.command('replay'))
-    .description('send every event since --since again (same webhook-id), delivered or not')
-    .action(async (flags: FilterFlags) => {
+    .description(
+      'send the events since --since and/or from --from-seq (to --to-seq) again (same webhook-id), delivered or not',
+    )
+    .option('--from-seq <n>', 'from this feed seq on (webhook-id evt_<seq>)')
+    .option('--to-seq <n>', 'up to this feed seq (with --from-seq or --since)')
+    .action(async (flags: FilterFlags & { fromSeq?: string; toSeq?: string }) => {
       await runAction(Boolean(flags.json), async () => {
-        if (flags.since === undefined) {
-          throw Object.assign(new Error('give --since ISO: the time from which to send the events again'), {
-            code: 'USAGE',
-          });
+        if (flags.since === undefined && flags.fromSeq === undefined) {
+          throw new NotifyError(
+            'REPLAY_RANGE_MISSING',
+            'give --since ISO or --from-seq N (or both): where in the feed to start sending the events again',
+          );
         }
-        const filter = filterOf(flags);
+        const filter: ReplayRange = {
+          ...filterOf(flags),
+          fromSeq: parseSeq(flags.fromSeq, '--from-seq'),
+          toSeq: parseSeq(flags.toSeq, '--to-seq'),
+        };
         const retries = notifySettings(loadConfig()).retryScheduleMs.length;
         const summary = await withStoreAndQueue((store, queue) =>
           replayNotifications(store, queue, filter, { retries }),

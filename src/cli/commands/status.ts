@@ -2,6 +2,7 @@ import { Queue } from 'bullmq';
 import type { Command } from 'commander';
 import type { Redis } from 'ioredis';
 import { reconcilerSettings } from '../../config/config.js';
+import { type EndpointBacklogView, notificationBacklog } from '../../notify/operations.js';
 import { POLL_REQUEST_QUEUE } from '../../queue/poll-request-queue.js';
 import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE } from '../../queue/webhook-queue.js';
 import type { BudgetUsage } from '../../rate-budget/rate-budget.js';
@@ -52,6 +53,11 @@ export interface StatusReport {
   firstPoll:
     | { learned: true; quantile: number; finalS: number; deliveryS: number; samples: number }
     | { learned: false; delayS: number; reason: string };
+  /**
+   * The shop notifications' backlog, per endpoint (docs/api.md, "Notifications"): events not
+   * yet delivered (nor given up), the oldest one's age, those being retried, those given up.
+   */
+  notifications: EndpointBacklogView[];
 }
 
 /** "3 d 4 h", "2 h 5 min", "42 s". */
@@ -148,6 +154,7 @@ export function registerStatusCommand(program: Command): void {
             blocked: blockedOrders(context.store!, counts),
             audit: auditCoverage(context.store!, reconcilerSettings(context.config).auditWindowMs, now),
             firstPoll: firstPoll(context.store!),
+            notifications: notificationBacklog(context.store!, now),
           };
           // The store answers without Redis; the queue part says why it is missing.
           try {
@@ -251,6 +258,30 @@ function printStatus(report: StatusReport): void {
           `+ delivery ${formatAge(f.deliveryS)} (${f.samples} samples, all products; each product uses its own once it has enough)`
       : `First poll: ${formatAge(f.delayS)} after a change, fixed: ${f.reason}`,
   );
+  if (report.notifications.length > 0) {
+    out.push('Shop notifications:');
+    out.push(
+      renderTable(report.notifications, [
+        { header: 'Endpoint', cell: (e) => `${e.endpointId} ${e.url}` },
+        { header: 'State', cell: (e) => (e.disabledReason ? `${e.state}: ${e.disabledReason}` : e.state) },
+        { header: 'Pending', cell: (e) => e.pending },
+        {
+          header: 'Oldest pending',
+          cell: (e) => (e.oldestPendingAgeS === null ? '-' : formatAge(e.oldestPendingAgeS)),
+        },
+        { header: 'Failing', cell: (e) => e.failing },
+        { header: 'Given up', cell: (e) => e.gaveUp },
+      ]),
+    );
+    if (report.notifications.some((e) => e.gaveUp > 0)) {
+      out.push('Given-up notifications: h2h-sync notifications failed lists them, retry sends them again');
+    }
+    if (report.notifications.some((e) => e.state === 'disabled')) {
+      out.push('A disabled endpoint is sent nothing: h2h-sync endpoints enable ID');
+    }
+  } else {
+    out.push('Shop notifications: no endpoints (h2h-sync endpoints add URL)');
+  }
   if (report.circuit) {
     const c = report.circuit;
     out.push(
