@@ -1,5 +1,8 @@
 import type { Statement } from 'better-sqlite3';
 import type { OrderRows } from './order-rows.js';
+import { type PaceEstimate, paceBucket, quantileOf, sumOf } from './rules/pace-math.js';
+
+export { bucketMs, GROWTH, type PaceEstimate, paceBucket } from './rules/pace-math.js';
 
 /**
  * The upstream's pace, learned from the events that arrive (docs/reconciler.md, "When the first
@@ -23,8 +26,6 @@ export type PaceState = (typeof PACE_STATES)[number];
 const DELIVERY = 'DELIVERY';
 /** The product key of the delivery delay, which does not depend on the product. */
 const ANY_PRODUCT = '*';
-/** How much wider each bucket is than the one before: quantiles within about ±5 %. */
-export const GROWTH = 1.1;
 /** Beyond this many samples (by weight) in one distribution, every weight is halved. */
 export const PACE_MEMORY = 1000;
 /** How long a process keeps an estimate before reading it again. */
@@ -36,42 +37,6 @@ export interface PaceSettings {
   quantile: number;
   /** Samples (by weight) a distribution needs before it is used. */
   minSamples: number;
-}
-
-/** What the upstream's pace says about one product's orders. */
-export interface PaceEstimate {
-  /** The chosen quantile of the time from creation to a final state, in ms. */
-  finalMs: number;
-  /** The median delivery delay of a webhook, in ms (0 until enough webhooks arrived). */
-  deliveryMs: number;
-  /** Samples behind `finalMs`, by weight. */
-  samples: number;
-  /** `product` when the product has enough samples of its own, else `all` (every product together). */
-  scope: 'product' | 'all';
-}
-
-/** The bucket of a duration: 0 for under 1 ms, then ⌈log_GROWTH(ms)⌉. */
-export function paceBucket(ms: number): number {
-  return ms < 1 ? 0 : Math.max(0, Math.ceil(Math.log(ms) / Math.log(GROWTH)));
-}
-
-/** The duration a bucket stands for: its upper bound, so a quantile errs on the late side. */
-export function bucketMs(bucket: number): number {
-  return bucket === 0 ? 1 : GROWTH ** bucket;
-}
-
-type Histogram = Array<{ bucket: number; weight: number }>;
-
-/** The q-quantile of a histogram in bucket order, or null when it holds fewer than `minSamples`. */
-function quantileOf(histogram: Histogram, q: number, minSamples: number): number | null {
-  const total = histogram.reduce((sum, { weight }) => sum + weight, 0);
-  if (total < minSamples || total === 0) return null;
-  let seen = 0;
-  for (const { bucket, weight } of histogram) {
-    seen += weight;
-    if (seen >= q * total) return bucketMs(bucket);
-  }
-  return bucketMs(histogram[histogram.length - 1]!.bucket);
 }
 
 /** The learned pace: {@link record} in the writer's transactions, {@link estimate} for the schedule. */
@@ -187,8 +152,4 @@ export class OrderPace {
       this.#forget.run(key);
     }
   }
-}
-
-function sumOf(histogram: Histogram): number {
-  return histogram.reduce((sum, { weight }) => sum + weight, 0);
 }
