@@ -1,8 +1,15 @@
 import type { Statement } from 'better-sqlite3';
 import type { OrderRows } from './order-rows.js';
-import { type PaceEstimate, paceBucket, quantileOf, sumOf } from './rules/pace-math.js';
+import { type PaceEstimate, type PaceState, paceBucket, quantileOf, sumOf } from './rules/pace-math.js';
 
-export { bucketMs, GROWTH, type PaceEstimate, paceBucket } from './rules/pace-math.js';
+export {
+  bucketMs,
+  GROWTH,
+  PACE_STATES,
+  type PaceEstimate,
+  type PaceState,
+  paceBucket,
+} from './rules/pace-math.js';
 
 /**
  * The upstream's pace, learned from the events that arrive (docs/reconciler.md, "When the first
@@ -19,9 +26,6 @@ export { bucketMs, GROWTH, type PaceEstimate, paceBucket } from './rules/pace-ma
  * halved, so the estimate follows an upstream whose pace changes.
  */
 
-/** The states whose time from creation is learned; SUCCESS and FAILED together make "final". */
-export const PACE_STATES = ['PROCESSING', 'SUCCESS', 'FAILED'] as const;
-export type PaceState = (typeof PACE_STATES)[number];
 /** The pseudo-state of a webhook's delivery delay (its event's time to its arrival), for every product. */
 const DELIVERY = 'DELIVERY';
 /** The product key of the delivery delay, which does not depend on the product. */

@@ -57,6 +57,8 @@ export class PollSchedule {
   /** The upstream's learned pace, which the writer feeds and the first poll reads. */
   readonly pace: OrderPace;
   readonly #rows: OrderRows;
+  /** The rules' pace input: the estimate of a product, read only when a first poll is computed. */
+  readonly #paceOf = (productCode: string | null) => this.pace.estimate(productCode);
   readonly #due: Statement<[number, number], OrderRow>;
   readonly #claimable: Statement<[number, number, number], OrderRow>;
   readonly #setLease: Statement<[number, number]>;
@@ -178,9 +180,7 @@ export class PollSchedule {
     changed: boolean,
     now: number,
   ): PollingColumns {
-    return afterChange(this.settings, next, current, changed, now, () =>
-      this.pace.estimate(next.product_code),
-    );
+    return afterChange(this.settings, next, current, changed, now, this.#paceOf);
   }
 
   /**
@@ -295,15 +295,13 @@ export class PollSchedule {
    * - else (pace off, or too few samples yet) `firstPollDelayMs` from now.
    */
   firstPollAt(row: FirstPollFields, now: number): number {
-    return firstPollAt(this.settings, row, now, () => this.pace.estimate(row.product_code));
+    return firstPollAt(this.settings, row, now, this.#paceOf);
   }
 
   #recordPoll(ref: string, outcome: PollOutcome): LocalOrder {
     const now = this.#rows.now();
     const current = this.#rows.mustFind(ref);
-    const record = planPollRecord(this.settings, current, outcome, now, () =>
-      this.pace.estimate(current.product_code),
-    );
+    const record = planPollRecord(this.settings, current, outcome, now, this.#paceOf);
     this.#writePoll.run(record);
     return toLocalOrder({ ...current, ...record });
   }

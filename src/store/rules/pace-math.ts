@@ -4,6 +4,10 @@
  * histograms in its own table and reads them back through these functions.
  */
 
+/** The states whose time from creation is learned; SUCCESS and FAILED together make "final". */
+export const PACE_STATES = ['PROCESSING', 'SUCCESS', 'FAILED'] as const;
+export type PaceState = (typeof PACE_STATES)[number];
+
 /** How much wider each bucket is than the one before: quantiles within about ±5 %. */
 export const GROWTH = 1.1;
 

@@ -36,13 +36,15 @@ export type ScheduleRuleSettings = Pick<
 
 /**
  * The pace estimate of the order's product (null: none learned, or pace off), or a function that
- * reads it. A function is called only when a first poll is computed, so a store whose estimate
- * is a cached read does not read it for writes that do not need it.
+ * reads a product's. The function is called only when a first poll is computed, with the product
+ * of the order as written, so a store whose estimate is a cached read (SQLite's `OrderPace`) reads
+ * it exactly when it did before the rules moved here; a caller that must read it beforehand (an
+ * async backend) passes the value.
  */
-export type PaceInput = PaceEstimate | null | (() => PaceEstimate | null);
+export type PaceInput = PaceEstimate | null | ((productCode: string | null) => PaceEstimate | null);
 
-function paceOf(pace: PaceInput): PaceEstimate | null {
-  return typeof pace === 'function' ? pace() : pace;
+function paceOf(pace: PaceInput, productCode: string | null): PaceEstimate | null {
+  return typeof pace === 'function' ? pace(productCode) : pace;
 }
 
 /** What the first poll of an order depends on: its product's pace, counted from its local creation. */
@@ -125,7 +127,7 @@ export function firstPollAt(
   now: number,
   pace: PaceInput,
 ): number {
-  const estimate = paceOf(pace);
+  const estimate = paceOf(pace, row.product_code);
   if (!estimate) return now + settings.firstPollDelayMs;
   const { firstPollMinMs = 0, firstPollMaxMs = Number.POSITIVE_INFINITY } = settings;
   const overdueAt = Math.round(row.local_created_at + estimate.finalMs + estimate.deliveryMs);
