@@ -1,6 +1,12 @@
 import type { Statement } from 'better-sqlite3';
 import type { OrderRows } from './order-rows.js';
-import { type PaceEstimate, type PaceState, paceBucket, quantileOf, sumOf } from './rules/pace-math.js';
+import {
+  estimatePace,
+  type PaceEstimate,
+  type PaceSettings,
+  type PaceState,
+  paceBucket,
+} from './rules/pace-math.js';
 
 export {
   bucketMs,
@@ -34,14 +40,6 @@ const ANY_PRODUCT = '*';
 export const PACE_MEMORY = 1000;
 /** How long a process keeps an estimate before reading it again. */
 const ESTIMATE_TTL_MS = 5000;
-
-/** The settings of the estimate (config: `RECONCILE_FIRST_POLL_QUANTILE`, `RECONCILE_PACE_MIN_SAMPLES`). */
-export interface PaceSettings {
-  /** The quantile of the time to a final state the first poll waits for (0 < q < 1). */
-  quantile: number;
-  /** Samples (by weight) a distribution needs before it is used. */
-  minSamples: number;
-}
 
 /** The learned pace: {@link record} in the writer's transactions, {@link estimate} for the schedule. */
 export class OrderPace {
@@ -130,19 +128,11 @@ export class OrderPace {
   }
 
   #read(productCode: string | null): PaceEstimate | null {
-    const { quantile, minSamples } = this.settings!;
-    const delivery = quantileOf(this.#delivery.all(), 0.5, minSamples) ?? 0;
-    if (productCode !== null) {
-      const own = this.#finalOf.all(productCode);
-      const finalMs = quantileOf(own, quantile, minSamples);
-      if (finalMs !== null) {
-        return { finalMs, deliveryMs: delivery, samples: sumOf(own), scope: 'product' };
-      }
-    }
-    const all = this.#finalOfAll.all();
-    const finalMs = quantileOf(all, quantile, minSamples);
-    if (finalMs === null) return null;
-    return { finalMs, deliveryMs: delivery, samples: sumOf(all), scope: 'all' };
+    return estimatePace(this.settings!, {
+      delivery: this.#delivery.all(),
+      own: productCode === null ? null : this.#finalOf.all(productCode),
+      all: () => this.#finalOfAll.all(),
+    });
   }
 
   #record(product: string, state: string, ms: number): void {

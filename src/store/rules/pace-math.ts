@@ -52,3 +52,33 @@ export function quantileOf(histogram: Histogram, q: number, minSamples: number):
   }
   return bucketMs(histogram[histogram.length - 1]!.bucket);
 }
+
+/** The settings of the estimate (config: `RECONCILE_FIRST_POLL_QUANTILE`, `RECONCILE_PACE_MIN_SAMPLES`). */
+export interface PaceSettings {
+  /** The quantile of the time to a final state the first poll waits for (0 < q < 1). */
+  quantile: number;
+  /** Samples (by weight) a distribution needs before it is used. */
+  minSamples: number;
+}
+
+/**
+ * The pace of a product's orders from its histograms: its own time to a final state (`own`,
+ * SUCCESS and FAILED together; null for a product-less order) once it holds `minSamples`, else
+ * every product's together (`all`, or a function that reads it: called only when `own` is not
+ * enough), else null; with the median webhook delivery delay (0 until `minSamples` arrived).
+ */
+export function estimatePace(
+  { quantile, minSamples }: PaceSettings,
+  histograms: { delivery: Histogram; own: Histogram | null; all: Histogram | (() => Histogram) },
+): PaceEstimate | null {
+  const delivery = quantileOf(histograms.delivery, 0.5, minSamples) ?? 0;
+  const { own } = histograms;
+  if (own !== null) {
+    const finalMs = quantileOf(own, quantile, minSamples);
+    if (finalMs !== null) return { finalMs, deliveryMs: delivery, samples: sumOf(own), scope: 'product' };
+  }
+  const all = typeof histograms.all === 'function' ? histograms.all() : histograms.all;
+  const finalMs = quantileOf(all, quantile, minSamples);
+  if (finalMs === null) return null;
+  return { finalMs, deliveryMs: delivery, samples: sumOf(all), scope: 'all' };
+}
