@@ -1,8 +1,15 @@
 import type { Statement } from 'better-sqlite3';
 import type { PublicBalance } from '../catalog/public-catalog.js';
 import type { ChangeFeed } from './feed.js';
-import type { OrderRow } from './local-order.js';
 import type { OrderRows } from './order-rows.js';
+import {
+  type AccountedOrder,
+  accountingOf,
+  balanceView,
+  type LedgerRow,
+  ledgerEntry,
+  lowBalanceChange,
+} from './rules/balance-rules.js';
 
 /**
  * The balance without spending budget (docs/api.md, "Balance"): the `member_balance` of the last
@@ -11,27 +18,8 @@ import type { OrderRows } from './order-rows.js';
  * says the upstream debits and credits. The order writer calls {@link BalanceLedger.afterOrderWrite}
  * in the transaction of each order write, so the accounting never misses or repeats an order;
  * `balance.low` is appended in that same transaction, once each time the balance falls under
- * the threshold.
+ * the threshold. The accounting's rules are pure, in rules/balance-rules.ts.
  */
-
-interface LedgerRow {
-  profile_balance: number;
-  profile_read_at: number;
-  debited: number;
-  credited: number;
-  unpriced: number;
-  low_alerted: number;
-}
-
-/** Statuses whose amount decisions.md says is credited back. */
-const CREDITED_STATUSES: ReadonlySet<string | null> = new Set(['FAILED', 'REFUNDED']);
-
-/** The order fields the accounting reads. */
-type AccountedOrder = Pick<
-  OrderRow,
-  'submission_state' | 'status' | 'amount' | 'product_code' | 'product_id'
->;
-
 export class BalanceLedger {
   readonly #rows: OrderRows;
   readonly #feed: ChangeFeed;
@@ -91,16 +79,11 @@ export class BalanceLedger {
    * `unpriced_orders`. Nothing before the first profile read.
    */
   afterOrderWrite(current: AccountedOrder | null, next: AccountedOrder): void {
-    const accepted = next.submission_state === 'accepted' && current?.submission_state !== 'accepted';
-    const credited = CREDITED_STATUSES.has(next.status) && !CREDITED_STATUSES.has(current?.status ?? null);
-    if (!accepted && !credited) return;
+    const accounting = accountingOf(current, next);
+    if (!accounting.accepted && !accounting.credited) return;
     if (!this.#get.get()) return;
     const price = next.amount ?? this.#price.get(next.product_code, next.product_id)?.price ?? null;
-    this.#account.run({
-      debit: accepted && price !== null ? price : 0,
-      credit: credited && price !== null ? price : 0,
-      unpriced: accepted && price === null ? 1 : 0,
-    });
+    this.#account.run(ledgerEntry(accounting, price));
     this.#checkLow();
   }
 
@@ -110,36 +93,16 @@ export class BalanceLedger {
     const row = this.#get.get();
     if (!row) return;
     const view = this.#toPublic(row);
-    const below = view.balance! < this.lowThreshold;
-    if (below && row.low_alerted === 0) {
+    const change = lowBalanceChange(view.balance!, this.lowThreshold, row.low_alerted === 1);
+    if (change === 'alert') {
       this.#setAlerted.run(1);
       this.#feed.appendOther('balance.low', view, this.#rows.now());
-    } else if (!below && row.low_alerted === 1) {
+    } else if (change === 'clear') {
       this.#setAlerted.run(0);
     }
   }
 
   #toPublic(row: LedgerRow | undefined): PublicBalance {
-    const low_threshold = this.lowThreshold === 0 ? null : this.lowThreshold;
-    if (!row) {
-      return {
-        balance: null,
-        profile_balance: null,
-        profile_read_at: null,
-        debited: 0,
-        credited: 0,
-        unpriced_orders: 0,
-        low_threshold,
-      };
-    }
-    return {
-      balance: row.profile_balance - row.debited + row.credited,
-      profile_balance: row.profile_balance,
-      profile_read_at: new Date(row.profile_read_at).toISOString(),
-      debited: row.debited,
-      credited: row.credited,
-      unpriced_orders: row.unpriced,
-      low_threshold,
-    };
+    return balanceView(row, this.lowThreshold);
   }
 }

@@ -1,5 +1,21 @@
 import type { Statement } from 'better-sqlite3';
 import type { OrderRows } from './order-rows.js';
+import {
+  estimatePace,
+  type PaceEstimate,
+  type PaceSettings,
+  type PaceState,
+  paceBucket,
+} from './rules/pace-math.js';
+
+export {
+  bucketMs,
+  GROWTH,
+  PACE_STATES,
+  type PaceEstimate,
+  type PaceState,
+  paceBucket,
+} from './rules/pace-math.js';
 
 /**
  * The upstream's pace, learned from the events that arrive (docs/reconciler.md, "When the first
@@ -16,63 +32,14 @@ import type { OrderRows } from './order-rows.js';
  * halved, so the estimate follows an upstream whose pace changes.
  */
 
-/** The states whose time from creation is learned; SUCCESS and FAILED together make "final". */
-export const PACE_STATES = ['PROCESSING', 'SUCCESS', 'FAILED'] as const;
-export type PaceState = (typeof PACE_STATES)[number];
 /** The pseudo-state of a webhook's delivery delay (its event's time to its arrival), for every product. */
 const DELIVERY = 'DELIVERY';
 /** The product key of the delivery delay, which does not depend on the product. */
 const ANY_PRODUCT = '*';
-/** How much wider each bucket is than the one before: quantiles within about ±5 %. */
-export const GROWTH = 1.1;
 /** Beyond this many samples (by weight) in one distribution, every weight is halved. */
 export const PACE_MEMORY = 1000;
 /** How long a process keeps an estimate before reading it again. */
 const ESTIMATE_TTL_MS = 5000;
-
-/** The settings of the estimate (config: `RECONCILE_FIRST_POLL_QUANTILE`, `RECONCILE_PACE_MIN_SAMPLES`). */
-export interface PaceSettings {
-  /** The quantile of the time to a final state the first poll waits for (0 < q < 1). */
-  quantile: number;
-  /** Samples (by weight) a distribution needs before it is used. */
-  minSamples: number;
-}
-
-/** What the upstream's pace says about one product's orders. */
-export interface PaceEstimate {
-  /** The chosen quantile of the time from creation to a final state, in ms. */
-  finalMs: number;
-  /** The median delivery delay of a webhook, in ms (0 until enough webhooks arrived). */
-  deliveryMs: number;
-  /** Samples behind `finalMs`, by weight. */
-  samples: number;
-  /** `product` when the product has enough samples of its own, else `all` (every product together). */
-  scope: 'product' | 'all';
-}
-
-/** The bucket of a duration: 0 for under 1 ms, then ⌈log_GROWTH(ms)⌉. */
-export function paceBucket(ms: number): number {
-  return ms < 1 ? 0 : Math.max(0, Math.ceil(Math.log(ms) / Math.log(GROWTH)));
-}
-
-/** The duration a bucket stands for: its upper bound, so a quantile errs on the late side. */
-export function bucketMs(bucket: number): number {
-  return bucket === 0 ? 1 : GROWTH ** bucket;
-}
-
-type Histogram = Array<{ bucket: number; weight: number }>;
-
-/** The q-quantile of a histogram in bucket order, or null when it holds fewer than `minSamples`. */
-function quantileOf(histogram: Histogram, q: number, minSamples: number): number | null {
-  const total = histogram.reduce((sum, { weight }) => sum + weight, 0);
-  if (total < minSamples || total === 0) return null;
-  let seen = 0;
-  for (const { bucket, weight } of histogram) {
-    seen += weight;
-    if (seen >= q * total) return bucketMs(bucket);
-  }
-  return bucketMs(histogram[histogram.length - 1]!.bucket);
-}
 
 /** The learned pace: {@link record} in the writer's transactions, {@link estimate} for the schedule. */
 export class OrderPace {
@@ -161,19 +128,11 @@ export class OrderPace {
   }
 
   #read(productCode: string | null): PaceEstimate | null {
-    const { quantile, minSamples } = this.settings!;
-    const delivery = quantileOf(this.#delivery.all(), 0.5, minSamples) ?? 0;
-    if (productCode !== null) {
-      const own = this.#finalOf.all(productCode);
-      const finalMs = quantileOf(own, quantile, minSamples);
-      if (finalMs !== null) {
-        return { finalMs, deliveryMs: delivery, samples: sumOf(own), scope: 'product' };
-      }
-    }
-    const all = this.#finalOfAll.all();
-    const finalMs = quantileOf(all, quantile, minSamples);
-    if (finalMs === null) return null;
-    return { finalMs, deliveryMs: delivery, samples: sumOf(all), scope: 'all' };
+    return estimatePace(this.settings!, {
+      delivery: this.#delivery.all(),
+      own: productCode === null ? null : this.#finalOf.all(productCode),
+      all: () => this.#finalOfAll.all(),
+    });
   }
 
   #record(product: string, state: string, ms: number): void {
@@ -187,8 +146,4 @@ export class OrderPace {
       this.#forget.run(key);
     }
   }
-}
-
-function sumOf(histogram: Histogram): number {
-  return histogram.reduce((sum, { weight }) => sum + weight, 0);
 }

@@ -1,60 +1,29 @@
 import type { Statement, Transaction } from 'better-sqlite3';
-import { type PublicOrder, samePublicOrder, toPublicOrder } from '../orders/public-order.js';
-import {
-  decideSnapshot,
-  isFinalStatus,
-  isKnownStatus,
-  type Order,
-  type OrderData,
-  type OrderStatus,
-  partnerRefProblem,
-  type SnapshotVerdict,
-} from '../upstream/model.js';
+import type { Order } from '../upstream/model.js';
 import { type OrderSnapshot, readOrderSnapshot } from '../upstream/order-snapshot.js';
 import type { BalanceLedger } from './balance.js';
-import type { ChangeFeed, OrderEventType } from './feed.js';
-import {
-  type EventReason,
-  type EventSource,
-  type LocalOrder,
-  type OrderEventRow,
-  type OrderRow,
-  type SubmissionState,
-  toLocalOrder,
-} from './local-order.js';
+import type { ChangeFeed } from './feed.js';
+import { type EventReason, type LocalOrder, type OrderRow, toLocalOrder } from './local-order.js';
+import type { OrderPace } from './order-pace.js';
 import type { OrderRows } from './order-rows.js';
 import type { PollSchedule } from './poll-schedule.js';
+import {
+  type ApplyOptions,
+  type CreateLocalOrderInput,
+  type FeedChange,
+  type NewEventRow,
+  type NewOrderRow,
+  ORDER_COLUMNS,
+  type PaceSample,
+  planApply,
+  planLocalOrder,
+  planSettlement,
+  type SubmissionOutcome,
+} from './rules/apply-plan.js';
+import type { PaceInput } from './rules/poll-rules.js';
 import { StoreError } from './store-error.js';
 
-export interface CreateLocalOrderInput {
-  /** The idempotency key sent upstream: 1 to 64 characters ({@link partnerRefProblem}). */
-  partnerRef: string;
-  productCode?: string;
-  productId?: string;
-  /** The target data sent upstream. */
-  data: OrderData;
-  callbackUrl?: string;
-  /**
-   * Queue it for the submission pump (submission `queued`: the shop API's orders, sent in arrival
-   * order as the budget allows) instead of submitting it now (`pending`). Default: false.
-   */
-  queued?: boolean;
-}
-
-export interface ApplyOptions {
-  source: EventSource;
-  /** The webhook event id (or another dedupe key): a (source, eventId) pair applies once, ever. */
-  eventId?: string;
-  /** What to keep in the audit trail. Default: the snapshot itself. */
-  payload?: unknown;
-  /** When the event reached us, in ms. Default: now. */
-  receivedAt?: number;
-  /**
-   * When the upstream reached the state the snapshot shows, in ms, if the source says (a
-   * webhook's `created_at`): with `receivedAt`, it teaches the store the upstream's pace.
-   */
-  occurredAt?: number;
-}
+export type { ApplyOptions, CreateLocalOrderInput } from './rules/apply-plan.js';
 
 export interface ApplyResult {
   order: LocalOrder;
@@ -67,95 +36,14 @@ export interface ApplyResult {
   created: boolean;
 }
 
-/** Upstream facts that a snapshot carries and an order keeps once known. */
-const KEPT_FIELDS = [
-  'invoice_number',
-  'amount',
-  'target',
-  'product_name',
-  'product_code',
-  'serial_number',
-  'nickname',
-  'created_at',
-  'success_at',
-] as const;
-
-const ROW_COLUMNS = [
-  'partner_ref',
-  'invoice_number',
-  'product_code',
-  'product_id',
-  'target_data',
-  'callback_url',
-  'amount',
-  'status',
-  'upstream_status',
-  'serial_number',
-  'nickname',
-  'message',
-  'target',
-  'product_name',
-  'created_at',
-  'success_at',
-  'local_created_at',
-  'updated_at',
-  'submission_state',
-  'rejection_code',
-  'rejection_detail',
-  'blocked_code',
-  'blocked_detail',
-  'last_polled_at',
-  'next_poll_at',
-  'poll_count',
-  'stuck_at',
-  'final_at',
-  'version',
-] as const satisfies readonly (keyof OrderRow)[];
-
-type NewOrderRow = Omit<OrderRow, 'id'>;
-type NewEventRow = Omit<OrderEventRow, 'id'>;
-
-/** A new order that nothing is known of yet but its reference, submission state and time. */
-function newOrderRow(partnerRef: string, now: number, submission: SubmissionState): NewOrderRow {
-  return {
-    partner_ref: partnerRef,
-    invoice_number: null,
-    product_code: null,
-    product_id: null,
-    target_data: null,
-    callback_url: null,
-    amount: null,
-    status: null,
-    upstream_status: null,
-    serial_number: null,
-    nickname: null,
-    message: null,
-    target: null,
-    product_name: null,
-    created_at: null,
-    success_at: null,
-    local_created_at: now,
-    updated_at: now,
-    submission_state: submission,
-    rejection_code: null,
-    rejection_detail: null,
-    blocked_code: null,
-    blocked_detail: null,
-    last_polled_at: null,
-    next_poll_at: null,
-    poll_count: 0,
-    stuck_at: null,
-    final_at: null,
-    version: 0,
-  };
-}
-
 /**
  * The only writer of order state: the orders themselves and their audit trail (`order_events`).
  * Every change to an order's status goes through {@link OrderWriter.applyOrderSnapshot},
  * whatever its source; the create call's other outcomes are recorded by {@link markRejected},
- * {@link markBlocked} and {@link markSubmissionUnknown}. Each write asks the {@link PollSchedule}, in the same
- * transaction, when the order is to be polled next.
+ * {@link markBlocked} and {@link markSubmissionUnknown}. What each write does (the state machine's
+ * verdict, the merged row, its schedule, its feed event, its audit row, its pace samples) is
+ * planned by the pure functions of rules/apply-plan.ts; this class finds the rows, asks for the
+ * plan and carries it out in one transaction.
  */
 export class OrderWriter {
   readonly #rows: OrderRows;
@@ -165,6 +53,8 @@ export class OrderWriter {
   readonly #insertOrder: Statement<[NewOrderRow]>;
   readonly #insertOrderIfNew: Statement<[NewOrderRow]>;
   readonly #updateOrder: Statement<[OrderRow]>;
+  /** The rules' pace input: the estimate of a product, read only when a first poll is computed. */
+  readonly #paceOf: PaceInput = (productCode) => this.#schedule.pace.estimate(productCode);
   readonly #eventByKey: Statement<[string, string], { partner_ref: string }>;
   readonly #insertEvent: Statement<[NewEventRow]>;
   readonly #applyTx: Transaction<
@@ -179,14 +69,14 @@ export class OrderWriter {
     this.#feed = feed;
     this.#ledger = ledger;
     const { db } = rows;
-    const columns = ROW_COLUMNS.join(', ');
-    const values = ROW_COLUMNS.map((c) => `@${c}`).join(', ');
+    const columns = ORDER_COLUMNS.join(', ');
+    const values = ORDER_COLUMNS.map((c) => `@${c}`).join(', ');
     this.#insertOrder = db.prepare(`INSERT INTO orders (${columns}) VALUES (${values})`);
     this.#insertOrderIfNew = db.prepare(
       `INSERT INTO orders (${columns}) VALUES (${values}) ON CONFLICT (partner_ref) DO NOTHING`,
     );
     this.#updateOrder = db.prepare(
-      `UPDATE orders SET ${ROW_COLUMNS.map((c) => `${c} = @${c}`).join(', ')} WHERE id = @id`,
+      `UPDATE orders SET ${ORDER_COLUMNS.map((c) => `${c} = @${c}`).join(', ')} WHERE id = @id`,
     );
     this.#eventByKey = db.prepare('SELECT partner_ref FROM order_events WHERE source = ? AND event_id = ?');
     this.#insertEvent = db.prepare(
@@ -210,18 +100,11 @@ export class OrderWriter {
    * before the create answer is still resolved by the reconciler.
    */
   createLocalOrder(input: CreateLocalOrderInput): { order: LocalOrder; created: boolean } {
-    const { partnerRef } = input;
-    const problem = partnerRefProblem(partnerRef);
-    if (problem) throw new StoreError('INVALID_PARTNER_REF', problem);
-    const now = this.#rows.now();
-    const row: NewOrderRow = {
-      ...newOrderRow(partnerRef, now, input.queued ? 'queued' : 'pending'),
-      product_code: input.productCode ?? null,
-      product_id: input.productId ?? null,
-      target_data: JSON.stringify(input.data),
-      callback_url: input.callbackUrl ?? null,
-    };
-    return this.#rows.write(this.#createTx, this.#withSchedule(row, null, true, now));
+    const row = planLocalOrder(input, this.#rows.now(), {
+      schedule: this.#schedule.settings,
+      pace: this.#paceOf,
+    });
+    return this.#rows.write(this.#createTx, row);
   }
 
   /**
@@ -286,204 +169,48 @@ export class OrderWriter {
       }
     }
 
-    const current = this.#rows.find(fields.partner_ref, fields.invoice_number);
-    let row: OrderRow;
-    let verdict: SnapshotVerdict;
-    let created = false;
-    if (!current) {
-      if (fields.partner_ref === null) {
-        throw new StoreError(
-          'INVALID_SNAPSHOT',
-          `order ${fields.invoice_number} is unknown locally and its snapshot has no partner_ref: park the event`,
-        );
-      }
-      verdict = decideSnapshot({ status: null, serial_number: null }, fields);
-      const fresh = this.#withSchedule(this.#newRowFrom(fields, now), null, verdict.apply, now);
-      this.#publish(null, fresh, now);
-      const id = Number(this.#insertOrder.run(fresh).lastInsertRowid);
-      row = { ...fresh, id };
-      created = true;
-    } else {
-      verdict = decideSnapshot(
-        { status: current.status as OrderStatus | null, serial_number: current.serial_number },
-        fields,
-      );
-      row = this.#withSchedule(this.#merge(current, fields, verdict), current, verdict.apply, now);
-      this.#publish(current, row, now);
-      if (ROW_COLUMNS.some((c) => row[c] !== current[c])) {
-        row.updated_at = now;
-        this.#updateOrder.run(row);
-      }
-    }
-
-    const changed = created || verdict.apply;
-    this.#ledger.afterOrderWrite(current ?? null, row);
-    this.#learnPace(row, current?.status ?? null, fields, verdict.apply, options);
-    this.#insertEvent.run({
-      partner_ref: row.partner_ref,
-      source: options.source,
-      event_id: eventId,
-      status: fields.status,
-      payload: JSON.stringify(options.payload ?? snapshot),
-      received_at: options.receivedAt ?? now,
-      applied_at: now,
-      changed: changed ? 1 : 0,
-      reason: verdict.reason,
+    const current = this.#rows.find(fields.partner_ref, fields.invoice_number) ?? null;
+    const plan = planApply({
+      current,
+      snapshot,
+      fields,
+      options,
+      now,
+      schedule: this.#schedule.settings,
+      pace: this.#paceOf,
     });
-    return { order: toLocalOrder(row), changed, reason: verdict.reason, duplicate: false, created };
-  }
-
-  /**
-   * Feeds the upstream's pace (order-pace.ts) from an applied event: the time from the order's
-   * upstream creation to a new PROCESSING, SUCCESS or FAILED (SUCCESS by its `success_at`, the
-   * others by the webhook's event time; a poll that finds them says nothing of when), once per
-   * order and state; and, for a webhook, its delivery delay.
-   */
-  #learnPace(
-    row: OrderRow,
-    previous: string | null,
-    fields: OrderSnapshot,
-    applied: boolean,
-    options: ApplyOptions,
-  ): void {
-    const { pace } = this.#schedule;
-    const { occurredAt, receivedAt, source } = options;
-    if (source === 'webhook' && occurredAt !== undefined && receivedAt !== undefined) {
-      pace.recordDelivery(receivedAt - occurredAt);
-    }
-    const state = row.status;
-    if (
-      !applied ||
-      state === previous ||
-      (state !== 'PROCESSING' && state !== 'SUCCESS' && state !== 'FAILED')
-    ) {
-      return;
-    }
-    const reachedAt =
-      state === 'SUCCESS' && fields.success_at !== null ? Date.parse(fields.success_at) : occurredAt;
-    if (reachedAt === undefined || row.created_at === null) return;
-    pace.recordStateReached(row.product_code, state, reachedAt - Date.parse(row.created_at));
-  }
-
-  #newRowFrom(fields: OrderSnapshot, now: number): OrderRow {
-    const row: OrderRow = { id: 0, ...newOrderRow(fields.partner_ref!, now, 'accepted') };
-    for (const field of KEPT_FIELDS) (row[field] as unknown) = fields[field];
-    row.status = isKnownStatus(fields.status) ? fields.status : null;
-    row.upstream_status = fields.status;
-    row.message = fields.message;
-    return row;
-  }
-
-  /** The order after a snapshot, before scheduling. Any snapshot proves the upstream has it. */
-  #merge(current: OrderRow, fields: OrderSnapshot, verdict: { apply: boolean; reason: string }): OrderRow {
-    const next: OrderRow = {
-      ...current,
-      submission_state: 'accepted',
-      rejection_code: null,
-      rejection_detail: null,
-      blocked_code: null,
-      blocked_detail: null,
-    };
-    if (verdict.apply) {
-      next.status = fields.status;
-      next.upstream_status = fields.status;
-      // `message` belongs to the state (a reason on FAILED/REFUNDED, null otherwise); the other
-      // facts never go back to null upstream, so a snapshot missing one keeps what we know.
-      next.message = fields.message;
-      for (const field of KEPT_FIELDS) (next[field] as unknown) = fields[field] ?? current[field];
-    } else if (verdict.reason === 'unknown_status') {
-      next.upstream_status = fields.status;
-      for (const field of KEPT_FIELDS) (next[field] as unknown) = current[field] ?? fields[field];
-    }
-    return next;
-  }
-
-  /**
-   * The change feed's part of a write (feed.ts): when the order's public representation changed
-   * (or a new order is known to the upstream), its version goes up by one and the event of the
-   * change is appended, in the write's own transaction. The type says what changed: the upstream
-   * took the order (`order.submitted`), refused it (`order.rejected`) or our configuration
-   * (`order.blocked`); anything else, a status, a serial, an unknown submission, is
-   * `order.updated`. An order written locally before its submission has no event yet (version 0).
-   */
-  #publish(current: OrderRow | null, next: NewOrderRow, now: number): void {
-    const version = (current?.version ?? 0) + 1;
-    const after = toPublicOrder({ ...next, version, updated_at: now });
-    const type = changeType(current, next.submission_state, after);
-    if (type === null) return;
-    next.version = version;
-    next.updated_at = now;
-    this.#feed.append(type, after, now);
-  }
-
-  /** The order after a write: `final_at` the first time it is final, then the schedule's columns. */
-  #withSchedule<R extends NewOrderRow>(next: R, current: OrderRow | null, changed: boolean, now: number): R {
-    if (next.status !== null && isFinalStatus(next.status)) next.final_at = current?.final_at ?? now;
-    return Object.assign(next, this.#schedule.afterChange(next, current, changed, now));
+    const { row } = plan;
+    this.#append(plan.feed, now);
+    if (plan.write === 'insert') row.id = Number(this.#insertOrder.run(row).lastInsertRowid);
+    else if (plan.write === 'update') this.#updateOrder.run(row);
+    this.#ledger.afterOrderWrite(current, row);
+    this.#learnPace(plan.pace);
+    this.#insertEvent.run(plan.event);
+    const { changed, reason, created } = plan;
+    return { order: toLocalOrder(row), changed, reason, duplicate: false, created };
   }
 
   #settleSubmission(ref: string, outcome: SubmissionOutcome): LocalOrder {
     const now = this.#rows.now();
-    const current = this.#rows.mustFind(ref);
-    const open = OPEN_SUBMISSIONS.has(current.submission_state);
-    const row: OrderRow = { ...current };
-    if (open) {
-      Object.assign(row, {
-        submission_state: outcome.state,
-        rejection_code: outcome.state === 'rejected' ? outcome.code : null,
-        rejection_detail: outcome.state === 'rejected' ? outcome.detail : null,
-        blocked_code: outcome.state === 'blocked' ? outcome.code : null,
-        blocked_detail: outcome.state === 'blocked' ? outcome.detail : null,
-        updated_at: now,
-      });
-      Object.assign(row, this.#schedule.afterSubmissionOutcome(row, now));
-      this.#publish(current, row, now);
-      this.#updateOrder.run(row);
+    const plan = planSettlement(this.#rows.mustFind(ref), outcome, now);
+    if (plan.update) {
+      this.#append(plan.feed, now);
+      this.#updateOrder.run(plan.row);
     }
-    this.#insertEvent.run({
-      partner_ref: row.partner_ref,
-      source: 'create',
-      event_id: null,
-      status: null,
-      payload: JSON.stringify(outcome),
-      received_at: now,
-      applied_at: now,
-      changed: open ? 1 : 0,
-      reason: open ? OUTCOME_REASON[outcome.state] : 'submission_settled',
-    });
-    return toLocalOrder(row);
+    this.#insertEvent.run(plan.event);
+    return toLocalOrder(plan.row);
+  }
+
+  #append(change: FeedChange | null, now: number): void {
+    if (change) this.#feed.append(change.type, change.order, now);
+  }
+
+  /** Records a plan's pace samples (order-pace.ts), in the write's transaction. */
+  #learnPace(samples: readonly PaceSample[]): void {
+    const pace: OrderPace = this.#schedule.pace;
+    for (const sample of samples) {
+      if (sample.kind === 'delivery') pace.recordDelivery(sample.ms);
+      else pace.recordStateReached(sample.productCode, sample.state, sample.ms);
+    }
   }
 }
-
-/**
- * The feed event of a write from `current` (null: a new row) to an order whose submission is
- * `submission` and whose public representation is `after`, or null when a reader sees no change.
- */
-function changeType(
-  current: OrderRow | null,
-  submission: SubmissionState,
-  after: PublicOrder,
-): OrderEventType | null {
-  if (current === null && (submission === 'pending' || submission === 'queued')) return null;
-  if (current !== null && samePublicOrder(toPublicOrder(current), after)) return null;
-  if (submission !== current?.submission_state) {
-    if (submission === 'accepted') return 'order.submitted';
-    if (submission === 'rejected') return 'order.rejected';
-    if (submission === 'blocked') return 'order.blocked';
-  }
-  return 'order.updated';
-}
-
-/** What the create call said, when it did not answer with an order. */
-type SubmissionOutcome =
-  | { state: 'rejected' | 'blocked'; code: string; detail: string }
-  | { state: 'unknown' };
-
-/** Submissions a create outcome can still settle: the upstream has neither confirmed nor rejected them. */
-const OPEN_SUBMISSIONS: ReadonlySet<SubmissionState> = new Set(['queued', 'pending', 'unknown', 'blocked']);
-
-const OUTCOME_REASON: Record<SubmissionOutcome['state'], EventReason> = {
-  rejected: 'rejected',
-  unknown: 'submission_unknown',
-  blocked: 'blocked',
-};

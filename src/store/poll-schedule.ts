@@ -1,33 +1,23 @@
 import type { Statement, Transaction } from 'better-sqlite3';
-import type { ReconcilerSettings } from '../config/config.js';
-import { isFinalStatus } from '../upstream/model.js';
 import { type LocalOrder, type OrderRow, toLocalOrder } from './local-order.js';
 import { OrderPace } from './order-pace.js';
 import type { OrderRows } from './order-rows.js';
+import {
+  afterChange,
+  afterSubmissionOutcome,
+  checkScheduleSettings,
+  type FirstPollFields,
+  firstPollAt,
+  isSettled,
+  type PollingColumns,
+  type PollOutcome,
+  type PollRecord,
+  type PollScheduleSettings,
+  planPollRecord,
+  type SettledFields,
+} from './rules/poll-rules.js';
 
-/**
- * The settings of the schedule, in ms, as `reconcilerSettings(config)` gives them (defaults in
- * the config schema: `RECONCILE_FIRST_POLL_DELAY_S`, `RECONCILE_BACKOFF_S`,
- * `RECONCILE_STUCK_AFTER_H`, `RECONCILE_LEASE_S`, the audit's `RECONCILE_AUDIT_WINDOW_D` and
- * `RECONCILE_AUDIT_EVERY_S`, and the learned first poll's `RECONCILE_FIRST_POLL_QUANTILE`,
- * `_MIN_S`, `_MAX_S` and `RECONCILE_PACE_MIN_SAMPLES`). Every process that writes orders must use
- * the same ones, or the schedules they write disagree. Without `firstPollQuantile` (or with 0)
- * every first poll comes after the fixed `firstPollDelayMs`; without bounds, the learned one is
- * unbounded.
- */
-export type PollScheduleSettings = Pick<
-  ReconcilerSettings,
-  'firstPollDelayMs' | 'backoffMs' | 'stuckAfterMs' | 'leaseMs' | 'auditWindowMs' | 'auditEveryMs'
-> &
-  Partial<
-    Pick<ReconcilerSettings, 'firstPollQuantile' | 'firstPollMinMs' | 'firstPollMaxMs' | 'paceMinSamples'>
-  >;
-
-/** What the first poll of an order depends on: its product's pace, counted from its local creation. */
-type FirstPollFields = Pick<OrderRow, 'product_code' | 'local_created_at'>;
-
-/** The polling columns an order write sets (see {@link PollSchedule.afterChange}). */
-export type PollingColumns = Pick<OrderRow, 'next_poll_at' | 'poll_count'>;
+export type { PollingColumns, PollScheduleSettings } from './rules/poll-rules.js';
 
 export interface RecordPollInput {
   /**
@@ -38,21 +28,8 @@ export interface RecordPollInput {
   changed?: boolean;
 }
 
-/** What a recorded poll came to: an answer that changed the order or not, or no usable answer. */
-type PollOutcome = 'changed' | 'unchanged' | 'failed';
-
-/** What decides whether an order is settled. */
-type SettledFields = Pick<
-  OrderRow,
-  'status' | 'serial_number' | 'submission_state' | 'final_at' | 'stuck_at'
->;
 /** A row with the poll lease (migration 2), which only the claims read or write. */
 type LeasedOrderRow = OrderRow & { poll_leased_until: number | null };
-/** What {@link PollSchedule.recordPoll} writes. */
-type PollRecord = Pick<
-  OrderRow,
-  'id' | 'last_polled_at' | 'poll_count' | 'next_poll_at' | 'stuck_at' | 'updated_at'
->;
 
 /**
  * When an order was last checked with the upstream, as SQL: its last poll or audit read, or when
@@ -63,39 +40,9 @@ type PollRecord = Pick<
 export const CHECKED_AT_SQL = 'MAX(COALESCE(last_polled_at, 0), final_at)';
 
 /**
- * Without its final state, or SUCCESS still without the serial number that may follow it: what
- * an order can be stuck in.
- */
-function isIncomplete(row: Pick<OrderRow, 'final_at' | 'status' | 'serial_number'>): boolean {
-  return row.final_at === null || (row.status === 'SUCCESS' && row.serial_number === null);
-}
-
-/** Throws a RangeError naming the first setting that cannot make a schedule. */
-function checkSettings(settings: PollScheduleSettings): void {
-  const { firstPollDelayMs, backoffMs, stuckAfterMs, leaseMs, auditWindowMs, auditEveryMs } = settings;
-  if (!Number.isFinite(firstPollDelayMs) || firstPollDelayMs < 0) {
-    throw new RangeError(`firstPollDelayMs must be a number of ms ≥ 0, got ${firstPollDelayMs}`);
-  }
-  if (!Array.isArray(backoffMs) || backoffMs.length === 0 || backoffMs.some((ms) => !(ms > 0))) {
-    throw new RangeError(`backoffMs must be one or more intervals > 0 ms, got ${JSON.stringify(backoffMs)}`);
-  }
-  if (!(stuckAfterMs > 0)) throw new RangeError(`stuckAfterMs must be > 0 ms, got ${stuckAfterMs}`);
-  if (!(leaseMs > 0)) throw new RangeError(`leaseMs must be > 0 ms, got ${leaseMs}`);
-  if (!Number.isFinite(auditWindowMs) || auditWindowMs < 0) {
-    throw new RangeError(`auditWindowMs must be a number of ms ≥ 0, got ${auditWindowMs}`);
-  }
-  if (!(auditEveryMs > 0)) throw new RangeError(`auditEveryMs must be > 0 ms, got ${auditEveryMs}`);
-  const { firstPollMinMs = 0, firstPollMaxMs = Number.POSITIVE_INFINITY } = settings;
-  if (!(firstPollMinMs >= 0 && firstPollMinMs <= firstPollMaxMs)) {
-    throw new RangeError(
-      `firstPollMinMs must be ≥ 0 and ≤ firstPollMaxMs, got ${firstPollMinMs} and ${firstPollMaxMs}`,
-    );
-  }
-}
-
-/**
- * When each order is polled (docs/reconciler.md, "Which orders, and when"): the rule, and its
- * bookkeeping in `orders` (`next_poll_at`, `poll_count`, `last_polled_at`, `stuck_at`, the lease).
+ * When each order is polled (docs/reconciler.md, "Which orders, and when"): the bookkeeping in
+ * `orders` (`next_poll_at`, `poll_count`, `last_polled_at`, `stuck_at`, the lease) of the rule,
+ * which lives as pure functions in rules/poll-rules.ts.
  *
  * Invariant: `next_poll_at` is null exactly when the order is settled (see {@link isSettled}) or
  * queued for the submission pump ({@link claimNextQueued}), so the reconciler never loses an
@@ -110,7 +57,8 @@ export class PollSchedule {
   /** The upstream's learned pace, which the writer feeds and the first poll reads. */
   readonly pace: OrderPace;
   readonly #rows: OrderRows;
-  readonly #longestIntervalMs: number;
+  /** The rules' pace input: the estimate of a product, read only when a first poll is computed. */
+  readonly #paceOf = (productCode: string | null) => this.pace.estimate(productCode);
   readonly #due: Statement<[number, number], OrderRow>;
   readonly #claimable: Statement<[number, number, number], OrderRow>;
   readonly #setLease: Statement<[number, number]>;
@@ -125,7 +73,7 @@ export class PollSchedule {
   readonly #claimQueuedTx: Transaction<(now: number) => LocalOrder | undefined>;
 
   constructor(rows: OrderRows, settings: PollScheduleSettings) {
-    checkSettings(settings);
+    checkScheduleSettings(settings);
     const { firstPollDelayMs, backoffMs, stuckAfterMs, leaseMs, auditWindowMs, auditEveryMs } = settings;
     const { firstPollQuantile = 0, firstPollMinMs, firstPollMaxMs, paceMinSamples = 1 } = settings;
     this.settings = {
@@ -145,7 +93,6 @@ export class PollSchedule {
       firstPollQuantile > 0 ? { quantile: firstPollQuantile, minSamples: paceMinSamples } : null,
     );
     this.#rows = rows;
-    this.#longestIntervalMs = Math.max(...backoffMs);
 
     const { db } = rows;
     this.#due = db.prepare('SELECT * FROM orders WHERE next_poll_at <= ? ORDER BY next_poll_at, id LIMIT ?');
@@ -216,10 +163,7 @@ export class PollSchedule {
    * refunded: the audit re-reads settled SUCCESS orders on idle capacity ({@link claimForAudit}).
    */
   isSettled(row: SettledFields): boolean {
-    if (row.submission_state === 'rejected') return true;
-    if (row.status === null || !isFinalStatus(row.status)) return false;
-    if (row.status !== 'SUCCESS') return true;
-    return row.serial_number !== null || row.stuck_at !== null;
+    return isSettled(row);
   }
 
   /**
@@ -236,12 +180,7 @@ export class PollSchedule {
     changed: boolean,
     now: number,
   ): PollingColumns {
-    if (this.isSettled(next)) return { next_poll_at: null, poll_count: next.poll_count };
-    // The submission pump owns a queued order until it has sent it; nothing to poll before.
-    if (next.submission_state === 'queued') return { next_poll_at: null, poll_count: 0 };
-    const firstPollAt = this.firstPollAt(next, now);
-    if (changed || current === null) return { next_poll_at: firstPollAt, poll_count: 0 };
-    return { next_poll_at: current.next_poll_at ?? firstPollAt, poll_count: next.poll_count };
+    return afterChange(this.settings, next, current, changed, now, this.#paceOf);
   }
 
   /**
@@ -251,7 +190,7 @@ export class PollSchedule {
    * works, and takes it before the orders due after it).
    */
   afterSubmissionOutcome(row: SettledFields, now: number): Pick<OrderRow, 'next_poll_at'> {
-    return { next_poll_at: this.isSettled(row) ? null : now };
+    return afterSubmissionOutcome(row, now);
   }
 
   /** Up to `limit` orders whose next poll time has come by `now`, the longest-due first. Reads only. */
@@ -356,33 +295,13 @@ export class PollSchedule {
    * - else (pace off, or too few samples yet) `firstPollDelayMs` from now.
    */
   firstPollAt(row: FirstPollFields, now: number): number {
-    const pace = this.pace.estimate(row.product_code);
-    if (!pace) return now + this.settings.firstPollDelayMs;
-    const { firstPollMinMs = 0, firstPollMaxMs = Number.POSITIVE_INFINITY } = this.settings;
-    const overdueAt = Math.round(row.local_created_at + pace.finalMs + pace.deliveryMs);
-    return Math.min(Math.max(overdueAt, now + firstPollMinMs), now + firstPollMaxMs);
+    return firstPollAt(this.settings, row, now, this.#paceOf);
   }
 
   #recordPoll(ref: string, outcome: PollOutcome): LocalOrder {
     const now = this.#rows.now();
     const current = this.#rows.mustFind(ref);
-    const { backoffMs, stuckAfterMs } = this.settings;
-    const changed = outcome === 'changed';
-    const stuck = isIncomplete(current) && now - current.local_created_at >= stuckAfterMs;
-    const nextPollAt = stuck
-      ? now + this.#longestIntervalMs
-      : changed
-        ? this.firstPollAt(current, now)
-        : now + backoffMs[Math.min(current.poll_count, backoffMs.length - 1)]!;
-    const record: PollRecord = {
-      id: current.id,
-      last_polled_at: outcome === 'failed' ? current.last_polled_at : now,
-      poll_count: changed ? 0 : current.poll_count + 1,
-      next_poll_at: null,
-      stuck_at: stuck ? (current.stuck_at ?? now) : current.stuck_at,
-      updated_at: now,
-    };
-    record.next_poll_at = this.isSettled({ ...current, stuck_at: record.stuck_at }) ? null : nextPollAt;
+    const record = planPollRecord(this.settings, current, outcome, now, this.#paceOf);
     this.#writePoll.run(record);
     return toLocalOrder({ ...current, ...record });
   }

@@ -1,0 +1,98 @@
+import type { PublicBalance } from '../../catalog/public-catalog.js';
+import type { OrderRow } from '../local-order.js';
+
+/**
+ * The balance's accounting (docs/api.md, "Balance"), as pure functions: what an order write
+ * debits or credits, the balance a ledger row stands for, and when `balance.low` is due. The
+ * store's `BalanceLedger` (balance.ts) reads the ledger and prices and writes what these say.
+ */
+
+/** Statuses whose amount decisions.md says is credited back. */
+const CREDITED_STATUSES: ReadonlySet<string | null> = new Set(['FAILED', 'REFUNDED']);
+
+/** The order fields the accounting reads. */
+export type AccountedOrder = Pick<
+  OrderRow,
+  'submission_state' | 'status' | 'amount' | 'product_code' | 'product_id'
+>;
+
+/** The ledger as stored (`balance_ledger`, one row). */
+export interface LedgerRow {
+  profile_balance: number;
+  profile_read_at: number;
+  debited: number;
+  credited: number;
+  unpriced: number;
+  low_alerted: number;
+}
+
+/**
+ * What a write `current` → `next` (current null: a new row) is to the accounting: a debit when
+ * the upstream first accepts the order, a credit when it first becomes FAILED or REFUNDED.
+ */
+export function accountingOf(
+  current: AccountedOrder | null,
+  next: AccountedOrder,
+): { accepted: boolean; credited: boolean } {
+  return {
+    accepted: next.submission_state === 'accepted' && current?.submission_state !== 'accepted',
+    credited: CREDITED_STATUSES.has(next.status) && !CREDITED_STATUSES.has(current?.status ?? null),
+  };
+}
+
+/**
+ * The amounts to add to the ledger for an accounted write, at `price` (the order's `amount`, else
+ * its product's price; null when neither is known: counted as unpriced, not debited).
+ */
+export function ledgerEntry(
+  { accepted, credited }: { accepted: boolean; credited: boolean },
+  price: number | null,
+): { debit: number; credit: number; unpriced: number } {
+  return {
+    debit: accepted && price !== null ? price : 0,
+    credit: credited && price !== null ? price : 0,
+    unpriced: accepted && price === null ? 1 : 0,
+  };
+}
+
+/** The public balance of a ledger row (undefined: no profile read yet); `lowThreshold` 0 is none. */
+export function balanceView(row: LedgerRow | undefined, lowThreshold: number): PublicBalance {
+  const low_threshold = lowThreshold === 0 ? null : lowThreshold;
+  if (!row) {
+    return {
+      balance: null,
+      profile_balance: null,
+      profile_read_at: null,
+      debited: 0,
+      credited: 0,
+      unpriced_orders: 0,
+      low_threshold,
+    };
+  }
+  return {
+    balance: row.profile_balance - row.debited + row.credited,
+    profile_balance: row.profile_balance,
+    profile_read_at: new Date(row.profile_read_at).toISOString(),
+    debited: row.debited,
+    credited: row.credited,
+    unpriced_orders: row.unpriced,
+    low_threshold,
+  };
+}
+
+/**
+ * `balance.low` once per crossing: `alert` when the balance falls under the threshold (append the
+ * event, remember it), `clear` when it is back over after an alert, else null. Never with a
+ * threshold of 0.
+ */
+export function lowBalanceChange(
+  balance: number,
+  lowThreshold: number,
+  alerted: boolean,
+): 'alert' | 'clear' | null {
+  if (lowThreshold === 0) return null;
+  const below = balance < lowThreshold;
+  if (below && !alerted) return 'alert';
+  if (!below && alerted) return 'clear';
+  return null;
+}

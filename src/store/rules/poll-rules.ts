@@ -1,0 +1,206 @@
+import type { ReconcilerSettings } from '../../config/config.js';
+import { isFinalStatus } from '../../upstream/model.js';
+import type { OrderRow } from '../local-order.js';
+import type { PaceEstimate } from './pace-math.js';
+
+/**
+ * When an order is polled (docs/reconciler.md, "Which orders, and when"), as pure functions of
+ * the order's row, the schedule's settings, the time and the learned pace: no SQL. The store's
+ * `PollSchedule` (poll-schedule.ts) reads the rows, asks these, and writes what they answer; every
+ * backend goes through the same functions, so the rule exists once.
+ */
+
+/**
+ * The settings of the schedule, in ms, as `reconcilerSettings(config)` gives them (defaults in
+ * the config schema: `RECONCILE_FIRST_POLL_DELAY_S`, `RECONCILE_BACKOFF_S`,
+ * `RECONCILE_STUCK_AFTER_H`, `RECONCILE_LEASE_S`, the audit's `RECONCILE_AUDIT_WINDOW_D` and
+ * `RECONCILE_AUDIT_EVERY_S`, and the learned first poll's `RECONCILE_FIRST_POLL_QUANTILE`,
+ * `_MIN_S`, `_MAX_S` and `RECONCILE_PACE_MIN_SAMPLES`). Every process that writes orders must use
+ * the same ones, or the schedules they write disagree. Without `firstPollQuantile` (or with 0)
+ * every first poll comes after the fixed `firstPollDelayMs`; without bounds, the learned one is
+ * unbounded.
+ */
+export type PollScheduleSettings = Pick<
+  ReconcilerSettings,
+  'firstPollDelayMs' | 'backoffMs' | 'stuckAfterMs' | 'leaseMs' | 'auditWindowMs' | 'auditEveryMs'
+> &
+  Partial<
+    Pick<ReconcilerSettings, 'firstPollQuantile' | 'firstPollMinMs' | 'firstPollMaxMs' | 'paceMinSamples'>
+  >;
+
+/** The settings the rules below read. */
+export type ScheduleRuleSettings = Pick<
+  PollScheduleSettings,
+  'firstPollDelayMs' | 'backoffMs' | 'stuckAfterMs' | 'firstPollMinMs' | 'firstPollMaxMs'
+>;
+
+/**
+ * The pace estimate of the order's product (null: none learned, or pace off), or a function that
+ * reads a product's. The function is called only when a first poll is computed, with the product
+ * of the order as written, so a store whose estimate is a cached read (SQLite's `OrderPace`) reads
+ * it exactly when it did before the rules moved here; a caller that must read it beforehand (an
+ * async backend) passes the value.
+ */
+export type PaceInput = PaceEstimate | null | ((productCode: string | null) => PaceEstimate | null);
+
+function paceOf(pace: PaceInput, productCode: string | null): PaceEstimate | null {
+  return typeof pace === 'function' ? pace(productCode) : pace;
+}
+
+/** What the first poll of an order depends on: its product's pace, counted from its local creation. */
+export type FirstPollFields = Pick<OrderRow, 'product_code' | 'local_created_at'>;
+
+/** The polling columns an order write sets (see {@link afterChange}). */
+export type PollingColumns = Pick<OrderRow, 'next_poll_at' | 'poll_count'>;
+
+/** What decides whether an order is settled. */
+export type SettledFields = Pick<
+  OrderRow,
+  'status' | 'serial_number' | 'submission_state' | 'final_at' | 'stuck_at'
+>;
+
+/** What a recorded poll came to: an answer that changed the order or not, or no usable answer. */
+export type PollOutcome = 'changed' | 'unchanged' | 'failed';
+
+/** What recording a poll writes (see {@link planPollRecord}). */
+export type PollRecord = Pick<
+  OrderRow,
+  'id' | 'last_polled_at' | 'poll_count' | 'next_poll_at' | 'stuck_at' | 'updated_at'
+>;
+
+/** Throws a RangeError naming the first setting that cannot make a schedule. */
+export function checkScheduleSettings(settings: PollScheduleSettings): void {
+  const { firstPollDelayMs, backoffMs, stuckAfterMs, leaseMs, auditWindowMs, auditEveryMs } = settings;
+  if (!Number.isFinite(firstPollDelayMs) || firstPollDelayMs < 0) {
+    throw new RangeError(`firstPollDelayMs must be a number of ms ≥ 0, got ${firstPollDelayMs}`);
+  }
+  if (!Array.isArray(backoffMs) || backoffMs.length === 0 || backoffMs.some((ms) => !(ms > 0))) {
+    throw new RangeError(`backoffMs must be one or more intervals > 0 ms, got ${JSON.stringify(backoffMs)}`);
+  }
+  if (!(stuckAfterMs > 0)) throw new RangeError(`stuckAfterMs must be > 0 ms, got ${stuckAfterMs}`);
+  if (!(leaseMs > 0)) throw new RangeError(`leaseMs must be > 0 ms, got ${leaseMs}`);
+  if (!Number.isFinite(auditWindowMs) || auditWindowMs < 0) {
+    throw new RangeError(`auditWindowMs must be a number of ms ≥ 0, got ${auditWindowMs}`);
+  }
+  if (!(auditEveryMs > 0)) throw new RangeError(`auditEveryMs must be > 0 ms, got ${auditEveryMs}`);
+  const { firstPollMinMs = 0, firstPollMaxMs = Number.POSITIVE_INFINITY } = settings;
+  if (!(firstPollMinMs >= 0 && firstPollMinMs <= firstPollMaxMs)) {
+    throw new RangeError(
+      `firstPollMinMs must be ≥ 0 and ≤ firstPollMaxMs, got ${firstPollMinMs} and ${firstPollMaxMs}`,
+    );
+  }
+}
+
+/**
+ * Without its final state, or SUCCESS still without the serial number that may follow it: what
+ * an order can be stuck in.
+ */
+function isIncomplete(row: Pick<OrderRow, 'final_at' | 'status' | 'serial_number'>): boolean {
+  return row.final_at === null || (row.status === 'SUCCESS' && row.serial_number === null);
+}
+
+/**
+ * True when due polling ends: FAILED, REFUNDED, or SUCCESS with its serial number
+ * (decisions.md: a serial may follow a SUCCESS). A SUCCESS still without its serial is settled
+ * once it is stuck: its outcome is final, and a late serial still applies when it comes. A
+ * rejected submission never existed upstream and is settled too. A SUCCESS may still be
+ * refunded: the audit re-reads settled SUCCESS orders on idle capacity.
+ */
+export function isSettled(row: SettledFields): boolean {
+  if (row.submission_state === 'rejected') return true;
+  if (row.status === null || !isFinalStatus(row.status)) return false;
+  if (row.status !== 'SUCCESS') return true;
+  return row.serial_number !== null || row.stuck_at !== null;
+}
+
+/**
+ * When an order created or changed at `now` is first polled: when its final webhook is
+ * overdue (docs/reconciler.md, "When the first poll comes"):
+ * - with a learned pace: at its local creation + the `firstPollQuantile` of its product's time
+ *   to a final state + the median webhook delivery delay, but no sooner than `firstPollMinMs` and
+ *   no later than `firstPollMaxMs` from now;
+ * - else (pace off, or too few samples yet) `firstPollDelayMs` from now.
+ */
+export function firstPollAt(
+  settings: ScheduleRuleSettings,
+  row: FirstPollFields,
+  now: number,
+  pace: PaceInput,
+): number {
+  const estimate = paceOf(pace, row.product_code);
+  if (!estimate) return now + settings.firstPollDelayMs;
+  const { firstPollMinMs = 0, firstPollMaxMs = Number.POSITIVE_INFINITY } = settings;
+  const overdueAt = Math.round(row.local_created_at + estimate.finalMs + estimate.deliveryMs);
+  return Math.min(Math.max(overdueAt, now + firstPollMinMs), now + firstPollMaxMs);
+}
+
+/**
+ * The polling columns of an order the writer creates or applies a snapshot to (`current` is
+ * null for a new order; `changed` says the snapshot moved it):
+ * - settled → no next poll;
+ * - queued → none either: the submission pump owns it until it has sent it;
+ * - new or moved → first poll when its final webhook is overdue ({@link firstPollAt}), and the
+ *   poll count restarts;
+ * - otherwise (a duplicate or older event) the schedule stays as it was.
+ */
+export function afterChange(
+  settings: ScheduleRuleSettings,
+  next: SettledFields & FirstPollFields & Pick<OrderRow, 'poll_count'>,
+  current: Pick<OrderRow, 'next_poll_at'> | null,
+  changed: boolean,
+  now: number,
+  pace: PaceInput,
+): PollingColumns {
+  if (isSettled(next)) return { next_poll_at: null, poll_count: next.poll_count };
+  if (next.submission_state === 'queued') return { next_poll_at: null, poll_count: 0 };
+  const first = firstPollAt(settings, next, now, pace);
+  if (changed || current === null) return { next_poll_at: first, poll_count: 0 };
+  return { next_poll_at: current.next_poll_at ?? first, poll_count: next.poll_count };
+}
+
+/**
+ * The next poll of an order whose create call just ended without an order: none once the
+ * submission is rejected; at once when its outcome is unknown, since only a poll can tell, or
+ * when it is blocked (the reconciler submits it again once a probe shows the configuration
+ * works, and takes it before the orders due after it).
+ */
+export function afterSubmissionOutcome(row: SettledFields, now: number): Pick<OrderRow, 'next_poll_at'> {
+  return { next_poll_at: isSettled(row) ? null : now };
+}
+
+/**
+ * What recording a poll of `current` writes: `last_polled_at` (kept after a `failed` poll, as the
+ * last time the upstream answered), the poll count (restarted by a change), and the next poll:
+ * - settled → none;
+ * - open longer than `stuckAfterMs` since its local creation without a final state → stuck
+ *   (`stuck_at`, the first marking kept), polled at the longest backoff interval; a SUCCESS
+ *   still without its serial is marked stuck the same way, and then settled;
+ * - changed → at {@link firstPollAt};
+ * - otherwise the n-th poll in a row without a change → after `backoffMs[n - 1]`, the last
+ *   entry repeating.
+ */
+export function planPollRecord(
+  settings: ScheduleRuleSettings,
+  current: OrderRow,
+  outcome: PollOutcome,
+  now: number,
+  pace: PaceInput,
+): PollRecord {
+  const { backoffMs, stuckAfterMs } = settings;
+  const changed = outcome === 'changed';
+  const stuck = isIncomplete(current) && now - current.local_created_at >= stuckAfterMs;
+  const nextPollAt = stuck
+    ? now + Math.max(...backoffMs)
+    : changed
+      ? firstPollAt(settings, current, now, pace)
+      : now + backoffMs[Math.min(current.poll_count, backoffMs.length - 1)]!;
+  const stuckAt = stuck ? (current.stuck_at ?? now) : current.stuck_at;
+  return {
+    id: current.id,
+    last_polled_at: outcome === 'failed' ? current.last_polled_at : now,
+    poll_count: changed ? 0 : current.poll_count + 1,
+    next_poll_at: isSettled({ ...current, stuck_at: stuckAt }) ? null : nextPollAt,
+    stuck_at: stuckAt,
+    updated_at: now,
+  };
+}

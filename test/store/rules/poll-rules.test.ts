@@ -1,0 +1,68 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import {
+  afterChange,
+  firstPollAt,
+  isSettled,
+  planPollRecord,
+  type ScheduleRuleSettings,
+} from '../../../src/store/rules/poll-rules.js';
+import { NOW, orderRow } from '../../helpers/order-row.js';
+
+const SCHEDULE: ScheduleRuleSettings = {
+  firstPollDelayMs: 120_000,
+  backoffMs: [60_000, 300_000],
+  stuckAfterMs: 86_400_000,
+  firstPollMinMs: 30_000,
+  firstPollMaxMs: 600_000,
+};
+
+test('settled: rejected, FAILED, REFUNDED, SUCCESS with its serial or stuck; nothing else', () => {
+  const table: Array<[Parameters<typeof orderRow>[0], boolean]> = [
+    [{ submission_state: 'rejected', status: null }, true],
+    [{ status: 'FAILED' }, true],
+    [{ status: 'REFUNDED' }, true],
+    [{ status: 'SUCCESS', serial_number: 'SN1' }, true],
+    [{ status: 'SUCCESS', serial_number: null, stuck_at: NOW }, true],
+    [{ status: 'SUCCESS', serial_number: null }, false],
+    [{ status: 'PROCESSING', stuck_at: NOW }, false],
+    [{ status: null, submission_state: 'unknown' }, false],
+  ];
+  for (const [fields, settled] of table)
+    assert.equal(isSettled(orderRow(fields)), settled, JSON.stringify(fields));
+});
+
+test('the learned first poll is bounded by firstPollMinMs and firstPollMaxMs from now', () => {
+  const row = { product_code: 'ML86', local_created_at: NOW };
+  const pace = (finalMs: number) => ({ finalMs, deliveryMs: 1000, samples: 50, scope: 'product' as const });
+  assert.equal(firstPollAt(SCHEDULE, row, NOW, null), NOW + 120_000);
+  assert.equal(firstPollAt(SCHEDULE, row, NOW, pace(200_000)), NOW + 201_000);
+  assert.equal(firstPollAt(SCHEDULE, row, NOW, pace(1000)), NOW + 30_000);
+  assert.equal(firstPollAt(SCHEDULE, row, NOW, pace(10_000_000)), NOW + 600_000);
+});
+
+test('the pace is read, for the written product, only when a first poll is computed', () => {
+  const asked: Array<string | null> = [];
+  const pace = (product: string | null) => {
+    asked.push(product);
+    return null;
+  };
+  afterChange(SCHEDULE, orderRow({ status: 'FAILED', final_at: NOW }), null, true, NOW, pace);
+  afterChange(SCHEDULE, orderRow({ submission_state: 'queued', status: null }), null, true, NOW, pace);
+  assert.deepEqual(asked, []);
+  const moved = afterChange(SCHEDULE, orderRow({ product_code: 'FF100' }), orderRow(), true, NOW, pace);
+  assert.deepEqual(asked, ['FF100']);
+  assert.deepEqual(moved, { next_poll_at: NOW + 120_000, poll_count: 0 });
+});
+
+test('a failed poll keeps last_polled_at; a stuck order waits the longest backoff interval', () => {
+  const failed = planPollRecord(SCHEDULE, orderRow({ last_polled_at: NOW - 5000 }), 'failed', NOW, null);
+  assert.equal(failed.last_polled_at, NOW - 5000);
+  assert.equal(failed.poll_count, 3);
+  assert.equal(failed.next_poll_at, NOW + 300_000);
+  const old = orderRow({ local_created_at: NOW - 86_400_000, poll_count: 0 });
+  const stuck = planPollRecord(SCHEDULE, old, 'unchanged', NOW, null);
+  assert.equal(stuck.stuck_at, NOW);
+  assert.equal(stuck.next_poll_at, NOW + 300_000);
+  assert.equal(stuck.last_polled_at, NOW);
+});
