@@ -3,6 +3,7 @@ import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } fr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import postgres from 'postgres';
+import { terminate, untilReady } from './child-server.js';
 import { freePort } from './redis-server.js';
 
 /** Options of {@link startPostgresServer}. */
@@ -101,12 +102,6 @@ function serverEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
-/** Kills every server this process started if it exits without stopping them (one listener for all). */
-const running = new Set<() => void>();
-process.once('exit', () => {
-  for (const kill of running) kill();
-});
-
 /**
  * Creates the cluster. `--no-sync` skips flushing the new files to disk once, at creation
  * (a throwaway cluster); the server itself runs with PostgreSQL's defaults, fsync on, so tests
@@ -127,6 +122,8 @@ function initCluster(binDir: string, dir: string, account: { uid: number; gid: n
 }
 
 const READY = 'database system is ready to accept connections';
+/** Fast shutdown: open transactions are rolled back, clients disconnected. */
+const FAST_SHUTDOWN = 'SIGINT';
 
 function launch(
   binDir: string,
@@ -148,42 +145,13 @@ function launch(
     env: serverEnv(),
     ...account,
   });
-  return new Promise<ChildProcess>((resolve, reject) => {
-    let output = '';
-    const timer = setTimeout(() => fail(`did not accept connections within ${timeoutMs} ms`), timeoutMs);
-    const fail = (why: string) => {
-      clearTimeout(timer);
-      child.kill('SIGKILL');
-      reject(new PostgresServerError(`postgres on port ${port} ${why}:\n${output.slice(-2000)}`));
-    };
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes(READY)) {
-        clearTimeout(timer);
-        child.stderr?.off('data', onData);
-        child.stdout?.resume();
-        child.stderr?.resume();
-        resolve(child);
-      }
-    };
-    // The server logs to stderr (logging_collector off).
-    child.stderr?.on('data', onData);
-    child.stdout?.on('data', (c: Buffer) => {
-      output += c.toString();
-    });
-    child.once('error', (err) => fail(`could not start (${err.message})`));
-    child.once('exit', (code, signal) => fail(`exited with ${signal ?? `code ${code}`}`));
-  });
-}
-
-/** Fast shutdown (SIGINT): open transactions are rolled back, clients disconnected. */
-function terminate(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    child.removeAllListeners('exit');
-    child.once('exit', () => resolve());
-    child.kill('SIGINT');
-  });
+  // The server logs to stderr (logging_collector off).
+  return untilReady(
+    child,
+    READY,
+    timeoutMs,
+    (why, output) => new PostgresServerError(`postgres on port ${port} ${why}:\n${output}`),
+  );
 }
 
 /**
@@ -243,14 +211,13 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
     }
     await createDatabase(port, database);
   } catch (err) {
-    if (child) await terminate(child);
+    if (child) await terminate(child, FAST_SHUTDOWN);
     removeOwnDir();
     throw err;
   }
   const stopChild = async () => {
-    if (child) await terminate(child);
+    if (child) await terminate(child, FAST_SHUTDOWN);
   };
-  running.add(() => child?.kill('SIGKILL'));
   return {
     url: `postgres://${SUPERUSER}@127.0.0.1:${port}/${database}`,
     port,

@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { terminate, untilReady } from './child-server.js';
 
 /** Options of {@link startRedisServer}. */
 export interface RedisServerOptions {
@@ -51,12 +52,6 @@ function resolveBinary(explicit?: string): string {
   return binary;
 }
 
-/** Kills every server this process started if it exits without stopping them (one listener for all). */
-const running = new Set<() => void>();
-process.once('exit', () => {
-  for (const kill of running) kill();
-});
-
 /** Asks the kernel for a port that is free right now on 127.0.0.1. */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -84,40 +79,12 @@ function launch(binary: string, dir: string, port: number, appendOnly: boolean, 
     '--logfile', '',
   ]; // biome-ignore format: one flag per line pair reads best
   const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  return new Promise<ChildProcess>((resolve, reject) => {
-    let output = '';
-    const timer = setTimeout(() => fail(`did not report ready within ${timeoutMs} ms`), timeoutMs);
-    const fail = (why: string) => {
-      clearTimeout(timer);
-      child.kill('SIGKILL');
-      reject(new RedisServerError(`redis-server on port ${port} ${why}:\n${output.slice(-2000)}`));
-    };
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes('Ready to accept connections')) {
-        clearTimeout(timer);
-        child.stdout?.off('data', onData);
-        child.stdout?.resume();
-        child.stderr?.resume();
-        resolve(child);
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', (c: Buffer) => {
-      output += c.toString();
-    });
-    child.once('error', (err) => fail(`could not start (${err.message})`));
-    child.once('exit', (code) => fail(`exited with code ${code}`));
-  });
-}
-
-function terminate(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    child.removeAllListeners('exit');
-    child.once('exit', () => resolve());
-    child.kill('SIGTERM');
-  });
+  return untilReady(
+    child,
+    'Ready to accept connections',
+    timeoutMs,
+    (why, output) => new RedisServerError(`redis-server on port ${port} ${why}:\n${output}`),
+  );
 }
 
 /**
@@ -147,9 +114,8 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
     }
   }
   const stopChild = async () => {
-    if (child) await terminate(child);
+    if (child) await terminate(child, 'SIGTERM');
   };
-  running.add(() => child?.kill('SIGKILL'));
   return {
     url: `redis://127.0.0.1:${port}`,
     port,
