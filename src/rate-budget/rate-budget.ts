@@ -45,7 +45,7 @@ export function defaultPollFloor(limit: number): number {
  * - `create`: order creation (and profile, catalog, read-back), may use the whole limit;
  * - `poll`: status polls of due orders, only what creation's reserve leaves;
  * - `audit`: re-reading settled orders on idle capacity, only what leaves both creation's reserve
- *   and the polls' headroom free.
+ *   and the polls' headroom free, and nothing while a refused poll is waiting.
  */
 export type BudgetPriority = 'create' | 'poll' | 'audit';
 
@@ -73,7 +73,8 @@ export interface RateBudgetOptions {
    * Calls of each window that the audit may not use on top of creation's reserve, kept for due
    * polls: the audit draws only while the window holds fewer than
    * `limit - reservedForCreate - reservedForPolls` grants, so it takes nothing from a busy
-   * window. Default: {@link defaultReservedForPolls}.
+   * window, and not at all while a poll refused within the last two windows waits (its grants
+   * would hold slots of the rolling window the polls then need). Default: {@link defaultReservedForPolls}.
    */
   reservedForPolls?: number;
   /**
@@ -180,12 +181,15 @@ if floor > 0 then
     ceiling = limit
   end
 end
+if kind == 'a' and redis.call('EXISTS', KEYS[2]) == 1 then
+  return {0, used, window}
+end
 if used < ceiling then
   redis.call('ZADD', key, now, ARGV[3])
   redis.call('PEXPIRE', key, window)
   return {1, used + 1, 0}
 end
-if kind == 'p' and floor > 0 then
+if kind == 'p' then
   redis.call('SET', KEYS[2], '1', 'PX', 2 * window)
 end
 local idx = used - ceiling

@@ -85,6 +85,15 @@ describe('RateBudget', () => {
     const busy = budget(redis, { limit: 12, reservedForCreate: 4, windowMs: 60_000, keyPrefix: 'busy:' });
     for (let i = 0; i < 6; i++) assert.ok(await busy.tryAcquire('poll'));
     assert.equal(await busy.tryAcquire('audit'), false, 'a window busy with polls has no idle capacity');
+
+    // Polls that were refused come first: the audit waits for them even where the window has room.
+    const waiting = budget(redis, { limit: 12, reservedForCreate: 4, windowMs: 60_000, keyPrefix: 'wait:' });
+    for (let i = 0; i < 12; i++) assert.ok(await waiting.tryAcquire('create'));
+    assert.equal(await waiting.tryAcquire('poll'), false);
+    const roomy = budget(redis, { limit: 24, reservedForCreate: 4, windowMs: 60_000, keyPrefix: 'wait:' });
+    assert.equal((await roomy.used()).pollsWaiting, true);
+    assert.equal(await roomy.tryAcquire('audit'), false, 'no audit read while a poll waits');
+    assert.equal(await roomy.tryAcquire('poll'), true, 'the poll itself gets its slot');
   });
 
   test('a headroom for polls beyond the poll share is refused at construction, naming the bound', async (t) => {
