@@ -11,7 +11,7 @@
  *   npm run bench:economics -- [--hours 1.5] [--rate 20] [--burst-min 5] [--burst-x 3]
  *     [--outage-min <20 × hours/24>] [--scale 120] [--p 0,0.02,0.25] [--quantile <default>]
  *     [--quantiles 0.5,0.8,0.9,0.95,0.99] [--curve-p 0.25] [--refunds 4] [--refund-after-days 2]
- *     [--audit-day-h 1] [--margin-ms 50] [--seed 1] [--oracle] [--poll-floors <default>]
+ *     [--audit-day-h 1] [--margin-ms 100] [--seed 1] [--oracle] [--poll-floors <default>]
  *
  * `--poll-floors 0,6` runs every p once per poll floor (H2H_RATE_POLL_FLOOR), side by side.
  *
@@ -86,7 +86,7 @@ const { values: flags } = parseArgs({
     refunds: { type: 'string', default: '4' },
     'refund-after-days': { type: 'string', default: '2' },
     'audit-day-h': { type: 'string', default: '1' },
-    'margin-ms': { type: 'string', default: '50' },
+    'margin-ms': { type: 'string', default: '100' },
     seed: { type: 'string', default: '1' },
     'poll-floors': { type: 'string' },
   },
