@@ -18,6 +18,11 @@ test('catalog sync fills the local catalog and the balance, and reports a price 
     H2H_DB_PATH: dbPath,
   };
 
+  // Before any sync, status says how the catalog gets filled.
+  openDatabase({ path: dbPath }).close();
+  const never = await runCli(['status'], env);
+  assert.match(never.stdout, /Catalog: never synced .*h2h-sync catalog sync/);
+
   const first = await runCli(['catalog', 'sync', '--json'], env);
   assert.equal(first.code, 0, first.stderr);
   const summary = JSON.parse(first.stdout);
@@ -30,6 +35,16 @@ test('catalog sync fills the local catalog and the balance, and reports a price 
   assert.equal(second.code, 0, second.stderr);
   assert.match(second.stdout, /│ Price changes │/);
   assert.match(second.stdout, /│ FF-70 +│ 9,600 +│ 9,900 +│/);
+
+  const status = await runCli(['status', '--json'], env);
+  const { catalog } = JSON.parse(status.stdout);
+  assert.equal(catalog.products, sim.fixture.products.length);
+  assert.ok(catalog.ageS >= 0 && catalog.ageS < 600, `synced ${catalog.ageS} s ago`);
+  assert.equal(catalog.balance.balance, sim.member.balance);
+  assert.match(
+    (await runCli(['status'], env)).stdout,
+    new RegExp(`Catalog: ${sim.fixture.products.length} products, synced`),
+  );
 
   const db = openDatabase({ path: dbPath });
   t.after(() => db.close());

@@ -1,6 +1,7 @@
 import { Queue } from 'bullmq';
 import type { Command } from 'commander';
 import type { Redis } from 'ioredis';
+import type { PublicBalance } from '../../catalog/public-catalog.js';
 import { reconcilerSettings } from '../../config/config.js';
 import { type EndpointBacklogView, notificationBacklog } from '../../notify/operations.js';
 import { POLL_REQUEST_QUEUE } from '../../queue/poll-request-queue.js';
@@ -58,6 +59,17 @@ export interface StatusReport {
    * yet delivered (nor given up), the oldest one's age, those being retried, those given up.
    */
   notifications: EndpointBacklogView[];
+  /**
+   * The local catalog and balance the shop API answers from (docs/api.md, "Catalog and
+   * balance"): when the catalog was last synced and how long ago, how many products, and the
+   * balance as accounted locally since the last profile read; null values before the first sync.
+   */
+  catalog: {
+    syncedAt: string | null;
+    ageS: number | null;
+    products: number;
+    balance: PublicBalance;
+  };
 }
 
 /** "3 d 4 h", "2 h 5 min", "42 s". */
@@ -125,6 +137,16 @@ function firstPoll(store: OrderStore): StatusReport['firstPoll'] {
   return { learned: false, delayS: firstPollDelayMs / 1000, reason };
 }
 
+function catalogState(store: OrderStore, now: number): StatusReport['catalog'] {
+  const syncedAt = store.catalog.syncedAt();
+  return {
+    syncedAt: syncedAt === null ? null : new Date(syncedAt).toISOString(),
+    ageS: syncedAt === null ? null : Math.round((now - syncedAt) / 1000),
+    products: store.catalog.products().length,
+    balance: store.balance.view(),
+  };
+}
+
 /** Registers `status`. */
 export function registerStatusCommand(program: Command): void {
   program
@@ -155,6 +177,7 @@ export function registerStatusCommand(program: Command): void {
             audit: auditCoverage(context.store!, reconcilerSettings(context.config).auditWindowMs, now),
             firstPoll: firstPoll(context.store!),
             notifications: notificationBacklog(context.store!, now),
+            catalog: catalogState(context.store!, now),
           };
           // The store answers without Redis; the queue part says why it is missing.
           try {
@@ -257,6 +280,13 @@ function printStatus(report: StatusReport): void {
       ? `First poll: learned, p${Math.round(f.quantile * 100)} of the time to a final state ${formatAge(f.finalS)} ` +
           `+ delivery ${formatAge(f.deliveryS)} (${f.samples} samples, all products; each product uses its own once it has enough)`
       : `First poll: ${formatAge(f.delayS)} after a change, fixed: ${f.reason}`,
+  );
+  const c = report.catalog;
+  out.push(
+    c.ageS === null
+      ? 'Catalog: never synced (the worker syncs it at start and every CATALOG_REFRESH_S; or run `h2h-sync catalog sync`)'
+      : `Catalog: ${c.products} products, synced ${formatAge(c.ageS)} ago; balance ${c.balance.balance?.toLocaleString('en-US') ?? 'unknown'}` +
+          ` (profile ${c.balance.profile_balance?.toLocaleString('en-US') ?? 'unknown'}, −${c.balance.debited.toLocaleString('en-US')} +${c.balance.credited.toLocaleString('en-US')} since)`,
   );
   if (report.notifications.length > 0) {
     out.push('Shop notifications:');
