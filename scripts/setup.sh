@@ -11,7 +11,7 @@ find_redis() {
 
 # Files this script adds for the length of an install only; removed when it ends.
 TEMPORARY_FILES=()
-trap 'rm -f "${TEMPORARY_FILES[@]}"' EXIT
+trap 'rm -f ${TEMPORARY_FILES[@]+"${TEMPORARY_FILES[@]}"}' EXIT  # empty-array safe under set -u on bash < 4.4
 
 # A policy-rc.d that answers 101 stops Debian's maintainer scripts from starting a system-wide
 # server (Redis, or a PostgreSQL cluster): the project only ever uses the private instances it

@@ -174,15 +174,16 @@ local function polls()
   end
   return n
 end
-if floor > 0 then
-  if kind == 'c' and redis.call('EXISTS', KEYS[2]) == 1 then
+local waiting = redis.call('EXISTS', KEYS[2]) == 1
+if kind == 'a' and waiting then
+  return {0, used, window}
+end
+if floor > 0 and waiting then
+  if kind == 'c' then
     ceiling = limit - math.max(0, floor - polls())
   elseif kind == 'p' and used >= ceiling and polls() < floor then
     ceiling = limit
   end
-end
-if kind == 'a' and redis.call('EXISTS', KEYS[2]) == 1 then
-  return {0, used, window}
 end
 if used < ceiling then
   redis.call('ZADD', key, now, ARGV[3])
@@ -191,6 +192,11 @@ if used < ceiling then
 end
 if kind == 'p' then
   redis.call('SET', KEYS[2], '1', 'PX', 2 * window)
+  -- The first refusal declares the polls waiting: from now on the floor is theirs.
+  if floor > 0 and not waiting and polls() < floor then
+    if used < limit then return {0, used, 1} end
+    ceiling = limit
+  end
 end
 local idx = used - ceiling
 local entry = redis.call('ZRANGE', key, idx, idx, 'WITHSCORES')

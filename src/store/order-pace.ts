@@ -119,7 +119,7 @@ export class OrderPace {
     const key = productCode ?? ANY_PRODUCT;
     const now = this.#rows.now();
     const cached = this.#cache.get(key);
-    // "Not enough samples yet" is kept too (until this process records a sample): before, every
+    // "Not enough samples yet" is kept too, for the same 5 s or until this process records a sample: before, every
     // write read the histograms again until the 50th sample arrived.
     if (cached && now - cached.at < ESTIMATE_TTL_MS) return cached.estimate;
     const estimate = this.#read(productCode);

@@ -44,6 +44,8 @@ test('the worker’s scheduled refresh syncs the catalog at once and again every
   await waitFor(() => store.catalog.find({ code: 'MLBB-86' })?.price === 20_000, {
     message: 'a later scheduled refresh reads the new price',
   });
+  const seen = refreshes.length;
+  await waitFor(() => refreshes.length >= seen + 2, { message: 'two more refreshes at the new price' });
   const changes = store.feed.after(0, 1000).filter((e) => e.type === 'product.price_changed');
   assert.equal(changes.length, 1, 'one event for one change, however many refreshes ran');
   assert.deepEqual(await budget.used().then((u) => u.create), 0, 'never from creation’s share');

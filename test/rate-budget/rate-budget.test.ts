@@ -190,6 +190,21 @@ describe('RateBudget', () => {
     assert.ok(busiest <= 6, `${busiest} grants in one window`);
   });
 
+  test('the poll floor is lent only once a poll was refused: until then creation’s reserve stays whole', async (t) => {
+    const { redis } = await redisFor(t);
+    const shared = budget(redis, { limit: 12, reservedForCreate: 4, pollFloor: 3, windowMs: 60_000 });
+    for (let i = 0; i < 8; i++) assert.ok(await shared.tryAcquire('create'));
+
+    assert.equal(await shared.tryAcquire('poll'), false, 'at the poll ceiling, no poll has waited yet');
+    const waiting = await shared.used();
+    assert.deepEqual([waiting.used, waiting.pollsWaiting], [8, true]);
+    const polls = [];
+    for (let i = 0; i < 4; i++) polls.push(await shared.tryAcquire('poll'));
+    assert.deepEqual(polls, [true, true, true, false], 'then the floor of 3, beyond the ceiling');
+    assert.equal(await shared.tryAcquire('create'), true, 'creation keeps the rest of its reserve');
+    assert.equal((await shared.used()).used, 12);
+  });
+
   test('a poll floor beyond the poll share is refused at construction, naming the bound', async (t) => {
     const { redis } = await redisFor(t);
     assert.throws(() => budget(redis, { limit: 12, reservedForCreate: 4, pollFloor: 9 }), {
