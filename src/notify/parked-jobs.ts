@@ -1,6 +1,5 @@
 import type { Job, Queue } from 'bullmq';
 import { orderRefOf } from '../store/feed.js';
-import { SETTLED_OUTCOMES } from '../store/notify-deliveries.js';
 import { type DeliverDeps, releaseSuccessor } from './deliver-notification.js';
 import type { NotifyJobData } from './notify-queue.js';
 
@@ -29,22 +28,23 @@ export async function recordParkedJob(deps: DeliverDeps, job: Job<NotifyJobData>
   const { endpointId, seq } = job.data;
   const failedAt = job.finishedOn ?? deps.now();
   const latest = deps.store.deliveries.latest(endpointId, seq);
-  if (latest && (SETTLED_OUTCOMES.includes(latest.outcome) || latest.requestedAt > failedAt)) {
-    return false;
-  }
   const event = deps.store.feed.get(seq);
-  deps.store.deliveries.record({
-    endpointId,
-    seq,
-    type: event?.type ?? latest?.type ?? 'unknown',
-    partnerRef: (event && orderRefOf(event)) ?? latest?.partnerRef ?? null,
-    attempt: Math.max(job.attemptsMade, 1),
-    requestedAt: failedAt,
-    status: null,
-    durationMs: null,
-    error: `the notification job failed for good: ${job.failedReason || 'no reason given'}`,
-    outcome: 'gave_up',
-  });
+  const recorded = deps.store.deliveries.recordUnlessSettled(
+    {
+      endpointId,
+      seq,
+      type: event?.type ?? latest?.type ?? 'unknown',
+      partnerRef: (event && orderRefOf(event)) ?? latest?.partnerRef ?? null,
+      attempt: Math.max(job.attemptsMade, 1),
+      requestedAt: failedAt,
+      status: null,
+      durationMs: null,
+      error: `the notification job failed for good: ${job.failedReason || 'no reason given'}`,
+      outcome: 'gave_up',
+    },
+    failedAt,
+  );
+  if (!recorded) return false;
   deps.metrics.countDelivery('gave_up', null);
   const endpoint = deps.store.endpoints.get(endpointId);
   if (endpoint && event) await releaseSuccessor(deps, endpoint, event);

@@ -1,4 +1,4 @@
-import type { Statement } from 'better-sqlite3';
+import type { Statement, Transaction } from 'better-sqlite3';
 import type { OrderRows } from './order-rows.js';
 
 /**
@@ -100,9 +100,20 @@ export class NotifyDeliveries {
   readonly #latest: Statement<[number, number], DeliveryRow>;
   readonly #firstUnsent: Statement<{ endpoint: number; after: number }, { seq: number | null }>;
 
+  readonly #recordUnlessSettledTx: Transaction<
+    (attempt: Omit<NotifyDelivery, 'id'>, after: number) => NotifyDelivery | undefined
+  >;
+
   constructor(rows: OrderRows) {
     this.#rows = rows;
     const { db } = rows;
+    this.#recordUnlessSettledTx = db.transaction((attempt: Omit<NotifyDelivery, 'id'>, after: number) => {
+      const latest = this.latest(attempt.endpointId, attempt.seq);
+      if (latest && (SETTLED_OUTCOMES.includes(latest.outcome) || latest.requestedAt > after))
+        return undefined;
+      const { lastInsertRowid } = this.#insert.run(toRow(attempt));
+      return { id: Number(lastInsertRowid), ...attempt };
+    });
     this.#insert = db.prepare(
       `INSERT INTO notify_deliveries
          (endpoint_id, seq, type, partner_ref, attempt, requested_at, status, duration_ms, error, outcome)
@@ -158,20 +169,18 @@ export class NotifyDeliveries {
 
   /** Records one attempt; returns it with its id. */
   record(attempt: Omit<NotifyDelivery, 'id'>): NotifyDelivery {
-    const { lastInsertRowid } = this.#rows.writeOne(this.#insert, {
-      endpoint_id: attempt.endpointId,
-      seq: attempt.seq,
-      type: attempt.type,
-      partner_ref: attempt.partnerRef,
-      attempt: attempt.attempt,
-      requested_at: attempt.requestedAt,
-      status: attempt.status,
-      duration_ms: attempt.durationMs,
-      error: attempt.error,
-      outcome: attempt.outcome,
-    });
+    const { lastInsertRowid } = this.#rows.writeOne(this.#insert, toRow(attempt));
     const id = Number(lastInsertRowid);
     return { id, ...attempt };
+  }
+
+  /**
+   * Records `attempt` unless the event's latest attempt at the endpoint is settled or was made
+   * after `after`; the check and the insert are one write, so two processes (a worker's `failed`
+   * handler and another's start-up sweep) never both record it. Returns it, or undefined.
+   */
+  recordUnlessSettled(attempt: Omit<NotifyDelivery, 'id'>, after: number): NotifyDelivery | undefined {
+    return this.#rows.write(this.#recordUnlessSettledTx, attempt, after);
   }
 
   /** Whether the event is done with at the endpoint (delivered, given up, or not to be sent). */
@@ -210,4 +219,19 @@ export class NotifyDeliveries {
   failed({ since = 0, endpointId, limit = 1000 }: DeliveryFilter = {}): NotifyDelivery[] {
     return this.#failed.all({ since, endpoint: endpointId ?? null, limit }).map(toDelivery);
   }
+}
+
+function toRow(attempt: Omit<NotifyDelivery, 'id'>) {
+  return {
+    endpoint_id: attempt.endpointId,
+    seq: attempt.seq,
+    type: attempt.type,
+    partner_ref: attempt.partnerRef,
+    attempt: attempt.attempt,
+    requested_at: attempt.requestedAt,
+    status: attempt.status,
+    duration_ms: attempt.durationMs,
+    error: attempt.error,
+    outcome: attempt.outcome,
+  };
 }
