@@ -6,6 +6,21 @@ import type { ChildProcess } from 'node:child_process';
  * and kill whatever this process started if it exits without stopping it.
  */
 
+/** A private server (redis-server, postgres) this process started, and its lifecycle. */
+export interface PrivateServer {
+  /** How clients connect to it. */
+  readonly url: string;
+  readonly port: number;
+  /** Its data directory. */
+  readonly dir: string;
+  /** Stops the server, data kept, so that a test can simulate an outage. */
+  pause(): Promise<void>;
+  /** Starts it again on the same port and data. */
+  resume(): Promise<void>;
+  /** Stops the server and removes a temporary data directory. */
+  stop(): Promise<void>;
+}
+
 const running = new Set<ChildProcess>();
 process.once('exit', () => {
   for (const child of running) child.kill('SIGKILL');

@@ -3,7 +3,7 @@ import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } fr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import postgres from 'postgres';
-import { terminate, untilReady } from './child-server.js';
+import { type PrivateServer, terminate, untilReady } from './child-server.js';
 import { freePort } from './redis-server.js';
 
 /** Options of {@link startPostgresServer}. */
@@ -26,19 +26,12 @@ export interface PostgresServerOptions {
   startTimeoutMs?: number;
 }
 
-/** A private PostgreSQL server owned by this process. */
-export interface PostgresServer {
-  /** `postgres://h2h@127.0.0.1:<port>/<database>`: trust authentication, no password. */
-  readonly url: string;
-  readonly port: number;
-  readonly dir: string;
-  /** Stops the server (cluster kept), so that a test can simulate an outage. */
-  pause(): Promise<void>;
-  /** Starts it again on the same port and cluster. */
-  resume(): Promise<void>;
-  /** Stops the server (fast shutdown) and removes a temporary directory. */
-  stop(): Promise<void>;
-}
+/**
+ * A private PostgreSQL server owned by this process: `url` is
+ * `postgres://h2h@127.0.0.1:<port>/<database>` (trust authentication, no password); `stop` is a
+ * fast shutdown.
+ */
+export type PostgresServer = PrivateServer;
 
 export class PostgresServerError extends Error {
   override name = 'PostgresServerError';

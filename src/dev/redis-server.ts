@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { terminate, untilReady } from './child-server.js';
+import { type PrivateServer, terminate, untilReady } from './child-server.js';
 
 /** Options of {@link startRedisServer}. */
 export interface RedisServerOptions {
@@ -19,18 +19,8 @@ export interface RedisServerOptions {
   startTimeoutMs?: number;
 }
 
-/** A private redis-server process owned by this process. */
-export interface RedisServer {
-  readonly url: string;
-  readonly port: number;
-  readonly dir: string;
-  /** Stops the server (data directory kept), so that a test can simulate an outage. */
-  pause(): Promise<void>;
-  /** Starts it again on the same port and data directory. */
-  resume(): Promise<void>;
-  /** Stops the server and removes a temporary data directory. */
-  stop(): Promise<void>;
-}
+/** A private redis-server process owned by this process (`redis://127.0.0.1:<port>`). */
+export type RedisServer = PrivateServer;
 
 export class RedisServerError extends Error {
   override name = 'RedisServerError';
