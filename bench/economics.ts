@@ -59,7 +59,6 @@ import { startRedisServer } from '../src/dev/redis-server.js';
 import { placeOrder } from '../src/orders/place-order.js';
 import { type AcquireOptions, type BudgetPriority, RateBudget } from '../src/rate-budget/rate-budget.js';
 import { startReceiver } from '../src/receiver/server.js';
-import { createReconcilerMetrics } from '../src/reconciler/metrics.js';
 import { startReconciler } from '../src/reconciler/reconciler.js';
 import { connectRedis } from '../src/shared/redis-connection.js';
 import { createSimulator, REALISTIC_DEFAULTS } from '../src/simulator/index.js';
@@ -400,18 +399,12 @@ async function runDay(
     });
     stops.push(() => client.close());
     const passes: Array<{ at: number; stoppedBy: string }> = [];
-    const metrics = createReconcilerMetrics({
-      queries: store.queries,
-      circuit: store.circuit,
-      auditWindowMs: store.schedule.settings.auditWindowMs,
-    });
     const reconciler = await startReconciler({
       settings,
       store,
       client,
       budget,
       redisUrl: redisServer.url,
-      metrics,
       logger: pino({ level: 'warn' }, process.stderr),
       onPass: (summary) => {
         passes.push({ at: Date.now(), stoppedBy: summary.stoppedBy });
@@ -556,7 +549,7 @@ async function runDay(
 
     // What the calls bought.
     const counter = async (name: string, outcome?: string) => {
-      const metric = metrics.registry.getSingleMetric(name);
+      const metric = reconciler.metrics.registry.getSingleMetric(name);
       if (!metric) return 0;
       return (await metric.get()).values
         .filter((v) => outcome === undefined || v.labels.outcome === outcome)

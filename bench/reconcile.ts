@@ -30,7 +30,6 @@ import { startRedisServer } from '../src/dev/redis-server.js';
 import { createLogger } from '../src/observability/logger.js';
 import { placeOrder } from '../src/orders/place-order.js';
 import { RateBudget } from '../src/rate-budget/rate-budget.js';
-import { createReconcilerMetrics } from '../src/reconciler/metrics.js';
 import { startReconciler } from '../src/reconciler/reconciler.js';
 import { createSimulator } from '../src/simulator/index.js';
 import { openDatabase } from '../src/store/database.js';
@@ -125,23 +124,17 @@ async function main(): Promise<number> {
   };
   const db = openDatabase({ path: join(dir, 'bench.db') });
   const store = openOrderStore(db, settings);
-  const metrics = createReconcilerMetrics({
-    queries: store.queries,
-    circuit: store.circuit,
-    auditWindowMs: store.schedule.settings.auditWindowMs,
-  });
   const reconciler = await startReconciler({
     settings,
     store,
     client,
     budget,
     redisUrl: redisServer.url,
-    metrics,
     logger: createLogger({ name: 'reconciler', level: 'warn', destination: process.stderr }),
   });
 
   const pollsSoFar = async () =>
-    (await metrics.registry.getSingleMetric('h2h_reconcile_polls_total')!.get()).values.reduce(
+    (await reconciler.metrics.registry.getSingleMetric('h2h_reconcile_polls_total')!.get()).values.reduce(
       (sum, v) => sum + v.value,
       0,
     );
@@ -205,7 +198,7 @@ async function main(): Promise<number> {
 
   const polls = await pollsSoFar();
   const auditReads = (
-    await metrics.registry.getSingleMetric('h2h_reconcile_audit_reads_total')!.get()
+    await reconciler.metrics.registry.getSingleMetric('h2h_reconcile_audit_reads_total')!.get()
   ).values.reduce((sum, v) => sum + v.value, 0);
   const pollCeiling = budget.ceilingFor('poll');
   const floorMs = (N / pollCeiling) * (windowMs + marginMs);
