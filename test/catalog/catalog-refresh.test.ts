@@ -1,12 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
 import { CATALOG_QUEUE, startCatalogRefresh } from '../../src/catalog/catalog-refresh.js';
 import type { CatalogSyncSummary } from '../../src/catalog/catalog-sync.js';
-import { RateBudget } from '../../src/rate-budget/rate-budget.js';
-import { UpstreamClient } from '../../src/upstream/client.js';
-import { privateRedis } from '../helpers/redis.js';
+import { budgetedClient } from '../helpers/budgeted-client.js';
 import { startSimulator } from '../helpers/simulator.js';
 import { tempStore } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
@@ -15,12 +12,7 @@ import { cleanupScope } from '../helpers/worker.js';
 test('the worker’s scheduled refresh syncs the catalog at once and again every CATALOG_REFRESH_S, so a price changed upstream becomes an event without a command; 0 removes the schedule', async (t) => {
   const scope = cleanupScope(t);
   const sim = await startSimulator(scope);
-  const redis = await privateRedis(scope);
-  const connection = new Redis(redis.url);
-  scope.after(() => connection.quit());
-  const budget = new RateBudget({ redis: connection, apiKey: sim.member.api_key });
-  const client = new UpstreamClient({ baseUrl: sim.sim.baseUrl, apiKey: sim.member.api_key, budget });
-  scope.after(() => client.close());
+  const { client, budget, redisUrl, connection } = await budgetedClient(scope, sim);
   const { store } = tempStore(scope, { now: Date.now });
 
   const refreshes: CatalogSyncSummary[] = [];
@@ -28,7 +20,7 @@ test('the worker’s scheduled refresh syncs the catalog at once and again every
     store,
     client,
     everyMs: 400,
-    redisUrl: redis.url,
+    redisUrl,
     onRefresh: (summary) => refreshes.push(summary),
   });
   scope.after(() => refresh.close());
@@ -51,7 +43,7 @@ test('the worker’s scheduled refresh syncs the catalog at once and again every
   assert.deepEqual(await budget.used().then((u) => u.create), 0, 'never from creation’s share');
 
   await refresh.close();
-  const off = await startCatalogRefresh({ store, client, everyMs: 0, redisUrl: redis.url });
+  const off = await startCatalogRefresh({ store, client, everyMs: 0, redisUrl });
   await off.close();
   const queue = new Queue(CATALOG_QUEUE, { connection });
   try {

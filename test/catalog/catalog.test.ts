@@ -1,33 +1,17 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Redis } from 'ioredis';
 import { request } from 'undici';
 import { buildApiApp } from '../../src/api/app.js';
 import { syncCatalog } from '../../src/catalog/catalog-sync.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
-import { RateBudget } from '../../src/rate-budget/rate-budget.js';
 import type { FeedEvent } from '../../src/store/feed.js';
-import { UpstreamClient } from '../../src/upstream/client.js';
 import { defaultApiLimits } from '../helpers/api.js';
+import { budgetedClient } from '../helpers/budgeted-client.js';
 import { startTestNotifier, verifyNotification } from '../helpers/notify.js';
-import { privateRedis } from '../helpers/redis.js';
-import { startSimulator, type TestSimulator } from '../helpers/simulator.js';
+import { startSimulator } from '../helpers/simulator.js';
 import { snapshot, tempStore } from '../helpers/store.js';
 import { startWebhookSink } from '../helpers/webhook-sink.js';
 import { cleanupScope } from '../helpers/worker.js';
-
-type Scope = ReturnType<typeof cleanupScope>;
-
-/** A client of the simulator's demo reseller drawing from a real budget in a private Redis. */
-async function budgetedClient(t: Scope, sim: TestSimulator) {
-  const redis = await privateRedis(t);
-  const connection = new Redis(redis.url);
-  t.after(() => connection.quit());
-  const budget = new RateBudget({ redis: connection, apiKey: sim.member.api_key });
-  const client = new UpstreamClient({ baseUrl: sim.sim.baseUrl, apiKey: sim.member.api_key, budget });
-  t.after(() => client.close());
-  return { client, budget, redisUrl: redis.url };
-}
 
 const priceChanges = (events: FeedEvent[]) => events.filter((e) => e.type === 'product.price_changed');
 
