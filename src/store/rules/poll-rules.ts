@@ -47,8 +47,26 @@ function paceOf(pace: PaceInput, productCode: string | null): PaceEstimate | nul
   return typeof pace === 'function' ? pace(productCode) : pace;
 }
 
-/** What the first poll of an order depends on: its product's pace, counted from its local creation. */
-export type FirstPollFields = Pick<OrderRow, 'product_code' | 'local_created_at'>;
+/**
+ * What the first poll of an order depends on: its product's pace, counted from its creation
+ * upstream (see {@link pollBaseOf}).
+ */
+export type FirstPollFields = Pick<OrderRow, 'product_code' | 'local_created_at' | 'created_at'>;
+
+/**
+ * The instant an order's time to a final state counts from, on the local clock: its local
+ * creation, or its creation upstream when that is later, i.e. when the order waited before it
+ * was sent (in the shop API's submission queue, or for a budget slot in a burst), but never
+ * later than `now`. The pace is learned from the upstream's `created_at` too, so a first poll
+ * counted from the local creation of an order that waited two minutes for a slot would come
+ * at once, find it PENDING and waste a slot exactly when slots are scarcest. The `now` bound
+ * keeps an upstream clock that runs ahead from pushing the poll beyond what it says.
+ */
+export function pollBaseOf(row: Pick<OrderRow, 'local_created_at' | 'created_at'>, now: number): number {
+  const upstream = row.created_at === null ? Number.NaN : Date.parse(row.created_at);
+  if (!Number.isFinite(upstream)) return row.local_created_at;
+  return Math.max(row.local_created_at, Math.min(upstream, now));
+}
 
 /** The polling columns an order write sets (see {@link afterChange}). */
 export type PollingColumns = Pick<OrderRow, 'next_poll_at' | 'poll_count'>;
@@ -116,7 +134,7 @@ export function isSettled(row: SettledFields): boolean {
 /**
  * When an order created or changed at `now` is first polled: when its final webhook is
  * overdue (docs/reconciler.md, "When the first poll comes"):
- * - with a learned pace: at its local creation + the `firstPollQuantile` of its product's time
+ * - with a learned pace: at its creation ({@link pollBaseOf}) + the `firstPollQuantile` of its product's time
  *   to a final state + the median webhook delivery delay, but no sooner than `firstPollMinMs` and
  *   no later than `firstPollMaxMs` from now;
  * - else (pace off, or too few samples yet) `firstPollDelayMs` from now.
@@ -130,7 +148,7 @@ export function firstPollAt(
   const estimate = paceOf(pace, row.product_code);
   if (!estimate) return now + settings.firstPollDelayMs;
   const { firstPollMinMs = 0, firstPollMaxMs = Number.POSITIVE_INFINITY } = settings;
-  const overdueAt = Math.round(row.local_created_at + estimate.finalMs + estimate.deliveryMs);
+  const overdueAt = Math.round(pollBaseOf(row, now) + estimate.finalMs + estimate.deliveryMs);
   return Math.min(Math.max(overdueAt, now + firstPollMinMs), now + firstPollMaxMs);
 }
 

@@ -32,13 +32,48 @@ test('settled: rejected, FAILED, REFUNDED, SUCCESS with its serial or stuck; not
     assert.equal(isSettled(orderRow(fields)), settled, JSON.stringify(fields));
 });
 
+const pace = (finalMs: number) => ({ finalMs, deliveryMs: 1000, samples: 50, scope: 'product' as const });
+
 test('the learned first poll is bounded by firstPollMinMs and firstPollMaxMs from now', () => {
-  const row = { product_code: 'ML86', local_created_at: NOW };
-  const pace = (finalMs: number) => ({ finalMs, deliveryMs: 1000, samples: 50, scope: 'product' as const });
+  const row = { product_code: 'ML86', local_created_at: NOW, created_at: null };
   assert.equal(firstPollAt(SCHEDULE, row, NOW, null), NOW + 120_000);
   assert.equal(firstPollAt(SCHEDULE, row, NOW, pace(200_000)), NOW + 201_000);
   assert.equal(firstPollAt(SCHEDULE, row, NOW, pace(1000)), NOW + 30_000);
   assert.equal(firstPollAt(SCHEDULE, row, NOW, pace(10_000_000)), NOW + 600_000);
+});
+
+test('an order that waited before it was sent is first polled from its creation upstream, not at once', () => {
+  // Queued (or waiting for a budget slot) 150 s, then created upstream and accepted now: counted
+  // from the local creation the first poll would be due 50 s ago, i.e. at the 30 s minimum,
+  // and would find the order still PENDING.
+  const waited = {
+    product_code: 'ML86',
+    local_created_at: NOW - 150_000,
+    created_at: new Date(NOW).toISOString(),
+  };
+  assert.equal(firstPollAt(SCHEDULE, waited, NOW, pace(100_000)), NOW + 101_000);
+  // Later changes keep counting from the upstream creation.
+  assert.equal(firstPollAt(SCHEDULE, waited, NOW + 40_000, pace(100_000)), NOW + 101_000);
+});
+
+test('the upstream creation time moves the first poll only later than the local creation, never past now', () => {
+  const row = (createdAt: string | null) => ({
+    product_code: 'ML86',
+    local_created_at: NOW,
+    created_at: createdAt,
+  });
+  // An upstream clock 20 s behind ours: the local creation counts.
+  assert.equal(
+    firstPollAt(SCHEDULE, row(new Date(NOW - 20_000).toISOString()), NOW, pace(100_000)),
+    NOW + 101_000,
+  );
+  // An upstream clock 20 s ahead, the answer read at once: counted from now, not from 20 s ahead.
+  assert.equal(
+    firstPollAt(SCHEDULE, row(new Date(NOW + 20_000).toISOString()), NOW, pace(100_000)),
+    NOW + 101_000,
+  );
+  // A created_at the upstream sent in a form that does not parse: the local creation counts.
+  assert.equal(firstPollAt(SCHEDULE, row('yesterday'), NOW, pace(100_000)), NOW + 101_000);
 });
 
 test('the pace is read, for the written product, only when a first poll is computed', () => {
