@@ -225,6 +225,12 @@ interface RunResult {
     burst: { n: number; p99: number; max: number };
     other: { n: number; p99: number; max: number };
   };
+  /**
+   * Lost-webhook orders (not stuck) by the polls that read them while still open before the one
+   * that found them final: 0 = the first poll after completion found it. Tells a late first
+   * poll or a budget that held polls back (class 0) from a premature poll and its backoff (1+).
+   */
+  stalenessByEarlyPolls: Array<{ early: string; n: number; p50: number; p99: number; max: number }>;
   /** Orders on a stuck timeline (PROCESSING for hours) that were read, and their reads. */
   stuckOrders: number;
   stuckReads: number;
@@ -283,6 +289,8 @@ async function runDay(
     const tooManyAt: number[] = [];
     /** GET /orders/:ref by ref (polls and audit reads), to tell what the stuck orders cost. */
     const readsByRef = new Map<string, number>();
+    /** When each ref was read (real ms), to tell premature polls from late ones. */
+    const readTimesByRef = new Map<string, number[]>();
     const simLog = pino(
       { level: 'info' },
       new Writable({
@@ -291,7 +299,10 @@ async function runDay(
             if (line.includes('incoming request') && line.includes('/v1/member-api')) {
               memberCalls++;
               const read = /"method":"GET","url":"\/v1\/member-api\/orders\/([^"?]+)"/.exec(line)?.[1];
-              if (read) readsByRef.set(read, (readsByRef.get(read) ?? 0) + 1);
+              if (read) {
+                readsByRef.set(read, (readsByRef.get(read) ?? 0) + 1);
+                readTimesByRef.set(read, [...(readTimesByRef.get(read) ?? []), Date.now()]);
+              }
             }
             if (!line.includes('request completed')) continue;
             const status = /"statusCode":(\d+)/.exec(line)?.[1];
@@ -571,6 +582,7 @@ async function runDay(
     const staleStuck: number[] = [];
     const staleBurst: number[] = [];
     const staleOther: number[] = [];
+    const staleByEarly = new Map<number, number[]>();
     for (const ref of lostRefs) {
       const order = upstream.get(ref);
       const local = store.queries.getOrder(ref);
@@ -593,7 +605,13 @@ async function runDay(
       else if (upstreamFinal >= realAt(burstFrom) && upstreamFinal < realAt(burstTo + 30 * 60_000))
         staleBurst.push(staleS);
       else staleOther.push(staleS);
+      if (!timeline.stuck) {
+        const early = (readTimesByRef.get(ref) ?? []).filter((at) => at < upstreamFinal).length;
+        const key = Math.min(early, 2);
+        staleByEarly.set(key, [...(staleByEarly.get(key) ?? []), staleS]);
+      }
     }
+    for (const list of staleByEarly.values()) list.sort((a, b) => a - b);
     for (const list of [stale, staleStuck, staleBurst, staleOther]) list.sort((a, b) => a - b);
     let stuckOrders = 0;
     let stuckReads = 0;
@@ -649,6 +667,15 @@ async function runDay(
           max: staleOther.at(-1) ?? Number.NaN,
         },
       },
+      stalenessByEarlyPolls: [...staleByEarly.entries()]
+        .sort(([a], [b]) => a - b)
+        .map(([early, list]) => ({
+          early: early >= 2 ? '2+' : String(early),
+          n: list.length,
+          p50: percentile(list, 0.5),
+          p99: percentile(list, 0.99),
+          max: list.at(-1) ?? Number.NaN,
+        })),
       differing,
       stuckOrders,
       stuckReads,
@@ -725,6 +752,14 @@ function printRun(r: RunResult): void {
     `    of which                 ${a.other.n} outside the burst: p99 ${fmtS(a.other.p99)}, max ${fmtS(a.other.max)}; ` +
       `${a.burst.n} completed in the burst or the 30 min after it: p99 ${fmtS(a.burst.p99)}, max ${fmtS(a.burst.max)}; ` +
       `${a.stuck.n} stuck for hours: max ${fmtS(a.stuck.max)}`,
+  );
+  console.log(
+    `    by premature polls       ${r.stalenessByEarlyPolls
+      .map(
+        (c) =>
+          `${c.early} before completion: ${c.n} orders, p50 ${fmtS(c.p50)}, p99 ${fmtS(c.p99)}, max ${fmtS(c.max)}`,
+      )
+      .join('; ')}`,
   );
   for (const d of r.differing) console.log(`  not converged: ${d}`);
   console.log(

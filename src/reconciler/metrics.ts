@@ -92,10 +92,10 @@ export interface ReconcilerMetricsOptions {
   auditWindowMs?: number;
 }
 
-/** Buckets of the time-to-final histogram, in seconds: 5 s to 48 h. */
 /** Buckets of `h2h_reconcile_poll_lateness_seconds`: a pass interval is 60 s by default. */
 export const POLL_LATENESS_BUCKETS = [1, 5, 15, 30, 60, 120, 300, 600, 1800];
 
+/** Buckets of the time-to-final histogram, in seconds: 5 s to 48 h. */
 export const TIME_TO_FINAL_BUCKETS = [
   5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21_600, 86_400, 172_800,
 ];
