@@ -220,6 +220,12 @@ interface RunResult {
   polls: number;
   wasted: number;
   staleness: { n: number; p50: number; p99: number; max: number };
+  /**
+   * The same without the orders stuck PROCESSING for hours: the goal's own term, the upstream's
+   * p99 completion, is the log-normal body's (stuck orders are outside it), so the goal is
+   * checked on these. Stuck orders are bounded by the backoff's cap instead (reported apart).
+   */
+  stalenessNotStuck: { n: number; p50: number; p99: number; max: number };
   stalenessApart: {
     stuck: { n: number; max: number };
     burst: { n: number; p99: number; max: number };
@@ -583,6 +589,7 @@ async function runDay(
     const staleBurst: number[] = [];
     const staleOther: number[] = [];
     const staleByEarly = new Map<number, number[]>();
+    const staleNotStuck: number[] = [];
     for (const ref of lostRefs) {
       const order = upstream.get(ref);
       const local = store.queries.getOrder(ref);
@@ -606,12 +613,13 @@ async function runDay(
         staleBurst.push(staleS);
       else staleOther.push(staleS);
       if (!timeline.stuck) {
+        staleNotStuck.push(staleS);
         const early = (readTimesByRef.get(ref) ?? []).filter((at) => at < upstreamFinal).length;
         const key = Math.min(early, 2);
         staleByEarly.set(key, [...(staleByEarly.get(key) ?? []), staleS]);
       }
     }
-    for (const list of staleByEarly.values()) list.sort((a, b) => a - b);
+    for (const list of [staleNotStuck, ...staleByEarly.values()]) list.sort((a, b) => a - b);
     for (const list of [stale, staleStuck, staleBurst, staleOther]) list.sort((a, b) => a - b);
     let stuckOrders = 0;
     let stuckReads = 0;
@@ -653,6 +661,12 @@ async function runDay(
         p50: percentile(stale, 0.5),
         p99: percentile(stale, 0.99),
         max: stale.at(-1) ?? Number.NaN,
+      },
+      stalenessNotStuck: {
+        n: staleNotStuck.length,
+        p50: percentile(staleNotStuck, 0.5),
+        p99: percentile(staleNotStuck, 0.99),
+        max: staleNotStuck.at(-1) ?? Number.NaN,
       },
       stalenessApart: {
         stuck: { n: staleStuck.length, max: staleStuck.at(-1) ?? Number.NaN },
@@ -748,6 +762,10 @@ function printRun(r: RunResult): void {
       `(${r.staleness.n} orders, upstream final → local final, simulated time)`,
   );
   const a = r.stalenessApart;
+  const ns = r.stalenessNotStuck;
+  console.log(
+    `    not stuck for hours      p50 ${fmtS(ns.p50)}, p99 ${fmtS(ns.p99)}, max ${fmtS(ns.max)} (${ns.n} orders; the goal is checked on these)`,
+  );
   console.log(
     `    of which                 ${a.other.n} outside the burst: p99 ${fmtS(a.other.p99)}, max ${fmtS(a.other.max)}; ` +
       `${a.burst.n} completed in the burst or the 30 min after it: p99 ${fmtS(a.burst.p99)}, max ${fmtS(a.burst.max)}; ` +
@@ -833,14 +851,14 @@ async function main(): Promise<number> {
     `\nmachine: ${machine}; load average at the end ${endLoad1?.toFixed(2)} / ${endLoad5?.toFixed(2)}`,
   );
   console.log(
-    '\n| date | p | first poll | poll floor | orders | calls/order | floor | × floor | wasted | stale p50 / p99 / max | burst wait p99 / max | 429 | refunds found | coverage |',
+    '\n| date | p | first poll | poll floor | orders | calls/order | floor | × floor | wasted | stale p50 / p99 / max | p99 not stuck | burst wait p99 / max | 429 | refunds found | coverage |',
   );
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of results) {
     console.log(
       `| ${new Date().toISOString().slice(0, 10)} | ${r.p} | ${describeFirstPoll(r)} | ${r.pollFloor} | ${r.orders} | ${r.callsPerOrder.toFixed(3)} | ${r.floor.toFixed(3)} | ` +
         `**${(r.callsPerOrder / r.floor).toFixed(3)}** | ${pct(r.polls === 0 ? 0 : r.wasted / r.polls)} | ` +
-        `${fmtS(r.staleness.p50)} / ${fmtS(r.staleness.p99)} / ${fmtS(r.staleness.max)} | ${fmtS(r.burstWaitP99S)} / ${fmtS(r.burstMaxWaitS)} | ${r.tooMany} | ` +
+        `${fmtS(r.staleness.p50)} / ${fmtS(r.staleness.p99)} / ${fmtS(r.staleness.max)} | **${fmtS(r.stalenessNotStuck.p99)}** | ${fmtS(r.burstWaitP99S)} / ${fmtS(r.burstMaxWaitS)} | ${r.tooMany} | ` +
         `${r.refundsFoundInWindow}/${r.refundsPlanned} | ${pct(r.coverageEndOfDay)} → ${pct(r.coverageEnd)} |`,
     );
   }
@@ -863,9 +881,10 @@ async function main(): Promise<number> {
       failures.push(
         `${at}: ${r.callsPerOrder.toFixed(3)} calls per order = ${ratio.toFixed(3)} × the floor ${r.floor.toFixed(3)} > ${limit}`,
       );
-    if (r.staleness.n > 0 && r.staleness.p99 > stalenessGoalS)
+    const stale = r.stalenessNotStuck;
+    if (stale.n > 0 && stale.p99 > stalenessGoalS)
       failures.push(
-        `${at}: p99 staleness of lost-webhook orders ${fmtS(r.staleness.p99)} > ${fmtS(stalenessGoalS)} (upstream p99 completion ${COMPLETION.p99_s} s + 2 passes of ${passS} s)`,
+        `${at}: p99 staleness of lost-webhook orders not stuck for hours ${fmtS(stale.p99)} > ${fmtS(stalenessGoalS)} (upstream p99 completion ${COMPLETION.p99_s} s + 2 passes of ${passS} s)`,
       );
   }
   for (const failure of failures) console.error(`FAILED: ${failure}`);
