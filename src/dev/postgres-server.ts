@@ -1,5 +1,15 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import {
+  chownSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import postgres from 'postgres';
@@ -28,7 +38,8 @@ export interface PostgresServerOptions {
 
 /**
  * A private PostgreSQL server owned by this process: `url` is
- * `postgres://h2h@127.0.0.1:<port>/<database>` (trust authentication, no password); `stop` is a
+ * `postgres://h2h:<password>@127.0.0.1:<port>/<database>` (a random password made at `initdb`,
+ * SCRAM over TCP, so another local user cannot reach the cluster through its port); `stop` is a
  * fast shutdown.
  */
 export type PostgresServer = PrivateServer;
@@ -37,7 +48,10 @@ export class PostgresServerError extends Error {
   override name = 'PostgresServerError';
 }
 
-/** The superuser `initdb` creates; clients connect as it over TCP with trust authentication. */
+/**
+ * The superuser `initdb` creates. Clients connect as it over TCP with its password
+ * (scram-sha-256); the unix socket, inside the server's own directory, trusts it.
+ */
 const SUPERUSER = 'h2h';
 const DEBIAN_ROOT = '/usr/lib/postgresql';
 
@@ -100,10 +114,21 @@ function serverEnv(): NodeJS.ProcessEnv {
  * (a throwaway cluster); the server itself runs with PostgreSQL's defaults, fsync on, so tests
  * and benches see the commit costs production has.
  */
-function initCluster(binDir: string, dir: string, account: { uid: number; gid: number } | undefined) {
-  const args = ['-D', join(dir, 'data'), '-U', SUPERUSER, '--auth=trust', '--no-locale', '-E', 'UTF8'];
+function initCluster(
+  binDir: string,
+  dir: string,
+  account: { uid: number; gid: number } | undefined,
+  password: string,
+) {
+  // initdb reads the superuser's password from a file, as the server's account: written for it
+  // alone and removed at once.
+  const pwfile = join(dir, 'initdb-password');
+  writeFileSync(pwfile, `${password}\n`, { mode: 0o600 });
+  if (account) chownSync(pwfile, account.uid, account.gid);
+  const args = ['-D', join(dir, 'data'), '-U', SUPERUSER, `--pwfile=${pwfile}`];
+  const auth = ['--auth-local=trust', '--auth-host=scram-sha-256', '--no-locale', '-E', 'UTF8'];
   try {
-    execFileSync(join(binDir, 'initdb'), [...args, '--no-sync', '--no-instructions'], {
+    execFileSync(join(binDir, 'initdb'), [...args, ...auth, '--no-sync', '--no-instructions'], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: serverEnv(),
       ...account,
@@ -111,7 +136,19 @@ function initCluster(binDir: string, dir: string, account: { uid: number; gid: n
   } catch (cause) {
     const stderr = String((cause as { stderr?: unknown }).stderr ?? '').slice(-2000);
     throw new PostgresServerError(`initdb in ${dir} failed:\n${stderr}`, { cause });
+  } finally {
+    rmSync(pwfile, { force: true });
   }
+}
+
+/**
+ * The superuser's password: made for a new cluster and kept in `<dir>/password` (readable by
+ * this process's user only) so that a cluster started again from its directory is reachable.
+ * A cluster made before passwords (trust on TCP) has none: undefined.
+ */
+function clusterPassword(dir: string): string | undefined {
+  const file = join(dir, 'password');
+  return existsSync(file) ? readFileSync(file, 'utf8').trim() : undefined;
 }
 
 const READY = 'database system is ready to accept connections';
@@ -151,11 +188,12 @@ function launch(
  * Creates the caller's database, over TCP as a client would: the proof that the server accepts
  * connections, beyond its log line.
  */
-async function createDatabase(port: number, database: string): Promise<void> {
+async function createDatabase(port: number, password: string | undefined, database: string): Promise<void> {
   const admin = postgres({
     host: '127.0.0.1',
     port,
     username: SUPERUSER,
+    password,
     database: 'postgres',
     max: 1,
     onnotice: () => {},
@@ -170,8 +208,8 @@ async function createDatabase(port: number, database: string): Promise<void> {
 
 /**
  * Starts a private PostgreSQL server on 127.0.0.1 (never one already running): `initdb` in a
- * temporary directory (trust authentication for the superuser `h2h`, its unix socket inside the
- * directory), `postgres` on a free port, then creates `database`. Retries on another port if the
+ * temporary directory (the superuser `h2h` with a random password over TCP, trusted on its unix
+ * socket inside the directory), `postgres` on a free port, then creates `database`. Retries on another port if the
  * chosen one was taken in the meantime. When this process is root the server runs as the
  * `postgres` (else `nobody`) account, since PostgreSQL refuses root.
  */
@@ -192,7 +230,11 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
     if (account) {
       for (const owned of [dir, join(dir, 'socket')]) chownSync(owned, account.uid, account.gid);
     }
-    if (!existsSync(join(dir, 'data', 'PG_VERSION'))) initCluster(binDir, dir, account);
+    if (!existsSync(join(dir, 'data', 'PG_VERSION'))) {
+      const made = randomBytes(18).toString('base64url');
+      writeFileSync(join(dir, 'password'), made, { mode: 0o600 });
+      initCluster(binDir, dir, account, made);
+    }
     for (let attempt = 0; !child; attempt++) {
       const tryPort = port || (await freePort());
       try {
@@ -202,7 +244,7 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
         if (options.port !== undefined || attempt >= 4) throw err;
       }
     }
-    await createDatabase(port, database);
+    await createDatabase(port, clusterPassword(dir), database);
   } catch (err) {
     if (child) await terminate(child, FAST_SHUTDOWN);
     removeOwnDir();
@@ -211,8 +253,10 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
   const stopChild = async () => {
     if (child) await terminate(child, FAST_SHUTDOWN);
   };
+  const password = clusterPassword(dir);
+  const credentials = password === undefined ? SUPERUSER : `${SUPERUSER}:${password}`;
   return {
-    url: `postgres://${SUPERUSER}@127.0.0.1:${port}/${database}`,
+    url: `postgres://${credentials}@127.0.0.1:${port}/${database}`,
     port,
     dir,
     pause: stopChild,

@@ -17,7 +17,7 @@ function portIsFree(port: number): Promise<boolean> {
 test('a private PostgreSQL server answers queries on its own port, keeps data across pause/resume, and cleans up', async (t) => {
   const server = await startPostgresServer();
   t.after(() => server.stop());
-  assert.match(server.url, /^postgres:\/\/h2h@127\.0\.0\.1:\d+\/h2h$/);
+  assert.match(server.url, /^postgres:\/\/h2h:[\w-]{24}@127\.0\.0\.1:\d+\/h2h$/);
   const sql = postgres(server.url, { max: 1, onnotice: () => {} });
   await sql`CREATE TABLE t (id INTEGER PRIMARY KEY, note TEXT NOT NULL)`;
   await sql`INSERT INTO t ${sql({ id: 1, note: 'kept' })}`;
@@ -40,6 +40,22 @@ test('a private PostgreSQL server answers queries on its own port, keeps data ac
   await server.stop();
   assert.equal(existsSync(server.dir), false);
   assert.equal(await portIsFree(server.port), true);
+});
+
+test('the private server refuses a TCP client without its password (another local user cannot use it)', async (t) => {
+  const server = await startPostgresServer();
+  t.after(() => server.stop());
+  const url = new URL(server.url);
+  const wrong = (password: string) =>
+    postgres({ host: '127.0.0.1', port: server.port, username: 'h2h', password, database: 'h2h', max: 1 });
+  for (const password of ['', 'not-the-password']) {
+    const sql = wrong(password);
+    t.after(() => sql.end());
+    await assert.rejects(sql`SELECT 1`, /password authentication failed|password/i);
+  }
+  const right = wrong(decodeURIComponent(url.password));
+  t.after(() => right.end());
+  assert.deepEqual([...(await right<{ one: number }[]>`SELECT 1 AS one`)], [{ one: 1 }]);
 });
 
 test('two private servers run at once on different ports, each with its own data', async (t) => {
