@@ -15,6 +15,12 @@ export const GROWTH = 1.1;
 export interface PaceEstimate {
   /** The chosen quantile of the time from creation to a final state, in ms. */
   finalMs: number;
+  /**
+   * The {@link OUTLIER_QUANTILE} of the same distribution, in ms: an order open longer than this
+   * took longer than all but one in a thousand of its kind (with few samples, about the longest
+   * seen). Such an order is an outlier, polled at the backoff's cap (poll-rules.ts).
+   */
+  outlierMs: number;
   /** The median delivery delay of a webhook, in ms (0 until enough webhooks arrived). */
   deliveryMs: number;
   /** Samples behind `finalMs`, by weight. */
@@ -22,6 +28,9 @@ export interface PaceEstimate {
   /** `product` when the product has enough samples of its own, else `all` (every product together). */
   scope: 'product' | 'all';
 }
+
+/** The quantile of the time to final beyond which an open order is an outlier. */
+export const OUTLIER_QUANTILE = 0.999;
 
 /** A distribution as stored: weight per bucket, in bucket order. */
 export type Histogram = ReadonlyArray<{ bucket: number; weight: number }>;
@@ -75,10 +84,14 @@ export function estimatePace(
   const { own } = histograms;
   if (own !== null) {
     const finalMs = quantileOf(own, quantile, minSamples);
-    if (finalMs !== null) return { finalMs, deliveryMs: delivery, samples: sumOf(own), scope: 'product' };
+    if (finalMs !== null) {
+      const outlierMs = quantileOf(own, OUTLIER_QUANTILE, minSamples)!;
+      return { finalMs, outlierMs, deliveryMs: delivery, samples: sumOf(own), scope: 'product' };
+    }
   }
   const all = typeof histograms.all === 'function' ? histograms.all() : histograms.all;
   const finalMs = quantileOf(all, quantile, minSamples);
   if (finalMs === null) return null;
-  return { finalMs, deliveryMs: delivery, samples: sumOf(all), scope: 'all' };
+  const outlierMs = quantileOf(all, OUTLIER_QUANTILE, minSamples)!;
+  return { finalMs, outlierMs, deliveryMs: delivery, samples: sumOf(all), scope: 'all' };
 }

@@ -36,8 +36,8 @@ export type ScheduleRuleSettings = Pick<
 
 /**
  * The pace estimate of the order's product (null: none learned, or pace off), or a function that
- * reads a product's. The function is called only when a first poll is computed, with the product
- * of the order as written, so a store whose estimate is a cached read (SQLite's `OrderPace`) reads
+ * reads a product's. The function is called only when a first poll is computed or an answered
+ * poll of an open order is recorded (the outlier check), with the product of the order as written, so a store whose estimate is a cached read (SQLite's `OrderPace`) reads
  * it exactly when it did before the rules moved here; a caller that must read it beforehand (an
  * async backend) passes the value.
  */
@@ -194,9 +194,25 @@ export function afterSubmissionOutcome(row: SettledFields, now: number): Pick<Or
  *   (`stuck_at`, the first marking kept), polled at the longest backoff interval; a SUCCESS
  *   still without its serial is marked stuck the same way, and then settled;
  * - changed → at {@link firstPollAt};
+ * - answered unchanged, open longer than its product's learned outlier time (`PaceEstimate.outlierMs`, the 99.9th
+ *   percentile of its time to a final state) → at the longest backoff interval: the ladder's
+ *   short steps are for the normal tail, and an order past nearly all of its kind (in practice,
+ *   one PROCESSING for hours) would otherwise spend them for nothing;
  * - otherwise the n-th poll in a row without a change → after `backoffMs[n - 1]`, the last
  *   entry repeating.
  */
+/**
+ * Whether an order the upstream has, still without its final state, has been open longer than
+ * its product's learned outlier time (false without a learned pace; false for a SUCCESS waiting
+ * for its serial, whose wait is not the time to final, and for a submission still to be
+ * resolved, whose polls are not about the pace).
+ */
+function isOutlier(current: OrderRow, now: number, pace: PaceInput): boolean {
+  if (current.final_at !== null || current.submission_state !== 'accepted') return false;
+  const estimate = paceOf(pace, current.product_code);
+  return estimate !== null && now - pollBaseOf(current, now) > estimate.outlierMs;
+}
+
 export function planPollRecord(
   settings: ScheduleRuleSettings,
   current: OrderRow,
@@ -207,11 +223,14 @@ export function planPollRecord(
   const { backoffMs, stuckAfterMs } = settings;
   const changed = outcome === 'changed';
   const stuck = isIncomplete(current) && now - current.local_created_at >= stuckAfterMs;
+  const cap = Math.max(...backoffMs);
   const nextPollAt = stuck
-    ? now + Math.max(...backoffMs)
+    ? now + cap
     : changed
       ? firstPollAt(settings, current, now, pace)
-      : now + backoffMs[Math.min(current.poll_count, backoffMs.length - 1)]!;
+      : outcome === 'unchanged' && isOutlier(current, now, pace)
+        ? now + cap
+        : now + backoffMs[Math.min(current.poll_count, backoffMs.length - 1)]!;
   const stuckAt = stuck ? (current.stuck_at ?? now) : current.stuck_at;
   return {
     id: current.id,
