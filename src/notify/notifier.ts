@@ -164,6 +164,20 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
         const added = await dispatchNotifications(store, queue, {
           retries: scheduleMs.length,
           memory,
+          // The cursor write joins the delivery records' group commit, and the pass does not wait
+          // for it: a write that failed is only a cursor behind, whose events are added again as
+          // a no-op (dispatcher.ts). close() drains it before the last cursor writes.
+          ...(groupCommit
+            ? {
+                commit: async (write: () => void) => {
+                  groupCommit
+                    .submit(write)
+                    .catch((err) =>
+                      logger?.warn({ err }, 'could not write a notification cursor; written later'),
+                    );
+                },
+              }
+            : {}),
         });
         if (added > 0) metrics.countDispatched(added);
         return added;
