@@ -63,6 +63,11 @@ export class WaitMarks {
     await this.#redis.set(this.#key(endpointId, predecessorSeq), jobId, 'PX', Math.max(1, Math.round(ttlMs)));
   }
 
+  /** The id of the job marked as waiting for (endpoint, seq), or null; the mark stays. */
+  waiting(endpointId: number, seq: number): Promise<string | null> {
+    return this.#redis.get(this.#key(endpointId, seq));
+  }
+
   /** Takes the mark left for (endpoint, seq): the id of the job that waits for it, or null. */
   take(endpointId: number, seq: number): Promise<string | null> {
     return this.#redis.getdel(this.#key(endpointId, seq));
