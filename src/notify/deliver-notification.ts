@@ -67,14 +67,21 @@ function pendingPredecessor(
 
 /**
  * Wakes the job of the order's next event at the endpoint if it waits, delayed, for this one: it
- * left a mark naming itself (src/notify/order-wait.ts). Without a mark, one GETDEL and nothing
- * else. Call it only once this event's outcome is recorded.
+ * left a mark naming itself (src/notify/order-wait.ts), taken here with one GETDEL. Nothing can
+ * wait when the event is of no order, or when the feed has no later event of its order yet (one
+ * committed after this look finds this event settled: call it only once the outcome is recorded);
+ * then not even that. `event` undefined (no longer in the feed): the mark is taken anyway.
  */
 export async function releaseSuccessor(
-  deps: Pick<DeliverDeps, 'marks' | 'queue'>,
+  deps: Pick<DeliverDeps, 'marks' | 'queue' | 'store'>,
   endpointId: number,
   seq: number,
+  event: FeedEvent | undefined,
 ) {
+  if (event) {
+    const ref = orderRefOf(event);
+    if (ref === undefined || deps.store.feed.ofOrder(ref, { after: seq }).length === 0) return;
+  }
   const waiting = await deps.marks.take(endpointId, seq);
   if (waiting === null) return;
   const job = await deps.queue.getJob(waiting);
@@ -177,7 +184,7 @@ async function deliverOnce(
 
   if (answer.status !== null && answer.status >= 200 && answer.status < 300) {
     await record('delivered', answer, requestedAt);
-    await releaseSuccessor(deps, endpointId, seq);
+    await releaseSuccessor(deps, endpointId, seq, event);
     return 'delivered';
   }
   if (answer.status === 410) {
@@ -188,6 +195,6 @@ async function deliverOnce(
   }
   const last = attempt >= (job.opts.attempts ?? 1);
   await record(last ? 'gave_up' : 'retrying', answer, requestedAt);
-  if (last) await releaseSuccessor(deps, endpointId, seq);
+  if (last) await releaseSuccessor(deps, endpointId, seq, event);
   throw new Error(answer.error ?? `the endpoint answered ${answer.status}`);
 }

@@ -46,7 +46,7 @@ export async function recordParkedJob(deps: DeliverDeps, job: Job<NotifyJobData>
   );
   if (!recorded) return false;
   deps.metrics.countDelivery('gave_up', null);
-  await releaseSuccessor(deps, endpointId, seq);
+  await releaseSuccessor(deps, endpointId, seq, event);
   return true;
 }
 
