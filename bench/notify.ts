@@ -29,7 +29,7 @@
  */
 import { fork } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -121,6 +121,21 @@ function snapshotOf(ref: string, status: string, serial: string | null = null): 
   };
 }
 
+/**
+ * CPU time (user + system) process `pid` has used so far, ms, from /proc (Linux); undefined
+ * elsewhere. Less at the mercy of the machine's other load than latency is.
+ */
+function cpuMs(pid: number | undefined): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // utime and stime: fields 14 and 15 of stat, in clock ticks (100 a second on Linux).
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return undefined;
+  }
+}
+
 /** `p` quantile of sorted `values`, nearest rank. */
 const quantile = (sorted: readonly number[], p: number) =>
   sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]!;
@@ -202,11 +217,13 @@ async function bench(): Promise<number> {
     // Events of the warm-up (JIT, connections, lazily loaded code) are checked, not timed.
     const warmupEvents = Math.round(RATE * WARMUP_S);
     let firstTimedSeq = Number.POSITIVE_INFINITY;
+    let workerCpuAtStart = warmupEvents === 0 ? cpuMs(worker.pid) : undefined;
     const redisStats = flags['redis-stats'] ? new Redis(redis.url) : undefined;
     if (redisStats && warmupEvents === 0) await redisStats.config('RESETSTAT');
     const write = (i: number) => {
       if (i === warmupEvents) {
         firstTimedSeq = store.feed.lastSeq() + 1;
+        workerCpuAtStart = cpuMs(worker.pid);
         if (redisStats && i > 0) void redisStats.config('RESETSTAT');
       }
       const batch = Math.floor(i / (ORDERS * 4));
@@ -253,6 +270,7 @@ async function bench(): Promise<number> {
       if (received >= committedAt.size || Date.now() > deadline) break;
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
+    const workerCpuAtEnd = cpuMs(worker.pid);
     shopProcess.send('report');
     const report = await nextMessage<ShopMessage & { kind: 'report' }>(
       shopProcess,
@@ -313,6 +331,11 @@ async function bench(): Promise<number> {
       p99Ms: Number(quantile(latencies, 0.99).toFixed(1)),
       maxMs: Number((latencies.at(-1) ?? Number.NaN).toFixed(1)),
       maxP99Ms: MAX_P99,
+      // The worker process's CPU per event of the timed part (dispatch and delivery), ms.
+      workerCpuMsPerEvent:
+        workerCpuAtStart === undefined || workerCpuAtEnd === undefined
+          ? null
+          : Number(((workerCpuAtEnd - workerCpuAtStart) / Math.max(1, latencies.length)).toFixed(2)),
       ...(redisCommands ? { redisCommandsPerEvent: redisCommands } : {}),
     };
 
@@ -344,6 +367,7 @@ async function bench(): Promise<number> {
           `${result.committed} / ${result.received} / ${delivered}`,
         ],
         ['lost / doubled / unverified', `${lost} / ${doubled} / ${report.unverified}`],
+        ['worker CPU per timed event', `${result.workerCpuMsPerEvent ?? '?'} ms`],
         ['load before → after', `${result.loadBefore.join(' ')} → ${result.loadAfter.join(' ')}`],
       ];
       if (redisCommands) {
