@@ -18,18 +18,23 @@
  * The first `--warmup` s of commits (JIT, connections, lazily loaded code: a few hundred ms of
  * latency at first) are checked like the rest but not timed.
  *
- *   npm run bench:notify -- [--rate 500] [--duration 20] [--warmup 3] [--orders 50] [--dispatch-every-ms <H2H_NOTIFY_DISPATCH_EVERY_MS>] [--max-p99 50] [--json] [--keep-store]
+ *   npm run bench:notify -- [--rate 500] [--duration 20] [--warmup 3] [--orders 50] [--dispatch-every-ms <H2H_NOTIFY_DISPATCH_EVERY_MS>] [--max-p99 50] [--json] [--keep-store] [--cpu-prof DIR] [--redis-stats]
+ *
+ * Where the time goes: `--cpu-prof DIR` writes a V8 CPU profile of the worker process to DIR
+ * (open it in Chrome DevTools or speedscope); `--redis-stats` counts the Redis commands of the
+ * timed part (INFO commandstats, reset at the end of the warm-up) and prints them per delivery.
  *
  * Prints p50/p99/max and the counts; exits 1 when an event was lost, doubled or not verified, or
  * p99 ≥ --max-p99 (0: no goal).
  */
 import { fork } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { Redis } from 'ioredis';
 import { Webhook } from 'standardwebhooks';
 import { loadConfig, reconcilerSettings } from '../src/config/config.js';
 import { startRedisServer } from '../src/dev/redis-server.js';
@@ -49,6 +54,8 @@ const { values: flags } = parseArgs({
     'max-p99': { type: 'string', default: '50' },
     json: { type: 'boolean', default: false },
     'keep-store': { type: 'boolean', default: false },
+    'cpu-prof': { type: 'string' },
+    'redis-stats': { type: 'boolean', default: false },
   },
 });
 
@@ -114,6 +121,21 @@ function snapshotOf(ref: string, status: string, serial: string | null = null): 
   };
 }
 
+/**
+ * CPU time (user + system) process `pid` has used so far, ms, from /proc (Linux); undefined
+ * elsewhere. Less at the mercy of the machine's other load than latency is.
+ */
+function cpuMs(pid: number | undefined): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // utime and stime: fields 14 and 15 of stat, in clock ticks (100 a second on Linux).
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return undefined;
+  }
+}
+
 /** `p` quantile of sorted `values`, nearest rank. */
 const quantile = (sorted: readonly number[], p: number) =>
   sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]!;
@@ -171,10 +193,18 @@ async function bench(): Promise<number> {
       RECONCILE_ENABLED: 'false',
       LOG_LEVEL: 'warn',
     };
+    // The notifier's and the worker's settings of this shell apply (H2H_NOTIFY_CONCURRENCY=… npm run …).
+    for (const [name, value] of Object.entries(process.env)) {
+      if (value !== undefined && /^H2H_(NOTIFY|WORKER)_/.test(name)) env[name] = value;
+    }
     if (flags['dispatch-every-ms']) env.H2H_NOTIFY_DISPATCH_EVERY_MS = flags['dispatch-every-ms'];
     const worker = fork('src/cli/main.ts', ['worker'], {
       env,
-      execArgv: ['--import', 'tsx'],
+      execArgv: [
+        '--import',
+        'tsx',
+        ...(flags['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', flags['cpu-prof']] : []),
+      ],
       // Its log lines on stderr: stdout is the figures (--json).
       stdio: ['ignore', 2, 2, 'ipc'],
     });
@@ -187,8 +217,15 @@ async function bench(): Promise<number> {
     // Events of the warm-up (JIT, connections, lazily loaded code) are checked, not timed.
     const warmupEvents = Math.round(RATE * WARMUP_S);
     let firstTimedSeq = Number.POSITIVE_INFINITY;
+    let workerCpuAtStart = warmupEvents === 0 ? cpuMs(worker.pid) : undefined;
+    const redisStats = flags['redis-stats'] ? new Redis(redis.url) : undefined;
+    if (redisStats && warmupEvents === 0) await redisStats.config('RESETSTAT');
     const write = (i: number) => {
-      if (i === warmupEvents) firstTimedSeq = store.feed.lastSeq() + 1;
+      if (i === warmupEvents) {
+        firstTimedSeq = store.feed.lastSeq() + 1;
+        workerCpuAtStart = cpuMs(worker.pid);
+        if (redisStats && i > 0) void redisStats.config('RESETSTAT');
+      }
       const batch = Math.floor(i / (ORDERS * 4));
       const step = Math.floor((i % (ORDERS * 4)) / ORDERS);
       const ref = `bench-${batch}-${i % ORDERS}`;
@@ -233,6 +270,7 @@ async function bench(): Promise<number> {
       if (received >= committedAt.size || Date.now() > deadline) break;
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
+    const workerCpuAtEnd = cpuMs(worker.pid);
     shopProcess.send('report');
     const report = await nextMessage<ShopMessage & { kind: 'report' }>(
       shopProcess,
@@ -246,6 +284,17 @@ async function bench(): Promise<number> {
       }
     ).n;
     db.close();
+    // Commands of the timed part (from the end of the warm-up), per event received meanwhile.
+    let redisCommands: Record<string, number> | undefined;
+    if (redisStats) {
+      const info = await redisStats.info('commandstats');
+      redisStats.disconnect();
+      const timedEvents = committedAt.size - Math.round(RATE * WARMUP_S);
+      redisCommands = {};
+      for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+        redisCommands[m[1]!] = Number((Number(m[2]) / timedEvents).toFixed(2));
+      }
+    }
 
     const firstArrival = new Map<number, number>();
     let doubled = 0;
@@ -282,6 +331,12 @@ async function bench(): Promise<number> {
       p99Ms: Number(quantile(latencies, 0.99).toFixed(1)),
       maxMs: Number((latencies.at(-1) ?? Number.NaN).toFixed(1)),
       maxP99Ms: MAX_P99,
+      // The worker process's CPU per event of the timed part (dispatch and delivery), ms.
+      workerCpuMsPerEvent:
+        workerCpuAtStart === undefined || workerCpuAtEnd === undefined
+          ? null
+          : Number(((workerCpuAtEnd - workerCpuAtStart) / Math.max(1, latencies.length)).toFixed(2)),
+      ...(redisCommands ? { redisCommandsPerEvent: redisCommands } : {}),
     };
 
     const problems: string[] = [];
@@ -312,8 +367,13 @@ async function bench(): Promise<number> {
           `${result.committed} / ${result.received} / ${delivered}`,
         ],
         ['lost / doubled / unverified', `${lost} / ${doubled} / ${report.unverified}`],
+        ['worker CPU per timed event', `${result.workerCpuMsPerEvent ?? '?'} ms`],
         ['load before → after', `${result.loadBefore.join(' ')} → ${result.loadAfter.join(' ')}`],
       ];
+      if (redisCommands) {
+        const sorted = Object.entries(redisCommands).sort(([, a], [, b]) => b - a);
+        rows.push(['Redis commands per event', sorted.map(([c, n]) => `${c} ${n}`).join(', ')]);
+      }
       const width = Math.max(...rows.map(([k]) => k.length));
       for (const [k, v] of rows) console.log(`${k.padEnd(width)}  ${v}`);
     }

@@ -6,17 +6,24 @@ import { type NotifyEndpoint, signingSecrets } from '../store/notify-endpoints.j
 import type { OrderStore } from '../store/order-store.js';
 import { matchesEvent } from './event-filter.js';
 import type { NotifyMetrics } from './notify-metrics.js';
-import { type NotifyJobData, notifyJobId } from './notify-queue.js';
+import type { NotifyJobData } from './notify-queue.js';
+import type { RunningDeliveries, WaitMarks } from './order-wait.js';
 import type { PostResult } from './post-notification.js';
 import { signNotification } from './signature.js';
 
 /** First wait of an event for an earlier one of its order; it doubles up to the cap. */
 const ORDER_WAIT_FIRST_MS = 500;
 const ORDER_WAIT_MAX_MS = 300_000;
+/** How much longer than its delay a waiting job's mark is kept (src/notify/order-wait.ts). */
+const ORDER_WAIT_MARK_EXTRA_MS = 60_000;
 
 export interface DeliverDeps {
   store: Pick<OrderStore, 'feed' | 'endpoints' | 'deliveries'>;
   queue: Queue<NotifyJobData>;
+  /** The deliveries running in this process: a later event of an order awaits its earlier one's run here (src/notify/order-wait.ts). */
+  running: RunningDeliveries;
+  /** The marks in Redis of the jobs that wait, delayed, for an earlier event of their order. */
+  marks: WaitMarks;
   post: (url: string, headers: Record<string, string>, body: string) => Promise<PostResult>;
   metrics: NotifyMetrics;
   now: () => number;
@@ -58,16 +65,28 @@ function pendingPredecessor(
   return last && !deps.store.deliveries.isSettled(endpoint.id, last.seq) ? last.seq : undefined;
 }
 
-/** Wakes the job of the order's next event at the endpoint, if it waits for this one. */
-export async function releaseSuccessor(deps: DeliverDeps, endpoint: NotifyEndpoint, event: FeedEvent) {
-  const ref = orderRefOf(event);
-  if (ref === undefined) return;
-  const next = deps.store.feed
-    .ofOrder(ref, { after: event.seq })
-    .find((e) => matchesEvent(endpoint.events, e.type));
-  if (!next) return;
-  const job = await deps.queue.getJob(notifyJobId(endpoint.id, next.seq));
-  if (job && (await job.isDelayed())) await job.promote().catch(() => {});
+/**
+ * Wakes the job of the order's next event at the endpoint if it waits, delayed, for this one: it
+ * left a mark naming itself (src/notify/order-wait.ts), taken here with one GETDEL. Nothing can
+ * wait when the event is of no order, or when the feed has no later event of its order yet (one
+ * committed after this look finds this event settled: call it only once the outcome is recorded);
+ * then not even that. `event` undefined (no longer in the feed): the mark is taken anyway.
+ */
+export async function releaseSuccessor(
+  deps: Pick<DeliverDeps, 'marks' | 'queue' | 'store'>,
+  endpointId: number,
+  seq: number,
+  event: FeedEvent | undefined,
+) {
+  if (event) {
+    const ref = orderRefOf(event);
+    if (ref === undefined || deps.store.feed.ofOrder(ref, { after: seq }).length === 0) return;
+  }
+  const waiting = await deps.marks.take(endpointId, seq);
+  if (waiting === null) return;
+  const job = await deps.queue.getJob(waiting);
+  // No longer delayed (its delay ran out, or it was promoted already): it runs and looks itself.
+  await job?.promote().catch(() => {});
 }
 
 /**
@@ -80,6 +99,20 @@ export async function releaseSuccessor(deps: DeliverDeps, endpoint: NotifyEndpoi
  * settled.
  */
 export async function deliverNotification(
+  deps: DeliverDeps,
+  job: Job<NotifyJobData>,
+  token: string | undefined,
+): Promise<DeliverResult> {
+  const { endpointId, seq } = job.data;
+  const ended = deps.running.start(endpointId, seq);
+  try {
+    return await deliverOnce(deps, job, token);
+  } finally {
+    ended();
+  }
+}
+
+async function deliverOnce(
   deps: DeliverDeps,
   job: Job<NotifyJobData>,
   token: string | undefined,
@@ -118,15 +151,23 @@ export async function deliverNotification(
     await record('skipped', { error: 'the event is no longer in the feed (H2H_FEED_RETENTION_D)' });
     return 'skipped';
   }
-  const predecessor = job.data.replay ? undefined : pendingPredecessor(deps, endpoint, event);
+  let predecessor = job.data.replay ? undefined : pendingPredecessor(deps, endpoint, event);
+  // The hand-off: the earlier event is on its way from this process; await that run, then look again.
+  const earlierRun = predecessor === undefined ? undefined : deps.running.running(endpointId, predecessor);
+  if (earlierRun) {
+    await earlierRun;
+    predecessor = pendingPredecessor(deps, endpoint, event);
+  }
   if (predecessor !== undefined) {
     const waits = job.data.waits ?? 0;
     await job.updateData({ ...job.data, waits: waits + 1 });
     const wait = Math.min(ORDER_WAIT_FIRST_MS * 2 ** waits, ORDER_WAIT_MAX_MS);
+    // The mark outlives the delay; past the delay the job runs again and marks again if it must.
+    await deps.marks.mark(endpointId, predecessor, String(job.id), wait + ORDER_WAIT_MARK_EXTRA_MS);
     await job.moveToDelayed(Date.now() + wait, token);
-    // The predecessor may have settled between the check and the move, and found this job not
-    // yet delayed, so its release missed it: look again, now that the job is delayed. (It records
-    // before it releases, so one of the two always sees the other.)
+    // The predecessor may have settled between the check and the move, and taken the mark while
+    // this job was not yet delayed, so its promotion missed: look again, now that the job is
+    // delayed. (It records before it takes the mark, so one of the two always sees the other.)
     if (deps.store.deliveries.isSettled(endpointId, predecessor)) await job.promote().catch(() => {});
     throw new DelayedError();
   }
@@ -143,7 +184,7 @@ export async function deliverNotification(
 
   if (answer.status !== null && answer.status >= 200 && answer.status < 300) {
     await record('delivered', answer, requestedAt);
-    await releaseSuccessor(deps, endpoint, event);
+    await releaseSuccessor(deps, endpointId, seq, event);
     return 'delivered';
   }
   if (answer.status === 410) {
@@ -154,6 +195,6 @@ export async function deliverNotification(
   }
   const last = attempt >= (job.opts.attempts ?? 1);
   await record(last ? 'gave_up' : 'retrying', answer, requestedAt);
-  if (last) await releaseSuccessor(deps, endpoint, event);
+  if (last) await releaseSuccessor(deps, endpointId, seq, event);
   throw new Error(answer.error ?? `the endpoint answered ${answer.status}`);
 }

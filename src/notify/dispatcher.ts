@@ -29,7 +29,21 @@ export type DispatchMemory = Map<number, { cursor: number; writtenAt: number }>;
 export async function dispatchNotifications(
   store: Pick<OrderStore, 'feed' | 'endpoints'>,
   queue: Queue<NotifyJobData>,
-  { retries, memory, now = Date.now() }: { retries: number; memory?: DispatchMemory; now?: number },
+  {
+    retries,
+    memory,
+    now = Date.now(),
+    commit = async (write) => write(),
+  }: {
+    retries: number;
+    memory?: DispatchMemory;
+    now?: number;
+    /**
+     * Runs a cursor write; the notifier passes its group commit, which waits for the store's write
+     * lock on timers instead of blocking the event loop (the deliveries in flight) meanwhile.
+     */
+    commit?: (write: () => void) => Promise<void>;
+  },
 ): Promise<number> {
   let added = 0;
   const options = notifyJobOptions(retries);
@@ -37,12 +51,13 @@ export async function dispatchNotifications(
     const remembered = memory?.get(endpoint.id);
     // The stored cursor moves ahead of the remembered one when the endpoint is enabled again.
     let cursor = Math.max(endpoint.cursor, remembered?.cursor ?? 0);
-    const persist = (force: boolean) => {
-      if (!memory) return store.endpoints.advanceCursor(endpoint.id, cursor);
+    const persist = async (force: boolean) => {
+      const to = cursor;
+      if (!memory) return commit(() => store.endpoints.advanceCursor(endpoint.id, to));
       const last = memory.get(endpoint.id);
       if (force || !last || now - last.writtenAt >= CURSOR_WRITE_EVERY_MS) {
-        if (cursor > endpoint.cursor) store.endpoints.advanceCursor(endpoint.id, cursor);
         memory.set(endpoint.id, { cursor, writtenAt: now });
+        if (cursor > endpoint.cursor) await commit(() => store.endpoints.advanceCursor(endpoint.id, to));
       } else {
         memory.set(endpoint.id, { cursor, writtenAt: last.writtenAt });
       }
@@ -62,11 +77,11 @@ export async function dispatchNotifications(
       added += jobs.length;
       cursor = events.at(-1)!.seq;
       moved = true;
-      persist(false);
+      await persist(false);
       if (events.length < DISPATCH_PAGE) break;
     }
     // Idle: the cursor in memory is written now if it is ahead of the store's.
-    if (!moved && cursor > endpoint.cursor) persist(true);
+    if (!moved && cursor > endpoint.cursor) await persist(true);
   }
   return added;
 }

@@ -12,6 +12,7 @@ import { type DeliverResult, deliverNotification } from './deliver-notification.
 import { type DispatchMemory, dispatchNotifications } from './dispatcher.js';
 import { createNotifyMetrics, type NotifyMetrics } from './notify-metrics.js';
 import { NOTIFY_BACKOFF, NOTIFY_QUEUE, type NotifyJobData } from './notify-queue.js';
+import { RunningDeliveries, WaitMarks } from './order-wait.js';
 import { recordParkedJob, sweepParkedJobs } from './parked-jobs.js';
 import { DEFAULT_NOTIFY_TIMEOUT_MS, postNotification } from './post-notification.js';
 import { DEFAULT_NOTIFY_RETRY_S, retryDelayMs } from './retry-schedule.js';
@@ -108,6 +109,8 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
   const deps = {
     store,
     queue,
+    running: new RunningDeliveries(),
+    marks: new WaitMarks(connection, queue.qualifiedName),
     metrics,
     ...(groupCommit ? { commit: <T>(write: () => T) => groupCommit.submit(write) } : {}),
     now: options.now ?? Date.now,
@@ -161,6 +164,20 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
         const added = await dispatchNotifications(store, queue, {
           retries: scheduleMs.length,
           memory,
+          // The cursor write joins the delivery records' group commit, and the pass does not wait
+          // for it: a write that failed is only a cursor behind, whose events are added again as
+          // a no-op (dispatcher.ts). close() drains it before the last cursor writes.
+          ...(groupCommit
+            ? {
+                commit: async (write: () => void) => {
+                  groupCommit
+                    .submit(write)
+                    .catch((err) =>
+                      logger?.warn({ err }, 'could not write a notification cursor; written later'),
+                    );
+                },
+              }
+            : {}),
         });
         if (added > 0) metrics.countDispatched(added);
         return added;

@@ -46,8 +46,7 @@ export async function recordParkedJob(deps: DeliverDeps, job: Job<NotifyJobData>
   );
   if (!recorded) return false;
   deps.metrics.countDelivery('gave_up', null);
-  const endpoint = deps.store.endpoints.get(endpointId);
-  if (endpoint && event) await releaseSuccessor(deps, endpoint, event);
+  await releaseSuccessor(deps, endpointId, seq, event);
   return true;
 }
 

@@ -58,6 +58,11 @@ export interface WebhookSinkOptions {
    * See {@link failFirst} and {@link hangFirst} for the common cases.
    */
   answer?: (delivery: Omit<WebhookDelivery, 'answer'>) => SinkAnswer;
+  /**
+   * Holds the answer to a delivery until the returned promise settles (the delivery is counted
+   * at once): a shop that is still answering. Default: answers at once.
+   */
+  hold?: (delivery: Omit<WebhookDelivery, 'answer'>) => Promise<unknown> | undefined;
   /** Port to listen on. Default: a free one (a test reopens a closed sink's port to bring it back). */
   port?: number;
 }
@@ -156,8 +161,13 @@ export async function startWebhookSink(
       const decided = answer(received);
       deliveries.push({ ...received, answer: decided });
       if (decided === 'hang') return;
-      res.writeHead(decided, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ received: true }));
+      const reply = () => {
+        res.writeHead(decided, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ received: true }));
+      };
+      const held = options.hold?.(received);
+      if (held) void held.then(reply, reply);
+      else reply();
     });
   });
 

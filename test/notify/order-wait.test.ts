@@ -1,0 +1,222 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { test } from 'node:test';
+import { Queue, Worker } from 'bullmq';
+import { Redis } from 'ioredis';
+import { deliverNotification } from '../../src/notify/deliver-notification.js';
+import { dispatchNotifications } from '../../src/notify/dispatcher.js';
+import { createNotifyMetrics } from '../../src/notify/notify-metrics.js';
+import { NOTIFY_QUEUE, type NotifyJobData, notifyJobId } from '../../src/notify/notify-queue.js';
+import { RunningDeliveries, WaitMarks } from '../../src/notify/order-wait.js';
+import { postNotification } from '../../src/notify/post-notification.js';
+import { generateEndpointSecret } from '../../src/notify/signature.js';
+import { DEFAULT_QUEUE_PREFIX } from '../../src/queue/webhook-queue.js';
+import { openDatabase } from '../../src/store/database.js';
+import { openOrderStore } from '../../src/store/order-store.js';
+import { liveOrder, seqOf, startTestNotifier, verifyNotification } from '../helpers/notify.js';
+import { privateRedis } from '../helpers/redis.js';
+import { scheduleSettings, tempDbPath, tempStore } from '../helpers/store.js';
+import { waitFor } from '../helpers/wait.js';
+import { startWebhookSink } from '../helpers/webhook-sink.js';
+import { cleanupScope, spawnWorker } from '../helpers/worker.js';
+
+/**
+ * How a later event of an order waits for its earlier one (src/notify/order-wait.ts): in the
+ * process delivering the earlier one it awaits that run (the hand-off); anywhere else it waits
+ * delayed, and a mark in Redis lets the earlier delivery promote it.
+ */
+
+/** A gate the test opens: a shop still answering until then. */
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { opened, open };
+}
+
+/** A queue of the notification queue under `prefix`, closed at the end. */
+function queueOf(scope: ReturnType<typeof cleanupScope>, redisUrl: string, prefix: string) {
+  const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
+  const queue = new Queue<NotifyJobData>(NOTIFY_QUEUE, { connection, prefix });
+  scope.after(async () => {
+    await queue.close();
+    connection.disconnect();
+  });
+  return { queue, connection };
+}
+
+/** Each order's versions in the order the shop received them (2xx only). */
+function versionsByRef(secret: string, deliveries: Parameters<typeof verifyNotification>[1][]) {
+  const byRef = new Map<string, number[]>();
+  for (const delivery of deliveries) {
+    const body = verifyNotification(secret, delivery);
+    byRef.set(body.data.partner_ref, [...(byRef.get(body.data.partner_ref) ?? []), body.data.version]);
+  }
+  return byRef;
+}
+
+test('the later events of an order await the earlier one delivered by the same process: in sequence, none moved to delayed', async (t) => {
+  const scope = cleanupScope(t);
+  const redis = await privateRedis(scope);
+  const { store } = tempStore(scope, { now: Date.now });
+  const first = gate();
+  const sink = await startWebhookSink(scope, {
+    secrets: [],
+    hold: (delivery) => (delivery.index === 0 ? first.opened : undefined),
+  });
+  const secret = generateEndpointSecret();
+  const endpoint = store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
+  const prefix = `t-${randomUUID()}`;
+  const { queue } = queueOf(scope, redis.url, prefix);
+  await startTestNotifier(scope, { store, redisUrl: redis.url, prefix, concurrency: 10 });
+
+  liveOrder(store, 'H-1'); // seq 1-4
+  await sink.waitForDeliveries(() => true, 1);
+  // The shop has not answered the first: the other three are taken, and wait in the process.
+  await waitFor(
+    async () => {
+      const jobs = await Promise.all([2, 3, 4].map((seq) => queue.getJob(notifyJobId(endpoint.id, seq))));
+      const active = await Promise.all(jobs.map((job) => job?.isActive()));
+      return active.every(Boolean);
+    },
+    { message: 'the jobs of events 2-4 active while event 1 is unanswered' },
+  );
+  assert.equal(sink.deliveries.length, 1, 'nothing else sent while the first is unanswered');
+
+  first.open();
+  const delivered = await sink.waitForDeliveries((d) => d.answer === 200, 4);
+  assert.deepEqual(delivered.map(seqOf), [1, 2, 3, 4]);
+  assert.deepEqual(versionsByRef(secret, delivered).get('H-1'), [1, 2, 3, 4]);
+  for (const seq of [1, 2, 3, 4]) {
+    const job = await waitFor(
+      async () => {
+        const found = await queue.getJob(notifyJobId(endpoint.id, seq));
+        return (await found?.isCompleted()) ? found : undefined;
+      },
+      { message: `job of event ${seq} completed` },
+    );
+    assert.equal(job.returnvalue, 'delivered');
+    assert.equal(job.data.waits, undefined, `event ${seq} never moved to delayed`);
+  }
+  assert.equal(store.deliveries.history({ endpointId: endpoint.id }).length, 4);
+});
+
+test('a later event waiting delayed for an earlier one delivered by another process is promoted through its mark', async (t) => {
+  const scope = cleanupScope(t);
+  const redis = await privateRedis(scope);
+  const { store } = tempStore(scope, { now: Date.now });
+  const first = gate();
+  const sink = await startWebhookSink(scope, {
+    secrets: [],
+    hold: (delivery) => (delivery.index === 0 ? first.opened : undefined),
+  });
+  const secret = generateEndpointSecret();
+  const endpoint = store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
+  const prefix = `t-${randomUUID()}`;
+  const { queue, connection } = queueOf(scope, redis.url, prefix);
+
+  liveOrder(store, 'M-1'); // seq 1-4
+  await dispatchNotifications(store, queue, { retries: 3 });
+  // Another process takes event 1 (the oldest job) and delivers it with the same code.
+  const marks = new WaitMarks(connection, queue.qualifiedName);
+  const otherDeps = {
+    store,
+    queue,
+    running: new RunningDeliveries(),
+    marks,
+    metrics: createNotifyMetrics(),
+    now: Date.now,
+    post: (url: string, headers: Record<string, string>, body: string) =>
+      postNotification(url, headers, body, { timeoutMs: 10_000 }),
+  };
+  const otherConnection = new Redis(redis.url, { maxRetriesPerRequest: null });
+  const other = new Worker<NotifyJobData>(
+    NOTIFY_QUEUE,
+    (job, token) => deliverNotification(otherDeps, job, token),
+    { connection: otherConnection, prefix, autorun: false },
+  );
+  scope.after(async () => {
+    await other.close(true);
+    otherConnection.disconnect();
+  });
+  const taken = new Promise<void>((resolve) => other.once('active', () => resolve()));
+  void other.run();
+  await taken;
+  // It took event 1 and waits for the shop; it takes nothing more until then (concurrency 1).
+  await sink.waitForDeliveries(() => true, 1);
+  assert.equal(seqOf(sink.deliveries[0]!), 1);
+
+  await startTestNotifier(scope, { store, redisUrl: redis.url, prefix });
+  const mark = await waitFor(
+    async () => {
+      const job = await queue.getJob(notifyJobId(endpoint.id, 2));
+      return (await job?.isDelayed()) ? ((await marks.waiting(endpoint.id, 1)) ?? undefined) : undefined;
+    },
+    { message: 'event 2 delayed, marked as waiting for event 1' },
+  );
+  assert.equal(mark, notifyJobId(endpoint.id, 2));
+  assert.equal(sink.deliveries.length, 1, 'nothing else sent while event 1 is unanswered');
+
+  first.open();
+  const delivered = await sink.waitForDeliveries((d) => d.answer === 200, 4);
+  assert.deepEqual(delivered.map(seqOf), [1, 2, 3, 4]);
+  assert.equal(await marks.waiting(endpoint.id, 1), null, 'the delivery of event 1 took the mark');
+});
+
+test('a worker killed while the later events of an order await the earlier one loses none: each arrives once, in sequence', async (t) => {
+  const scope = cleanupScope(t);
+  const redis = await privateRedis(scope);
+  const dbPath = tempDbPath(scope);
+  const db = openDatabase({ path: dbPath });
+  scope.after(() => db.close());
+  const store = openOrderStore(db, scheduleSettings(), { now: Date.now });
+  let up = false;
+  const sink = await startWebhookSink(scope, { secrets: [], answer: () => (up ? 200 : 'hang') });
+  const secret = generateEndpointSecret();
+  const endpoint = store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
+  const { queue } = queueOf(scope, redis.url, DEFAULT_QUEUE_PREFIX);
+  const env = {
+    REDIS_URL: redis.url,
+    H2H_DB_PATH: dbPath,
+    ADMIN_PORT: '0',
+    H2H_NOTIFY_TIMEOUT_MS: '60000',
+    H2H_NOTIFY_RETRY_S: '0.05,0.1,0.2,0.5',
+    H2H_NOTIFY_DISPATCH_EVERY_MS: '20',
+    H2H_WORKER_LOCK_DURATION_MS: '1000',
+    H2H_WORKER_STALLED_INTERVAL_MS: '250',
+  };
+
+  const { child } = await spawnWorker(scope, env);
+  liveOrder(store, 'X-1'); // seq 1-4
+  await sink.waitForDeliveries(() => true, 1);
+  await waitFor(
+    async () => {
+      const jobs = await Promise.all([2, 3, 4].map((seq) => queue.getJob(notifyJobId(endpoint.id, seq))));
+      return (await Promise.all(jobs.map((job) => job?.isActive()))).every(Boolean);
+    },
+    { message: 'events 2-4 awaiting event 1 in the worker' },
+  );
+  const killed = once(child, 'exit');
+  child.kill('SIGKILL');
+  assert.equal((await killed)[1], 'SIGKILL');
+  assert.deepEqual(sink.deliveries.map(seqOf), [1], 'only event 1 was sent before the kill');
+
+  up = true;
+  await spawnWorker(scope, env);
+  const delivered = await sink.waitForDeliveries((d) => d.answer === 200, 4, { timeoutMs: 20_000 });
+  assert.deepEqual(delivered.map(seqOf), [1, 2, 3, 4]);
+  assert.deepEqual(versionsByRef(secret, delivered).get('X-1'), [1, 2, 3, 4]);
+  const history = await waitFor(
+    () => {
+      const rows = store.deliveries.history({ endpointId: endpoint.id });
+      return rows.filter((row) => row.outcome === 'delivered').length === 4 ? rows : undefined;
+    },
+    { message: 'four deliveries recorded' },
+  );
+  assert.deepEqual(
+    history.map((row) => row.seq).sort((a, b) => a - b),
+    [1, 2, 3, 4],
+  );
+});
