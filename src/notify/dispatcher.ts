@@ -33,15 +33,15 @@ export async function dispatchNotifications(
 ): Promise<number> {
   let added = 0;
   const options = notifyJobOptions(retries);
-  for (const endpoint of store.endpoints.enabled()) {
+  for (const endpoint of await store.endpoints.enabled()) {
     const remembered = memory?.get(endpoint.id);
     // The stored cursor moves ahead of the remembered one when the endpoint is enabled again.
     let cursor = Math.max(endpoint.cursor, remembered?.cursor ?? 0);
-    const persist = (force: boolean) => {
+    const persist = async (force: boolean) => {
       if (!memory) return store.endpoints.advanceCursor(endpoint.id, cursor);
       const last = memory.get(endpoint.id);
       if (force || !last || now - last.writtenAt >= CURSOR_WRITE_EVERY_MS) {
-        if (cursor > endpoint.cursor) store.endpoints.advanceCursor(endpoint.id, cursor);
+        if (cursor > endpoint.cursor) await store.endpoints.advanceCursor(endpoint.id, cursor);
         memory.set(endpoint.id, { cursor, writtenAt: now });
       } else {
         memory.set(endpoint.id, { cursor, writtenAt: last.writtenAt });
@@ -49,7 +49,7 @@ export async function dispatchNotifications(
     };
     let moved = false;
     for (;;) {
-      const events = store.feed.after(cursor, DISPATCH_PAGE);
+      const events = await store.feed.after(cursor, DISPATCH_PAGE);
       if (events.length === 0) break;
       const jobs = events
         .filter((event) => matchesEvent(endpoint.events, event.type))
@@ -62,11 +62,11 @@ export async function dispatchNotifications(
       added += jobs.length;
       cursor = events.at(-1)!.seq;
       moved = true;
-      persist(false);
+      await persist(false);
       if (events.length < DISPATCH_PAGE) break;
     }
     // Idle: the cursor in memory is written now if it is ahead of the store's.
-    if (!moved && cursor > endpoint.cursor) persist(true);
+    if (!moved && cursor > endpoint.cursor) await persist(true);
   }
   return added;
 }

@@ -1,10 +1,10 @@
-import type { Database } from 'better-sqlite3';
 import { Queue, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import { Agent } from 'undici';
 import { DEFAULT_QUEUE_PREFIX } from '../queue/webhook-queue.js';
 import { settlesWithin } from '../shared/deadline.js';
 import { watchedRedis } from '../shared/redis-outage.js';
+import type { NotifyDelivery } from '../store/notify-deliveries.js';
 import type { OrderStore } from '../store/order-store.js';
 import { DEFAULT_STORE_LOCK_WAIT_MS } from '../worker/event-worker.js';
 import { GroupCommit } from '../worker/group-commit.js';
@@ -32,11 +32,11 @@ export interface NotifierOptions {
   /** The order store of the process: the feed, the endpoints and the delivery history. */
   store: OrderStore;
   /**
-   * The connection `store` was opened on. When given, the delivery records of the notifications
-   * in flight are group-committed (one transaction, one fsync, for all of them) instead of one
-   * transaction each: with `synchronous=FULL`, an fsync per delivery bounds the throughput.
+   * The delivery records of the notifications in flight are group-committed (one transaction,
+   * one fsync, for all of them: `store.deliveries.recordBatch`) instead of one transaction each:
+   * with `synchronous=FULL`, an fsync per delivery bounds the throughput. Default: false.
    */
-  db?: Database;
+  groupCommit?: boolean;
   /**
    * Longest wait of a group commit for another process's write lock, on timers (the process that
    * commits orders holds it often). Default: the event worker's, 5 s. A record that cannot be
@@ -98,18 +98,18 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
   queue.on('error', outage.error);
   const agent = new Agent({ connect: { timeout: timeoutMs } });
 
-  const groupCommit = options.db
-    ? new GroupCommit({
-        db: options.db,
+  const lockTimeoutMs = options.storeLockWaitMs ?? DEFAULT_STORE_LOCK_WAIT_MS;
+  const groupCommit = options.groupCommit
+    ? new GroupCommit<Omit<NotifyDelivery, 'id'>, NotifyDelivery>({
+        runBatch: (attempts) => store.deliveries.recordBatch(attempts, { lockTimeoutMs }),
         maxBatchSize: options.concurrency ?? DEFAULT_NOTIFY_CONCURRENCY,
-        lockTimeoutMs: options.storeLockWaitMs ?? DEFAULT_STORE_LOCK_WAIT_MS,
       })
     : undefined;
   const deps = {
     store,
     queue,
     metrics,
-    ...(groupCommit ? { commit: <T>(write: () => T) => groupCommit.submit(write) } : {}),
+    ...(groupCommit ? { record: (attempt: Omit<NotifyDelivery, 'id'>) => groupCommit.submit(attempt) } : {}),
     now: options.now ?? Date.now,
     post: (url: string, headers: Record<string, string>, body: string) =>
       postNotification(url, headers, body, { timeoutMs, dispatcher: agent }),
@@ -208,9 +208,9 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
           Promise.all([passing.catch(() => {}), worker.close()])
             .then(() => Promise.all(recording))
             .then(() => groupCommit?.drain())
-            .then(() => {
+            .then(async () => {
               // The cursors the dispatcher had not written yet (dispatcher.ts, CURSOR_WRITE_EVERY_MS).
-              for (const [id, { cursor }] of memory) store.endpoints.advanceCursor(id, cursor);
+              for (const [id, { cursor }] of memory) await store.endpoints.advanceCursor(id, cursor);
             }),
           closeTimeoutMs,
         );
