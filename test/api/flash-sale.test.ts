@@ -53,7 +53,6 @@ test('a flash sale: 500 orders posted at once all get 202, each is placed upstre
 
   const store = await openTestStore(dbPath, scheduleSettings());
   t.after(() => store.close());
-  const db = store.sqlite!;
   const api = await buildApiApp({ store, ...defaultApiLimits(), submissionBacklog: ORDERS });
   await api.listen({ host: '127.0.0.1', port: 0 });
   t.after(() => api.close());
@@ -84,9 +83,9 @@ test('a flash sale: 500 orders posted at once all get 202, each is placed upstre
   );
   // Arrival order: the order the API wrote them in.
   const arrival = (
-    db.prepare("SELECT partner_ref FROM orders WHERE partner_ref LIKE 'sale-%' ORDER BY id").all() as Array<{
-      partner_ref: string;
-    }>
+    await store.db.all<{ partner_ref: string }>(
+      "SELECT partner_ref FROM orders WHERE partner_ref LIKE 'sale-%' ORDER BY id",
+    )
   ).map((row) => row.partner_ref);
 
   await waitFor(async () => (await store.queries.countByStatus()).byStatus.SUCCESS === ORDERS, {

@@ -3,7 +3,14 @@ import { test } from 'node:test';
 import type { WebhookProducer } from '../../src/queue/webhook-producer.js';
 import { createEventWorker } from '../../src/worker/event-worker.js';
 import { privateRedis } from '../helpers/redis.js';
-import { openTestStore, scheduleSettings, snapshot, tempDbPath, tempStore } from '../helpers/store.js';
+import {
+  openTestStore,
+  otherConnection,
+  scheduleSettings,
+  snapshot,
+  tempDbPath,
+  tempStore,
+} from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import {
   cleanupScope,
@@ -33,10 +40,12 @@ async function setup(test: Parameters<typeof privateRedis>[0]) {
   const redis = await privateRedis(t);
   const dbPath = tempDbPath(t);
   const producer = await testProducer(t, redis.url);
-  // The test's own connection to the file, as the CLI or the order placement would have.
+  // The test's own store on the file, as the CLI or the order placement would have, and a plain
+  // connection of another process (to read rows, or to hold the write lock).
   const store = await openTestStore(dbPath, scheduleSettings());
   t.after(() => store.close());
-  const db = store.sqlite!;
+  const db = await otherConnection(dbPath);
+  t.after(() => db.close());
   return { t, redis, dbPath, producer, db, store };
 }
 
