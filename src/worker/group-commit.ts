@@ -120,7 +120,7 @@ export class GroupCommit<I, O> {
       (outcomes) => this.#settle(batch, outcomes, started),
       (error: unknown) => this.#fail(batch, error, started),
     );
-    // Still waiting for the lock after the synchronous first try: hold later batches back.
+    // Until this batch has committed (or failed), later ones gather and wait behind it.
     this.#waiting = settled.then(() => {
       this.#waiting = undefined;
       if (this.#pending.length > 0) this.flush();
