@@ -62,8 +62,7 @@ import { startReceiver } from '../src/receiver/server.js';
 import { startReconciler } from '../src/reconciler/reconciler.js';
 import { connectRedis } from '../src/shared/redis-connection.js';
 import { createSimulator, REALISTIC_DEFAULTS } from '../src/simulator/index.js';
-import { openDatabase } from '../src/store/database.js';
-import { openOrderStore } from '../src/store/order-store.js';
+import { openStore, sqliteUrl } from '../src/store/open-store.js';
 import { CHECKED_AT_SQL } from '../src/store/poll-schedule.js';
 import { UpstreamClient } from '../src/upstream/client.js';
 import type { Order } from '../src/upstream/model.js';
@@ -375,16 +374,17 @@ async function runDay(
       auditEveryMs: scaled(AUDIT_DAY_MS * (PRODUCTION.auditEveryMs / 86_400_000)),
       auditWindowMs: scaled(AUDIT_DAY_MS * (PRODUCTION.auditWindowMs / 86_400_000)),
     };
-    const db = openDatabase({ path: join(dir, 'h2h-sync.db'), busyTimeoutMs: 100 });
-    stops.push(() => db.close());
     // One store for the event worker and the reconciler, as in the worker process, opened with
     // the scaled schedule (startWorkerProcess would open it with the whole-second env settings).
-    const store = openOrderStore(db, settings);
+    const store = await openStore(sqliteUrl(join(dir, 'h2h-sync.db')), settings, {
+      role: 'bench',
+      lockTimeoutMs: 100,
+    });
+    stops.push(() => store.close());
 
     const worker = workerSettings(config);
     const eventWorker = createEventWorker({
       writer: store.writer,
-      db,
       redisUrl: redisServer.url,
       concurrency: worker.concurrency,
       maxBatchSize: worker.batchSize,
@@ -508,18 +508,17 @@ async function runDay(
     await sleepUntil(realAt(dayMs));
     await Promise.all(placements);
 
-    const coverage = () => {
+    const coverage = async () => {
       const now = Date.now();
-      const row = db
-        .prepare<[number, number], { total: number; checked: number }>(
-          `SELECT COUNT(*) AS total, COALESCE(SUM(${CHECKED_AT_SQL} > ?), 0) AS checked
-           FROM orders WHERE status = 'SUCCESS' AND final_at >= ?`,
-        )
-        .get(now - settings.auditEveryMs, now - settings.auditWindowMs)!;
+      const row = (await store.db.get<{ total: number; checked: number }>(
+        `SELECT COUNT(*) AS total, COALESCE(SUM(${CHECKED_AT_SQL} > @checkedSince), 0) AS checked
+         FROM orders WHERE status = 'SUCCESS' AND final_at >= @finalSince`,
+        { checkedSince: now - settings.auditEveryMs, finalSince: now - settings.auditWindowMs },
+      ))!;
       return row.total === 0 ? 1 : row.checked / row.total;
     };
-    const coverageEndOfDay = coverage();
-    const pace = store.schedule.pace.estimate(PRODUCT);
+    const coverageEndOfDay = await coverage();
+    const pace = await store.schedule.pace.estimate(PRODUCT);
 
     // The tail: until every order matches the simulator's truth and every refund is found, or
     // the last refund has left the audit window.
@@ -543,7 +542,7 @@ async function runDay(
     // simulator and the client share, and a stall between a grant and its request is a 429.
     for (let tick = 0; ; tick++) {
       for (const ref of refundRefs) {
-        if (!refundFoundAt.has(ref) && store.queries.getOrder(ref)?.status === 'REFUNDED')
+        if (!refundFoundAt.has(ref) && (await store.queries.getOrder(ref))?.status === 'REFUNDED')
           refundFoundAt.set(ref, Date.now());
       }
       if (tick % 10 === 0) {
@@ -551,7 +550,7 @@ async function runDay(
         open = 0;
         differing = [];
         for (const o of upstream.values()) {
-          const local = store.queries.getOrder(o.partner_ref);
+          const local = await store.queries.getOrder(o.partner_ref);
           if (!local || local.status !== o.status || local.serialNumber !== o.serial_number) {
             open++;
             if (differing.length < 5)
@@ -592,7 +591,7 @@ async function runDay(
     const staleNotStuck: number[] = [];
     for (const ref of lostRefs) {
       const order = upstream.get(ref);
-      const local = store.queries.getOrder(ref);
+      const local = await store.queries.getOrder(ref);
       if (!order || !local?.finalAt) continue;
       const timeline = (await control('GET', `/orders/${ref}/timeline`)) as {
         stuck: boolean;
@@ -711,7 +710,7 @@ async function runDay(
       refundsFound,
       refundsFoundInWindow,
       coverageEndOfDay,
-      coverageEnd: coverage(),
+      coverageEnd: await coverage(),
       converged: open === 0 && placeErrors === 0,
       notConverged: open + placeErrors,
       realSeconds: (Date.now() - runStarted) / 1000,

@@ -39,8 +39,7 @@ import { Webhook } from 'standardwebhooks';
 import { loadConfig, reconcilerSettings } from '../src/config/config.js';
 import { startRedisServer } from '../src/dev/redis-server.js';
 import { generateEndpointSecret } from '../src/notify/signature.js';
-import { openDatabase } from '../src/store/database.js';
-import { openOrderStore } from '../src/store/order-store.js';
+import { openStore, sqliteUrl } from '../src/store/open-store.js';
 import type { Order } from '../src/upstream/model.js';
 
 const { values: flags } = parseArgs({
@@ -170,8 +169,7 @@ async function bench(): Promise<number> {
   const dbPath = join(dir, 'h2h-sync.db');
   const children: Array<ReturnType<typeof fork>> = [];
   try {
-    const db = openDatabase({ path: dbPath });
-    const store = openOrderStore(db, reconcilerSettings(loadConfig({})));
+    const store = await openStore(sqliteUrl(dbPath), reconcilerSettings(loadConfig({})), { role: 'bench' });
     const secret = generateEndpointSecret();
 
     const shopProcess = fork(import.meta.filename, ['--role', 'shop'], {
@@ -183,7 +181,7 @@ async function bench(): Promise<number> {
       shopProcess,
       (m) => m.kind === 'listening',
     );
-    store.endpoints.add({ url: `http://127.0.0.1:${port}/hooks/h2h`, events: ['*'], secret });
+    await store.endpoints.add({ url: `http://127.0.0.1:${port}/hooks/h2h`, events: ['*'], secret });
 
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? '',
@@ -220,40 +218,41 @@ async function bench(): Promise<number> {
     let workerCpuAtStart = warmupEvents === 0 ? cpuMs(worker.pid) : undefined;
     const redisStats = flags['redis-stats'] ? new Redis(redis.url) : undefined;
     if (redisStats && warmupEvents === 0) await redisStats.config('RESETSTAT');
-    const write = (i: number) => {
+    const write = async (i: number) => {
       if (i === warmupEvents) {
-        firstTimedSeq = store.feed.lastSeq() + 1;
+        firstTimedSeq = (await store.feed.lastSeq()) + 1;
         workerCpuAtStart = cpuMs(worker.pid);
         if (redisStats && i > 0) void redisStats.config('RESETSTAT');
       }
       const batch = Math.floor(i / (ORDERS * 4));
       const step = Math.floor((i % (ORDERS * 4)) / ORDERS);
       const ref = `bench-${batch}-${i % ORDERS}`;
-      const before = store.feed.lastSeq();
+      const before = await store.feed.lastSeq();
       if (step === 0) {
-        store.writer.createLocalOrder({ partnerRef: ref, productCode: 'ML86', data: { user_id: '1' } });
-        store.writer.applyOrderSnapshot(snapshotOf(ref, 'PENDING'), { source: 'create' });
+        await store.writer.createLocalOrder({ partnerRef: ref, productCode: 'ML86', data: { user_id: '1' } });
+        await store.writer.applyOrderSnapshot(snapshotOf(ref, 'PENDING'), { source: 'create' });
       } else if (step === 1) {
-        store.writer.applyOrderSnapshot(snapshotOf(ref, 'PROCESSING'), {
+        await store.writer.applyOrderSnapshot(snapshotOf(ref, 'PROCESSING'), {
           source: 'webhook',
           eventId: `${ref}-p`,
         });
       } else if (step === 2) {
-        store.writer.applyOrderSnapshot(snapshotOf(ref, 'SUCCESS'), {
+        await store.writer.applyOrderSnapshot(snapshotOf(ref, 'SUCCESS'), {
           source: 'webhook',
           eventId: `${ref}-s`,
         });
       } else {
-        store.writer.applyOrderSnapshot(snapshotOf(ref, 'SUCCESS', `SN-${ref}`), { source: 'poll' });
+        await store.writer.applyOrderSnapshot(snapshotOf(ref, 'SUCCESS', `SN-${ref}`), { source: 'poll' });
       }
       const at = clock();
-      for (let seq = before + 1; seq <= store.feed.lastSeq(); seq++) committedAt.set(seq, at);
+      const last = await store.feed.lastSeq();
+      for (let seq = before + 1; seq <= last; seq++) committedAt.set(seq, at);
     };
     const started = performance.now();
     let written = 0;
     while (written < total) {
       const due = Math.min(total, Math.floor(((performance.now() - started) / 1000) * RATE));
-      while (written < due) write(written++);
+      while (written < due) await write(written++);
       await new Promise((resolve) => setTimeout(resolve, 1));
     }
     const writeSeconds = (performance.now() - started) / 1000;
@@ -276,14 +275,10 @@ async function bench(): Promise<number> {
       shopProcess,
       (m) => m.kind === 'report',
     );
-    const delivered = (
-      db
-        .prepare("SELECT COUNT(DISTINCT seq) AS n FROM notify_deliveries WHERE outcome = 'delivered'")
-        .get() as {
-        n: number;
-      }
-    ).n;
-    db.close();
+    const delivered = (await store.db.get<{ n: number }>(
+      "SELECT COUNT(DISTINCT seq) AS n FROM notify_deliveries WHERE outcome = 'delivered'",
+    ))!.n;
+    await store.close();
     // Commands of the timed part (from the end of the warm-up), per event received meanwhile.
     let redisCommands: Record<string, number> | undefined;
     if (redisStats) {

@@ -32,8 +32,7 @@ import { placeOrder } from '../src/orders/place-order.js';
 import { RateBudget } from '../src/rate-budget/rate-budget.js';
 import { startReconciler } from '../src/reconciler/reconciler.js';
 import { createSimulator } from '../src/simulator/index.js';
-import { openDatabase } from '../src/store/database.js';
-import { openOrderStore } from '../src/store/order-store.js';
+import { openStore, sqliteUrl } from '../src/store/open-store.js';
 import { UpstreamClient } from '../src/upstream/client.js';
 import type { Order } from '../src/upstream/model.js';
 
@@ -122,8 +121,7 @@ async function main(): Promise<number> {
     firstPollDelayMs,
     backoffMs: [2, 4, 10, 20, 60].map((factor) => factor * firstPollDelayMs),
   };
-  const db = openDatabase({ path: join(dir, 'bench.db') });
-  const store = openOrderStore(db, settings);
+  const store = await openStore(sqliteUrl(join(dir, 'bench.db')), settings, { role: 'bench' });
   const reconciler = await startReconciler({
     settings,
     store,
@@ -173,16 +171,18 @@ async function main(): Promise<number> {
   const deadline = placed + 10 * 60_000;
   while (Date.now() < deadline) {
     const truth = (await control('/orders')) as Order[];
-    const open = truth.filter((upstream) => {
-      const local = store.queries.getOrder(upstream.partner_ref);
-      return (
+    let open = 0;
+    for (const upstream of truth) {
+      const local = await store.queries.getOrder(upstream.partner_ref);
+      if (
         !local ||
         local.nextPollAt !== null ||
         local.upstreamStatus !== upstream.status ||
         local.serialNumber !== upstream.serial_number ||
         local.successAt !== upstream.success_at
-      );
-    }).length;
+      )
+        open += 1;
+    }
     if (open === 0 && truth.length === N) {
       converged = Date.now();
       break;
@@ -210,7 +210,7 @@ async function main(): Promise<number> {
   await reconciler.close();
   await client.close();
   redis.disconnect();
-  db.close();
+  await store.close();
   await sim.close();
   await redisServer.stop();
   rmSync(dir, { recursive: true, force: true });

@@ -31,8 +31,7 @@ import {
   type WebhookJobData,
   webhookIdentity,
 } from '../src/queue/webhook-queue.js';
-import { openDatabase } from '../src/store/database.js';
-import { openOrderStore } from '../src/store/order-store.js';
+import { openStore, sqliteUrl } from '../src/store/open-store.js';
 import { createEventWorker, DEFAULT_WORKER_CONCURRENCY } from '../src/worker/event-worker.js';
 
 const { values: flags } = parseArgs({
@@ -160,11 +159,11 @@ async function main(): Promise<number> {
     noopConnection.disconnect();
     console.log(`no-op BullMQ worker: ${fmt(noopRate)} jobs/s`);
 
-    const db = openDatabase({ path: join(dir, 'h2h-sync.db') });
-    const store = openOrderStore(db, reconcilerSettings(loadConfig({})));
+    const store = await openStore(sqliteUrl(join(dir, 'h2h-sync.db')), reconcilerSettings(loadConfig({})), {
+      role: 'bench',
+    });
     const events = createEventWorker({
       writer: store.writer,
-      db,
       redisUrl: redis.url,
       prefix: 'store',
       concurrency: CONCURRENCY,
@@ -174,8 +173,8 @@ async function main(): Promise<number> {
     const rate = await drain(events.worker, 'event worker');
     const stats = events.stats();
     await events.close();
-    const stored = (db.prepare('SELECT COUNT(*) AS n FROM order_events').get() as { n: number }).n;
-    db.close();
+    const stored = (await store.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM order_events'))!.n;
+    await store.close();
     const ratio = rate / noopRate;
     console.log(`event worker:        ${fmt(rate)} events/s applied (synchronous=FULL)`);
     console.log(

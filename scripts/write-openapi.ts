@@ -7,16 +7,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildApiApp } from '../src/api/app.js';
 import { apiSettings, loadConfig, reconcilerSettings } from '../src/config/config.js';
-import { openDatabase } from '../src/store/database.js';
-import { openOrderStore } from '../src/store/order-store.js';
+import { openStore, sqliteUrl } from '../src/store/open-store.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'h2h-openapi-'));
-const db = openDatabase({ path: join(dir, 'h2h-sync.db') });
+const config = loadConfig({});
+const store = await openStore(sqliteUrl(join(dir, 'h2h-sync.db')), reconcilerSettings(config));
 try {
-  const config = loadConfig({});
   const { submissionBacklog, retryAfterS } = apiSettings(config);
   const app = await buildApiApp({
-    store: openOrderStore(db, reconcilerSettings(config)),
+    store,
     submissionBacklog,
     retryAfterS,
   });
@@ -24,6 +23,6 @@ try {
   writeFileSync('docs/openapi.json', `${JSON.stringify(app.swagger(), null, 2)}\n`);
   await app.close();
 } finally {
-  db.close();
+  await store.close();
   rmSync(dir, { recursive: true, force: true });
 }

@@ -195,16 +195,16 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
   app.addHook('onRequest', async (request) => {
     const scope = request.routeOptions.config.scope;
     if (!scope) return;
-    request.token = authenticate(request, scope);
+    request.token = await authenticate(request, scope);
   });
 
-  function authenticate(request: FastifyRequest, scope: ApiScope): ApiToken {
+  async function authenticate(request: FastifyRequest, scope: ApiScope): Promise<ApiToken> {
     const header = request.headers.authorization;
     const bearer = header?.startsWith('Bearer ') ? header.slice(7).trim() : undefined;
     if (!bearer) {
       throw new ApiHttpError('TOKEN_MISSING', `send Authorization: Bearer <token>; ${CREATE_TOKEN_HINT}`);
     }
-    const result = store.tokens.authenticate(bearer);
+    const result = await store.tokens.authenticate(bearer);
     if (!result.ok) {
       throw result.refusal === 'revoked'
         ? new ApiHttpError('TOKEN_REVOKED', `this token was revoked; ${CREATE_TOKEN_HINT}`)
@@ -256,15 +256,15 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
     nullable: true,
     description,
   });
-  const syncedAt = () => {
-    const at = store.catalog.syncedAt();
+  const syncedAt = async () => {
+    const at = await store.catalog.syncedAt();
     return at === null ? null : new Date(at).toISOString();
   };
   const { submissionBacklog, retryAfterS } = options;
 
   /** The order a route names, by partner_ref or invoice number, or the 404 that says so. */
-  function mustFindOrder(ref: string): PublicOrder {
-    const order = store.queries.getPublicOrder(ref);
+  async function mustFindOrder(ref: string): Promise<PublicOrder> {
+    const order = await store.queries.getPublicOrder(ref);
     if (!order)
       throw new ApiHttpError('ORDER_NOT_FOUND', `no order has partner_ref or invoice number ${ref}`);
     return order;
@@ -314,24 +314,24 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
       const partnerRef = body.partner_ref ?? newPartnerRef();
       const problem = partnerRefProblem(partnerRef);
       if (problem) throw new ApiHttpError('VALIDATION_ERROR', `partner_ref: ${problem}`);
-      const known = store.queries.getPublicOrderByPartnerRef(partnerRef);
+      const known = await store.queries.getPublicOrderByPartnerRef(partnerRef);
       if (known) return replay(known, body, reply);
-      checkAgainstCatalog(body);
-      if (store.queries.countQueued() >= submissionBacklog) {
+      await checkAgainstCatalog(body);
+      if ((await store.queries.countQueued()) >= submissionBacklog) {
         reply.header('retry-after', String(retryAfterS));
         throw new ApiHttpError(
           'BACKLOG_FULL',
           `${submissionBacklog} orders already wait for the upstream's rate budget: retry after ${retryAfterS} s (nothing was stored)`,
         );
       }
-      const { created } = store.writer.createLocalOrder({
+      const { created } = await store.writer.createLocalOrder({
         partnerRef,
         ...(body.product_code === undefined ? {} : { productCode: body.product_code }),
         ...(body.product_id === undefined ? {} : { productId: body.product_id }),
         data: body.data,
         queued: true,
       });
-      const order = store.queries.getPublicOrderByPartnerRef(partnerRef)!;
+      const order = (await store.queries.getPublicOrderByPartnerRef(partnerRef))!;
       // Another request with the same ref may have won the insert.
       if (!created) return replay(order, body, reply);
       request.log.info({ partnerRef, token: request.token?.id }, 'order queued');
@@ -361,7 +361,7 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
       },
     },
     async (request, reply) => {
-      const order = mustFindOrder(request.params.ref);
+      const order = await mustFindOrder(request.params.ref);
       if (order.submission === 'queued') {
         throw new ApiHttpError(
           'ORDER_NOT_SUBMITTED',
@@ -393,13 +393,14 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
    * would refuse: an unknown product, an inactive one, or target data that does not match the
    * product's published rules. A catalog never synced checks nothing (docs/api.md).
    */
-  function checkAgainstCatalog(body: PlaceOrderBody): void {
-    if (store.catalog.syncedAt() === null) return;
+  async function checkAgainstCatalog(body: PlaceOrderBody): Promise<void> {
+    if ((await store.catalog.syncedAt()) === null) return;
     const named =
       body.product_code !== undefined ? `product_code ${body.product_code}` : `product_id ${body.product_id}`;
     const byCode =
-      body.product_code === undefined ? undefined : store.catalog.find({ code: body.product_code });
-    const byId = body.product_id === undefined ? undefined : store.catalog.find({ id: body.product_id });
+      body.product_code === undefined ? undefined : await store.catalog.find({ code: body.product_code });
+    const byId =
+      body.product_id === undefined ? undefined : await store.catalog.find({ id: body.product_id });
     if (body.product_code !== undefined && body.product_id !== undefined && byCode?.id !== byId?.id) {
       throw new ApiHttpError(
         'UNKNOWN_PRODUCT',
@@ -499,7 +500,7 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
     },
     async (request) => {
       const q = request.query;
-      const page = store.queries.pageOrders({
+      const page = await store.queries.pageOrders({
         limit: q.limit,
         ...(q.status === undefined ? {} : { status: q.status }),
         ...(q.created_from === undefined ? {} : { createdFrom: parseTime('created_from', q.created_from)! }),
@@ -531,7 +532,7 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
         },
       },
     },
-    async () => ({ data: store.catalog.categories(), synced_at: syncedAt() }),
+    async () => ({ data: await store.catalog.categories(), synced_at: await syncedAt() }),
   );
 
   app.get<{ Querystring: { category_code?: string } }>(
@@ -558,7 +559,10 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
         },
       },
     },
-    async (request) => ({ data: store.catalog.products(request.query.category_code), synced_at: syncedAt() }),
+    async (request) => ({
+      data: await store.catalog.products(request.query.category_code),
+      synced_at: await syncedAt(),
+    }),
   );
 
   app.get(
@@ -612,9 +616,9 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
     },
     async (request) => {
       const { after, limit } = request.query;
-      const data = store.feed.after(after, limit);
+      const data = await store.feed.after(after, limit);
       const nextAfter = data.at(-1)?.seq ?? after;
-      return { data, next_after: nextAfter, has_more: store.feed.lastSeq() > nextAfter };
+      return { data, next_after: nextAfter, has_more: (await store.feed.lastSeq()) > nextAfter };
     },
   );
 

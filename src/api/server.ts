@@ -21,13 +21,13 @@ import { DEFAULT_QUEUE_PREFIX } from '../queue/webhook-queue.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';
 import { listeningOrigin } from '../shared/listening-origin.js';
 import { watchedRedis } from '../shared/redis-outage.js';
-import { openDatabase } from '../store/database.js';
-import { type OrderStore, openOrderStore } from '../store/order-store.js';
+import { type OpenedStore, openStore } from '../store/open-store.js';
+import { redactUrl } from '../store/store-url.js';
 import { buildApiApp } from './app.js';
 
 export interface RunningApi {
   app: FastifyInstance;
-  store: OrderStore;
+  store: OpenedStore;
   /** e.g. `http://127.0.0.1:3002`. */
   origin: string;
   close(): Promise<void>;
@@ -42,8 +42,9 @@ export async function startApi(
   options: { logger?: Logger; settings?: ApiSettings } = {},
 ): Promise<RunningApi> {
   const settings = options.settings ?? apiSettings(config);
-  const db = openDatabase({ path: settings.dbPath });
-  const store = openOrderStore(db, reconcilerSettings(config), {
+  const store = await openStore(settings.dbUrl, reconcilerSettings(config), {
+    role: 'api',
+    lockTimeoutMs: settings.dbLockTimeoutMs,
     balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
   });
   // Only early polls need Redis: the API serves the store without it, and a refresh asked
@@ -79,7 +80,7 @@ export async function startApi(
     await app.listen({ host: settings.host, port: settings.port });
   } catch (error) {
     await closeRedis();
-    db.close();
+    await store.close();
     throw error;
   }
   let closing: Promise<void> | undefined;
@@ -91,7 +92,7 @@ export async function startApi(
       closing ??= app
         .close()
         .then(closeRedis)
-        .finally(() => db.close());
+        .finally(() => store.close());
       return closing;
     },
   };
@@ -104,7 +105,8 @@ export async function startApi(
 export async function runApi(config: Config = loadConfig()): Promise<RunningApi> {
   const settings = apiSettings(config);
   const logger = createLogger({ name: 'api', level: settings.logLevel, format: settings.logFormat });
-  logger.info({ store: settings.dbPath }, `api starting: store ${settings.dbPath}`);
+  const where = redactUrl(settings.dbUrl);
+  logger.info({ store: where }, `api starting: store ${where}`);
   const api = await startApi(config, { logger, settings });
   logger.info({ origin: api.origin, openapi: `${api.origin}/openapi.json` }, 'api listening');
   process.send?.('ready');

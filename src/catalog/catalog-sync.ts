@@ -40,7 +40,7 @@ export async function syncCatalog(options: SyncCatalogOptions): Promise<CatalogS
   const categories = await client.categories({ priority });
   const products = await client.products({ priority });
   const profile = await client.profile({ priority });
-  const result = store.catalog.applySync({
+  const result = await store.catalog.applySync({
     categories,
     products,
     profile: { balance: profile.member_balance },
@@ -50,6 +50,6 @@ export async function syncCatalog(options: SyncCatalogOptions): Promise<CatalogS
     categories: result.categories,
     products: result.products,
     price_changes: result.priceChanges,
-    balance: store.balance.view(),
+    balance: await store.balance.view(),
   };
 }

@@ -1,8 +1,7 @@
 import type { Logger } from 'pino';
 import { type Config, catalogSettings, loadConfig, reconcilerSettings } from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
-import { openDatabase } from '../store/database.js';
-import { type OrderStore, openOrderStore } from '../store/order-store.js';
+import { type OpenedStore, openStore } from '../store/open-store.js';
 import { createUpstream, type Upstream } from '../upstream/create-upstream.js';
 
 /** What a CLI command works with; open only the parts it needs and `close()` them at the end. */
@@ -12,7 +11,7 @@ export interface CliContext {
   /** The upstream client, its rate budget and their Redis (with `upstream`). */
   upstream?: Upstream;
   /** Opened with the reconciler's settings (its poll schedule), as in every process that writes orders. */
-  store?: OrderStore;
+  store?: OpenedStore;
   close(): Promise<void>;
 }
 
@@ -20,8 +19,8 @@ export interface OpenContextOptions {
   /** Calls the upstream: needs H2H_BASE_URL, H2H_API_KEY and the shared rate budget in Redis. */
   upstream?: boolean;
   /**
-   * Opens the order store (H2H_DB_PATH): `'existing'` for commands about orders already placed
-   * (they refuse to create a store: "no store at PATH: set H2H_DB_PATH", exit 2, instead of
+   * Opens the order store (H2H_DB_URL, or H2H_DB_PATH): `'existing'` for commands about orders
+   * already placed (they refuse to create a store: "no store at PATH: set H2H_DB_URL", exit 2, instead of
    * answering from a new empty one), `'create'` for the one that may place the first order.
    */
   store?: 'existing' | 'create';
@@ -48,11 +47,14 @@ export async function openContext(options: OpenContextOptions): Promise<CliConte
   };
   try {
     if (options.store) {
-      const db = openDatabase({ path: config.dbPath, mustExist: options.store === 'existing' });
-      closers.push(() => void db.close());
-      context.store = openOrderStore(db, reconcilerSettings(config), {
+      const store = await openStore(config.dbUrl, reconcilerSettings(config), {
+        role: 'cli',
+        lockTimeoutMs: config.dbLockTimeoutMs,
+        mustExist: options.store === 'existing',
         balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
       });
+      closers.push(() => store.close());
+      context.store = store;
     }
     if (options.upstream) {
       const upstream = await createUpstream(config, { logger });

@@ -18,6 +18,8 @@ import {
   DEFAULT_WEBHOOK_PATH,
 } from '../receiver/app.js';
 import { DEFAULT_RECEIVER_METRICS_PORT } from '../receiver/metrics-server.js';
+import { DEFAULT_LOCK_TIMEOUT_MS } from '../store/sqlite/sqlite-db.js';
+import { parseStoreUrl, redactUrl, STORE_URL_PATTERN, sqliteUrl } from '../store/store-url.js';
 import {
   AUTH_STYLES,
   DEFAULT_AUTH_STYLE,
@@ -69,7 +71,7 @@ const LOOPBACK = '127.0.0.1';
  */
 export const INSTALL_DIR = fileURLToPath(new URL('../..', import.meta.url));
 
-/** Where the order store is when H2H_DB_PATH is not set. */
+/** Where the order store is when neither H2H_DB_URL nor H2H_DB_PATH is set. */
 export const DEFAULT_DB_PATH = join(INSTALL_DIR, 'var', 'h2h-sync.db');
 
 export const SIMULATOR_BASE_URL = `http://${LOOPBACK}:4010/v1/member-api`;
@@ -125,12 +127,24 @@ export const settingsSchema = z.object({
     .describe(
       "Redis for the queues and the shared rate budget. Default: the deployment's private Redis, `redis://127.0.0.1:<H2H_PRIVATE_REDIS_PORT>`, the one pm2's ecosystem runs when REDIS_URL is not set, so the CLI finds it too.",
     ),
+  H2H_DB_URL: z
+    .string()
+    .regex(STORE_URL_PATTERN, 'must start with sqlite:, postgres:// or postgresql://')
+    .optional()
+    .describe(
+      'The order store: `sqlite:///absolute/path` or `sqlite:relative/path` (SQLite, the embedded default), or `postgres://user@host:port/db` (issue 14; not built yet). Default: `sqlite://` + `H2H_DB_PATH`, else `var/h2h-sync.db` in the installation directory, whatever the working directory. Commands that only read refuse to create a SQLite file. A password in it never appears in logs or errors.',
+    ),
   H2H_DB_PATH: z
     .string()
     .min(1)
     .optional()
     .describe(
-      'SQLite order store file. Default: `var/h2h-sync.db` in the installation directory, whatever the working directory. Commands that only read refuse to create it.',
+      'SQLite order store file: shorthand for `H2H_DB_URL=sqlite://<absolute path>`; setting both to different stores is refused.',
+    ),
+  H2H_DB_LOCK_TIMEOUT_MS: int(1)
+    .default(DEFAULT_LOCK_TIMEOUT_MS)
+    .describe(
+      "Longest wait of a store write for another process's write lock (SQLite's `busy_timeout`), on timers; past it the write fails and is retried where the caller retries (the event worker's own wait is `H2H_WORKER_STORE_LOCK_WAIT_MS`).",
     ),
   LOG_LEVEL: z.enum(LOG_LEVELS).default(DEFAULT_LOG_LEVEL).describe('pino log level.'),
   LOG_FORMAT: z
@@ -472,7 +486,10 @@ export class ConfigError extends Error {
 export interface Config {
   settings: Settings;
   redisUrl: string;
-  dbPath: string;
+  /** The order store's URL (`H2H_DB_URL`, or `sqlite://` + `H2H_DB_PATH`, or the default file). */
+  dbUrl: string;
+  /** The wait for another process's write lock, ms (`H2H_DB_LOCK_TIMEOUT_MS`). */
+  dbLockTimeoutMs: number;
   logLevel: Settings['LOG_LEVEL'];
   logFormat: Settings['LOG_FORMAT'];
   budget: { limit: number; windowMs: number; reservedForCreate: number; pollFloor: number };
@@ -492,7 +509,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       // The cross-field rules of validSettings: their messages name the variables themselves.
       if (issue.code === 'custom') return issue.message;
       const name = String(issue.path[0]);
-      const shown = SECRET_SETTINGS.has(name) ? '(hidden)' : JSON.stringify(raw[name]);
+      const shown = SECRET_SETTINGS.has(name)
+        ? '(hidden)'
+        : JSON.stringify(name === 'H2H_DB_URL' ? redactUrl(raw[name] ?? '') : raw[name]);
       return `${name}=${shown} is not valid: ${issue.message}`;
     });
     throw new ConfigError(
@@ -503,7 +522,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     settings: s,
     redisUrl: s.REDIS_URL ?? `redis://${LOOPBACK}:${s.H2H_PRIVATE_REDIS_PORT}`,
-    dbPath: s.H2H_DB_PATH === undefined ? DEFAULT_DB_PATH : resolve(s.H2H_DB_PATH),
+    dbUrl: storeUrl(s),
+    dbLockTimeoutMs: s.H2H_DB_LOCK_TIMEOUT_MS,
     logLevel: s.LOG_LEVEL,
     logFormat: s.LOG_FORMAT,
     budget: {
@@ -513,6 +533,28 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       pollFloor: s.H2H_RATE_POLL_FLOOR,
     },
   };
+}
+
+/**
+ * The store's URL: `H2H_DB_URL`, else `H2H_DB_PATH` as a SQLite URL, else the default file.
+ * Both set to different stores is refused, naming both (a password hidden).
+ */
+function storeUrl(s: Settings): string {
+  const fromPath = s.H2H_DB_PATH === undefined ? undefined : sqliteUrl(s.H2H_DB_PATH);
+  if (s.H2H_DB_URL === undefined) return fromPath ?? sqliteUrl(DEFAULT_DB_PATH);
+  let location: ReturnType<typeof parseStoreUrl>;
+  try {
+    location = parseStoreUrl(s.H2H_DB_URL);
+  } catch (error) {
+    throw new ConfigError(`H2H_DB_URL is not valid: ${(error as Error).message}`);
+  }
+  if (fromPath !== undefined && !(location.backend === 'sqlite' && sqliteUrl(location.path) === fromPath)) {
+    throw new ConfigError(
+      `H2H_DB_URL (${redactUrl(s.H2H_DB_URL)}) and H2H_DB_PATH (${resolve(s.H2H_DB_PATH!)}) name different ` +
+        'stores: set only one of them',
+    );
+  }
+  return s.H2H_DB_URL;
 }
 
 // The sections below map settings to the options of one component each; what a setting means
@@ -599,7 +641,8 @@ export function apiSettings(config: Config) {
     submissionBacklog: s.API_SUBMISSION_BACKLOG,
     /** A full backlog's Retry-After: one budget window, after which about a window's worth has left. */
     retryAfterS: Math.ceil(s.H2H_RATE_WINDOW_MS / 1000),
-    dbPath: config.dbPath,
+    dbUrl: config.dbUrl,
+    dbLockTimeoutMs: config.dbLockTimeoutMs,
     logLevel: config.logLevel,
     logFormat: config.logFormat,
     shutdownTimeoutMs: s.H2H_SHUTDOWN_TIMEOUT_MS,
@@ -612,7 +655,8 @@ export function workerSettings(config: Config) {
   const s = config.settings;
   return {
     redisUrl: config.redisUrl,
-    dbPath: config.dbPath,
+    dbUrl: config.dbUrl,
+    dbLockTimeoutMs: config.dbLockTimeoutMs,
     concurrency: s.H2H_WORKER_CONCURRENCY,
     batchSize: s.H2H_WORKER_BATCH_SIZE,
     lockDurationMs: s.H2H_WORKER_LOCK_DURATION_MS,

@@ -350,8 +350,8 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
     // What the reseller does once for the shop (`h2h-sync tokens create`, `h2h-sync endpoints
     // add`): a token to place and read orders, and the shop's notification endpoint, added before
     // the first order since an endpoint is sent the changes made after it was added.
-    const { token } = store.tokens.create('demo shop', ['orders:write', 'orders:read']);
-    const endpoint = addEndpoint(store, shop.url, 'order.*');
+    const { token } = await store.tokens.create('demo shop', ['orders:write', 'orders:read']);
+    const endpoint = await addEndpoint(store, shop.url, 'order.*');
     shop.trust(endpoint.secret);
 
     const started = Date.now();
@@ -407,35 +407,37 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
         })) as Order;
         upstream.set(partnerRef, moved);
       }
-      return placed.map(({ partnerRef, timeline, suffix, refusedByApi }) => {
-        const local = store.queries.getPublicOrderByPartnerRef(partnerRef);
-        const remote = upstream.get(partnerRef);
-        const held = shop.orders.get(partnerRef);
-        const views = { partnerRef, timeline, local: describeOrder(local) };
-        if (refusedByApi) {
-          // Only the order meant to be refused may be refused: any other is a divergence.
-          const nowhere = suffix === '0000' && !local && !remote;
+      return Promise.all(
+        placed.map(async ({ partnerRef, timeline, suffix, refusedByApi }) => {
+          const local = await store.queries.getPublicOrderByPartnerRef(partnerRef);
+          const remote = upstream.get(partnerRef);
+          const held = shop.orders.get(partnerRef);
+          const views = { partnerRef, timeline, local: describeOrder(local) };
+          if (refusedByApi) {
+            // Only the order meant to be refused may be refused: any other is a divergence.
+            const nowhere = suffix === '0000' && !local && !remote;
+            return {
+              ...views,
+              upstream: describeUpstream(remote, undefined),
+              shop: `refused by the API ${refusedByApi}`,
+              refusedByApi,
+              shopVersion: null,
+              converged: nowhere,
+              shopAgrees: nowhere && !held,
+            };
+          }
+          const rejected = suffix === '0000' ? 'INVALID_TARGET' : undefined;
           return {
             ...views,
-            upstream: describeUpstream(remote, undefined),
-            shop: `refused by the API ${refusedByApi}`,
-            refusedByApi,
-            shopVersion: null,
-            converged: nowhere,
-            shopAgrees: nowhere && !held,
+            upstream: describeUpstream(remote, rejected),
+            shop: describeOrder(held),
+            refusedByApi: null,
+            shopVersion: held?.version ?? null,
+            converged: sameState(local, remote, rejected),
+            shopAgrees: shopHoldsLatest(held, local),
           };
-        }
-        const rejected = suffix === '0000' ? 'INVALID_TARGET' : undefined;
-        return {
-          ...views,
-          upstream: describeUpstream(remote, rejected),
-          shop: describeOrder(held),
-          refusedByApi: null,
-          shopVersion: held?.version ?? null,
-          converged: sameState(local, remote, rejected),
-          shopAgrees: shopHoldsLatest(held, local),
-        };
-      });
+        }),
+      );
     };
 
     const agreeing = (rows: DemoRow[]) => rows.filter((r) => r.converged && r.shopAgrees).length;

@@ -28,10 +28,11 @@ export interface DeliverDeps {
   metrics: NotifyMetrics;
   now: () => number;
   /**
-   * Runs a write of the delivery history; the notifier passes its group commit, so the records of
-   * the deliveries in flight share one transaction (one fsync). Default: runs it at once.
+   * Records an attempt in the delivery history; the notifier passes its group commit, so the
+   * records of the deliveries in flight share one transaction (one fsync). Default:
+   * `store.deliveries.record`, one transaction each.
    */
-  commit?: <T>(write: () => T) => Promise<T>;
+  record?: (attempt: Omit<NotifyDelivery, 'id'>) => Promise<NotifyDelivery>;
   logger?: Logger;
 }
 
@@ -50,19 +51,19 @@ export const notificationId = (seq: number): string => `evt_${seq}`;
  * The earlier event of the same order that this endpoint still waits for (not delivered, not
  * given up), or undefined: the order's events reach the endpoint one after another.
  */
-function pendingPredecessor(
+async function pendingPredecessor(
   deps: DeliverDeps,
   endpoint: NotifyEndpoint,
   event: FeedEvent,
-): number | undefined {
+): Promise<number | undefined> {
   // Events of no order (product.price_changed, balance.low) wait for nothing.
   const ref = orderRefOf(event);
   if (ref === undefined) return undefined;
-  const earlier = deps.store.feed
-    .ofOrder(ref, { after: endpoint.fromSeq, before: event.seq })
-    .filter((e) => matchesEvent(endpoint.events, e.type));
+  const earlier = (await deps.store.feed.ofOrder(ref, { after: endpoint.fromSeq, before: event.seq })).filter(
+    (e) => matchesEvent(endpoint.events, e.type),
+  );
   const last = earlier.at(-1);
-  return last && !deps.store.deliveries.isSettled(endpoint.id, last.seq) ? last.seq : undefined;
+  return last && !(await deps.store.deliveries.isSettled(endpoint.id, last.seq)) ? last.seq : undefined;
 }
 
 /**
@@ -80,7 +81,7 @@ export async function releaseSuccessor(
 ) {
   if (event) {
     const ref = orderRefOf(event);
-    if (ref === undefined || deps.store.feed.ofOrder(ref, { after: seq }).length === 0) return;
+    if (ref === undefined || (await deps.store.feed.ofOrder(ref, { after: seq })).length === 0) return;
   }
   const waiting = await deps.marks.take(endpointId, seq);
   if (waiting === null) return;
@@ -118,28 +119,27 @@ async function deliverOnce(
   token: string | undefined,
 ): Promise<DeliverResult> {
   const { endpointId, seq } = job.data;
-  const endpoint = deps.store.endpoints.get(endpointId);
-  const event = deps.store.feed.get(seq);
+  const endpoint = await deps.store.endpoints.get(endpointId);
+  const event = await deps.store.feed.get(seq);
   const attempt = job.attemptsMade + 1;
   const record = async (
     outcome: DeliveryOutcome,
     answer: Partial<Pick<NotifyDelivery, 'status' | 'durationMs' | 'error'>>,
     requestedAt = deps.now(),
   ) => {
-    const write = () =>
-      deps.store.deliveries.record({
-        endpointId,
-        seq,
-        type: event?.type ?? 'unknown',
-        partnerRef: (event && orderRefOf(event)) ?? null,
-        attempt,
-        requestedAt,
-        status: answer.status ?? null,
-        durationMs: answer.durationMs ?? null,
-        error: answer.error ?? null,
-        outcome,
-      });
-    await (deps.commit ? deps.commit(write) : write());
+    const attemptRecord: Omit<NotifyDelivery, 'id'> = {
+      endpointId,
+      seq,
+      type: event?.type ?? 'unknown',
+      partnerRef: (event && orderRefOf(event)) ?? null,
+      attempt,
+      requestedAt,
+      status: answer.status ?? null,
+      durationMs: answer.durationMs ?? null,
+      error: answer.error ?? null,
+      outcome,
+    };
+    await (deps.record ? deps.record(attemptRecord) : deps.store.deliveries.record(attemptRecord));
     deps.metrics.countDelivery(outcome, answer.durationMs ?? null);
   };
 
@@ -151,12 +151,12 @@ async function deliverOnce(
     await record('skipped', { error: 'the event is no longer in the feed (H2H_FEED_RETENTION_D)' });
     return 'skipped';
   }
-  let predecessor = job.data.replay ? undefined : pendingPredecessor(deps, endpoint, event);
+  let predecessor = job.data.replay ? undefined : await pendingPredecessor(deps, endpoint, event);
   // The hand-off: the earlier event is on its way from this process; await that run, then look again.
   const earlierRun = predecessor === undefined ? undefined : deps.running.running(endpointId, predecessor);
   if (earlierRun) {
     await earlierRun;
-    predecessor = pendingPredecessor(deps, endpoint, event);
+    predecessor = await pendingPredecessor(deps, endpoint, event);
   }
   if (predecessor !== undefined) {
     const waits = job.data.waits ?? 0;
@@ -168,7 +168,7 @@ async function deliverOnce(
     // The predecessor may have settled between the check and the move, and taken the mark while
     // this job was not yet delayed, so its promotion missed: look again, now that the job is
     // delayed. (It records before it takes the mark, so one of the two always sees the other.)
-    if (deps.store.deliveries.isSettled(endpointId, predecessor)) await job.promote().catch(() => {});
+    if (await deps.store.deliveries.isSettled(endpointId, predecessor)) await job.promote().catch(() => {});
     throw new DelayedError();
   }
 
@@ -189,7 +189,7 @@ async function deliverOnce(
   }
   if (answer.status === 410) {
     await record('disabled', answer, requestedAt);
-    deps.store.endpoints.disable(endpointId, `answered 410 Gone to ${notificationId(seq)}`);
+    await deps.store.endpoints.disable(endpointId, `answered 410 Gone to ${notificationId(seq)}`);
     deps.logger?.warn({ endpointId, url: endpoint.url }, 'notification endpoint answered 410 Gone: disabled');
     return 'disabled';
   }

@@ -33,21 +33,22 @@ export async function dispatchNotifications(
     retries,
     memory,
     now = Date.now(),
-    commit = async (write) => write(),
+    commit = (write) => write(),
   }: {
     retries: number;
     memory?: DispatchMemory;
     now?: number;
     /**
-     * Runs a cursor write; the notifier passes its group commit, which waits for the store's write
-     * lock on timers instead of blocking the event loop (the deliveries in flight) meanwhile.
+     * Runs a cursor write. Default: awaits it. The notifier starts it and does not wait, so a
+     * pass is never held up behind the order writers' lock (a failed write only leaves the
+     * cursor behind, whose events are added again as a no-op).
      */
-    commit?: (write: () => void) => Promise<void>;
+    commit?: (write: () => Promise<void>) => Promise<void>;
   },
 ): Promise<number> {
   let added = 0;
   const options = notifyJobOptions(retries);
-  for (const endpoint of store.endpoints.enabled()) {
+  for (const endpoint of await store.endpoints.enabled()) {
     const remembered = memory?.get(endpoint.id);
     // The stored cursor moves ahead of the remembered one when the endpoint is enabled again.
     let cursor = Math.max(endpoint.cursor, remembered?.cursor ?? 0);
@@ -64,7 +65,7 @@ export async function dispatchNotifications(
     };
     let moved = false;
     for (;;) {
-      const events = store.feed.after(cursor, DISPATCH_PAGE);
+      const events = await store.feed.after(cursor, DISPATCH_PAGE);
       if (events.length === 0) break;
       const jobs = events
         .filter((event) => matchesEvent(endpoint.events, event.type))

@@ -1,10 +1,10 @@
-import type { Database } from 'better-sqlite3';
 import { Queue, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import { Agent } from 'undici';
 import { DEFAULT_QUEUE_PREFIX } from '../queue/webhook-queue.js';
 import { settlesWithin } from '../shared/deadline.js';
 import { watchedRedis } from '../shared/redis-outage.js';
+import type { NotifyDelivery } from '../store/notify-deliveries.js';
 import type { OrderStore } from '../store/order-store.js';
 import { DEFAULT_STORE_LOCK_WAIT_MS } from '../worker/event-worker.js';
 import { GroupCommit } from '../worker/group-commit.js';
@@ -33,11 +33,11 @@ export interface NotifierOptions {
   /** The order store of the process: the feed, the endpoints and the delivery history. */
   store: OrderStore;
   /**
-   * The connection `store` was opened on. When given, the delivery records of the notifications
-   * in flight are group-committed (one transaction, one fsync, for all of them) instead of one
-   * transaction each: with `synchronous=FULL`, an fsync per delivery bounds the throughput.
+   * The delivery records of the notifications in flight are group-committed (one transaction,
+   * one fsync, for all of them: `store.deliveries.recordBatch`) instead of one transaction each:
+   * with `synchronous=FULL`, an fsync per delivery bounds the throughput. Default: false.
    */
-  db?: Database;
+  groupCommit?: boolean;
   /**
    * Longest wait of a group commit for another process's write lock, on timers (the process that
    * commits orders holds it often). Default: the event worker's, 5 s. A record that cannot be
@@ -99,11 +99,11 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
   queue.on('error', outage.error);
   const agent = new Agent({ connect: { timeout: timeoutMs } });
 
-  const groupCommit = options.db
-    ? new GroupCommit({
-        db: options.db,
+  const lockTimeoutMs = options.storeLockWaitMs ?? DEFAULT_STORE_LOCK_WAIT_MS;
+  const groupCommit = options.groupCommit
+    ? new GroupCommit<Omit<NotifyDelivery, 'id'>, NotifyDelivery>({
+        runBatch: (attempts) => store.deliveries.recordBatch(attempts, { lockTimeoutMs }),
         maxBatchSize: options.concurrency ?? DEFAULT_NOTIFY_CONCURRENCY,
-        lockTimeoutMs: options.storeLockWaitMs ?? DEFAULT_STORE_LOCK_WAIT_MS,
       })
     : undefined;
   const deps = {
@@ -112,7 +112,7 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
     running: new RunningDeliveries(),
     marks: new WaitMarks(connection, queue.qualifiedName),
     metrics,
-    ...(groupCommit ? { commit: <T>(write: () => T) => groupCommit.submit(write) } : {}),
+    ...(groupCommit ? { record: (attempt: Omit<NotifyDelivery, 'id'>) => groupCommit.submit(attempt) } : {}),
     now: options.now ?? Date.now,
     post: (url: string, headers: Record<string, string>, body: string) =>
       postNotification(url, headers, body, { timeoutMs, dispatcher: agent }),
@@ -156,6 +156,7 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
   });
 
   const memory: DispatchMemory = new Map();
+  const cursorWrites = new Set<Promise<void>>();
   let passing: Promise<number> = Promise.resolve(0);
   const dispatchNow = (): Promise<number> => {
     passing = passing
@@ -164,20 +165,15 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
         const added = await dispatchNotifications(store, queue, {
           retries: scheduleMs.length,
           memory,
-          // The cursor write joins the delivery records' group commit, and the pass does not wait
-          // for it: a write that failed is only a cursor behind, whose events are added again as
-          // a no-op (dispatcher.ts). close() drains it before the last cursor writes.
-          ...(groupCommit
-            ? {
-                commit: async (write: () => void) => {
-                  groupCommit
-                    .submit(write)
-                    .catch((err) =>
-                      logger?.warn({ err }, 'could not write a notification cursor; written later'),
-                    );
-                },
-              }
-            : {}),
+          // The pass does not wait for its cursor write: a write that failed is only a cursor
+          // behind, whose events are added again as a no-op (dispatcher.ts). close() waits for
+          // the writes in flight before the last cursor writes.
+          commit: async (write) => {
+            const done = write()
+              .catch((err) => logger?.warn({ err }, 'could not write a notification cursor; written later'))
+              .finally(() => cursorWrites.delete(done));
+            cursorWrites.add(done);
+          },
         });
         if (added > 0) metrics.countDispatched(added);
         return added;
@@ -225,9 +221,10 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
           Promise.all([passing.catch(() => {}), worker.close()])
             .then(() => Promise.all(recording))
             .then(() => groupCommit?.drain())
-            .then(() => {
+            .then(() => Promise.all(cursorWrites))
+            .then(async () => {
               // The cursors the dispatcher had not written yet (dispatcher.ts, CURSOR_WRITE_EVERY_MS).
-              for (const [id, { cursor }] of memory) store.endpoints.advanceCursor(id, cursor);
+              for (const [id, { cursor }] of memory) await store.endpoints.advanceCursor(id, cursor);
             }),
           closeTimeoutMs,
         );

@@ -45,7 +45,7 @@ export function endpointView(e: NotifyEndpoint, now = Date.now()): EndpointView 
 }
 
 /** Adds an endpoint for `url` and `events` (comma-separated patterns) with a new secret. */
-export function addEndpoint(store: Store, url: string, events: string): NotifyEndpoint {
+export async function addEndpoint(store: Store, url: string, events: string): Promise<NotifyEndpoint> {
   let parsed: URL;
   try {
     parsed = new URL(url);
@@ -68,17 +68,17 @@ export function addEndpoint(store: Store, url: string, events: string): NotifyEn
   });
 }
 
-function mustFind(store: Store, id: number): NotifyEndpoint {
-  const endpoint = store.endpoints.get(id);
+async function mustFind(store: Store, id: number): Promise<NotifyEndpoint> {
+  const endpoint = await store.endpoints.get(id);
   if (!endpoint) {
     throw new NotifyError('ENDPOINT_NOT_FOUND', `no endpoint ${id}: see \`h2h-sync endpoints list\``);
   }
   return endpoint;
 }
 
-export function disableEndpoint(store: Store, id: number): NotifyEndpoint {
-  mustFind(store, id);
-  return store.endpoints.disable(id, 'disabled with h2h-sync endpoints disable')!;
+export async function disableEndpoint(store: Store, id: number): Promise<NotifyEndpoint> {
+  await mustFind(store, id);
+  return (await store.endpoints.disable(id, 'disabled with h2h-sync endpoints disable'))!;
 }
 
 /** What `endpoints enable` did: the endpoint, and the events it missed while disabled. */
@@ -99,12 +99,12 @@ export interface EnableResult {
  * disabled were not queued, and the ones queued then were skipped; both are in `missed`, for
  * the operator to replay if the shop wants them (docs/api.md, "Enabling an endpoint again").
  */
-export function enableEndpoint(store: Store, id: number): EnableResult {
-  const before = mustFind(store, id);
+export async function enableEndpoint(store: Store, id: number): Promise<EnableResult> {
+  const before = await mustFind(store, id);
   if (before.disabledAt === null) return { endpoint: before, changed: false, missed: null };
-  const endpoint = store.endpoints.enable(id)!;
+  const endpoint = (await store.endpoints.enable(id))!;
   const notQueued = before.cursor + 1;
-  const skipped = store.deliveries.firstUnsent(id, before.fromSeq);
+  const skipped = await store.deliveries.firstUnsent(id, before.fromSeq);
   const fromSeq = Math.min(notQueued, skipped ?? notQueued);
   const missed = fromSeq <= endpoint.fromSeq ? { fromSeq, toSeq: endpoint.fromSeq } : null;
   return { endpoint, changed: true, missed };
@@ -126,14 +126,15 @@ export interface EndpointBacklogView extends Omit<EndpointBacklog, 'oldestPendin
 }
 
 /** How far behind the feed each endpoint is. */
-export function notificationBacklog(store: Store, now = Date.now()): EndpointBacklogView[] {
-  return store.endpoints.list().map((endpoint) => {
-    const { oldestPendingAt, ...counts } = store.deliveries.backlog(
+export async function notificationBacklog(store: Store, now = Date.now()): Promise<EndpointBacklogView[]> {
+  const views: EndpointBacklogView[] = [];
+  for (const endpoint of await store.endpoints.list()) {
+    const { oldestPendingAt, ...counts } = await store.deliveries.backlog(
       endpoint.id,
       endpoint.fromSeq,
       wantedTypes(endpoint),
     );
-    return {
+    views.push({
       endpointId: endpoint.id,
       url: endpoint.url,
       state: endpoint.disabledAt === null ? 'enabled' : 'disabled',
@@ -141,14 +142,19 @@ export function notificationBacklog(store: Store, now = Date.now()): EndpointBac
       ...counts,
       oldestPendingAgeS:
         oldestPendingAt === null ? null : Math.max(0, Math.round((now - oldestPendingAt) / 1000)),
-    };
-  });
+    });
+  }
+  return views;
 }
 
 /** Gives the endpoint a new secret; the old one signs beside it for `graceMs`. Returns the endpoint, new secret included. */
-export function rotateEndpointSecret(store: Store, id: number, graceMs: number): NotifyEndpoint {
-  mustFind(store, id);
-  return store.endpoints.rotateSecret(id, generateEndpointSecret(), graceMs)!;
+export async function rotateEndpointSecret(
+  store: Store,
+  id: number,
+  graceMs: number,
+): Promise<NotifyEndpoint> {
+  await mustFind(store, id);
+  return (await store.endpoints.rotateSecret(id, generateEndpointSecret(), graceMs))!;
 }
 
 /** Reads `--since` (ISO 8601) as ms; throws `INVALID_SINCE`. */
@@ -189,11 +195,11 @@ export interface ReplayRange extends NotificationFilter {
 }
 
 /** Events given up at their endpoint (the retry schedule ran out), last attempt since `since`. */
-export function failedNotifications(
+export async function failedNotifications(
   store: Store,
   { since, endpointId }: NotificationFilter,
-): NotifyDelivery[] {
-  if (endpointId !== undefined) mustFind(store, endpointId);
+): Promise<NotifyDelivery[]> {
+  if (endpointId !== undefined) await mustFind(store, endpointId);
   return store.deliveries.failed({ since, ...(endpointId === undefined ? {} : { endpointId }) });
 }
 
@@ -208,7 +214,7 @@ export async function retryFailedNotifications(
   { retries, now = Date.now() }: { retries: number; now?: number },
 ): Promise<string[]> {
   const ids: string[] = [];
-  for (const failed of failedNotifications(store, filter)) {
+  for (const failed of await failedNotifications(store, filter)) {
     const id = notifyJobId(failed.endpointId, failed.seq);
     const job = await queue.getJob(id);
     if (job && (await job.isFailed())) {
@@ -242,14 +248,15 @@ export async function replayNotifications(
   if (fromSeq !== undefined && toSeq !== undefined && toSeq < fromSeq) {
     throw new NotifyError('INVALID_SEQ', `--to-seq ${toSeq} is below --from-seq ${fromSeq}: swap them`);
   }
-  const endpoints = endpointId === undefined ? store.endpoints.enabled() : [mustFind(store, endpointId)];
+  const endpoints =
+    endpointId === undefined ? await store.endpoints.enabled() : [await mustFind(store, endpointId)];
   let jobs = 0;
   let events = 0;
   let after = fromSeq === undefined ? 0 : fromSeq - 1;
   for (;;) {
-    const page = store.feed
-      .since(since, after, 500)
-      .filter((event) => toSeq === undefined || event.seq <= toSeq);
+    const page = (await store.feed.since(since, after, 500)).filter(
+      (event) => toSeq === undefined || event.seq <= toSeq,
+    );
     if (page.length === 0) break;
     events += page.length;
     const adds = page.flatMap((event) =>

@@ -27,9 +27,9 @@ const SWEEP_MAX_JOBS = 2_000;
 export async function recordParkedJob(deps: DeliverDeps, job: Job<NotifyJobData>): Promise<boolean> {
   const { endpointId, seq } = job.data;
   const failedAt = job.finishedOn ?? deps.now();
-  const latest = deps.store.deliveries.latest(endpointId, seq);
-  const event = deps.store.feed.get(seq);
-  const recorded = deps.store.deliveries.recordUnlessSettled(
+  const latest = await deps.store.deliveries.latest(endpointId, seq);
+  const event = await deps.store.feed.get(seq);
+  const recorded = await deps.store.deliveries.recordUnlessSettled(
     {
       endpointId,
       seq,

@@ -95,7 +95,7 @@ export async function placeOrder(deps: PlaceOrderDeps, input: PlaceOrderInput): 
   const problem = partnerRefProblem(partnerRef);
   if (problem) throw new PlaceOrderInputError(problem);
 
-  const { order: local } = deps.writer.createLocalOrder({
+  const { order: local } = await deps.writer.createLocalOrder({
     partnerRef,
     productCode: input.productCode,
     productId: input.productId,
@@ -130,7 +130,7 @@ export async function resubmitOrder(deps: PlaceOrderDeps, local: LocalOrder): Pr
 
   try {
     const created = await deps.client.createOrder(upstreamInput(local));
-    const { order } = deps.writer.applyOrderSnapshot(created, { source: 'create' });
+    const { order } = await deps.writer.applyOrderSnapshot(created, { source: 'create' });
     deps.logger?.info({ partnerRef, invoice: order.invoiceNumber, status: order.status }, 'order accepted');
     return { outcome: 'accepted', order };
   } catch (err) {
@@ -139,7 +139,7 @@ export async function resubmitOrder(deps: PlaceOrderDeps, local: LocalOrder): Pr
     // a network error, a 5xx or 429 after the retries, a budget that stayed spent — leaves the
     // outcome unknown.
     if (err instanceof UpstreamError && err.configuration === 'credentials') {
-      const order = deps.writer.markBlocked(partnerRef, err.code, err.detail);
+      const order = await deps.writer.markBlocked(partnerRef, err.code, err.detail);
       if (order.submissionState === 'accepted') return { outcome: 'accepted', order };
       deps.logger?.error(
         { partnerRef, code: err.code, fix: err.fix },
@@ -155,13 +155,13 @@ export async function resubmitOrder(deps: PlaceOrderDeps, local: LocalOrder): Pr
       err.status < 500 &&
       err.status !== 429
     ) {
-      const order = deps.writer.markRejected(partnerRef, err.code, err.detail);
+      const order = await deps.writer.markRejected(partnerRef, err.code, err.detail);
       // A webhook or poll may have proved the order exists meanwhile; the store then keeps it.
       if (order.submissionState === 'accepted') return { outcome: 'accepted', order };
       deps.logger?.warn({ partnerRef, code: err.code }, 'order rejected');
       return { outcome: 'rejected', order, code: err.code, detail: err.detail, fix: err.fix };
     }
-    const order = deps.writer.markSubmissionUnknown(partnerRef);
+    const order = await deps.writer.markSubmissionUnknown(partnerRef);
     if (order.submissionState === 'accepted') return { outcome: 'accepted', order };
     const reason = err instanceof Error ? err.message : String(err);
     const cause = unknownCause(err);

@@ -46,9 +46,9 @@ export function startSubmissionPump(options: SubmissionPumpOptions): SubmissionP
 
   const loop = async () => {
     while (!stopping) {
-      let order: ReturnType<OrderStore['schedule']['claimNextQueued']>;
+      let order: Awaited<ReturnType<OrderStore['schedule']['claimNextQueued']>>;
       try {
-        order = store.circuit.state() ? undefined : store.schedule.claimNextQueued();
+        order = (await store.circuit.state()) ? undefined : await store.schedule.claimNextQueued();
       } catch (err) {
         logger?.warn({ err }, 'submission pump: the store is busy; trying again');
         order = undefined;
@@ -71,7 +71,7 @@ export function startSubmissionPump(options: SubmissionPumpOptions): SubmissionP
         await idle();
       }
       try {
-        store.schedule.releasePollClaim(order.partnerRef);
+        await store.schedule.releasePollClaim(order.partnerRef);
       } catch {
         // The lease expires on its own.
       }

@@ -49,9 +49,13 @@ export async function probeUpstream(deps: ReconcilerDeps): Promise<ProbeResult> 
 }
 
 /** Opens the circuit (or updates why it is open), logs it with the fix and counts it. */
-export function openCircuit(deps: ReconcilerDeps, cause: CircuitCause, error: CircuitError): OpenCircuit {
-  const before = deps.store.circuit.state();
-  const circuit = deps.store.circuit.open(cause, error);
+export async function openCircuit(
+  deps: ReconcilerDeps,
+  cause: CircuitCause,
+  error: CircuitError,
+): Promise<OpenCircuit> {
+  const before = await deps.store.circuit.state();
+  const circuit = await deps.store.circuit.open(cause, error);
   if (before?.cause !== cause) {
     deps.metrics?.countCircuitOpened(cause);
     deps.logger?.[cause === 'upstream_failing' ? 'warn' : 'error'](
@@ -63,9 +67,13 @@ export function openCircuit(deps: ReconcilerDeps, cause: CircuitCause, error: Ci
 }
 
 /** Records a failed probe: the circuit stays open with what the probe met. */
-export function probeFailed(deps: ReconcilerDeps, cause: CircuitCause, error: CircuitError): OpenCircuit {
-  const before = deps.store.circuit.state();
-  const circuit = deps.store.circuit.probeFailed(cause, error);
+export async function probeFailed(
+  deps: ReconcilerDeps,
+  cause: CircuitCause,
+  error: CircuitError,
+): Promise<OpenCircuit> {
+  const before = await deps.store.circuit.state();
+  const circuit = await deps.store.circuit.probeFailed(cause, error);
   if (before?.cause !== cause) deps.metrics?.countCircuitOpened(cause);
   deps.logger?.[cause === 'upstream_failing' ? 'warn' : 'error'](
     { cause, code: error.code, fix: error.fix, probes: circuit.probes, openedAt: circuit.openedAt },
@@ -75,8 +83,8 @@ export function probeFailed(deps: ReconcilerDeps, cause: CircuitCause, error: Ci
 }
 
 /** Closes the circuit after a probe succeeded; logs how long it was open. */
-export function closeCircuit(deps: ReconcilerDeps): void {
-  const closed = deps.store.circuit.close();
+export async function closeCircuit(deps: ReconcilerDeps): Promise<void> {
+  const closed = await deps.store.circuit.close();
   if (!closed) return;
   const now = (deps.now ?? Date.now)();
   deps.logger?.info(

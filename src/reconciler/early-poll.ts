@@ -40,12 +40,12 @@ export type EarlyPollResult =
  */
 export async function pollOrderNow(deps: ReconcilerDeps, ref: string): Promise<EarlyPollResult> {
   const { store } = deps;
-  const claim = store.schedule.claimForPoll(ref);
+  const claim = await store.schedule.claimForPoll(ref);
   if (claim && !claim.claimed) return { kind: 'busy', order: claim.order };
   if (claim) {
     const result = await pollClaimedOrder(deps, claim.order);
     if (result.kind === 'polled') return result;
-    store.schedule.releasePollClaim(claim.order.partnerRef);
+    await store.schedule.releasePollClaim(claim.order.partnerRef);
     return kept(result.reason, result.error, result.retryAfterMs);
   }
   return pollUnknownOrder(deps, ref);
@@ -74,7 +74,7 @@ async function pollUnknownOrder(deps: ReconcilerDeps, ref: string): Promise<Earl
     if (reason !== 'budget' && reason !== 'base_url') metrics?.countPoll(reason);
     return kept(reason, describePollError(error as Error), retryAfterMs);
   }
-  const applied = store.writer.applyOrderSnapshot(snapshot, { source: 'poll' });
+  const applied = await store.writer.applyOrderSnapshot(snapshot, { source: 'poll' });
   metrics?.countPoll(applied.changed ? 'changed' : 'unchanged');
   logger?.info({ ref, partnerRef: applied.order.partnerRef }, 'early poll stored an order placed elsewhere');
   return {

@@ -148,10 +148,10 @@ export function createReconcilerMetrics(options: ReconcilerMetricsOptions = {}):
     name: 'h2h_reconcile_stuck_orders',
     help: 'Open orders marked stuck: no final state after RECONCILE_STUCK_AFTER_H.',
     registers,
-    collect() {
+    async collect() {
       if (queries) {
         try {
-          stuckCount = queries.countByStatus().stuck;
+          stuckCount = (await queries.countByStatus()).stuck;
         } catch {
           // the database is closing or busy: keep the last figure
         }
@@ -165,10 +165,10 @@ export function createReconcilerMetrics(options: ReconcilerMetricsOptions = {}):
     name: 'h2h_reconcile_blocked_orders',
     help: 'Orders the upstream refused for our configuration (401/403): submitted again with their partner_ref once a probe shows H2H_API_KEY and the whitelist work.',
     registers,
-    collect() {
+    async collect() {
       if (queries) {
         try {
-          blockedCount = queries.countByStatus().bySubmissionState.blocked;
+          blockedCount = (await queries.countByStatus()).bySubmissionState.blocked;
         } catch {
           // the database is closing or busy: keep the last figure
         }
@@ -183,10 +183,10 @@ export function createReconcilerMetrics(options: ReconcilerMetricsOptions = {}):
     help: 'Whether the reconciler has stopped calling the upstream, by cause: 1 for the open cause (unauthorized: fix H2H_API_KEY or the whitelist; base_url: fix H2H_BASE_URL; upstream_failing: the upstream fails for every order).',
     labelNames: ['cause'] as const,
     registers,
-    collect() {
+    async collect() {
       let open: CircuitCause | undefined;
       try {
-        open = circuit?.state()?.cause;
+        open = (await circuit?.state())?.cause;
       } catch {
         return; // the database is closing or busy: keep the last figures
       }
@@ -226,9 +226,9 @@ export function createReconcilerMetrics(options: ReconcilerMetricsOptions = {}):
       name: 'h2h_reconcile_audit_coverage',
       help: 'Share of the SUCCESS orders of the audit window checked with the upstream in the last day (1 when there are none).',
       registers,
-      collect() {
+      async collect() {
         try {
-          const { successOrders, checkedLastDay } = queries.auditCoverage(auditWindowMs);
+          const { successOrders, checkedLastDay } = await queries.auditCoverage(auditWindowMs);
           this.set(successOrders === 0 ? 1 : checkedLastDay / successOrders);
         } catch {
           // the database is closing or busy: keep the last figure

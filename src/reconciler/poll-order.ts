@@ -164,7 +164,7 @@ async function submitAgain(deps: ReconcilerDeps, current: LocalOrder, calls: num
       calls: calls + 1,
     };
   }
-  const order = record(deps, result.order, true);
+  const order = await record(deps, result.order, true);
   return { kind: 'polled', outcome: 'resubmitted', order, changed: true, anomaly: false, calls: calls + 1 };
 }
 
@@ -245,16 +245,16 @@ export async function pollClaimedOrder(
 
   let applied: ApplyResult;
   try {
-    applied = store.writer.applyOrderSnapshot(snapshot, { source: 'poll' });
+    applied = await store.writer.applyOrderSnapshot(snapshot, { source: 'poll' });
   } catch (error) {
     if (!(error instanceof StoreError && error.code === 'INVALID_SNAPSHOT')) throw error;
     count('invalid_answer');
     logger?.error({ partnerRef: ref, err: error }, 'poll answer cannot be applied; polling goes on');
-    const order = record(deps, claimed, false);
+    const order = await record(deps, claimed, false);
     return { kind: 'polled', outcome: 'invalid_answer', order, changed: false, anomaly: false, calls: 1 };
   }
 
-  const order = record(deps, applied.order, applied.changed);
+  const order = await record(deps, applied.order, applied.changed);
   if (applied.changed) {
     metrics?.countChangedByPoll();
     count('changed');
@@ -285,8 +285,8 @@ export async function pollClaimedOrder(
 }
 
 /** Records the poll in the schedule, which sets the next poll (or marks the order stuck); ends the claim. */
-function record(deps: ReconcilerDeps, after: LocalOrder, changed: boolean): LocalOrder {
-  const order = deps.store.schedule.recordPoll(after.partnerRef, { changed });
+async function record(deps: ReconcilerDeps, after: LocalOrder, changed: boolean): Promise<LocalOrder> {
+  const order = await deps.store.schedule.recordPoll(after.partnerRef, { changed });
   if (order.stuckAt !== null && after.stuckAt === null && after.nextPollAt !== null) {
     deps.logger?.warn(
       {
@@ -310,7 +310,7 @@ async function notFound(
 ): Promise<PollResult> {
   const { store, logger, metrics } = deps;
   const ref = claimed.partnerRef;
-  const current = store.queries.getOrder(ref) ?? claimed;
+  const current = (await store.queries.getOrder(ref)) ?? claimed;
 
   if (current.submissionState !== 'accepted' && current.submissionState !== 'rejected') {
     // The create never reached the upstream (or its process died first): repeat it with the
@@ -320,7 +320,7 @@ async function notFound(
 
   if (current.submissionState === 'rejected') {
     // An early poll of a refused order: the upstream never had it, as expected.
-    store.schedule.releasePollClaim(ref);
+    await store.schedule.releasePollClaim(ref);
     count('not_found');
     return { kind: 'polled', outcome: 'not_found', order: current, changed: false, anomaly: false, calls: 1 };
   }
@@ -331,6 +331,6 @@ async function notFound(
     { partnerRef: ref, invoice: current.invoiceNumber, status: current.upstreamStatus, err: error },
     'anomaly: the upstream answers 404 for an order it had confirmed; polling goes on — report it to the provider',
   );
-  const order = record(deps, current, false);
+  const order = await record(deps, current, false);
   return { kind: 'polled', outcome: 'not_found', order, changed: false, anomaly: true, calls: 1 };
 }

@@ -122,7 +122,7 @@ export async function runReconcilePass(
     const summary = emptySummary(passId, trigger, startedAt, now());
     summary.stoppedBy = 'locked';
     summary.lockHolder = await options.lock.holder().catch(() => null);
-    summary.dueAfter = deps.store.queries.countByStatus(now()).dueForPoll;
+    summary.dueAfter = (await deps.store.queries.countByStatus(now())).dueForPoll;
     deps.logger?.debug({ passId, holder: summary.lockHolder }, 'another reconciliation pass is running');
     deps.metrics?.countPass('locked');
     return summary;
@@ -160,8 +160,8 @@ async function auditOnIdleCapacity(
       return;
     }
     // Due polls first, always: an order that became due meanwhile ends the audit.
-    if (store.schedule.dueForPoll(1, now()).length > 0) return;
-    const order = store.schedule.claimForAudit({ checkedBefore: pass.startedAt });
+    if ((await store.schedule.dueForPoll(1, now())).length > 0) return;
+    const order = await store.schedule.claimForAudit({ checkedBefore: pass.startedAt });
     if (!order) return;
     attempted += 1;
     let result: Awaited<ReturnType<typeof pollClaimedOrder>>;
@@ -182,7 +182,7 @@ async function auditOnIdleCapacity(
     if (result.reason === 'budget') return; // no idle capacity: the audit waits, nothing else does
     summary.errors += 1;
     if (result.reason === 'unauthorized') {
-      openCircuit(deps, result.reason, result.error);
+      await openCircuit(deps, result.reason, result.error);
       summary.stoppedBy = result.reason;
       summary.error = result.error;
     } else if (result.reason === 'rate_limited') {
@@ -228,7 +228,7 @@ async function pollDueOrders(
   const { store, settings, logger, metrics } = deps;
   const now = deps.now ?? Date.now;
   const summary = emptySummary(pass.passId, pass.trigger, pass.startedAt, pass.startedAt);
-  const atStart = store.queries.countByStatus(now());
+  const atStart = await store.queries.countByStatus(now());
   const total = Math.min(settings.passSize, atStart.dueForPoll);
   // Orders that could not be polled for a cause of every order: released at the end, so this
   // pass does not take them again and the next one takes them first.
@@ -243,12 +243,12 @@ async function pollDueOrders(
 
   try {
     // A blocked order is submitted again only once a probe shows the configuration works.
-    if (store.circuit.state() || atStart.bySubmissionState.blocked > 0) {
+    if ((await store.circuit.state()) || atStart.bySubmissionState.blocked > 0) {
       const probe = await probeUpstream(deps);
       summary.calls += probe.calls;
       if (probe.ok) {
         summary.probe = 'ok';
-        closeCircuit(deps);
+        await closeCircuit(deps);
       } else if (probe.reason === 'budget') {
         stop('budget');
         if (probe.retryAfterMs !== undefined) summary.retryAfterMs = probe.retryAfterMs;
@@ -256,11 +256,11 @@ async function pollDueOrders(
         summary.probe = 'failed';
         summary.errors += 1;
         if (probe.reason === 'rate_limited') stop('rate_limited', probe.error);
-        else if (!store.circuit.state()) {
-          openCircuit(deps, probe.reason, probe.error);
+        else if (!(await store.circuit.state())) {
+          await openCircuit(deps, probe.reason, probe.error);
           stop(probe.reason, probe.error);
         } else {
-          probeFailed(deps, probe.reason, probe.error);
+          await probeFailed(deps, probe.reason, probe.error);
           stop(probe.reason, probe.error);
         }
       }
@@ -276,7 +276,7 @@ async function pollDueOrders(
         break;
       }
       // Due by the pass's start: an order this pass polled and rescheduled is not taken twice.
-      const [order] = store.schedule.claimDueForPoll(1, { dueBy: pass.startedAt });
+      const [order] = await store.schedule.claimDueForPoll(1, { dueBy: pass.startedAt });
       if (!order) break;
       attempted += 1;
 
@@ -308,15 +308,15 @@ async function pollDueOrders(
       } else if (result.reason === 'unauthorized' || result.reason === 'base_url') {
         kept.push(order.partnerRef);
         summary.errors += 1;
-        openCircuit(deps, result.reason, result.error);
+        await openCircuit(deps, result.reason, result.error);
         stop(result.reason, result.error);
       } else {
         // This order got no answer: its own backoff, so it never holds up the orders behind it.
-        store.schedule.recordFailedPoll(order.partnerRef);
+        await store.schedule.recordFailedPoll(order.partnerRef);
         summary.errors += 1;
         failuresInARow += 1;
         if (failuresInARow >= CIRCUIT_OPENS_AFTER) {
-          openCircuit(deps, 'upstream_failing', result.error);
+          await openCircuit(deps, 'upstream_failing', result.error);
           stop('upstream_failing', result.error);
         }
       }
@@ -331,14 +331,14 @@ async function pollDueOrders(
 
     if (summary.stoppedBy === 'done') await auditOnIdleCapacity(deps, pass, summary, kept, attempted);
   } finally {
-    for (const ref of kept) store.schedule.releasePollClaim(ref);
+    for (const ref of kept) await store.schedule.releasePollClaim(ref);
   }
 
-  const counts = store.queries.countByStatus(now());
+  const counts = await store.queries.countByStatus(now());
   summary.stuck = counts.stuck;
   summary.dueAfter = counts.dueForPoll;
   metrics?.setStuck(counts.stuck);
-  summary.circuit = store.circuit.state();
+  summary.circuit = await store.circuit.state();
   summary.budget = pass.budget ? await pass.budget.used().catch(() => null) : null;
   summary.finishedAt = now();
   metrics?.countPass(summary.stoppedBy);

@@ -1,5 +1,4 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { Statement } from 'better-sqlite3';
 import type { OrderRows } from './order-rows.js';
 import { StoreError } from './store-error.js';
 
@@ -57,27 +56,13 @@ function toApiToken(row: TokenRow): ApiToken {
 
 export class ApiTokens {
   readonly #rows: OrderRows;
-  readonly #insert: Statement<TokenRow>;
-  readonly #byId: Statement<[string], TokenRow>;
-  readonly #all: Statement<[], TokenRow>;
-  readonly #revoke: Statement<[number, string]>;
-  readonly #used: Statement<[number, string]>;
 
   constructor(rows: OrderRows) {
     this.#rows = rows;
-    const { db } = rows;
-    this.#insert = db.prepare(
-      `INSERT INTO api_tokens (id, name, scopes, secret_hash, created_at, last_used_at, revoked_at)
-       VALUES (@id, @name, @scopes, @secret_hash, @created_at, @last_used_at, @revoked_at)`,
-    );
-    this.#byId = db.prepare('SELECT * FROM api_tokens WHERE id = ?');
-    this.#all = db.prepare('SELECT * FROM api_tokens ORDER BY created_at, id');
-    this.#revoke = db.prepare('UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL');
-    this.#used = db.prepare('UPDATE api_tokens SET last_used_at = ? WHERE id = ?');
   }
 
   /** Creates a token; the returned `token` is the only copy of its secret. */
-  create(name: string, scopes: readonly ApiScope[]): { token: string; info: ApiToken } {
+  async create(name: string, scopes: readonly ApiScope[]): Promise<{ token: string; info: ApiToken }> {
     if (name.trim() === '') throw new StoreError('INVALID_TOKEN_NAME', 'a token needs a name (--name)');
     const unknown = scopes.filter((s) => !(API_SCOPES as readonly string[]).includes(s));
     if (scopes.length === 0 || unknown.length > 0) {
@@ -97,17 +82,27 @@ export class ApiTokens {
       last_used_at: null,
       revoked_at: null,
     };
-    this.#rows.writeOne(this.#insert, row);
+    await this.#rows.db.run(
+      `INSERT INTO api_tokens (id, name, scopes, secret_hash, created_at, last_used_at, revoked_at)
+       VALUES (@id, @name, @scopes, @secret_hash, @created_at, @last_used_at, @revoked_at)`,
+      row,
+    );
     return { token: `h2h_${id}_${secret}`, info: toApiToken(row) };
   }
 
-  list(): ApiToken[] {
-    return this.#all.all().map(toApiToken);
+  async list(): Promise<ApiToken[]> {
+    return (await this.#rows.db.all<TokenRow>('SELECT * FROM api_tokens ORDER BY created_at, id')).map(
+      toApiToken,
+    );
   }
 
   /** Revokes a token: every later request with it is refused. False when no live token has this id. */
-  revoke(id: string): boolean {
-    return this.#rows.writeOne(this.#revoke, this.#rows.now(), id).changes === 1;
+  async revoke(id: string): Promise<boolean> {
+    const { changes } = await this.#rows.db.run(
+      'UPDATE api_tokens SET revoked_at = @now WHERE id = @id AND revoked_at IS NULL',
+      { now: this.#rows.now(), id },
+    );
+    return changes === 1;
   }
 
   /**
@@ -115,11 +110,13 @@ export class ApiTokens {
    * digests with `timingSafeEqual`, so the time taken says nothing about how much of it matched.
    * Records the last use (at most once a minute per token).
    */
-  authenticate(bearer: string): { ok: true; token: ApiToken } | { ok: false; refusal: TokenRefusal } {
+  async authenticate(
+    bearer: string,
+  ): Promise<{ ok: true; token: ApiToken } | { ok: false; refusal: TokenRefusal }> {
     const parts = TOKEN_FORMAT.exec(bearer);
     if (!parts) return { ok: false, refusal: 'malformed' };
     const [, id, secret] = parts as unknown as [string, string, string];
-    const row = this.#byId.get(id);
+    const row = await this.#rows.db.get<TokenRow>('SELECT * FROM api_tokens WHERE id = @id', { id });
     const given = sha256(secret);
     // Compared even for an unknown id, against a digest of nothing, so both take the same time.
     const stored = row ? Buffer.from(row.secret_hash, 'hex') : sha256('');
@@ -129,7 +126,7 @@ export class ApiTokens {
     const now = this.#rows.now();
     if (row.last_used_at === null || now - row.last_used_at >= LAST_USE_EVERY_MS) {
       try {
-        this.#rows.writeOne(this.#used, now, id);
+        await this.#rows.db.run('UPDATE api_tokens SET last_used_at = @now WHERE id = @id', { now, id });
         row.last_used_at = now;
       } catch {
         // A store busy with another writer: the last use is a convenience, never a refusal.

@@ -1,4 +1,3 @@
-import type { Statement } from 'better-sqlite3';
 import type { PublicBalance } from '../catalog/public-catalog.js';
 import type { ChangeFeed } from './feed.js';
 import type { OrderRows } from './order-rows.js';
@@ -10,6 +9,7 @@ import {
   ledgerEntry,
   lowBalanceChange,
 } from './rules/balance-rules.js';
+import type { SqlExecutor } from './sql/executor.js';
 
 /**
  * The balance without spending budget (docs/api.md, "Balance"): the `member_balance` of the last
@@ -20,16 +20,13 @@ import {
  * `balance.low` is appended in that same transaction, once each time the balance falls under
  * the threshold. The accounting's rules are pure, in rules/balance-rules.ts.
  */
+const GET = 'SELECT * FROM balance_ledger WHERE id = 1';
+
 export class BalanceLedger {
   readonly #rows: OrderRows;
   readonly #feed: ChangeFeed;
   /** BALANCE_LOW_THRESHOLD; 0 = no `balance.low`. */
   readonly lowThreshold: number;
-  readonly #get: Statement<[], LedgerRow>;
-  readonly #reset: Statement<{ balance: number; readAt: number }>;
-  readonly #account: Statement<{ debit: number; credit: number; unpriced: number }>;
-  readonly #setAlerted: Statement<[number]>;
-  readonly #price: Statement<[string | null, string | null], { price: number }>;
 
   constructor(rows: OrderRows, feed: ChangeFeed, lowThreshold = 0) {
     if (!(Number.isFinite(lowThreshold) && lowThreshold >= 0)) {
@@ -38,67 +35,73 @@ export class BalanceLedger {
     this.#rows = rows;
     this.#feed = feed;
     this.lowThreshold = lowThreshold;
-    const { db } = rows;
-    this.#get = db.prepare('SELECT * FROM balance_ledger WHERE id = 1');
-    this.#reset = db.prepare(
-      `INSERT INTO balance_ledger (id, profile_balance, profile_read_at, debited, credited, unpriced)
-       VALUES (1, @balance, @readAt, 0, 0, 0)
-       ON CONFLICT (id) DO UPDATE SET profile_balance = @balance, profile_read_at = @readAt,
-         debited = 0, credited = 0, unpriced = 0`,
-    );
-    this.#account = db.prepare(
-      `UPDATE balance_ledger SET debited = debited + @debit, credited = credited + @credit,
-         unpriced = unpriced + @unpriced WHERE id = 1`,
-    );
-    this.#setAlerted = db.prepare('UPDATE balance_ledger SET low_alerted = ? WHERE id = 1');
-    this.#price = db.prepare(
-      `SELECT price FROM catalog_products WHERE code = ?
-       UNION ALL SELECT price FROM catalog_products WHERE id = ? LIMIT 1`,
-    );
   }
 
   /** The balance now (all null before the first profile read). */
-  view(): PublicBalance {
-    return this.#toPublic(this.#get.get());
+  async view(): Promise<PublicBalance> {
+    return this.#toPublic(await this.#rows.db.get<LedgerRow>(GET));
   }
 
   /**
    * Starts the accounting again from a profile read: `balance` as the upstream said at `readAt`.
-   * Only inside a write transaction (the catalog sync's).
+   * Only inside a write transaction `tx` (the catalog sync's).
    */
-  refreshInTx(balance: number, readAt: number): void {
-    this.#reset.run({ balance, readAt });
-    this.#checkLow();
+  async refreshInTx(tx: SqlExecutor, balance: number, readAt: number): Promise<void> {
+    await tx.run(
+      `INSERT INTO balance_ledger (id, profile_balance, profile_read_at, debited, credited, unpriced)
+       VALUES (1, @balance, @readAt, 0, 0, 0)
+       ON CONFLICT (id) DO UPDATE SET profile_balance = @balance, profile_read_at = @readAt,
+         debited = 0, credited = 0, unpriced = 0`,
+      { balance, readAt },
+    );
+    await this.#checkLow(tx);
   }
 
   /**
    * The accounting of one order write, `current` → `next` (current null: a new row), inside the
-   * order writer's transaction: a debit when the upstream first accepts the order, a credit when
-   * it first becomes FAILED or REFUNDED. Its price is the order's `amount` (what the upstream
+   * order writer's transaction `tx`: a debit when the upstream first accepts the order, a credit
+   * when it first becomes FAILED or REFUNDED. Its price is the order's `amount` (what the upstream
    * debited), else the product's price in the local catalog; an order of neither is counted in
    * `unpriced_orders`. Nothing before the first profile read.
    */
-  afterOrderWrite(current: AccountedOrder | null, next: AccountedOrder): void {
+  async afterOrderWrite(
+    tx: SqlExecutor,
+    current: AccountedOrder | null,
+    next: AccountedOrder,
+  ): Promise<void> {
     const accounting = accountingOf(current, next);
     if (!accounting.accepted && !accounting.credited) return;
-    if (!this.#get.get()) return;
-    const price = next.amount ?? this.#price.get(next.product_code, next.product_id)?.price ?? null;
-    this.#account.run(ledgerEntry(accounting, price));
-    this.#checkLow();
+    if (!(await tx.get<LedgerRow>(GET))) return;
+    const price =
+      next.amount ??
+      (
+        await tx.get<{ price: number }>(
+          `SELECT price FROM catalog_products WHERE code = @code
+           UNION ALL SELECT price FROM catalog_products WHERE id = @id LIMIT 1`,
+          { code: next.product_code, id: next.product_id },
+        )
+      )?.price ??
+      null;
+    await tx.run(
+      `UPDATE balance_ledger SET debited = debited + @debit, credited = credited + @credit,
+         unpriced = unpriced + @unpriced WHERE id = 1`,
+      ledgerEntry(accounting, price),
+    );
+    await this.#checkLow(tx);
   }
 
   /** `balance.low` once per crossing: when the balance falls under the threshold, not again until it is back over. */
-  #checkLow(): void {
+  async #checkLow(tx: SqlExecutor): Promise<void> {
     if (this.lowThreshold === 0) return;
-    const row = this.#get.get();
+    const row = await tx.get<LedgerRow>(GET);
     if (!row) return;
     const view = this.#toPublic(row);
     const change = lowBalanceChange(view.balance!, this.lowThreshold, row.low_alerted === 1);
     if (change === 'alert') {
-      this.#setAlerted.run(1);
-      this.#feed.appendOther('balance.low', view, this.#rows.now());
+      await tx.run('UPDATE balance_ledger SET low_alerted = 1 WHERE id = 1');
+      await this.#feed.appendOther(tx, 'balance.low', view, this.#rows.now());
     } else if (change === 'clear') {
-      this.#setAlerted.run(0);
+      await tx.run('UPDATE balance_ledger SET low_alerted = 0 WHERE id = 1');
     }
   }
 

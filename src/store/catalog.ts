@@ -1,9 +1,9 @@
-import type { Statement, Transaction } from 'better-sqlite3';
 import type { ProductPriceChange, PublicCategory, PublicProduct } from '../catalog/public-catalog.js';
 import type { Category, Product, ProductTarget } from '../upstream/model.js';
 import type { BalanceLedger } from './balance.js';
 import type { ChangeFeed } from './feed.js';
 import type { OrderRows } from './order-rows.js';
+import type { SqlExecutor } from './sql/executor.js';
 
 /**
  * The local catalog (docs/api.md, "Catalog and balance"): the categories and products of the
@@ -67,52 +67,17 @@ function publishedTarget(product: Product): string | null {
   return rules.length === 0 ? null : JSON.stringify(Object.fromEntries(rules));
 }
 
+const ALL_PRODUCTS = 'SELECT * FROM catalog_products ORDER BY category_code, price, code';
+
 export class LocalCatalog {
   readonly #rows: OrderRows;
   readonly #feed: ChangeFeed;
   readonly #ledger: BalanceLedger;
-  readonly #allProducts: Statement<[], ProductRow>;
-  readonly #productsOf: Statement<[string], ProductRow>;
-  readonly #byCode: Statement<[string], ProductRow>;
-  readonly #byId: Statement<[string], ProductRow>;
-  readonly #allCategories: Statement<[], CategoryRow>;
-  readonly #syncedAt: Statement<[], { synced_at: number }>;
-  readonly #clearProducts: Statement<[]>;
-  readonly #clearCategories: Statement<[]>;
-  readonly #insertProduct: Statement<[ProductRow]>;
-  readonly #insertCategory: Statement<[CategoryRow]>;
-  readonly #markSynced: Statement<[number]>;
-  readonly #syncTx: Transaction<(snapshot: CatalogSnapshot) => CatalogSyncResult>;
 
   constructor(rows: OrderRows, feed: ChangeFeed, ledger: BalanceLedger) {
     this.#rows = rows;
     this.#feed = feed;
     this.#ledger = ledger;
-    const { db } = rows;
-    this.#allProducts = db.prepare('SELECT * FROM catalog_products ORDER BY category_code, price, code');
-    this.#productsOf = db.prepare(
-      'SELECT * FROM catalog_products WHERE category_code = ? ORDER BY category_code, price, code',
-    );
-    this.#byCode = db.prepare('SELECT * FROM catalog_products WHERE code = ?');
-    // The upstream's ids are UUIDs: compared without case, as the simulator does.
-    this.#byId = db.prepare('SELECT * FROM catalog_products WHERE lower(id) = lower(?)');
-    this.#allCategories = db.prepare('SELECT * FROM catalog_categories ORDER BY code');
-    this.#syncedAt = db.prepare('SELECT synced_at FROM catalog_sync WHERE id = 1');
-    this.#clearProducts = db.prepare('DELETE FROM catalog_products');
-    this.#clearCategories = db.prepare('DELETE FROM catalog_categories');
-    this.#insertProduct = db.prepare(
-      `INSERT INTO catalog_products (id, code, name, category_code, price, is_active, target)
-       VALUES (@id, @code, @name, @category_code, @price, @is_active, @target)`,
-    );
-    this.#insertCategory = db.prepare(
-      `INSERT INTO catalog_categories (code, name, sub_name, logo, is_active)
-       VALUES (@code, @name, @sub_name, @logo, @is_active)`,
-    );
-    this.#markSynced = db.prepare(
-      `INSERT INTO catalog_sync (id, synced_at) VALUES (1, ?)
-       ON CONFLICT (id) DO UPDATE SET synced_at = excluded.synced_at`,
-    );
-    this.#syncTx = db.transaction((snapshot) => this.#applySync(snapshot));
   }
 
   /**
@@ -121,45 +86,68 @@ export class LocalCatalog {
    * previous sync (same id) appends one `product.price_changed` event. A product the upstream no
    * longer lists is gone (an order for it is refused as unknown).
    */
-  applySync(snapshot: CatalogSnapshot): CatalogSyncResult {
-    return this.#rows.write(this.#syncTx, snapshot);
+  applySync(snapshot: CatalogSnapshot): Promise<CatalogSyncResult> {
+    return this.#rows.db.write((tx) => this.#applySync(tx, snapshot), { feed: true });
   }
 
   /** When the catalog was last synced (ms), or null when never: then nothing is checked locally. */
-  syncedAt(): number | null {
-    return this.#syncedAt.get()?.synced_at ?? null;
+  async syncedAt(): Promise<number | null> {
+    const row = await this.#rows.db.get<{ synced_at: number }>(
+      'SELECT synced_at FROM catalog_sync WHERE id = 1',
+    );
+    return row?.synced_at ?? null;
   }
 
-  categories(): PublicCategory[] {
-    return this.#allCategories.all().map((row) => ({ ...row, is_active: row.is_active === 1 }));
+  async categories(): Promise<PublicCategory[]> {
+    const rows = await this.#rows.db.all<CategoryRow>('SELECT * FROM catalog_categories ORDER BY code');
+    return rows.map((row) => ({ ...row, is_active: row.is_active === 1 }));
   }
 
   /** The products, by category, price and code; of one category when given. */
-  products(categoryCode?: string): PublicProduct[] {
-    const rows = categoryCode === undefined ? this.#allProducts.all() : this.#productsOf.all(categoryCode);
+  async products(categoryCode?: string): Promise<PublicProduct[]> {
+    const rows =
+      categoryCode === undefined
+        ? await this.#rows.db.all<ProductRow>(ALL_PRODUCTS)
+        : await this.#rows.db.all<ProductRow>(
+            'SELECT * FROM catalog_products WHERE category_code = @categoryCode ORDER BY category_code, price, code',
+            { categoryCode },
+          );
     return rows.map(toPublicProduct);
   }
 
   /** The product of this code or id (the code first), if the last sync listed it. */
-  find(ref: { code?: string | null; id?: string | null }): PublicProduct | undefined {
+  async find(ref: { code?: string | null; id?: string | null }): Promise<PublicProduct | undefined> {
+    const { db } = this.#rows;
     const row =
-      (ref.code ? this.#byCode.get(ref.code) : undefined) ?? (ref.id ? this.#byId.get(ref.id) : undefined);
+      (ref.code
+        ? await db.get<ProductRow>('SELECT * FROM catalog_products WHERE code = @code', { code: ref.code })
+        : undefined) ??
+      (ref.id
+        ? // The upstream's ids are UUIDs: compared without case, as the simulator does.
+          await db.get<ProductRow>('SELECT * FROM catalog_products WHERE lower(id) = lower(@id)', {
+            id: ref.id,
+          })
+        : undefined);
     return row ? toPublicProduct(row) : undefined;
   }
 
-  #applySync(snapshot: CatalogSnapshot): CatalogSyncResult {
+  async #applySync(tx: SqlExecutor, snapshot: CatalogSnapshot): Promise<CatalogSyncResult> {
     const now = this.#rows.now();
-    const before = new Map(this.#allProducts.all().map((row) => [row.id, row]));
-    this.#clearProducts.run();
-    this.#clearCategories.run();
+    const before = new Map((await tx.all<ProductRow>(ALL_PRODUCTS)).map((row) => [row.id, row]));
+    await tx.run('DELETE FROM catalog_products');
+    await tx.run('DELETE FROM catalog_categories');
     for (const category of snapshot.categories) {
-      this.#insertCategory.run({
-        code: category.code,
-        name: category.name,
-        sub_name: category.sub_name ?? '',
-        logo: category.logo ?? '',
-        is_active: category.is_active ? 1 : 0,
-      });
+      await tx.run(
+        `INSERT INTO catalog_categories (code, name, sub_name, logo, is_active)
+         VALUES (@code, @name, @sub_name, @logo, @is_active)`,
+        {
+          code: category.code,
+          name: category.name,
+          sub_name: category.sub_name ?? '',
+          logo: category.logo ?? '',
+          is_active: category.is_active ? 1 : 0,
+        },
+      );
     }
     const priceChanges: ProductPriceChange[] = [];
     for (const product of snapshot.products) {
@@ -172,16 +160,24 @@ export class LocalCatalog {
         is_active: product.is_active ? 1 : 0,
         target: publishedTarget(product),
       };
-      this.#insertProduct.run(row);
+      await tx.run(
+        `INSERT INTO catalog_products (id, code, name, category_code, price, is_active, target)
+         VALUES (@id, @code, @name, @category_code, @price, @is_active, @target)`,
+        row,
+      );
       const previous = before.get(row.id);
       if (previous !== undefined && previous.price !== row.price) {
         const change = { ...toPublicProduct(row), previous_price: previous.price };
-        this.#feed.appendOther('product.price_changed', change, now);
+        await this.#feed.appendOther(tx, 'product.price_changed', change, now);
         priceChanges.push(change);
       }
     }
-    this.#markSynced.run(now);
-    if (snapshot.profile) this.#ledger.refreshInTx(snapshot.profile.balance, now);
+    await tx.run(
+      `INSERT INTO catalog_sync (id, synced_at) VALUES (1, @now)
+       ON CONFLICT (id) DO UPDATE SET synced_at = excluded.synced_at`,
+      { now },
+    );
+    if (snapshot.profile) await this.#ledger.refreshInTx(tx, snapshot.profile.balance, now);
     return {
       categories: snapshot.categories.length,
       products: snapshot.products.length,

@@ -1,7 +1,7 @@
-import type { Statement } from 'better-sqlite3';
 import type { ProductPriceChange, PublicBalance } from '../catalog/public-catalog.js';
 import type { PublicOrder } from '../orders/public-order.js';
 import type { OrderRows } from './order-rows.js';
+import type { SqlExecutor } from './sql/executor.js';
 
 /**
  * The change feed (docs/api.md, "The change feed"): every change of every order, and the price
@@ -88,41 +88,22 @@ function toFeedEvent(row: FeedRow): FeedEvent {
 /** The most events one read returns. */
 export const MAX_FEED_PAGE = 1000;
 
+const INSERT = `INSERT INTO feed_events (type, partner_ref, version, timestamp, data)
+  VALUES (@type, @partner_ref, @version, @timestamp, @data)`;
+
 export class ChangeFeed {
   readonly #rows: OrderRows;
-  readonly #insert: Statement<Omit<FeedRow, 'seq'>>;
-  readonly #after: Statement<[number, number], FeedRow>;
-  readonly #last: Statement<[], { seq: number | null }>;
-  readonly #get: Statement<[number], FeedRow>;
-  readonly #ofOrder: Statement<[string, number, number], { seq: number; type: FeedEventType }>;
-  readonly #since: Statement<[number, number, number], FeedRow>;
-  readonly #prune: Statement<[number]>;
 
   constructor(rows: OrderRows) {
     this.#rows = rows;
-    const { db } = rows;
-    this.#insert = db.prepare(
-      `INSERT INTO feed_events (type, partner_ref, version, timestamp, data)
-       VALUES (@type, @partner_ref, @version, @timestamp, @data)`,
-    );
-    this.#after = db.prepare('SELECT * FROM feed_events WHERE seq > ? ORDER BY seq LIMIT ?');
-    this.#last = db.prepare('SELECT MAX(seq) AS seq FROM feed_events');
-    this.#get = db.prepare('SELECT * FROM feed_events WHERE seq = ?');
-    this.#ofOrder = db.prepare(
-      'SELECT seq, type FROM feed_events WHERE partner_ref = ? AND seq > ? AND seq < ? ORDER BY seq',
-    );
-    this.#since = db.prepare(
-      'SELECT * FROM feed_events WHERE timestamp >= ? AND seq > ? ORDER BY seq LIMIT ?',
-    );
-    this.#prune = db.prepare('DELETE FROM feed_events WHERE timestamp < ?');
   }
 
   /**
    * Appends the event of a change: `order` is the order's public representation after it, at its
-   * new `version`. Only the order writer calls it, inside the transaction of the change.
+   * new `version`. Only the order writer calls it, inside the transaction `tx` of the change.
    */
-  append(type: OrderEventType, order: PublicOrder, now: number): void {
-    this.#insert.run({
+  async append(tx: SqlExecutor, type: OrderEventType, order: PublicOrder, now: number): Promise<void> {
+    await tx.run(INSERT, {
       type,
       partner_ref: order.partner_ref,
       version: order.version,
@@ -132,50 +113,77 @@ export class ChangeFeed {
   }
 
   /**
-   * Appends an event of no order (a price change, a low balance), inside the transaction of the
-   * write that found it: the catalog sync or the balance ledger.
+   * Appends an event of no order (a price change, a low balance), inside the transaction `tx` of
+   * the write that found it: the catalog sync or the balance ledger.
    */
-  appendOther<T extends Exclude<FeedEventType, OrderEventType>>(
+  async appendOther<T extends Exclude<FeedEventType, OrderEventType>>(
+    tx: SqlExecutor,
     type: T,
     data: FeedEventData[T],
     now: number,
-  ): void {
-    this.#insert.run({ type, partner_ref: null, version: null, timestamp: now, data: JSON.stringify(data) });
+  ): Promise<void> {
+    await tx.run(INSERT, {
+      type,
+      partner_ref: null,
+      version: null,
+      timestamp: now,
+      data: JSON.stringify(data),
+    });
   }
 
   /** Up to `limit` events after cursor `after` (0: from the oldest kept), oldest first. */
-  after(after: number, limit = 100): FeedEvent[] {
+  async after(after: number, limit = 100): Promise<FeedEvent[]> {
     if (!Number.isInteger(after) || after < 0)
       throw new RangeError(`after must be a whole number ≥ 0, got ${after}`);
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_FEED_PAGE) {
       throw new RangeError(`limit must be a whole number from 1 to ${MAX_FEED_PAGE}, got ${limit}`);
     }
-    return this.#after.all(after, limit).map(toFeedEvent);
+    const rows = await this.#rows.db.all<FeedRow>(
+      'SELECT * FROM feed_events WHERE seq > @after ORDER BY seq LIMIT @limit',
+      { after, limit },
+    );
+    return rows.map(toFeedEvent);
   }
 
   /** The event `seq`, or undefined when there is none (never written, or pruned). */
-  get(seq: number): FeedEvent | undefined {
-    const row = this.#get.get(seq);
+  async get(seq: number): Promise<FeedEvent | undefined> {
+    const row = await this.#rows.db.get<FeedRow>('SELECT * FROM feed_events WHERE seq = @seq', { seq });
     return row ? toFeedEvent(row) : undefined;
   }
 
   /** The seq and type of the events of one order with `after < seq < before`, oldest first. */
-  ofOrder(partnerRef: string, { after = 0, before = Number.MAX_SAFE_INTEGER } = {}) {
-    return this.#ofOrder.all(partnerRef, after, before);
+  ofOrder(
+    partnerRef: string,
+    { after = 0, before = Number.MAX_SAFE_INTEGER } = {},
+  ): Promise<Array<{ seq: number; type: FeedEventType }>> {
+    return this.#rows.db.all(
+      `SELECT seq, type FROM feed_events
+       WHERE partner_ref = @partnerRef AND seq > @after AND seq < @before ORDER BY seq`,
+      { partnerRef, after, before },
+    );
   }
 
   /** Up to `limit` events committed at or after `since` (ms) with seq above `after`, oldest first. */
-  since(since: number, after = 0, limit = 100): FeedEvent[] {
-    return this.#since.all(since, after, limit).map(toFeedEvent);
+  async since(since: number, after = 0, limit = 100): Promise<FeedEvent[]> {
+    const rows = await this.#rows.db.all<FeedRow>(
+      'SELECT * FROM feed_events WHERE timestamp >= @since AND seq > @after ORDER BY seq LIMIT @limit',
+      { since, after, limit },
+    );
+    return rows.map(toFeedEvent);
   }
 
   /** The cursor of the newest event (0 when there is none): where a reader of new events starts. */
-  lastSeq(): number {
-    return this.#last.get()?.seq ?? 0;
+  async lastSeq(): Promise<number> {
+    return (
+      (await this.#rows.db.get<{ seq: number | null }>('SELECT MAX(seq) AS seq FROM feed_events'))?.seq ?? 0
+    );
   }
 
   /** Deletes the events older than `retentionMs`; returns how many. */
-  prune(retentionMs: number): number {
-    return this.#rows.writeOne(this.#prune, this.#rows.now() - retentionMs).changes;
+  async prune(retentionMs: number): Promise<number> {
+    const { changes } = await this.#rows.db.run('DELETE FROM feed_events WHERE timestamp < @before', {
+      before: this.#rows.now() - retentionMs,
+    });
+    return changes;
   }
 }

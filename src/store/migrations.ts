@@ -1,405 +1,76 @@
-import type { Database } from 'better-sqlite3';
+import type { SqlExecutor, StoreDb } from './sql/executor.js';
+import { SQLITE_MIGRATIONS } from './sqlite/migrations.js';
 import { StoreError } from './store-error.js';
 
 /** One step of the schema. Once released, a migration is never edited: add the next one. */
 export interface Migration {
-  /** 1, 2, 3 …: the `PRAGMA user_version` the database has after this step. */
+  /** 1, 2, 3 …: the schema version the database has after this step. */
   version: number;
   description: string;
   sql: string;
   /**
-   * The step rebuilds a table that others reference (SQLite cannot change a CHECK constraint in
-   * place): it runs with foreign keys off, as SQLite's documented table rebuild requires, and
-   * `PRAGMA foreign_key_check` must find nothing before it commits.
+   * SQLite only: the step rebuilds a table that others reference (SQLite cannot change a CHECK
+   * constraint in place): it runs with foreign keys off, as SQLite's documented table rebuild
+   * requires, and `PRAGMA foreign_key_check` must find nothing before it commits.
    */
   rebuildsTables?: boolean;
 }
 
 /**
- * Every schema step, in order. Timestamps we produce are integer milliseconds since the epoch;
- * the upstream's own timestamps (`created_at`, `success_at`) are kept as the ISO strings it sent.
- * docs/store.md describes each column.
+ * The schema version this code writes and understands: the last migration's. Every backend's
+ * list of steps ends at it (one numbering: docs/store-backends.md, "Migrations").
  */
-export const MIGRATIONS: readonly Migration[] = [
-  {
-    version: 1,
-    description: 'orders and order_events',
-    sql: `
-      CREATE TABLE orders (
-        id               INTEGER PRIMARY KEY,
-        partner_ref      TEXT    NOT NULL UNIQUE,
-        invoice_number   TEXT    UNIQUE,
-        product_code     TEXT,
-        product_id       TEXT,
-        target_data      TEXT,
-        callback_url     TEXT,
-        amount           REAL,
-        status           TEXT,
-        upstream_status  TEXT,
-        serial_number    TEXT,
-        nickname         TEXT,
-        message          TEXT,
-        target           TEXT,
-        product_name     TEXT,
-        created_at       TEXT,
-        success_at       TEXT,
-        local_created_at INTEGER NOT NULL,
-        updated_at       INTEGER NOT NULL,
-        submission_state TEXT    NOT NULL
-          CHECK (submission_state IN ('pending', 'accepted', 'rejected', 'unknown')),
-        rejection_code   TEXT,
-        rejection_detail TEXT,
-        last_polled_at   INTEGER,
-        next_poll_at     INTEGER,
-        poll_count       INTEGER NOT NULL DEFAULT 0,
-        stuck_at         INTEGER,
-        final_at         INTEGER
-      );
-      CREATE INDEX orders_next_poll_at ON orders (next_poll_at);
-      CREATE INDEX orders_status ON orders (status);
-      CREATE INDEX orders_local_created_at ON orders (local_created_at);
+export const LATEST_SCHEMA_VERSION = SQLITE_MIGRATIONS.at(-1)!.version;
 
-      CREATE TABLE order_events (
-        id          INTEGER PRIMARY KEY,
-        partner_ref TEXT    NOT NULL REFERENCES orders (partner_ref),
-        source      TEXT    NOT NULL CHECK (source IN ('create', 'webhook', 'poll', 'manual')),
-        event_id    TEXT,
-        status      TEXT,
-        payload     TEXT,
-        received_at INTEGER NOT NULL,
-        applied_at  INTEGER NOT NULL,
-        changed     INTEGER NOT NULL CHECK (changed IN (0, 1)),
-        reason      TEXT    NOT NULL
-      );
-      CREATE UNIQUE INDEX order_events_source_event_id
-        ON order_events (source, event_id) WHERE event_id IS NOT NULL;
-      CREATE INDEX order_events_partner_ref ON order_events (partner_ref);
-    `,
-  },
-  {
-    version: 2,
-    description: 'orders.poll_leased_until: a reconciler claims an order before polling it',
-    sql: `
-      ALTER TABLE orders ADD COLUMN poll_leased_until INTEGER;
-    `,
-  },
-  {
-    version: 3,
-    description: 'upstream_circuit: why the reconciler stopped calling the upstream, while it has',
-    sql: `
-      CREATE TABLE upstream_circuit (
-        id        INTEGER PRIMARY KEY CHECK (id = 1),
-        cause     TEXT    NOT NULL,
-        code      TEXT    NOT NULL,
-        message   TEXT    NOT NULL,
-        fix       TEXT,
-        opened_at INTEGER NOT NULL,
-        probed_at INTEGER,
-        probes    INTEGER NOT NULL DEFAULT 0
-      );
-    `,
-  },
-  {
-    version: 4,
-    description:
-      "orders.submission_state 'blocked' (refused for our configuration), blocked_code and blocked_detail",
-    rebuildsTables: true,
-    sql: `
-      CREATE TABLE orders_v4 (
-        id                INTEGER PRIMARY KEY,
-        partner_ref       TEXT    NOT NULL UNIQUE,
-        invoice_number    TEXT    UNIQUE,
-        product_code      TEXT,
-        product_id        TEXT,
-        target_data       TEXT,
-        callback_url      TEXT,
-        amount            REAL,
-        status            TEXT,
-        upstream_status   TEXT,
-        serial_number     TEXT,
-        nickname          TEXT,
-        message           TEXT,
-        target            TEXT,
-        product_name      TEXT,
-        created_at        TEXT,
-        success_at        TEXT,
-        local_created_at  INTEGER NOT NULL,
-        updated_at        INTEGER NOT NULL,
-        submission_state  TEXT    NOT NULL
-          CHECK (submission_state IN ('pending', 'accepted', 'rejected', 'unknown', 'blocked')),
-        rejection_code    TEXT,
-        rejection_detail  TEXT,
-        last_polled_at    INTEGER,
-        next_poll_at      INTEGER,
-        poll_count        INTEGER NOT NULL DEFAULT 0,
-        stuck_at          INTEGER,
-        final_at          INTEGER,
-        poll_leased_until INTEGER,
-        blocked_code      TEXT,
-        blocked_detail    TEXT
-      );
-      INSERT INTO orders_v4 (
-        id, partner_ref, invoice_number, product_code, product_id, target_data, callback_url,
-        amount, status, upstream_status, serial_number, nickname, message, target, product_name,
-        created_at, success_at, local_created_at, updated_at, submission_state, rejection_code,
-        rejection_detail, last_polled_at, next_poll_at, poll_count, stuck_at, final_at,
-        poll_leased_until)
-      SELECT
-        id, partner_ref, invoice_number, product_code, product_id, target_data, callback_url,
-        amount, status, upstream_status, serial_number, nickname, message, target, product_name,
-        created_at, success_at, local_created_at, updated_at, submission_state, rejection_code,
-        rejection_detail, last_polled_at, next_poll_at, poll_count, stuck_at, final_at,
-        poll_leased_until
-      FROM orders;
-      DROP TABLE orders;
-      ALTER TABLE orders_v4 RENAME TO orders;
-      CREATE INDEX orders_next_poll_at ON orders (next_poll_at);
-      CREATE INDEX orders_status ON orders (status);
-      CREATE INDEX orders_local_created_at ON orders (local_created_at);
-    `,
-  },
-  {
-    version: 5,
-    description: 'orders_audit: settled SUCCESS orders by when they were last checked, for the audit',
-    sql: `
-      CREATE INDEX orders_audit ON orders (MAX(COALESCE(last_polled_at, 0), final_at))
-        WHERE status = 'SUCCESS' AND next_poll_at IS NULL;
-    `,
-  },
-  {
-    version: 6,
-    description:
-      "order_pace: the upstream's learned pace (time from creation to each state per product, webhook delivery delay), as log-bucket histograms",
-    sql: `
-      CREATE TABLE order_pace (
-        product_code TEXT NOT NULL,
-        state TEXT NOT NULL,
-        bucket INTEGER NOT NULL,
-        weight REAL NOT NULL,
-        PRIMARY KEY (product_code, state, bucket)
-      ) WITHOUT ROWID;
-    `,
-  },
-  {
-    version: 7,
-    description:
-      'orders.version and feed_events: every change of an order, written in the same transaction (the change feed and outbox of the shop notifications)',
-    sql: `
-      ALTER TABLE orders ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
-      CREATE TABLE feed_events (
-        seq         INTEGER PRIMARY KEY AUTOINCREMENT,
-        type        TEXT    NOT NULL,
-        partner_ref TEXT,
-        version     INTEGER,
-        timestamp   INTEGER NOT NULL,
-        data        TEXT    NOT NULL
-      );
-      CREATE INDEX feed_events_timestamp ON feed_events (timestamp);
-    `,
-  },
-  {
-    version: 8,
-    description: "api_tokens: the shop API's bearer tokens (hashed), with scopes, last use and revocation",
-    sql: `
-      CREATE TABLE api_tokens (
-        id           TEXT    PRIMARY KEY,
-        name         TEXT    NOT NULL,
-        scopes       TEXT    NOT NULL,
-        secret_hash  TEXT    NOT NULL,
-        created_at   INTEGER NOT NULL,
-        last_used_at INTEGER,
-        revoked_at   INTEGER
-      );
-    `,
-  },
-  {
-    version: 9,
-    description:
-      "notify_endpoints and notify_deliveries: the shop's notification endpoints (secret, event filter, feed cursor) and every delivery attempt",
-    sql: `
-      CREATE TABLE notify_endpoints (
-        id                   INTEGER PRIMARY KEY AUTOINCREMENT,
-        url                  TEXT    NOT NULL,
-        events               TEXT    NOT NULL,
-        secret               TEXT    NOT NULL,
-        previous_secret      TEXT,
-        previous_secret_until INTEGER,
-        created_at           INTEGER NOT NULL,
-        disabled_at          INTEGER,
-        disabled_reason      TEXT,
-        from_seq             INTEGER NOT NULL,
-        cursor               INTEGER NOT NULL
-      );
-      CREATE TABLE notify_deliveries (
-        id           INTEGER PRIMARY KEY AUTOINCREMENT,
-        endpoint_id  INTEGER NOT NULL REFERENCES notify_endpoints (id),
-        seq          INTEGER NOT NULL,
-        type         TEXT    NOT NULL,
-        partner_ref  TEXT,
-        attempt      INTEGER NOT NULL,
-        requested_at INTEGER NOT NULL,
-        status       INTEGER,
-        duration_ms  INTEGER,
-        error        TEXT,
-        outcome      TEXT    NOT NULL
-      );
-      CREATE INDEX notify_deliveries_endpoint_seq ON notify_deliveries (endpoint_id, seq);
-      CREATE INDEX notify_deliveries_requested_at ON notify_deliveries (requested_at);
-      CREATE INDEX feed_events_partner_ref ON feed_events (partner_ref, seq);
-    `,
-  },
-  {
-    version: 10,
-    description:
-      "orders.submission_state 'queued' (accepted by the shop API, waiting for its turn to be submitted), with an index of the queue",
-    rebuildsTables: true,
-    sql: `
-      CREATE TABLE orders_v10 (
-        id                INTEGER PRIMARY KEY,
-        partner_ref       TEXT    NOT NULL UNIQUE,
-        invoice_number    TEXT    UNIQUE,
-        product_code      TEXT,
-        product_id        TEXT,
-        target_data       TEXT,
-        callback_url      TEXT,
-        amount            REAL,
-        status            TEXT,
-        upstream_status   TEXT,
-        serial_number     TEXT,
-        nickname          TEXT,
-        message           TEXT,
-        target            TEXT,
-        product_name      TEXT,
-        created_at        TEXT,
-        success_at        TEXT,
-        local_created_at  INTEGER NOT NULL,
-        updated_at        INTEGER NOT NULL,
-        submission_state  TEXT    NOT NULL
-          CHECK (submission_state IN ('queued', 'pending', 'accepted', 'rejected', 'unknown', 'blocked')),
-        rejection_code    TEXT,
-        rejection_detail  TEXT,
-        last_polled_at    INTEGER,
-        next_poll_at      INTEGER,
-        poll_count        INTEGER NOT NULL DEFAULT 0,
-        stuck_at          INTEGER,
-        final_at          INTEGER,
-        poll_leased_until INTEGER,
-        blocked_code      TEXT,
-        blocked_detail    TEXT,
-        version           INTEGER NOT NULL DEFAULT 0
-      );
-      INSERT INTO orders_v10 (
-        id, partner_ref, invoice_number, product_code, product_id, target_data, callback_url,
-        amount, status, upstream_status, serial_number, nickname, message, target, product_name,
-        created_at, success_at, local_created_at, updated_at, submission_state, rejection_code,
-        rejection_detail, last_polled_at, next_poll_at, poll_count, stuck_at, final_at,
-        poll_leased_until, blocked_code, blocked_detail, version)
-      SELECT
-        id, partner_ref, invoice_number, product_code, product_id, target_data, callback_url,
-        amount, status, upstream_status, serial_number, nickname, message, target, product_name,
-        created_at, success_at, local_created_at, updated_at, submission_state, rejection_code,
-        rejection_detail, last_polled_at, next_poll_at, poll_count, stuck_at, final_at,
-        poll_leased_until, blocked_code, blocked_detail, version
-      FROM orders;
-      DROP TABLE orders;
-      ALTER TABLE orders_v10 RENAME TO orders;
-      CREATE INDEX orders_next_poll_at ON orders (next_poll_at);
-      CREATE INDEX orders_status ON orders (status);
-      CREATE INDEX orders_local_created_at ON orders (local_created_at);
-      CREATE INDEX orders_audit ON orders (MAX(COALESCE(last_polled_at, 0), final_at))
-        WHERE status = 'SUCCESS' AND next_poll_at IS NULL;
-      CREATE INDEX orders_queued ON orders (id) WHERE submission_state = 'queued';
-    `,
-  },
-  {
-    version: 11,
-    description:
-      'the local catalog (catalog_categories, catalog_products, catalog_sync) and the balance (balance_ledger: the last profile read plus local accounting)',
-    sql: `
-      CREATE TABLE catalog_categories (
-        code      TEXT    PRIMARY KEY,
-        name      TEXT    NOT NULL,
-        sub_name  TEXT    NOT NULL,
-        logo      TEXT    NOT NULL,
-        is_active INTEGER NOT NULL
-      );
-      CREATE TABLE catalog_products (
-        id            TEXT    PRIMARY KEY,
-        code          TEXT    NOT NULL UNIQUE,
-        name          TEXT    NOT NULL,
-        category_code TEXT    NOT NULL,
-        price         REAL    NOT NULL,
-        is_active     INTEGER NOT NULL,
-        target        TEXT
-      );
-      CREATE TABLE catalog_sync (
-        id        INTEGER PRIMARY KEY CHECK (id = 1),
-        synced_at INTEGER NOT NULL
-      );
-      CREATE TABLE balance_ledger (
-        id               INTEGER PRIMARY KEY CHECK (id = 1),
-        profile_balance  REAL    NOT NULL,
-        profile_read_at  INTEGER NOT NULL,
-        debited          REAL    NOT NULL DEFAULT 0,
-        credited         REAL    NOT NULL DEFAULT 0,
-        unpriced         INTEGER NOT NULL DEFAULT 0,
-        low_alerted      INTEGER NOT NULL DEFAULT 0
-      );
-    `,
-  },
-];
-
-/** The schema version this code writes and understands: the last migration's. */
-export const LATEST_SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;
-
-function schemaVersion(db: Database): number {
-  return db.pragma('user_version', { simple: true }) as number;
+async function schemaVersion(ex: SqlExecutor): Promise<number> {
+  const row = await ex.get<{ version: number }>(ex.dialect.schemaVersionSql);
+  return row?.version ?? 0;
 }
 
-function refuseNewer(db: Database, version: number): void {
+function refuseNewer(label: string, version: number): void {
   if (version > LATEST_SCHEMA_VERSION) {
     throw new StoreError(
       'DATABASE_TOO_NEW',
-      `${db.name} has schema version ${version}, but this h2h-sync knows only up to ` +
-        `${LATEST_SCHEMA_VERSION}: run the newer h2h-sync that wrote it, or point H2H_DB_PATH at another file`,
+      `${label} has schema version ${version}, but this h2h-sync knows only up to ` +
+        `${LATEST_SCHEMA_VERSION}: run the newer h2h-sync that wrote it, or point H2H_DB_URL ` +
+        '(H2H_DB_PATH) at another store',
     );
   }
 }
 
 /**
- * Brings the database up to {@link LATEST_SCHEMA_VERSION}, one immediate transaction per
- * migration, so a crash leaves it at a whole version and a second process starting at the same
- * time waits (busy timeout) and then finds the step already done. Idempotent. Throws
- * `DATABASE_TOO_NEW` for a file migrated by newer code. Returns the versions before and after.
+ * Brings the database up to the last of `steps`, one write transaction per step, so a crash
+ * leaves it at a whole version and a second process starting at the same time waits for the
+ * write lock and then finds the step already done (the version is read again inside it).
+ * Idempotent. Throws `DATABASE_TOO_NEW` for a store migrated by newer code; `label` names the
+ * store in that message (never a password). Returns the versions before and after.
  */
-export function migrate(db: Database): { from: number; to: number } {
-  const from = schemaVersion(db);
-  refuseNewer(db, from);
-  for (const migration of MIGRATIONS) {
-    if (migration.version <= from) continue;
-    // Only outside a transaction can foreign keys be switched off (SQLite's table rebuild).
-    const foreignKeys = db.pragma('foreign_keys', { simple: true }) === 1;
-    if (migration.rebuildsTables && foreignKeys) db.pragma('foreign_keys = OFF');
-    try {
-      db.transaction(() => {
+export async function runMigrations(
+  db: StoreDb,
+  steps: readonly Migration[],
+  label: string,
+): Promise<{ from: number; to: number }> {
+  const from = await schemaVersion(db);
+  refuseNewer(label, from);
+  for (const step of steps) {
+    if (step.version <= from) continue;
+    await db.write(
+      async (tx) => {
         // Re-read inside the write lock: another process may have applied it since.
-        const current = schemaVersion(db);
-        refuseNewer(db, current);
-        if (current >= migration.version) return;
-        db.exec(migration.sql);
-        if (migration.rebuildsTables) {
-          const broken = db.pragma('foreign_key_check') as unknown[];
+        const current = await schemaVersion(tx);
+        refuseNewer(label, current);
+        if (current >= step.version) return;
+        await tx.exec(step.sql);
+        if (step.rebuildsTables) {
+          const broken = await tx.all('PRAGMA foreign_key_check');
           if (broken.length > 0) {
-            throw new Error(
-              `migration ${migration.version} broke ${broken.length} foreign keys; rolled back`,
-            );
+            throw new Error(`migration ${step.version} broke ${broken.length} foreign keys; rolled back`);
           }
         }
-        db.pragma(`user_version = ${migration.version}`);
-      }).immediate();
-    } finally {
-      if (migration.rebuildsTables && foreignKeys) db.pragma('foreign_keys = ON');
-    }
+        await tx.exec(tx.dialect.setSchemaVersionSql(step.version));
+      },
+      { rebuildsTables: step.rebuildsTables === true },
+    );
   }
-  return { from, to: schemaVersion(db) };
+  return { from, to: await schemaVersion(db) };
 }

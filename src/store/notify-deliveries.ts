@@ -1,5 +1,5 @@
-import type { Statement, Transaction } from 'better-sqlite3';
 import type { OrderRows } from './order-rows.js';
+import type { Outcome, SqlExecutor, WriteOptions } from './sql/executor.js';
 
 /**
  * What one delivery attempt came to:
@@ -86,61 +86,96 @@ export interface DeliveryFilter {
   limit?: number;
 }
 
+const INSERT = `INSERT INTO notify_deliveries
+    (endpoint_id, seq, type, partner_ref, attempt, requested_at, status, duration_ms, error, outcome)
+  VALUES (@endpoint_id, @seq, @type, @partner_ref, @attempt, @requested_at, @status, @duration_ms, @error, @outcome)
+  RETURNING id`;
+const LATEST =
+  'SELECT * FROM notify_deliveries WHERE endpoint_id = @endpoint AND seq = @seq ORDER BY id DESC LIMIT 1';
+
 /** The delivery history: one row per attempt, written by the notification worker. */
 export class NotifyDeliveries {
   readonly #rows: OrderRows;
-  readonly #insert: Statement<Omit<DeliveryRow, 'id'>>;
-  readonly #settled: Statement<[number, number], { found: number }>;
-  readonly #history: Statement<{ since: number; endpoint: number | null; limit: number }, DeliveryRow>;
-  readonly #failed: Statement<{ since: number; endpoint: number | null; limit: number }, DeliveryRow>;
-  readonly #backlog: Statement<
-    { endpoint: number; from: number; types: string },
-    { pending: number | null; oldest: number | null; failing: number | null; gave_up: number | null }
-  >;
-  readonly #latest: Statement<[number, number], DeliveryRow>;
-  readonly #firstUnsent: Statement<{ endpoint: number; after: number }, { seq: number | null }>;
-
-  readonly #recordUnlessSettledTx: Transaction<
-    (attempt: Omit<NotifyDelivery, 'id'>, after: number) => NotifyDelivery | undefined
-  >;
 
   constructor(rows: OrderRows) {
     this.#rows = rows;
-    const { db } = rows;
-    this.#recordUnlessSettledTx = db.transaction((attempt: Omit<NotifyDelivery, 'id'>, after: number) => {
-      const latest = this.latest(attempt.endpointId, attempt.seq);
+  }
+
+  /** Records one attempt; returns it with its id. */
+  record(attempt: Omit<NotifyDelivery, 'id'>): Promise<NotifyDelivery> {
+    return this.#rows.db.write((tx) => this.#insert(tx, attempt));
+  }
+
+  /**
+   * Records attempts in one transaction, each in its own savepoint: the notifier's group commit
+   * (one fsync for the records of every notification in flight). Outcome per attempt; the call
+   * rejects when the transaction as a whole fails.
+   */
+  recordBatch(
+    attempts: ReadonlyArray<Omit<NotifyDelivery, 'id'>>,
+    { lockTimeoutMs }: Pick<WriteOptions, 'lockTimeoutMs'> = {},
+  ): Promise<Outcome<NotifyDelivery>[]> {
+    return this.#rows.db.writeBatch(
+      attempts.map((attempt) => (tx: SqlExecutor) => this.#insert(tx, attempt)),
+      lockTimeoutMs === undefined ? {} : { lockTimeoutMs },
+    );
+  }
+
+  /**
+   * Records `attempt` unless the event's latest attempt at the endpoint is settled or was made
+   * after `after`; the check and the insert are one write, so two processes (a worker's `failed`
+   * handler and another's start-up sweep) never both record it. Returns it, or undefined.
+   */
+  recordUnlessSettled(
+    attempt: Omit<NotifyDelivery, 'id'>,
+    after: number,
+  ): Promise<NotifyDelivery | undefined> {
+    return this.#rows.db.write(async (tx) => {
+      const row = await tx.get<DeliveryRow>(LATEST, { endpoint: attempt.endpointId, seq: attempt.seq });
+      const latest = row ? toDelivery(row) : undefined;
       if (latest && (SETTLED_OUTCOMES.includes(latest.outcome) || latest.requestedAt > after))
         return undefined;
-      const { lastInsertRowid } = this.#insert.run(toRow(attempt));
-      return { id: Number(lastInsertRowid), ...attempt };
+      return this.#insert(tx, attempt);
     });
-    this.#insert = db.prepare(
-      `INSERT INTO notify_deliveries
-         (endpoint_id, seq, type, partner_ref, attempt, requested_at, status, duration_ms, error, outcome)
-       VALUES (@endpoint_id, @seq, @type, @partner_ref, @attempt, @requested_at, @status, @duration_ms, @error, @outcome)`,
-    );
-    this.#settled = db.prepare(
+  }
+
+  /** Whether the event is done with at the endpoint (delivered, given up, or not to be sent). */
+  async isSettled(endpointId: number, seq: number): Promise<boolean> {
+    const row = await this.#rows.db.get<{ found: unknown }>(
       `SELECT EXISTS (SELECT 1 FROM notify_deliveries
-                      WHERE endpoint_id = ? AND seq = ? AND outcome IN ${SETTLED}) AS found`,
+                      WHERE endpoint_id = @endpointId AND seq = @seq AND outcome IN ${SETTLED}) AS found`,
+      { endpointId, seq },
     );
-    this.#history = db.prepare(
+    return Boolean(row?.found);
+  }
+
+  /** The latest attempt of the event at the endpoint; undefined when there is none. */
+  async latest(endpointId: number, seq: number): Promise<NotifyDelivery | undefined> {
+    const row = await this.#rows.db.get<DeliveryRow>(LATEST, { endpoint: endpointId, seq });
+    return row ? toDelivery(row) : undefined;
+  }
+
+  /** Attempts, newest first. */
+  async history({ since = 0, endpointId, limit = 100 }: DeliveryFilter = {}): Promise<NotifyDelivery[]> {
+    const rows = await this.#rows.db.all<DeliveryRow>(
       `SELECT * FROM notify_deliveries
        WHERE requested_at >= @since AND (@endpoint IS NULL OR endpoint_id = @endpoint)
        ORDER BY id DESC LIMIT @limit`,
+      { since, endpoint: endpointId ?? null, limit },
     );
-    // An event whose latest attempt at an endpoint gave up (a later retry or replay may have
-    // delivered it since: then it is not failed any more).
-    this.#failed = db.prepare(
-      `SELECT d.* FROM notify_deliveries d
-       WHERE d.outcome = 'gave_up' AND d.requested_at >= @since
-         AND (@endpoint IS NULL OR d.endpoint_id = @endpoint)
-         AND d.id = (SELECT MAX(id) FROM notify_deliveries
-                     WHERE endpoint_id = d.endpoint_id AND seq = d.seq)
-       ORDER BY d.endpoint_id, d.seq LIMIT @limit`,
-    );
+    return rows.map(toDelivery);
+  }
+
+  /** How far the endpoint is behind: its wanted event `types` after `fromSeq`. */
+  async backlog(endpointId: number, fromSeq: number, types: readonly string[]): Promise<EndpointBacklog> {
     // Each wanted event after the endpoint's start with its latest outcome there: one pass over
     // the feed from `fromSeq` (the feed is pruned after H2H_FEED_RETENTION_D).
-    this.#backlog = db.prepare(
+    const row = await this.#rows.db.get<{
+      pending: number | null;
+      oldest: number | null;
+      failing: number | null;
+      gave_up: number | null;
+    }>(
       `WITH e AS (
          SELECT f.timestamp,
                 (SELECT d.outcome FROM notify_deliveries d
@@ -153,55 +188,8 @@ export class NotifyDeliveries {
               SUM(latest = 'retrying') AS failing,
               SUM(latest = 'gave_up') AS gave_up
        FROM e`,
+      { endpoint: endpointId, from: fromSeq, types: JSON.stringify(types) },
     );
-    this.#latest = db.prepare(
-      'SELECT * FROM notify_deliveries WHERE endpoint_id = ? AND seq = ? ORDER BY id DESC LIMIT 1',
-    );
-    // The oldest event not sent because the endpoint was disabled (answered 410, or skipped):
-    // its latest attempt there says so.
-    this.#firstUnsent = db.prepare(
-      `SELECT MIN(d.seq) AS seq FROM notify_deliveries d
-       WHERE d.endpoint_id = @endpoint AND d.seq > @after AND d.outcome IN ('disabled', 'skipped')
-         AND d.id = (SELECT MAX(id) FROM notify_deliveries
-                     WHERE endpoint_id = d.endpoint_id AND seq = d.seq)`,
-    );
-  }
-
-  /** Records one attempt; returns it with its id. */
-  record(attempt: Omit<NotifyDelivery, 'id'>): NotifyDelivery {
-    const { lastInsertRowid } = this.#rows.writeOne(this.#insert, toRow(attempt));
-    const id = Number(lastInsertRowid);
-    return { id, ...attempt };
-  }
-
-  /**
-   * Records `attempt` unless the event's latest attempt at the endpoint is settled or was made
-   * after `after`; the check and the insert are one write, so two processes (a worker's `failed`
-   * handler and another's start-up sweep) never both record it. Returns it, or undefined.
-   */
-  recordUnlessSettled(attempt: Omit<NotifyDelivery, 'id'>, after: number): NotifyDelivery | undefined {
-    return this.#rows.write(this.#recordUnlessSettledTx, attempt, after);
-  }
-
-  /** Whether the event is done with at the endpoint (delivered, given up, or not to be sent). */
-  isSettled(endpointId: number, seq: number): boolean {
-    return this.#settled.get(endpointId, seq)?.found === 1;
-  }
-
-  /** The latest attempt of the event at the endpoint; undefined when there is none. */
-  latest(endpointId: number, seq: number): NotifyDelivery | undefined {
-    const row = this.#latest.get(endpointId, seq);
-    return row ? toDelivery(row) : undefined;
-  }
-
-  /** Attempts, newest first. */
-  history({ since = 0, endpointId, limit = 100 }: DeliveryFilter = {}): NotifyDelivery[] {
-    return this.#history.all({ since, endpoint: endpointId ?? null, limit }).map(toDelivery);
-  }
-
-  /** How far the endpoint is behind: its wanted event `types` after `fromSeq`. */
-  backlog(endpointId: number, fromSeq: number, types: readonly string[]): EndpointBacklog {
-    const row = this.#backlog.get({ endpoint: endpointId, from: fromSeq, types: JSON.stringify(types) });
     return {
       pending: row?.pending ?? 0,
       oldestPendingAt: row?.oldest ?? null,
@@ -211,13 +199,38 @@ export class NotifyDeliveries {
   }
 
   /** The lowest seq above `after` not sent to the endpoint because it was disabled; undefined when none. */
-  firstUnsent(endpointId: number, after: number): number | undefined {
-    return this.#firstUnsent.get({ endpoint: endpointId, after })?.seq ?? undefined;
+  async firstUnsent(endpointId: number, after: number): Promise<number | undefined> {
+    // The oldest event not sent because the endpoint was disabled (answered 410, or skipped):
+    // its latest attempt there says so.
+    const row = await this.#rows.db.get<{ seq: number | null }>(
+      `SELECT MIN(d.seq) AS seq FROM notify_deliveries d
+       WHERE d.endpoint_id = @endpoint AND d.seq > @after AND d.outcome IN ('disabled', 'skipped')
+         AND d.id = (SELECT MAX(id) FROM notify_deliveries
+                     WHERE endpoint_id = d.endpoint_id AND seq = d.seq)`,
+      { endpoint: endpointId, after },
+    );
+    return row?.seq ?? undefined;
   }
 
   /** Events whose last attempt gave up, by endpoint and seq. */
-  failed({ since = 0, endpointId, limit = 1000 }: DeliveryFilter = {}): NotifyDelivery[] {
-    return this.#failed.all({ since, endpoint: endpointId ?? null, limit }).map(toDelivery);
+  async failed({ since = 0, endpointId, limit = 1000 }: DeliveryFilter = {}): Promise<NotifyDelivery[]> {
+    // An event whose latest attempt at an endpoint gave up (a later retry or replay may have
+    // delivered it since: then it is not failed any more).
+    const rows = await this.#rows.db.all<DeliveryRow>(
+      `SELECT d.* FROM notify_deliveries d
+       WHERE d.outcome = 'gave_up' AND d.requested_at >= @since
+         AND (@endpoint IS NULL OR d.endpoint_id = @endpoint)
+         AND d.id = (SELECT MAX(id) FROM notify_deliveries
+                     WHERE endpoint_id = d.endpoint_id AND seq = d.seq)
+       ORDER BY d.endpoint_id, d.seq LIMIT @limit`,
+      { since, endpoint: endpointId ?? null, limit },
+    );
+    return rows.map(toDelivery);
+  }
+
+  async #insert(tx: SqlExecutor, attempt: Omit<NotifyDelivery, 'id'>): Promise<NotifyDelivery> {
+    const { id } = (await tx.get<{ id: number }>(INSERT, toRow(attempt)))!;
+    return { id, ...attempt };
   }
 }
 

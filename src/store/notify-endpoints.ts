@@ -1,4 +1,3 @@
-import type { Statement } from 'better-sqlite3';
 import type { OrderRows } from './order-rows.js';
 
 /**
@@ -72,77 +71,50 @@ export function signingSecrets(endpoint: NotifyEndpoint, now: number): string[] 
 
 export class NotifyEndpoints {
   readonly #rows: OrderRows;
-  readonly #insert: Statement<{ url: string; events: string; secret: string; now: number }>;
-  readonly #get: Statement<[number], EndpointRow>;
-  readonly #list: Statement<[], EndpointRow>;
-  readonly #disable: Statement<{ id: number; now: number; reason: string }>;
-  readonly #enable: Statement<[number]>;
-  readonly #rotate: Statement<{ id: number; secret: string; until: number }>;
-  readonly #advance: Statement<[number, number]>;
 
   constructor(rows: OrderRows) {
     this.#rows = rows;
-    const { db } = rows;
-    // A new endpoint starts at the feed's newest event: it is sent what changes from now on.
-    this.#insert = db.prepare(
-      `INSERT INTO notify_endpoints (url, events, secret, created_at, from_seq, cursor)
-       SELECT @url, @events, @secret, @now, last, last
-       FROM (SELECT COALESCE(MAX(seq), 0) AS last FROM feed_events)`,
-    );
-    this.#get = db.prepare('SELECT * FROM notify_endpoints WHERE id = ?');
-    this.#list = db.prepare('SELECT * FROM notify_endpoints ORDER BY id');
-    this.#disable = db.prepare(
-      `UPDATE notify_endpoints SET disabled_at = @now, disabled_reason = @reason
-       WHERE id = @id AND disabled_at IS NULL`,
-    );
-    // Enabled again, it starts afresh at the feed's newest event, as if just added: what was
-    // committed while it was disabled is not queued (docs/api.md, "Enabling an endpoint again").
-    this.#enable = db.prepare(
-      `UPDATE notify_endpoints
-       SET disabled_at = NULL, disabled_reason = NULL,
-           from_seq = (SELECT COALESCE(MAX(seq), 0) FROM feed_events),
-           cursor = (SELECT COALESCE(MAX(seq), 0) FROM feed_events)
-       WHERE id = ? AND disabled_at IS NOT NULL`,
-    );
-    this.#rotate = db.prepare(
-      `UPDATE notify_endpoints
-       SET previous_secret = secret, previous_secret_until = @until, secret = @secret
-       WHERE id = @id`,
-    );
-    // Two dispatchers (two worker processes) may both advance it: it never moves back.
-    this.#advance = db.prepare('UPDATE notify_endpoints SET cursor = MAX(cursor, ?) WHERE id = ?');
   }
 
   /** Adds an enabled endpoint whose cursor is the feed's newest event. */
-  add(input: { url: string; events: readonly string[]; secret: string }): NotifyEndpoint {
-    const { lastInsertRowid } = this.#rows.writeOne(this.#insert, {
-      url: input.url,
-      events: JSON.stringify(input.events),
-      secret: input.secret,
-      now: this.#rows.now(),
-    });
-    const id = Number(lastInsertRowid);
-    return this.get(id)!;
+  async add(input: { url: string; events: readonly string[]; secret: string }): Promise<NotifyEndpoint> {
+    // A new endpoint starts at the feed's newest event: it is sent what changes from now on.
+    const inserted = await this.#rows.db.write((tx) =>
+      tx.get<{ id: number }>(
+        `INSERT INTO notify_endpoints (url, events, secret, created_at, from_seq, cursor)
+         SELECT @url, @events, @secret, @now, last, last
+         FROM (SELECT COALESCE(MAX(seq), 0) AS last FROM feed_events) AS feed
+         RETURNING id`,
+        { url: input.url, events: JSON.stringify(input.events), secret: input.secret, now: this.#rows.now() },
+      ),
+    );
+    return (await this.get(inserted!.id))!;
   }
 
-  get(id: number): NotifyEndpoint | undefined {
-    const row = this.#get.get(id);
+  async get(id: number): Promise<NotifyEndpoint | undefined> {
+    const row = await this.#rows.db.get<EndpointRow>('SELECT * FROM notify_endpoints WHERE id = @id', { id });
     return row ? toEndpoint(row) : undefined;
   }
 
   /** Every endpoint, enabled or not, oldest first. */
-  list(): NotifyEndpoint[] {
-    return this.#list.all().map(toEndpoint);
+  async list(): Promise<NotifyEndpoint[]> {
+    return (await this.#rows.db.all<EndpointRow>('SELECT * FROM notify_endpoints ORDER BY id')).map(
+      toEndpoint,
+    );
   }
 
   /** The endpoints the dispatcher serves. */
-  enabled(): NotifyEndpoint[] {
-    return this.list().filter((e) => e.disabledAt === null);
+  async enabled(): Promise<NotifyEndpoint[]> {
+    return (await this.list()).filter((e) => e.disabledAt === null);
   }
 
   /** Disables an endpoint (a second disable keeps the first time and reason); undefined when unknown. */
-  disable(id: number, reason: string): NotifyEndpoint | undefined {
-    this.#rows.writeOne(this.#disable, { id, now: this.#rows.now(), reason });
+  async disable(id: number, reason: string): Promise<NotifyEndpoint | undefined> {
+    await this.#rows.db.run(
+      `UPDATE notify_endpoints SET disabled_at = @now, disabled_reason = @reason
+       WHERE id = @id AND disabled_at IS NULL`,
+      { id, now: this.#rows.now(), reason },
+    );
     return this.get(id);
   }
 
@@ -150,8 +122,17 @@ export class NotifyEndpoints {
    * Enables a disabled endpoint again, from the feed's newest event on (its `fromSeq` and cursor
    * move there); an enabled one is left as it is. Undefined when unknown.
    */
-  enable(id: number): NotifyEndpoint | undefined {
-    this.#rows.writeOne(this.#enable, id);
+  async enable(id: number): Promise<NotifyEndpoint | undefined> {
+    // Enabled again, it starts afresh at the feed's newest event, as if just added: what was
+    // committed while it was disabled is not queued (docs/api.md, "Enabling an endpoint again").
+    await this.#rows.db.run(
+      `UPDATE notify_endpoints
+       SET disabled_at = NULL, disabled_reason = NULL,
+           from_seq = (SELECT COALESCE(MAX(seq), 0) FROM feed_events),
+           cursor = (SELECT COALESCE(MAX(seq), 0) FROM feed_events)
+       WHERE id = @id AND disabled_at IS NOT NULL`,
+      { id },
+    );
     return this.get(id);
   }
 
@@ -159,14 +140,25 @@ export class NotifyEndpoints {
    * Makes `secret` the signing secret; the current one keeps signing beside it for `graceMs`
    * (two signatures in `webhook-signature`). Undefined when the endpoint is unknown.
    */
-  rotateSecret(id: number, secret: string, graceMs: number): NotifyEndpoint | undefined {
+  async rotateSecret(id: number, secret: string, graceMs: number): Promise<NotifyEndpoint | undefined> {
     const until = this.#rows.now() + graceMs;
-    this.#rows.writeOne(this.#rotate, { id, secret, until });
+    await this.#rows.db.run(
+      `UPDATE notify_endpoints
+       SET previous_secret = secret, previous_secret_until = @until, secret = @secret
+       WHERE id = @id`,
+      { id, secret, until },
+    );
     return this.get(id);
   }
 
   /** Records that the jobs of every event up to `seq` are queued for the endpoint. */
-  advanceCursor(id: number, seq: number): void {
-    this.#rows.writeOne(this.#advance, seq, id);
+  async advanceCursor(id: number, seq: number): Promise<void> {
+    // Two dispatchers (two worker processes) may both advance it: it never moves back.
+    await this.#rows.db.write((tx) =>
+      tx.run(`UPDATE notify_endpoints SET cursor = ${tx.dialect.greatest('cursor', '@seq')} WHERE id = @id`, {
+        seq,
+        id,
+      }),
+    );
   }
 }

@@ -1,4 +1,3 @@
-import type { Statement } from 'better-sqlite3';
 import type { OrderRows } from './order-rows.js';
 import {
   estimatePace,
@@ -6,7 +5,10 @@ import {
   type PaceSettings,
   type PaceState,
   paceBucket,
+  quantileOf,
 } from './rules/pace-math.js';
+import type { PaceInput } from './rules/poll-rules.js';
+import type { SqlExecutor } from './sql/executor.js';
 
 export {
   bucketMs,
@@ -41,17 +43,19 @@ export const PACE_MEMORY = 1000;
 /** How long a process keeps an estimate before reading it again. */
 const ESTIMATE_TTL_MS = 5000;
 
-/** The learned pace: {@link record} in the writer's transactions, {@link estimate} for the schedule. */
+const FINAL_OF = `SELECT bucket, SUM(weight) AS weight FROM order_pace
+  WHERE product_code = @product AND state IN ('SUCCESS', 'FAILED') GROUP BY bucket ORDER BY bucket`;
+const FINAL_OF_ALL = `SELECT bucket, SUM(weight) AS weight FROM order_pace
+  WHERE product_code <> '${ANY_PRODUCT}' AND state IN ('SUCCESS', 'FAILED') GROUP BY bucket ORDER BY bucket`;
+const DELIVERY_SQL = `SELECT bucket, weight FROM order_pace WHERE product_code = '${ANY_PRODUCT}' AND state = '${DELIVERY}'
+  ORDER BY bucket`;
+
+type Buckets = Array<{ bucket: number; weight: number }>;
+
+/** The learned pace: {@link recordStateReached} in the writer's transactions, {@link estimate} for the schedule. */
 export class OrderPace {
   readonly settings: Readonly<PaceSettings> | null;
   readonly #rows: OrderRows;
-  readonly #add: Statement<{ product: string; state: string; bucket: number }>;
-  readonly #total: Statement<{ product: string; state: string }, { total: number | null }>;
-  readonly #halve: Statement<{ product: string; state: string }>;
-  readonly #forget: Statement<{ product: string; state: string }>;
-  readonly #finalOf: Statement<[string], { bucket: number; weight: number }>;
-  readonly #finalOfAll: Statement<[], { bucket: number; weight: number }>;
-  readonly #delivery: Statement<[], { bucket: number; weight: number }>;
   readonly #cache = new Map<string, { at: number; estimate: PaceEstimate | null }>();
 
   /** `settings` null: samples are still recorded, but {@link estimate} always answers null. */
@@ -66,84 +70,114 @@ export class OrderPace {
     }
     this.settings = settings ? { ...settings } : null;
     this.#rows = rows;
-    const { db } = rows;
-    this.#add = db.prepare(
-      `INSERT INTO order_pace (product_code, state, bucket, weight) VALUES (@product, @state, @bucket, 1)
-       ON CONFLICT (product_code, state, bucket) DO UPDATE SET weight = weight + 1`,
-    );
-    this.#total = db.prepare(
-      'SELECT SUM(weight) AS total FROM order_pace WHERE product_code = @product AND state = @state',
-    );
-    this.#halve = db.prepare(
-      'UPDATE order_pace SET weight = weight / 2 WHERE product_code = @product AND state = @state',
-    );
-    this.#forget = db.prepare(
-      'DELETE FROM order_pace WHERE product_code = @product AND state = @state AND weight < 0.01',
-    );
-    this.#finalOf = db.prepare(
-      `SELECT bucket, SUM(weight) AS weight FROM order_pace
-       WHERE product_code = ? AND state IN ('SUCCESS', 'FAILED') GROUP BY bucket ORDER BY bucket`,
-    );
-    this.#finalOfAll = db.prepare(
-      `SELECT bucket, SUM(weight) AS weight FROM order_pace
-       WHERE product_code <> '${ANY_PRODUCT}' AND state IN ('SUCCESS', 'FAILED') GROUP BY bucket ORDER BY bucket`,
-    );
-    this.#delivery = db.prepare(
-      `SELECT bucket, weight FROM order_pace WHERE product_code = '${ANY_PRODUCT}' AND state = '${DELIVERY}'
-       ORDER BY bucket`,
-    );
   }
 
   /**
    * Adds one sample: an order of `productCode` reached `state` `ms` after its creation. Call it
-   * inside the write transaction that applied the change, once per order and state. Ignores a
-   * product-less order and a negative or non-finite duration (clocks disagree).
+   * inside the write transaction `tx` that applied the change, once per order and state. Ignores
+   * a product-less order and a negative or non-finite duration (clocks disagree).
    */
-  recordStateReached(productCode: string | null, state: PaceState, ms: number): void {
+  async recordStateReached(
+    tx: SqlExecutor,
+    productCode: string | null,
+    state: PaceState,
+    ms: number,
+  ): Promise<void> {
     if (productCode === null || productCode === ANY_PRODUCT) return;
-    this.#record(productCode, state, ms);
+    await this.#record(tx, productCode, state, ms);
   }
 
   /** Adds one sample of a webhook's delivery delay: from its event's time to its arrival, in ms. */
-  recordDelivery(ms: number): void {
-    this.#record(ANY_PRODUCT, DELIVERY, Math.max(0, ms));
+  async recordDelivery(tx: SqlExecutor, ms: number): Promise<void> {
+    await this.#record(tx, ANY_PRODUCT, DELIVERY, Math.max(0, ms));
   }
 
   /**
    * The pace of `productCode`'s orders: its own distribution once it holds `minSamples`, else
    * every product's together, else null (not enough known: the schedule's fixed delay applies).
-   * Read from the store at most every 5 s per product by this process.
+   * Read from the store at most every 5 s per product by this process; `ex` is what it reads on
+   * (a write transaction's `tx` inside one; default: the store's last commit).
    */
-  estimate(productCode: string | null): PaceEstimate | null {
-    if (!this.settings) return null;
-    const key = productCode ?? ANY_PRODUCT;
-    const now = this.#rows.now();
-    const cached = this.#cache.get(key);
-    // "Not enough samples yet" is kept too, for the same 5 s or until this process records a sample: before, every
-    // write read the histograms again until the 50th sample arrived.
-    if (cached && now - cached.at < ESTIMATE_TTL_MS) return cached.estimate;
-    const estimate = this.#read(productCode);
-    this.#cache.set(key, { at: now, estimate });
+  async estimate(productCode: string | null, ex: SqlExecutor = this.#rows.db): Promise<PaceEstimate | null> {
+    const cached = this.cached(productCode);
+    if (cached !== undefined) return cached;
+    const estimate = await this.#read(ex, productCode);
+    this.#cache.set(productCode ?? ANY_PRODUCT, { at: this.#rows.now(), estimate });
     return estimate;
   }
 
-  #read(productCode: string | null): PaceEstimate | null {
-    return estimatePace(this.settings!, {
-      delivery: this.#delivery.all(),
-      own: productCode === null ? null : this.#finalOf.all(productCode),
-      all: () => this.#finalOfAll.all(),
-    });
+  /**
+   * The estimate {@link estimate} would answer without reading the store, or undefined when it
+   * must read (nothing cached for the product, or older than 5 s).
+   */
+  cached(productCode: string | null): PaceEstimate | null | undefined {
+    if (!this.settings) return null;
+    const cached = this.#cache.get(productCode ?? ANY_PRODUCT);
+    // "Not enough samples yet" is kept too, for the same 5 s or until this process records a sample: before, every
+    // write read the histograms again until the 50th sample arrived.
+    if (cached && this.#rows.now() - cached.at < ESTIMATE_TTL_MS) return cached.estimate;
+    return undefined;
   }
 
-  #record(product: string, state: string, ms: number): void {
+  /**
+   * Runs a pure `plan` that may ask for the pace of products (rules/, `PaceInput`), reading the
+   * estimates it asks for exactly as the synchronous store did: only when the plan computes a
+   * first poll, from the cache while fresh. The plan runs once with what the cache holds; when it
+   * asked for an estimate the cache lacks, that estimate is read on `ex` and the plan runs again
+   * with it (the rules are pure, so the first run left nothing behind).
+   */
+  async planWith<P>(ex: SqlExecutor, plan: (pace: PaceInput) => P): Promise<P> {
+    if (!this.settings) return plan(null);
+    const missing = new Set<string | null>();
+    const first = plan((productCode) => {
+      const cached = this.cached(productCode);
+      if (cached !== undefined) return cached;
+      missing.add(productCode);
+      return null;
+    });
+    if (missing.size === 0) return first;
+    const read = new Map<string | null, PaceEstimate | null>();
+    for (const productCode of missing) read.set(productCode, await this.estimate(productCode, ex));
+    return plan((productCode) =>
+      read.has(productCode) ? read.get(productCode)! : (this.cached(productCode) ?? null),
+    );
+  }
+
+  async #read(ex: SqlExecutor, productCode: string | null): Promise<PaceEstimate | null> {
+    const delivery = await ex.all<Buckets[number]>(DELIVERY_SQL);
+    const own =
+      productCode === null ? null : await ex.all<Buckets[number]>(FINAL_OF, { product: productCode });
+    // estimatePace uses every product's histogram only when the product's own has too few
+    // samples: read it then, and only then.
+    const settings = this.settings!;
+    const ownEnough = own !== null && quantileOf(own, settings.quantile, settings.minSamples) !== null;
+    const all = ownEnough ? [] : await ex.all<Buckets[number]>(FINAL_OF_ALL);
+    return estimatePace(settings, { delivery, own, all });
+  }
+
+  async #record(tx: SqlExecutor, product: string, state: string, ms: number): Promise<void> {
     if (!Number.isFinite(ms) || ms < 0) return;
     const key = { product, state };
-    this.#add.run({ ...key, bucket: paceBucket(ms) });
+    await tx.run(
+      `INSERT INTO order_pace (product_code, state, bucket, weight) VALUES (@product, @state, @bucket, 1)
+       ON CONFLICT (product_code, state, bucket) DO UPDATE SET weight = order_pace.weight + 1`,
+      { ...key, bucket: paceBucket(ms) },
+    );
     for (const [cachedKey, cached] of this.#cache)
       if (cached.estimate === null) this.#cache.delete(cachedKey);
-    if ((this.#total.get(key)?.total ?? 0) > PACE_MEMORY) {
-      this.#halve.run(key);
-      this.#forget.run(key);
+    const total = await tx.get<{ total: number | null }>(
+      'SELECT SUM(weight) AS total FROM order_pace WHERE product_code = @product AND state = @state',
+      key,
+    );
+    if ((total?.total ?? 0) > PACE_MEMORY) {
+      await tx.run(
+        'UPDATE order_pace SET weight = weight / 2 WHERE product_code = @product AND state = @state',
+        key,
+      );
+      await tx.run(
+        'DELETE FROM order_pace WHERE product_code = @product AND state = @state AND weight < 0.01',
+        key,
+      );
     }
   }
 }

@@ -1,4 +1,3 @@
-import type { Statement } from 'better-sqlite3';
 import { type PublicOrder, toPublicOrder } from '../orders/public-order.js';
 import { isKnownStatus } from '../upstream/model.js';
 import {
@@ -12,7 +11,7 @@ import {
   toOrderEvent,
 } from './local-order.js';
 import type { OrderRows } from './order-rows.js';
-import { CHECKED_AT_SQL } from './poll-schedule.js';
+import { checkedAtSql } from './poll-schedule.js';
 
 /** The column a status filter reads: a status of decisions.md, else a submission state, else the upstream's string. */
 function statusColumn(status: string): 'status' | 'submission_state' | 'upstream_status' {
@@ -66,40 +65,36 @@ export interface AuditCoverage {
 /** The order store's reads, for the CLI, the metrics and the reconciler. Never writes. */
 export class OrderQueries {
   readonly #rows: OrderRows;
-  readonly #eventsOf: Statement<[string], OrderEventRow>;
-  readonly #eventsAfter: Statement<[number, number], OrderEventRow>;
-  readonly #lastEventId: Statement<[], { id: number | null }>;
-  readonly #countQueued: Statement<[], { n: number }>;
 
   constructor(rows: OrderRows) {
     this.#rows = rows;
-    this.#eventsOf = rows.db.prepare('SELECT * FROM order_events WHERE partner_ref = ? ORDER BY id');
-    this.#eventsAfter = rows.db.prepare('SELECT * FROM order_events WHERE id > ? ORDER BY id LIMIT ?');
-    this.#lastEventId = rows.db.prepare('SELECT MAX(id) AS id FROM order_events');
-    this.#countQueued = rows.db.prepare(
-      "SELECT COUNT(*) AS n FROM orders INDEXED BY orders_queued WHERE submission_state = 'queued'",
-    );
   }
 
   /** Events of every order applied after event `afterId`, in the order they were applied. */
-  eventsAfter(afterId: number, limit = 500): OrderEvent[] {
-    return this.#eventsAfter.all(afterId, limit).map(toOrderEvent);
+  async eventsAfter(afterId: number, limit = 500): Promise<OrderEvent[]> {
+    const rows = await this.#rows.db.all<OrderEventRow>(
+      'SELECT * FROM order_events WHERE id > @afterId ORDER BY id LIMIT @limit',
+      { afterId, limit },
+    );
+    return rows.map(toOrderEvent);
   }
 
   /** The id of the last event applied (0 when none was): where a follower starts. */
-  lastEventId(): number {
-    return this.#lastEventId.get()?.id ?? 0;
+  async lastEventId(): Promise<number> {
+    return (
+      (await this.#rows.db.get<{ id: number | null }>('SELECT MAX(id) AS id FROM order_events'))?.id ?? 0
+    );
   }
 
   /** The order with this partner_ref, else with this invoice number. */
-  getOrder(ref: string): LocalOrder | undefined {
-    const row = this.#rows.find(ref, ref);
+  async getOrder(ref: string): Promise<LocalOrder | undefined> {
+    const row = await this.#rows.find(this.#rows.db, ref, ref);
     return row && toLocalOrder(row);
   }
 
   /** The public representation of the order with this partner_ref, else invoice number (docs/api.md). */
-  getPublicOrder(ref: string): PublicOrder | undefined {
-    const row = this.#rows.find(ref, ref);
+  async getPublicOrder(ref: string): Promise<PublicOrder | undefined> {
+    const row = await this.#rows.find(this.#rows.db, ref, ref);
     return row && toPublicOrder(row);
   }
 
@@ -109,78 +104,82 @@ export class OrderQueries {
    * `beforeId`, `status` as in {@link listOrders}, written locally within
    * [`createdFrom`, `createdTo`) (ms). Returns one row more than `limit` when there is more.
    */
-  pageOrders(input: {
+  async pageOrders(input: {
     status?: string;
     createdFrom?: number;
     createdTo?: number;
     beforeId?: number;
     limit: number;
-  }): Array<{ id: number; order: PublicOrder }> {
+  }): Promise<Array<{ id: number; order: PublicOrder }>> {
     const where: string[] = [];
-    const args: Array<string | number> = [];
+    const params: Record<string, string | number> = { limit: input.limit + 1 };
     if (input.status !== undefined) {
-      where.push(`${statusColumn(input.status)} = ?`);
-      args.push(input.status);
+      where.push(`${statusColumn(input.status)} = @status`);
+      params.status = input.status;
     }
     if (input.createdFrom !== undefined) {
-      where.push('local_created_at >= ?');
-      args.push(input.createdFrom);
+      where.push('local_created_at >= @createdFrom');
+      params.createdFrom = input.createdFrom;
     }
     if (input.createdTo !== undefined) {
-      where.push('local_created_at < ?');
-      args.push(input.createdTo);
+      where.push('local_created_at < @createdTo');
+      params.createdTo = input.createdTo;
     }
     if (input.beforeId !== undefined) {
-      where.push('id < ?');
-      args.push(input.beforeId);
+      where.push('id < @beforeId');
+      params.beforeId = input.beforeId;
     }
-    const sql = `SELECT * FROM orders ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT ?`;
-    return this.#rows.db
-      .prepare<Array<string | number>, OrderRow>(sql)
-      .all(...args, input.limit + 1)
-      .map((row) => ({ id: row.id, order: toPublicOrder(row) }));
+    const sql = `SELECT * FROM orders ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT @limit`;
+    const rows = await this.#rows.db.all<OrderRow>(sql, params);
+    return rows.map((row) => ({ id: row.id, order: toPublicOrder(row) }));
   }
 
   /** How many orders wait in the submission queue (submission `queued`). */
-  countQueued(): number {
-    return this.#countQueued.get()?.n ?? 0;
+  async countQueued(): Promise<number> {
+    const { db } = this.#rows;
+    const row = await db.get<{ n: number }>(
+      `SELECT COUNT(*) AS n FROM orders ${db.dialect.indexedBy('orders_queued')} WHERE submission_state = 'queued'`,
+    );
+    return row?.n ?? 0;
   }
 
   /** The public representation of the order with exactly this partner_ref. */
-  getPublicOrderByPartnerRef(partnerRef: string): PublicOrder | undefined {
-    const row = this.#rows.find(partnerRef, null);
+  async getPublicOrderByPartnerRef(partnerRef: string): Promise<PublicOrder | undefined> {
+    const row = await this.#rows.find(this.#rows.db, partnerRef, null);
     return row && toPublicOrder(row);
   }
 
   /** Orders, newest local creation first. See {@link ListOrdersInput.status} for the filter. */
-  listOrders(input: ListOrdersInput = {}): LocalOrder[] {
-    return this.#listRows(input).map(toLocalOrder);
+  async listOrders(input: ListOrdersInput = {}): Promise<LocalOrder[]> {
+    return (await this.#listRows(input)).map(toLocalOrder);
   }
 
   /** {@link listOrders} in the public representation (`order list --json`). */
-  listPublicOrders(input: ListOrdersInput = {}): PublicOrder[] {
-    return this.#listRows(input).map(toPublicOrder);
+  async listPublicOrders(input: ListOrdersInput = {}): Promise<PublicOrder[]> {
+    return (await this.#listRows(input)).map(toPublicOrder);
   }
 
-  #listRows({ status, limit = DEFAULT_LIST_LIMIT }: ListOrdersInput): OrderRow[] {
+  async #listRows({ status, limit = DEFAULT_LIST_LIMIT }: ListOrdersInput): Promise<OrderRow[]> {
     if (!Number.isInteger(limit) || limit < 1) {
       throw new RangeError(`limit must be a whole number ≥ 1, got ${limit}`);
     }
     const { db } = this.#rows;
-    const order = 'ORDER BY local_created_at DESC, id DESC LIMIT ?';
-    if (status === undefined) {
-      return db.prepare<[number], OrderRow>(`SELECT * FROM orders ${order}`).all(limit);
-    }
+    const order = 'ORDER BY local_created_at DESC, id DESC LIMIT @limit';
+    if (status === undefined) return db.all<OrderRow>(`SELECT * FROM orders ${order}`, { limit });
     const column = statusColumn(status);
-    return db
-      .prepare<[string, number], OrderRow>(`SELECT * FROM orders WHERE ${column} = ? ${order}`)
-      .all(status, limit);
+    return db.all<OrderRow>(`SELECT * FROM orders WHERE ${column} = @status ${order}`, { status, limit });
   }
 
   /** The audit trail of an order (by partner_ref or invoice number), oldest first. */
-  listEvents(ref: string): OrderEvent[] {
-    const row = this.#rows.find(ref, ref);
-    return row ? this.#eventsOf.all(row.partner_ref).map(toOrderEvent) : [];
+  async listEvents(ref: string): Promise<OrderEvent[]> {
+    const { db } = this.#rows;
+    const row = await this.#rows.find(db, ref, ref);
+    if (!row) return [];
+    const events = await db.all<OrderEventRow>(
+      'SELECT * FROM order_events WHERE partner_ref = @partnerRef ORDER BY id',
+      { partnerRef: row.partner_ref },
+    );
+    return events.map(toOrderEvent);
   }
 
   /**
@@ -188,53 +187,52 @@ export class OrderQueries {
    * `now`, how many were checked with the upstream within the last day (their last poll or
    * audit read, or their becoming final, is that recent: {@link CHECKED_AT_SQL}).
    */
-  auditCoverage(windowMs: number, now: number = this.#rows.now()): AuditCoverage {
-    return this.#rows.db
-      .prepare<[number, number], AuditCoverage>(
-        `SELECT COUNT(*) AS successOrders,
-                COALESCE(SUM(${CHECKED_AT_SQL} > ?), 0) AS checkedLastDay
-         FROM orders WHERE status = 'SUCCESS' AND final_at >= ?`,
-      )
-      .get(now - AUDIT_COVERAGE_PERIOD_MS, now - windowMs)!;
+  async auditCoverage(windowMs: number, now: number = this.#rows.now()): Promise<AuditCoverage> {
+    const { db } = this.#rows;
+    const row = await db.get<{ successOrders: number; checkedLastDay: number }>(
+      `SELECT COUNT(*) AS "successOrders",
+              COALESCE(SUM(CASE WHEN ${checkedAtSql(db)} > @checkedSince THEN 1 ELSE 0 END), 0) AS "checkedLastDay"
+       FROM orders WHERE status = 'SUCCESS' AND final_at >= @finalSince`,
+      { checkedSince: now - AUDIT_COVERAGE_PERIOD_MS, finalSince: now - windowMs },
+    );
+    return { successOrders: row?.successOrders ?? 0, checkedLastDay: row?.checkedLastDay ?? 0 };
   }
 
   /** Counts for `h2h-sync status`. */
-  countByStatus(now: number = this.#rows.now()): OrderCounts {
+  async countByStatus(now: number = this.#rows.now()): Promise<OrderCounts> {
     const { db } = this.#rows;
     const byStatus: Record<string, number> = {};
-    for (const { key, n } of db
-      .prepare<[], { key: string; n: number }>(
-        `SELECT COALESCE(status, upstream_status) AS key, COUNT(*) AS n FROM orders
-         WHERE key IS NOT NULL GROUP BY key ORDER BY key`,
-      )
-      .all()) {
+    for (const { key, n } of await db.all<{ key: string; n: number }>(
+      `SELECT COALESCE(status, upstream_status) AS key, COUNT(*) AS n FROM orders
+       WHERE COALESCE(status, upstream_status) IS NOT NULL GROUP BY key ORDER BY key`,
+    )) {
       byStatus[key] = n;
     }
     const bySubmissionState = Object.fromEntries(SUBMISSION_STATES.map((s) => [s, 0])) as Record<
       SubmissionState,
       number
     >;
-    for (const { state, n } of db
-      .prepare<[], { state: SubmissionState; n: number }>(
-        'SELECT submission_state AS state, COUNT(*) AS n FROM orders GROUP BY state',
-      )
-      .all()) {
+    for (const { state, n } of await db.all<{ state: SubmissionState; n: number }>(
+      'SELECT submission_state AS state, COUNT(*) AS n FROM orders GROUP BY submission_state',
+    )) {
       bySubmissionState[state] = n;
     }
-    const totals = db
-      .prepare<
-        [number],
-        { total: number; open: number; oldest: number | null; due: number | null; stuck: number | null }
-      >(
-        `SELECT COUNT(*) AS total,
-                COUNT(next_poll_at) AS open,
-                MIN(CASE WHEN next_poll_at IS NOT NULL THEN local_created_at END) AS oldest,
-                SUM(next_poll_at <= ?) AS due,
-                SUM(stuck_at IS NOT NULL AND (next_poll_at IS NOT NULL
-                    OR (status = 'SUCCESS' AND serial_number IS NULL))) AS stuck
-         FROM orders`,
-      )
-      .get(now)!;
+    const totals = (await db.get<{
+      total: number;
+      open: number;
+      oldest: number | null;
+      due: number | null;
+      stuck: number | null;
+    }>(
+      `SELECT COUNT(*) AS total,
+              COUNT(next_poll_at) AS open,
+              MIN(CASE WHEN next_poll_at IS NOT NULL THEN local_created_at END) AS oldest,
+              SUM(CASE WHEN next_poll_at <= @now THEN 1 ELSE 0 END) AS due,
+              SUM(CASE WHEN stuck_at IS NOT NULL AND (next_poll_at IS NOT NULL
+                    OR (status = 'SUCCESS' AND serial_number IS NULL)) THEN 1 ELSE 0 END) AS stuck
+       FROM orders`,
+      { now },
+    ))!;
     return {
       total: totals.total,
       byStatus,

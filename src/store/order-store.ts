@@ -1,4 +1,3 @@
-import type { Database } from 'better-sqlite3';
 import { ApiTokens } from './api-tokens.js';
 import { BalanceLedger } from './balance.js';
 import { LocalCatalog } from './catalog.js';
@@ -9,9 +8,10 @@ import { OrderQueries } from './order-queries.js';
 import { OrderRows } from './order-rows.js';
 import { OrderWriter } from './order-writer.js';
 import { PollSchedule, type PollScheduleSettings } from './poll-schedule.js';
+import type { StoreDb } from './sql/executor.js';
 import { UpstreamCircuit } from './upstream-circuit.js';
 
-/** The order store: one part for each job, on one connection, clock and write lock. */
+/** The order store: one part for each job, on one database and clock. Every method is async. */
 export interface OrderStore {
   /**
    * The only writer of order state: `applyOrderSnapshot` (every status change, whatever its
@@ -50,13 +50,14 @@ export interface OpenOrderStoreOptions {
 }
 
 /**
- * Opens the order store on a database from `openDatabase`. `settings` is the poll schedule:
+ * The order store's parts on a database (sql/executor.ts); processes open it with `openStore`
+ * (open-store.ts), which opens the database too. `settings` is the poll schedule:
  * `reconcilerSettings(config)` in every process that writes orders (worker, reconciler, CLI),
  * since each write sets the order's next poll time and their schedules must agree. Throws a
  * RangeError naming the first setting that cannot make a schedule.
  */
 export function openOrderStore(
-  db: Database,
+  db: StoreDb,
   settings: PollScheduleSettings,
   { now = Date.now, balanceLowThreshold = 0 }: OpenOrderStoreOptions = {},
 ): OrderStore {

@@ -1,9 +1,8 @@
-import type { Statement, Transaction } from 'better-sqlite3';
 import type { Order } from '../upstream/model.js';
 import { type OrderSnapshot, readOrderSnapshot } from '../upstream/order-snapshot.js';
 import type { BalanceLedger } from './balance.js';
 import type { ChangeFeed } from './feed.js';
-import { type EventReason, type LocalOrder, type OrderRow, toLocalOrder } from './local-order.js';
+import { type EventReason, type LocalOrder, toLocalOrder } from './local-order.js';
 import type { OrderPace } from './order-pace.js';
 import type { OrderRows } from './order-rows.js';
 import type { PollSchedule } from './poll-schedule.js';
@@ -11,8 +10,6 @@ import {
   type ApplyOptions,
   type CreateLocalOrderInput,
   type FeedChange,
-  type NewEventRow,
-  type NewOrderRow,
   ORDER_COLUMNS,
   type PaceSample,
   planApply,
@@ -20,7 +17,7 @@ import {
   planSettlement,
   type SubmissionOutcome,
 } from './rules/apply-plan.js';
-import type { PaceInput } from './rules/poll-rules.js';
+import type { Outcome, SqlExecutor, WriteOptions } from './sql/executor.js';
 import { StoreError } from './store-error.js';
 
 export type { ApplyOptions, CreateLocalOrderInput } from './rules/apply-plan.js';
@@ -36,6 +33,23 @@ export interface ApplyResult {
   created: boolean;
 }
 
+/** One event of a group commit's batch ({@link OrderWriter.applyBatch}). */
+export interface ApplyItem {
+  snapshot: Order;
+  options: ApplyOptions;
+}
+
+const COLUMNS = ORDER_COLUMNS.join(', ');
+const VALUES = ORDER_COLUMNS.map((c) => `@${c}`).join(', ');
+const INSERT_ORDER = `INSERT INTO orders (${COLUMNS}) VALUES (${VALUES}) RETURNING id`;
+const INSERT_ORDER_IF_NEW = `INSERT INTO orders (${COLUMNS}) VALUES (${VALUES}) ON CONFLICT (partner_ref) DO NOTHING`;
+const UPDATE_ORDER = `UPDATE orders SET ${ORDER_COLUMNS.map((c) => `${c} = @${c}`).join(', ')} WHERE id = @id`;
+const EVENT_BY_KEY = 'SELECT partner_ref FROM order_events WHERE source = @source AND event_id = @eventId';
+const INSERT_EVENT = `INSERT INTO order_events
+    (partner_ref, source, event_id, status, payload, received_at, applied_at, changed, reason)
+  VALUES
+    (@partner_ref, @source, @event_id, @status, @payload, @received_at, @applied_at, @changed, @reason)`;
+
 /**
  * The only writer of order state: the orders themselves and their audit trail (`order_events`).
  * Every change to an order's status goes through {@link OrderWriter.applyOrderSnapshot},
@@ -50,47 +64,12 @@ export class OrderWriter {
   readonly #schedule: PollSchedule;
   readonly #feed: ChangeFeed;
   readonly #ledger: BalanceLedger;
-  readonly #insertOrder: Statement<[NewOrderRow]>;
-  readonly #insertOrderIfNew: Statement<[NewOrderRow]>;
-  readonly #updateOrder: Statement<[OrderRow]>;
-  /** The rules' pace input: the estimate of a product, read only when a first poll is computed. */
-  readonly #paceOf: PaceInput = (productCode) => this.#schedule.pace.estimate(productCode);
-  readonly #eventByKey: Statement<[string, string], { partner_ref: string }>;
-  readonly #insertEvent: Statement<[NewEventRow]>;
-  readonly #applyTx: Transaction<
-    (snapshot: Order, fields: OrderSnapshot, options: ApplyOptions) => ApplyResult
-  >;
-  readonly #createTx: Transaction<(row: NewOrderRow) => { order: LocalOrder; created: boolean }>;
-  readonly #settleSubmissionTx: Transaction<(ref: string, outcome: SubmissionOutcome) => LocalOrder>;
 
   constructor(rows: OrderRows, schedule: PollSchedule, feed: ChangeFeed, ledger: BalanceLedger) {
     this.#rows = rows;
     this.#schedule = schedule;
     this.#feed = feed;
     this.#ledger = ledger;
-    const { db } = rows;
-    const columns = ORDER_COLUMNS.join(', ');
-    const values = ORDER_COLUMNS.map((c) => `@${c}`).join(', ');
-    this.#insertOrder = db.prepare(`INSERT INTO orders (${columns}) VALUES (${values})`);
-    this.#insertOrderIfNew = db.prepare(
-      `INSERT INTO orders (${columns}) VALUES (${values}) ON CONFLICT (partner_ref) DO NOTHING`,
-    );
-    this.#updateOrder = db.prepare(
-      `UPDATE orders SET ${ORDER_COLUMNS.map((c) => `${c} = @${c}`).join(', ')} WHERE id = @id`,
-    );
-    this.#eventByKey = db.prepare('SELECT partner_ref FROM order_events WHERE source = ? AND event_id = ?');
-    this.#insertEvent = db.prepare(
-      `INSERT INTO order_events
-         (partner_ref, source, event_id, status, payload, received_at, applied_at, changed, reason)
-       VALUES
-         (@partner_ref, @source, @event_id, @status, @payload, @received_at, @applied_at, @changed, @reason)`,
-    );
-    this.#applyTx = db.transaction((snapshot, fields, options) => this.#apply(snapshot, fields, options));
-    this.#createTx = db.transaction((row) => {
-      const created = this.#insertOrderIfNew.run(row).changes === 1;
-      return { order: toLocalOrder(this.#rows.find(row.partner_ref, null)!), created };
-    });
-    this.#settleSubmissionTx = db.transaction((ref, outcome) => this.#settleSubmission(ref, outcome));
   }
 
   /**
@@ -99,12 +78,18 @@ export class OrderWriter {
    * The schedule makes it due for a poll like any new order, so one whose placing process dies
    * before the create answer is still resolved by the reconciler.
    */
-  createLocalOrder(input: CreateLocalOrderInput): { order: LocalOrder; created: boolean } {
-    const row = planLocalOrder(input, this.#rows.now(), {
-      schedule: this.#schedule.settings,
-      pace: this.#paceOf,
-    });
-    return this.#rows.write(this.#createTx, row);
+  createLocalOrder(input: CreateLocalOrderInput): Promise<{ order: LocalOrder; created: boolean }> {
+    return this.#rows.db.write(
+      async (tx) => {
+        const now = this.#rows.now();
+        const row = await this.#schedule.pace.planWith(tx, (pace) =>
+          planLocalOrder(input, now, { schedule: this.#schedule.settings, pace }),
+        );
+        const created = (await tx.run(INSERT_ORDER_IF_NEW, row)).changes === 1;
+        return { order: toLocalOrder((await this.#rows.find(tx, row.partner_ref, null))!), created };
+      },
+      { feed: true },
+    );
   }
 
   /**
@@ -121,12 +106,32 @@ export class OrderWriter {
    * 5. accounts the balance: a debit when the upstream first accepts the order, a credit when it
    *    first becomes FAILED or REFUNDED ({@link BalanceLedger.afterOrderWrite}).
    *
-   * Throws `INVALID_SNAPSHOT` (permanent) for a snapshot without a status or any reference.
+   * Rejects with `INVALID_SNAPSHOT` (permanent) for a snapshot without a status or any reference.
    */
-  applyOrderSnapshot(snapshot: Order, options: ApplyOptions): ApplyResult {
-    const read = readOrderSnapshot(snapshot);
-    if (!read.ok) throw new StoreError('INVALID_SNAPSHOT', `${read.problem}: park the event`);
-    return this.#rows.write(this.#applyTx, snapshot, read.snapshot, options);
+  async applyOrderSnapshot(snapshot: Order, options: ApplyOptions): Promise<ApplyResult> {
+    const fields = this.#read(snapshot);
+    return this.#rows.db.write((tx) => this.#apply(tx, snapshot, fields, options), { feed: true });
+  }
+
+  /**
+   * The group commit's batch (worker/group-commit.ts): every item applied as by
+   * {@link applyOrderSnapshot}, all in ONE transaction, each in its own savepoint, so an item
+   * that fails (`INVALID_SNAPSHOT`, a constraint) rolls back only its own writes and fails only
+   * its own outcome. The outcomes come after COMMIT has returned; when the transaction as a whole
+   * fails (the write lock not taken in `lockTimeoutMs`, COMMIT, I/O), the call rejects and
+   * nothing of the batch is written.
+   */
+  applyBatch(
+    items: readonly ApplyItem[],
+    { lockTimeoutMs }: Pick<WriteOptions, 'lockTimeoutMs'> = {},
+  ): Promise<Outcome<ApplyResult>[]> {
+    return this.#rows.db.writeBatch(
+      items.map(({ snapshot, options }) => (tx: SqlExecutor) => {
+        const fields = this.#read(snapshot);
+        return this.#apply(tx, snapshot, fields, options);
+      }),
+      { feed: true, ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }) },
+    );
   }
 
   /**
@@ -134,8 +139,8 @@ export class OrderWriter {
    * `rejected` with the upstream's code and detail, and polling ends. No effect on an order the
    * upstream has already confirmed. Never touches `status`.
    */
-  markRejected(partnerRef: string, code: string, detail: string): LocalOrder {
-    return this.#rows.write(this.#settleSubmissionTx, partnerRef, { state: 'rejected', code, detail });
+  markRejected(partnerRef: string, code: string, detail: string): Promise<LocalOrder> {
+    return this.#settleSubmission(partnerRef, { state: 'rejected', code, detail });
   }
 
   /**
@@ -145,8 +150,8 @@ export class OrderWriter {
    * probe shows the configuration works. No effect on an order the upstream has already
    * confirmed or rejected. Never touches `status`.
    */
-  markBlocked(partnerRef: string, code: string, detail: string): LocalOrder {
-    return this.#rows.write(this.#settleSubmissionTx, partnerRef, { state: 'blocked', code, detail });
+  markBlocked(partnerRef: string, code: string, detail: string): Promise<LocalOrder> {
+    return this.#settleSubmission(partnerRef, { state: 'blocked', code, detail });
   }
 
   /**
@@ -154,63 +159,73 @@ export class OrderWriter {
    * the submission becomes `unknown` and the order is due for a poll now. No effect on an order
    * the upstream has already confirmed or rejected. Never touches `status`.
    */
-  markSubmissionUnknown(partnerRef: string): LocalOrder {
-    return this.#rows.write(this.#settleSubmissionTx, partnerRef, { state: 'unknown' });
+  markSubmissionUnknown(partnerRef: string): Promise<LocalOrder> {
+    return this.#settleSubmission(partnerRef, { state: 'unknown' });
   }
 
-  #apply(snapshot: Order, fields: OrderSnapshot, options: ApplyOptions): ApplyResult {
+  #read(snapshot: Order): OrderSnapshot {
+    const read = readOrderSnapshot(snapshot);
+    if (!read.ok) throw new StoreError('INVALID_SNAPSHOT', `${read.problem}: park the event`);
+    return read.snapshot;
+  }
+
+  async #apply(
+    tx: SqlExecutor,
+    snapshot: Order,
+    fields: OrderSnapshot,
+    options: ApplyOptions,
+  ): Promise<ApplyResult> {
     const now = this.#rows.now();
     const eventId = options.eventId ?? null;
     if (eventId !== null) {
-      const seen = this.#eventByKey.get(options.source, eventId);
+      const seen = await tx.get<{ partner_ref: string }>(EVENT_BY_KEY, { source: options.source, eventId });
       if (seen) {
-        const order = toLocalOrder(this.#rows.find(seen.partner_ref, null)!);
+        const order = toLocalOrder((await this.#rows.find(tx, seen.partner_ref, null))!);
         return { order, changed: false, reason: 'duplicate_event', duplicate: true, created: false };
       }
     }
 
-    const current = this.#rows.find(fields.partner_ref, fields.invoice_number) ?? null;
-    const plan = planApply({
-      current,
-      snapshot,
-      fields,
-      options,
-      now,
-      schedule: this.#schedule.settings,
-      pace: this.#paceOf,
-    });
+    const current = (await this.#rows.find(tx, fields.partner_ref, fields.invoice_number)) ?? null;
+    const plan = await this.#schedule.pace.planWith(tx, (pace) =>
+      planApply({ current, snapshot, fields, options, now, schedule: this.#schedule.settings, pace }),
+    );
     const { row } = plan;
-    this.#append(plan.feed, now);
-    if (plan.write === 'insert') row.id = Number(this.#insertOrder.run(row).lastInsertRowid);
-    else if (plan.write === 'update') this.#updateOrder.run(row);
-    this.#ledger.afterOrderWrite(current, row);
-    this.#learnPace(plan.pace);
-    this.#insertEvent.run(plan.event);
+    await this.#append(tx, plan.feed, now);
+    if (plan.write === 'insert') row.id = (await tx.get<{ id: number }>(INSERT_ORDER, row))!.id;
+    else if (plan.write === 'update') await tx.run(UPDATE_ORDER, row);
+    await this.#ledger.afterOrderWrite(tx, current, row);
+    await this.#learnPace(tx, plan.pace);
+    await tx.run(INSERT_EVENT, plan.event);
     const { changed, reason, created } = plan;
     return { order: toLocalOrder(row), changed, reason, duplicate: false, created };
   }
 
-  #settleSubmission(ref: string, outcome: SubmissionOutcome): LocalOrder {
-    const now = this.#rows.now();
-    const plan = planSettlement(this.#rows.mustFind(ref), outcome, now);
-    if (plan.update) {
-      this.#append(plan.feed, now);
-      this.#updateOrder.run(plan.row);
-    }
-    this.#insertEvent.run(plan.event);
-    return toLocalOrder(plan.row);
+  #settleSubmission(ref: string, outcome: SubmissionOutcome): Promise<LocalOrder> {
+    return this.#rows.db.write(
+      async (tx) => {
+        const now = this.#rows.now();
+        const plan = planSettlement(await this.#rows.mustFind(tx, ref), outcome, now);
+        if (plan.update) {
+          await this.#append(tx, plan.feed, now);
+          await tx.run(UPDATE_ORDER, plan.row);
+        }
+        await tx.run(INSERT_EVENT, plan.event);
+        return toLocalOrder(plan.row);
+      },
+      { feed: true },
+    );
   }
 
-  #append(change: FeedChange | null, now: number): void {
-    if (change) this.#feed.append(change.type, change.order, now);
+  async #append(tx: SqlExecutor, change: FeedChange | null, now: number): Promise<void> {
+    if (change) await this.#feed.append(tx, change.type, change.order, now);
   }
 
   /** Records a plan's pace samples (order-pace.ts), in the write's transaction. */
-  #learnPace(samples: readonly PaceSample[]): void {
+  async #learnPace(tx: SqlExecutor, samples: readonly PaceSample[]): Promise<void> {
     const pace: OrderPace = this.#schedule.pace;
     for (const sample of samples) {
-      if (sample.kind === 'delivery') pace.recordDelivery(sample.ms);
-      else pace.recordStateReached(sample.productCode, sample.state, sample.ms);
+      if (sample.kind === 'delivery') await pace.recordDelivery(tx, sample.ms);
+      else await pace.recordStateReached(tx, sample.productCode, sample.state, sample.ms);
     }
   }
 }

@@ -1,7 +1,7 @@
-import type { Statement, Transaction } from 'better-sqlite3';
 import { type LocalOrder, type OrderRow, toLocalOrder } from './local-order.js';
 import { OrderPace } from './order-pace.js';
 import type { OrderRows } from './order-rows.js';
+import type { PaceEstimate } from './rules/pace-math.js';
 import {
   afterChange,
   afterSubmissionOutcome,
@@ -11,11 +11,11 @@ import {
   isSettled,
   type PollingColumns,
   type PollOutcome,
-  type PollRecord,
   type PollScheduleSettings,
   planPollRecord,
   type SettledFields,
 } from './rules/poll-rules.js';
+import type { SqlExecutor } from './sql/executor.js';
 
 export type { PollingColumns, PollScheduleSettings } from './rules/poll-rules.js';
 
@@ -39,6 +39,13 @@ type LeasedOrderRow = OrderRow & { poll_leased_until: number | null };
  */
 export const CHECKED_AT_SQL = 'MAX(COALESCE(last_polled_at, 0), final_at)';
 
+/** {@link CHECKED_AT_SQL} in a backend's dialect (SQLite's scalar MAX is PostgreSQL's GREATEST). */
+export function checkedAtSql(ex: Pick<SqlExecutor, 'dialect'>): string {
+  return ex.dialect.greatest('COALESCE(last_polled_at, 0)', 'final_at');
+}
+
+const SET_LEASE = 'UPDATE orders SET poll_leased_until = @until WHERE id = @id';
+
 /**
  * When each order is polled (docs/reconciler.md, "Which orders, and when"): the bookkeeping in
  * `orders` (`next_poll_at`, `poll_count`, `last_polled_at`, `stuck_at`, the lease) of the rule,
@@ -57,20 +64,6 @@ export class PollSchedule {
   /** The upstream's learned pace, which the writer feeds and the first poll reads. */
   readonly pace: OrderPace;
   readonly #rows: OrderRows;
-  /** The rules' pace input: the estimate of a product, read only when a first poll is computed. */
-  readonly #paceOf = (productCode: string | null) => this.pace.estimate(productCode);
-  readonly #due: Statement<[number, number], OrderRow>;
-  readonly #claimable: Statement<[number, number, number], OrderRow>;
-  readonly #setLease: Statement<[number, number]>;
-  readonly #writePoll: Statement<[PollRecord]>;
-  readonly #claimDueTx: Transaction<(limit: number, now: number, dueBy: number) => LocalOrder[]>;
-  readonly #claimOneTx: Transaction<
-    (ref: string, now: number) => { order: LocalOrder; claimed: boolean } | undefined
-  >;
-  readonly #releaseTx: Transaction<(partnerRef: string) => void>;
-  readonly #claimAuditTx: Transaction<(now: number, checkedBefore: number) => LocalOrder | undefined>;
-  readonly #recordPollTx: Transaction<(ref: string, outcome: PollOutcome) => LocalOrder>;
-  readonly #claimQueuedTx: Transaction<(now: number) => LocalOrder | undefined>;
 
   constructor(rows: OrderRows, settings: PollScheduleSettings) {
     checkScheduleSettings(settings);
@@ -93,66 +86,6 @@ export class PollSchedule {
       firstPollQuantile > 0 ? { quantile: firstPollQuantile, minSamples: paceMinSamples } : null,
     );
     this.#rows = rows;
-
-    const { db } = rows;
-    this.#due = db.prepare('SELECT * FROM orders WHERE next_poll_at <= ? ORDER BY next_poll_at, id LIMIT ?');
-    this.#claimable = db.prepare(
-      `SELECT * FROM orders
-       WHERE next_poll_at <= ? AND (poll_leased_until IS NULL OR poll_leased_until <= ?)
-       ORDER BY next_poll_at, id LIMIT ?`,
-    );
-    this.#setLease = db.prepare('UPDATE orders SET poll_leased_until = ? WHERE id = ?');
-    const release = db.prepare<[string]>('UPDATE orders SET poll_leased_until = NULL WHERE partner_ref = ?');
-    this.#writePoll = db.prepare(
-      `UPDATE orders SET last_polled_at = @last_polled_at, poll_count = @poll_count,
-         next_poll_at = @next_poll_at, stuck_at = @stuck_at, updated_at = @updated_at,
-         poll_leased_until = NULL
-       WHERE id = @id`,
-    );
-
-    this.#claimDueTx = db.transaction((limit, now, dueBy) => {
-      const due = this.#claimable.all(dueBy, now, limit);
-      for (const row of due) this.#setLease.run(now + leaseMs, row.id);
-      return due.map(toLocalOrder);
-    });
-    this.#claimOneTx = db.transaction((ref, now) => {
-      const row = rows.find(ref, ref);
-      if (!row) return undefined;
-      const { poll_leased_until: leasedUntil } = row as LeasedOrderRow;
-      if (leasedUntil !== null && leasedUntil > now) return { order: toLocalOrder(row), claimed: false };
-      this.#setLease.run(now + leaseMs, row.id);
-      return { order: toLocalOrder(row), claimed: true };
-    });
-    this.#releaseTx = db.transaction((partnerRef) => {
-      release.run(partnerRef);
-    });
-    // The audit's order: least recently checked first, from the partial index orders_audit.
-    // Named, since without ANALYZE figures the planner prefers orders_status and sorts every
-    // SUCCESS order on each claim.
-    const auditable = db.prepare<{ now: number; finalSince: number; checkedBefore: number }, OrderRow>(
-      `SELECT * FROM orders INDEXED BY orders_audit
-       WHERE status = 'SUCCESS' AND next_poll_at IS NULL
-         AND ${CHECKED_AT_SQL} < @checkedBefore
-         AND final_at >= @finalSince
-         AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
-       ORDER BY ${CHECKED_AT_SQL}, id LIMIT 1`,
-    );
-    /** Leases the one row a claim found, if any. */
-    const leaseOne = (row: OrderRow | undefined, now: number) => {
-      if (!row) return undefined;
-      this.#setLease.run(now + leaseMs, row.id);
-      return toLocalOrder(row);
-    };
-    this.#claimAuditTx = db.transaction((now, checkedBefore) =>
-      leaseOne(auditable.get({ now, finalSince: now - this.settings.auditWindowMs, checkedBefore }), now),
-    );
-    this.#recordPollTx = db.transaction((ref, outcome) => this.#recordPoll(ref, outcome));
-    const nextQueued = db.prepare<[number], OrderRow>(
-      `SELECT * FROM orders INDEXED BY orders_queued
-       WHERE submission_state = 'queued' AND (poll_leased_until IS NULL OR poll_leased_until <= ?)
-       ORDER BY id LIMIT 1`,
-    );
-    this.#claimQueuedTx = db.transaction((now) => leaseOne(nextQueued.get(now), now));
   }
 
   /**
@@ -179,8 +112,9 @@ export class PollSchedule {
     current: Pick<OrderRow, 'next_poll_at'> | null,
     changed: boolean,
     now: number,
+    pace: PaceEstimate | null,
   ): PollingColumns {
-    return afterChange(this.settings, next, current, changed, now, this.#paceOf);
+    return afterChange(this.settings, next, current, changed, now, pace);
   }
 
   /**
@@ -194,8 +128,12 @@ export class PollSchedule {
   }
 
   /** Up to `limit` orders whose next poll time has come by `now`, the longest-due first. Reads only. */
-  dueForPoll(limit: number, now: number = this.#rows.now()): LocalOrder[] {
-    return this.#due.all(now, limit).map(toLocalOrder);
+  async dueForPoll(limit: number, now: number = this.#rows.now()): Promise<LocalOrder[]> {
+    const rows = await this.#rows.db.all<OrderRow>(
+      'SELECT * FROM orders WHERE next_poll_at <= @now ORDER BY next_poll_at, id LIMIT @limit',
+      { now, limit },
+    );
+    return rows.map(toLocalOrder);
   }
 
   /**
@@ -207,12 +145,21 @@ export class PollSchedule {
    * simply expires. `dueBy` (default now) bounds which orders count as due: a pass passes its
    * start time, so an order it polled and rescheduled is not due again within the same pass.
    */
-  claimDueForPoll(limit: number, { dueBy }: { dueBy?: number } = {}): LocalOrder[] {
+  async claimDueForPoll(limit: number, { dueBy }: { dueBy?: number } = {}): Promise<LocalOrder[]> {
     if (!Number.isInteger(limit) || limit < 1) {
       throw new RangeError(`limit must be a whole number ≥ 1, got ${limit}`);
     }
-    const now = this.#rows.now();
-    return this.#rows.write(this.#claimDueTx, limit, now, Math.min(dueBy ?? now, now));
+    return this.#rows.db.write(async (tx) => {
+      const now = this.#rows.now();
+      const due = await tx.all<OrderRow>(
+        `SELECT * FROM orders
+         WHERE next_poll_at <= @dueBy AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
+         ORDER BY next_poll_at, id LIMIT @limit ${tx.dialect.skipLocked}`,
+        { dueBy: Math.min(dueBy ?? now, now), now, limit },
+      );
+      for (const row of due) await tx.run(SET_LEASE, { until: now + this.settings.leaseMs, id: row.id });
+      return due.map(toLocalOrder);
+    });
   }
 
   /**
@@ -220,8 +167,16 @@ export class PollSchedule {
    * or settled: `claimed: false` when another poller holds a live lease on it; undefined when
    * the order is unknown locally.
    */
-  claimForPoll(ref: string): { order: LocalOrder; claimed: boolean } | undefined {
-    return this.#rows.write(this.#claimOneTx, ref, this.#rows.now());
+  claimForPoll(ref: string): Promise<{ order: LocalOrder; claimed: boolean } | undefined> {
+    return this.#rows.db.write(async (tx) => {
+      const now = this.#rows.now();
+      const row = await this.#rows.find(tx, ref, ref);
+      if (!row) return undefined;
+      const { poll_leased_until: leasedUntil } = row as LeasedOrderRow;
+      if (leasedUntil !== null && leasedUntil > now) return { order: toLocalOrder(row), claimed: false };
+      await tx.run(SET_LEASE, { until: now + this.settings.leaseMs, id: row.id });
+      return { order: toLocalOrder(row), claimed: true };
+    });
   }
 
   /**
@@ -232,11 +187,26 @@ export class PollSchedule {
    * recently checked first. The audit records its read with {@link recordPoll}, which also sets
    * the check time, or releases the claim. Undefined at once when `auditWindowMs` is 0.
    */
-  claimForAudit({ checkedBefore }: { checkedBefore?: number } = {}): LocalOrder | undefined {
+  async claimForAudit({ checkedBefore }: { checkedBefore?: number } = {}): Promise<LocalOrder | undefined> {
     if (this.settings.auditWindowMs === 0) return undefined;
-    const now = this.#rows.now();
-    const bound = Math.min(now - this.settings.auditEveryMs + 1, checkedBefore ?? now);
-    return this.#rows.write(this.#claimAuditTx, now, bound);
+    return this.#rows.db.write(async (tx) => {
+      const now = this.#rows.now();
+      const bound = Math.min(now - this.settings.auditEveryMs + 1, checkedBefore ?? now);
+      // The audit's order: least recently checked first, from the partial index orders_audit.
+      // Named on SQLite, since without ANALYZE figures its planner prefers orders_status and
+      // sorts every SUCCESS order on each claim.
+      const checkedAt = checkedAtSql(tx);
+      const row = await tx.get<OrderRow>(
+        `SELECT * FROM orders ${tx.dialect.indexedBy('orders_audit')}
+         WHERE status = 'SUCCESS' AND next_poll_at IS NULL
+           AND ${checkedAt} < @checkedBefore
+           AND final_at >= @finalSince
+           AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
+         ORDER BY ${checkedAt}, id LIMIT 1 ${tx.dialect.skipLocked}`,
+        { now, finalSince: now - this.settings.auditWindowMs, checkedBefore: bound },
+      );
+      return this.#leaseOne(tx, row, now);
+    });
   }
 
   /**
@@ -246,13 +216,24 @@ export class PollSchedule {
    * submission's outcome (accepted, rejected, blocked, unknown) ends the queued state; a pump
    * that gives up releases the claim ({@link releasePollClaim}).
    */
-  claimNextQueued(): LocalOrder | undefined {
-    return this.#rows.write(this.#claimQueuedTx, this.#rows.now());
+  claimNextQueued(): Promise<LocalOrder | undefined> {
+    return this.#rows.db.write(async (tx) => {
+      const now = this.#rows.now();
+      const row = await tx.get<OrderRow>(
+        `SELECT * FROM orders ${tx.dialect.indexedBy('orders_queued')}
+         WHERE submission_state = 'queued' AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
+         ORDER BY id LIMIT 1 ${tx.dialect.skipLocked}`,
+        { now },
+      );
+      return this.#leaseOne(tx, row, now);
+    });
   }
 
   /** Ends a poll lease without recording a poll: the order keeps its place in the schedule. */
-  releasePollClaim(partnerRef: string): void {
-    this.#rows.write(this.#releaseTx, partnerRef);
+  async releasePollClaim(partnerRef: string): Promise<void> {
+    await this.#rows.db.run('UPDATE orders SET poll_leased_until = NULL WHERE partner_ref = @partnerRef', {
+      partnerRef,
+    });
   }
 
   /**
@@ -270,8 +251,8 @@ export class PollSchedule {
    *
    * Throws `ORDER_NOT_FOUND` for an unknown ref.
    */
-  recordPoll(partnerRef: string, { changed = false }: RecordPollInput = {}): LocalOrder {
-    return this.#rows.write(this.#recordPollTx, partnerRef, changed ? 'changed' : 'unchanged');
+  recordPoll(partnerRef: string, { changed = false }: RecordPollInput = {}): Promise<LocalOrder> {
+    return this.#recordPoll(partnerRef, changed ? 'changed' : 'unchanged');
   }
 
   /**
@@ -281,8 +262,8 @@ export class PollSchedule {
    * goes behind the orders due before it and can never hold them up. `last_polled_at` stays: it
    * is the last time the upstream answered for the order.
    */
-  recordFailedPoll(partnerRef: string): LocalOrder {
-    return this.#rows.write(this.#recordPollTx, partnerRef, 'failed');
+  recordFailedPoll(partnerRef: string): Promise<LocalOrder> {
+    return this.#recordPoll(partnerRef, 'failed');
   }
 
   /**
@@ -294,15 +275,32 @@ export class PollSchedule {
    *   delay, but no sooner than `firstPollMinMs` and no later than `firstPollMaxMs` from now;
    * - else (pace off, or too few samples yet) `firstPollDelayMs` from now.
    */
-  firstPollAt(row: FirstPollFields, now: number): number {
-    return firstPollAt(this.settings, row, now, this.#paceOf);
+  firstPollAt(row: FirstPollFields, now: number, pace: PaceEstimate | null): number {
+    return firstPollAt(this.settings, row, now, pace);
   }
 
-  #recordPoll(ref: string, outcome: PollOutcome): LocalOrder {
-    const now = this.#rows.now();
-    const current = this.#rows.mustFind(ref);
-    const record = planPollRecord(this.settings, current, outcome, now, this.#paceOf);
-    this.#writePoll.run(record);
-    return toLocalOrder({ ...current, ...record });
+  #recordPoll(ref: string, outcome: PollOutcome): Promise<LocalOrder> {
+    return this.#rows.db.write(async (tx) => {
+      const now = this.#rows.now();
+      const current = await this.#rows.mustFind(tx, ref);
+      const record = await this.pace.planWith(tx, (pace) =>
+        planPollRecord(this.settings, current, outcome, now, pace),
+      );
+      await tx.run(
+        `UPDATE orders SET last_polled_at = @last_polled_at, poll_count = @poll_count,
+           next_poll_at = @next_poll_at, stuck_at = @stuck_at, updated_at = @updated_at,
+           poll_leased_until = NULL
+         WHERE id = @id`,
+        record,
+      );
+      return toLocalOrder({ ...current, ...record });
+    });
+  }
+
+  /** Leases the one row a claim found, if any. */
+  async #leaseOne(tx: SqlExecutor, row: OrderRow | undefined, now: number): Promise<LocalOrder | undefined> {
+    if (!row) return undefined;
+    await tx.run(SET_LEASE, { until: now + this.settings.leaseMs, id: row.id });
+    return toLocalOrder(row);
   }
 }

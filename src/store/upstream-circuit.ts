@@ -1,5 +1,5 @@
-import type { Statement, Transaction } from 'better-sqlite3';
 import type { OrderRows } from './order-rows.js';
+import type { SqlExecutor } from './sql/executor.js';
 
 /**
  * Why the reconciler stopped calling the upstream (docs/reconciler.md, "The circuit"): causes
@@ -60,30 +60,44 @@ function toOpenCircuit(row: CircuitRow): OpenCircuit {
  * state: when it opens, when it is probed and when it closes are the reconciler's rules
  * (`src/reconciler/reconcile-pass.ts`).
  */
+const READ = 'SELECT * FROM upstream_circuit WHERE id = 1';
+
 export class UpstreamCircuit {
   readonly #rows: OrderRows;
-  readonly #read: Statement<[], CircuitRow>;
-  readonly #openTx: Transaction<(cause: CircuitCause, error: CircuitError, now: number) => OpenCircuit>;
-  readonly #probeFailedTx: Transaction<
-    (cause: CircuitCause, error: CircuitError, now: number) => OpenCircuit
-  >;
-  readonly #closeTx: Transaction<() => OpenCircuit | null>;
 
   constructor(rows: OrderRows) {
     this.#rows = rows;
-    const { db } = rows;
-    this.#read = db.prepare('SELECT * FROM upstream_circuit WHERE id = 1');
-    const upsert = db.prepare<[CircuitRow & { keep: number }]>(
-      `INSERT INTO upstream_circuit (id, cause, code, message, fix, opened_at, probed_at, probes)
-       VALUES (1, @cause, @code, @message, @fix, @opened_at, @probed_at, @probes)
-       ON CONFLICT (id) DO UPDATE SET cause = excluded.cause, code = excluded.code,
-         message = excluded.message, fix = excluded.fix,
-         opened_at = CASE WHEN @keep = 1 THEN opened_at ELSE excluded.opened_at END,
-         probed_at = excluded.probed_at, probes = excluded.probes`,
-    );
-    const remove = db.prepare('DELETE FROM upstream_circuit WHERE id = 1');
-    const write = (cause: CircuitCause, error: CircuitError, now: number, probe: boolean) => {
-      const current = this.#read.get();
+  }
+
+  /** The open circuit, or null while it is closed. Reads only. */
+  async state(): Promise<OpenCircuit | null> {
+    const row = await this.#rows.db.get<CircuitRow>(READ);
+    return row ? toOpenCircuit(row) : null;
+  }
+
+  /** Opens the circuit, or updates its cause and error when it is open already (keeping when it opened). */
+  open(cause: CircuitCause, error: CircuitError): Promise<OpenCircuit> {
+    return this.#write(cause, error, false);
+  }
+
+  /** Records a probe that failed: the circuit stays (or becomes) open with what the probe met. */
+  probeFailed(cause: CircuitCause, error: CircuitError): Promise<OpenCircuit> {
+    return this.#write(cause, error, true);
+  }
+
+  /** Closes the circuit; returns the circuit that was open, or null when it was closed already. */
+  close(): Promise<OpenCircuit | null> {
+    return this.#rows.db.write(async (tx) => {
+      const current = await tx.get<CircuitRow>(`${READ} ${tx.dialect.forUpdate}`);
+      await tx.run('DELETE FROM upstream_circuit WHERE id = 1');
+      return current ? toOpenCircuit(current) : null;
+    });
+  }
+
+  #write(cause: CircuitCause, error: CircuitError, probe: boolean): Promise<OpenCircuit> {
+    return this.#rows.db.write(async (tx: SqlExecutor) => {
+      const now = this.#rows.now();
+      const current = await tx.get<CircuitRow>(`${READ} ${tx.dialect.forUpdate}`);
       const row: CircuitRow = {
         cause,
         code: error.code,
@@ -93,36 +107,16 @@ export class UpstreamCircuit {
         probed_at: probe ? now : (current?.probed_at ?? null),
         probes: (current?.probes ?? 0) + (probe ? 1 : 0),
       };
-      upsert.run({ ...row, keep: current ? 1 : 0 });
+      await tx.run(
+        `INSERT INTO upstream_circuit (id, cause, code, message, fix, opened_at, probed_at, probes)
+         VALUES (1, @cause, @code, @message, @fix, @opened_at, @probed_at, @probes)
+         ON CONFLICT (id) DO UPDATE SET cause = excluded.cause, code = excluded.code,
+           message = excluded.message, fix = excluded.fix,
+           opened_at = CASE WHEN @keep = 1 THEN upstream_circuit.opened_at ELSE excluded.opened_at END,
+           probed_at = excluded.probed_at, probes = excluded.probes`,
+        { ...row, keep: current ? 1 : 0 },
+      );
       return toOpenCircuit(row);
-    };
-    this.#openTx = db.transaction((cause, error, now) => write(cause, error, now, false));
-    this.#probeFailedTx = db.transaction((cause, error, now) => write(cause, error, now, true));
-    this.#closeTx = db.transaction(() => {
-      const current = this.#read.get();
-      remove.run();
-      return current ? toOpenCircuit(current) : null;
     });
-  }
-
-  /** The open circuit, or null while it is closed. Reads only. */
-  state(): OpenCircuit | null {
-    const row = this.#read.get();
-    return row ? toOpenCircuit(row) : null;
-  }
-
-  /** Opens the circuit, or updates its cause and error when it is open already (keeping when it opened). */
-  open(cause: CircuitCause, error: CircuitError): OpenCircuit {
-    return this.#rows.write(this.#openTx, cause, error, this.#rows.now());
-  }
-
-  /** Records a probe that failed: the circuit stays (or becomes) open with what the probe met. */
-  probeFailed(cause: CircuitCause, error: CircuitError): OpenCircuit {
-    return this.#rows.write(this.#probeFailedTx, cause, error, this.#rows.now());
-  }
-
-  /** Closes the circuit; returns the circuit that was open, or null when it was closed already. */
-  close(): OpenCircuit | null {
-    return this.#rows.write(this.#closeTx);
   }
 }

@@ -1,4 +1,3 @@
-import type { Database } from 'better-sqlite3';
 import { type Job, UnrecoverableError, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import {
@@ -10,7 +9,7 @@ import {
 import { settlesWithin } from '../shared/deadline.js';
 import { watchedRedis } from '../shared/redis-outage.js';
 import type { EventReason } from '../store/local-order.js';
-import type { OrderWriter } from '../store/order-writer.js';
+import type { ApplyItem, ApplyResult, OrderWriter } from '../store/order-writer.js';
 import { StoreError } from '../store/store-error.js';
 import { GroupCommit, type GroupCommitStats } from './group-commit.js';
 import { ParkedEventError, readWebhookJob } from './webhook-event.js';
@@ -29,10 +28,8 @@ export const DEFAULT_STORE_LOCK_WAIT_MS = 5_000;
 export const DEFAULT_CLOSE_TIMEOUT_MS = 10_000;
 
 export interface EventWorkerOptions {
-  /** The order store's writer; every event goes through its `applyOrderSnapshot`. */
+  /** The order store's writer; every event is applied by its `applyBatch`, in group commits (see {@link GroupCommit}). */
   writer: OrderWriter;
-  /** The connection the store was opened on: batches commit on it (see {@link GroupCommit}). */
-  db: Database;
   /** Redis of the queue. Default: {@link DEFAULT_REDIS_URL}. */
   redisUrl?: string;
   /** BullMQ key prefix; must match the receiver's. Default: {@link DEFAULT_QUEUE_PREFIX}. */
@@ -115,20 +112,30 @@ function positiveInt(name: string, value: number): number {
   return value;
 }
 
+/** The event worker's group commit: snapshots in, apply results out. */
+export type ApplyCommit = GroupCommit<ApplyItem, ApplyResult>;
+
+/** The event worker's group commit on `writer` (its `applyBatch`), waiting up to `lockTimeoutMs` for the write lock. */
+export function applyCommit(
+  writer: OrderWriter,
+  { maxBatchSize, lockTimeoutMs }: { maxBatchSize?: number; lockTimeoutMs?: number } = {},
+): ApplyCommit {
+  return new GroupCommit<ApplyItem, ApplyResult>({
+    runBatch: (items) => writer.applyBatch(items, lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
+    ...(maxBatchSize === undefined ? {} : { maxBatchSize }),
+  });
+}
+
 /**
  * The worker's apply path for one job, without BullMQ: reads the job ({@link readWebhookJob}),
- * applies its order with `writer.applyOrderSnapshot` in the next group commit, and resolves once
+ * applies its order in the next group commit (`writer.applyBatch`), and resolves once
  * that commit is durable. Rejects with a {@link ParkedEventError} for an event that can never
  * apply, or with the error as thrown (SQLITE_BUSY, I/O) when a retry may succeed.
  */
-export async function applyWebhookJob(
-  data: unknown,
-  writer: OrderWriter,
-  groupCommit: GroupCommit,
-): Promise<EventOutcome> {
+export async function applyWebhookJob(data: unknown, groupCommit: ApplyCommit): Promise<EventOutcome> {
   const event = readWebhookJob(data);
   try {
-    const result = await groupCommit.submit(() => writer.applyOrderSnapshot(event.order, event.options));
+    const result = await groupCommit.submit({ snapshot: event.order, options: event.options });
     return {
       partnerRef: result.order.partnerRef,
       status: result.order.status,
@@ -167,12 +174,11 @@ export function createEventWorker(options: EventWorkerOptions): EventWorker {
   if (!Number.isInteger(maxStalledCount) || maxStalledCount < 0) {
     throw new RangeError(`maxStalledCount must be a whole number ≥ 0, got ${maxStalledCount}`);
   }
-  const groupCommit = new GroupCommit({
-    db: options.db,
+  const groupCommit = applyCommit(options.writer, {
     maxBatchSize,
     lockTimeoutMs: options.storeLockWaitMs ?? DEFAULT_STORE_LOCK_WAIT_MS,
   });
-  const { writer, logger } = options;
+  const { logger } = options;
 
   const redisUrl = options.redisUrl ?? DEFAULT_REDIS_URL;
   const { connection, outage } = watchedRedis({
@@ -184,7 +190,7 @@ export function createEventWorker(options: EventWorkerOptions): EventWorker {
   });
 
   const processor = (job: Job<WebhookJobData, EventOutcome>): Promise<EventOutcome> =>
-    applyWebhookJob(job.data, writer, groupCommit);
+    applyWebhookJob(job.data, groupCommit);
 
   const worker = new Worker<WebhookJobData, EventOutcome>(WEBHOOK_QUEUE, processor, {
     connection,

@@ -1,26 +1,21 @@
-import type { Database, Transaction } from 'better-sqlite3';
-import { WriteLock } from '../store/write-lock.js';
+import type { Outcome } from '../store/sql/executor.js';
 
 /** Default of {@link GroupCommitOptions.maxBatchSize}. */
 export const DEFAULT_MAX_BATCH_SIZE = 100;
 
-export interface GroupCommitOptions {
+export interface GroupCommitOptions<I, O> {
   /**
-   * The connection every unit of work writes through (the one the order store was opened on):
-   * the outer transaction must be on it, or the units would not be savepoints inside it.
+   * Runs a batch's items in ONE transaction, each in its own savepoint, and resolves after COMMIT
+   * with an outcome per item, in order; rejects when the transaction as a whole failed (the write
+   * lock not taken in time, COMMIT, I/O). The store's `writer.applyBatch` and
+   * `deliveries.recordBatch` are such functions (`StoreDb.writeBatch` underneath).
    */
-  db: Database;
+  runBatch: (items: readonly I[]) => Promise<Outcome<O>[]>;
   /**
-   * A batch is committed as soon as it holds this many units, without waiting for the next
+   * A batch is committed as soon as it holds this many items, without waiting for the next
    * turn of the event loop. Default: {@link DEFAULT_MAX_BATCH_SIZE}.
    */
   maxBatchSize?: number;
-  /**
-   * Longest wait for another process's write lock, in ms, spent on timers (the event loop keeps
-   * running: BullMQ renews its job locks meanwhile); past it the batch fails with SQLITE_BUSY and
-   * its jobs are retried by BullMQ. Default: the connection's `busy_timeout`.
-   */
-  lockTimeoutMs?: number;
 }
 
 /** Figures since the committer was created, for logs and the bench. */
@@ -33,42 +28,36 @@ export interface GroupCommitStats {
   failed: number;
   /** The largest batch committed. */
   largestBatch: number;
-  /** Milliseconds from each batch's first try for the write lock to its commit (or failure). */
+  /** Milliseconds from each batch's start (its first try for the write lock) to its commit (or failure). */
   busyMs: number;
 }
 
-interface PendingUnit {
-  work: () => unknown;
-  resolve: (value: unknown) => void;
+interface PendingUnit<I, O> {
+  item: I;
+  resolve: (value: O) => void;
   reject: (error: unknown) => void;
 }
-
-type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 
 /**
  * Group commit: many small write transactions share one fsync.
  *
- * Each {@link submit} queues a unit of work (for the worker, one event's
- * `applyOrderSnapshot`). The queued units run on the next turn of the event loop, or at once
- * when {@link GroupCommitOptions.maxBatchSize} are waiting, inside ONE outer `BEGIN IMMEDIATE`
- * transaction, each unit in its own savepoint (better-sqlite3 turns a nested transaction into
- * one). A unit that throws rolls back its own savepoint only, and only its promise rejects. The
- * promises settle after the outer COMMIT has returned, so a caller learns of success only once
- * its writes are durable (`synchronous=FULL`); if the COMMIT (or taking the write lock) fails,
- * every unit of the batch rejects with that error and nothing of the batch is written.
+ * Each {@link submit} queues an item (for the worker, one event to apply). The queued items run
+ * on the next turn of the event loop, or at once when {@link GroupCommitOptions.maxBatchSize}
+ * are waiting, through `runBatch`: ONE transaction, each item in its own savepoint. An item that
+ * fails rolls back its own savepoint only, and only its promise rejects. The promises settle
+ * after the COMMIT has returned, so a caller learns of success only once its writes are durable
+ * (`synchronous=FULL`); if the COMMIT (or taking the write lock) fails, every item of the batch
+ * rejects with that error and nothing of the batch is written.
  *
- * SQLite's own "whole transaction" errors (SQLITE_FULL, SQLITE_IOERR …) roll back the outer
- * transaction from inside a unit: the batch then fails as a whole, as it must.
+ * One batch runs at a time: while one waits for the write lock or commits, the next gathers,
+ * so batches commit in order and grow with the load.
  */
-export class GroupCommit {
-  readonly #writeLock: WriteLock;
+export class GroupCommit<I, O> {
   readonly #maxBatchSize: number;
-  readonly #db: Database;
-  readonly #runBatch: Transaction<(units: readonly PendingUnit[]) => Outcome[]>;
-  readonly #lockTimeoutMs: number | undefined;
-  #pending: PendingUnit[] = [];
+  readonly #runBatch: (items: readonly I[]) => Promise<Outcome<O>[]>;
+  #pending: PendingUnit<I, O>[] = [];
   #scheduled: NodeJS.Immediate | undefined;
-  /** A batch waiting for the write lock; the next one runs after it, so batches commit in order. */
+  /** The batch running; the next one runs after it, so batches commit in order. */
   #waiting: Promise<void> | undefined;
   readonly #stats: GroupCommitStats = {
     commits: 0,
@@ -78,39 +67,22 @@ export class GroupCommit {
     busyMs: 0,
   };
 
-  constructor({ db, maxBatchSize = DEFAULT_MAX_BATCH_SIZE, lockTimeoutMs }: GroupCommitOptions) {
+  constructor({ runBatch, maxBatchSize = DEFAULT_MAX_BATCH_SIZE }: GroupCommitOptions<I, O>) {
     if (!Number.isInteger(maxBatchSize) || maxBatchSize < 1) {
       throw new RangeError(`maxBatchSize must be a whole number ≥ 1, got ${maxBatchSize}`);
     }
-    this.#db = db;
+    this.#runBatch = runBatch;
     this.#maxBatchSize = maxBatchSize;
-    this.#lockTimeoutMs = lockTimeoutMs;
-    this.#writeLock = new WriteLock(db);
-    // Called inside the outer transaction, a transaction function is a SAVEPOINT: the whole unit
-    // rolls back on a throw, whatever it wrote before throwing.
-    const inSavepoint = db.transaction((work: () => unknown) => work());
-    this.#runBatch = db.transaction((units: readonly PendingUnit[]) =>
-      units.map((unit): Outcome => {
-        try {
-          return { ok: true, value: inSavepoint(unit.work) };
-        } catch (error) {
-          // An error that ended the whole transaction cannot be confined to this unit.
-          if (!this.#db.inTransaction) throw error;
-          return { ok: false, error };
-        }
-      }),
-    );
   }
 
   /**
-   * Queues `work` to run in the next batch. Resolves with its result once the batch is
-   * committed; rejects with its own error (its writes rolled back), or with the batch's error
-   * when the batch could not be committed. `work` must be synchronous and write only through
-   * the committer's connection.
+   * Queues `item` for the next batch. Resolves with its result once the batch is committed;
+   * rejects with its own error (its writes rolled back), or with the batch's error when the
+   * batch could not be committed.
    */
-  submit<T>(work: () => T): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      this.#pending.push({ work, resolve: resolve as (value: unknown) => void, reject });
+  submit(item: I): Promise<O> {
+    return new Promise<O>((resolve, reject) => {
+      this.#pending.push({ item, resolve, reject });
       if (this.#pending.length >= this.#maxBatchSize) this.flush();
       else this.#scheduled ??= setImmediate(() => this.flush());
     });
@@ -127,8 +99,8 @@ export class GroupCommit {
 
   /**
    * Runs and commits everything queued now (normally called by {@link submit}'s scheduling).
-   * The first try to take the write lock is made at once; while another process holds it, the
-   * batch waits on timers and this returns, and later batches wait behind it.
+   * The batch starts at once (the store's first try for the write lock included); while it waits
+   * or commits, this returns, and later batches wait behind it.
    */
   flush(): void {
     if (this.#scheduled) clearImmediate(this.#scheduled);
@@ -138,12 +110,17 @@ export class GroupCommit {
     if (batch.length === 0) return;
     this.#pending = [];
     const started = performance.now();
-    const committed = this.#writeLock.runAsync(this.#runBatch, [batch], this.#lockTimeoutMs);
+    let committed: Promise<Outcome<O>[]>;
+    try {
+      committed = this.#runBatch(batch.map((unit) => unit.item));
+    } catch (error) {
+      committed = Promise.reject(error);
+    }
     const settled = committed.then(
       (outcomes) => this.#settle(batch, outcomes, started),
       (error: unknown) => this.#fail(batch, error, started),
     );
-    // Still waiting for the lock after the synchronous first try: hold later batches back.
+    // Until this batch has committed (or failed), later ones gather and wait behind it.
     this.#waiting = settled.then(() => {
       this.#waiting = undefined;
       if (this.#pending.length > 0) this.flush();
@@ -158,13 +135,13 @@ export class GroupCommit {
     }
   }
 
-  #fail(batch: readonly PendingUnit[], error: unknown, started: number): void {
+  #fail(batch: readonly PendingUnit<I, O>[], error: unknown, started: number): void {
     this.#stats.busyMs += performance.now() - started;
     this.#stats.failed += batch.length;
     for (const unit of batch) unit.reject(error);
   }
 
-  #settle(batch: readonly PendingUnit[], outcomes: Outcome[], started: number): void {
+  #settle(batch: readonly PendingUnit<I, O>[], outcomes: Outcome<O>[], started: number): void {
     this.#stats.busyMs += performance.now() - started;
     this.#stats.commits += 1;
     this.#stats.largestBatch = Math.max(this.#stats.largestBatch, batch.length);

@@ -19,8 +19,9 @@ import type { ReconcilerMetrics } from '../reconciler/metrics.js';
 import { startReconciler } from '../reconciler/reconciler.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';
 import { redactRedisUrl } from '../shared/redis-outage.js';
-import { openDatabase } from '../store/database.js';
-import { type OrderStore, openOrderStore } from '../store/order-store.js';
+import { openStore } from '../store/open-store.js';
+import type { OrderStore } from '../store/order-store.js';
+import { redactUrl } from '../store/store-url.js';
 import { createUpstream } from '../upstream/create-upstream.js';
 import { createEventWorker, type EventWorker } from './event-worker.js';
 
@@ -29,9 +30,6 @@ import { createEventWorker, type EventWorker } from './event-worker.js';
  * then the store closes.
  */
 const STORE_CLOSE_MARGIN_MS = 1_000;
-
-/** How long a synchronous write of the worker process waits for another process's lock. */
-const SYNC_LOCK_WAIT_MS = 100;
 
 /** The components of one `h2h-sync worker` process. */
 export interface RunningWorkerProcess {
@@ -171,13 +169,14 @@ export async function startWorkerProcess(
   const { logger } = options;
   // loadConfig already refused a non-loopback admin host without credentials.
   const admin = options.admin ? adminSettings(config) : undefined;
-  // Every other write of this process (the reconciler's) waits for a lock inside SQLite, which
-  // blocks the event loop: kept short, so a store held by another process cannot starve the
-  // event worker's job-lock renewals. Those writes fail with SQLITE_BUSY instead and are retried
-  // on the next pass; the event worker itself waits on timers (storeLockWaitMs).
-  const db = openDatabase({ path: settings.dbPath, busyTimeoutMs: SYNC_LOCK_WAIT_MS });
+  // Every write of this process waits for another process's lock on timers (the store's write
+  // queue), so a store held elsewhere never blocks the event loop and the event worker keeps
+  // renewing its job locks; the event worker's batches wait up to storeLockWaitMs, the other
+  // writes (the reconciler's, the dispatcher's) up to H2H_DB_LOCK_TIMEOUT_MS.
   // The reconciler's schedule (first poll, backoff) applies to orders a webhook moves, too.
-  const store = openOrderStore(db, reconcilerSettings(config), {
+  const store = await openStore(settings.dbUrl, reconcilerSettings(config), {
+    role: 'worker',
+    lockTimeoutMs: settings.dbLockTimeoutMs,
     balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
   });
   /** Stops of the started components, run last-started first. Each resolves to "stopped gracefully". */
@@ -187,7 +186,7 @@ export async function startWorkerProcess(
     for (const stop of stops.reverse()) {
       graceful = (await stop().catch(() => false)) && graceful;
     }
-    db.close();
+    await store.close();
     return graceful;
   };
 
@@ -198,7 +197,6 @@ export async function startWorkerProcess(
   try {
     eventWorker = createEventWorker({
       writer: store.writer,
-      db,
       redisUrl: settings.redisUrl,
       ...(options.queuePrefix === undefined ? {} : { prefix: options.queuePrefix }),
       concurrency: settings.concurrency,
@@ -216,7 +214,7 @@ export async function startWorkerProcess(
     const notify = notifySettings(config);
     const started = await startNotifier({
       store,
-      db,
+      groupCommit: true,
       storeLockWaitMs: settings.storeLockWaitMs,
       redisUrl: settings.redisUrl,
       ...(options.queuePrefix === undefined ? {} : { prefix: options.queuePrefix }),
@@ -287,15 +285,15 @@ function pruneFeedHourly(
   retentionMs: number,
   logger: StartWorkerProcessOptions['logger'],
 ): () => Promise<boolean> {
-  const prune = () => {
+  const prune = async () => {
     try {
-      const pruned = store.feed.prune(retentionMs);
+      const pruned = await store.feed.prune(retentionMs);
       if (pruned > 0) logger?.info({ pruned }, 'change feed: events older than the retention pruned');
     } catch (err) {
       logger?.warn({ err }, 'change feed: pruning failed; trying again in an hour');
     }
   };
-  prune();
+  void prune();
   const timer = setInterval(prune, FEED_PRUNE_EVERY_MS).unref();
   return async () => {
     clearInterval(timer);
@@ -315,12 +313,12 @@ export async function runWorker(config: Config = loadConfig()): Promise<RunningW
   const logger = createLogger({ name: 'worker', level: settings.logLevel, format: settings.logFormat });
   // First, so that `pm2 logs` always says which Redis and store this process uses.
   logger.info(
-    { redis: redactRedisUrl(config.redisUrl), store: settings.dbPath },
-    `worker starting: Redis ${redactRedisUrl(config.redisUrl)}, store ${settings.dbPath}`,
+    { redis: redactRedisUrl(config.redisUrl), store: redactUrl(settings.dbUrl) },
+    `worker starting: Redis ${redactRedisUrl(config.redisUrl)}, store ${redactUrl(settings.dbUrl)}`,
   );
   const running = await startWorkerProcess(config, { logger, admin: true });
   logger.info(
-    { concurrency: settings.concurrency, batchSize: settings.batchSize, dbPath: settings.dbPath },
+    { concurrency: settings.concurrency, batchSize: settings.batchSize, store: redactUrl(settings.dbUrl) },
     'worker taking webhook jobs',
   );
   process.send?.('ready');

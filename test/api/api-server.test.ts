@@ -14,9 +14,9 @@ import { cleanupScope } from '../helpers/worker.js';
 test('the API process queues a refresh as an early-poll request for the reconciler, in Redis', async (test) => {
   const t = cleanupScope(test);
   const redis = await privateRedis(t);
-  const { store, path } = tempStore(t, { now: Date.now });
-  store.writer.applyOrderSnapshot(snapshot('SHOP-9', 'PENDING'), { source: 'create' });
-  const { token } = store.tokens.create('till', ['orders:write']);
+  const { store, path } = await tempStore(t, { now: Date.now });
+  await store.writer.applyOrderSnapshot(snapshot('SHOP-9', 'PENDING'), { source: 'create' });
+  const { token } = await store.tokens.create('till', ['orders:write']);
   const api = await startApi(loadConfig({ REDIS_URL: redis.url, H2H_DB_PATH: path, API_PORT: '0' }));
   t.after(() => api.close());
 

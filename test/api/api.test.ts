@@ -11,13 +11,13 @@ import { snapshot, tempStore } from '../helpers/store.js';
 
 /** The API on a real port of 127.0.0.1 over a real store file; `get` sends a request with a token. */
 async function startApi(t: TestContext) {
-  const { store, db } = tempStore(t, { now: Date.now });
+  const { store, db } = await tempStore(t, { now: Date.now });
   const app = await buildApiApp({ store, ...defaultApiLimits() });
   await app.listen({ host: '127.0.0.1', port: 0 });
   t.after(() => app.close());
   const { port } = app.server.address() as { port: number };
   const origin = `http://127.0.0.1:${port}`;
-  const reader = store.tokens.create('shop reader', ['orders:read']).token;
+  const reader = (await store.tokens.create('shop reader', ['orders:read'])).token;
   const call = async (path: string, token: string | null = reader, method: 'GET' | 'POST' = 'GET') => {
     const answer = await request(`${origin}${path}`, {
       method,
@@ -31,10 +31,14 @@ async function startApi(t: TestContext) {
 }
 
 /** Orders O1…On, each placed and answered by the upstream, one ms apart. */
-function placeOrders(store: OrderStore, n: number, from = 1) {
+async function placeOrders(store: OrderStore, n: number, from = 1) {
   for (let i = from; i < from + n; i++) {
-    store.writer.createLocalOrder({ partnerRef: `O${i}`, productCode: 'ML86', data: { user_id: String(i) } });
-    store.writer.applyOrderSnapshot(snapshot(`O${i}`, i % 2 === 0 ? 'SUCCESS' : 'PENDING'), {
+    await store.writer.createLocalOrder({
+      partnerRef: `O${i}`,
+      productCode: 'ML86',
+      data: { user_id: String(i) },
+    });
+    await store.writer.applyOrderSnapshot(snapshot(`O${i}`, i % 2 === 0 ? 'SUCCESS' : 'PENDING'), {
       source: 'create',
     });
   }
@@ -52,34 +56,38 @@ test('no token, a wrong one or a revoked one is 401 with the fix; a token withou
   assert.equal(wrong.body.error.code, 'TOKEN_INVALID');
   assert.equal((await call('/v1/orders', 'not-a-token')).body.error.code, 'TOKEN_INVALID');
 
-  const { token, info } = store.tokens.create('till', ['orders:write']);
+  const { token, info } = await store.tokens.create('till', ['orders:write']);
   const forbidden = await call('/v1/orders', token);
   assert.equal(forbidden.status, 403);
   assert.equal(forbidden.body.error.code, 'SCOPE_MISSING');
   assert.match(forbidden.body.error.message, /--scope orders:read/);
 
-  const reader = store.tokens.create('revoked soon', ['orders:read']);
+  const reader = await store.tokens.create('revoked soon', ['orders:read']);
   assert.equal((await call('/v1/orders', reader.token)).status, 200);
-  assert.ok(store.tokens.revoke(reader.info.id));
+  assert.ok(await store.tokens.revoke(reader.info.id));
   const revoked = await call('/v1/orders', reader.token);
   assert.equal(revoked.status, 401);
   assert.equal(revoked.body.error.code, 'TOKEN_REVOKED');
-  assert.notEqual(store.tokens.list().find((x) => x.id === info.id)?.lastUsedAt, null, 'last use recorded');
+  assert.notEqual(
+    (await store.tokens.list()).find((x) => x.id === info.id)?.lastUsedAt,
+    null,
+    'last use recorded',
+  );
 });
 
-test('a token is stored only as a hash and shown once', (t) => {
-  const { store, db } = tempStore(t);
-  const { token, info } = store.tokens.create('web shop', ['orders:read', 'orders:write']);
+test('a token is stored only as a hash and shown once', async (t) => {
+  const { store, db } = await tempStore(t);
+  const { token, info } = await store.tokens.create('web shop', ['orders:read', 'orders:write']);
   const secret = token.slice('h2h_'.length + 12 + 1); // h2h_<12-char id>_<secret>
   const stored = JSON.stringify(db.prepare('SELECT * FROM api_tokens').all());
   assert.ok(!stored.includes(secret), 'the secret is not in the store');
-  assert.deepEqual(Object.keys(store.tokens.list()[0]!).sort(), Object.keys(info).sort());
-  assert.equal(store.tokens.authenticate(token).ok, true);
+  assert.deepEqual(Object.keys((await store.tokens.list())[0]!).sort(), Object.keys(info).sort());
+  assert.equal((await store.tokens.authenticate(token)).ok, true);
   assert.equal(
-    store.tokens.authenticate(`${token.slice(0, -1)}${token.endsWith('A') ? 'B' : 'A'}`).ok,
+    (await store.tokens.authenticate(`${token.slice(0, -1)}${token.endsWith('A') ? 'B' : 'A'}`)).ok,
     false,
   );
-  assert.throws(
+  await assert.rejects(
     () => store.tokens.create('x', ['orders:delete' as 'orders:read']),
     /scopes must be one or more of/,
   );
@@ -87,12 +95,12 @@ test('a token is stored only as a hash and shown once', (t) => {
 
 test('GET /v1/orders/:ref answers the public representation, by partner_ref or invoice number', async (t) => {
   const { store, call } = await startApi(t);
-  placeOrders(store, 2);
+  await placeOrders(store, 2);
   const one = await call('/v1/orders/O2');
   assert.equal(one.status, 200);
   assert.equal(one.body.status, 'SUCCESS');
   assert.equal(one.body.version, 1);
-  assert.deepEqual(one.body, store.queries.getPublicOrder('O2'));
+  assert.deepEqual(one.body, await store.queries.getPublicOrder('O2'));
   assert.deepEqual((await call('/v1/orders/INV-O2')).body, one.body);
   const missing = await call('/v1/orders/NOPE');
   assert.equal(missing.status, 404);
@@ -101,7 +109,7 @@ test('GET /v1/orders/:ref answers the public representation, by partner_ref or i
 
 test('GET /v1/orders pages newest first with a stable cursor, and filters by status and creation time', async (t) => {
   const { store, call } = await startApi(t);
-  placeOrders(store, 7);
+  await placeOrders(store, 7);
   const seen: string[] = [];
   let cursor: string | null = '';
   let pages = 0;
@@ -110,7 +118,7 @@ test('GET /v1/orders pages newest first with a stable cursor, and filters by sta
     assert.equal(page.status, 200);
     seen.push(...page.body.data.map((o: { partner_ref: string }) => o.partner_ref));
     cursor = page.body.next_cursor;
-    if (pages++ === 0) placeOrders(store, 1, 100); // a new order never shifts the pages after it
+    if (pages++ === 0) await placeOrders(store, 1, 100); // a new order never shifts the pages after it
   }
   assert.deepEqual(seen, ['O7', 'O6', 'O5', 'O4', 'O3', 'O2', 'O1']);
 
@@ -139,8 +147,8 @@ test('GET /v1/orders pages newest first with a stable cursor, and filters by sta
 
 test('GET /v1/events reads the change feed from any cursor: the pages together are the feed', async (t) => {
   const { store, call } = await startApi(t);
-  placeOrders(store, 4);
-  store.writer.applyOrderSnapshot(snapshot('O1', 'FAILED'), { source: 'webhook', eventId: 'e-1' });
+  await placeOrders(store, 4);
+  await store.writer.applyOrderSnapshot(snapshot('O1', 'FAILED'), { source: 'webhook', eventId: 'e-1' });
   const read: unknown[] = [];
   let after = 0;
   for (;;) {
@@ -150,18 +158,18 @@ test('GET /v1/events reads the change feed from any cursor: the pages together a
     after = page.body.next_after;
     if (!page.body.has_more) break;
   }
-  assert.deepEqual(read, store.feed.after(0, 1000));
+  assert.deepEqual(read, await store.feed.after(0, 1000));
   assert.equal(read.length, 5);
   const empty = await call(`/v1/events?after=${after}`);
   assert.deepEqual(empty.body, { data: [], next_after: after, has_more: false });
 });
 
-test('the order schema of the API names every field of the public representation', (t) => {
-  const { store } = tempStore(t);
-  placeOrders(store, 1);
+test('the order schema of the API names every field of the public representation', async (t) => {
+  const { store } = await tempStore(t);
+  await placeOrders(store, 1);
   assert.deepEqual(
     Object.keys(publicOrderSchema.properties).sort(),
-    Object.keys(store.queries.getPublicOrder('O1')!).sort(),
+    Object.keys((await store.queries.getPublicOrder('O1'))!).sort(),
   );
   assert.deepEqual([...publicOrderSchema.required].sort(), Object.keys(publicOrderSchema.properties).sort());
 });
@@ -189,7 +197,7 @@ test('/openapi.json is the OpenAPI 3 document of the routes, and docs/openapi.js
 
 test('random requests to every route get a 2xx or a 4xx with a code, never a 5xx', async (t) => {
   const { store, origin, reader } = await startApi(t);
-  placeOrders(store, 3);
+  await placeOrders(store, 3);
   const path = fc.constantFrom(
     '/v1/orders',
     '/v1/orders/O1',
@@ -240,7 +248,7 @@ test('random requests to every route get a 2xx or a 4xx with a code, never a 5xx
 
 test('POST /v1/orders queues an order at once; the same ref and body answer the same order, another body 409; a full backlog 503', async (t) => {
   const { store, origin } = await startApi(t);
-  const writer = store.tokens.create('till', ['orders:write']).token;
+  const writer = (await store.tokens.create('till', ['orders:write'])).token;
   const post = async (body: unknown, token = writer) => {
     const answer = await request(`${origin}/v1/orders`, {
       method: 'POST',
@@ -276,15 +284,23 @@ test('POST /v1/orders queues an order at once; the same ref and body answer the 
   assert.equal(conflict.status, 409);
   assert.equal(conflict.body.error.code, 'IDEMPOTENCY_CONFLICT');
 
-  assert.equal(store.feed.after(0).length, 0, 'a queued order has no event until the upstream answers');
+  assert.equal(
+    (await store.feed.after(0)).length,
+    0,
+    'a queued order has no event until the upstream answers',
+  );
   assert.deepEqual(
-    store.schedule.claimDueForPoll(10, { dueBy: Date.now() + 86_400_000 }),
+    await store.schedule.claimDueForPoll(10, { dueBy: Date.now() + 86_400_000 }),
     [],
     'never polled while queued',
   );
-  assert.equal(store.schedule.claimNextQueued()?.partnerRef, generated.body.partner_ref, 'oldest first');
-  assert.equal(store.schedule.claimNextQueued()?.partnerRef, 'shop-1');
-  assert.equal(store.schedule.claimNextQueued(), undefined, 'both are claimed');
+  assert.equal(
+    (await store.schedule.claimNextQueued())?.partnerRef,
+    generated.body.partner_ref,
+    'oldest first',
+  );
+  assert.equal((await store.schedule.claimNextQueued())?.partnerRef, 'shop-1');
+  assert.equal(await store.schedule.claimNextQueued(), undefined, 'both are claimed');
 
   for (const [bad, code] of [
     [{ data: body.data }, 'VALIDATION_ERROR'],
@@ -296,7 +312,7 @@ test('POST /v1/orders queues an order at once; the same ref and body answer the 
     assert.equal(refused.status, 400, JSON.stringify(bad));
     assert.equal(refused.body.error.code, code);
   }
-  const reader = await post(body, store.tokens.create('reader', ['orders:read']).token);
+  const reader = await post(body, (await store.tokens.create('reader', ['orders:read'])).token);
   assert.equal(reader.status, 403);
   assert.equal(reader.body.error.code, 'SCOPE_MISSING');
 
@@ -314,11 +330,11 @@ test('POST /v1/orders queues an order at once; the same ref and body answer the 
   assert.equal(full.statusCode, 503);
   assert.equal(full.headers['retry-after'], '7');
   assert.equal(((await full.body.json()) as { error: { code: string } }).error.code, 'BACKLOG_FULL');
-  assert.equal(store.queries.getPublicOrder('one-too-many'), undefined, 'nothing stored');
+  assert.equal(await store.queries.getPublicOrder('one-too-many'), undefined, 'nothing stored');
 });
 
 test('POST /v1/orders/:ref/refresh asks for an early poll of a submitted order; a queued or unknown one is refused', async (t) => {
-  const { store } = tempStore(t, { now: Date.now });
+  const { store } = await tempStore(t, { now: Date.now });
   const asked: string[] = [];
   const app = await buildApiApp({
     store,
@@ -328,7 +344,7 @@ test('POST /v1/orders/:ref/refresh asks for an early poll of a submitted order; 
   await app.listen({ host: '127.0.0.1', port: 0 });
   t.after(() => app.close());
   const origin = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
-  const writer = store.tokens.create('till', ['orders:write']).token;
+  const writer = (await store.tokens.create('till', ['orders:write'])).token;
   const refresh = async (ref: string, token = writer) => {
     const answer = await request(`${origin}/v1/orders/${ref}/refresh`, {
       method: 'POST',
@@ -337,8 +353,8 @@ test('POST /v1/orders/:ref/refresh asks for an early poll of a submitted order; 
     // biome-ignore lint/suspicious/noExplicitAny: answers of many shapes
     return { status: answer.statusCode, body: (await answer.body.json()) as any };
   };
-  placeOrders(store, 1);
-  store.writer.createLocalOrder({
+  await placeOrders(store, 1);
+  await store.writer.createLocalOrder({
     partnerRef: 'WAITING',
     productCode: 'ML86',
     data: { user_id: '1' },
@@ -352,6 +368,9 @@ test('POST /v1/orders/:ref/refresh asks for an early poll of a submitted order; 
   assert.deepEqual(asked, ['O1'], 'asked by partner_ref, even when named by invoice');
   assert.equal((await refresh('WAITING')).body.error.code, 'ORDER_NOT_SUBMITTED');
   assert.equal((await refresh('NOPE')).status, 404);
-  assert.equal((await refresh('O1', store.tokens.create('reader', ['orders:read']).token)).status, 403);
+  assert.equal(
+    (await refresh('O1', (await store.tokens.create('reader', ['orders:read'])).token)).status,
+    403,
+  );
   assert.deepEqual(asked, ['O1']);
 });

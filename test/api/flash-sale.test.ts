@@ -5,8 +5,6 @@ import { buildApiApp } from '../../src/api/app.js';
 import { loadConfig, receiverSettings } from '../../src/config/config.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
 import { startReceiver } from '../../src/receiver/server.js';
-import { openDatabase } from '../../src/store/database.js';
-import { openOrderStore } from '../../src/store/order-store.js';
 import { startWorkerProcess } from '../../src/worker/server.js';
 import { defaultApiLimits } from '../helpers/api.js';
 import { capturedLogger } from '../helpers/logs.js';
@@ -14,7 +12,7 @@ import { verifyNotification } from '../helpers/notify.js';
 import { SECRET } from '../helpers/receiver.js';
 import { privateRedis } from '../helpers/redis.js';
 import { DEMO_MEMBERS, startSimulator, userIdEndingIn } from '../helpers/simulator.js';
-import { scheduleSettings, tempDbPath } from '../helpers/store.js';
+import { openTestStore, scheduleSettings, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import { startWebhookSink } from '../helpers/webhook-sink.js';
 import { cleanupScope } from '../helpers/worker.js';
@@ -53,18 +51,17 @@ test('a flash sale: 500 orders posted at once all get 202, each is placed upstre
   );
   t.after(() => worker.close());
 
-  const db = openDatabase({ path: dbPath });
-  t.after(() => db.close());
-  const store = openOrderStore(db, scheduleSettings());
+  const store = await openTestStore(dbPath, scheduleSettings());
+  t.after(() => store.close());
   const api = await buildApiApp({ store, ...defaultApiLimits(), submissionBacklog: ORDERS });
   await api.listen({ host: '127.0.0.1', port: 0 });
   t.after(() => api.close());
   const { port } = api.server.address() as { port: number };
-  const { token } = store.tokens.create('flash sale', ['orders:write', 'orders:read']);
+  const { token } = await store.tokens.create('flash sale', ['orders:write', 'orders:read']);
   // The shop's notification endpoint: every delivery is verified with standardwebhooks.
   const sink = await startWebhookSink(t, { secrets: [] });
   const secret = generateEndpointSecret();
-  store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
+  await store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
 
   const answers = await Promise.all(
     Array.from({ length: ORDERS }, async (_, i) => {
@@ -86,12 +83,12 @@ test('a flash sale: 500 orders posted at once all get 202, each is placed upstre
   );
   // Arrival order: the order the API wrote them in.
   const arrival = (
-    db.prepare("SELECT partner_ref FROM orders WHERE partner_ref LIKE 'sale-%' ORDER BY id").all() as Array<{
-      partner_ref: string;
-    }>
+    await store.db.all<{ partner_ref: string }>(
+      "SELECT partner_ref FROM orders WHERE partner_ref LIKE 'sale-%' ORDER BY id",
+    )
   ).map((row) => row.partner_ref);
 
-  await waitFor(() => store.queries.countByStatus().byStatus.SUCCESS === ORDERS, {
+  await waitFor(async () => (await store.queries.countByStatus()).byStatus.SUCCESS === ORDERS, {
     timeoutMs: 90_000,
     intervalMs: 250,
     message: 'every order of the sale to reach SUCCESS locally',
@@ -113,7 +110,7 @@ test('a flash sale: 500 orders posted at once all get 202, each is placed upstre
     .filter((status) => status !== undefined);
   assert.ok(answered.length >= ORDERS, `the simulator logged its answers (${answered.length})`);
   assert.equal(answered.filter((status) => status === 429).length, 0, 'no 429 from the upstream');
-  assert.equal(store.queries.countQueued(), 0);
+  assert.equal(await store.queries.countQueued(), 0);
 
   // The shop hears each order's final state, signed (deliveries are read once each).
   const notifiedSuccess = new Set<string>();

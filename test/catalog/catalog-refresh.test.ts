@@ -13,7 +13,7 @@ test('the worker’s scheduled refresh syncs the catalog at once and again every
   const scope = cleanupScope(t);
   const sim = await startSimulator(scope);
   const { client, budget, redisUrl, connection } = await budgetedClient(scope, sim);
-  const { store } = tempStore(scope, { now: Date.now });
+  const { store } = await tempStore(scope, { now: Date.now });
 
   const refreshes: CatalogSyncSummary[] = [];
   const refresh = await startCatalogRefresh({
@@ -26,19 +26,19 @@ test('the worker’s scheduled refresh syncs the catalog at once and again every
   scope.after(() => refresh.close());
 
   await waitFor(() => refreshes.length >= 1, { message: 'the first refresh, at start' });
-  assert.equal(store.catalog.find({ code: 'MLBB-86' })?.price, 19_500);
+  assert.equal((await store.catalog.find({ code: 'MLBB-86' }))?.price, 19_500);
   assert.equal(
     (await sim.control('/products/MLBB-86', { method: 'PATCH', json: { price: 20_000, role_prices: {} } }))
       .status,
     200,
   );
 
-  await waitFor(() => store.catalog.find({ code: 'MLBB-86' })?.price === 20_000, {
+  await waitFor(async () => (await store.catalog.find({ code: 'MLBB-86' }))?.price === 20_000, {
     message: 'a later scheduled refresh reads the new price',
   });
   const seen = refreshes.length;
   await waitFor(() => refreshes.length >= seen + 2, { message: 'two more refreshes at the new price' });
-  const changes = store.feed.after(0, 1000).filter((e) => e.type === 'product.price_changed');
+  const changes = (await store.feed.after(0, 1000)).filter((e) => e.type === 'product.price_changed');
   assert.equal(changes.length, 1, 'one event for one change, however many refreshes ran');
   assert.deepEqual(await budget.used().then((u) => u.create), 0, 'never from creation’s share');
 

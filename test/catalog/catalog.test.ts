@@ -19,8 +19,8 @@ test('a sync writes the catalog and the profile balance from three poll-priority
   const scope = cleanupScope(t);
   const sim = await startSimulator(scope);
   const { client, budget, redisUrl } = await budgetedClient(scope, sim);
-  const { store } = tempStore(scope, { now: Date.now });
-  assert.equal(store.catalog.syncedAt(), null);
+  const { store } = await tempStore(scope, { now: Date.now });
+  assert.equal(await store.catalog.syncedAt(), null);
 
   const first = await syncCatalog({ store, client });
   assert.deepEqual(await budget.used().then((u) => [u.poll, u.create]), [3, 0], 'poll share only');
@@ -29,16 +29,20 @@ test('a sync writes the catalog and the profile balance from three poll-priority
   assert.deepEqual(first.price_changes, []);
   assert.equal(first.balance.balance, sim.member.balance);
   assert.equal(first.balance.profile_balance, sim.member.balance);
-  const mlbb = store.catalog.find({ code: 'MLBB-86' })!;
+  const mlbb = (await store.catalog.find({ code: 'MLBB-86' }))!;
   assert.equal(mlbb.price, 19_500, "the reseller's price");
   assert.deepEqual(mlbb.target, { user_id: '^[0-9]{6,12}$', server_id: '^[0-9]{4,5}$' });
-  assert.equal(store.catalog.find({ code: 'MLBB-2195' })?.is_active, false);
-  assert.equal(store.catalog.find({ id: mlbb.id.toUpperCase() })?.code, 'MLBB-86', 'ids without case');
-  assert.deepEqual(store.feed.after(0), [], 'a first sync changes no price');
+  assert.equal((await store.catalog.find({ code: 'MLBB-2195' }))?.is_active, false);
+  assert.equal(
+    (await store.catalog.find({ id: mlbb.id.toUpperCase() }))?.code,
+    'MLBB-86',
+    'ids without case',
+  );
+  assert.deepEqual(await store.feed.after(0), [], 'a first sync changes no price');
 
   const sink = await startWebhookSink(scope, { secrets: [] });
   const secret = generateEndpointSecret();
-  store.endpoints.add({ url: sink.url, events: ['product.*'], secret });
+  await store.endpoints.add({ url: sink.url, events: ['product.*'], secret });
   await startTestNotifier(scope, { store, redisUrl });
 
   const patched = await sim.control('/products/MLBB-86', {
@@ -53,7 +57,7 @@ test('a sync writes the catalog and the profile balance from three poll-priority
     second.price_changes.map((p) => [p.code, p.previous_price, p.price]),
     [['MLBB-86', 19_500, 21_000]],
   );
-  const events = priceChanges(store.feed.after(0, 1000));
+  const events = priceChanges(await store.feed.after(0, 1000));
   assert.equal(events.length, 1);
   assert.deepEqual(events[0]!.data, { ...mlbb, price: 21_000, previous_price: 19_500 });
 
@@ -81,52 +85,59 @@ function syncOf(balance: number, price = 15_000) {
   };
 }
 
-test('the balance: debited when the upstream accepts an order, credited on FAILED and REFUNDED, reset by a profile read; balance.low once per crossing', (t) => {
-  const { store } = tempStore(t, { balanceLowThreshold: 50_000 });
-  const accept = (ref: string, status = 'PENDING') =>
-    store.writer.applyOrderSnapshot(snapshot(ref, status), { source: 'poll' });
-  accept('BEFORE');
-  assert.equal(store.balance.view().balance, null, 'nothing before the first profile read');
+test('the balance: debited when the upstream accepts an order, credited on FAILED and REFUNDED, reset by a profile read; balance.low once per crossing', async (t) => {
+  const { store } = await tempStore(t, { balanceLowThreshold: 50_000 });
+  const accept = async (ref: string, status = 'PENDING') =>
+    await store.writer.applyOrderSnapshot(snapshot(ref, status), { source: 'poll' });
+  await accept('BEFORE');
+  assert.equal((await store.balance.view()).balance, null, 'nothing before the first profile read');
 
-  store.catalog.applySync(syncOf(100_000));
-  assert.equal(store.balance.view().balance, 100_000);
-  accept('O1');
-  accept('O1', 'PROCESSING');
+  await store.catalog.applySync(syncOf(100_000));
+  assert.equal((await store.balance.view()).balance, 100_000);
+  await accept('O1');
+  await accept('O1', 'PROCESSING');
   assert.deepEqual(
-    [store.balance.view().balance, store.balance.view().debited],
+    [(await store.balance.view()).balance, (await store.balance.view()).debited],
     [85_000, 15_000],
     'one debit per order',
   );
-  for (const ref of ['O2', 'O3', 'O4', 'O5']) accept(ref);
-  assert.equal(store.balance.view().balance, 25_000);
-  accept('O1', 'FAILED');
-  accept('O2', 'SUCCESS');
-  accept('O2', 'REFUNDED');
-  accept('O2', 'REFUNDED');
-  assert.deepEqual([store.balance.view().balance, store.balance.view().credited], [55_000, 30_000]);
-  accept('O6');
-  const lows = store.feed.after(0, 1000).filter((e) => e.type === 'balance.low');
+  for (const ref of ['O2', 'O3', 'O4', 'O5']) await accept(ref);
+  assert.equal((await store.balance.view()).balance, 25_000);
+  await accept('O1', 'FAILED');
+  await accept('O2', 'SUCCESS');
+  await accept('O2', 'REFUNDED');
+  await accept('O2', 'REFUNDED');
+  assert.deepEqual(
+    [(await store.balance.view()).balance, (await store.balance.view()).credited],
+    [55_000, 30_000],
+  );
+  await accept('O6');
+  const lows = (await store.feed.after(0, 1000)).filter((e) => e.type === 'balance.low');
   assert.deepEqual(
     lows.map((e) => e.data),
     [
-      { ...store.balance.view(), balance: 40_000, debited: 60_000, credited: 0 },
-      { ...store.balance.view(), balance: 40_000 },
+      { ...(await store.balance.view()), balance: 40_000, debited: 60_000, credited: 0 },
+      { ...(await store.balance.view()), balance: 40_000 },
     ],
     'once when it fell under 50,000, again only after it was back over',
   );
 
-  const queued = store.writer.createLocalOrder({
+  const queued = await store.writer.createLocalOrder({
     partnerRef: 'UNPRICED',
     productCode: 'ZZ',
     data: { user_id: '1' },
   });
   assert.equal(queued.order.submissionState, 'pending');
-  store.writer.markRejected('UNPRICED', 'INVALID_PRODUCT', 'no such product');
-  assert.equal(store.balance.view().debited, 90_000, 'a rejected order costs nothing');
+  await store.writer.markRejected('UNPRICED', 'INVALID_PRODUCT', 'no such product');
+  assert.equal((await store.balance.view()).debited, 90_000, 'a rejected order costs nothing');
 
-  store.catalog.applySync(syncOf(500_000));
+  await store.catalog.applySync(syncOf(500_000));
   assert.deepEqual(
-    [store.balance.view().balance, store.balance.view().debited, store.balance.view().credited],
+    [
+      (await store.balance.view()).balance,
+      (await store.balance.view()).debited,
+      (await store.balance.view()).credited,
+    ],
     [500_000, 0, 0],
     'a profile read starts the accounting again',
   );
@@ -136,12 +147,12 @@ test('GET /v1/categories, /v1/products and /v1/balance answer from the local cat
   const scope = cleanupScope(t);
   const sim = await startSimulator(scope);
   const { client } = await budgetedClient(scope, sim);
-  const { store } = tempStore(scope, { now: Date.now });
+  const { store } = await tempStore(scope, { now: Date.now });
   const api = await buildApiApp({ store, ...defaultApiLimits() });
   await api.listen({ host: '127.0.0.1', port: 0 });
   scope.after(() => api.close());
   const origin = `http://127.0.0.1:${(api.server.address() as { port: number }).port}`;
-  const { token } = store.tokens.create('shop', ['orders:read', 'orders:write']);
+  const { token } = await store.tokens.create('shop', ['orders:read', 'orders:write']);
   const call = async (path: string, body?: unknown) => {
     const answer = await request(`${origin}${path}`, {
       method: body === undefined ? 'GET' : 'POST',
@@ -161,7 +172,7 @@ test('GET /v1/categories, /v1/products and /v1/balance answer from the local cat
   const products = await call('/v1/products');
   assert.equal(products.status, 200);
   assert.equal(products.body.synced_at, synced.synced_at);
-  assert.deepEqual(products.body.data, store.catalog.products());
+  assert.deepEqual(products.body.data, await store.catalog.products());
   const gi = await call('/v1/products?category_code=GI');
   assert.deepEqual(
     gi.body.data.map((p: { code: string }) => p.code),
@@ -173,11 +184,11 @@ test('GET /v1/categories, /v1/products and /v1/balance answer from the local cat
     ['FF', 'GI', 'MLBB', 'PUBGM', 'VAL'],
   );
   const balance = await call('/v1/balance');
-  assert.deepEqual(balance.body, store.balance.view());
+  assert.deepEqual(balance.body, await store.balance.view());
   assert.equal(balance.body.balance, sim.member.balance);
 
-  const ordersBefore = store.queries.pageOrders({ limit: 100 }).length;
-  const mlbbId = store.catalog.find({ code: 'MLBB-86' })!.id;
+  const ordersBefore = (await store.queries.pageOrders({ limit: 100 })).length;
+  const mlbbId = (await store.catalog.find({ code: 'MLBB-86' }))!.id;
   for (const [body, code, message] of [
     [{ product_code: 'NOPE', data: { user_id: '12345678' } }, 'UNKNOWN_PRODUCT', /GET \/v1\/products/],
     [
@@ -212,11 +223,11 @@ test('GET /v1/categories, /v1/products and /v1/balance answer from the local cat
     assert.match(refused.body.error.message, message);
   }
   assert.equal(
-    store.queries.pageOrders({ limit: 100 }).length,
+    (await store.queries.pageOrders({ limit: 100 })).length,
     ordersBefore,
     'nothing stored, so nothing sent',
   );
-  assert.equal(store.queries.countQueued(), 1, 'only the order of the unsynced catalog waits');
+  assert.equal(await store.queries.countQueued(), 1, 'only the order of the unsynced catalog waits');
   const good = await call('/v1/orders', {
     product_id: mlbbId,
     data: { user_id: '12345678', server_id: '2001' },

@@ -1,11 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { openDatabase } from '../../src/store/database.js';
-import { openOrderStore } from '../../src/store/order-store.js';
 import { runCli } from '../helpers/cli.js';
 import { privateRedis } from '../helpers/redis.js';
 import { startSimulator } from '../helpers/simulator.js';
-import { scheduleSettings, tempDbPath } from '../helpers/store.js';
+import { openTestStore, otherConnection, scheduleSettings, tempDbPath } from '../helpers/store.js';
 
 test('catalog sync fills the local catalog and the balance, and reports a price changed upstream', async (t) => {
   const sim = await startSimulator(t);
@@ -19,7 +17,7 @@ test('catalog sync fills the local catalog and the balance, and reports a price 
   };
 
   // Before any sync, status says how the catalog gets filled.
-  openDatabase({ path: dbPath }).close();
+  (await otherConnection(dbPath)).close();
   const never = await runCli(['status'], env);
   assert.match(never.stdout, /Catalog: never synced .*h2h-sync catalog sync/);
 
@@ -46,12 +44,11 @@ test('catalog sync fills the local catalog and the balance, and reports a price 
     new RegExp(`Catalog: ${sim.fixture.products.length} products, synced`),
   );
 
-  const db = openDatabase({ path: dbPath });
-  t.after(() => db.close());
-  const store = openOrderStore(db, scheduleSettings());
-  assert.equal(store.catalog.find({ code: 'FF-70' })?.price, 9900);
+  const store = await openTestStore(dbPath, scheduleSettings());
+  t.after(() => store.close());
+  assert.equal((await store.catalog.find({ code: 'FF-70' }))?.price, 9900);
   assert.deepEqual(
-    store.feed.after(0).map((e) => e.type),
+    (await store.feed.after(0)).map((e) => e.type),
     ['product.price_changed'],
   );
 });

@@ -1,12 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { sha256Hex } from '../../src/queue/job-ids.js';
-import { openDatabase } from '../../src/store/database.js';
-import { openOrderStore } from '../../src/store/order-store.js';
 import type { FailedEvent, RetrySummary } from '../../src/worker/failed-events.js';
 import { runCli } from '../helpers/cli.js';
 import { privateRedis } from '../helpers/redis.js';
-import { scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
+import { openTestStore, scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import {
   cleanupScope,
@@ -66,11 +64,10 @@ test('events failed lists parked events with their reason; events retry requeues
   assert.match(table.stdout, /2 failed webhook events \(newest 1 shown\)/);
 
   // The create answer arrives: the order is known by its invoice number now.
-  const db = openDatabase({ path: dbPath });
-  t.after(() => db.close());
-  const store = openOrderStore(db, scheduleSettings());
-  store.writer.createLocalOrder({ partnerRef: 'late-1', productCode: 'ML86', data: { user_id: '1' } });
-  store.writer.applyOrderSnapshot(snapshot('late-1', 'PENDING', { invoice_number: 'INV-late-1' }), {
+  const store = await openTestStore(dbPath, scheduleSettings());
+  t.after(() => store.close());
+  await store.writer.createLocalOrder({ partnerRef: 'late-1', productCode: 'ML86', data: { user_id: '1' } });
+  await store.writer.applyOrderSnapshot(snapshot('late-1', 'PENDING', { invoice_number: 'INV-late-1' }), {
     source: 'create',
   });
 
@@ -81,7 +78,10 @@ test('events failed lists parked events with their reason; events retry requeues
     message: 'the retried event completed',
   });
   assert.deepEqual(
-    [store.queries.getOrder('late-1')?.status, store.queries.getOrder('late-1')?.serialNumber],
+    [
+      (await store.queries.getOrder('late-1'))?.status,
+      (await store.queries.getOrder('late-1'))?.serialNumber,
+    ],
     ['SUCCESS', 'SN-L'],
   );
 

@@ -33,7 +33,7 @@ test('commands about existing orders refuse to create a store: "no store at PATH
     assert.equal(run.code, 2, args.join(' '));
     assert.match(
       run.stderr + run.stdout,
-      new RegExp(`no store at ${dbPath.replaceAll('.', '\\.')}: set H2H_DB_PATH`),
+      new RegExp(`no store at ${dbPath.replaceAll('.', '\\.')}: set H2H_DB_URL \\(or H2H_DB_PATH\\)`),
     );
   }
   assert.equal(existsSync(join(dir, 'nested')), false, 'nothing was created');
@@ -41,8 +41,8 @@ test('commands about existing orders refuse to create a store: "no store at PATH
 
 test('the default store is var/h2h-sync.db in the installation, wherever the command runs; the default Redis is the private one', () => {
   assert.equal(DEFAULT_DB_PATH, join(root, 'var', 'h2h-sync.db'));
-  assert.equal(loadConfig({}).dbPath, DEFAULT_DB_PATH);
-  assert.equal(loadConfig({ H2H_DB_PATH: 'rel/x.db' }).dbPath, resolve('rel/x.db'));
+  assert.equal(loadConfig({}).dbUrl, `sqlite://${DEFAULT_DB_PATH}`);
+  assert.equal(loadConfig({ H2H_DB_PATH: 'rel/x.db' }).dbUrl, `sqlite://${resolve('rel/x.db')}`);
   assert.equal(loadConfig({}).redisUrl, 'redis://127.0.0.1:6380');
   assert.equal(loadConfig({ H2H_PRIVATE_REDIS_PORT: '6390' }).redisUrl, 'redis://127.0.0.1:6390');
   assert.equal(loadConfig({ REDIS_URL: 'redis://db:6379' }).redisUrl, 'redis://db:6379');

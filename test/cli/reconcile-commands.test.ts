@@ -56,8 +56,8 @@ test('reconcile --once runs one pass now and prints its summary; status shows or
   );
   assert.equal(summary.budget.poll, 3);
   assert.equal(pass.stderr, '', 'no progress line when stderr is not a terminal');
-  assert.equal(env.store.queries.getOrder('cli-1')!.status, 'SUCCESS');
-  assert.equal(env.store.queries.getOrder('cli-2')!.status, 'FAILED');
+  assert.equal((await env.store.queries.getOrder('cli-1'))!.status, 'SUCCESS');
+  assert.equal((await env.store.queries.getOrder('cli-2'))!.status, 'FAILED');
 
   const table = await cli(env, ['reconcile', '--once']);
   assert.equal(table.code, 0, table.stderr);
@@ -80,7 +80,7 @@ test('reconcile --once runs one pass now and prints its summary; status shows or
   const learned = await cli(env, ['status', '--json'], { RECONCILE_PACE_MIN_SAMPLES: '1' });
   assert.equal(learned.code, 0, learned.stderr);
   const { firstPoll } = JSON.parse(learned.stdout);
-  const order = env.store.queries.getOrder('cli-1')!;
+  const order = (await env.store.queries.getOrder('cli-1'))!;
   const took = (Date.parse(order.successAt!) - Date.parse(order.createdAt!)) / 1000;
   assert.equal(firstPoll.learned, true);
   assert.equal(firstPoll.samples, 1);
@@ -105,7 +105,7 @@ test('reconcile --once says so and exits 1 when another pass holds the lock, and
   const summary = JSON.parse(refused.stdout);
   assert.equal(summary.stoppedBy, 'unauthorized');
   assert.equal(summary.error.code, 'INVALID_API_KEY');
-  assert.equal(env.store.queries.getOrder('busy-1')!.lastPolledAt, null, 'the order keeps its place');
+  assert.equal((await env.store.queries.getOrder('busy-1'))!.lastPolledAt, null, 'the order keeps its place');
 
   const status = await cli(env, ['status']);
   assert.equal(status.code, 0, status.stderr);

@@ -27,8 +27,12 @@ test('tail --json prints a received line when a signed webhook is queued and an 
   );
   t.after(() => receiver.close());
   // An order placed earlier: its create answer is history, not something tail shows.
-  store.writer.createLocalOrder({ partnerRef: 'tail-1', productCode: 'MLBB-86', data: { user_id: '1' } });
-  store.writer.applyOrderSnapshot(snapshot('tail-1', 'PENDING'), { source: 'create' });
+  await store.writer.createLocalOrder({
+    partnerRef: 'tail-1',
+    productCode: 'MLBB-86',
+    data: { user_id: '1' },
+  });
+  await store.writer.applyOrderSnapshot(snapshot('tail-1', 'PENDING'), { source: 'create' });
 
   const tail = spawnTail(t, { REDIS_URL: redis.url, H2H_DB_PATH: dbPath });
   await waitFor(() => tail.stderr().includes('Ctrl-C to stop') || tail.child.exitCode !== null, {
@@ -65,7 +69,7 @@ test('tail --json prints a received line when a signed webhook is queued and an 
       { kind: 'received', source: 'webhook', eventId: 'evt_tail_1', ref: 'tail-1', status: 'SUCCESS' },
     ],
   );
-  assert.equal(store.queries.getOrder('tail-1')?.status, 'SUCCESS');
+  assert.equal((await store.queries.getOrder('tail-1'))?.status, 'SUCCESS');
 
   tail.child.kill('SIGINT');
   assert.equal(await tail.exited, 0, tail.stderr());

@@ -37,8 +37,8 @@ const spawnApi = (t: TestContext, env: Record<string, string>) =>
   spawnCli(t, ['api'], { LOG_FORMAT: 'json', ...env });
 
 test('h2h-sync api serves the store with a token from the CLI, and stops cleanly on SIGTERM', async (t) => {
-  const { store, path } = tempStore(t, { now: Date.now });
-  store.writer.applyOrderSnapshot(snapshot('SHOP-1', 'SUCCESS', { serial_number: 'SN-1' }), {
+  const { store, path } = await tempStore(t, { now: Date.now });
+  await store.writer.applyOrderSnapshot(snapshot('SHOP-1', 'SUCCESS', { serial_number: 'SN-1' }), {
     source: 'webhook',
     eventId: 'e1',
   });

@@ -13,7 +13,8 @@ import {
 test('with no environment every setting has its documented default', () => {
   const config = loadConfig({});
   assert.equal(config.redisUrl, 'redis://127.0.0.1:6380');
-  assert.equal(config.dbPath, DEFAULT_DB_PATH);
+  assert.equal(config.dbUrl, `sqlite://${DEFAULT_DB_PATH}`);
+  assert.equal(config.dbLockTimeoutMs, 5000);
   assert.deepEqual(config.budget, { limit: 60, windowMs: 60_000, reservedForCreate: 20, pollFloor: 6 });
   assert.equal(config.settings.H2H_AUTH_STYLE, 'x-api-key');
 });

@@ -6,7 +6,8 @@ test('the worker settings default to 100 jobs in flight, batches of up to 100, a
   const settings = workerSettings(loadConfig({}));
   assert.deepEqual(settings, {
     redisUrl: 'redis://127.0.0.1:6380',
-    dbPath: DEFAULT_DB_PATH,
+    dbUrl: `sqlite://${DEFAULT_DB_PATH}`,
+    dbLockTimeoutMs: 5000,
     concurrency: 100,
     batchSize: 100,
     lockDurationMs: 30_000,

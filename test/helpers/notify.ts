@@ -58,12 +58,15 @@ export async function startTestNotifier(
  * Takes order `ref` through its life: submitted (PENDING), PROCESSING, SUCCESS, SUCCESS with its
  * serial: four feed events, in this order.
  */
-export function liveOrder(store: OrderStore, ref: string): void {
-  store.writer.createLocalOrder({ partnerRef: ref, productCode: 'ML86', data: { user_id: '1' } });
-  store.writer.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'create' });
-  store.writer.applyOrderSnapshot(snapshot(ref, 'PROCESSING'), { source: 'webhook', eventId: `${ref}-p` });
-  store.writer.applyOrderSnapshot(snapshot(ref, 'SUCCESS'), { source: 'webhook', eventId: `${ref}-s` });
-  store.writer.applyOrderSnapshot(snapshot(ref, 'SUCCESS', { serial_number: `SN-${ref}` }), {
+export async function liveOrder(store: OrderStore, ref: string): Promise<void> {
+  await store.writer.createLocalOrder({ partnerRef: ref, productCode: 'ML86', data: { user_id: '1' } });
+  await store.writer.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'create' });
+  await store.writer.applyOrderSnapshot(snapshot(ref, 'PROCESSING'), {
+    source: 'webhook',
+    eventId: `${ref}-p`,
+  });
+  await store.writer.applyOrderSnapshot(snapshot(ref, 'SUCCESS'), { source: 'webhook', eventId: `${ref}-s` });
+  await store.writer.applyOrderSnapshot(snapshot(ref, 'SUCCESS', { serial_number: `SN-${ref}` }), {
     source: 'poll',
   });
 }

@@ -130,7 +130,7 @@ export async function reconcilerEnv(
   const settings = testSettings(options.settings);
   const redisClient = new Redis(redis.url, { maxRetriesPerRequest: 1 });
   defer(() => redisClient.disconnect());
-  const { store, db, path, clock } = tempStore(t, {
+  const { store, db, path, clock } = await tempStore(t, {
     ...settings,
     ...(options.manualClock ? {} : { now: Date.now }),
   });
@@ -213,7 +213,7 @@ export async function createUpstreamOrder(
 ): Promise<Order> {
   const answer = await env.sim.createOrder({ partner_ref: partnerRef, data: targetFor(suffix) });
   assert.equal(answer.status, 201, answer.text);
-  env.store.writer.applyOrderSnapshot(answer.body, { source: 'create' });
+  await env.store.writer.applyOrderSnapshot(answer.body, { source: 'create' });
   return answer.body;
 }
 
@@ -226,7 +226,7 @@ export async function differencesFromSimulator(
   const truth = (await sim.allOrders()).filter((o) => !refs || refs.includes(o.partner_ref));
   const problems: string[] = [];
   for (const upstream of truth) {
-    const local = store.queries.getOrder(upstream.partner_ref);
+    const local = await store.queries.getOrder(upstream.partner_ref);
     const want = [upstream.status, upstream.serial_number, upstream.success_at, upstream.invoice_number];
     const got = [local?.upstreamStatus, local?.serialNumber, local?.successAt, local?.invoiceNumber];
     if (JSON.stringify(want) !== JSON.stringify(got)) {

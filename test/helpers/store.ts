@@ -5,10 +5,12 @@ import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import type { Database } from 'better-sqlite3';
 import { loadConfig, reconcilerSettings } from '../../src/config/config.js';
-import { openDatabase } from '../../src/store/database.js';
 import { type FeedEvent, isOrderEvent } from '../../src/store/feed.js';
-import { type OrderStore, openOrderStore } from '../../src/store/order-store.js';
+import type { LocalOrder } from '../../src/store/local-order.js';
+import { type OpenedStore, type OpenStoreOptions, openStore, sqliteUrl } from '../../src/store/open-store.js';
+import type { OrderStore } from '../../src/store/order-store.js';
 import type { PollScheduleSettings } from '../../src/store/poll-schedule.js';
+import { openSqliteConnection } from '../../src/store/sqlite/sqlite-db.js';
 import type { Order } from '../../src/upstream/model.js';
 
 /** A path for a database file in a fresh temp directory, removed when the test ends. */
@@ -42,25 +44,56 @@ export function scheduleSettings(overrides: Partial<PollScheduleSettings> = {}):
 /**
  * An order store on a real SQLite file in a temp directory, closed when the test ends: the
  * default schedule with `overrides`, on a {@link manualClock} unless `now` is given; no
- * `balance.low` unless `balanceLowThreshold` is given.
+ * `balance.low` unless `balanceLowThreshold` is given. `db` is the store's SQLite write
+ * connection (`store.sqlite`), for set-up and inspection between the store's calls, never while
+ * one of them is running.
  */
-export function tempStore(
+export async function tempStore(
   t: Pick<TestContext, 'after'>,
   {
     now,
     balanceLowThreshold = 0,
+    lockTimeoutMs,
     ...overrides
-  }: Partial<PollScheduleSettings> & { now?: () => number; balanceLowThreshold?: number } = {},
-): { store: OrderStore; db: Database; path: string; clock: ManualClock } {
+  }: Partial<PollScheduleSettings> & {
+    now?: () => number;
+    balanceLowThreshold?: number;
+    lockTimeoutMs?: number;
+  } = {},
+): Promise<{ store: OpenedStore; db: Database; path: string; clock: ManualClock }> {
   const path = tempDbPath(t);
-  const db = openDatabase({ path });
-  t.after(() => db.close());
   const clock = manualClock();
-  const store = openOrderStore(db, scheduleSettings(overrides), {
+  const store = await openTestStore(path, scheduleSettings(overrides), {
     now: now ?? clock.now,
     balanceLowThreshold,
+    ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
   });
-  return { store, db, path, clock };
+  t.after(() => store.close());
+  return { store, db: store.sqlite!, path, clock };
+}
+
+/**
+ * The store on the SQLite file `path` (created and migrated when new), with the default schedule
+ * unless `settings` is given. The caller closes it.
+ */
+export function openTestStore(
+  path: string,
+  settings: PollScheduleSettings = scheduleSettings(),
+  options: OpenStoreOptions = {},
+): Promise<OpenedStore> {
+  return openStore(sqliteUrl(path), settings, { role: 'test', ...options });
+}
+
+/**
+ * A plain connection to the store file `path` (migrated first, when new), as another process
+ * sees it: for tests that inspect or lock the file from outside the store. The caller closes it.
+ */
+export async function otherConnection(path: string, busyTimeoutMs?: number): Promise<Database> {
+  await (await openTestStore(path)).close();
+  return openSqliteConnection({
+    path,
+    ...(busyTimeoutMs === undefined ? {} : { lockTimeoutMs: busyTimeoutMs }),
+  });
 }
 
 /** The order events of a page of the feed (its price changes and low balances left out), typed as such. */
@@ -98,4 +131,17 @@ export function nextMessage<T>(child: ChildProcess): Promise<T> {
       resolve(message as T);
     });
   });
+}
+
+/** Whether every order of `refs` exists and passes `check` (read now, one by one). */
+export async function everyOrder(
+  store: Pick<OrderStore, 'queries'>,
+  refs: readonly string[],
+  check: (order: LocalOrder) => boolean,
+): Promise<boolean> {
+  for (const ref of refs) {
+    const order = await store.queries.getOrder(ref);
+    if (!order || !check(order)) return false;
+  }
+  return true;
 }

@@ -4,15 +4,15 @@ import { randomUUID } from 'node:crypto';
 import type { TestContext } from 'node:test';
 import type { Database } from 'better-sqlite3';
 import { createWebhookProducer, type WebhookProducer } from '../../src/queue/webhook-producer.js';
-import { openDatabase } from '../../src/store/database.js';
-import { type OrderStore, openOrderStore } from '../../src/store/order-store.js';
+import type { OpenedStore } from '../../src/store/open-store.js';
+import { openSqliteConnection } from '../../src/store/sqlite/sqlite-db.js';
 import type { Order } from '../../src/upstream/model.js';
 import {
   createEventWorker,
   type EventWorker,
   type EventWorkerOptions,
 } from '../../src/worker/event-worker.js';
-import { nextMessage, scheduleSettings, snapshot } from './store.js';
+import { nextMessage, openTestStore, scheduleSettings, snapshot } from './store.js';
 
 /**
  * Harness of the worker tests: webhooks are queued through the receiver's own producer (so the
@@ -98,7 +98,8 @@ export async function queueSnapshot(
 
 export interface TestWorker {
   eventWorker: EventWorker;
-  store: OrderStore;
+  store: OpenedStore;
+  /** A connection of its own to the store's file, to read what is committed (another process's view). */
   db: Database;
 }
 
@@ -113,11 +114,16 @@ export async function startTestWorker(
   >,
 ): Promise<TestWorker> {
   const { dbPath, busyTimeoutMs, ...workerOptions } = options;
-  const db = openDatabase({ path: dbPath, ...(busyTimeoutMs === undefined ? {} : { busyTimeoutMs }) });
-  const store = openOrderStore(db, scheduleSettings());
-  const eventWorker = createEventWorker({ writer: store.writer, db, ...workerOptions });
+  const store = await openTestStore(
+    dbPath,
+    scheduleSettings(),
+    busyTimeoutMs === undefined ? {} : { lockTimeoutMs: busyTimeoutMs },
+  );
+  const eventWorker = createEventWorker({ writer: store.writer, ...workerOptions });
+  const db = openSqliteConnection({ path: dbPath });
   t.after(async () => {
     await eventWorker.close({ timeoutMs: 5_000 });
+    await store.close();
     db.close();
   });
   await eventWorker.waitUntilReady();

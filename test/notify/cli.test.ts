@@ -1,11 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { openDatabase } from '../../src/store/database.js';
-import { openOrderStore } from '../../src/store/order-store.js';
 import { runCli } from '../helpers/cli.js';
 import { liveOrder, seqOf, startTestNotifier, verifyNotification } from '../helpers/notify.js';
 import { privateRedis } from '../helpers/redis.js';
-import { scheduleSettings, tempDbPath } from '../helpers/store.js';
+import { openTestStore, scheduleSettings, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import { startWebhookSink } from '../helpers/webhook-sink.js';
 import { cleanupScope } from '../helpers/worker.js';
@@ -26,17 +24,18 @@ test('endpoints add prints the secret once; given-up notifications are listed, r
   const listed = await runCli(['endpoints', 'list', '--json'], env);
   assert.ok(!listed.stdout.includes(endpoint.secret), 'list never shows a secret');
 
-  const db = openDatabase({ path: dbPath });
-  scope.after(() => db.close());
-  const store = openOrderStore(db, scheduleSettings(), { now: Date.now });
+  const store = await openTestStore(dbPath, scheduleSettings(), { now: Date.now });
+  scope.after(() => store.close());
   const start = new Date(Date.now() - 1000).toISOString();
   await startTestNotifier(scope, { store, redisUrl: redis.url, prefix: 'bull', retryScheduleMs: [50, 50] });
-  liveOrder(store, 'C-1');
-  const seqs = store.feed.after(0, 1000).map((e) => e.seq);
+  await liveOrder(store, 'C-1');
+  const seqs = (await store.feed.after(0, 1000)).map((e) => e.seq);
 
   // 503 to all: the first event gives up after three attempts, and the later ones of its order
   // then go, and give up too.
-  await waitFor(() => store.deliveries.failed().length === seqs.length, { message: 'every event given up' });
+  await waitFor(async () => (await store.deliveries.failed()).length === seqs.length, {
+    message: 'every event given up',
+  });
   const failed = await runCli(['notifications', 'failed', '--since', start, '--json'], env);
   assert.equal(failed.code, 0, failed.stderr);
   assert.deepEqual(
@@ -57,7 +56,7 @@ test('endpoints add prints the secret once; given-up notifications are listed, r
   assert.match(retried.stdout, /requeued 4 failed notifications/);
   const firstRound = await sink.waitForDeliveries((d) => d.answer === 200, seqs.length);
   assert.deepEqual(firstRound.map(seqOf).sort(), [...seqs].sort());
-  await waitFor(() => store.deliveries.failed().length === 0, {
+  await waitFor(async () => (await store.deliveries.failed()).length === 0, {
     message: 'the retries recorded as delivered',
   });
   assert.equal((await runCli(['notifications', 'failed', '--json'], env)).stdout.trim(), '[]');

@@ -58,18 +58,18 @@ async function setup(
 ) {
   const scope = cleanupScope(t);
   const redis = await privateRedis(scope);
-  const { store } = tempStore(scope, { now: Date.now });
+  const { store } = await tempStore(scope, { now: Date.now });
   const sink = await startWebhookSink(scope, { secrets: [], ...(answer ? { answer } : {}) });
   const secret = generateEndpointSecret();
-  const endpoint = store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
+  const endpoint = await store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
   return { scope, redis, store, sink, secret, endpoint };
 }
 
 /** The endpoint's history once `n` deliveries are recorded in it. */
 function historySettled(store: OrderStore, endpointId: number, n: number) {
   return waitFor(
-    () => {
-      const history = store.deliveries.history({ endpointId });
+    async () => {
+      const history = await store.deliveries.history({ endpointId });
       return history.filter((h) => h.outcome === 'delivered').length >= n ? history : undefined;
     },
     { message: `${n} deliveries recorded` },
@@ -81,9 +81,9 @@ const delivered = (d: WebhookDelivery) => typeof d.answer === 'number' && d.answ
 test('every event of the feed reaches the endpoint signed per Standard Webhooks, with the whole order', async (t) => {
   const { scope, redis, store, sink, secret, endpoint } = await setup(t);
   await startTestNotifier(scope, { store, redisUrl: redis.url });
-  liveOrder(store, 'N-1');
-  liveOrder(store, 'N-2');
-  const seqs = store.feed.after(0, 1000).map((e) => e.seq);
+  await liveOrder(store, 'N-1');
+  await liveOrder(store, 'N-2');
+  const seqs = (await store.feed.after(0, 1000)).map((e) => e.seq);
   await sink.waitForDeliveries(delivered, seqs.length);
 
   const bodies = assertAllDeliveredInOrder(sink.deliveries, secret, seqs);
@@ -94,8 +94,8 @@ test('every event of the feed reaches the endpoint signed per Standard Webhooks,
     bodies.find((b) => b.data.version === 4 && b.data.partner_ref === 'N-1'),
     {
       type: 'order.updated',
-      timestamp: store.feed.get(seqs[3]!)!.timestamp,
-      data: store.queries.getPublicOrder('N-1'),
+      timestamp: (await store.feed.get(seqs[3]!))!.timestamp,
+      data: await store.queries.getPublicOrder('N-1'),
     },
   );
   // The worker records an attempt once the answer is in: just after the sink has counted it.
@@ -107,8 +107,8 @@ test('every event of the feed reaches the endpoint signed per Standard Webhooks,
 test('an endpoint answering 500 gets every event once it recovers, each order in sequence', async (t) => {
   const { scope, redis, store, sink, secret, endpoint } = await setup(t, failFirst(12, 500));
   const notifier = await startTestNotifier(scope, { store, redisUrl: redis.url });
-  for (const ref of ['F-1', 'F-2', 'F-3']) liveOrder(store, ref);
-  const seqs = store.feed.after(0, 1000).map((e) => e.seq);
+  for (const ref of ['F-1', 'F-2', 'F-3']) await liveOrder(store, ref);
+  const seqs = (await store.feed.after(0, 1000)).map((e) => e.seq);
   await sink.waitForDeliveries(delivered, seqs.length);
   assertAllDeliveredInOrder(sink.deliveries, secret, seqs);
   const history = await historySettled(store, endpoint.id, seqs.length);
@@ -123,20 +123,20 @@ test('an endpoint answering 500 gets every event once it recovers, each order in
 test('an endpoint that is down (connection refused) gets every event once it is back', async (t) => {
   const scope = cleanupScope(t);
   const redis = await privateRedis(scope);
-  const { store } = tempStore(scope, { now: Date.now });
+  const { store } = await tempStore(scope, { now: Date.now });
   const secret = generateEndpointSecret();
   // A port that answers nothing yet: the sink's, closed, then opened again on the same port.
   const first = await startWebhookSink(scope, { secrets: [] });
   await first.close();
-  const endpoint = store.endpoints.add({ url: first.url, events: ['order.*'], secret });
+  const endpoint = await store.endpoints.add({ url: first.url, events: ['order.*'], secret });
   await startTestNotifier(scope, { store, redisUrl: redis.url });
-  liveOrder(store, 'D-1');
-  await waitFor(() => store.deliveries.history({ endpointId: endpoint.id }).length >= 2, {
+  await liveOrder(store, 'D-1');
+  await waitFor(async () => (await store.deliveries.history({ endpointId: endpoint.id })).length >= 2, {
     message: 'two refused attempts',
   });
-  assert.match(store.deliveries.history({ endpointId: endpoint.id })[0]!.error ?? '', /ECONNREFUSED/);
+  assert.match((await store.deliveries.history({ endpointId: endpoint.id }))[0]!.error ?? '', /ECONNREFUSED/);
   const sink = await startWebhookSink(scope, { secrets: [], port: Number(new URL(first.url).port) });
-  const seqs = store.feed.after(0, 1000).map((e) => e.seq);
+  const seqs = (await store.feed.after(0, 1000)).map((e) => e.seq);
   await sink.waitForDeliveries(delivered, seqs.length);
   assertAllDeliveredInOrder(sink.deliveries, secret, seqs);
 });
@@ -144,12 +144,14 @@ test('an endpoint that is down (connection refused) gets every event once it is 
 test('an endpoint slower than the time-out gets every event once it answers in time', async (t) => {
   const { scope, redis, store, sink, secret, endpoint } = await setup(t, hangFirst(3));
   await startTestNotifier(scope, { store, redisUrl: redis.url, timeoutMs: 300 });
-  liveOrder(store, 'S-1');
-  liveOrder(store, 'S-2');
-  const seqs = store.feed.after(0, 1000).map((e) => e.seq);
+  await liveOrder(store, 'S-1');
+  await liveOrder(store, 'S-2');
+  const seqs = (await store.feed.after(0, 1000)).map((e) => e.seq);
   await sink.waitForDeliveries(delivered, seqs.length);
   assertAllDeliveredInOrder(sink.deliveries, secret, seqs);
-  const timedOut = store.deliveries.history({ endpointId: endpoint.id }).filter((h) => h.status === null);
+  const timedOut = (await store.deliveries.history({ endpointId: endpoint.id })).filter(
+    (h) => h.status === null,
+  );
   assert.equal(timedOut.length, 3);
   assert.match(timedOut[0]!.error ?? '', /no answer within 300 ms/);
 });
@@ -157,19 +159,19 @@ test('an endpoint slower than the time-out gets every event once it answers in t
 test('410 Gone disables the endpoint: nothing more is sent to it', async (t) => {
   const { scope, redis, store, sink, endpoint } = await setup(t, () => 410);
   const notifier = await startTestNotifier(scope, { store, redisUrl: redis.url });
-  liveOrder(store, 'G-1');
-  await waitFor(() => store.endpoints.get(endpoint.id)!.disabledAt !== null, {
+  await liveOrder(store, 'G-1');
+  await waitFor(async () => (await store.endpoints.get(endpoint.id))!.disabledAt !== null, {
     message: 'the endpoint disabled',
   });
-  assert.match(store.endpoints.get(endpoint.id)!.disabledReason ?? '', /410/);
-  liveOrder(store, 'G-2');
+  assert.match((await store.endpoints.get(endpoint.id))!.disabledReason ?? '', /410/);
+  await liveOrder(store, 'G-2');
   await notifier.dispatchNow();
   await waitFor(async () => {
     const counts = await notifier.queue.getJobCounts('waiting', 'active', 'delayed');
     return (counts.waiting ?? 0) + (counts.active ?? 0) + (counts.delayed ?? 0) === 0;
   });
   assert.equal(sink.deliveries.length, 1, 'one request, answered 410; the rest were skipped');
-  const outcomes = store.deliveries.history({ endpointId: endpoint.id }).map((h) => h.outcome);
+  const outcomes = (await store.deliveries.history({ endpointId: endpoint.id })).map((h) => h.outcome);
   assert.deepEqual(
     outcomes.filter((o) => o !== 'skipped'),
     ['disabled'],
@@ -179,9 +181,9 @@ test('410 Gone disables the endpoint: nothing more is sent to it', async (t) => 
 test('during a secret rotation both secrets sign: a shop holding either one verifies', async (t) => {
   const { scope, redis, store, sink, secret: oldSecret, endpoint } = await setup(t);
   const newSecret = generateEndpointSecret();
-  store.endpoints.rotateSecret(endpoint.id, newSecret, 3_600_000);
+  await store.endpoints.rotateSecret(endpoint.id, newSecret, 3_600_000);
   await startTestNotifier(scope, { store, redisUrl: redis.url });
-  liveOrder(store, 'R-1');
+  await liveOrder(store, 'R-1');
   const [first] = await sink.waitForDeliveries(delivered, 1);
   assert.equal(String(first!.headers['webhook-signature']).split(' ').length, 2);
   verifyNotification(oldSecret, first!);

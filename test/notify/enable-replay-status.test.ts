@@ -2,12 +2,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { EndpointBacklogView } from '../../src/notify/operations.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
-import { openDatabase } from '../../src/store/database.js';
-import { openOrderStore } from '../../src/store/order-store.js';
 import { runCli } from '../helpers/cli.js';
 import { liveOrder, seqOf, startTestNotifier, verifyNotification } from '../helpers/notify.js';
 import { privateRedis } from '../helpers/redis.js';
-import { scheduleSettings, tempDbPath } from '../helpers/store.js';
+import { openTestStore, scheduleSettings, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import { startWebhookSink, type WebhookDelivery } from '../helpers/webhook-sink.js';
 import { cleanupScope } from '../helpers/worker.js';
@@ -21,20 +19,25 @@ test('an endpoint disabled by a 410 is enabled again from the next event on; wha
   const env = { REDIS_URL: redis.url, H2H_DB_PATH: dbPath };
   let gone = true;
   const shop = await startWebhookSink(scope, { secrets: [], answer: () => (gone ? 410 : 200) });
-  const db = openDatabase({ path: dbPath });
-  scope.after(() => db.close());
-  const store = openOrderStore(db, scheduleSettings(), { now: Date.now });
+  const store = await openTestStore(dbPath, scheduleSettings(), { now: Date.now });
+  scope.after(() => store.close());
   const secret = generateEndpointSecret();
-  const endpoint = store.endpoints.add({ url: shop.url, events: ['order.*'], secret });
+  const endpoint = await store.endpoints.add({ url: shop.url, events: ['order.*'], secret });
   // One failed attempt, then a minute's wait: a failing notification stays failing meanwhile.
   await startTestNotifier(scope, { store, redisUrl: redis.url, prefix: 'bull', retryScheduleMs: [60_000] });
 
-  liveOrder(store, 'E-1'); // seq 1-4: the first answered 410, the rest skipped
-  await waitFor(() => [1, 2, 3, 4].every((seq) => store.deliveries.isSettled(endpoint.id, seq)), {
-    message: 'the 410 and the skips recorded',
-  });
-  assert.match(store.endpoints.get(endpoint.id)!.disabledReason ?? '', /410/);
-  liveOrder(store, 'E-2'); // seq 5-8: committed while disabled, not queued
+  await liveOrder(store, 'E-1'); // seq 1-4: the first answered 410, the rest skipped
+  await waitFor(
+    async () =>
+      (await Promise.all([1, 2, 3, 4].map((seq) => store.deliveries.isSettled(endpoint.id, seq)))).every(
+        Boolean,
+      ),
+    {
+      message: 'the 410 and the skips recorded',
+    },
+  );
+  assert.match((await store.endpoints.get(endpoint.id))!.disabledReason ?? '', /410/);
+  await liveOrder(store, 'E-2'); // seq 5-8: committed while disabled, not queued
 
   const whileDisabled = await runCli(['status', '--json'], env);
   assert.equal(whileDisabled.code, 0, whileDisabled.stderr);
@@ -63,13 +66,14 @@ test('an endpoint disabled by a 410 is enabled again from the next event on; wha
 
   // A second endpoint that fails: its order's first event is retried, the rest wait for it.
   const failingShop = await startWebhookSink(scope, { secrets: [], answer: () => 503 });
-  const failing = store.endpoints.add({ url: failingShop.url, events: ['order.*'], secret });
-  liveOrder(store, 'E-3'); // seq 9-12
+  const failing = await store.endpoints.add({ url: failingShop.url, events: ['order.*'], secret });
+  await liveOrder(store, 'E-3'); // seq 9-12
   const fresh = await shop.waitForDeliveries(ok, 4);
   for (const delivery of fresh) assert.equal(verifyNotification(secret, delivery).data.partner_ref, 'E-3');
   assert.deepEqual(fresh.map(seqOf), [9, 10, 11, 12], 'from the next event on, in order');
   await waitFor(
-    () => store.deliveries.history({ endpointId: failing.id }).some((h) => h.outcome === 'retrying'),
+    async () =>
+      (await store.deliveries.history({ endpointId: failing.id })).some((h) => h.outcome === 'retrying'),
     { message: 'the failing endpoint retrying' },
   );
 

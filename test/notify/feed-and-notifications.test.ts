@@ -14,20 +14,20 @@ import { cleanupScope } from '../helpers/worker.js';
 test('the change feed read over the API from any cursor equals the notifications the shop received after it', async (t) => {
   const scope = cleanupScope(t);
   const redis = await privateRedis(scope);
-  const { store } = tempStore(scope, { now: Date.now });
+  const { store } = await tempStore(scope, { now: Date.now });
   const sink = await startWebhookSink(scope, { secrets: [] });
   const secret = generateEndpointSecret();
-  store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
+  await store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
   await startTestNotifier(scope, { store, redisUrl: redis.url });
-  for (const ref of ['FEED-1', 'FEED-2', 'FEED-3']) liveOrder(store, ref);
-  const total = store.feed.after(0, 1000).length;
+  for (const ref of ['FEED-1', 'FEED-2', 'FEED-3']) await liveOrder(store, ref);
+  const total = (await store.feed.after(0, 1000)).length;
   await sink.waitForDeliveries((d) => typeof d.answer === 'number' && d.answer < 300, total);
 
   const api = await buildApiApp({ store, ...defaultApiLimits() });
   await api.listen({ host: '127.0.0.1', port: 0 });
   scope.after(() => api.close());
   const origin = `http://127.0.0.1:${(api.server.address() as { port: number }).port}`;
-  const { token } = store.tokens.create('shop', ['orders:read']);
+  const { token } = await store.tokens.create('shop', ['orders:read']);
   // The notifications as the shop keeps them: one per webhook-id, by feed position.
   const notified = new Map(sink.deliveries.map((d) => [seqOf(d), verifyNotification(secret, d)]));
   assert.equal(notified.size, total);

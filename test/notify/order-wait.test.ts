@@ -12,11 +12,9 @@ import { RunningDeliveries, WaitMarks } from '../../src/notify/order-wait.js';
 import { postNotification } from '../../src/notify/post-notification.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
 import { DEFAULT_QUEUE_PREFIX } from '../../src/queue/webhook-queue.js';
-import { openDatabase } from '../../src/store/database.js';
-import { openOrderStore } from '../../src/store/order-store.js';
 import { liveOrder, seqOf, startTestNotifier, verifyNotification } from '../helpers/notify.js';
 import { privateRedis } from '../helpers/redis.js';
-import { scheduleSettings, tempDbPath, tempStore } from '../helpers/store.js';
+import { openTestStore, scheduleSettings, tempDbPath, tempStore } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import { startWebhookSink } from '../helpers/webhook-sink.js';
 import { cleanupScope, spawnWorker } from '../helpers/worker.js';
@@ -60,19 +58,19 @@ function versionsByRef(secret: string, deliveries: Parameters<typeof verifyNotif
 test('the later events of an order await the earlier one delivered by the same process: in sequence, none moved to delayed', async (t) => {
   const scope = cleanupScope(t);
   const redis = await privateRedis(scope);
-  const { store } = tempStore(scope, { now: Date.now });
+  const { store } = await tempStore(scope, { now: Date.now });
   const first = gate();
   const sink = await startWebhookSink(scope, {
     secrets: [],
     hold: (delivery) => (delivery.index === 0 ? first.opened : undefined),
   });
   const secret = generateEndpointSecret();
-  const endpoint = store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
+  const endpoint = await store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
   const prefix = `t-${randomUUID()}`;
   const { queue } = queueOf(scope, redis.url, prefix);
   await startTestNotifier(scope, { store, redisUrl: redis.url, prefix, concurrency: 10 });
 
-  liveOrder(store, 'H-1'); // seq 1-4
+  await liveOrder(store, 'H-1'); // seq 1-4
   await sink.waitForDeliveries(() => true, 1);
   // The shop has not answered the first: the other three are taken, and wait in the process.
   await waitFor(
@@ -100,24 +98,24 @@ test('the later events of an order await the earlier one delivered by the same p
     assert.equal(job.returnvalue, 'delivered');
     assert.equal(job.data.waits, undefined, `event ${seq} never moved to delayed`);
   }
-  assert.equal(store.deliveries.history({ endpointId: endpoint.id }).length, 4);
+  assert.equal((await store.deliveries.history({ endpointId: endpoint.id })).length, 4);
 });
 
 test('a later event waiting delayed for an earlier one delivered by another process is promoted through its mark', async (t) => {
   const scope = cleanupScope(t);
   const redis = await privateRedis(scope);
-  const { store } = tempStore(scope, { now: Date.now });
+  const { store } = await tempStore(scope, { now: Date.now });
   const first = gate();
   const sink = await startWebhookSink(scope, {
     secrets: [],
     hold: (delivery) => (delivery.index === 0 ? first.opened : undefined),
   });
   const secret = generateEndpointSecret();
-  const endpoint = store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
+  const endpoint = await store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
   const prefix = `t-${randomUUID()}`;
   const { queue, connection } = queueOf(scope, redis.url, prefix);
 
-  liveOrder(store, 'M-1'); // seq 1-4
+  await liveOrder(store, 'M-1'); // seq 1-4
   await dispatchNotifications(store, queue, { retries: 3 });
   // Another process takes event 1 (the oldest job) and delivers it with the same code.
   const marks = new WaitMarks(connection, queue.qualifiedName);
@@ -169,13 +167,12 @@ test('a worker killed while the later events of an order await the earlier one l
   const scope = cleanupScope(t);
   const redis = await privateRedis(scope);
   const dbPath = tempDbPath(scope);
-  const db = openDatabase({ path: dbPath });
-  scope.after(() => db.close());
-  const store = openOrderStore(db, scheduleSettings(), { now: Date.now });
+  const store = await openTestStore(dbPath, scheduleSettings(), { now: Date.now });
+  scope.after(() => store.close());
   let up = false;
   const sink = await startWebhookSink(scope, { secrets: [], answer: () => (up ? 200 : 'hang') });
   const secret = generateEndpointSecret();
-  const endpoint = store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
+  const endpoint = await store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
   const { queue } = queueOf(scope, redis.url, DEFAULT_QUEUE_PREFIX);
   const env = {
     REDIS_URL: redis.url,
@@ -189,7 +186,7 @@ test('a worker killed while the later events of an order await the earlier one l
   };
 
   const { child } = await spawnWorker(scope, env);
-  liveOrder(store, 'X-1'); // seq 1-4
+  await liveOrder(store, 'X-1'); // seq 1-4
   await sink.waitForDeliveries(() => true, 1);
   await waitFor(
     async () => {
@@ -209,8 +206,8 @@ test('a worker killed while the later events of an order await the earlier one l
   assert.deepEqual(delivered.map(seqOf), [1, 2, 3, 4]);
   assert.deepEqual(versionsByRef(secret, delivered).get('X-1'), [1, 2, 3, 4]);
   const history = await waitFor(
-    () => {
-      const rows = store.deliveries.history({ endpointId: endpoint.id });
+    async () => {
+      const rows = await store.deliveries.history({ endpointId: endpoint.id });
       return rows.filter((row) => row.outcome === 'delivered').length === 4 ? rows : undefined;
     },
     { message: 'four deliveries recorded' },

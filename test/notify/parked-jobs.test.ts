@@ -38,9 +38,9 @@ function otherProcess(scope: ReturnType<typeof cleanupScope>, redisUrl: string, 
 test('a notification job that stalls past its limit (its worker died mid-delivery) is recorded gave_up, and the next event of its order goes', async (t) => {
   const scope = cleanupScope(t);
   const redis = await privateRedis(scope);
-  const { store } = tempStore(scope, { now: Date.now });
+  const { store } = await tempStore(scope, { now: Date.now });
   const sink = await startWebhookSink(scope, { secrets: [] });
-  const endpoint = store.endpoints.add({
+  const endpoint = await store.endpoints.add({
     url: sink.url,
     events: ['order.*'],
     secret: generateEndpointSecret(),
@@ -48,7 +48,7 @@ test('a notification job that stalls past its limit (its worker died mid-deliver
   const prefix = `t-${randomUUID()}`;
   const other = otherProcess(scope, redis.url, prefix);
 
-  liveOrder(store, 'S-1'); // seq 1-4
+  await liveOrder(store, 'S-1'); // seq 1-4
   await dispatchNotifications(store, other.queue, { retries: 3 });
   // A worker takes the first event's job and dies without a word: its lock runs out.
   const dying = other.worker(() => new Promise<never>(() => {}));
@@ -60,7 +60,7 @@ test('a notification job that stalls past its limit (its worker died mid-deliver
   // No stall allowed: the notifier's stalled check fails the job for good, without delivering.
   await startTestNotifier(scope, { store, redisUrl: redis.url, prefix, maxStalledCount: 0 });
   const parked = await waitFor(
-    () => store.deliveries.failed({ endpointId: endpoint.id }).find((d) => d.seq === 1),
+    async () => (await store.deliveries.failed({ endpointId: endpoint.id })).find((d) => d.seq === 1),
     { message: 'the stalled job recorded gave_up' },
   );
   assert.equal(parked.outcome, 'gave_up');
@@ -76,9 +76,9 @@ test('a notification job that stalls past its limit (its worker died mid-deliver
 test('a notification job that failed for good in a process that died before recording it is recorded gave_up at the next start', async (t) => {
   const scope = cleanupScope(t);
   const redis = await privateRedis(scope);
-  const { store } = tempStore(scope, { now: Date.now });
+  const { store } = await tempStore(scope, { now: Date.now });
   const sink = await startWebhookSink(scope, { secrets: [] });
-  const endpoint = store.endpoints.add({
+  const endpoint = await store.endpoints.add({
     url: sink.url,
     events: ['order.*'],
     secret: generateEndpointSecret(),
@@ -86,7 +86,7 @@ test('a notification job that failed for good in a process that died before reco
   const prefix = `t-${randomUUID()}`;
   const other = otherProcess(scope, redis.url, prefix);
 
-  liveOrder(store, 'P-1'); // seq 1-4
+  await liveOrder(store, 'P-1'); // seq 1-4
   // One attempt each, and an error before the delivery records anything: all four fail for good.
   await dispatchNotifications(store, other.queue, { retries: 0 });
   const broken = other.worker(async () => {
@@ -96,10 +96,14 @@ test('a notification job that failed for good in a process that died before reco
     message: 'four jobs failed',
   });
   await broken.close();
-  assert.equal(store.deliveries.history({ endpointId: endpoint.id }).length, 0, 'nothing recorded yet');
+  assert.equal(
+    (await store.deliveries.history({ endpointId: endpoint.id })).length,
+    0,
+    'nothing recorded yet',
+  );
 
   await startTestNotifier(scope, { store, redisUrl: redis.url, prefix });
-  const failed = store.deliveries.failed({ endpointId: endpoint.id });
+  const failed = await store.deliveries.failed({ endpointId: endpoint.id });
   assert.deepEqual(
     failed.map((d) => [d.seq, d.outcome, d.attempt]),
     [1, 2, 3, 4].map((seq) => [seq, 'gave_up', 1]),

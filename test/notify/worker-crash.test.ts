@@ -2,11 +2,9 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test } from 'node:test';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
-import { openDatabase } from '../../src/store/database.js';
-import { openOrderStore } from '../../src/store/order-store.js';
 import { liveOrder, seqOf, verifyNotification } from '../helpers/notify.js';
 import { privateRedis } from '../helpers/redis.js';
-import { scheduleSettings, tempDbPath } from '../helpers/store.js';
+import { openTestStore, scheduleSettings, tempDbPath } from '../helpers/store.js';
 import { startWebhookSink } from '../helpers/webhook-sink.js';
 import { cleanupScope, spawnWorker } from '../helpers/worker.js';
 
@@ -14,13 +12,12 @@ test('the worker killed between commit and delivery loses nothing: every event a
   const scope = cleanupScope(t);
   const redis = await privateRedis(scope);
   const dbPath = tempDbPath(scope);
-  const db = openDatabase({ path: dbPath });
-  scope.after(() => db.close());
-  const store = openOrderStore(db, scheduleSettings(), { now: Date.now });
+  const store = await openTestStore(dbPath, scheduleSettings(), { now: Date.now });
+  scope.after(() => store.close());
   let up = false;
   const sink = await startWebhookSink(scope, { secrets: [], answer: () => (up ? 200 : 'hang') });
   const secret = generateEndpointSecret();
-  store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
+  await store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
   const env = {
     REDIS_URL: redis.url,
     H2H_DB_PATH: dbPath,
@@ -33,18 +30,18 @@ test('the worker killed between commit and delivery loses nothing: every event a
   };
 
   const { child } = await spawnWorker(scope, env);
-  liveOrder(store, 'K-1');
+  await liveOrder(store, 'K-1');
   // A delivery is in flight (the shop has not answered) when the worker dies.
   await sink.waitForDeliveries(() => true, 1);
   const killed = once(child, 'exit');
   child.kill('SIGKILL');
   assert.equal((await killed)[1], 'SIGKILL');
   // Committed while no worker runs: only the feed knows about these.
-  liveOrder(store, 'K-2');
+  await liveOrder(store, 'K-2');
 
   up = true;
   await spawnWorker(scope, env);
-  const seqs = store.feed.after(0, 1000).map((e) => e.seq);
+  const seqs = (await store.feed.after(0, 1000)).map((e) => e.seq);
   const delivered = await sink.waitForDeliveries((d) => d.answer === 200, seqs.length, { timeoutMs: 20_000 });
   assert.deepEqual(
     [...new Set(delivered.map(seqOf))].sort((a, b) => a - b),

@@ -11,10 +11,9 @@ import { settingsSchema } from '../../src/config/config.js';
 import { freePort } from '../../src/dev/redis-server.js';
 import { jobIdFor } from '../../src/queue/job-ids.js';
 import { WEBHOOK_QUEUE } from '../../src/queue/webhook-queue.js';
-import { openDatabase } from '../../src/store/database.js';
 import { signedWebhookHeaders } from '../../src/upstream/signature.js';
 import { privateRedis } from '../helpers/redis.js';
-import { snapshot } from '../helpers/store.js';
+import { otherConnection, snapshot } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import { cleanupScope, webhookBodyOf } from '../helpers/worker.js';
 
@@ -280,7 +279,7 @@ test('pm2 reload of the receivers and the worker under a steady stream of signed
     await queue.close();
     connection.disconnect();
   });
-  const db = openDatabase({ path: dbPath });
+  const db = await otherConnection(dbPath);
   t.after(() => db.close());
   const applied = db.prepare(
     "SELECT COUNT(DISTINCT event_id) AS n FROM order_events WHERE source = 'webhook'",

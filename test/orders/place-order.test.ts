@@ -11,7 +11,7 @@ const target = (suffix = '0001') => ({ user_id: userIdEndingIn(suffix), server_i
 
 async function setup(t: Parameters<typeof startSimulator>[0], client: { headersTimeoutMs?: number } = {}) {
   const sim = await startSimulator(t);
-  const { store } = tempStore(t, { now: Date.now });
+  const { store } = await tempStore(t, { now: Date.now });
   const upstream = new UpstreamClient({
     baseUrl: sim.sim.baseUrl,
     apiKey: sim.member.api_key,
@@ -34,7 +34,7 @@ test('an accepted order is stored with the upstream snapshot and a generated sor
   assert.equal(first.order.status, 'PENDING');
   assert.equal(first.order.amount, 19_500);
   assert.deepEqual(
-    store.queries.listEvents(first.order.partnerRef).map((e) => [e.source, e.status, e.changed]),
+    (await store.queries.listEvents(first.order.partnerRef)).map((e) => [e.source, e.status, e.changed]),
     [['create', 'PENDING', true]],
   );
 });
@@ -51,7 +51,7 @@ test('placing the same partner_ref again sends no second order and debits once',
   const upstream = (await sim.allOrders()).filter((o) => o.partner_ref === 'same/ref ü');
   assert.equal(upstream.length, 1);
   assert.equal(before - (await sim.balance()), 19_500);
-  assert.equal(store.queries.listOrders().length, 1);
+  assert.equal((await store.queries.listOrders()).length, 1);
 });
 
 test('a partner_ref of 64 emoji (64 characters, 128 UTF-16 units) is placed end to end and stored', async (t) => {
@@ -59,7 +59,7 @@ test('a partner_ref of 64 emoji (64 characters, 128 UTF-16 units) is placed end 
   const partnerRef = '😀'.repeat(64);
   const result = await placeOrder(deps, { productCode: 'MLBB-86', data: target(), partnerRef });
   assert.equal(result.outcome, 'accepted');
-  assert.equal(store.queries.getOrder(partnerRef)?.invoiceNumber, result.order.invoiceNumber);
+  assert.equal((await store.queries.getOrder(partnerRef))?.invoiceNumber, result.order.invoiceNumber);
   const upstream = (await sim.allOrders()).filter((o) => o.partner_ref === partnerRef);
   assert.equal(upstream.length, 1);
 });
@@ -80,7 +80,7 @@ test('a partner_ref of 65 characters is refused with one message by placement, t
       error.code === 'PARTNER_REF_TOO_LONG' &&
       Boolean(messages.push(error.message)),
   );
-  assert.throws(
+  await assert.rejects(
     () => store.writer.createLocalOrder({ partnerRef, data: target() }),
     (error: unknown) =>
       error instanceof StoreError &&
@@ -95,7 +95,7 @@ test('a partner_ref of 65 characters is refused with one message by placement, t
   assert.equal(messages.length, 4);
   assert.deepEqual(new Set(messages), new Set([messages[0]]), messages.join('\n'));
   assert.match(messages[0]!, /^partner_ref\b.*64 characters.*got 65/);
-  assert.equal(store.queries.listOrders().length, 0);
+  assert.equal((await store.queries.listOrders()).length, 0);
   assert.equal((await sim.allOrders()).length, 0);
 });
 
@@ -131,7 +131,7 @@ test('a 401 is our configuration, not the order: the order is blocked, never rej
   assert.match(blocked.outcome === 'blocked' ? blocked.fix : '', /H2H_API_KEY/);
   assert.equal(blocked.order.submissionState, 'blocked');
   assert.equal(blocked.order.nextPollAt !== null, true, 'the reconciler submits it again once a probe works');
-  assert.equal(store.queries.listOrders({ status: 'rejected' }).length, 0);
+  assert.equal((await store.queries.listOrders({ status: 'rejected' })).length, 0);
 
   await sim.patchMember('M-0001', { h2h_enabled: true });
   const placed = await placeOrder(deps, { productCode: 'MLBB-86', data: target(), partnerRef: 'key-1' });
@@ -218,6 +218,6 @@ test('100 orders under dropped answers, 5xx and late answers exist exactly once 
   assert.equal(new Set(upstream.map((o) => o.partner_ref)).size, 100);
   assert.equal(before - (await sim.balance()), 100 * 19_500);
   for (const order of upstream) {
-    assert.equal(store.queries.getOrder(order.partner_ref)?.invoiceNumber, order.invoice_number);
+    assert.equal((await store.queries.getOrder(order.partner_ref))?.invoiceNumber, order.invoice_number);
   }
 });

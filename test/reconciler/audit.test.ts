@@ -15,19 +15,19 @@ const DAY = 86_400_000;
 async function refundedWithWebhooksLost(env: ReconcilerEnv, ref: string): Promise<void> {
   await createUpstreamOrder(env, ref);
   const success = await env.sim.setStatus(ref, { status: 'SUCCESS', serial_number: `SN-${ref}` });
-  env.store.writer.applyOrderSnapshot(success.body, { source: 'webhook', eventId: `e-${ref}` });
+  await env.store.writer.applyOrderSnapshot(success.body, { source: 'webhook', eventId: `e-${ref}` });
   assert.equal((await env.sim.setStatus(ref, { status: 'REFUNDED' })).status, 200);
 }
 
 test('a refund whose webhooks were all lost is found by the audit from idle budget, logged and counted', async (t) => {
   const env = await reconcilerEnv(t, { manualClock: true });
   await refundedWithWebhooksLost(env, 'refund-1');
-  assert.equal(env.store.queries.getOrder('refund-1')!.nextPollAt, null, 'settled: no due poll');
+  assert.equal((await env.store.queries.getOrder('refund-1'))!.nextPollAt, null, 'settled: no due poll');
 
   const soon = await runReconcilePass(env.deps);
   assert.equal(soon.audited, 0, 'checked when it became final: not again within a day');
   env.clock.advance(DAY);
-  assert.deepEqual(env.store.queries.auditCoverage(env.settings.auditWindowMs), {
+  assert.deepEqual(await env.store.queries.auditCoverage(env.settings.auditWindowMs), {
     successOrders: 1,
     checkedLastDay: 0,
   });
@@ -35,7 +35,7 @@ test('a refund whose webhooks were all lost is found by the audit from idle budg
   const summary = await runReconcilePass(env.deps);
 
   assert.deepEqual([summary.audited, summary.auditFound, summary.stoppedBy], [1, 1, 'done']);
-  const order = env.store.queries.getOrder('refund-1')!;
+  const order = (await env.store.queries.getOrder('refund-1'))!;
   assert.equal(order.status, 'REFUNDED');
   assert.equal(order.nextPollAt, null);
   assert.equal(await metricValue(env.metrics, 'h2h_reconcile_audit_refunds_found_total'), 1);
@@ -48,7 +48,7 @@ test('a refund whose webhooks were all lost is found by the audit from idle budg
         (l) => l.level === 40 && l.partnerRef === 'refund-1' && /audit found a refund/.test(String(l.msg)),
       ),
   );
-  assert.deepEqual(env.store.queries.listEvents('refund-1').at(-1)?.status, 'REFUNDED');
+  assert.deepEqual((await env.store.queries.listEvents('refund-1')).at(-1)?.status, 'REFUNDED');
 });
 
 test('the audit reads the least recently checked SUCCESS orders of its window first, each at most once a day, and shows its coverage', async (t) => {
@@ -61,7 +61,7 @@ test('the audit reads the least recently checked SUCCESS orders of its window fi
   for (const ref of ['old', 'mid', 'new']) {
     await createUpstreamOrder(env, ref);
     const success = await env.sim.setStatus(ref, { status: 'SUCCESS', serial_number: `SN-${ref}` });
-    env.store.writer.applyOrderSnapshot(success.body, { source: 'webhook', eventId: `e-${ref}` });
+    await env.store.writer.applyOrderSnapshot(success.body, { source: 'webhook', eventId: `e-${ref}` });
     env.clock.advance(DAY);
   }
   // old became final 3 days ago (at the window's edge), mid 2 days ago, new 1 day ago.
@@ -75,8 +75,8 @@ test('the audit reads the least recently checked SUCCESS orders of its window fi
   assert.equal(second.audited, 0, 'none again within a day');
   assert.equal(third.audited, 2, 'a day later: mid and new; old has left the 3-day window');
   assert.deepEqual(requests.gets(), ['old', 'mid', 'new', 'mid', 'new']);
-  assert.equal(env.store.queries.getOrder('old')!.lastPolledAt, env.now() - DAY);
-  assert.deepEqual(env.store.queries.auditCoverage(env.settings.auditWindowMs), {
+  assert.equal((await env.store.queries.getOrder('old'))!.lastPolledAt, env.now() - DAY);
+  assert.deepEqual(await env.store.queries.auditCoverage(env.settings.auditWindowMs), {
     successOrders: 2,
     checkedLastDay: 2,
   });
@@ -105,7 +105,7 @@ test('the audit costs nothing while the budget is busy: due polls go first, and 
   const used = await env.budget.used();
   assert.deepEqual([used.poll, used.audit, used.used], [4, 2, 6], 'the audit stopped at 6 of 12');
   assert.ok(await env.budget.tryAcquire('poll'), 'a due poll still finds a slot');
-  assert.equal(env.store.queries.getOrder('s-3')!.status, 'SUCCESS', 'read another time');
+  assert.equal((await env.store.queries.getOrder('s-3'))!.status, 'SUCCESS', 'read another time');
 });
 
 test('with the poll share spent by due polls, or the window already busy, the audit makes no read at all', async (t) => {
@@ -128,10 +128,10 @@ test('with the poll share spent by due polls, or the window already busy, the au
   // A fresh window busy with order creation: nothing is due, yet the audit still reads nothing.
   await env.redisClient.del(env.budget.key);
   for (let i = 0; i < 6; i++) assert.ok(await env.budget.tryAcquire('create'));
-  for (const ref of due.slice(8)) env.store.schedule.recordPoll(ref); // nothing due any more
+  for (const ref of due.slice(8)) await env.store.schedule.recordPoll(ref); // nothing due any more
   const before = requests.gets().length;
   const busy = await runReconcilePass(env.deps, { budget: env.budget });
   assert.deepEqual([busy.stoppedBy, busy.checked, busy.audited, busy.calls], ['done', 0, 0, 0]);
   assert.equal(requests.gets().length, before, 'zero audit reads');
-  assert.equal(env.store.queries.getOrder('settled-1')!.status, 'SUCCESS');
+  assert.equal((await env.store.queries.getOrder('settled-1'))!.status, 'SUCCESS');
 });

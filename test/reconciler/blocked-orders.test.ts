@@ -18,7 +18,7 @@ test('orders blocked by a refused key wait, counted, without a call each; a prob
     );
     assert.equal(placed.outcome, 'blocked');
   }
-  assert.equal(env.store.queries.countByStatus().bySubmissionState.blocked, 3);
+  assert.equal((await env.store.queries.countByStatus()).bySubmissionState.blocked, 3);
   assert.equal(await metricValue(env.metrics, 'h2h_reconcile_blocked_orders'), 3);
 
   const refused = await runReconcilePass(env.deps);
@@ -37,6 +37,6 @@ test('orders blocked by a refused key wait, counted, without a call each; a prob
   const upstream = await env.sim.allOrders();
   assert.deepEqual(upstream.map((o) => o.partner_ref).sort(), refs, 'one order per partner_ref');
   assert.equal(before - (await env.sim.balance()), 3 * PRICE, 'one debit each');
-  for (const ref of refs) assert.equal(env.store.queries.getOrder(ref)!.submissionState, 'accepted');
+  for (const ref of refs) assert.equal((await env.store.queries.getOrder(ref))!.submissionState, 'accepted');
   assert.equal(await metricValue(env.metrics, 'h2h_reconcile_blocked_orders'), 0);
 });

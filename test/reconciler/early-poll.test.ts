@@ -49,22 +49,22 @@ test('a stale webhook’s early-poll request polls the order at once, even one s
   const env = await reconcilerEnv(t, { sim: { timeScale: 0.001 } });
   await env.sim.setFaults({ webhook_drop: 1 });
   const created = await upstreamOrder(env, 'refund-1', '0006');
-  env.store.writer.applyOrderSnapshot(created, { source: 'create' });
+  await env.store.writer.applyOrderSnapshot(created, { source: 'create' });
   const refunded = await waitFor(async () =>
     (await env.sim.allOrders()).find((o) => o.status === 'REFUNDED'),
   );
   // Locally the SUCCESS-with-serial webhook arrived and settled the order; the refund's was lost.
-  env.store.writer.applyOrderSnapshot(
+  await env.store.writer.applyOrderSnapshot(
     { ...refunded, status: 'SUCCESS', message: null },
     { source: 'webhook', eventId: 'e-1' },
   );
-  assert.equal(env.store.queries.getOrder('refund-1')!.nextPollAt, null);
+  assert.equal((await env.store.queries.getOrder('refund-1'))!.nextPollAt, null);
   await startFor(env);
 
   await requestPoll(env, { partnerRef: 'refund-1', reason: 'stale_webhook' });
 
-  const order = await waitFor(() => {
-    const local = env.store.queries.getOrder('refund-1');
+  const order = await waitFor(async () => {
+    const local = await env.store.queries.getOrder('refund-1');
     return local?.status === 'REFUNDED' ? local : undefined;
   });
   assert.equal(order.message, refunded.message);
@@ -78,7 +78,7 @@ test('an early-poll request by invoice number stores an order placed elsewhere',
 
   await requestPoll(env, { invoiceNumber: elsewhere.invoice_number, reason: 'stale_webhook' });
 
-  const order = await waitFor(() => env.store.queries.getOrder('elsewhere-1'));
+  const order = await waitFor(async () => await env.store.queries.getOrder('elsewhere-1'));
   assert.equal(order.invoiceNumber, elsewhere.invoice_number);
   assert.equal(order.status, 'PENDING');
 });
@@ -91,7 +91,7 @@ test('an early-poll request that meets a spent poll share waits for a slot inste
     settings: { firstPollDelayMs: 3_600_000 },
   });
   const created = await upstreamOrder(env, 'later-1', '0003');
-  env.store.writer.applyOrderSnapshot(created, { source: 'create' });
+  await env.store.writer.applyOrderSnapshot(created, { source: 'create' });
   await waitFor(async () => (await env.sim.allOrders())[0]?.serial_number);
   await startFor(env);
   assert.ok(await env.budget.tryAcquire('poll'));
@@ -100,7 +100,7 @@ test('an early-poll request that meets a spent poll share waits for a slot inste
 
   await requestPoll(env, { partnerRef: 'later-1', reason: 'stale_webhook' });
 
-  await waitFor(() => env.store.queries.getOrder('later-1')?.serialNumber, {
+  await waitFor(async () => (await env.store.queries.getOrder('later-1'))?.serialNumber, {
     message: 'the poll after the window freed',
   });
   const queue = new Queue(POLL_REQUEST_QUEUE, { connection: { url: env.redis.url } });

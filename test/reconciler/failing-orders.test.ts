@@ -22,11 +22,11 @@ test('orders that fail on every poll get their own backoff and go behind the oth
   }
 
   for (const ref of healthy) {
-    const order = env.store.queries.getOrder(ref)!;
+    const order = (await env.store.queries.getOrder(ref))!;
     assert.equal(order.status, 'SUCCESS', `${ref} was polled despite the failing orders ahead of it`);
   }
   for (const ref of failing) {
-    const order = env.store.queries.getOrder(ref)!;
+    const order = (await env.store.queries.getOrder(ref))!;
     assert.equal(order.status, 'PENDING');
     assert.ok(order.nextPollAt! > env.now(), `${ref} waits for its own backoff, behind the others`);
     assert.equal(order.pollCount, 1, `${ref} failed once, then waited`);

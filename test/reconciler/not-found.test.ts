@@ -39,7 +39,7 @@ test('any 404 of GET /orders/:ref means "not there", whatever its body: an unres
 
   const upstream = await env.sim.allOrders();
   assert.deepEqual(upstream.map((o) => o.partner_ref).sort(), [...refs].sort(), 'one order per partner_ref');
-  for (const ref of refs) assert.equal(env.store.queries.getOrder(ref)!.submissionState, 'accepted');
+  for (const ref of refs) assert.equal((await env.store.queries.getOrder(ref))!.submissionState, 'accepted');
 });
 
 test('an early poll of a ref nobody has is "unknown order" whatever the 404 body says', async (t) => {
@@ -67,15 +67,19 @@ test('a 404 of POST /orders means the base URL is wrong: the order stays unknown
   );
   assert.equal(placed.outcome, 'unknown', 'not rejected: the order may still be placed');
   assert.match(placed.outcome === 'unknown' ? placed.fix : '', /H2H_BASE_URL/);
-  assert.equal(env.store.queries.getOrder('wrong-url-1')!.submissionState, 'unknown');
+  assert.equal((await env.store.queries.getOrder('wrong-url-1'))!.submissionState, 'unknown');
 
   const pass = await runReconcilePass(wrongDeps);
   assert.equal(pass.stoppedBy, 'base_url');
   assert.match(pass.error?.fix ?? '', /H2H_BASE_URL/);
   assert.equal(pass.circuit?.cause, 'base_url');
-  assert.equal(env.store.queries.getOrder('wrong-url-1')!.submissionState, 'unknown', 'never rejected');
+  assert.equal(
+    (await env.store.queries.getOrder('wrong-url-1'))!.submissionState,
+    'unknown',
+    'never rejected',
+  );
   assert.equal(await metricValue(env.metrics, 'h2h_reconcile_circuit_open', { cause: 'base_url' }), 1);
-  assert.match(env.store.circuit.state()?.fix ?? '', /H2H_BASE_URL/, 'what `status` shows');
+  assert.match((await env.store.circuit.state())?.fix ?? '', /H2H_BASE_URL/, 'what `status` shows');
   assert.ok(env.log.records().some((l) => l.level === 50 && /H2H_BASE_URL/.test(String(l.msg))));
 
   const probed = await runReconcilePass(wrongDeps);
@@ -88,5 +92,5 @@ test('a 404 of POST /orders means the base URL is wrong: the order stays unknown
     upstream.map((o) => o.partner_ref),
     ['wrong-url-1'],
   );
-  assert.equal(env.store.queries.getOrder('wrong-url-1')!.invoiceNumber, upstream[0]!.invoice_number);
+  assert.equal((await env.store.queries.getOrder('wrong-url-1'))!.invoiceNumber, upstream[0]!.invoice_number);
 });

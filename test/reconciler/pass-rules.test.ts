@@ -4,7 +4,7 @@ import { CIRCUIT_OPENS_AFTER } from '../../src/reconciler/circuit.js';
 import { PassLock } from '../../src/reconciler/pass-lock.js';
 import { runReconcilePass } from '../../src/reconciler/reconcile-pass.js';
 import { createUpstreamOrder, metricValue, reconcilerEnv } from '../helpers/reconciler.js';
-import { snapshot } from '../helpers/store.js';
+import { openTestStore, snapshot } from '../helpers/store.js';
 
 const HOUR = 3_600_000;
 
@@ -21,7 +21,8 @@ test('a pass polls due orders oldest-due first and ends when the poll share of t
   }
   // The pass comes 90 s after the orders fell due: each poll is that late.
   env.clock.advance(env.settings.firstPollDelayMs + 90_000);
-  const before = new Map(refs.map((ref) => [ref, env.store.queries.getOrder(ref)!.nextPollAt]));
+  const before = new Map<string, number | null>();
+  for (const ref of refs) before.set(ref, (await env.store.queries.getOrder(ref))!.nextPollAt);
 
   const summary = await runReconcilePass(env.deps, { budget: env.budget });
 
@@ -31,15 +32,25 @@ test('a pass polls due orders oldest-due first and ends when the poll share of t
   assert.equal(summary.budget?.poll, 4);
   assert.equal(summary.dueAfter, 6);
   assert.deepEqual(
-    refs.filter((ref) => env.store.queries.getOrder(ref)!.lastPolledAt !== null),
+    (
+      await Promise.all(
+        refs.map(async (ref) =>
+          (await env.store.queries.getOrder(ref))!.lastPolledAt !== null ? ref : null,
+        ),
+      )
+    ).filter((ref) => ref !== null),
     refs.slice(0, 4),
     'the four longest-due went first',
   );
   for (const ref of refs.slice(4)) {
-    assert.equal(env.store.queries.getOrder(ref)!.nextPollAt, before.get(ref), `${ref} keeps its place`);
+    assert.equal(
+      (await env.store.queries.getOrder(ref))!.nextPollAt,
+      before.get(ref),
+      `${ref} keeps its place`,
+    );
   }
   assert.deepEqual(
-    env.store.schedule.claimDueForPoll(10).map((o) => o.partnerRef),
+    (await env.store.schedule.claimDueForPoll(10)).map((o) => o.partnerRef),
     refs.slice(4),
     'and nothing is left claimed',
   );
@@ -56,21 +67,24 @@ test('polling backs off 1st, 2nd, 3rd … interval while nothing changes, and st
   await createUpstreamOrder(env, 'slow-1');
   const delays: number[] = [];
   const pollAndRecordDelay = async () => {
-    const due = env.store.queries.getOrder('slow-1')!.nextPollAt!;
+    const due = (await env.store.queries.getOrder('slow-1'))!.nextPollAt!;
     env.clock.advance(due - env.now());
     const summary = await runReconcilePass(env.deps);
     assert.equal(summary.checked, 1);
-    delays.push(env.store.queries.getOrder('slow-1')!.nextPollAt! - env.now());
+    delays.push((await env.store.queries.getOrder('slow-1'))!.nextPollAt! - env.now());
   };
 
   for (let i = 0; i < 4; i++) await pollAndRecordDelay();
   assert.deepEqual(delays, [1000, 2000, 5000, 5000], 'growing, capped at the last');
-  assert.equal(env.store.queries.getOrder('slow-1')!.pollCount, 4);
+  assert.equal((await env.store.queries.getOrder('slow-1'))!.pollCount, 4);
 
   // A webhook moves the order: the store puts the next poll at the first-poll delay.
   const moved = await env.sim.setStatus('slow-1', { status: 'PROCESSING' });
-  env.store.writer.applyOrderSnapshot(moved.body, { source: 'webhook', eventId: 'evt-1' });
-  assert.equal(env.store.queries.getOrder('slow-1')!.nextPollAt! - env.now(), env.settings.firstPollDelayMs);
+  await env.store.writer.applyOrderSnapshot(moved.body, { source: 'webhook', eventId: 'evt-1' });
+  assert.equal(
+    (await env.store.queries.getOrder('slow-1'))!.nextPollAt! - env.now(),
+    env.settings.firstPollDelayMs,
+  );
   await pollAndRecordDelay();
   assert.equal(delays.at(-1), 1000, 'the backoff starts over after a webhook change');
 
@@ -79,7 +93,7 @@ test('polling backs off 1st, 2nd, 3rd … interval while nothing changes, and st
   await env.sim.setStatus('slow-1', { status: 'SUCCESS' });
   await pollAndRecordDelay();
   assert.equal(delays.at(-1), env.settings.firstPollDelayMs, 'a SUCCESS without serial is polled again soon');
-  assert.equal(env.store.queries.getOrder('slow-1')!.pollCount, 0);
+  assert.equal((await env.store.queries.getOrder('slow-1'))!.pollCount, 0);
   await pollAndRecordDelay();
   assert.equal(delays.at(-1), 1000);
 });
@@ -92,7 +106,7 @@ test('an order open longer than the maximum age is marked stuck, counted, and po
   await createUpstreamOrder(env, 'old-1');
   await createUpstreamOrder(env, 'young-1');
   env.clock.advance(48 * HOUR - 1000);
-  env.store.writer.applyOrderSnapshot(snapshot('young-2', 'PENDING'), {
+  await env.store.writer.applyOrderSnapshot(snapshot('young-2', 'PENDING'), {
     source: 'webhook',
     eventId: 'e-young',
   });
@@ -100,16 +114,16 @@ test('an order open longer than the maximum age is marked stuck, counted, and po
 
   const summary = await runReconcilePass(env.deps);
 
-  const old = env.store.queries.getOrder('old-1')!;
+  const old = (await env.store.queries.getOrder('old-1'))!;
   assert.equal(old.stuckAt, env.now());
   assert.equal(old.nextPollAt, env.now() + 3_600_000);
   assert.equal(
-    env.store.queries.getOrder('young-1')!.stuckAt,
+    (await env.store.queries.getOrder('young-1'))!.stuckAt,
     env.now(),
     'created at the same time as old-1',
   );
   assert.equal(summary.stuck, 2);
-  assert.equal(env.store.queries.countByStatus().stuck, 2);
+  assert.equal((await env.store.queries.countByStatus()).stuck, 2);
   assert.equal(await metricValue(env.metrics, 'h2h_reconcile_stuck_orders'), 2);
   assert.ok(env.log.records().some((l) => l.msg?.toString().startsWith('order marked stuck')));
 });
@@ -134,8 +148,12 @@ test('401 opens the circuit with the upstream code and the fix; the order keeps 
     ['unauthorized', 'INVALID_API_KEY'],
     'the circuit is open, and says why',
   );
-  assert.equal(env.store.queries.getOrder('auth-1')!.lastPolledAt, null);
-  assert.equal(env.store.queries.getOrder('auth-1')!.pollCount, 0, 'not the order’s fault: no backoff');
+  assert.equal((await env.store.queries.getOrder('auth-1'))!.lastPolledAt, null);
+  assert.equal(
+    (await env.store.queries.getOrder('auth-1'))!.pollCount,
+    0,
+    'not the order’s fault: no backoff',
+  );
   assert.ok(env.log.records().some((l) => l.level === 50 && /INVALID_API_KEY/.test(String(l.msg))));
   assert.equal(await metricValue(env.metrics, 'h2h_reconcile_circuit_open', { cause: 'unauthorized' }), 1);
 
@@ -151,7 +169,7 @@ test('401 opens the circuit with the upstream code and the fix; the order keeps 
   const resumed = await runReconcilePass(env.deps);
   assert.deepEqual([resumed.probe, resumed.checked, resumed.stoppedBy], ['ok', 2, 'done']);
   assert.equal(resumed.circuit, null);
-  assert.equal(env.store.circuit.state(), null);
+  assert.equal(await env.store.circuit.state(), null);
   assert.equal(await metricValue(env.metrics, 'h2h_reconcile_circuit_open', { cause: 'unauthorized' }), 0);
   assert.ok(env.log.records().some((l) => /circuit closed/.test(String(l.msg))));
 });
@@ -165,15 +183,15 @@ test('429 from the upstream ends the pass without losing the order’s place', a
   });
   for (const ref of ['rl-1', 'rl-2']) await createUpstreamOrder(env, ref);
   env.clock.advance(env.settings.firstPollDelayMs);
-  const place = env.store.queries.getOrder('rl-2')!.nextPollAt;
+  const place = (await env.store.queries.getOrder('rl-2'))!.nextPollAt;
 
   const summary = await runReconcilePass(env.deps);
 
   assert.equal(summary.stoppedBy, 'rate_limited');
   assert.equal(summary.error?.code, 'TOO_MANY_REQUESTS');
   assert.equal(summary.checked, 1);
-  assert.equal(env.store.queries.getOrder('rl-2')!.lastPolledAt, null);
-  assert.equal(env.store.queries.getOrder('rl-2')!.nextPollAt, place);
+  assert.equal((await env.store.queries.getOrder('rl-2'))!.lastPolledAt, null);
+  assert.equal((await env.store.queries.getOrder('rl-2'))!.nextPollAt, place);
   assert.equal(summary.dueAfter, 1);
 });
 
@@ -197,7 +215,7 @@ test(`5xx for ${CIRCUIT_OPENS_AFTER} different orders in a row opens the circuit
     1,
   );
   for (const ref of refs.slice(0, 3)) {
-    const order = env.store.queries.getOrder(ref)!;
+    const order = (await env.store.queries.getOrder(ref))!;
     assert.deepEqual(
       [order.pollCount, order.nextPollAt],
       [1, env.now() + env.settings.backoffMs[0]!],
@@ -205,7 +223,7 @@ test(`5xx for ${CIRCUIT_OPENS_AFTER} different orders in a row opens the circuit
     );
   }
   for (const ref of refs.slice(3)) {
-    assert.equal(env.store.queries.getOrder(ref)!.pollCount, 0, `${ref} keeps its place`);
+    assert.equal((await env.store.queries.getOrder(ref))!.pollCount, 0, `${ref} keeps its place`);
   }
 
   const probed = await runReconcilePass(env.deps);
@@ -226,7 +244,7 @@ test(`5xx for ${CIRCUIT_OPENS_AFTER} different orders in a row opens the circuit
 
 test('a 404 for an order the upstream had confirmed is an anomaly: logged at error, counted, and polled again later', async (t) => {
   const env = await reconcilerEnv(t, { manualClock: true });
-  env.store.writer.applyOrderSnapshot(snapshot('ghost-1', 'PENDING'), {
+  await env.store.writer.applyOrderSnapshot(snapshot('ghost-1', 'PENDING'), {
     source: 'webhook',
     eventId: 'e-ghost',
   });
@@ -240,7 +258,7 @@ test('a 404 for an order the upstream had confirmed is an anomaly: logged at err
     await metricValue(env.metrics, 'h2h_reconcile_anomalies_total', { kind: 'confirmed_order_not_found' }),
     1,
   );
-  const ghost = env.store.queries.getOrder('ghost-1')!;
+  const ghost = (await env.store.queries.getOrder('ghost-1'))!;
   assert.equal(ghost.nextPollAt, env.now() + env.settings.backoffMs[0]!);
   assert.equal(ghost.submissionState, 'accepted');
   assert.ok(
@@ -253,31 +271,32 @@ test('a 404 for an order the upstream had confirmed is an anomaly: logged at err
 
 test('claims are exclusive across connections, end with the poll or a release, and expire with their lease', async (t) => {
   const env = await reconcilerEnv(t, { manualClock: true, settings: { leaseMs: 5000 } });
-  const { openOrderStore } = await import('../../src/store/order-store.js');
-  const { openDatabase } = await import('../../src/store/database.js');
-  const otherDb = openDatabase({ path: env.dbPath });
-  t.after(() => otherDb.close());
-  const other = openOrderStore(otherDb, env.settings, { now: env.clock.now });
+  const other = await openTestStore(env.dbPath, env.settings, { now: env.clock.now });
+  t.after(() => other.close());
   for (const ref of ['c-1', 'c-2', 'c-3', 'c-4'])
-    env.store.writer.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'create' });
+    await env.store.writer.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'create' });
   env.clock.advance(env.settings.firstPollDelayMs);
 
-  const mine = env.store.schedule.claimDueForPoll(2).map((o) => o.partnerRef);
-  const theirs = other.schedule.claimDueForPoll(10).map((o) => o.partnerRef);
+  const mine = (await env.store.schedule.claimDueForPoll(2)).map((o) => o.partnerRef);
+  const theirs = (await other.schedule.claimDueForPoll(10)).map((o) => o.partnerRef);
   assert.deepEqual(mine, ['c-1', 'c-2']);
   assert.deepEqual(theirs, ['c-3', 'c-4']);
-  assert.equal(env.store.schedule.claimForPoll('c-3')?.claimed, false, 'an early poll waits for the holder');
+  assert.equal(
+    (await env.store.schedule.claimForPoll('c-3'))?.claimed,
+    false,
+    'an early poll waits for the holder',
+  );
 
-  env.store.schedule.releasePollClaim('c-1');
-  other.schedule.recordPoll('c-3');
+  await env.store.schedule.releasePollClaim('c-1');
+  await other.schedule.recordPoll('c-3');
   env.clock.advance(env.settings.backoffMs[0]!); // c-3 is due again after the first backoff interval
   assert.deepEqual(
-    env.store.schedule.claimDueForPoll(10).map((o) => o.partnerRef),
+    (await env.store.schedule.claimDueForPoll(10)).map((o) => o.partnerRef),
     ['c-1', 'c-3'],
   );
   env.clock.advance(5000);
   assert.deepEqual(
-    other.schedule.claimDueForPoll(10).map((o) => o.partnerRef),
+    (await other.schedule.claimDueForPoll(10)).map((o) => o.partnerRef),
     ['c-1', 'c-2', 'c-4', 'c-3'], // longest-due first: c-3's poll moved it back by the backoff
     'every lease expired',
   );
@@ -294,7 +313,7 @@ test('the pass lock lets one pass run at a time; a second pass finds it held and
   const skipped = await runReconcilePass(env.deps, { lock });
   assert.equal(skipped.stoppedBy, 'locked');
   assert.equal(skipped.lockHolder, held.token);
-  assert.equal(env.store.queries.getOrder('lock-1')!.lastPolledAt, null);
+  assert.equal((await env.store.queries.getOrder('lock-1'))!.lastPolledAt, null);
 
   await held.release();
   const ran = await runReconcilePass(env.deps, { lock });
@@ -310,14 +329,14 @@ test('a SUCCESS without a serial follows the backoff to its cap, is marked stuck
   await createUpstreamOrder(env, 'no-serial-1');
   await env.sim.setStatus('no-serial-1', { status: 'SUCCESS' }); // its webhook is lost
   const delays: number[] = [];
-  for (let i = 0; i < 50 && env.store.queries.getOrder('no-serial-1')!.nextPollAt !== null; i++) {
-    env.clock.advance(env.store.queries.getOrder('no-serial-1')!.nextPollAt! - env.now());
+  for (let i = 0; i < 50 && (await env.store.queries.getOrder('no-serial-1'))!.nextPollAt !== null; i++) {
+    env.clock.advance((await env.store.queries.getOrder('no-serial-1'))!.nextPollAt! - env.now());
     await runReconcilePass(env.deps);
-    const next = env.store.queries.getOrder('no-serial-1')!.nextPollAt;
+    const next = (await env.store.queries.getOrder('no-serial-1'))!.nextPollAt;
     delays.push(next === null ? 0 : next - env.now());
   }
 
-  const order = env.store.queries.getOrder('no-serial-1')!;
+  const order = (await env.store.queries.getOrder('no-serial-1'))!;
   assert.equal(order.nextPollAt, null, `polled no more after ${delays.length} polls: ${delays.join(', ')}`);
   assert.deepEqual(
     delays,
@@ -326,11 +345,14 @@ test('a SUCCESS without a serial follows the backoff to its cap, is marked stuck
   );
   assert.equal(order.status, 'SUCCESS');
   assert.equal(order.stuckAt, env.now());
-  assert.equal(env.store.queries.countByStatus().stuck, 1, 'counted as stuck');
+  assert.equal((await env.store.queries.countByStatus()).stuck, 1, 'counted as stuck');
   assert.ok(env.log.records().some((l) => /without a serial/.test(String(l.msg))));
 
   const serial = await env.sim.setStatus('no-serial-1', { status: 'SUCCESS', serial_number: 'SN-LATE' });
-  const late = env.store.writer.applyOrderSnapshot(serial.body, { source: 'webhook', eventId: 'e-late' });
+  const late = await env.store.writer.applyOrderSnapshot(serial.body, {
+    source: 'webhook',
+    eventId: 'e-late',
+  });
   assert.deepEqual([late.changed, late.reason, late.order.serialNumber], [true, 'serial_added', 'SN-LATE']);
-  assert.equal(env.store.queries.countByStatus().stuck, 0, 'complete now');
+  assert.equal((await env.store.queries.countByStatus()).stuck, 0, 'complete now');
 });

@@ -9,6 +9,7 @@ import {
   targetFor,
 } from '../helpers/reconciler.js';
 import { uniqueRef } from '../helpers/simulator.js';
+import { everyOrder } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 
 test('with every webhook dropped, orders of every timeline reach the upstream’s final state by polling alone', async (t) => {
@@ -31,7 +32,7 @@ test('with every webhook dropped, orders of every timeline reach the upstream’
 
   // The control API moves them only after the reconciler has polled them at least once.
   await waitFor(
-    () => [manualSuccess, manualFailure].every((ref) => env.store.queries.getOrder(ref)!.pollCount >= 1),
+    () => everyOrder(env.store, [manualSuccess, manualFailure], (order) => order.pollCount >= 1),
     {
       message: 'a first poll of the PENDING orders',
     },
@@ -45,7 +46,7 @@ test('with every webhook dropped, orders of every timeline reach the upstream’
   await waitFor(
     async () =>
       (await differencesFromSimulator(env.store, env.sim, refs)).length === 0 &&
-      refs.every((ref) => env.store.queries.getOrder(ref)!.nextPollAt === null),
+      (await everyOrder(env.store, refs, (order) => order.nextPollAt === null)),
     {
       timeoutMs: 20_000,
       message: `local orders equal to GET /__sim/orders: ${await differencesFromSimulator(env.store, env.sim, refs)}`,
@@ -55,7 +56,7 @@ test('with every webhook dropped, orders of every timeline reach the upstream’
   const delivered = (await env.sim.control('/webhooks')).body as Array<{ delivered: boolean }>;
   assert.equal(delivered.filter((d) => d.delivered).length, 0, 'no webhook got through');
   for (const ref of refs) {
-    const sources = new Set(env.store.queries.listEvents(ref).map((e) => e.source));
+    const sources = new Set((await env.store.queries.listEvents(ref)).map((e) => e.source));
     assert.deepEqual([...sources].sort(), ['create', 'poll'], ref);
   }
   // Every order moved at least once by polling: each such poll stands for a lost webhook.

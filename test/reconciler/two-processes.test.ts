@@ -10,7 +10,7 @@ import {
   simulatorRequestLog,
   targetFor,
 } from '../helpers/reconciler.js';
-import { nextMessage } from '../helpers/store.js';
+import { everyOrder, nextMessage } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 
 const CHILD = fileURLToPath(new URL('../fixtures/reconciler-process.ts', import.meta.url));
@@ -66,7 +66,7 @@ test('two reconciler processes on one store and Redis run one pass at a time, po
 
   await waitFor(
     async () =>
-      refs.every((ref) => env.store.queries.getOrder(ref)!.lastPolledAt !== null) &&
+      (await everyOrder(env.store, refs, (order) => order.lastPolledAt !== null)) &&
       (await differencesFromSimulator(env.store, env.sim, refs)).length === 0,
     { timeoutMs: 30_000, message: 'every order polled and equal to the upstream' },
   );

@@ -38,27 +38,26 @@ test('unknown submissions are resolved with exactly one upstream order and one d
   );
   assert.equal(before - (await env.sim.balance()), 7 * PRICE, 'one debit each');
   for (const ref of [...dropped, ...refused]) {
-    assert.equal(env.store.queries.getOrder(ref)!.submissionState, 'accepted', ref);
+    assert.equal((await env.store.queries.getOrder(ref))!.submissionState, 'accepted', ref);
   }
   assert.deepEqual(await differencesFromSimulator(env.store, env.sim), []);
   // Adopted: the poll brought the order. Resubmitted: the repeated create did.
-  const changedBy = (ref: string) =>
-    env.store.queries
-      .listEvents(ref)
+  const changedBy = async (ref: string) =>
+    (await env.store.queries.listEvents(ref))
       .filter((e) => e.changed && e.status !== null)
       .map((e) => e.source);
-  assert.deepEqual(changedBy('drop-1'), ['poll']);
-  assert.deepEqual(changedBy('fail-1'), ['create']);
+  assert.deepEqual(await changedBy('drop-1'), ['poll']);
+  assert.deepEqual(await changedBy('fail-1'), ['create']);
 });
 
 test('a pending submission whose placing process died is submitted again with its own partner_ref once its first poll is due', async (t) => {
   const env = await reconcilerEnv(t, { manualClock: true });
-  env.store.writer.createLocalOrder({
+  await env.store.writer.createLocalOrder({
     partnerRef: 'orphan-1',
     productCode: 'MLBB-86',
     data: targetFor('0001'),
   });
-  assert.equal(env.store.queries.getOrder('orphan-1')!.submissionState, 'pending');
+  assert.equal((await env.store.queries.getOrder('orphan-1'))!.submissionState, 'pending');
 
   const early = await runReconcilePass(env.deps);
   assert.equal(early.checked, 0, 'not due before the first-poll delay');
@@ -69,5 +68,5 @@ test('a pending submission whose placing process died is submitted again with it
   assert.equal(due.resubmitted, 1);
   const [order] = await env.sim.allOrders();
   assert.equal(order?.partner_ref, 'orphan-1');
-  assert.equal(env.store.queries.getOrder('orphan-1')!.invoiceNumber, order?.invoice_number);
+  assert.equal((await env.store.queries.getOrder('orphan-1'))!.invoiceNumber, order?.invoice_number);
 });

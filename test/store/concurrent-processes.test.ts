@@ -4,10 +4,8 @@ import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { openDatabase } from '../../src/store/database.js';
-import { openOrderStore } from '../../src/store/order-store.js';
 import type { ProcessEvent, ProcessReport } from '../fixtures/apply-events-process.js';
-import { nextMessage, scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
+import { nextMessage, openTestStore, snapshot, tempDbPath } from '../helpers/store.js';
 
 const CHILD = fileURLToPath(new URL('../fixtures/apply-events-process.ts', import.meta.url));
 const ORDERS = 200;
@@ -56,12 +54,12 @@ test('two processes applying the same events at the same time end consistent, wi
   assert.equal(a!.applied + b!.applied, events.length, 'each event applied by exactly one process');
   assert.equal(a!.duplicates + b!.duplicates, events.length, 'and seen as a duplicate by the other');
 
-  const db = openDatabase({ path });
-  t.after(() => db.close());
-  const store = openOrderStore(db, scheduleSettings());
+  const store = await openTestStore(path);
+  t.after(() => store.close());
+  const db = store.sqlite!;
   assert.deepEqual(db.prepare('SELECT COUNT(*) AS n FROM order_events').get(), { n: events.length });
   for (let n = 0; n < ORDERS; n++) {
-    const order = store.queries.getOrder(`C${n}`)!;
+    const order = (await store.queries.getOrder(`C${n}`))!;
     if (n % 2 === 0) {
       assert.deepEqual([order.status, order.serialNumber], ['REFUNDED', `SN-${n}`], order.partnerRef);
     } else {

@@ -3,8 +3,9 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { openDatabase } from '../../src/store/database.js';
-import { LATEST_SCHEMA_VERSION, MIGRATIONS, migrate } from '../../src/store/migrations.js';
+import { LATEST_SCHEMA_VERSION, runMigrations } from '../../src/store/migrations.js';
+import { SQLITE_MIGRATIONS as MIGRATIONS } from '../../src/store/sqlite/migrations.js';
+import { openSqliteDb, type SqliteDb } from '../../src/store/sqlite/sqlite-db.js';
 import { StoreError } from '../../src/store/store-error.js';
 import { tempDbPath } from '../helpers/store.js';
 
@@ -15,10 +16,20 @@ const refusal = (code: StoreError['code'], path: string) => (error: unknown) =>
   error.message.includes(path) &&
   error.message.includes('H2H_DB_PATH');
 
-test('opening a new file creates its directory, turns on WAL, FULL sync, foreign keys and the busy timeout', (t) => {
-  const path = tempDbPath(t);
-  const db = openDatabase({ path, busyTimeoutMs: 1234 });
+/** The store's database on `path`, closed when the test ends; `connection` to inspect it. */
+async function opened(
+  t: { after: (fn: () => unknown) => void },
+  path: string,
+  lockTimeoutMs?: number,
+): Promise<SqliteDb> {
+  const db = await openSqliteDb({ path, ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }) });
   t.after(() => db.close());
+  return db;
+}
+
+test('opening a new file creates its directory, turns on WAL, FULL sync, foreign keys and the busy timeout', async (t) => {
+  const path = tempDbPath(t);
+  const db = (await opened(t, path, 1234)).connection;
   assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
   assert.equal(db.pragma('synchronous', { simple: true }), 2);
   assert.equal(db.pragma('foreign_keys', { simple: true }), 1);
@@ -26,9 +37,10 @@ test('opening a new file creates its directory, turns on WAL, FULL sync, foreign
   assert.equal(db.pragma('user_version', { simple: true }), LATEST_SCHEMA_VERSION);
 });
 
-test('migrations apply once: re-opening the file changes nothing and keeps the data', (t) => {
+test('migrations apply once: re-opening the file changes nothing and keeps the data', async (t) => {
   const path = tempDbPath(t);
-  const first = openDatabase({ path });
+  const firstDb = await openSqliteDb({ path });
+  const first = firstDb.connection;
   first
     .prepare(
       `INSERT INTO orders (partner_ref, local_created_at, updated_at, submission_state)
@@ -36,11 +48,14 @@ test('migrations apply once: re-opening the file changes nothing and keeps the d
     )
     .run();
   const schema = first.prepare('SELECT sql FROM sqlite_schema ORDER BY name').all();
-  first.close();
+  await firstDb.close();
 
-  const again = openDatabase({ path });
-  t.after(() => again.close());
-  assert.deepEqual(migrate(again), { from: LATEST_SCHEMA_VERSION, to: LATEST_SCHEMA_VERSION });
+  const againDb = await opened(t, path);
+  const again = againDb.connection;
+  assert.deepEqual(await runMigrations(againDb, MIGRATIONS, path), {
+    from: LATEST_SCHEMA_VERSION,
+    to: LATEST_SCHEMA_VERSION,
+  });
   assert.deepEqual(again.prepare('SELECT sql FROM sqlite_schema ORDER BY name').all(), schema);
   assert.deepEqual(again.prepare('SELECT partner_ref FROM orders').all(), [{ partner_ref: 'REF-1' }]);
 });
@@ -53,32 +68,31 @@ test('migration versions are 1, 2, 3 … in order, so user_version names the las
   assert.equal(LATEST_SCHEMA_VERSION, MIGRATIONS.length);
 });
 
-test('a database written by a newer h2h-sync is refused with a message that says what to do', (t) => {
+test('a database written by a newer h2h-sync is refused with a message that says what to do', async (t) => {
   const path = tempDbPath(t);
-  const db = openDatabase({ path });
-  db.pragma(`user_version = ${LATEST_SCHEMA_VERSION + 1}`);
-  db.close();
-  assert.throws(() => openDatabase({ path }), refusal('DATABASE_TOO_NEW', path));
+  const db = await openSqliteDb({ path });
+  db.connection.pragma(`user_version = ${LATEST_SCHEMA_VERSION + 1}`);
+  await db.close();
+  await assert.rejects(openSqliteDb({ path }), refusal('DATABASE_TOO_NEW', path));
 });
 
-test('a file that is not SQLite is refused with its path and the fix', (t) => {
+test('a file that is not SQLite is refused with its path and the fix', async (t) => {
   const path = tempDbPath(t);
   mkdirSync(join(path, '..'), { recursive: true });
   writeFileSync(path, 'this is not a database, just some text long enough to have a header........');
-  assert.throws(() => openDatabase({ path }), refusal('DATABASE_OPEN_FAILED', path));
+  await assert.rejects(openSqliteDb({ path }), refusal('DATABASE_OPEN_FAILED', path));
 });
 
-test('a path whose directory cannot be created is refused with its path and the fix', (t) => {
+test('a path whose directory cannot be created is refused with its path and the fix', async (t) => {
   const blocker = tempDbPath(t);
   mkdirSync(join(blocker, '..'), { recursive: true });
   writeFileSync(blocker, '');
   const path = join(blocker, 'nested', 'h2h-sync.db');
-  assert.throws(() => openDatabase({ path }), refusal('DATABASE_OPEN_FAILED', path));
+  await assert.rejects(openSqliteDb({ path }), refusal('DATABASE_OPEN_FAILED', path));
 });
 
-test('an event can only name an order that exists (foreign keys are enforced)', (t) => {
-  const db = openDatabase({ path: tempDbPath(t) });
-  t.after(() => db.close());
+test('an event can only name an order that exists (foreign keys are enforced)', async (t) => {
+  const db = (await opened(t, tempDbPath(t))).connection;
   assert.throws(
     () =>
       db
@@ -91,7 +105,7 @@ test('an event can only name an order that exists (foreign keys are enforced)', 
   );
 });
 
-test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every order, event, index and foreign key, and gets the audit index', (t) => {
+test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every order, event, index and foreign key, and gets the audit index', async (t) => {
   const path = tempDbPath(t);
   mkdirSync(join(path, '..'), { recursive: true });
   const old = new BetterSqlite3(path);
@@ -112,8 +126,7 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
   const before = old.prepare('SELECT * FROM orders ORDER BY id').all();
   old.close();
 
-  const db = openDatabase({ path });
-  t.after(() => db.close());
+  const db = (await opened(t, path)).connection;
 
   assert.equal(db.pragma('user_version', { simple: true }), LATEST_SCHEMA_VERSION);
   assert.equal(db.pragma('foreign_keys', { simple: true }), 1, 'foreign keys are on again');

@@ -5,11 +5,11 @@ import { snapshot, tempStore } from '../helpers/store.js';
 
 const DATA = { user_id: '12345678', server_id: '2001' };
 
-test('a partner_ref can only exist once: creating it again returns the existing order', (t) => {
-  const { store, db } = tempStore(t);
-  const first = store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
+test('a partner_ref can only exist once: creating it again returns the existing order', async (t) => {
+  const { store, db } = await tempStore(t);
+  const first = await store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
 
-  const second = store.writer.createLocalOrder({
+  const second = await store.writer.createLocalOrder({
     partnerRef: 'R1',
     productId: 'other',
     data: { user_id: '9' },
@@ -31,10 +31,10 @@ test('a partner_ref can only exist once: creating it again returns the existing 
   );
 });
 
-test('a new local order is pending, keeps what was sent, and has no status yet', (t) => {
-  const { store, clock } = tempStore(t);
+test('a new local order is pending, keeps what was sent, and has no status yet', async (t) => {
+  const { store, clock } = await tempStore(t);
 
-  const { order } = store.writer.createLocalOrder({
+  const { order } = await store.writer.createLocalOrder({
     partnerRef: 'R1',
     productCode: 'ML86',
     data: DATA,
@@ -47,34 +47,37 @@ test('a new local order is pending, keeps what was sent, and has no status yet',
   assert.deepEqual(order.data, DATA);
   assert.equal(order.callbackUrl, 'https://reseller.example/hooks');
   assert.equal(order.localCreatedAt, clock.now());
-  assert.deepEqual(store.queries.listEvents('R1'), []);
+  assert.deepEqual(await store.queries.listEvents('R1'), []);
 });
 
-test('a partner_ref that is empty or longer than 64 characters is refused', (t) => {
-  const { store } = tempStore(t);
+test('a partner_ref that is empty or longer than 64 characters is refused', async (t) => {
+  const { store } = await tempStore(t);
   for (const partnerRef of ['', 'x'.repeat(65)]) {
-    assert.throws(
+    await assert.rejects(
       () => store.writer.createLocalOrder({ partnerRef, data: DATA }),
       (error: unknown) => error instanceof StoreError && error.code === 'INVALID_PARTNER_REF',
     );
   }
-  assert.equal(store.writer.createLocalOrder({ partnerRef: 'x'.repeat(64), data: DATA }).created, true);
+  assert.equal(
+    (await store.writer.createLocalOrder({ partnerRef: 'x'.repeat(64), data: DATA })).created,
+    true,
+  );
 });
 
-test('a rejected submission keeps the upstream code and detail, ends polling, and never gets a status', (t) => {
-  const { store } = tempStore(t);
-  store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
+test('a rejected submission keeps the upstream code and detail, ends polling, and never gets a status', async (t) => {
+  const { store } = await tempStore(t);
+  await store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
 
-  const order = store.writer.markRejected('R1', 'INSUFFICIENT_BALANCE', 'balance 1000 < price 15000');
+  const order = await store.writer.markRejected('R1', 'INSUFFICIENT_BALANCE', 'balance 1000 < price 15000');
 
   assert.equal(order.submissionState, 'rejected');
   assert.equal(order.rejectionCode, 'INSUFFICIENT_BALANCE');
   assert.equal(order.rejectionDetail, 'balance 1000 < price 15000');
   assert.equal(order.status, null);
   assert.equal(order.nextPollAt, null);
-  assert.deepEqual(store.queries.getOrder('R1'), order);
+  assert.deepEqual(await store.queries.getOrder('R1'), order);
   assert.deepEqual(
-    store.queries.listEvents('R1').map((e) => [e.source, e.status, e.changed, e.reason, e.payload]),
+    (await store.queries.listEvents('R1')).map((e) => [e.source, e.status, e.changed, e.reason, e.payload]),
     [
       [
         'create',
@@ -87,30 +90,27 @@ test('a rejected submission keeps the upstream code and detail, ends polling, an
   );
 });
 
-test('a blocked submission keeps the code and detail, is due at once, is never rejected by it, and is settled by what comes next', (t) => {
-  const { store, clock } = tempStore(t);
-  store.writer.createLocalOrder({ partnerRef: 'B1', productCode: 'ML86', data: DATA });
-  store.writer.createLocalOrder({ partnerRef: 'B2', productCode: 'ML86', data: DATA });
+test('a blocked submission keeps the code and detail, is due at once, is never rejected by it, and is settled by what comes next', async (t) => {
+  const { store, clock } = await tempStore(t);
+  await store.writer.createLocalOrder({ partnerRef: 'B1', productCode: 'ML86', data: DATA });
+  await store.writer.createLocalOrder({ partnerRef: 'B2', productCode: 'ML86', data: DATA });
 
-  const blocked = store.writer.markBlocked('B1', 'IP_NOT_WHITELISTED', '203.0.113.7');
-  store.writer.markBlocked('B2', 'INVALID_API_KEY', 'Unauthorized');
+  const blocked = await store.writer.markBlocked('B1', 'IP_NOT_WHITELISTED', '203.0.113.7');
+  await store.writer.markBlocked('B2', 'INVALID_API_KEY', 'Unauthorized');
 
   assert.deepEqual(
     [blocked.submissionState, blocked.blockedCode, blocked.blockedDetail, blocked.rejectionCode],
     ['blocked', 'IP_NOT_WHITELISTED', '203.0.113.7', null],
   );
   assert.equal(blocked.nextPollAt, clock.now());
-  assert.deepEqual(
-    store.queries
-      .listOrders({ status: 'blocked' })
-      .map((o) => o.partnerRef)
-      .sort(),
-    ['B1', 'B2'],
-  );
-  assert.equal(store.queries.listEvents('B1').at(-1)?.reason, 'blocked');
+  assert.deepEqual((await store.queries.listOrders({ status: 'blocked' })).map((o) => o.partnerRef).sort(), [
+    'B1',
+    'B2',
+  ]);
+  assert.equal((await store.queries.listEvents('B1')).at(-1)?.reason, 'blocked');
 
-  const accepted = store.writer.applyOrderSnapshot(snapshot('B1', 'PENDING'), { source: 'create' });
-  const rejected = store.writer.markRejected('B2', 'INSUFFICIENT_BALANCE', 'balance 0');
+  const accepted = await store.writer.applyOrderSnapshot(snapshot('B1', 'PENDING'), { source: 'create' });
+  const rejected = await store.writer.markRejected('B2', 'INSUFFICIENT_BALANCE', 'balance 0');
   assert.deepEqual(
     [accepted.order.submissionState, accepted.order.blockedCode],
     ['accepted', null],
@@ -122,51 +122,51 @@ test('a blocked submission keeps the code and detail, is due at once, is never r
   );
 });
 
-test('an unknown submission is due for a poll at once and keeps its status', (t) => {
-  const { store, clock } = tempStore(t);
-  store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
+test('an unknown submission is due for a poll at once and keeps its status', async (t) => {
+  const { store, clock } = await tempStore(t);
+  await store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
 
-  const order = store.writer.markSubmissionUnknown('R1');
+  const order = await store.writer.markSubmissionUnknown('R1');
 
   assert.equal(order.submissionState, 'unknown');
   assert.equal(order.status, null);
   assert.equal(order.nextPollAt, clock.now());
   assert.deepEqual(
-    store.schedule.dueForPoll(10).map((o) => o.partnerRef),
+    (await store.schedule.dueForPoll(10)).map((o) => o.partnerRef),
     ['R1'],
   );
   assert.deepEqual(
-    store.queries.listEvents('R1').map((e) => [e.source, e.changed, e.reason]),
+    (await store.queries.listEvents('R1')).map((e) => [e.source, e.changed, e.reason]),
     [['create', true, 'submission_unknown']],
   );
 });
 
-test('an unknown submission is accepted when the upstream shows the order', (t) => {
-  const { store } = tempStore(t);
-  store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
-  store.writer.markSubmissionUnknown('R1');
+test('an unknown submission is accepted when the upstream shows the order', async (t) => {
+  const { store } = await tempStore(t);
+  await store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
+  await store.writer.markSubmissionUnknown('R1');
 
-  const { order } = store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'poll' });
+  const { order } = await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'poll' });
 
   assert.equal(order.submissionState, 'accepted');
   assert.equal(order.status, 'PENDING');
 });
 
-test('a create outcome that arrives after the upstream confirmed the order changes nothing', (t) => {
-  const { store } = tempStore(t);
-  store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
-  const confirmed = store.writer.applyOrderSnapshot(snapshot('R1', 'PROCESSING'), {
+test('a create outcome that arrives after the upstream confirmed the order changes nothing', async (t) => {
+  const { store } = await tempStore(t);
+  await store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
+  const confirmed = await store.writer.applyOrderSnapshot(snapshot('R1', 'PROCESSING'), {
     source: 'webhook',
     eventId: 'e1',
   });
 
-  const afterTimeout = store.writer.markSubmissionUnknown('R1');
-  const afterRejection = store.writer.markRejected('R1', 'INVALID_TARGET', 'user_id');
+  const afterTimeout = await store.writer.markSubmissionUnknown('R1');
+  const afterRejection = await store.writer.markRejected('R1', 'INVALID_TARGET', 'user_id');
 
   assert.deepEqual(afterTimeout, confirmed.order);
   assert.deepEqual(afterRejection, confirmed.order);
   assert.deepEqual(
-    store.queries.listEvents('R1').map((e) => [e.changed, e.reason]),
+    (await store.queries.listEvents('R1')).map((e) => [e.changed, e.reason]),
     [
       [true, 'initial'],
       [false, 'submission_settled'],
@@ -175,13 +175,13 @@ test('a create outcome that arrives after the upstream confirmed the order chang
   );
 });
 
-test('marking an order that does not exist is refused', (t) => {
-  const { store } = tempStore(t);
-  assert.throws(
+test('marking an order that does not exist is refused', async (t) => {
+  const { store } = await tempStore(t);
+  await assert.rejects(
     () => store.writer.markRejected('NOPE', 'INVALID_PRODUCT', 'x'),
     (error: unknown) => error instanceof StoreError && error.code === 'ORDER_NOT_FOUND',
   );
-  assert.throws(
+  await assert.rejects(
     () => store.schedule.recordPoll('NOPE'),
     (error: unknown) => error instanceof StoreError && error.code === 'ORDER_NOT_FOUND',
   );

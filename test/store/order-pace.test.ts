@@ -30,7 +30,7 @@ function logNormal(seed: number, medianMs: number, p99Ms: number): () => number 
  * Delivers the final webhook of a new order of `product` that took `tookMs` from its creation
  * to SUCCESS (or FAILED), and reached us `deliveryMs` after its event, as the worker applies it.
  */
-function deliverFinal(
+async function deliverFinal(
   store: OrderStore,
   ref: string,
   {
@@ -41,7 +41,7 @@ function deliverFinal(
   }: { product?: string; tookMs: number; deliveryMs?: number; status?: 'SUCCESS' | 'FAILED' },
 ) {
   const reached = CREATED + tookMs;
-  return store.writer.applyOrderSnapshot(
+  return await store.writer.applyOrderSnapshot(
     snapshot(ref, status, {
       product_code: product,
       created_at: iso(CREATED),
@@ -66,16 +66,16 @@ test('a bucket stands for its durations within the growth factor, from 1 ms to d
   assert.equal(bucketMs(paceBucket(0.2)), 1);
 });
 
-test('the learned quantile of a log-normal completion time is within 10 % of the exact one', (t) => {
-  const { store } = tempStore(t, { firstPollQuantile: 0.95, paceMinSamples: 50 });
+test('the learned quantile of a log-normal completion time is within 10 % of the exact one', async (t) => {
+  const { store } = await tempStore(t, { firstPollQuantile: 0.95, paceMinSamples: 50 });
   const draw = logNormal(7, 20_000, 180_000);
   const took: number[] = [];
   for (let i = 0; i < 400; i++) {
     const ms = draw();
     took.push(ms);
-    deliverFinal(store, `R${i}`, { tookMs: ms, status: i % 4 === 0 ? 'FAILED' : 'SUCCESS' });
+    await deliverFinal(store, `R${i}`, { tookMs: ms, status: i % 4 === 0 ? 'FAILED' : 'SUCCESS' });
   }
-  const pace = store.schedule.pace.estimate('ML86');
+  const pace = await store.schedule.pace.estimate('ML86');
   assert.ok(pace);
   assert.equal(pace.scope, 'product');
   assert.equal(pace.samples, 400);
@@ -88,20 +88,21 @@ test('the learned quantile of a log-normal completion time is within 10 % of the
   }
 });
 
-test('the first poll waits the fixed delay until enough final webhooks teach the pace, then their quantile plus the usual delivery delay', (t) => {
-  const { store, clock } = tempStore(t, {
+test('the first poll waits the fixed delay until enough final webhooks teach the pace, then their quantile plus the usual delivery delay', async (t) => {
+  const { store, clock } = await tempStore(t, {
     firstPollDelayMs: 30_000,
     firstPollQuantile: 0.9,
     paceMinSamples: 20,
     firstPollMinMs: 5_000,
     firstPollMaxMs: 900_000,
   });
-  for (let i = 0; i < 19; i++) deliverFinal(store, `L${i}`, { tookMs: (i + 1) * 10_000, deliveryMs: 2_000 });
-  const early = store.writer.createLocalOrder({ partnerRef: 'NEW1', productCode: 'ML86', data: {} });
+  for (let i = 0; i < 19; i++)
+    await deliverFinal(store, `L${i}`, { tookMs: (i + 1) * 10_000, deliveryMs: 2_000 });
+  const early = await store.writer.createLocalOrder({ partnerRef: 'NEW1', productCode: 'ML86', data: {} });
   assert.equal(early.order.nextPollAt, clock.now() + 30_000, '19 samples are not enough: the fixed delay');
 
-  deliverFinal(store, 'L19', { tookMs: 200_000, deliveryMs: 2_000 });
-  const later = store.writer.createLocalOrder({ partnerRef: 'NEW2', productCode: 'ML86', data: {} });
+  await deliverFinal(store, 'L19', { tookMs: 200_000, deliveryMs: 2_000 });
+  const later = await store.writer.createLocalOrder({ partnerRef: 'NEW2', productCode: 'ML86', data: {} });
   // 20 samples 10 s … 200 s: the 90th percentile is 180 s; the median delivery 2 s.
   const expected = clock.now() + 180_000 + 2_000;
   const at = later.order.nextPollAt!;
@@ -111,70 +112,72 @@ test('the first poll waits the fixed delay until enough final webhooks teach the
   );
 });
 
-test('the learned first poll is bounded by the minimum and maximum settings', (t) => {
-  const { store, clock } = tempStore(t, {
+test('the learned first poll is bounded by the minimum and maximum settings', async (t) => {
+  const { store, clock } = await tempStore(t, {
     firstPollQuantile: 0.5,
     paceMinSamples: 5,
     firstPollMinMs: 5_000,
     firstPollMaxMs: 60_000,
   });
-  for (let i = 0; i < 5; i++) deliverFinal(store, `FAST${i}`, { product: 'FAST', tookMs: 500 });
-  for (let i = 0; i < 5; i++) deliverFinal(store, `SLOW${i}`, { product: 'SLOW', tookMs: 3_600_000 });
-  const fast = store.writer.createLocalOrder({ partnerRef: 'F', productCode: 'FAST', data: {} });
-  const slow = store.writer.createLocalOrder({ partnerRef: 'S', productCode: 'SLOW', data: {} });
+  for (let i = 0; i < 5; i++) await deliverFinal(store, `FAST${i}`, { product: 'FAST', tookMs: 500 });
+  for (let i = 0; i < 5; i++) await deliverFinal(store, `SLOW${i}`, { product: 'SLOW', tookMs: 3_600_000 });
+  const fast = await store.writer.createLocalOrder({ partnerRef: 'F', productCode: 'FAST', data: {} });
+  const slow = await store.writer.createLocalOrder({ partnerRef: 'S', productCode: 'SLOW', data: {} });
   assert.equal(fast.order.nextPollAt, clock.now() + 5_000);
   assert.equal(slow.order.nextPollAt, clock.now() + 60_000);
 });
 
-test('a product without enough samples of its own takes every product together', (t) => {
-  const { store } = tempStore(t, { firstPollQuantile: 0.5, paceMinSamples: 10 });
-  for (let i = 0; i < 10; i++) deliverFinal(store, `A${i}`, { product: 'A', tookMs: 40_000 });
-  for (let i = 0; i < 3; i++) deliverFinal(store, `B${i}`, { product: 'B', tookMs: 1_000 });
-  const a = store.schedule.pace.estimate('A');
-  const b = store.schedule.pace.estimate('B');
+test('a product without enough samples of its own takes every product together', async (t) => {
+  const { store } = await tempStore(t, { firstPollQuantile: 0.5, paceMinSamples: 10 });
+  for (let i = 0; i < 10; i++) await deliverFinal(store, `A${i}`, { product: 'A', tookMs: 40_000 });
+  for (let i = 0; i < 3; i++) await deliverFinal(store, `B${i}`, { product: 'B', tookMs: 1_000 });
+  const a = await store.schedule.pace.estimate('A');
+  const b = await store.schedule.pace.estimate('B');
   assert.equal(a?.scope, 'product');
   assert.equal(b?.scope, 'all');
   assert.equal(b?.samples, 13);
-  assert.equal(store.schedule.pace.estimate(null)?.scope, 'all');
+  assert.equal((await store.schedule.pace.estimate(null))?.scope, 'all');
 });
 
-test('a duplicate webhook, a serial added later and a poll of a state without a time teach nothing', (t) => {
-  const { store } = tempStore(t, { firstPollQuantile: 0.5, paceMinSamples: 1 });
-  store.writer.applyOrderSnapshot(snapshot('P1', 'PROCESSING'), { source: 'poll' });
-  store.writer.applyOrderSnapshot(snapshot('P2', 'FAILED'), { source: 'poll' });
+test('a duplicate webhook, a serial added later and a poll of a state without a time teach nothing', async (t) => {
+  const { store } = await tempStore(t, { firstPollQuantile: 0.5, paceMinSamples: 1 });
+  await store.writer.applyOrderSnapshot(snapshot('P1', 'PROCESSING'), { source: 'poll' });
+  await store.writer.applyOrderSnapshot(snapshot('P2', 'FAILED'), { source: 'poll' });
   assert.equal(
-    store.schedule.pace.estimate('ML86'),
+    await store.schedule.pace.estimate('ML86'),
     null,
     'a poll does not say when PROCESSING or FAILED began',
   );
 
-  store.writer.applyOrderSnapshot(snapshot('S1', 'SUCCESS'), { source: 'poll' });
-  store.writer.applyOrderSnapshot(snapshot('S1', 'SUCCESS', { serial_number: 'SN' }), { source: 'poll' });
-  deliverFinal(store, 'S2', { tookMs: 60_000 });
-  deliverFinal(store, 'S2', { tookMs: 60_000 });
-  assert.equal(store.schedule.pace.estimate('ML86')?.samples, 2, 'S1 by its success_at, S2 once');
+  await store.writer.applyOrderSnapshot(snapshot('S1', 'SUCCESS'), { source: 'poll' });
+  await store.writer.applyOrderSnapshot(snapshot('S1', 'SUCCESS', { serial_number: 'SN' }), {
+    source: 'poll',
+  });
+  await deliverFinal(store, 'S2', { tookMs: 60_000 });
+  await deliverFinal(store, 'S2', { tookMs: 60_000 });
+  assert.equal((await store.schedule.pace.estimate('ML86'))?.samples, 2, 'S1 by its success_at, S2 once');
 });
 
-test('old samples fade, so the estimate follows an upstream whose pace changes', (t) => {
-  const { store, clock } = tempStore(t, { firstPollQuantile: 0.5, paceMinSamples: 10 });
-  for (let i = 0; i < PACE_MEMORY; i++) deliverFinal(store, `OLD${i}`, { tookMs: 10_000 });
-  assert.ok(store.schedule.pace.estimate('ML86')!.finalMs < 11_000);
-  for (let i = 0; i < PACE_MEMORY; i++) deliverFinal(store, `NEW${i}`, { tookMs: 100_000 });
+test('old samples fade, so the estimate follows an upstream whose pace changes', async (t) => {
+  const { store, clock } = await tempStore(t, { firstPollQuantile: 0.5, paceMinSamples: 10 });
+  for (let i = 0; i < PACE_MEMORY; i++) await deliverFinal(store, `OLD${i}`, { tookMs: 10_000 });
+  assert.ok((await store.schedule.pace.estimate('ML86'))!.finalMs < 11_000);
+  for (let i = 0; i < PACE_MEMORY; i++) await deliverFinal(store, `NEW${i}`, { tookMs: 100_000 });
   clock.advance(60_000); // past the process's cached estimate
-  const pace = store.schedule.pace.estimate('ML86')!;
+  const pace = (await store.schedule.pace.estimate('ML86'))!;
   assert.ok(pace.finalMs >= 100_000 && pace.finalMs < 110_000, `median now ${pace.finalMs}`);
   assert.ok(pace.samples <= PACE_MEMORY, `${pace.samples} samples kept`);
 });
 
-test('with the quantile at 0 the first poll always waits the fixed delay', (t) => {
-  const { store, clock } = tempStore(t, {
+test('with the quantile at 0 the first poll always waits the fixed delay', async (t) => {
+  const { store, clock } = await tempStore(t, {
     firstPollDelayMs: 30_000,
     firstPollQuantile: 0,
     paceMinSamples: 1,
   });
-  for (let i = 0; i < 5; i++) deliverFinal(store, `R${i}`, { tookMs: 1_000 });
-  assert.equal(store.schedule.pace.estimate('ML86'), null);
-  const order = store.writer.createLocalOrder({ partnerRef: 'NEW', productCode: 'ML86', data: {} });
+  for (let i = 0; i < 5; i++) await deliverFinal(store, `R${i}`, { tookMs: 1_000 });
+  assert.equal(await store.schedule.pace.estimate('ML86'), null);
+  const order = await store.writer.createLocalOrder({ partnerRef: 'NEW', productCode: 'ML86', data: {} });
   assert.equal(order.order.nextPollAt, clock.now() + 30_000);
 });
 

@@ -34,8 +34,8 @@ const TIMELINES: Record<string, (ref: string) => Order[]> = {
 };
 
 for (const [name, timeline] of Object.entries(TIMELINES)) {
-  test(`every delivery order of the events of a timeline (${name}) ends in the same final state`, (t) => {
-    const { store } = tempStore(t);
+  test(`every delivery order of the events of a timeline (${name}) ends in the same final state`, async (t) => {
+    const { store } = await tempStore(t);
     const events = timeline('IN-ORDER').map((_, i) => i);
     const settledRefs: string[] = [];
     let run = 0;
@@ -43,18 +43,18 @@ for (const [name, timeline] of Object.entries(TIMELINES)) {
       const ref = `P${run++}`;
       const snapshots = timeline(ref);
       for (const i of order) {
-        store.writer.applyOrderSnapshot(snapshots[i]!, { source: 'webhook', eventId: `${ref}-${i}` });
+        await store.writer.applyOrderSnapshot(snapshots[i]!, { source: 'webhook', eventId: `${ref}-${i}` });
       }
       settledRefs.push(ref);
     }
     const inOrder = timeline('IN-ORDER');
     for (const [i, s] of inOrder.entries())
-      store.writer.applyOrderSnapshot(s, { source: 'webhook', eventId: `io-${i}` });
+      await store.writer.applyOrderSnapshot(s, { source: 'webhook', eventId: `io-${i}` });
 
     // The version counts the changes a delivery order made (a skipped state is one change
     // fewer); everything else must be equal.
     const expected = {
-      ...store.queries.getOrder('IN-ORDER')!,
+      ...(await store.queries.getOrder('IN-ORDER'))!,
       id: 0,
       partnerRef: '',
       invoiceNumber: '',
@@ -62,11 +62,11 @@ for (const [name, timeline] of Object.entries(TIMELINES)) {
     };
     for (const ref of settledRefs) {
       assert.deepEqual(
-        { ...store.queries.getOrder(ref)!, id: 0, partnerRef: '', invoiceNumber: '', version: 0 },
+        { ...(await store.queries.getOrder(ref))!, id: 0, partnerRef: '', invoiceNumber: '', version: 0 },
         expected,
         ref,
       );
-      assert.equal(store.queries.listEvents(ref).length, events.length, ref);
+      assert.equal((await store.queries.listEvents(ref)).length, events.length, ref);
     }
     assert.equal(expected.status, inOrder.at(-1)!.status);
     assert.equal(expected.nextPollAt, null);

@@ -1,20 +1,20 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { openDatabase } from '../../src/store/database.js';
-import { openOrderStore } from '../../src/store/order-store.js';
-import { scheduleSettings, tempStore } from '../helpers/store.js';
+import { openTestStore, scheduleSettings, tempStore } from '../helpers/store.js';
 
-test('the circuit is closed until opened; it keeps when it opened through later causes and failed probes, and every connection sees it', (t) => {
-  const { store, clock, path } = tempStore(t);
-  const other = openDatabase({ path });
-  t.after(() => other.close());
-  const elsewhere = openOrderStore(other, scheduleSettings(), { now: clock.now });
-  assert.equal(store.circuit.state(), null);
+test('the circuit is closed until opened; it keeps when it opened through later causes and failed probes, and every connection sees it', async (t) => {
+  const { store, clock, path } = await tempStore(t);
+  const elsewhere = await openTestStore(path, scheduleSettings(), { now: clock.now });
+  t.after(() => elsewhere.close());
+  assert.equal(await store.circuit.state(), null);
 
-  const opened = store.circuit.open('upstream_failing', { code: 'SERVICE_UNAVAILABLE', message: '503' });
+  const opened = await store.circuit.open('upstream_failing', {
+    code: 'SERVICE_UNAVAILABLE',
+    message: '503',
+  });
   const openedAt = clock.now();
   clock.advance(60_000);
-  const probed = store.circuit.probeFailed('unauthorized', {
+  const probed = await store.circuit.probeFailed('unauthorized', {
     code: 'INVALID_API_KEY',
     message: '401',
     fix: 'check H2H_API_KEY',
@@ -29,7 +29,7 @@ test('the circuit is closed until opened; it keeps when it opened through later 
     probedAt: null,
     probes: 0,
   });
-  assert.deepEqual(elsewhere.circuit.state(), {
+  assert.deepEqual(await elsewhere.circuit.state(), {
     cause: 'unauthorized',
     code: 'INVALID_API_KEY',
     message: '401',
@@ -38,8 +38,8 @@ test('the circuit is closed until opened; it keeps when it opened through later 
     probedAt: clock.now(),
     probes: 1,
   });
-  assert.deepEqual(probed, elsewhere.circuit.state());
-  assert.deepEqual(elsewhere.circuit.close(), probed, 'close returns what was open');
-  assert.equal(store.circuit.state(), null);
-  assert.equal(store.circuit.close(), null);
+  assert.deepEqual(probed, await elsewhere.circuit.state());
+  assert.deepEqual(await elsewhere.circuit.close(), probed, 'close returns what was open');
+  assert.equal(await store.circuit.state(), null);
+  assert.equal(await store.circuit.close(), null);
 });

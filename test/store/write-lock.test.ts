@@ -2,9 +2,14 @@ import assert from 'node:assert/strict';
 import { fork } from 'node:child_process';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { openDatabase } from '../../src/store/database.js';
-import { openOrderStore } from '../../src/store/order-store.js';
-import { nextMessage, scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
+import {
+  nextMessage,
+  openTestStore,
+  otherConnection,
+  scheduleSettings,
+  snapshot,
+  tempDbPath,
+} from '../helpers/store.js';
 
 const HOLDER = fileURLToPath(new URL('../fixtures/lock-holder-process.ts', import.meta.url));
 
@@ -15,43 +20,41 @@ function holdWriteLock(path: string, holdMs?: number) {
 
 test("a write waits for another process's transaction to commit, then applies after it", async (t) => {
   const path = tempDbPath(t);
-  openDatabase({ path }).close();
+  (await otherConnection(path)).close();
   const holder = holdWriteLock(path, 300);
   t.after(() => holder.kill());
   await nextMessage(holder);
-  const db = openDatabase({ path });
-  t.after(() => db.close());
-  const store = openOrderStore(db, scheduleSettings());
+  const store = await openTestStore(path);
+  t.after(() => store.close());
 
-  const result = store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+  const result = await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
 
   assert.equal(result.created, true);
   assert.ok(
-    store.queries.getOrder('R1')!.id > store.queries.getOrder('HELD')!.id,
+    (await store.queries.getOrder('R1'))!.id > (await store.queries.getOrder('HELD'))!.id,
     'the held transaction committed first',
   );
 });
 
-test('a write gives up with SQLITE_BUSY once the busy timeout has passed, and the timeout stays as set', async (t) => {
+test('a write gives up with SQLITE_BUSY once the lock timeout has passed, and the busy timeout stays as set', async (t) => {
   const path = tempDbPath(t);
-  openDatabase({ path }).close();
+  (await otherConnection(path)).close();
   const holder = holdWriteLock(path);
   t.after(() => holder.kill());
   await nextMessage(holder);
-  const db = openDatabase({ path, busyTimeoutMs: 100 });
-  t.after(() => db.close());
-  const store = openOrderStore(db, scheduleSettings());
+  const store = await openTestStore(path, scheduleSettings(), { lockTimeoutMs: 100 });
+  t.after(() => store.close());
 
-  assert.throws(
-    () => store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' }),
+  await assert.rejects(
+    store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' }),
     (error: unknown) => (error as { code?: string }).code === 'SQLITE_BUSY',
   );
-  assert.equal(db.pragma('busy_timeout', { simple: true }), 100);
+  assert.equal(store.sqlite!.pragma('busy_timeout', { simple: true }), 100);
   const released = nextMessage(holder);
   holder.send('release');
   await released;
   assert.equal(
-    store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' }).created,
+    (await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' })).created,
     true,
   );
 });

@@ -3,11 +3,9 @@ import { once } from 'node:events';
 import { test } from 'node:test';
 import type { Database } from 'better-sqlite3';
 import type { WebhookProducer } from '../../src/queue/webhook-producer.js';
-import { openDatabase } from '../../src/store/database.js';
-import { openOrderStore } from '../../src/store/order-store.js';
 import { freezableProxy } from '../helpers/receiver.js';
 import { privateRedis } from '../helpers/redis.js';
-import { scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
+import { openTestStore, otherConnection, snapshot, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import {
   appliedEvents,
@@ -52,7 +50,7 @@ test('a worker killed with SIGKILL mid-batch loses nothing: another takes over i
   const producer = await testProducer(t, redis.url);
   await queueTimelines(producer);
   const events = ORDERS * 2;
-  const reader = openDatabase({ path: dbPath });
+  const reader = await otherConnection(dbPath);
   t.after(() => reader.close());
 
   const { child } = await spawnWorker(t, {
@@ -90,9 +88,10 @@ test('a worker killed with SIGKILL mid-batch loses nothing: another takes over i
     { rows: events, ids: events },
     'one order_events row per event id: nothing lost, nothing applied twice',
   );
-  const store = openOrderStore(reader, scheduleSettings());
+  const store = await openTestStore(dbPath);
+  t.after(() => store.close());
   for (let n = 0; n < ORDERS; n++) {
-    const order = store.queries.getOrder(`crash-${n}`)!;
+    const order = (await store.queries.getOrder(`crash-${n}`))!;
     assert.deepEqual([order.status, order.serialNumber], ['SUCCESS', `SN-crash-${n}`], order.partnerRef);
   }
   const duplicates = (await producer.webhookQueue.getCompleted(0, -1)).filter(
@@ -130,7 +129,7 @@ test('a worker cut off from Redis after committing exits within its deadline; an
   const producer = await testProducer(t, redis.url);
   const backlog = 8_000;
   await queueBacklog(producer, backlog, 'frozen');
-  const reader = openDatabase({ path: dbPath });
+  const reader = await otherConnection(dbPath);
   t.after(() => reader.close());
   const proxy = await freezableProxy(t, redis);
 
@@ -199,10 +198,11 @@ test('a worker cut off from Redis after committing exits within its deadline; an
     reader.prepare('SELECT COUNT(*) AS rows, COUNT(DISTINCT event_id) AS ids FROM order_events').get(),
     { rows: backlog, ids: backlog },
   );
-  const store = openOrderStore(reader, scheduleSettings());
+  const store = await openTestStore(dbPath);
+  t.after(() => store.close());
   for (const job of duplicates) {
     const ref = job.returnvalue.partnerRef;
-    assert.equal(store.queries.listEvents(ref).length, 1, `${ref} recorded once`);
-    assert.equal(store.queries.getOrder(ref)?.serialNumber, `SN-${ref}`);
+    assert.equal((await store.queries.listEvents(ref)).length, 1, `${ref} recorded once`);
+    assert.equal((await store.queries.getOrder(ref))?.serialNumber, `SN-${ref}`);
   }
 });

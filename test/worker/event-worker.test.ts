@@ -1,11 +1,16 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { WebhookProducer } from '../../src/queue/webhook-producer.js';
-import { openDatabase } from '../../src/store/database.js';
-import { openOrderStore } from '../../src/store/order-store.js';
 import { createEventWorker } from '../../src/worker/event-worker.js';
 import { privateRedis } from '../helpers/redis.js';
-import { scheduleSettings, snapshot, tempDbPath, tempStore } from '../helpers/store.js';
+import {
+  openTestStore,
+  otherConnection,
+  scheduleSettings,
+  snapshot,
+  tempDbPath,
+  tempStore,
+} from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import {
   cleanupScope,
@@ -35,22 +40,24 @@ async function setup(test: Parameters<typeof privateRedis>[0]) {
   const redis = await privateRedis(t);
   const dbPath = tempDbPath(t);
   const producer = await testProducer(t, redis.url);
-  // The test's own connection to the file, as the CLI or the order placement would have.
-  const db = openDatabase({ path: dbPath });
+  // The test's own store on the file, as the CLI or the order placement would have, and a plain
+  // connection of another process (to read rows, or to hold the write lock).
+  const store = await openTestStore(dbPath, scheduleSettings());
+  t.after(() => store.close());
+  const db = await otherConnection(dbPath);
   t.after(() => db.close());
-  const store = openOrderStore(db, scheduleSettings());
   return { t, redis, dbPath, producer, db, store };
 }
 
 test('a queued webhook moves its order; a duplicate event id and an older state are recorded but change nothing', async (t) => {
   const { t: scope, redis, dbPath, producer, store } = await setup(t);
-  store.writer.createLocalOrder({ partnerRef: 'known-1', productCode: 'ML86', data: { user_id: '1' } });
-  store.writer.applyOrderSnapshot(snapshot('known-1', 'PENDING'), { source: 'create' });
+  await store.writer.createLocalOrder({ partnerRef: 'known-1', productCode: 'ML86', data: { user_id: '1' } });
+  await store.writer.applyOrderSnapshot(snapshot('known-1', 'PENDING'), { source: 'create' });
   await startTestWorker(scope, { redisUrl: redis.url, dbPath });
 
   const processing = await queueSnapshot(producer, snapshot('known-1', 'PROCESSING'));
   await jobIn(producer, jobIdOf(processing), 'completed');
-  assert.equal(store.queries.getOrder('known-1')?.status, 'PROCESSING');
+  assert.equal((await store.queries.getOrder('known-1'))?.status, 'PROCESSING');
 
   const success = snapshot('known-1', 'SUCCESS', { serial_number: 'SN-1' });
   const successId = await queueSnapshot(producer, success);
@@ -74,10 +81,16 @@ test('a queued webhook moves its order; a duplicate event id and an older state 
   const late = await queueSnapshot(producer, snapshot('known-1', 'PENDING'));
   await jobIn(producer, jobIdOf(late), 'completed');
 
-  const order = store.queries.getOrder('known-1')!;
+  const order = (await store.queries.getOrder('known-1'))!;
   assert.deepEqual([order.status, order.serialNumber], ['SUCCESS', 'SN-1']);
   assert.deepEqual(
-    store.queries.listEvents('known-1').map((e) => [e.source, e.eventId, e.status, e.changed, e.reason]),
+    (await store.queries.listEvents('known-1')).map((e) => [
+      e.source,
+      e.eventId,
+      e.status,
+      e.changed,
+      e.reason,
+    ]),
     [
       ['create', null, 'PENDING', true, 'initial'],
       ['webhook', processing, 'PROCESSING', true, 'transition'],
@@ -85,7 +98,7 @@ test('a queued webhook moves its order; a duplicate event id and an older state 
       ['webhook', late, 'PENDING', false, 'not_allowed'],
     ],
   );
-  const recorded = store.queries.listEvents('known-1')[2]!;
+  const recorded = (await store.queries.listEvents('known-1'))[2]!;
   assert.equal((recorded.payload as { event_id: string }).event_id, successId, 'the whole body is kept');
 });
 
@@ -98,13 +111,13 @@ test('a webhook for an order unknown locally creates it; without an event id hea
   const job = await jobIn(producer, jobId, 'completed');
   assert.equal(job.returnvalue.created, true);
 
-  const order = store.queries.getOrder('elsewhere-1')!;
+  const order = (await store.queries.getOrder('elsewhere-1'))!;
   assert.deepEqual(
     [order.status, order.serialNumber, order.submissionState, order.invoiceNumber],
     ['SUCCESS', 'SN-E', 'accepted', 'INV-elsewhere-1'],
   );
   assert.deepEqual(
-    store.queries.listEvents('elsewhere-1').map((e) => [e.source, e.eventId, e.reason]),
+    (await store.queries.listEvents('elsewhere-1')).map((e) => [e.source, e.eventId, e.reason]),
     [['webhook', 'evt_in_body', 'initial']],
   );
   assert.equal(job.data.dedupeKey, 'event-id:evt_in_body');
@@ -180,22 +193,22 @@ test('a transient SQLite failure (the write lock held past the busy timeout) is 
   released = true;
   const job = await jobIn(producer, jobIdOf(eventId), 'completed');
   assert.equal(job.attemptsMade, 2, 'applied at the second attempt, after the backoff');
-  assert.equal(store.queries.getOrder('busy-1')?.serialNumber, 'SN-B');
-  assert.equal(store.queries.listEvents('busy-1').length, 1);
+  assert.equal((await store.queries.getOrder('busy-1'))?.serialNumber, 'SN-B');
+  assert.equal((await store.queries.listEvents('busy-1')).length, 1);
 });
 
-test('a wrong event worker option throws at construction, before anything connects', (t) => {
-  const { store, db } = tempStore(t);
+test('a wrong event worker option throws at construction, before anything connects', async (t) => {
+  const { store } = await tempStore(t);
   assert.throws(
-    () => createEventWorker({ writer: store.writer, db, concurrency: 0 }),
+    () => createEventWorker({ writer: store.writer, concurrency: 0 }),
     /concurrency must be a whole number ≥ 1, got 0/,
   );
   assert.throws(
-    () => createEventWorker({ writer: store.writer, db, lockDurationMs: 1.5 }),
+    () => createEventWorker({ writer: store.writer, lockDurationMs: 1.5 }),
     /lockDurationMs must be a whole number ≥ 1/,
   );
   assert.throws(
-    () => createEventWorker({ writer: store.writer, db, maxStalledCount: -1 }),
+    () => createEventWorker({ writer: store.writer, maxStalledCount: -1 }),
     /maxStalledCount must be a whole number ≥ 0/,
   );
 });

@@ -2,13 +2,11 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { encodeWebhookRawBody, type WebhookJobData, webhookIdentity } from '../../src/queue/webhook-queue.js';
-import { openDatabase } from '../../src/store/database.js';
-import { type OrderStore, openOrderStore } from '../../src/store/order-store.js';
+import type { OrderStore } from '../../src/store/order-store.js';
 import type { Order } from '../../src/upstream/model.js';
-import { applyWebhookJob } from '../../src/worker/event-worker.js';
-import { GroupCommit } from '../../src/worker/group-commit.js';
+import { applyCommit, applyWebhookJob } from '../../src/worker/event-worker.js';
 import { privateRedis } from '../helpers/redis.js';
-import { scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
+import { openTestStore, scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import {
   cleanupScope,
@@ -102,8 +100,8 @@ function expectedOrder(life: Order[], deliveries: Delivery[], order: number): Or
 
 const FIELDS = ['status', 'serial_number', 'success_at', 'message', 'amount', 'invoice_number'] as const;
 
-function assertOrderIs(store: OrderStore, ref: string, expected: Order): void {
-  const local = store.queries.getOrder(ref);
+async function assertOrderIs(store: OrderStore, ref: string, expected: Order): Promise<void> {
+  const local = await store.queries.getOrder(ref);
   assert.ok(local, `${ref} exists`);
   const actual = {
     status: local.status,
@@ -134,22 +132,21 @@ test('through the queue and the worker, any interleaving, duplication and reorde
   const dbPath = tempDbPath(t);
   const producer = await testProducer(t, redis.url);
   await startTestWorker(t, { redisUrl: redis.url, dbPath });
-  const db = openDatabase({ path: dbPath });
-  t.after(() => db.close());
-  const store = openOrderStore(db, scheduleSettings()); // the placing process: its own connection to the file
+  const store = await openTestStore(dbPath); // the placing process: its own connection to the file
+  t.after(() => store.close());
   let jobs = 0;
 
   await fc.assert(
     fc.asyncProperty(scenario, async (generated) => {
       const { refs, lives, eventId, body } = concrete(generated);
-      generated.plans.forEach((plan, i) => {
+      for (const [i, plan] of generated.plans.entries()) {
         if (plan.placedHere)
-          store.writer.createLocalOrder({ partnerRef: refs[i]!, productCode: 'ML86', data: {} });
-      });
+          await store.writer.createLocalOrder({ partnerRef: refs[i]!, productCode: 'ML86', data: {} });
+      }
       const queued = new Set<string>();
       for (const d of generated.deliveries) {
         if (d.kind === 'create') {
-          store.writer.applyOrderSnapshot(lives[d.order]![0]!, { source: 'create' });
+          await store.writer.applyOrderSnapshot(lives[d.order]![0]!, { source: 'create' });
         } else {
           queued.add(await queueWebhook(producer, body(d), d.kind === 'webhook' ? eventId(d) : null));
         }
@@ -163,19 +160,18 @@ test('through the queue and the worker, any interleaving, duplication and reorde
         },
         { message: `${jobs} jobs completed` },
       );
-      generated.plans.forEach((_, i) => {
-        assertOrderIs(store, refs[i]!, expectedOrder(lives[i]!, generated.deliveries, i));
-      });
+      for (const i of generated.plans.keys()) {
+        await assertOrderIs(store, refs[i]!, expectedOrder(lives[i]!, generated.deliveries, i));
+      }
     }),
     { numRuns: 30 },
   );
 });
 
 test('through the worker’s apply path, any split of any interleaving into group commits ends in each order’s latest arrived state', async (t) => {
-  const db = openDatabase({ path: tempDbPath(t) });
-  t.after(() => db.close());
-  const store = openOrderStore(db, scheduleSettings());
-  const groupCommit = new GroupCommit({ db });
+  const store = await openTestStore(tempDbPath(t), scheduleSettings());
+  t.after(() => store.close());
+  const groupCommit = applyCommit(store.writer);
 
   await fc.assert(
     fc.asyncProperty(
@@ -183,10 +179,10 @@ test('through the worker’s apply path, any split of any interleaving into grou
       fc.array(fc.integer({ min: 1, max: 6 }), { minLength: 1 }),
       async (generated, sizes) => {
         const { refs, lives, eventId, body } = concrete(generated);
-        generated.plans.forEach((plan, i) => {
+        for (const [i, plan] of generated.plans.entries()) {
           if (plan.placedHere)
-            store.writer.createLocalOrder({ partnerRef: refs[i]!, productCode: 'ML86', data: {} });
-        });
+            await store.writer.createLocalOrder({ partnerRef: refs[i]!, productCode: 'ML86', data: {} });
+        }
         // Without the queue in front, a redelivery with the same event id reaches the store,
         // which records it once: its (source, event id) dedupe.
         const pending = [...generated.deliveries];
@@ -195,9 +191,7 @@ test('through the worker’s apply path, any split of any interleaving into grou
           await Promise.all(
             group.map((d) => {
               if (d.kind === 'create') {
-                return groupCommit.submit(() =>
-                  store.writer.applyOrderSnapshot(lives[d.order]![0]!, { source: 'create' }),
-                );
+                return groupCommit.submit({ snapshot: lives[d.order]![0]!, options: { source: 'create' } });
               }
               const id = d.kind === 'webhook' ? eventId(d) : null;
               const rawBody = body(d);
@@ -208,18 +202,17 @@ test('through the worker’s apply path, any split of any interleaving into grou
                 receivedAt: Date.now(),
                 headers: { timestamp: Math.floor(Date.now() / 1000) },
               };
-              return applyWebhookJob(data, store.writer, groupCommit);
+              return applyWebhookJob(data, groupCommit);
             }),
           );
         }
-        generated.plans.forEach((_, i) => {
-          assertOrderIs(store, refs[i]!, expectedOrder(lives[i]!, generated.deliveries, i));
-          const webhookIds = store.queries
-            .listEvents(refs[i]!)
+        for (const i of generated.plans.keys()) {
+          await assertOrderIs(store, refs[i]!, expectedOrder(lives[i]!, generated.deliveries, i));
+          const webhookIds = (await store.queries.listEvents(refs[i]!))
             .filter((e) => e.source === 'webhook' && e.eventId?.startsWith('evt_'))
             .map((e) => e.eventId);
           assert.equal(new Set(webhookIds).size, webhookIds.length, 'each event id recorded once');
-        });
+        }
       },
     ),
     { numRuns: 150 },

@@ -2,9 +2,8 @@ import assert from 'node:assert/strict';
 import { fork } from 'node:child_process';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { openDatabase } from '../../src/store/database.js';
 import { privateRedis } from '../helpers/redis.js';
-import { nextMessage, snapshot, tempDbPath } from '../helpers/store.js';
+import { nextMessage, otherConnection, snapshot, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import {
   appliedEvents,
@@ -22,7 +21,7 @@ test('a store locked by another process for longer than the job lock duration lo
   const t = cleanupScope(test);
   const redis = await privateRedis(t);
   const dbPath = tempDbPath(t);
-  openDatabase({ path: dbPath }).close();
+  (await otherConnection(dbPath)).close();
   const producer = await testProducer(t, redis.url);
   const { eventWorker, db } = await startTestWorker(t, {
     redisUrl: redis.url,

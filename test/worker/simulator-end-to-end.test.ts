@@ -4,14 +4,12 @@ import { loadConfig, receiverSettings } from '../../src/config/config.js';
 import { placeOrder } from '../../src/orders/place-order.js';
 import { startReceiver } from '../../src/receiver/server.js';
 import type { WebhookAttemptRecord } from '../../src/simulator/index.js';
-import { openDatabase } from '../../src/store/database.js';
-import { openOrderStore } from '../../src/store/order-store.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { startWorkerProcess } from '../../src/worker/server.js';
 import { SECRET } from '../helpers/receiver.js';
 import { privateRedis } from '../helpers/redis.js';
 import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
-import { scheduleSettings, tempDbPath } from '../helpers/store.js';
+import { openTestStore, scheduleSettings, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import { cleanupScope } from '../helpers/worker.js';
 
@@ -61,9 +59,8 @@ test('simulator → receiver → Redis → worker → SQLite: with duplicated, r
   });
 
   // The placing process: its own client and its own connection to the order store.
-  const db = openDatabase({ path: dbPath });
-  t.after(() => db.close());
-  const store = openOrderStore(db, scheduleSettings());
+  const store = await openTestStore(dbPath, scheduleSettings());
+  t.after(() => store.close());
   const client = new UpstreamClient({ baseUrl: sim.sim.baseUrl, apiKey: sim.member.api_key });
   t.after(() => client.close());
   const placed = await Promise.all(
@@ -128,7 +125,7 @@ test('simulator → receiver → Redis → worker → SQLite: with duplicated, r
   const upstream = await sim.allOrders();
   assert.equal(upstream.length, placed.length);
   for (const remote of upstream) {
-    const local = store.queries.getOrder(remote.partner_ref);
+    const local = await store.queries.getOrder(remote.partner_ref);
     assert.ok(local, `${remote.partner_ref} is known locally`);
     assert.deepEqual(
       {
@@ -142,7 +139,9 @@ test('simulator → receiver → Redis → worker → SQLite: with duplicated, r
       Object.fromEntries(COMPARED.map((field) => [field, remote[field] ?? null])),
       remote.partner_ref,
     );
-    const webhookEvents = store.queries.listEvents(remote.partner_ref).filter((e) => e.source === 'webhook');
+    const webhookEvents = (await store.queries.listEvents(remote.partner_ref)).filter(
+      (e) => e.source === 'webhook',
+    );
     const delivered = new Set(log.filter((a) => a.partner_ref === remote.partner_ref).map((a) => a.event_id));
     assert.deepEqual(
       webhookEvents.map((e) => e.eventId).sort(),

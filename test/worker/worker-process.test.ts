@@ -2,13 +2,11 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ConfigError, loadConfig } from '../../src/config/config.js';
 import { placeOrder } from '../../src/orders/place-order.js';
-import { openDatabase } from '../../src/store/database.js';
-import { openOrderStore } from '../../src/store/order-store.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { startWorkerProcess } from '../../src/worker/server.js';
 import { privateRedis } from '../helpers/redis.js';
 import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
-import { orderEvents, scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
+import { openTestStore, orderEvents, scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import { cleanupScope } from '../helpers/worker.js';
 
@@ -30,9 +28,8 @@ test('the worker process also reconciles: an order whose webhooks are all lost r
   const worker = await startWorkerProcess(config);
   t.after(() => worker.close());
 
-  const db = openDatabase({ path: dbPath });
-  t.after(() => db.close());
-  const store = openOrderStore(db, scheduleSettings({ firstPollDelayMs: 0 }));
+  const store = await openTestStore(dbPath, scheduleSettings({ firstPollDelayMs: 0 }));
+  t.after(() => store.close());
   const client = new UpstreamClient({ baseUrl: sim.sim.baseUrl, apiKey: sim.member.api_key });
   t.after(() => client.close());
   const placed = await placeOrder(
@@ -49,14 +46,14 @@ test('the worker process also reconciles: an order whose webhooks are all lost r
     { message: 'the simulator to finish the timeline' },
   );
   const local = await waitFor(
-    () => {
-      const order = store.queries.getOrder(placed.order.partnerRef);
+    async () => {
+      const order = await store.queries.getOrder(placed.order.partnerRef);
       return order?.status === 'SUCCESS' ? order : undefined;
     },
     { timeoutMs: 20_000, message: 'the reconciler to poll the order to SUCCESS' },
   );
   assert.equal(local.serialNumber, truth.serial_number);
-  assert.ok(store.queries.listEvents(local.partnerRef).some((e) => e.source === 'poll' && e.changed));
+  assert.ok((await store.queries.listEvents(local.partnerRef)).some((e) => e.source === 'poll' && e.changed));
   assert.ok(
     (await sim.control('/webhooks')).body.every((a: { error: string | null }) => a.error === 'dropped'),
   );
@@ -76,14 +73,13 @@ test('the worker prunes change-feed events older than H2H_FEED_RETENTION_D when 
   const t = cleanupScope(test);
   const redis = await privateRedis(t);
   const dbPath = tempDbPath(t);
-  const db = openDatabase({ path: dbPath });
-  t.after(() => db.close());
   const day = 86_400_000;
   let now = Date.now() - 3 * day;
-  const store = openOrderStore(db, scheduleSettings(), { now: () => now });
-  store.writer.applyOrderSnapshot(snapshot('THREE-DAYS-OLD', 'PENDING'), { source: 'create' });
+  const store = await openTestStore(dbPath, scheduleSettings(), { now: () => now });
+  t.after(() => store.close());
+  await store.writer.applyOrderSnapshot(snapshot('THREE-DAYS-OLD', 'PENDING'), { source: 'create' });
   now = Date.now();
-  store.writer.applyOrderSnapshot(snapshot('FRESH', 'PENDING'), { source: 'create' });
+  await store.writer.applyOrderSnapshot(snapshot('FRESH', 'PENDING'), { source: 'create' });
 
   const worker = await startWorkerProcess(
     loadConfig({
@@ -95,7 +91,7 @@ test('the worker prunes change-feed events older than H2H_FEED_RETENTION_D when 
   );
   t.after(() => worker.close());
   assert.deepEqual(
-    orderEvents(store.feed.after(0)).map((e) => e.data.partner_ref),
+    orderEvents(await store.feed.after(0)).map((e) => e.data.partner_ref),
     ['FRESH'],
   );
 });

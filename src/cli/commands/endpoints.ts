@@ -44,7 +44,7 @@ export function registerEndpointsCommands(program: Command): void {
       await runAction(Boolean(flags.json), async () => {
         const context = await openContext({ store: 'create' });
         try {
-          const endpoint = addEndpoint(context.store!, url, flags.events);
+          const endpoint = await addEndpoint(context.store!, url, flags.events);
           if (flags.json) {
             printResult({ ...endpointView(endpoint), secret: endpoint.secret }, true, []);
             return;
@@ -67,7 +67,7 @@ export function registerEndpointsCommands(program: Command): void {
       await runAction(Boolean(flags.json), async () => {
         const context = await openContext({ store: 'existing' });
         try {
-          const all = context.store!.endpoints.list().map((e) => endpointView(e));
+          const all = (await context.store!.endpoints.list()).map((e) => endpointView(e));
           if (!flags.json && all.length === 0) {
             process.stdout.write('no endpoints: add one with `h2h-sync endpoints add URL`\n');
             return;
@@ -87,7 +87,7 @@ export function registerEndpointsCommands(program: Command): void {
       await runAction(Boolean(flags.json), async () => {
         const context = await openContext({ store: 'existing' });
         try {
-          const endpoint = disableEndpoint(context.store!, endpointId(id));
+          const endpoint = await disableEndpoint(context.store!, endpointId(id));
           printResult(endpointView(endpoint), Boolean(flags.json), endpointColumns);
         } finally {
           await context.close();
@@ -105,7 +105,7 @@ export function registerEndpointsCommands(program: Command): void {
       await runAction(Boolean(flags.json), async () => {
         const context = await openContext({ store: 'existing' });
         try {
-          const { endpoint, changed, missed } = enableEndpoint(context.store!, endpointId(id));
+          const { endpoint, changed, missed } = await enableEndpoint(context.store!, endpointId(id));
           if (flags.json) {
             printResult({ ...endpointView(endpoint), changed, missed }, true, []);
             return;
@@ -139,7 +139,7 @@ export function registerEndpointsCommands(program: Command): void {
         const context = await openContext({ store: 'existing' });
         try {
           const { rotationGraceMs } = notifySettings(context.config);
-          const endpoint = rotateEndpointSecret(context.store!, endpointId(id), rotationGraceMs);
+          const endpoint = await rotateEndpointSecret(context.store!, endpointId(id), rotationGraceMs);
           if (flags.json) {
             printResult({ ...endpointView(endpoint), secret: endpoint.secret }, true, []);
             return;

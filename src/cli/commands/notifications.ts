@@ -85,7 +85,7 @@ export function registerNotificationsCommands(program: Command): void {
         const context = await openContext({ store: 'existing' });
         try {
           const { since, endpointId: id } = filterOf(flags);
-          const rows = context.store!.deliveries.history({
+          const rows = await context.store!.deliveries.history({
             since,
             limit: Math.max(1, Number(flags.limit) || 50),
             ...(id === undefined ? {} : { endpointId: id }),
@@ -103,7 +103,7 @@ export function registerNotificationsCommands(program: Command): void {
       await runAction(Boolean(flags.json), async () => {
         const context = await openContext({ store: 'existing' });
         try {
-          const failed = failedNotifications(context.store!, filterOf(flags));
+          const failed = await failedNotifications(context.store!, filterOf(flags));
           if (flags.json) {
             printResult(failed, true, deliveryColumns);
             return;

@@ -149,7 +149,7 @@ export function registerOrderCommands(program: Command): void {
             },
           );
           if (flags.json) {
-            const order = context.store!.queries.getPublicOrderByPartnerRef(result.order.partnerRef);
+            const order = await context.store!.queries.getPublicOrderByPartnerRef(result.order.partnerRef);
             process.stdout.write(`${JSON.stringify({ ...result, order }, null, 2)}\n`);
           } else {
             process.stdout.write(`${renderTable([result.order], orderColumns)}\n`);
@@ -207,7 +207,7 @@ export function registerOrderCommands(program: Command): void {
               throw Object.assign(new Error(`${result.error.message}`), { code: result.error.code });
             }
           }
-          const found = context.store!.queries.getOrder(ref);
+          const found = await context.store!.queries.getOrder(ref);
           if (!found) {
             throw Object.assign(
               new Error(
@@ -216,9 +216,9 @@ export function registerOrderCommands(program: Command): void {
               { code: 'NOT_FOUND' },
             );
           }
-          const events = context.store!.queries.listEvents(found.partnerRef);
+          const events = await context.store!.queries.listEvents(found.partnerRef);
           if (flags.json) {
-            const order = context.store!.queries.getPublicOrderByPartnerRef(found.partnerRef);
+            const order = await context.store!.queries.getPublicOrderByPartnerRef(found.partnerRef);
             const trail = events.map(publicEvent);
             process.stdout.write(
               `${JSON.stringify({ order, events: trail, ...(refresh ? { refresh } : {}) }, null, 2)}\n`,
@@ -249,9 +249,9 @@ export function registerOrderCommands(program: Command): void {
           const { queries } = context.store!;
           const filter = { status: flags.status, limit: flags.limit };
           if (flags.json) {
-            process.stdout.write(`${JSON.stringify(queries.listPublicOrders(filter), null, 2)}\n`);
+            process.stdout.write(`${JSON.stringify(await queries.listPublicOrders(filter), null, 2)}\n`);
           } else {
-            printResult(queries.listOrders(filter), false, orderColumns);
+            printResult(await queries.listOrders(filter), false, orderColumns);
           }
         } finally {
           await context.close();

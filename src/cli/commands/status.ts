@@ -99,18 +99,22 @@ async function queueDepths(redis: Redis): Promise<NonNullable<StatusReport['queu
   return { webhooks, reconcile, pollRequests };
 }
 
-function blockedOrders(store: OrderStore, counts: OrderCounts): StatusReport['blocked'] {
+async function blockedOrders(store: OrderStore, counts: OrderCounts): Promise<StatusReport['blocked']> {
   const count = counts.bySubmissionState.blocked;
-  const [newest] = count > 0 ? store.queries.listOrders({ status: 'blocked', limit: 1 }) : [];
+  const [newest] = count > 0 ? await store.queries.listOrders({ status: 'blocked', limit: 1 }) : [];
   if (!newest) return null;
   const code = newest.blockedCode ?? 'UNAUTHORIZED';
   const detail = newest.blockedDetail ?? '';
   return { count, code, detail, fix: fixFor(code, 401, detail) };
 }
 
-function auditCoverage(store: OrderStore, windowMs: number, now: number): StatusReport['audit'] {
+async function auditCoverage(
+  store: OrderStore,
+  windowMs: number,
+  now: number,
+): Promise<StatusReport['audit']> {
   if (windowMs === 0) return null;
-  const coverage = store.queries.auditCoverage(windowMs, now);
+  const coverage = await store.queries.auditCoverage(windowMs, now);
   return {
     windowDays: windowMs / 86_400_000,
     ...coverage,
@@ -118,9 +122,9 @@ function auditCoverage(store: OrderStore, windowMs: number, now: number): Status
   };
 }
 
-function firstPoll(store: OrderStore): StatusReport['firstPoll'] {
+async function firstPoll(store: OrderStore): Promise<StatusReport['firstPoll']> {
   const { firstPollDelayMs, firstPollQuantile = 0, paceMinSamples } = store.schedule.settings;
-  const pace = store.schedule.pace.estimate(null);
+  const pace = await store.schedule.pace.estimate(null);
   if (pace) {
     return {
       learned: true,
@@ -137,13 +141,13 @@ function firstPoll(store: OrderStore): StatusReport['firstPoll'] {
   return { learned: false, delayS: firstPollDelayMs / 1000, reason };
 }
 
-function catalogState(store: OrderStore, now: number): StatusReport['catalog'] {
-  const syncedAt = store.catalog.syncedAt();
+async function catalogState(store: OrderStore, now: number): Promise<StatusReport['catalog']> {
+  const syncedAt = await store.catalog.syncedAt();
   return {
     syncedAt: syncedAt === null ? null : new Date(syncedAt).toISOString(),
     ageS: syncedAt === null ? null : Math.round((now - syncedAt) / 1000),
-    products: store.catalog.products().length,
-    balance: store.balance.view(),
+    products: (await store.catalog.products()).length,
+    balance: await store.balance.view(),
   };
 }
 
@@ -160,7 +164,7 @@ export function registerStatusCommand(program: Command): void {
         const context = await openContext({ store: 'existing' });
         try {
           const now = Date.now();
-          const counts = context.store!.queries.countByStatus(now);
+          const counts = await context.store!.queries.countByStatus(now);
           const report: StatusReport = {
             orders: {
               ...counts,
@@ -172,12 +176,12 @@ export function registerStatusCommand(program: Command): void {
             queues: null,
             failedEvents: null,
             budget: null,
-            circuit: context.store!.circuit.state(),
-            blocked: blockedOrders(context.store!, counts),
-            audit: auditCoverage(context.store!, reconcilerSettings(context.config).auditWindowMs, now),
-            firstPoll: firstPoll(context.store!),
-            notifications: notificationBacklog(context.store!, now),
-            catalog: catalogState(context.store!, now),
+            circuit: await context.store!.circuit.state(),
+            blocked: await blockedOrders(context.store!, counts),
+            audit: await auditCoverage(context.store!, reconcilerSettings(context.config).auditWindowMs, now),
+            firstPoll: await firstPoll(context.store!),
+            notifications: await notificationBacklog(context.store!, now),
+            catalog: await catalogState(context.store!, now),
           };
           // The store answers without Redis; the queue part says why it is missing.
           try {

@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE, type WebhookJobData } from '../../queue/webhook-queue.js';
 import { connectRedis } from '../../shared/redis-connection.js';
 import type { OrderEvent } from '../../store/local-order.js';
+import { redactUrl } from '../../store/store-url.js';
 import { openContext } from '../context.js';
 import { runAction } from '../output.js';
 
@@ -119,17 +120,24 @@ export function registerTailCommand(program: Command): void {
           });
         });
 
-        let after = queries.lastEventId();
+        let after = await queries.lastEventId();
+        let reading = false;
         const follow = setInterval(() => {
-          for (;;) {
-            const events = queries.eventsAfter(after);
-            for (const event of events) print(appliedLine(event));
-            if (events.length === 0) break;
-            after = events[events.length - 1]!.id;
-          }
+          if (reading) return;
+          reading = true;
+          void (async () => {
+            for (;;) {
+              const events = await queries.eventsAfter(after);
+              for (const event of events) print(appliedLine(event));
+              if (events.length === 0) break;
+              after = events[events.length - 1]!.id;
+            }
+          })().finally(() => {
+            reading = false;
+          });
         }, STORE_POLL_MS);
         process.stderr.write(
-          `following webhooks on ${WEBHOOK_QUEUE} and events applied to ${context.config.dbPath}; Ctrl-C to stop\n`,
+          `following webhooks on ${WEBHOOK_QUEUE} and events applied to ${redactUrl(context.config.dbUrl)}; Ctrl-C to stop\n`,
         );
 
         await new Promise<void>((resolve) => {

@@ -42,7 +42,7 @@ export function registerTokensCommands(program: Command): void {
       runAction(Boolean(flags.json), async () => {
         const context = await openContext({ store: 'create' });
         try {
-          const { token, info } = context.store!.tokens.create(flags.name, flags.scope as ApiScope[]);
+          const { token, info } = await context.store!.tokens.create(flags.name, flags.scope as ApiScope[]);
           if (flags.json) {
             process.stdout.write(`${JSON.stringify({ token, ...info }, null, 2)}\n`);
             return;
@@ -65,7 +65,7 @@ export function registerTokensCommands(program: Command): void {
       runAction(Boolean(flags.json), async () => {
         const context = await openContext({ store: 'existing' });
         try {
-          printResult(context.store!.tokens.list(), Boolean(flags.json), columns);
+          printResult(await context.store!.tokens.list(), Boolean(flags.json), columns);
         } finally {
           await context.close();
         }
@@ -80,7 +80,7 @@ export function registerTokensCommands(program: Command): void {
       runAction(Boolean(flags.json), async () => {
         const context = await openContext({ store: 'existing' });
         try {
-          if (!context.store!.tokens.revoke(id)) {
+          if (!(await context.store!.tokens.revoke(id))) {
             throw new StoreError(
               'TOKEN_NOT_FOUND',
               `no live token has id ${id}: h2h-sync tokens list shows them`,

@@ -1,0 +1,83 @@
+import type { Database } from 'better-sqlite3';
+import { type OrderStore, openOrderStore } from './order-store.js';
+import type { PollScheduleSettings } from './poll-schedule.js';
+import type { StoreDb } from './sql/executor.js';
+import { openSqliteDb, SqliteDb } from './sqlite/sqlite-db.js';
+import { StoreError } from './store-error.js';
+import { parseStoreUrl, redactUrl } from './store-url.js';
+
+export { redactUrl, sqliteUrl } from './store-url.js';
+
+/** Which process opens the store: named in the connection (PostgreSQL's `application_name`). */
+export type StoreRole = 'api' | 'worker' | 'cli' | 'reconciler' | 'bench' | 'test';
+
+export interface OpenStoreOptions {
+  /** The clock, in ms since the epoch. Default: `Date.now`. */
+  now?: () => number;
+  role?: StoreRole;
+  /** The wait for another process's write lock (`H2H_DB_LOCK_TIMEOUT_MS`). Default: 5 s. */
+  lockTimeoutMs?: number;
+  /**
+   * For commands that only read: refuse to create the store (a SQLite file must exist), where a
+   * new empty store would silently answer "no orders" from the wrong place. Default: false.
+   */
+  mustExist?: boolean;
+  /** BALANCE_LOW_THRESHOLD (see `openOrderStore`). Default: 0 (off). */
+  balanceLowThreshold?: number;
+}
+
+/** An open store: the {@link OrderStore}, its backend, and `close()`. */
+export interface OpenedStore extends OrderStore {
+  readonly backend: 'sqlite' | 'postgres';
+  /** The database the parts run on (sql/executor.ts). */
+  readonly db: StoreDb;
+  /**
+   * SQLite only, for tests and SQLite-only tools: the write connection, for set-up and inspection
+   * while none of the store's transactions is open (a write through it while one is open would
+   * join that transaction). Undefined on other backends.
+   */
+  readonly sqlite: Database | undefined;
+  /** Waits for the transactions started, then closes the store's connections. */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens the store at `url` (`H2H_DB_URL`: `sqlite://…`; `postgres://…` once issue 14's step 4 is
+ * built) and brings its schema up to date. `settings` is the poll schedule, as for
+ * `openOrderStore`. Throws a StoreError naming the store (never a password) and the fix.
+ */
+export async function openStore(
+  url: string,
+  settings: PollScheduleSettings,
+  { now, lockTimeoutMs, mustExist, balanceLowThreshold }: OpenStoreOptions = {},
+): Promise<OpenedStore> {
+  let location: ReturnType<typeof parseStoreUrl>;
+  try {
+    location = parseStoreUrl(url);
+  } catch (cause) {
+    throw new StoreError('DATABASE_OPEN_FAILED', `${(cause as Error).message} (H2H_DB_URL)`, { cause });
+  }
+  if (location.backend === 'postgres') {
+    throw new StoreError(
+      'DATABASE_OPEN_FAILED',
+      `cannot open ${redactUrl(url)}: the PostgreSQL backend is not built yet (issue 14, step 4); ` +
+        'set H2H_DB_URL to a sqlite:// URL (or H2H_DB_PATH to a file)',
+    );
+  }
+  const db = await openSqliteDb({
+    path: location.path,
+    ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
+    ...(mustExist === undefined ? {} : { mustExist }),
+  });
+  const store = openOrderStore(db, settings, {
+    ...(now === undefined ? {} : { now }),
+    ...(balanceLowThreshold === undefined ? {} : { balanceLowThreshold }),
+  });
+  return {
+    ...store,
+    backend: 'sqlite',
+    db,
+    sqlite: db instanceof SqliteDb ? db.connection : undefined,
+    close: () => db.close(),
+  };
+}

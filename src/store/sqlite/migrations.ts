@@ -1,0 +1,335 @@
+import type { Migration } from '../migrations.js';
+
+/**
+ * Every schema step of the SQLite store, in order (run by `runMigrations`, ../migrations.ts). Timestamps we produce are integer milliseconds since the epoch;
+ * the upstream's own timestamps (`created_at`, `success_at`) are kept as the ISO strings it sent.
+ * docs/store.md describes each column.
+ */
+export const SQLITE_MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    description: 'orders and order_events',
+    sql: `
+      CREATE TABLE orders (
+        id               INTEGER PRIMARY KEY,
+        partner_ref      TEXT    NOT NULL UNIQUE,
+        invoice_number   TEXT    UNIQUE,
+        product_code     TEXT,
+        product_id       TEXT,
+        target_data      TEXT,
+        callback_url     TEXT,
+        amount           REAL,
+        status           TEXT,
+        upstream_status  TEXT,
+        serial_number    TEXT,
+        nickname         TEXT,
+        message          TEXT,
+        target           TEXT,
+        product_name     TEXT,
+        created_at       TEXT,
+        success_at       TEXT,
+        local_created_at INTEGER NOT NULL,
+        updated_at       INTEGER NOT NULL,
+        submission_state TEXT    NOT NULL
+          CHECK (submission_state IN ('pending', 'accepted', 'rejected', 'unknown')),
+        rejection_code   TEXT,
+        rejection_detail TEXT,
+        last_polled_at   INTEGER,
+        next_poll_at     INTEGER,
+        poll_count       INTEGER NOT NULL DEFAULT 0,
+        stuck_at         INTEGER,
+        final_at         INTEGER
+      );
+      CREATE INDEX orders_next_poll_at ON orders (next_poll_at);
+      CREATE INDEX orders_status ON orders (status);
+      CREATE INDEX orders_local_created_at ON orders (local_created_at);
+
+      CREATE TABLE order_events (
+        id          INTEGER PRIMARY KEY,
+        partner_ref TEXT    NOT NULL REFERENCES orders (partner_ref),
+        source      TEXT    NOT NULL CHECK (source IN ('create', 'webhook', 'poll', 'manual')),
+        event_id    TEXT,
+        status      TEXT,
+        payload     TEXT,
+        received_at INTEGER NOT NULL,
+        applied_at  INTEGER NOT NULL,
+        changed     INTEGER NOT NULL CHECK (changed IN (0, 1)),
+        reason      TEXT    NOT NULL
+      );
+      CREATE UNIQUE INDEX order_events_source_event_id
+        ON order_events (source, event_id) WHERE event_id IS NOT NULL;
+      CREATE INDEX order_events_partner_ref ON order_events (partner_ref);
+    `,
+  },
+  {
+    version: 2,
+    description: 'orders.poll_leased_until: a reconciler claims an order before polling it',
+    sql: `
+      ALTER TABLE orders ADD COLUMN poll_leased_until INTEGER;
+    `,
+  },
+  {
+    version: 3,
+    description: 'upstream_circuit: why the reconciler stopped calling the upstream, while it has',
+    sql: `
+      CREATE TABLE upstream_circuit (
+        id        INTEGER PRIMARY KEY CHECK (id = 1),
+        cause     TEXT    NOT NULL,
+        code      TEXT    NOT NULL,
+        message   TEXT    NOT NULL,
+        fix       TEXT,
+        opened_at INTEGER NOT NULL,
+        probed_at INTEGER,
+        probes    INTEGER NOT NULL DEFAULT 0
+      );
+    `,
+  },
+  {
+    version: 4,
+    description:
+      "orders.submission_state 'blocked' (refused for our configuration), blocked_code and blocked_detail",
+    rebuildsTables: true,
+    sql: `
+      CREATE TABLE orders_v4 (
+        id                INTEGER PRIMARY KEY,
+        partner_ref       TEXT    NOT NULL UNIQUE,
+        invoice_number    TEXT    UNIQUE,
+        product_code      TEXT,
+        product_id        TEXT,
+        target_data       TEXT,
+        callback_url      TEXT,
+        amount            REAL,
+        status            TEXT,
+        upstream_status   TEXT,
+        serial_number     TEXT,
+        nickname          TEXT,
+        message           TEXT,
+        target            TEXT,
+        product_name      TEXT,
+        created_at        TEXT,
+        success_at        TEXT,
+        local_created_at  INTEGER NOT NULL,
+        updated_at        INTEGER NOT NULL,
+        submission_state  TEXT    NOT NULL
+          CHECK (submission_state IN ('pending', 'accepted', 'rejected', 'unknown', 'blocked')),
+        rejection_code    TEXT,
+        rejection_detail  TEXT,
+        last_polled_at    INTEGER,
+        next_poll_at      INTEGER,
+        poll_count        INTEGER NOT NULL DEFAULT 0,
+        stuck_at          INTEGER,
+        final_at          INTEGER,
+        poll_leased_until INTEGER,
+        blocked_code      TEXT,
+        blocked_detail    TEXT
+      );
+      INSERT INTO orders_v4 (
+        id, partner_ref, invoice_number, product_code, product_id, target_data, callback_url,
+        amount, status, upstream_status, serial_number, nickname, message, target, product_name,
+        created_at, success_at, local_created_at, updated_at, submission_state, rejection_code,
+        rejection_detail, last_polled_at, next_poll_at, poll_count, stuck_at, final_at,
+        poll_leased_until)
+      SELECT
+        id, partner_ref, invoice_number, product_code, product_id, target_data, callback_url,
+        amount, status, upstream_status, serial_number, nickname, message, target, product_name,
+        created_at, success_at, local_created_at, updated_at, submission_state, rejection_code,
+        rejection_detail, last_polled_at, next_poll_at, poll_count, stuck_at, final_at,
+        poll_leased_until
+      FROM orders;
+      DROP TABLE orders;
+      ALTER TABLE orders_v4 RENAME TO orders;
+      CREATE INDEX orders_next_poll_at ON orders (next_poll_at);
+      CREATE INDEX orders_status ON orders (status);
+      CREATE INDEX orders_local_created_at ON orders (local_created_at);
+    `,
+  },
+  {
+    version: 5,
+    description: 'orders_audit: settled SUCCESS orders by when they were last checked, for the audit',
+    sql: `
+      CREATE INDEX orders_audit ON orders (MAX(COALESCE(last_polled_at, 0), final_at))
+        WHERE status = 'SUCCESS' AND next_poll_at IS NULL;
+    `,
+  },
+  {
+    version: 6,
+    description:
+      "order_pace: the upstream's learned pace (time from creation to each state per product, webhook delivery delay), as log-bucket histograms",
+    sql: `
+      CREATE TABLE order_pace (
+        product_code TEXT NOT NULL,
+        state TEXT NOT NULL,
+        bucket INTEGER NOT NULL,
+        weight REAL NOT NULL,
+        PRIMARY KEY (product_code, state, bucket)
+      ) WITHOUT ROWID;
+    `,
+  },
+  {
+    version: 7,
+    description:
+      'orders.version and feed_events: every change of an order, written in the same transaction (the change feed and outbox of the shop notifications)',
+    sql: `
+      ALTER TABLE orders ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+      CREATE TABLE feed_events (
+        seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+        type        TEXT    NOT NULL,
+        partner_ref TEXT,
+        version     INTEGER,
+        timestamp   INTEGER NOT NULL,
+        data        TEXT    NOT NULL
+      );
+      CREATE INDEX feed_events_timestamp ON feed_events (timestamp);
+    `,
+  },
+  {
+    version: 8,
+    description: "api_tokens: the shop API's bearer tokens (hashed), with scopes, last use and revocation",
+    sql: `
+      CREATE TABLE api_tokens (
+        id           TEXT    PRIMARY KEY,
+        name         TEXT    NOT NULL,
+        scopes       TEXT    NOT NULL,
+        secret_hash  TEXT    NOT NULL,
+        created_at   INTEGER NOT NULL,
+        last_used_at INTEGER,
+        revoked_at   INTEGER
+      );
+    `,
+  },
+  {
+    version: 9,
+    description:
+      "notify_endpoints and notify_deliveries: the shop's notification endpoints (secret, event filter, feed cursor) and every delivery attempt",
+    sql: `
+      CREATE TABLE notify_endpoints (
+        id                   INTEGER PRIMARY KEY AUTOINCREMENT,
+        url                  TEXT    NOT NULL,
+        events               TEXT    NOT NULL,
+        secret               TEXT    NOT NULL,
+        previous_secret      TEXT,
+        previous_secret_until INTEGER,
+        created_at           INTEGER NOT NULL,
+        disabled_at          INTEGER,
+        disabled_reason      TEXT,
+        from_seq             INTEGER NOT NULL,
+        cursor               INTEGER NOT NULL
+      );
+      CREATE TABLE notify_deliveries (
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
+        endpoint_id  INTEGER NOT NULL REFERENCES notify_endpoints (id),
+        seq          INTEGER NOT NULL,
+        type         TEXT    NOT NULL,
+        partner_ref  TEXT,
+        attempt      INTEGER NOT NULL,
+        requested_at INTEGER NOT NULL,
+        status       INTEGER,
+        duration_ms  INTEGER,
+        error        TEXT,
+        outcome      TEXT    NOT NULL
+      );
+      CREATE INDEX notify_deliveries_endpoint_seq ON notify_deliveries (endpoint_id, seq);
+      CREATE INDEX notify_deliveries_requested_at ON notify_deliveries (requested_at);
+      CREATE INDEX feed_events_partner_ref ON feed_events (partner_ref, seq);
+    `,
+  },
+  {
+    version: 10,
+    description:
+      "orders.submission_state 'queued' (accepted by the shop API, waiting for its turn to be submitted), with an index of the queue",
+    rebuildsTables: true,
+    sql: `
+      CREATE TABLE orders_v10 (
+        id                INTEGER PRIMARY KEY,
+        partner_ref       TEXT    NOT NULL UNIQUE,
+        invoice_number    TEXT    UNIQUE,
+        product_code      TEXT,
+        product_id        TEXT,
+        target_data       TEXT,
+        callback_url      TEXT,
+        amount            REAL,
+        status            TEXT,
+        upstream_status   TEXT,
+        serial_number     TEXT,
+        nickname          TEXT,
+        message           TEXT,
+        target            TEXT,
+        product_name      TEXT,
+        created_at        TEXT,
+        success_at        TEXT,
+        local_created_at  INTEGER NOT NULL,
+        updated_at        INTEGER NOT NULL,
+        submission_state  TEXT    NOT NULL
+          CHECK (submission_state IN ('queued', 'pending', 'accepted', 'rejected', 'unknown', 'blocked')),
+        rejection_code    TEXT,
+        rejection_detail  TEXT,
+        last_polled_at    INTEGER,
+        next_poll_at      INTEGER,
+        poll_count        INTEGER NOT NULL DEFAULT 0,
+        stuck_at          INTEGER,
+        final_at          INTEGER,
+        poll_leased_until INTEGER,
+        blocked_code      TEXT,
+        blocked_detail    TEXT,
+        version           INTEGER NOT NULL DEFAULT 0
+      );
+      INSERT INTO orders_v10 (
+        id, partner_ref, invoice_number, product_code, product_id, target_data, callback_url,
+        amount, status, upstream_status, serial_number, nickname, message, target, product_name,
+        created_at, success_at, local_created_at, updated_at, submission_state, rejection_code,
+        rejection_detail, last_polled_at, next_poll_at, poll_count, stuck_at, final_at,
+        poll_leased_until, blocked_code, blocked_detail, version)
+      SELECT
+        id, partner_ref, invoice_number, product_code, product_id, target_data, callback_url,
+        amount, status, upstream_status, serial_number, nickname, message, target, product_name,
+        created_at, success_at, local_created_at, updated_at, submission_state, rejection_code,
+        rejection_detail, last_polled_at, next_poll_at, poll_count, stuck_at, final_at,
+        poll_leased_until, blocked_code, blocked_detail, version
+      FROM orders;
+      DROP TABLE orders;
+      ALTER TABLE orders_v10 RENAME TO orders;
+      CREATE INDEX orders_next_poll_at ON orders (next_poll_at);
+      CREATE INDEX orders_status ON orders (status);
+      CREATE INDEX orders_local_created_at ON orders (local_created_at);
+      CREATE INDEX orders_audit ON orders (MAX(COALESCE(last_polled_at, 0), final_at))
+        WHERE status = 'SUCCESS' AND next_poll_at IS NULL;
+      CREATE INDEX orders_queued ON orders (id) WHERE submission_state = 'queued';
+    `,
+  },
+  {
+    version: 11,
+    description:
+      'the local catalog (catalog_categories, catalog_products, catalog_sync) and the balance (balance_ledger: the last profile read plus local accounting)',
+    sql: `
+      CREATE TABLE catalog_categories (
+        code      TEXT    PRIMARY KEY,
+        name      TEXT    NOT NULL,
+        sub_name  TEXT    NOT NULL,
+        logo      TEXT    NOT NULL,
+        is_active INTEGER NOT NULL
+      );
+      CREATE TABLE catalog_products (
+        id            TEXT    PRIMARY KEY,
+        code          TEXT    NOT NULL UNIQUE,
+        name          TEXT    NOT NULL,
+        category_code TEXT    NOT NULL,
+        price         REAL    NOT NULL,
+        is_active     INTEGER NOT NULL,
+        target        TEXT
+      );
+      CREATE TABLE catalog_sync (
+        id        INTEGER PRIMARY KEY CHECK (id = 1),
+        synced_at INTEGER NOT NULL
+      );
+      CREATE TABLE balance_ledger (
+        id               INTEGER PRIMARY KEY CHECK (id = 1),
+        profile_balance  REAL    NOT NULL,
+        profile_read_at  INTEGER NOT NULL,
+        debited          REAL    NOT NULL DEFAULT 0,
+        credited         REAL    NOT NULL DEFAULT 0,
+        unpriced         INTEGER NOT NULL DEFAULT 0,
+        low_alerted      INTEGER NOT NULL DEFAULT 0
+      );
+    `,
+  },
+];
