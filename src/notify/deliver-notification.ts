@@ -14,6 +14,11 @@ import { signNotification } from './signature.js';
 /** First wait of an event for an earlier one of its order; it doubles up to the cap. */
 const ORDER_WAIT_FIRST_MS = 500;
 const ORDER_WAIT_MAX_MS = 300_000;
+/**
+ * Longest wait of a job for an earlier event's run in the same process before it waits delayed
+ * instead (and frees its worker slot): a POST to a slow shop can take up to the timeout.
+ */
+export const HAND_OFF_MAX_WAIT_MS = 5_000;
 /** How much longer than its delay a waiting job's mark is kept (src/notify/order-wait.ts). */
 const ORDER_WAIT_MARK_EXTRA_MS = 60_000;
 
@@ -22,6 +27,8 @@ export interface DeliverDeps {
   queue: Queue<NotifyJobData>;
   /** The deliveries running in this process: a later event of an order awaits its earlier one's run here (src/notify/order-wait.ts). */
   running: RunningDeliveries;
+  /** Longest hand-off wait (default {@link HAND_OFF_MAX_WAIT_MS}). */
+  handOffMaxWaitMs?: number;
   /** The marks in Redis of the jobs that wait, delayed, for an earlier event of their order. */
   marks: WaitMarks;
   post: (url: string, headers: Record<string, string>, body: string) => Promise<PostResult>;
@@ -151,11 +158,19 @@ async function deliverOnce(
     await record('skipped', { error: 'the event is no longer in the feed (H2H_FEED_RETENTION_D)' });
     return 'skipped';
   }
+  // A run of a job whose event the endpoint already answered 2xx to (taken over as stalled, or
+  // retried, after its delivery was recorded) sends nothing: the shop had it once. A replay is a
+  // deliberate second send; `notifications retry` of a given-up event is not delivered yet.
+  if (!job.data.replay && (await deps.store.deliveries.latest(endpointId, seq))?.outcome === 'delivered') {
+    return 'delivered';
+  }
   let predecessor = job.data.replay ? undefined : await pendingPredecessor(deps, endpoint, event);
-  // The hand-off: the earlier event is on its way from this process; await that run, then look again.
-  const earlierRun = predecessor === undefined ? undefined : deps.running.running(endpointId, predecessor);
-  if (earlierRun) {
-    await earlierRun;
+  // The hand-off: the earlier event is on its way from this process; await that run (bounded:
+  // order-wait.ts), then look again.
+  if (
+    predecessor !== undefined &&
+    (await deps.running.handOff(endpointId, predecessor, deps.handOffMaxWaitMs ?? HAND_OFF_MAX_WAIT_MS))
+  ) {
     predecessor = await pendingPredecessor(deps, endpoint, event);
   }
   if (predecessor !== undefined) {

@@ -54,6 +54,11 @@ export interface NotifierOptions {
   retryScheduleMs?: readonly number[];
   /** Deliveries in flight at once. Default: {@link DEFAULT_NOTIFY_CONCURRENCY}. */
   concurrency?: number;
+  /**
+   * Longest wait of a job for its order's earlier event delivered by this process before it
+   * waits delayed instead (src/notify/order-wait.ts). Default: 5 s.
+   */
+  handOffMaxWaitMs?: number;
   /** How often the dispatcher reads the feed for new events. Default: {@link DEFAULT_NOTIFY_DISPATCH_EVERY_MS}. */
   dispatchEveryMs?: number;
   /** Lock of a notification job (a dead worker's jobs are taken over after it). Default: BullMQ's 30 s. */
@@ -109,8 +114,12 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
   const deps = {
     store,
     queue,
-    running: new RunningDeliveries(),
+    // At most half the slots wait for an earlier run of their order (order-wait.ts).
+    running: new RunningDeliveries(
+      Math.max(1, Math.floor((options.concurrency ?? DEFAULT_NOTIFY_CONCURRENCY) / 2)),
+    ),
     marks: new WaitMarks(connection, queue.qualifiedName),
+    ...(options.handOffMaxWaitMs === undefined ? {} : { handOffMaxWaitMs: options.handOffMaxWaitMs }),
     metrics,
     ...(groupCommit ? { record: (attempt: Omit<NotifyDelivery, 'id'>) => groupCommit.submit(attempt) } : {}),
     now: options.now ?? Date.now,

@@ -19,6 +19,17 @@ import type { Redis } from 'ioredis';
 /** The deliveries this process is running now, by endpoint and seq. */
 export class RunningDeliveries {
   readonly #runs = new Map<string, Promise<void>>();
+  readonly #maxWaiters: number;
+  #waiters = 0;
+
+  /**
+   * `maxWaiters`: jobs that may await an earlier run at once. A waiter holds a worker slot, so
+   * without a bound a slow or hung endpoint's orders could fill every slot and stall the other
+   * endpoints; past the bound (or past {@link handOff}'s time) a job waits delayed instead.
+   */
+  constructor(maxWaiters = Number.POSITIVE_INFINITY) {
+    this.#maxWaiters = maxWaiters;
+  }
 
   /** Notes that (endpoint, seq) is being delivered here; call the returned function when its run ends, however. */
   start(endpointId: number, seq: number): () => void {
@@ -38,6 +49,30 @@ export class RunningDeliveries {
   running(endpointId: number, seq: number): Promise<void> | undefined {
     return this.#runs.get(`${endpointId}-${seq}`);
   }
+
+  /**
+   * The hand-off: awaits the run delivering (endpoint, seq) in this process, for at most
+   * `maxWaitMs`. True when it ended meanwhile (the caller looks at its record again); false at
+   * once when no such run is here or `maxWaiters` jobs already wait, and false when the time ran
+   * out: the caller then waits delayed, freeing its slot.
+   */
+  async handOff(endpointId: number, seq: number, maxWaitMs: number): Promise<boolean> {
+    const run = this.running(endpointId, seq);
+    if (!run || this.#waiters >= this.#maxWaiters) return false;
+    this.#waiters++;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        run.then(() => true),
+        new Promise<boolean>((resolve) => {
+          timer = setTimeout(() => resolve(false), maxWaitMs);
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+      this.#waiters--;
+    }
+  }
 }
 
 /** The marks that a delayed job waits for an earlier event of its order (see the module comment). */
@@ -45,7 +80,10 @@ export class WaitMarks {
   readonly #redis: Redis;
   readonly #prefix: string;
 
-  /** `keyPrefix`: the queue's own key space (`<prefix>:<queue>`), so that obliterating the queue removes the marks too. */
+  /**
+   * `keyPrefix`: the queue's own key space (`<prefix>:<queue>`), so the marks sit beside the
+   * queue's keys. Obliterating the queue does not remove them; their TTL does.
+   */
   constructor(redis: Redis, keyPrefix: string) {
     this.#redis = redis;
     this.#prefix = `${keyPrefix}:order-wait:`;

@@ -217,3 +217,71 @@ test('a worker killed while the later events of an order await the earlier one l
     [1, 2, 3, 4],
   );
 });
+
+test('jobs awaiting an earlier event at a slow endpoint leave worker slots to the other endpoints', async (t) => {
+  const scope = cleanupScope(t);
+  const redis = await privateRedis(scope);
+  const { store } = await tempStore(scope, { now: Date.now });
+  const first = gate();
+  // The slow shop does not answer event 1 until the end; its events 2-4 wait for it.
+  const slow = await startWebhookSink(scope, {
+    secrets: [],
+    hold: (delivery) => (delivery.index === 0 ? first.opened : undefined),
+  });
+  const fast = await startWebhookSink(scope, { secrets: [] });
+  await store.endpoints.add({ url: slow.url, events: ['order.*'], secret: generateEndpointSecret() });
+  await store.endpoints.add({ url: fast.url, events: ['order.*'], secret: generateEndpointSecret() });
+  await liveOrder(store, 'S-1'); // seq 1-4, to both endpoints
+  const prefix = `t-${randomUUID()}`;
+  // Neither the POST nor a hand-off gives up during the test: only the bound on waiters frees slots.
+  const patient = { timeoutMs: 120_000, handOffMaxWaitMs: 120_000 };
+  await startTestNotifier(scope, { store, redisUrl: redis.url, prefix, concurrency: 3, ...patient });
+  await slow.waitForDeliveries(() => true, 1);
+  // Three slots: event 1 holds one at the slow shop. Unbounded, its events 2 and 3 held the other
+  // two, awaiting it, and the fast shop got nothing until the slow one answered.
+  const delivered = await fast.waitForDeliveries((d) => d.answer === 200, 4);
+  assert.deepEqual(delivered.map(seqOf), [1, 2, 3, 4]);
+  assert.equal(slow.deliveries.length, 1, 'the slow shop still holds event 1; nothing after it was sent');
+  first.open();
+  assert.deepEqual((await slow.waitForDeliveries((d) => d.answer === 200, 4)).map(seqOf), [1, 2, 3, 4]);
+});
+
+test('a job whose event is already recorded delivered sends nothing again (a run taken over after its record)', async (t) => {
+  const scope = cleanupScope(t);
+  const redis = await privateRedis(scope);
+  const { store } = await tempStore(scope, { now: Date.now });
+  const sink = await startWebhookSink(scope, { secrets: [] });
+  const endpoint = await store.endpoints.add({
+    url: sink.url,
+    events: ['order.*'],
+    secret: generateEndpointSecret(),
+  });
+  await liveOrder(store, 'D-1'); // seq 1-4
+  // Event 1 was delivered and recorded by a run whose job then stalled: its job runs again.
+  await store.deliveries.record({
+    endpointId: endpoint.id,
+    seq: 1,
+    type: 'order.created',
+    partnerRef: 'D-1',
+    attempt: 1,
+    requestedAt: Date.now(),
+    status: 200,
+    durationMs: 5,
+    error: null,
+    outcome: 'delivered',
+  });
+  const prefix = `t-${randomUUID()}`;
+  const { queue } = queueOf(scope, redis.url, prefix);
+  await startTestNotifier(scope, { store, redisUrl: redis.url, prefix });
+  const delivered = await sink.waitForDeliveries((d) => d.answer === 200, 3);
+  assert.deepEqual(delivered.map(seqOf), [2, 3, 4]);
+  const job = await waitFor(
+    async () => {
+      const found = await queue.getJob(notifyJobId(endpoint.id, 1));
+      return (await found?.isCompleted()) ? found : undefined;
+    },
+    { message: 'the job of event 1 completed' },
+  );
+  assert.equal(job.returnvalue, 'delivered');
+  assert.equal(sink.deliveries.filter((d) => seqOf(d) === 1).length, 0, 'event 1 was not sent again');
+});
