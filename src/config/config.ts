@@ -119,7 +119,7 @@ export const settingsSchema = z.object({
   H2H_RATE_POLL_FLOOR: int(0)
     .optional()
     .describe(
-      'Calls per window that creation leaves to status polls while polls are waiting, so a burst of orders at the whole limit cannot stop polling (docs/reconciler.md, "The poll floor"); 0 turns it off; at most `H2H_RATE_LIMIT - H2H_RATE_RESERVE_CREATE`. Default: a tenth of `H2H_RATE_LIMIT`, rounded.',
+      'Calls per window that creation leaves to status polls while polls are waiting, so a burst of orders at the whole limit cannot stop polling (docs/reconciler.md, "The poll floor"); 0 turns it off; at most `H2H_RATE_LIMIT - H2H_RATE_RESERVE_CREATE`. Default: 15 % of `H2H_RATE_LIMIT`, rounded (9 of 60).',
     ),
   REDIS_URL: z
     .url({ protocol: /^rediss?$/ })

@@ -33,11 +33,12 @@ export function defaultReservedForPolls(limit: number, reservedForCreate: number
 }
 
 /**
- * Default of {@link RateBudgetOptions.pollFloor}: a tenth of the limit, rounded (6 of 60), chosen
- * from `npm run bench:economics --poll-floors` (docs/performance.md, "The poll floor").
+ * Default of {@link RateBudgetOptions.pollFloor}: 15 % of the limit, rounded (9 of 60), chosen
+ * from `npm run bench:economics --poll-floors 6,9,12` (docs/performance.md, "The poll floor" and
+ * "Where the p = 0.25 staleness tail comes from").
  */
 export function defaultPollFloor(limit: number): number {
-  return Math.round(limit / 10);
+  return Math.round(limit * 0.15);
 }
 
 /**

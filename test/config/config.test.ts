@@ -15,7 +15,7 @@ test('with no environment every setting has its documented default', () => {
   assert.equal(config.redisUrl, 'redis://127.0.0.1:6380');
   assert.equal(config.dbUrl, `sqlite://${DEFAULT_DB_PATH}`);
   assert.equal(config.dbLockTimeoutMs, 5000);
-  assert.deepEqual(config.budget, { limit: 60, windowMs: 60_000, reservedForCreate: 20, pollFloor: 6 });
+  assert.deepEqual(config.budget, { limit: 60, windowMs: 60_000, reservedForCreate: 20, pollFloor: 9 });
   assert.equal(config.settings.H2H_AUTH_STYLE, 'x-api-key');
 });
 
@@ -72,7 +72,7 @@ test('a poll floor that would leave creation nothing is refused, naming both set
     () => loadConfig({ H2H_RATE_LIMIT: '30', H2H_RATE_POLL_FLOOR: '21' }),
     /H2H_RATE_POLL_FLOOR \(21\) must not exceed H2H_RATE_LIMIT - H2H_RATE_RESERVE_CREATE \(20\)/,
   );
-  assert.equal(loadConfig({ H2H_RATE_LIMIT: '30' }).budget.pollFloor, 3, 'default: a tenth of the limit');
+  assert.equal(loadConfig({ H2H_RATE_LIMIT: '40' }).budget.pollFloor, 6, 'default: 15 % of the limit');
   assert.equal(loadConfig({ H2H_RATE_POLL_FLOOR: '0' }).budget.pollFloor, 0);
 });
 

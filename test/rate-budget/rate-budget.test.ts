@@ -148,7 +148,7 @@ describe('RateBudget', () => {
     assert.equal(defaults.limit, 60);
     assert.equal(defaults.ceilingFor('poll'), 40);
     assert.equal(defaults.ceilingFor('create'), 60);
-    assert.equal(defaults.pollFloor, 6);
+    assert.equal(defaults.pollFloor, 9);
     assert.equal((await defaults.used()).windowMs, 61_000);
   });
 

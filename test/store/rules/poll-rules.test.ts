@@ -37,7 +37,7 @@ const pace = (finalMs: number, outlierMs = 20 * finalMs) => ({
   outlierMs,
   deliveryMs: 1000,
   samples: 50,
-  scope: 'product' as const,
+  scope: 'product' as 'product' | 'all',
 });
 
 test('the learned first poll is bounded by firstPollMinMs and firstPollMaxMs from now', () => {
@@ -108,23 +108,25 @@ test('a failed poll keeps last_polled_at; a stuck order waits the longest backof
   assert.equal(stuck.last_polled_at, NOW);
 });
 
-test('an order open longer than its learned outlier time is polled at the backoff cap, not up the ladder', () => {
+test('an order open longer than twice its learned outlier time is polled at the backoff cap, not up the ladder', () => {
   // SCHEDULE's ladder is 60 s, then 300 s (the cap). The order is 10 minutes old and was polled once.
   const open = orderRow({ local_created_at: NOW - 600_000, created_at: null, poll_count: 0 });
   const at = (outcome: 'unchanged' | 'failed', estimate: ReturnType<typeof pace> | null, row = open) =>
     planPollRecord(SCHEDULE, row, outcome, NOW, estimate).next_poll_at;
-  // Past the 99.9th percentile of its product's time to final (5 min): an outlier, the cap.
-  assert.equal(at('unchanged', pace(60_000, 300_000)), NOW + 300_000);
-  // Within it: the ladder's next step.
-  assert.equal(at('unchanged', pace(60_000, 900_000)), NOW + 60_000);
+  // Past twice the 99.9th percentile of its product's time to final (2 × 4 min): an outlier, the cap.
+  assert.equal(at('unchanged', pace(60_000, 240_000)), NOW + 300_000);
+  // Past the percentile but within twice it: the ladder's next step.
+  assert.equal(at('unchanged', pace(60_000, 400_000)), NOW + 60_000);
+  // Every product's pace, not its own: the ladder.
+  assert.equal(at('unchanged', { ...pace(60_000, 240_000), scope: 'all' as const }), NOW + 60_000);
   // No learned pace: the ladder.
   assert.equal(at('unchanged', null), NOW + 60_000);
   // A poll that got no answer says nothing of the order: the ladder.
-  assert.equal(at('failed', pace(60_000, 300_000)), NOW + 60_000);
+  assert.equal(at('failed', pace(60_000, 240_000)), NOW + 60_000);
   // A submission still to be resolved: the ladder.
   const unknown = orderRow({ ...open, submission_state: 'unknown', status: null });
-  assert.equal(at('unchanged', pace(60_000, 300_000), unknown), NOW + 60_000);
+  assert.equal(at('unchanged', pace(60_000, 240_000), unknown), NOW + 60_000);
   // Counted from the creation upstream: created 4 minutes ago, after a 6-minute wait, it is no outlier.
   const waited = orderRow({ ...open, created_at: new Date(NOW - 240_000).toISOString() });
-  assert.equal(at('unchanged', pace(60_000, 300_000), waited), NOW + 60_000);
+  assert.equal(at('unchanged', pace(60_000, 240_000), waited), NOW + 60_000);
 });
