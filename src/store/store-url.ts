@@ -21,7 +21,7 @@ export function parseStoreUrl(url: string): StoreLocation {
     return { backend: 'sqlite', path: resolve(path) };
   }
   throw new TypeError(
-    `${redactUrl(url)} is not a store URL: use sqlite:///absolute/path, sqlite:relative/path or postgres://user@host:port/db`,
+    `${redactUrl(url)} is not a store URL (shown up to its scheme, since it may hold a password): use sqlite:///absolute/path, sqlite:relative/path or postgres://user@host:port/db`,
   );
 }
 
@@ -30,20 +30,28 @@ export function sqliteUrl(path: string): string {
   return `sqlite://${resolve(path)}`;
 }
 
+/** Query parameters of a PostgreSQL URL that carry a secret (libpq accepts them). */
+const SECRET_PARAMS = ['password', 'sslpassword'];
+
 /**
  * The URL with its password (if any) replaced by `***`: the only form of a store URL that may
- * appear in a log line or an error message.
+ * appear in a log line or an error message. A password in the query string is hidden too; a
+ * string that does not parse as a URL shows its scheme only (`postgres://***`), or `***` without
+ * one, since where its password would be cannot be told.
  */
 export function redactUrl(url: string): string {
   if (url.startsWith('sqlite:')) return url;
+  let parsed: URL;
   try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
+    parsed = new URL(url);
   } catch {
-    // Not parseable as a URL: hide everything between "://" and the last "@", where a password would be.
-    return url.replace(/\/\/[^/]*@/, '//***@');
+    const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(url)?.[0];
+    return scheme ? `${scheme}***` : '***';
   }
+  if (!parsed.host && !parsed.pathname.startsWith('/')) return `${parsed.protocol}***`;
+  if (parsed.password) parsed.password = '***';
+  for (const name of SECRET_PARAMS) if (parsed.searchParams.has(name)) parsed.searchParams.set(name, '***');
+  return parsed.toString();
 }
 
 /** Where a store is, for messages and logs: a SQLite file's path, else the redacted URL. */

@@ -120,6 +120,17 @@ test('a postgres:// store is refused for now, naming the step that builds it and
   );
   assert.equal(redactUrl('postgresql://u:pw@h/db'), 'postgresql://u:***@h/db');
   assert.equal(redactUrl('sqlite:///var/x.db'), 'sqlite:///var/x.db');
+  // Shapes the review found echoed whole: a slash in the password, a password in the query, no scheme.
+  for (const url of [
+    'postgres://user:pa/s3cret@host/db',
+    'postgres://host/db?password=s3cret',
+    'postgres://host/db?sslpassword=s3cret&sslmode=require',
+    'user:s3cret@host:5432/db',
+    'postgres:user:s3cret@host/db',
+  ]) {
+    assert.doesNotMatch(redactUrl(url), /s3cret|ss@/, url);
+  }
+  assert.equal(redactUrl('postgres://host/db?password=s3cret'), 'postgres://host/db?password=***');
 });
 
 test('store URLs: sqlite:///absolute, sqlite:relative, postgres://; anything else is refused', () => {
