@@ -10,6 +10,7 @@ import {
   otherConnection,
   scheduleSettings,
   type TempStoreOptions,
+  tempDbPath,
   tempStore,
 } from './store.js';
 
@@ -31,6 +32,12 @@ export interface StoreBackend {
     t: Pick<TestContext, 'after'>,
     options?: TempStoreOptions,
   ): Promise<{ store: OpenedStore; url: string; clock: ManualClock }>;
+  /**
+   * The URL of an empty database of its own, not migrated (SQLite: a file not yet created in a
+   * temp directory), removed when the test ends: for tests whose processes race through opening
+   * and migrating the store.
+   */
+  emptyUrl(t: Pick<TestContext, 'after'>): Promise<string>;
   /**
    * Another store on the database at `url`, as another process opens it (its own connections),
    * closed when the test ends; the default schedule with the overrides of `options`, on
@@ -55,6 +62,7 @@ const sqlite: StoreBackend = {
     const { store, path, clock } = await tempStore(t, options);
     return { store, url: sqliteUrl(path), clock };
   },
+  emptyUrl: async (t) => sqliteUrl(tempDbPath(t)),
   open: (t, url, options) => openOther(t, url, options),
   async holdWriteLock(t, url) {
     const connection = await otherConnection(sqlitePath(url));
