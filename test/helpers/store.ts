@@ -41,6 +41,13 @@ export function scheduleSettings(overrides: Partial<PollScheduleSettings> = {}):
   return { ...reconcilerSettings(loadConfig({})), ...overrides };
 }
 
+/** The options of {@link tempStore}: the poll schedule's overrides, and the store's clock and settings. */
+export type TempStoreOptions = Partial<PollScheduleSettings> & {
+  now?: () => number;
+  balanceLowThreshold?: number;
+  lockTimeoutMs?: number;
+};
+
 /**
  * An order store on a real SQLite file in a temp directory, closed when the test ends: the
  * default schedule with `overrides`, on a {@link manualClock} unless `now` is given; no
@@ -50,16 +57,7 @@ export function scheduleSettings(overrides: Partial<PollScheduleSettings> = {}):
  */
 export async function tempStore(
   t: Pick<TestContext, 'after'>,
-  {
-    now,
-    balanceLowThreshold = 0,
-    lockTimeoutMs,
-    ...overrides
-  }: Partial<PollScheduleSettings> & {
-    now?: () => number;
-    balanceLowThreshold?: number;
-    lockTimeoutMs?: number;
-  } = {},
+  { now, balanceLowThreshold = 0, lockTimeoutMs, ...overrides }: TempStoreOptions = {},
 ): Promise<{ store: OpenedStore; db: Database; path: string; clock: ManualClock }> {
   const path = tempDbPath(t);
   const clock = manualClock();

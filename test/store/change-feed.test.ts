@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import type { OrderStore } from '../../src/store/order-store.js';
-import { orderEvents, snapshot, tempStore } from '../helpers/store.js';
+import { orderEvents, snapshot } from '../helpers/store.js';
+import { describeEachBackend } from '../helpers/store-backends.js';
 
 const DATA = { user_id: '12345678', server_id: '2001' };
 
@@ -13,126 +14,128 @@ async function eventsOf(store: OrderStore, ref: string) {
     .map((e) => [e.type, e.data.status, e.data.version]);
 }
 
-test("an order's life is in the feed, one event per change, each with the whole order at its version", async (t) => {
-  const { store, clock } = await tempStore(t);
-  await store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
-  assert.deepEqual(await store.feed.after(0), [], 'an order not yet submitted has no event');
+describeEachBackend('the change feed', (backend) => {
+  test("an order's life is in the feed, one event per change, each with the whole order at its version", async (t) => {
+    const { store, clock } = await backend.tempStore(t);
+    await store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA });
+    assert.deepEqual(await store.feed.after(0), [], 'an order not yet submitted has no event');
 
-  const steps: Array<[string, Record<string, unknown>, string]> = [
-    ['PENDING', {}, 'create'],
-    ['PROCESSING', {}, 'webhook'],
-    ['PROCESSING', {}, 'webhook'], // a duplicate: no change, no event
-    ['SUCCESS', {}, 'webhook'],
-    ['SUCCESS', { serial_number: 'SN-1' }, 'poll'],
-    ['REFUNDED', { serial_number: 'SN-1' }, 'webhook'],
-  ];
-  for (const [i, [status, extra, source]] of steps.entries()) {
-    clock.advance(1000);
-    await store.writer.applyOrderSnapshot(snapshot('R1', status, extra), {
-      source: source as 'create' | 'webhook' | 'poll',
-      eventId: source === 'webhook' ? `evt-${status}` : undefined,
-    });
-    const last = (await store.feed.after(0, 1000)).at(-1)!;
-    assert.deepEqual(
-      last.data,
-      await store.queries.getPublicOrder('R1'),
-      `after step ${i}, the last event is the order`,
-    );
-  }
-  assert.deepEqual(await eventsOf(store, 'R1'), [
-    ['order.submitted', 'PENDING', 1],
-    ['order.updated', 'PROCESSING', 2],
-    ['order.updated', 'SUCCESS', 3],
-    ['order.updated', 'SUCCESS', 4],
-    ['order.updated', 'REFUNDED', 5],
-  ]);
-  const events = orderEvents(await store.feed.after(0));
-  assert.equal(events[3]!.data.serial_number, 'SN-1');
-  assert.deepEqual(
-    (await store.feed.after(events[1]!.seq, 2)).map((e) => e.seq),
-    [events[2]!.seq, events[3]!.seq],
-  );
-  assert.equal(await store.feed.lastSeq(), events.at(-1)!.seq);
-  assert.equal(events[0]!.data.data?.user_id, '12345678', 'the target data sent is in the order');
-  assert.equal(events[0]!.timestamp, new Date(Date.UTC(2026, 10, 1) + 1000).toISOString());
-});
-
-test('create outcomes are events: rejected, blocked, unknown, and a blocked order accepted later is submitted', async (t) => {
-  const { store } = await tempStore(t);
-  for (const ref of ['REJ', 'BLK', 'UNK'])
-    await store.writer.createLocalOrder({ partnerRef: ref, data: DATA });
-  await store.writer.markRejected('REJ', 'INVALID_TARGET', 'user_id must be 8 digits');
-  await store.writer.markBlocked('BLK', 'IP_NOT_WHITELISTED', '203.0.113.7');
-  await store.writer.markSubmissionUnknown('UNK');
-  await store.writer.markRejected('REJ', 'INVALID_TARGET', 'again'); // settled: no change, no event
-  await store.writer.applyOrderSnapshot(snapshot('BLK', 'PENDING'), { source: 'create' });
-
-  assert.deepEqual(await eventsOf(store, 'REJ'), [['order.rejected', null, 1]]);
-  assert.deepEqual(await eventsOf(store, 'BLK'), [
-    ['order.blocked', null, 1],
-    ['order.submitted', 'PENDING', 2],
-  ]);
-  assert.deepEqual(await eventsOf(store, 'UNK'), [['order.updated', null, 1]]);
-  const rejected = (await store.feed.after(0)).find((e) => e.type === 'order.rejected')!;
-  assert.deepEqual(rejected.data.rejection, { code: 'INVALID_TARGET', detail: 'user_id must be 8 digits' });
-  assert.equal(rejected.data.submission, 'rejected');
-  const blocked = (await store.feed.after(0)).find((e) => e.type === 'order.blocked')!;
-  assert.deepEqual(blocked.data.blocked, { code: 'IP_NOT_WHITELISTED', detail: '203.0.113.7' });
-});
-
-test("whatever arrives in whatever order, each order's last event is the order itself and its versions count up by one", async (t) => {
-  const { store } = await tempStore(t);
-  const STATUSES = ['PENDING', 'PROCESSING', 'SUCCESS', 'FAILED', 'REFUNDED', 'ON_HOLD'];
-  const step = fc.record({
-    ref: fc.constantFrom('A', 'B', 'C'),
-    status: fc.constantFrom(...STATUSES),
-    serial: fc.option(fc.constantFrom('SN-1', 'SN-2'), { nil: null }),
-    source: fc.constantFrom('webhook', 'poll', 'create'),
-    event: fc.integer({ min: 0, max: 5 }),
-  });
-  let run = 0;
-  await fc.assert(
-    fc.asyncProperty(fc.array(step, { maxLength: 25 }), async (steps) => {
-      run += 1;
-      for (const s of steps) {
-        const ref = `${s.ref}${run}`;
-        await store.writer.applyOrderSnapshot(snapshot(ref, s.status, { serial_number: s.serial }), {
-          source: s.source as 'webhook' | 'poll' | 'create',
-          eventId: s.source === 'webhook' ? `${ref}-${s.event}` : undefined,
-        });
-      }
-      const all = orderEvents(await store.feed.after(0, 1000));
-      for (const ref of new Set(steps.map((s) => `${s.ref}${run}`))) {
-        const mine = all.filter((e) => e.data.partner_ref === ref);
-        assert.deepEqual(mine.at(-1)?.data, await store.queries.getPublicOrder(ref));
-        assert.deepEqual(
-          mine.map((e) => e.data.version),
-          mine.map((_, i) => i + 1),
-        );
-      }
+    const steps: Array<[string, Record<string, unknown>, string]> = [
+      ['PENDING', {}, 'create'],
+      ['PROCESSING', {}, 'webhook'],
+      ['PROCESSING', {}, 'webhook'], // a duplicate: no change, no event
+      ['SUCCESS', {}, 'webhook'],
+      ['SUCCESS', { serial_number: 'SN-1' }, 'poll'],
+      ['REFUNDED', { serial_number: 'SN-1' }, 'webhook'],
+    ];
+    for (const [i, [status, extra, source]] of steps.entries()) {
+      clock.advance(1000);
+      await store.writer.applyOrderSnapshot(snapshot('R1', status, extra), {
+        source: source as 'create' | 'webhook' | 'poll',
+        eventId: source === 'webhook' ? `evt-${status}` : undefined,
+      });
+      const last = (await store.feed.after(0, 1000)).at(-1)!;
       assert.deepEqual(
-        all.map((e) => e.seq),
-        [...all.map((e) => e.seq)].sort((a, b) => a - b),
+        last.data,
+        await store.queries.getPublicOrder('R1'),
+        `after step ${i}, the last event is the order`,
       );
-    }),
-    { numRuns: 40, seed: 11 },
-  );
-});
+    }
+    assert.deepEqual(await eventsOf(store, 'R1'), [
+      ['order.submitted', 'PENDING', 1],
+      ['order.updated', 'PROCESSING', 2],
+      ['order.updated', 'SUCCESS', 3],
+      ['order.updated', 'SUCCESS', 4],
+      ['order.updated', 'REFUNDED', 5],
+    ]);
+    const events = orderEvents(await store.feed.after(0));
+    assert.equal(events[3]!.data.serial_number, 'SN-1');
+    assert.deepEqual(
+      (await store.feed.after(events[1]!.seq, 2)).map((e) => e.seq),
+      [events[2]!.seq, events[3]!.seq],
+    );
+    assert.equal(await store.feed.lastSeq(), events.at(-1)!.seq);
+    assert.equal(events[0]!.data.data?.user_id, '12345678', 'the target data sent is in the order');
+    assert.equal(events[0]!.timestamp, new Date(Date.UTC(2026, 10, 1) + 1000).toISOString());
+  });
 
-test('events older than the retention are pruned; cursors go on from where they were', async (t) => {
-  const { store, clock } = await tempStore(t);
-  await store.writer.applyOrderSnapshot(snapshot('OLD', 'PENDING'), { source: 'create' });
-  const oldSeq = await store.feed.lastSeq();
-  clock.advance(31 * 86_400_000);
-  await store.writer.applyOrderSnapshot(snapshot('NEW', 'PENDING'), { source: 'create' });
-  assert.equal(await store.feed.prune(30 * 86_400_000), 1);
-  assert.deepEqual(
-    orderEvents(await store.feed.after(0)).map((e) => e.data.partner_ref),
-    ['NEW'],
-  );
-  await store.feed.prune(0);
-  await store.writer.applyOrderSnapshot(snapshot('NEWER', 'PENDING'), { source: 'create' });
-  assert.ok((await store.feed.lastSeq()) > oldSeq + 1, 'a sequence number is never used twice');
-  await assert.rejects(() => store.feed.after(-1), RangeError);
-  await assert.rejects(() => store.feed.after(0, 1001), /limit must be a whole number from 1 to 1000/);
+  test('create outcomes are events: rejected, blocked, unknown, and a blocked order accepted later is submitted', async (t) => {
+    const { store } = await backend.tempStore(t);
+    for (const ref of ['REJ', 'BLK', 'UNK'])
+      await store.writer.createLocalOrder({ partnerRef: ref, data: DATA });
+    await store.writer.markRejected('REJ', 'INVALID_TARGET', 'user_id must be 8 digits');
+    await store.writer.markBlocked('BLK', 'IP_NOT_WHITELISTED', '203.0.113.7');
+    await store.writer.markSubmissionUnknown('UNK');
+    await store.writer.markRejected('REJ', 'INVALID_TARGET', 'again'); // settled: no change, no event
+    await store.writer.applyOrderSnapshot(snapshot('BLK', 'PENDING'), { source: 'create' });
+
+    assert.deepEqual(await eventsOf(store, 'REJ'), [['order.rejected', null, 1]]);
+    assert.deepEqual(await eventsOf(store, 'BLK'), [
+      ['order.blocked', null, 1],
+      ['order.submitted', 'PENDING', 2],
+    ]);
+    assert.deepEqual(await eventsOf(store, 'UNK'), [['order.updated', null, 1]]);
+    const rejected = (await store.feed.after(0)).find((e) => e.type === 'order.rejected')!;
+    assert.deepEqual(rejected.data.rejection, { code: 'INVALID_TARGET', detail: 'user_id must be 8 digits' });
+    assert.equal(rejected.data.submission, 'rejected');
+    const blocked = (await store.feed.after(0)).find((e) => e.type === 'order.blocked')!;
+    assert.deepEqual(blocked.data.blocked, { code: 'IP_NOT_WHITELISTED', detail: '203.0.113.7' });
+  });
+
+  test("whatever arrives in whatever order, each order's last event is the order itself and its versions count up by one", async (t) => {
+    const { store } = await backend.tempStore(t);
+    const STATUSES = ['PENDING', 'PROCESSING', 'SUCCESS', 'FAILED', 'REFUNDED', 'ON_HOLD'];
+    const step = fc.record({
+      ref: fc.constantFrom('A', 'B', 'C'),
+      status: fc.constantFrom(...STATUSES),
+      serial: fc.option(fc.constantFrom('SN-1', 'SN-2'), { nil: null }),
+      source: fc.constantFrom('webhook', 'poll', 'create'),
+      event: fc.integer({ min: 0, max: 5 }),
+    });
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(step, { maxLength: 25 }), async (steps) => {
+        run += 1;
+        for (const s of steps) {
+          const ref = `${s.ref}${run}`;
+          await store.writer.applyOrderSnapshot(snapshot(ref, s.status, { serial_number: s.serial }), {
+            source: s.source as 'webhook' | 'poll' | 'create',
+            eventId: s.source === 'webhook' ? `${ref}-${s.event}` : undefined,
+          });
+        }
+        const all = orderEvents(await store.feed.after(0, 1000));
+        for (const ref of new Set(steps.map((s) => `${s.ref}${run}`))) {
+          const mine = all.filter((e) => e.data.partner_ref === ref);
+          assert.deepEqual(mine.at(-1)?.data, await store.queries.getPublicOrder(ref));
+          assert.deepEqual(
+            mine.map((e) => e.data.version),
+            mine.map((_, i) => i + 1),
+          );
+        }
+        assert.deepEqual(
+          all.map((e) => e.seq),
+          [...all.map((e) => e.seq)].sort((a, b) => a - b),
+        );
+      }),
+      { numRuns: 40, seed: 11 },
+    );
+  });
+
+  test('events older than the retention are pruned; cursors go on from where they were', async (t) => {
+    const { store, clock } = await backend.tempStore(t);
+    await store.writer.applyOrderSnapshot(snapshot('OLD', 'PENDING'), { source: 'create' });
+    const oldSeq = await store.feed.lastSeq();
+    clock.advance(31 * 86_400_000);
+    await store.writer.applyOrderSnapshot(snapshot('NEW', 'PENDING'), { source: 'create' });
+    assert.equal(await store.feed.prune(30 * 86_400_000), 1);
+    assert.deepEqual(
+      orderEvents(await store.feed.after(0)).map((e) => e.data.partner_ref),
+      ['NEW'],
+    );
+    await store.feed.prune(0);
+    await store.writer.applyOrderSnapshot(snapshot('NEWER', 'PENDING'), { source: 'create' });
+    assert.ok((await store.feed.lastSeq()) > oldSeq + 1, 'a sequence number is never used twice');
+    await assert.rejects(() => store.feed.after(-1), RangeError);
+    await assert.rejects(() => store.feed.after(0, 1001), /limit must be a whole number from 1 to 1000/);
+  });
 });

@@ -5,7 +5,8 @@ import { xoroshiro128plus } from 'pure-rand/generator/xoroshiro128plus';
 import { bucketMs, GROWTH, PACE_MEMORY, paceBucket } from '../../src/store/order-pace.js';
 import type { OrderStore } from '../../src/store/order-store.js';
 import { readWebhookJob } from '../../src/worker/webhook-event.js';
-import { snapshot, tempStore } from '../helpers/store.js';
+import { snapshot } from '../helpers/store.js';
+import { describeEachBackend } from '../helpers/store-backends.js';
 
 const CREATED = Date.UTC(2026, 10, 1);
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -66,119 +67,121 @@ test('a bucket stands for its durations within the growth factor, from 1 ms to d
   assert.equal(bucketMs(paceBucket(0.2)), 1);
 });
 
-test('the learned quantile of a log-normal completion time is within 10 % of the exact one', async (t) => {
-  const { store } = await tempStore(t, { firstPollQuantile: 0.95, paceMinSamples: 50 });
-  const draw = logNormal(7, 20_000, 180_000);
-  const took: number[] = [];
-  for (let i = 0; i < 400; i++) {
-    const ms = draw();
-    took.push(ms);
-    await deliverFinal(store, `R${i}`, { tookMs: ms, status: i % 4 === 0 ? 'FAILED' : 'SUCCESS' });
-  }
-  const pace = await store.schedule.pace.estimate('ML86');
-  assert.ok(pace);
-  assert.equal(pace.scope, 'product');
-  assert.equal(pace.samples, 400);
-  for (const q of [0.95]) {
-    const exact = exactQuantile(took, q);
+describeEachBackend('the learned order pace', (backend) => {
+  test('the learned quantile of a log-normal completion time is within 10 % of the exact one', async (t) => {
+    const { store } = await backend.tempStore(t, { firstPollQuantile: 0.95, paceMinSamples: 50 });
+    const draw = logNormal(7, 20_000, 180_000);
+    const took: number[] = [];
+    for (let i = 0; i < 400; i++) {
+      const ms = draw();
+      took.push(ms);
+      await deliverFinal(store, `R${i}`, { tookMs: ms, status: i % 4 === 0 ? 'FAILED' : 'SUCCESS' });
+    }
+    const pace = await store.schedule.pace.estimate('ML86');
+    assert.ok(pace);
+    assert.equal(pace.scope, 'product');
+    assert.equal(pace.samples, 400);
+    for (const q of [0.95]) {
+      const exact = exactQuantile(took, q);
+      assert.ok(
+        Math.abs(pace.finalMs - exact) <= exact * 0.1,
+        `p${q * 100}: learned ${pace.finalMs}, exact ${exact}`,
+      );
+    }
+  });
+
+  test('the first poll waits the fixed delay until enough final webhooks teach the pace, then their quantile plus the usual delivery delay', async (t) => {
+    const { store, clock } = await backend.tempStore(t, {
+      firstPollDelayMs: 30_000,
+      firstPollQuantile: 0.9,
+      paceMinSamples: 20,
+      firstPollMinMs: 5_000,
+      firstPollMaxMs: 900_000,
+    });
+    for (let i = 0; i < 19; i++)
+      await deliverFinal(store, `L${i}`, { tookMs: (i + 1) * 10_000, deliveryMs: 2_000 });
+    const early = await store.writer.createLocalOrder({ partnerRef: 'NEW1', productCode: 'ML86', data: {} });
+    assert.equal(early.order.nextPollAt, clock.now() + 30_000, '19 samples are not enough: the fixed delay');
+
+    await deliverFinal(store, 'L19', { tookMs: 200_000, deliveryMs: 2_000 });
+    const later = await store.writer.createLocalOrder({ partnerRef: 'NEW2', productCode: 'ML86', data: {} });
+    // 20 samples 10 s … 200 s: the 90th percentile is 180 s; the median delivery 2 s.
+    const expected = clock.now() + 180_000 + 2_000;
+    const at = later.order.nextPollAt!;
     assert.ok(
-      Math.abs(pace.finalMs - exact) <= exact * 0.1,
-      `p${q * 100}: learned ${pace.finalMs}, exact ${exact}`,
+      at >= expected && at <= clock.now() + (180_000 + 2_000) * GROWTH,
+      `first poll ${at - clock.now()} ms`,
     );
-  }
-});
-
-test('the first poll waits the fixed delay until enough final webhooks teach the pace, then their quantile plus the usual delivery delay', async (t) => {
-  const { store, clock } = await tempStore(t, {
-    firstPollDelayMs: 30_000,
-    firstPollQuantile: 0.9,
-    paceMinSamples: 20,
-    firstPollMinMs: 5_000,
-    firstPollMaxMs: 900_000,
   });
-  for (let i = 0; i < 19; i++)
-    await deliverFinal(store, `L${i}`, { tookMs: (i + 1) * 10_000, deliveryMs: 2_000 });
-  const early = await store.writer.createLocalOrder({ partnerRef: 'NEW1', productCode: 'ML86', data: {} });
-  assert.equal(early.order.nextPollAt, clock.now() + 30_000, '19 samples are not enough: the fixed delay');
 
-  await deliverFinal(store, 'L19', { tookMs: 200_000, deliveryMs: 2_000 });
-  const later = await store.writer.createLocalOrder({ partnerRef: 'NEW2', productCode: 'ML86', data: {} });
-  // 20 samples 10 s … 200 s: the 90th percentile is 180 s; the median delivery 2 s.
-  const expected = clock.now() + 180_000 + 2_000;
-  const at = later.order.nextPollAt!;
-  assert.ok(
-    at >= expected && at <= clock.now() + (180_000 + 2_000) * GROWTH,
-    `first poll ${at - clock.now()} ms`,
-  );
-});
-
-test('the learned first poll is bounded by the minimum and maximum settings', async (t) => {
-  const { store, clock } = await tempStore(t, {
-    firstPollQuantile: 0.5,
-    paceMinSamples: 5,
-    firstPollMinMs: 5_000,
-    firstPollMaxMs: 60_000,
+  test('the learned first poll is bounded by the minimum and maximum settings', async (t) => {
+    const { store, clock } = await backend.tempStore(t, {
+      firstPollQuantile: 0.5,
+      paceMinSamples: 5,
+      firstPollMinMs: 5_000,
+      firstPollMaxMs: 60_000,
+    });
+    for (let i = 0; i < 5; i++) await deliverFinal(store, `FAST${i}`, { product: 'FAST', tookMs: 500 });
+    for (let i = 0; i < 5; i++) await deliverFinal(store, `SLOW${i}`, { product: 'SLOW', tookMs: 3_600_000 });
+    const fast = await store.writer.createLocalOrder({ partnerRef: 'F', productCode: 'FAST', data: {} });
+    const slow = await store.writer.createLocalOrder({ partnerRef: 'S', productCode: 'SLOW', data: {} });
+    assert.equal(fast.order.nextPollAt, clock.now() + 5_000);
+    assert.equal(slow.order.nextPollAt, clock.now() + 60_000);
   });
-  for (let i = 0; i < 5; i++) await deliverFinal(store, `FAST${i}`, { product: 'FAST', tookMs: 500 });
-  for (let i = 0; i < 5; i++) await deliverFinal(store, `SLOW${i}`, { product: 'SLOW', tookMs: 3_600_000 });
-  const fast = await store.writer.createLocalOrder({ partnerRef: 'F', productCode: 'FAST', data: {} });
-  const slow = await store.writer.createLocalOrder({ partnerRef: 'S', productCode: 'SLOW', data: {} });
-  assert.equal(fast.order.nextPollAt, clock.now() + 5_000);
-  assert.equal(slow.order.nextPollAt, clock.now() + 60_000);
-});
 
-test('a product without enough samples of its own takes every product together', async (t) => {
-  const { store } = await tempStore(t, { firstPollQuantile: 0.5, paceMinSamples: 10 });
-  for (let i = 0; i < 10; i++) await deliverFinal(store, `A${i}`, { product: 'A', tookMs: 40_000 });
-  for (let i = 0; i < 3; i++) await deliverFinal(store, `B${i}`, { product: 'B', tookMs: 1_000 });
-  const a = await store.schedule.pace.estimate('A');
-  const b = await store.schedule.pace.estimate('B');
-  assert.equal(a?.scope, 'product');
-  assert.equal(b?.scope, 'all');
-  assert.equal(b?.samples, 13);
-  assert.equal((await store.schedule.pace.estimate(null))?.scope, 'all');
-});
-
-test('a duplicate webhook, a serial added later and a poll of a state without a time teach nothing', async (t) => {
-  const { store } = await tempStore(t, { firstPollQuantile: 0.5, paceMinSamples: 1 });
-  await store.writer.applyOrderSnapshot(snapshot('P1', 'PROCESSING'), { source: 'poll' });
-  await store.writer.applyOrderSnapshot(snapshot('P2', 'FAILED'), { source: 'poll' });
-  assert.equal(
-    await store.schedule.pace.estimate('ML86'),
-    null,
-    'a poll does not say when PROCESSING or FAILED began',
-  );
-
-  await store.writer.applyOrderSnapshot(snapshot('S1', 'SUCCESS'), { source: 'poll' });
-  await store.writer.applyOrderSnapshot(snapshot('S1', 'SUCCESS', { serial_number: 'SN' }), {
-    source: 'poll',
+  test('a product without enough samples of its own takes every product together', async (t) => {
+    const { store } = await backend.tempStore(t, { firstPollQuantile: 0.5, paceMinSamples: 10 });
+    for (let i = 0; i < 10; i++) await deliverFinal(store, `A${i}`, { product: 'A', tookMs: 40_000 });
+    for (let i = 0; i < 3; i++) await deliverFinal(store, `B${i}`, { product: 'B', tookMs: 1_000 });
+    const a = await store.schedule.pace.estimate('A');
+    const b = await store.schedule.pace.estimate('B');
+    assert.equal(a?.scope, 'product');
+    assert.equal(b?.scope, 'all');
+    assert.equal(b?.samples, 13);
+    assert.equal((await store.schedule.pace.estimate(null))?.scope, 'all');
   });
-  await deliverFinal(store, 'S2', { tookMs: 60_000 });
-  await deliverFinal(store, 'S2', { tookMs: 60_000 });
-  assert.equal((await store.schedule.pace.estimate('ML86'))?.samples, 2, 'S1 by its success_at, S2 once');
-});
 
-test('old samples fade, so the estimate follows an upstream whose pace changes', async (t) => {
-  const { store, clock } = await tempStore(t, { firstPollQuantile: 0.5, paceMinSamples: 10 });
-  for (let i = 0; i < PACE_MEMORY; i++) await deliverFinal(store, `OLD${i}`, { tookMs: 10_000 });
-  assert.ok((await store.schedule.pace.estimate('ML86'))!.finalMs < 11_000);
-  for (let i = 0; i < PACE_MEMORY; i++) await deliverFinal(store, `NEW${i}`, { tookMs: 100_000 });
-  clock.advance(60_000); // past the process's cached estimate
-  const pace = (await store.schedule.pace.estimate('ML86'))!;
-  assert.ok(pace.finalMs >= 100_000 && pace.finalMs < 110_000, `median now ${pace.finalMs}`);
-  assert.ok(pace.samples <= PACE_MEMORY, `${pace.samples} samples kept`);
-});
+  test('a duplicate webhook, a serial added later and a poll of a state without a time teach nothing', async (t) => {
+    const { store } = await backend.tempStore(t, { firstPollQuantile: 0.5, paceMinSamples: 1 });
+    await store.writer.applyOrderSnapshot(snapshot('P1', 'PROCESSING'), { source: 'poll' });
+    await store.writer.applyOrderSnapshot(snapshot('P2', 'FAILED'), { source: 'poll' });
+    assert.equal(
+      await store.schedule.pace.estimate('ML86'),
+      null,
+      'a poll does not say when PROCESSING or FAILED began',
+    );
 
-test('with the quantile at 0 the first poll always waits the fixed delay', async (t) => {
-  const { store, clock } = await tempStore(t, {
-    firstPollDelayMs: 30_000,
-    firstPollQuantile: 0,
-    paceMinSamples: 1,
+    await store.writer.applyOrderSnapshot(snapshot('S1', 'SUCCESS'), { source: 'poll' });
+    await store.writer.applyOrderSnapshot(snapshot('S1', 'SUCCESS', { serial_number: 'SN' }), {
+      source: 'poll',
+    });
+    await deliverFinal(store, 'S2', { tookMs: 60_000 });
+    await deliverFinal(store, 'S2', { tookMs: 60_000 });
+    assert.equal((await store.schedule.pace.estimate('ML86'))?.samples, 2, 'S1 by its success_at, S2 once');
   });
-  for (let i = 0; i < 5; i++) await deliverFinal(store, `R${i}`, { tookMs: 1_000 });
-  assert.equal(await store.schedule.pace.estimate('ML86'), null);
-  const order = await store.writer.createLocalOrder({ partnerRef: 'NEW', productCode: 'ML86', data: {} });
-  assert.equal(order.order.nextPollAt, clock.now() + 30_000);
+
+  test('old samples fade, so the estimate follows an upstream whose pace changes', async (t) => {
+    const { store, clock } = await backend.tempStore(t, { firstPollQuantile: 0.5, paceMinSamples: 10 });
+    for (let i = 0; i < PACE_MEMORY; i++) await deliverFinal(store, `OLD${i}`, { tookMs: 10_000 });
+    assert.ok((await store.schedule.pace.estimate('ML86'))!.finalMs < 11_000);
+    for (let i = 0; i < PACE_MEMORY; i++) await deliverFinal(store, `NEW${i}`, { tookMs: 100_000 });
+    clock.advance(60_000); // past the process's cached estimate
+    const pace = (await store.schedule.pace.estimate('ML86'))!;
+    assert.ok(pace.finalMs >= 100_000 && pace.finalMs < 110_000, `median now ${pace.finalMs}`);
+    assert.ok(pace.samples <= PACE_MEMORY, `${pace.samples} samples kept`);
+  });
+
+  test('with the quantile at 0 the first poll always waits the fixed delay', async (t) => {
+    const { store, clock } = await backend.tempStore(t, {
+      firstPollDelayMs: 30_000,
+      firstPollQuantile: 0,
+      paceMinSamples: 1,
+    });
+    for (let i = 0; i < 5; i++) await deliverFinal(store, `R${i}`, { tookMs: 1_000 });
+    assert.equal(await store.schedule.pace.estimate('ML86'), null);
+    const order = await store.writer.createLocalOrder({ partnerRef: 'NEW', productCode: 'ML86', data: {} });
+    assert.equal(order.order.nextPollAt, clock.now() + 30_000);
+  });
 });
 
 test("a webhook's event time comes from its envelope, never from an order sent as the whole body", () => {

@@ -2,239 +2,251 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { openOrderStore } from '../../src/store/order-store.js';
 import type { PollScheduleSettings } from '../../src/store/poll-schedule.js';
-import { scheduleSettings, snapshot, tempStore } from '../helpers/store.js';
+import { scheduleSettings, snapshot } from '../helpers/store.js';
+import { describeEachBackend } from '../helpers/store-backends.js';
 
 const DATA = { user_id: '12345678', server_id: '2001' };
 const refs = (orders: { partnerRef: string }[]) => orders.map((o) => o.partnerRef);
 
-test('a non-final order becomes due for a poll firstPollDelayMs after it last changed, not before', async (t) => {
-  const { store, clock } = await tempStore(t, { firstPollDelayMs: 30_000 });
-  await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+describeEachBackend('the poll schedule', (backend) => {
+  test('a non-final order becomes due for a poll firstPollDelayMs after it last changed, not before', async (t) => {
+    const { store, clock } = await backend.tempStore(t, { firstPollDelayMs: 30_000 });
+    await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
 
-  clock.advance(29_999);
-  assert.deepEqual(await store.schedule.dueForPoll(10), []);
-  clock.advance(1);
-  assert.deepEqual(refs(await store.schedule.dueForPoll(10)), ['R1']);
-});
-
-test('a change pushes the first poll back and resets the poll count; a non-change keeps the schedule', async (t) => {
-  const { store, clock } = await tempStore(t, { firstPollDelayMs: 30_000, backoffMs: [60_000] });
-  await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
-  clock.advance(30_000);
-  await store.schedule.recordPoll('R1'); // unchanged: the next poll after backoffMs[0]
-  clock.advance(10_000);
-
-  const duplicate = await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'poll' });
-  assert.equal(duplicate.order.nextPollAt, clock.now() + 50_000);
-  assert.equal(duplicate.order.pollCount, 1);
-
-  const moved = await store.writer.applyOrderSnapshot(snapshot('R1', 'PROCESSING'), {
-    source: 'webhook',
-    eventId: 'e1',
+    clock.advance(29_999);
+    assert.deepEqual(await store.schedule.dueForPoll(10), []);
+    clock.advance(1);
+    assert.deepEqual(refs(await store.schedule.dueForPoll(10)), ['R1']);
   });
-  assert.equal(moved.order.nextPollAt, clock.now() + 30_000);
-  assert.equal(moved.order.pollCount, 0);
-});
 
-test('a final order is no longer due for a poll, and remembers when it became final', async (t) => {
-  const { store, clock } = await tempStore(t, { firstPollDelayMs: 1_000 });
-  for (const [ref, status] of [
-    ['F', 'FAILED'],
-    ['S', 'SUCCESS'],
-    ['R', 'REFUNDED'],
-  ] as const) {
-    await store.writer.applyOrderSnapshot(snapshot(ref, 'PROCESSING'), { source: 'create' });
-    const { order } = await store.writer.applyOrderSnapshot(snapshot(ref, status, { serial_number: 'SN' }), {
+  test('a change pushes the first poll back and resets the poll count; a non-change keeps the schedule', async (t) => {
+    const { store, clock } = await backend.tempStore(t, { firstPollDelayMs: 30_000, backoffMs: [60_000] });
+    await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+    clock.advance(30_000);
+    await store.schedule.recordPoll('R1'); // unchanged: the next poll after backoffMs[0]
+    clock.advance(10_000);
+
+    const duplicate = await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'poll' });
+    assert.equal(duplicate.order.nextPollAt, clock.now() + 50_000);
+    assert.equal(duplicate.order.pollCount, 1);
+
+    const moved = await store.writer.applyOrderSnapshot(snapshot('R1', 'PROCESSING'), {
+      source: 'webhook',
+      eventId: 'e1',
+    });
+    assert.equal(moved.order.nextPollAt, clock.now() + 30_000);
+    assert.equal(moved.order.pollCount, 0);
+  });
+
+  test('a final order is no longer due for a poll, and remembers when it became final', async (t) => {
+    const { store, clock } = await backend.tempStore(t, { firstPollDelayMs: 1_000 });
+    for (const [ref, status] of [
+      ['F', 'FAILED'],
+      ['S', 'SUCCESS'],
+      ['R', 'REFUNDED'],
+    ] as const) {
+      await store.writer.applyOrderSnapshot(snapshot(ref, 'PROCESSING'), { source: 'create' });
+      const { order } = await store.writer.applyOrderSnapshot(
+        snapshot(ref, status, { serial_number: 'SN' }),
+        {
+          source: 'poll',
+        },
+      );
+      assert.equal(order.nextPollAt, null, ref);
+      assert.equal(order.finalAt, clock.now(), ref);
+    }
+    clock.advance(86_400_000);
+    assert.deepEqual(await store.schedule.dueForPoll(10), []);
+  });
+
+  test('a SUCCESS without a serial number stays due for a poll until the serial arrives', async (t) => {
+    const { store, clock } = await backend.tempStore(t, { firstPollDelayMs: 1_000 });
+    const success = await store.writer.applyOrderSnapshot(snapshot('R1', 'SUCCESS'), {
+      source: 'webhook',
+      eventId: 'e1',
+    });
+    assert.equal(success.order.finalAt, clock.now());
+    clock.advance(1_000);
+    assert.deepEqual(refs(await store.schedule.dueForPoll(10)), ['R1']);
+
+    clock.advance(5_000);
+    const serial = await store.writer.applyOrderSnapshot(snapshot('R1', 'SUCCESS', { serial_number: 'SN' }), {
       source: 'poll',
     });
-    assert.equal(order.nextPollAt, null, ref);
-    assert.equal(order.finalAt, clock.now(), ref);
-  }
-  clock.advance(86_400_000);
-  assert.deepEqual(await store.schedule.dueForPoll(10), []);
-});
 
-test('a SUCCESS without a serial number stays due for a poll until the serial arrives', async (t) => {
-  const { store, clock } = await tempStore(t, { firstPollDelayMs: 1_000 });
-  const success = await store.writer.applyOrderSnapshot(snapshot('R1', 'SUCCESS'), {
-    source: 'webhook',
-    eventId: 'e1',
-  });
-  assert.equal(success.order.finalAt, clock.now());
-  clock.advance(1_000);
-  assert.deepEqual(refs(await store.schedule.dueForPoll(10)), ['R1']);
-
-  clock.advance(5_000);
-  const serial = await store.writer.applyOrderSnapshot(snapshot('R1', 'SUCCESS', { serial_number: 'SN' }), {
-    source: 'poll',
+    assert.equal(serial.order.nextPollAt, null);
+    assert.equal(serial.order.finalAt, success.order.finalAt);
+    assert.deepEqual(await store.schedule.dueForPoll(10), []);
   });
 
-  assert.equal(serial.order.nextPollAt, null);
-  assert.equal(serial.order.finalAt, success.order.finalAt);
-  assert.deepEqual(await store.schedule.dueForPoll(10), []);
-});
+  test('a pending local order is due for a poll too, so a placement that died is still resolved', async (t) => {
+    const { store, clock } = await backend.tempStore(t, { firstPollDelayMs: 30_000 });
+    await store.writer.createLocalOrder({ partnerRef: 'R1', data: DATA });
 
-test('a pending local order is due for a poll too, so a placement that died is still resolved', async (t) => {
-  const { store, clock } = await tempStore(t, { firstPollDelayMs: 30_000 });
-  await store.writer.createLocalOrder({ partnerRef: 'R1', data: DATA });
+    clock.advance(30_000);
 
-  clock.advance(30_000);
+    assert.deepEqual(refs(await store.schedule.dueForPoll(10)), ['R1']);
+  });
 
-  assert.deepEqual(refs(await store.schedule.dueForPoll(10)), ['R1']);
-});
+  test('due orders come longest-due first, at most limit of them', async (t) => {
+    const { store, clock } = await backend.tempStore(t, { firstPollDelayMs: 0, backoffMs: [3] });
+    for (const ref of ['A', 'B', 'C'])
+      await store.writer.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'create' });
+    // Polled 1 ms apart, each due 3 ms after its poll: B at now + 1, C at now + 2, A at now + 3.
+    await store.schedule.recordPoll('B');
+    clock.advance(1);
+    await store.schedule.recordPoll('C');
+    clock.advance(1);
+    await store.schedule.recordPoll('A');
 
-test('due orders come longest-due first, at most limit of them', async (t) => {
-  const { store, clock } = await tempStore(t, { firstPollDelayMs: 0, backoffMs: [3] });
-  for (const ref of ['A', 'B', 'C'])
-    await store.writer.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'create' });
-  // Polled 1 ms apart, each due 3 ms after its poll: B at now + 1, C at now + 2, A at now + 3.
-  await store.schedule.recordPoll('B');
-  clock.advance(1);
-  await store.schedule.recordPoll('C');
-  clock.advance(1);
-  await store.schedule.recordPoll('A');
+    assert.deepEqual(refs(await store.schedule.dueForPoll(10, clock.now() + 2)), ['B', 'C']);
+    assert.deepEqual(refs(await store.schedule.dueForPoll(2, clock.now() + 10)), ['B', 'C']);
+    assert.deepEqual(refs(await store.schedule.dueForPoll(10, clock.now() + 10)), ['B', 'C', 'A']);
+  });
 
-  assert.deepEqual(refs(await store.schedule.dueForPoll(10, clock.now() + 2)), ['B', 'C']);
-  assert.deepEqual(refs(await store.schedule.dueForPoll(2, clock.now() + 10)), ['B', 'C']);
-  assert.deepEqual(refs(await store.schedule.dueForPoll(10, clock.now() + 10)), ['B', 'C', 'A']);
-});
+  test('a claim bounded by a pass start takes no order that became due after it, so a pass polls each order once', async (t) => {
+    const { store, clock } = await backend.tempStore(t, { firstPollDelayMs: 0, backoffMs: [100] });
+    await store.writer.applyOrderSnapshot(snapshot('P1', 'PENDING'), { source: 'create' });
+    const passStart = clock.now();
+    const [first] = await store.schedule.claimDueForPoll(1, { dueBy: passStart });
+    assert.equal(first?.partnerRef, 'P1');
+    // Polled and rescheduled 100 ms on (the backoff), while the pass goes on for longer than that.
+    await store.schedule.recordPoll('P1');
+    clock.advance(500);
+    assert.deepEqual(await store.schedule.claimDueForPoll(1, { dueBy: passStart }), []);
+    assert.deepEqual(refs(await store.schedule.claimDueForPoll(1)), ['P1'], 'the next pass takes it');
+  });
 
-test('a claim bounded by a pass start takes no order that became due after it, so a pass polls each order once', async (t) => {
-  const { store, clock } = await tempStore(t, { firstPollDelayMs: 0, backoffMs: [100] });
-  await store.writer.applyOrderSnapshot(snapshot('P1', 'PENDING'), { source: 'create' });
-  const passStart = clock.now();
-  const [first] = await store.schedule.claimDueForPoll(1, { dueBy: passStart });
-  assert.equal(first?.partnerRef, 'P1');
-  // Polled and rescheduled 100 ms on (the backoff), while the pass goes on for longer than that.
-  await store.schedule.recordPoll('P1');
-  clock.advance(500);
-  assert.deepEqual(await store.schedule.claimDueForPoll(1, { dueBy: passStart }), []);
-  assert.deepEqual(refs(await store.schedule.claimDueForPoll(1)), ['P1'], 'the next pass takes it');
-});
-
-test('recording a poll counts it, sets the next poll time, and marks the order stuck once', async (t) => {
-  const { store, clock } = await tempStore(t, { backoffMs: [60_000, 3_600_000], stuckAfterMs: 1_000 });
-  await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
-  clock.advance(1_000); // open for stuckAfterMs without a final state: stuck from now on
-  const firstPoll = clock.now();
-
-  const once = await store.schedule.recordPoll('R1');
-  clock.advance(60_000);
-  const twice = await store.schedule.recordPoll('R1');
-
-  assert.deepEqual([once.pollCount, once.lastPolledAt, once.stuckAt], [1, firstPoll, firstPoll]);
-  assert.equal(once.nextPollAt, firstPoll + 3_600_000, 'a stuck order is polled at the longest interval');
-  assert.deepEqual([twice.pollCount, twice.lastPolledAt, twice.stuckAt], [2, clock.now(), firstPoll]);
-  assert.equal(twice.nextPollAt, clock.now() + 3_600_000);
-});
-
-test('polls that change nothing back off through backoffMs, the last repeating; a poll that changes the order starts over', async (t) => {
-  const { store, clock } = await tempStore(t, { firstPollDelayMs: 500, backoffMs: [1_000, 2_000, 5_000] });
-  await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
-  const delays: number[] = [];
-  const poll = async (changed: boolean) => {
-    clock.advance((await store.queries.getOrder('R1'))!.nextPollAt! - clock.now());
-    const order = await store.schedule.recordPoll('R1', { changed });
-    delays.push(order.nextPollAt! - clock.now());
-    return order;
-  };
-
-  for (let i = 0; i < 4; i++) await poll(false);
-  const changed = await poll(true);
-  await poll(false);
-
-  assert.deepEqual(delays, [1_000, 2_000, 5_000, 5_000, 500, 1_000]);
-  assert.equal(changed.pollCount, 0, 'the count restarts with the change');
-});
-
-test('a failed poll puts the order on its own backoff without counting as an answer', async (t) => {
-  const { store, clock } = await tempStore(t, { firstPollDelayMs: 500, backoffMs: [1_000, 2_000] });
-  await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
-  clock.advance(500);
-  const answered = await store.schedule.recordPoll('R1');
-  clock.advance(1_000);
-
-  const failed = await store.schedule.recordFailedPoll('R1');
-
-  assert.equal(failed.lastPolledAt, answered.lastPolledAt, 'the last answer stays the last poll');
-  assert.equal(failed.pollCount, 2);
-  assert.equal(failed.nextPollAt, clock.now() + 2_000, 'the next backoff interval');
-  assert.equal(
-    (await store.schedule.claimDueForPoll(1)).length,
-    0,
-    'and its lease ended: nothing is due yet',
-  );
-});
-
-test('recording a poll after its answer settled the order does not schedule another', async (t) => {
-  const { store } = await tempStore(t);
-  await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
-  await store.writer.applyOrderSnapshot(snapshot('R1', 'FAILED'), { source: 'poll' });
-
-  const order = await store.schedule.recordPoll('R1');
-
-  assert.equal(order.nextPollAt, null);
-  assert.equal(order.pollCount, 1);
-});
-
-test('a schedule that cannot work is refused when the store is opened, naming the setting', async (t) => {
-  const refused: [Partial<PollScheduleSettings>, RegExp][] = [
-    [{ firstPollDelayMs: -1 }, /^firstPollDelayMs must be a number of ms ≥ 0, got -1$/],
-    [{ backoffMs: [] }, /^backoffMs must be one or more intervals > 0 ms, got \[\]$/],
-    [{ backoffMs: [60_000, 0] }, /^backoffMs must be one or more intervals > 0 ms, got \[60000,0\]$/],
-    [{ stuckAfterMs: 0 }, /^stuckAfterMs must be > 0 ms, got 0$/],
-    [{ leaseMs: 0 }, /^leaseMs must be > 0 ms, got 0$/],
-    [{ auditWindowMs: Number.NaN }, /^auditWindowMs must be a number of ms ≥ 0, got NaN$/],
-    [{ auditEveryMs: 0 }, /^auditEveryMs must be > 0 ms, got 0$/],
-  ];
-  for (const [settings, message] of refused) {
-    await assert.rejects(() => tempStore(t, settings), { name: 'RangeError', message });
-  }
-});
-
-test('the audit claims settled SUCCESS orders of its window, least recently checked first, each once per auditEveryMs, and none when the window is 0', async (t) => {
-  const DAY = 86_400_000;
-  const { store, clock } = await tempStore(t, { auditWindowMs: 3 * DAY, auditEveryMs: DAY });
-  const success = async (ref: string) =>
-    await store.writer.applyOrderSnapshot(snapshot(ref, 'SUCCESS', { serial_number: `SN-${ref}` }), {
-      source: 'webhook',
+  test('recording a poll counts it, sets the next poll time, and marks the order stuck once', async (t) => {
+    const { store, clock } = await backend.tempStore(t, {
+      backoffMs: [60_000, 3_600_000],
+      stuckAfterMs: 1_000,
     });
-  const claimAll = async (schedule = store.schedule, options?: { checkedBefore?: number }) => {
-    const claimed: string[] = [];
-    for (let o = await schedule.claimForAudit(options); o; o = await schedule.claimForAudit(options)) {
-      claimed.push(o.partnerRef);
-      await schedule.recordPoll(o.partnerRef);
-    }
-    return claimed;
-  };
-  await success('A'); // final at t0
-  clock.advance(DAY / 2);
-  await success('B'); // final at t0 + 12 h
-  await store.writer.applyOrderSnapshot(snapshot('OPEN', 'PENDING'), { source: 'create' });
-  await store.writer.applyOrderSnapshot(snapshot('FAILED', 'FAILED'), { source: 'create' });
+    await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+    clock.advance(1_000); // open for stuckAfterMs without a final state: stuck from now on
+    const firstPoll = clock.now();
 
-  clock.advance(DAY / 2);
-  assert.deepEqual(await claimAll(), ['A'], 't0 + 24 h: only A was checked a day ago');
-  clock.advance(DAY / 2);
-  assert.deepEqual(await claimAll(), ['B'], 't0 + 36 h: B, not A (read 12 h ago)');
-  clock.advance(1.5 * DAY);
-  assert.deepEqual(await claimAll(), ['A', 'B'], 't0 + 72 h: the least recently checked first');
-  clock.advance(DAY);
-  assert.deepEqual(await claimAll(), [], 't0 + 96 h: both have left the three-day window');
+    const once = await store.schedule.recordPoll('R1');
+    clock.advance(60_000);
+    const twice = await store.schedule.recordPoll('R1');
 
-  const often = openOrderStore(store.db, scheduleSettings({ auditWindowMs: 10 * DAY, auditEveryMs: 1 }), {
-    now: clock.now,
+    assert.deepEqual([once.pollCount, once.lastPolledAt, once.stuckAt], [1, firstPoll, firstPoll]);
+    assert.equal(once.nextPollAt, firstPoll + 3_600_000, 'a stuck order is polled at the longest interval');
+    assert.deepEqual([twice.pollCount, twice.lastPolledAt, twice.stuckAt], [2, clock.now(), firstPoll]);
+    assert.equal(twice.nextPollAt, clock.now() + 3_600_000);
   });
-  const passStart = clock.now();
-  clock.advance(1000);
-  assert.deepEqual(await claimAll(often.schedule, { checkedBefore: passStart }), ['A', 'B']);
-  clock.advance(1000);
-  assert.deepEqual(
-    await claimAll(often.schedule, { checkedBefore: passStart }),
-    [],
-    'none twice in one pass, however short auditEveryMs',
-  );
-  const off = openOrderStore(store.db, scheduleSettings({ auditWindowMs: 0 }), { now: clock.now });
-  clock.advance(10 * DAY);
-  assert.equal(await off.schedule.claimForAudit(), undefined);
+
+  test('polls that change nothing back off through backoffMs, the last repeating; a poll that changes the order starts over', async (t) => {
+    const { store, clock } = await backend.tempStore(t, {
+      firstPollDelayMs: 500,
+      backoffMs: [1_000, 2_000, 5_000],
+    });
+    await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+    const delays: number[] = [];
+    const poll = async (changed: boolean) => {
+      clock.advance((await store.queries.getOrder('R1'))!.nextPollAt! - clock.now());
+      const order = await store.schedule.recordPoll('R1', { changed });
+      delays.push(order.nextPollAt! - clock.now());
+      return order;
+    };
+
+    for (let i = 0; i < 4; i++) await poll(false);
+    const changed = await poll(true);
+    await poll(false);
+
+    assert.deepEqual(delays, [1_000, 2_000, 5_000, 5_000, 500, 1_000]);
+    assert.equal(changed.pollCount, 0, 'the count restarts with the change');
+  });
+
+  test('a failed poll puts the order on its own backoff without counting as an answer', async (t) => {
+    const { store, clock } = await backend.tempStore(t, { firstPollDelayMs: 500, backoffMs: [1_000, 2_000] });
+    await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+    clock.advance(500);
+    const answered = await store.schedule.recordPoll('R1');
+    clock.advance(1_000);
+
+    const failed = await store.schedule.recordFailedPoll('R1');
+
+    assert.equal(failed.lastPolledAt, answered.lastPolledAt, 'the last answer stays the last poll');
+    assert.equal(failed.pollCount, 2);
+    assert.equal(failed.nextPollAt, clock.now() + 2_000, 'the next backoff interval');
+    assert.equal(
+      (await store.schedule.claimDueForPoll(1)).length,
+      0,
+      'and its lease ended: nothing is due yet',
+    );
+  });
+
+  test('recording a poll after its answer settled the order does not schedule another', async (t) => {
+    const { store } = await backend.tempStore(t);
+    await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+    await store.writer.applyOrderSnapshot(snapshot('R1', 'FAILED'), { source: 'poll' });
+
+    const order = await store.schedule.recordPoll('R1');
+
+    assert.equal(order.nextPollAt, null);
+    assert.equal(order.pollCount, 1);
+  });
+
+  test('a schedule that cannot work is refused when the store is opened, naming the setting', async (t) => {
+    const refused: [Partial<PollScheduleSettings>, RegExp][] = [
+      [{ firstPollDelayMs: -1 }, /^firstPollDelayMs must be a number of ms ≥ 0, got -1$/],
+      [{ backoffMs: [] }, /^backoffMs must be one or more intervals > 0 ms, got \[\]$/],
+      [{ backoffMs: [60_000, 0] }, /^backoffMs must be one or more intervals > 0 ms, got \[60000,0\]$/],
+      [{ stuckAfterMs: 0 }, /^stuckAfterMs must be > 0 ms, got 0$/],
+      [{ leaseMs: 0 }, /^leaseMs must be > 0 ms, got 0$/],
+      [{ auditWindowMs: Number.NaN }, /^auditWindowMs must be a number of ms ≥ 0, got NaN$/],
+      [{ auditEveryMs: 0 }, /^auditEveryMs must be > 0 ms, got 0$/],
+    ];
+    for (const [settings, message] of refused) {
+      await assert.rejects(() => backend.tempStore(t, settings), { name: 'RangeError', message });
+    }
+  });
+
+  test('the audit claims settled SUCCESS orders of its window, least recently checked first, each once per auditEveryMs, and none when the window is 0', async (t) => {
+    const DAY = 86_400_000;
+    const { store, clock } = await backend.tempStore(t, { auditWindowMs: 3 * DAY, auditEveryMs: DAY });
+    const success = async (ref: string) =>
+      await store.writer.applyOrderSnapshot(snapshot(ref, 'SUCCESS', { serial_number: `SN-${ref}` }), {
+        source: 'webhook',
+      });
+    const claimAll = async (schedule = store.schedule, options?: { checkedBefore?: number }) => {
+      const claimed: string[] = [];
+      for (let o = await schedule.claimForAudit(options); o; o = await schedule.claimForAudit(options)) {
+        claimed.push(o.partnerRef);
+        await schedule.recordPoll(o.partnerRef);
+      }
+      return claimed;
+    };
+    await success('A'); // final at t0
+    clock.advance(DAY / 2);
+    await success('B'); // final at t0 + 12 h
+    await store.writer.applyOrderSnapshot(snapshot('OPEN', 'PENDING'), { source: 'create' });
+    await store.writer.applyOrderSnapshot(snapshot('FAILED', 'FAILED'), { source: 'create' });
+
+    clock.advance(DAY / 2);
+    assert.deepEqual(await claimAll(), ['A'], 't0 + 24 h: only A was checked a day ago');
+    clock.advance(DAY / 2);
+    assert.deepEqual(await claimAll(), ['B'], 't0 + 36 h: B, not A (read 12 h ago)');
+    clock.advance(1.5 * DAY);
+    assert.deepEqual(await claimAll(), ['A', 'B'], 't0 + 72 h: the least recently checked first');
+    clock.advance(DAY);
+    assert.deepEqual(await claimAll(), [], 't0 + 96 h: both have left the three-day window');
+
+    const often = openOrderStore(store.db, scheduleSettings({ auditWindowMs: 10 * DAY, auditEveryMs: 1 }), {
+      now: clock.now,
+    });
+    const passStart = clock.now();
+    clock.advance(1000);
+    assert.deepEqual(await claimAll(often.schedule, { checkedBefore: passStart }), ['A', 'B']);
+    clock.advance(1000);
+    assert.deepEqual(
+      await claimAll(often.schedule, { checkedBefore: passStart }),
+      [],
+      'none twice in one pass, however short auditEveryMs',
+    );
+    const off = openOrderStore(store.db, scheduleSettings({ auditWindowMs: 0 }), { now: clock.now });
+    clock.advance(10 * DAY);
+    assert.equal(await off.schedule.claimForAudit(), undefined);
+  });
 });

@@ -6,7 +6,8 @@ import type { OrderStore } from '../../src/store/order-store.js';
 import type { Order } from '../../src/upstream/model.js';
 import { applyCommit, applyWebhookJob } from '../../src/worker/event-worker.js';
 import { privateRedis } from '../helpers/redis.js';
-import { openTestStore, scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
+import { openTestStore, snapshot, tempDbPath } from '../helpers/store.js';
+import { describeEachBackend } from '../helpers/store-backends.js';
 import { waitFor } from '../helpers/wait.js';
 import {
   cleanupScope,
@@ -168,53 +169,54 @@ test('through the queue and the worker, any interleaving, duplication and reorde
   );
 });
 
-test('through the worker’s apply path, any split of any interleaving into group commits ends in each order’s latest arrived state', async (t) => {
-  const store = await openTestStore(tempDbPath(t), scheduleSettings());
-  t.after(() => store.close());
-  const groupCommit = applyCommit(store.writer);
+describeEachBackend('interleavings through group commit', (backend) => {
+  test('through the worker’s apply path, any split of any interleaving into group commits ends in each order’s latest arrived state', async (t) => {
+    const { store } = await backend.tempStore(t, { now: Date.now });
+    const groupCommit = applyCommit(store.writer);
 
-  await fc.assert(
-    fc.asyncProperty(
-      scenario,
-      fc.array(fc.integer({ min: 1, max: 6 }), { minLength: 1 }),
-      async (generated, sizes) => {
-        const { refs, lives, eventId, body } = concrete(generated);
-        for (const [i, plan] of generated.plans.entries()) {
-          if (plan.placedHere)
-            await store.writer.createLocalOrder({ partnerRef: refs[i]!, productCode: 'ML86', data: {} });
-        }
-        // Without the queue in front, a redelivery with the same event id reaches the store,
-        // which records it once: its (source, event id) dedupe.
-        const pending = [...generated.deliveries];
-        for (let batch = 0; pending.length > 0; batch++) {
-          const group = pending.splice(0, sizes[batch % sizes.length]);
-          await Promise.all(
-            group.map((d) => {
-              if (d.kind === 'create') {
-                return groupCommit.submit({ snapshot: lives[d.order]![0]!, options: { source: 'create' } });
-              }
-              const id = d.kind === 'webhook' ? eventId(d) : null;
-              const rawBody = body(d);
-              const data: WebhookJobData = {
-                dedupeKey: webhookIdentity(rawBody).dedupeKey,
-                eventId: id,
-                ...encodeWebhookRawBody(rawBody),
-                receivedAt: Date.now(),
-                headers: { timestamp: Math.floor(Date.now() / 1000) },
-              };
-              return applyWebhookJob(data, groupCommit);
-            }),
-          );
-        }
-        for (const i of generated.plans.keys()) {
-          await assertOrderIs(store, refs[i]!, expectedOrder(lives[i]!, generated.deliveries, i));
-          const webhookIds = (await store.queries.listEvents(refs[i]!))
-            .filter((e) => e.source === 'webhook' && e.eventId?.startsWith('evt_'))
-            .map((e) => e.eventId);
-          assert.equal(new Set(webhookIds).size, webhookIds.length, 'each event id recorded once');
-        }
-      },
-    ),
-    { numRuns: 150 },
-  );
+    await fc.assert(
+      fc.asyncProperty(
+        scenario,
+        fc.array(fc.integer({ min: 1, max: 6 }), { minLength: 1 }),
+        async (generated, sizes) => {
+          const { refs, lives, eventId, body } = concrete(generated);
+          for (const [i, plan] of generated.plans.entries()) {
+            if (plan.placedHere)
+              await store.writer.createLocalOrder({ partnerRef: refs[i]!, productCode: 'ML86', data: {} });
+          }
+          // Without the queue in front, a redelivery with the same event id reaches the store,
+          // which records it once: its (source, event id) dedupe.
+          const pending = [...generated.deliveries];
+          for (let batch = 0; pending.length > 0; batch++) {
+            const group = pending.splice(0, sizes[batch % sizes.length]);
+            await Promise.all(
+              group.map((d) => {
+                if (d.kind === 'create') {
+                  return groupCommit.submit({ snapshot: lives[d.order]![0]!, options: { source: 'create' } });
+                }
+                const id = d.kind === 'webhook' ? eventId(d) : null;
+                const rawBody = body(d);
+                const data: WebhookJobData = {
+                  dedupeKey: webhookIdentity(rawBody).dedupeKey,
+                  eventId: id,
+                  ...encodeWebhookRawBody(rawBody),
+                  receivedAt: Date.now(),
+                  headers: { timestamp: Math.floor(Date.now() / 1000) },
+                };
+                return applyWebhookJob(data, groupCommit);
+              }),
+            );
+          }
+          for (const i of generated.plans.keys()) {
+            await assertOrderIs(store, refs[i]!, expectedOrder(lives[i]!, generated.deliveries, i));
+            const webhookIds = (await store.queries.listEvents(refs[i]!))
+              .filter((e) => e.source === 'webhook' && e.eventId?.startsWith('evt_'))
+              .map((e) => e.eventId);
+            assert.equal(new Set(webhookIds).size, webhookIds.length, 'each event id recorded once');
+          }
+        },
+      ),
+      { numRuns: 150 },
+    );
+  });
 });

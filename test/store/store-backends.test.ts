@@ -1,0 +1,22 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { storeBackends } from '../helpers/store-backends.js';
+
+test('the store tests run on every built backend unless H2H_TEST_STORE names one; a name of none, or of one not built, fails the run', () => {
+  assert.deepEqual(
+    storeBackends({}).map((b) => b.name),
+    ['sqlite'],
+  );
+  assert.deepEqual(
+    storeBackends({ H2H_TEST_STORE: ' sqlite ' }).map((b) => b.name),
+    ['sqlite'],
+  );
+  assert.throws(
+    () => storeBackends({ H2H_TEST_STORE: 'postgres' }),
+    /^Error: H2H_TEST_STORE=postgres: that store backend is not built yet \(issue 14, step 4\)/,
+  );
+  assert.throws(
+    () => storeBackends({ H2H_TEST_STORE: 'mysql' }),
+    /^Error: H2H_TEST_STORE must be one of sqlite, postgres \(or unset for all\), got "mysql"$/,
+  );
+});
