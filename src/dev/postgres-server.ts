@@ -2,9 +2,12 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   chownSync,
+  closeSync,
   existsSync,
+  fchownSync,
   mkdirSync,
   mkdtempSync,
+  openSync,
   readdirSync,
   readFileSync,
   rmSync,
@@ -118,13 +121,8 @@ function initCluster(
   binDir: string,
   dir: string,
   account: { uid: number; gid: number } | undefined,
-  password: string,
+  pwfile: string,
 ) {
-  // initdb reads the superuser's password from a file, as the server's account: written for it
-  // alone and removed at once.
-  const pwfile = join(dir, 'initdb-password');
-  writeFileSync(pwfile, `${password}\n`, { mode: 0o600 });
-  if (account) chownSync(pwfile, account.uid, account.gid);
   const args = ['-D', join(dir, 'data'), '-U', SUPERUSER, `--pwfile=${pwfile}`];
   const auth = ['--auth-local=trust', '--auth-host=scram-sha-256', '--no-locale', '-E', 'UTF8'];
   try {
@@ -138,6 +136,18 @@ function initCluster(
     throw new PostgresServerError(`initdb in ${dir} failed:\n${stderr}`, { cause });
   } finally {
     rmSync(pwfile, { force: true });
+  }
+}
+
+/** Writes a new file readable by its owner only (`owner`: given to that account through the descriptor). */
+function writeSecret(path: string, text: string, owner?: { uid: number; gid: number }) {
+  rmSync(path, { force: true });
+  const fd = openSync(path, 'wx', 0o600);
+  try {
+    writeFileSync(fd, text);
+    if (owner) fchownSync(fd, owner.uid, owner.gid);
+  } finally {
+    closeSync(fd);
   }
 }
 
@@ -226,15 +236,23 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
   let port = options.port ?? 0;
   let child: ChildProcess | undefined;
   try {
+    const fresh = !existsSync(join(dir, 'data', 'PG_VERSION'));
+    // The password files are made while the directory is still this process's alone (before it
+    // is handed to the server's account, which could otherwise plant a symlink), each created
+    // anew ('wx'), never through an existing file.
+    const pwfile = join(dir, 'initdb-password');
+    if (fresh) {
+      const made = randomBytes(18).toString('base64url');
+      writeSecret(join(dir, 'password'), made);
+      // initdb reads the superuser's password from a file, as the server's account: written for
+      // it alone and removed right after initdb.
+      writeSecret(pwfile, `${made}\n`, account);
+    }
     mkdirSync(join(dir, 'socket'), { recursive: true });
     if (account) {
       for (const owned of [dir, join(dir, 'socket')]) chownSync(owned, account.uid, account.gid);
     }
-    if (!existsSync(join(dir, 'data', 'PG_VERSION'))) {
-      const made = randomBytes(18).toString('base64url');
-      writeFileSync(join(dir, 'password'), made, { mode: 0o600 });
-      initCluster(binDir, dir, account, made);
-    }
+    if (fresh) initCluster(binDir, dir, account, pwfile);
     for (let attempt = 0; !child; attempt++) {
       const tryPort = port || (await freePort());
       try {
