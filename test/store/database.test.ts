@@ -132,7 +132,13 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
   assert.equal(db.pragma('foreign_keys', { simple: true }), 1, 'foreign keys are on again');
   assert.deepEqual(
     db.prepare('SELECT * FROM orders ORDER BY id').all(),
-    before.map((row) => ({ ...(row as object), blocked_code: null, blocked_detail: null, version: 0 })),
+    before.map((row) => ({
+      ...(row as object),
+      blocked_code: null,
+      blocked_detail: null,
+      version: 0,
+      debited_amount: null,
+    })),
   );
   assert.deepEqual(
     db
