@@ -13,6 +13,11 @@ export interface CatalogSyncSummary {
   price_changes: CatalogSyncResult['priceChanges'];
   /** The balance after the sync: the profile just read, nothing accounted yet. */
   balance: PublicBalance;
+  /**
+   * True when another sync that read the upstream later had committed first: this one wrote
+   * nothing (`synced_at` is the newer one's read time, the counts are 0).
+   */
+  skipped: boolean;
 }
 
 export interface SyncCatalogOptions {
@@ -25,6 +30,8 @@ export interface SyncCatalogOptions {
    * `BudgetExhaustedError` (the refresh job tries again when a slot frees).
    */
   priority?: BudgetPriority;
+  /** The clock of the read times (ms); default Date.now. */
+  now?: () => number;
 }
 
 /**
@@ -32,18 +39,24 @@ export interface SyncCatalogOptions {
  * /categories, GET /products and GET /profile (last, so the least time passes between the read
  * and the write that starts the accounting from it), then one transaction that replaces the
  * catalog, appends a `product.price_changed` event per changed price, and resets the balance.
- * An upstream error throws before anything is written.
+ * An upstream error throws before anything is written. The read times go with the snapshot: a
+ * sync whose reads are older than the stored catalog's (two syncs at once, committed out of
+ * order) writes nothing.
  */
 export async function syncCatalog(options: SyncCatalogOptions): Promise<CatalogSyncSummary> {
   const { store, client } = options;
   const priority = options.priority ?? 'poll';
+  const now = options.now ?? Date.now;
+  const readAt = now();
   const categories = await client.categories({ priority });
   const products = await client.products({ priority });
+  const profileReadAt = now();
   const profile = await client.profile({ priority });
   const result = await store.catalog.applySync({
+    readAt,
     categories,
     products,
-    profile: { balance: profile.member_balance },
+    profile: { balance: profile.member_balance, readAt: profileReadAt },
   });
   return {
     synced_at: new Date(result.syncedAt).toISOString(),
@@ -51,5 +64,6 @@ export async function syncCatalog(options: SyncCatalogOptions): Promise<CatalogS
     products: result.products,
     price_changes: result.priceChanges,
     balance: await store.balance.view(),
+    skipped: result.skipped,
   };
 }

@@ -1,7 +1,7 @@
 import type { Queue } from 'bullmq';
 import { orderRefOf } from '../store/feed.js';
 import type { EndpointBacklog, NotifyDelivery } from '../store/notify-deliveries.js';
-import type { NotifyEndpoint } from '../store/notify-endpoints.js';
+import type { EnableOutcome, NotifyEndpoint } from '../store/notify-endpoints.js';
 import type { OrderStore } from '../store/order-store.js';
 import { matchesEvent, NOTIFY_EVENT_TYPES, parseEventPatterns } from './event-filter.js';
 import { NotifyError } from './notify-error.js';
@@ -68,11 +68,13 @@ export async function addEndpoint(store: Store, url: string, events: string): Pr
   });
 }
 
+function notFound(id: number): NotifyError {
+  return new NotifyError('ENDPOINT_NOT_FOUND', `no endpoint ${id}: see \`h2h-sync endpoints list\``);
+}
+
 async function mustFind(store: Store, id: number): Promise<NotifyEndpoint> {
   const endpoint = await store.endpoints.get(id);
-  if (!endpoint) {
-    throw new NotifyError('ENDPOINT_NOT_FOUND', `no endpoint ${id}: see \`h2h-sync endpoints list\``);
-  }
+  if (!endpoint) throw notFound(id);
   return endpoint;
 }
 
@@ -82,32 +84,19 @@ export async function disableEndpoint(store: Store, id: number): Promise<NotifyE
 }
 
 /** What `endpoints enable` did: the endpoint, and the events it missed while disabled. */
-export interface EnableResult {
-  endpoint: NotifyEndpoint;
-  /** False when it was enabled already (nothing changed). */
-  changed: boolean;
-  /**
-   * The feed range not sent to it while it was disabled (`fromSeq`..`toSeq`, inclusive), which
-   * `notifications replay --endpoint ID --from-seq … --to-seq …` sends; null when none.
-   */
-  missed: { fromSeq: number; toSeq: number } | null;
-}
+export type EnableResult = EnableOutcome;
 
 /**
  * Enables a disabled endpoint again (disabled by `endpoints disable` or by a 410 answer). It is
  * sent the events committed from now on, as a new endpoint is: those committed while it was
  * disabled were not queued, and the ones queued then were skipped; both are in `missed`, for
  * the operator to replay if the shop wants them (docs/api.md, "Enabling an endpoint again").
+ * One write transaction in the store (NotifyEndpoints.enable).
  */
 export async function enableEndpoint(store: Store, id: number): Promise<EnableResult> {
-  const before = await mustFind(store, id);
-  if (before.disabledAt === null) return { endpoint: before, changed: false, missed: null };
-  const endpoint = (await store.endpoints.enable(id))!;
-  const notQueued = before.cursor + 1;
-  const skipped = await store.deliveries.firstUnsent(id, before.fromSeq);
-  const fromSeq = Math.min(notQueued, skipped ?? notQueued);
-  const missed = fromSeq <= endpoint.fromSeq ? { fromSeq, toSeq: endpoint.fromSeq } : null;
-  return { endpoint, changed: true, missed };
+  const result = await store.endpoints.enable(id);
+  if (!result) throw notFound(id);
+  return result;
 }
 
 /** The event types an endpoint's patterns want. */

@@ -14,8 +14,8 @@ import type { SqlExecutor } from './sql/executor.js';
 /**
  * The balance without spending budget (docs/api.md, "Balance"): the `member_balance` of the last
  * GET /profile (read by the catalog sync), minus the price of every order the upstream accepted
- * since, plus the amount of every order that became FAILED or REFUNDED since, as decisions.md
- * says the upstream debits and credits. The order writer calls {@link BalanceLedger.afterOrderWrite}
+ * since, plus what was debited for every order that became FAILED or REFUNDED since, as
+ * decisions.md says the upstream debits and credits. The order writer calls {@link BalanceLedger.afterOrderWrite}
  * in the transaction of each order write, so the accounting never misses or repeats an order;
  * `balance.low` is appended in that same transaction, once each time the balance falls under
  * the threshold. The accounting's rules are pure, in rules/balance-rules.ts.
@@ -59,33 +59,51 @@ export class BalanceLedger {
 
   /**
    * The accounting of one order write, `current` → `next` (current null: a new row), inside the
-   * order writer's transaction `tx`: a debit when the upstream first accepts the order, a credit
-   * when it first becomes FAILED or REFUNDED. Its price is the order's `amount` (what the upstream
-   * debited), else the product's price in the local catalog; an order of neither is counted in
-   * `unpriced_orders`. Nothing before the first profile read.
+   * order writer's transaction `tx`, after the write of the order row `orderId`: a debit when the
+   * upstream first accepts the order, a credit when it first becomes FAILED or REFUNDED. The debit
+   * is at the order's `amount` (what the upstream debited), else the product's price in the local
+   * catalog; an order of neither is counted in `unpriced_orders`. The debit is recorded on the
+   * order (`orders.debited_amount`, even before the first profile read: the upstream debited it
+   * all the same) and the credit is exactly it: not a price learnt or changed since, nothing for
+   * an order accepted unpriced. The ledger changes only after the first profile read.
    */
   async afterOrderWrite(
     tx: SqlExecutor,
+    orderId: number,
     current: AccountedOrder | null,
     next: AccountedOrder,
   ): Promise<void> {
     const accounting = accountingOf(current, next);
     if (!accounting.accepted && !accounting.credited) return;
+    let price: number | null = null;
+    if (accounting.accepted) {
+      price =
+        next.amount ??
+        (
+          await tx.get<{ price: number }>(
+            `SELECT price FROM catalog_products WHERE code = @code
+             UNION ALL SELECT price FROM catalog_products WHERE id = @id LIMIT 1`,
+            { code: next.product_code, id: next.product_id },
+          )
+        )?.price ??
+        null;
+      await tx.run('UPDATE orders SET debited_amount = @price WHERE id = @id', { price, id: orderId });
+    }
+    const debited = accounting.accepted
+      ? price
+      : ((
+          await tx.get<{ debited_amount: number | null }>(
+            'SELECT debited_amount FROM orders WHERE id = @id',
+            {
+              id: orderId,
+            },
+          )
+        )?.debited_amount ?? null);
     if (!(await tx.get<LedgerRow>(GET))) return;
-    const price =
-      next.amount ??
-      (
-        await tx.get<{ price: number }>(
-          `SELECT price FROM catalog_products WHERE code = @code
-           UNION ALL SELECT price FROM catalog_products WHERE id = @id LIMIT 1`,
-          { code: next.product_code, id: next.product_id },
-        )
-      )?.price ??
-      null;
     await tx.run(
       `UPDATE balance_ledger SET debited = debited + @debit, credited = credited + @credit,
          unpriced = unpriced + @unpriced WHERE id = 1`,
-      ledgerEntry(accounting, price),
+      ledgerEntry(accounting, price, debited),
     );
     await this.#checkLow(tx);
   }

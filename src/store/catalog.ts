@@ -14,10 +14,18 @@ import type { SqlExecutor } from './sql/executor.js';
 
 /** What one catalog sync read from the upstream. */
 export interface CatalogSnapshot {
+  /**
+   * When the sync started reading the upstream (ms, just before GET /categories): the catalog is
+   * as the upstream was then. A snapshot read before the stored one's is not applied.
+   */
+  readAt: number;
   categories: readonly Category[];
   products: readonly Product[];
-  /** GET /profile's `member_balance` (read last, just before this write); absent: the balance is left as is. */
-  profile?: { balance: number };
+  /**
+   * GET /profile's `member_balance` (read last, just before this write) and when it was requested
+   * (ms); absent: the balance is left as is.
+   */
+  profile?: { balance: number; readAt: number };
 }
 
 /** What a sync changed. */
@@ -26,7 +34,13 @@ export interface CatalogSyncResult {
   products: number;
   /** The products whose price differs from the previous sync's (one event each). */
   priceChanges: ProductPriceChange[];
+  /** The read time of the catalog now stored: this snapshot's, or when skipped the newer one's. */
   syncedAt: number;
+  /**
+   * True when a snapshot read later had already been applied (two syncs at once, committed out of
+   * order): this one changed nothing and appended no event; the counts are then 0.
+   */
+  skipped: boolean;
 }
 
 interface ProductRow {
@@ -84,13 +98,19 @@ export class LocalCatalog {
    * Replaces the catalog with what a sync read, and starts the balance's accounting again from
    * the profile it read, in one immediate transaction; a product whose price changed since the
    * previous sync (same id) appends one `product.price_changed` event. A product the upstream no
-   * longer lists is gone (an order for it is refused as unknown).
+   * longer lists is gone (an order for it is refused as unknown). A snapshot read before the
+   * stored one (`readAt` older than `catalog_sync.synced_at`) is skipped in that same transaction:
+   * nothing is written and no event appended, so two syncs committed out of order never turn a
+   * price back and forth.
    */
   applySync(snapshot: CatalogSnapshot): Promise<CatalogSyncResult> {
     return this.#rows.db.write((tx) => this.#applySync(tx, snapshot), { feed: true });
   }
 
-  /** When the catalog was last synced (ms), or null when never: then nothing is checked locally. */
+  /**
+   * When the upstream was read for the stored catalog (ms: the last sync's read time, not its
+   * commit), or null when never synced: then nothing is checked locally.
+   */
   async syncedAt(): Promise<number | null> {
     const row = await this.#rows.db.get<{ synced_at: number }>(
       'SELECT synced_at FROM catalog_sync WHERE id = 1',
@@ -133,6 +153,10 @@ export class LocalCatalog {
 
   async #applySync(tx: SqlExecutor, snapshot: CatalogSnapshot): Promise<CatalogSyncResult> {
     const now = this.#rows.now();
+    const stored = await tx.get<{ synced_at: number }>('SELECT synced_at FROM catalog_sync WHERE id = 1');
+    if (stored && snapshot.readAt < stored.synced_at) {
+      return { categories: 0, products: 0, priceChanges: [], syncedAt: stored.synced_at, skipped: true };
+    }
     const before = new Map((await tx.all<ProductRow>(ALL_PRODUCTS)).map((row) => [row.id, row]));
     await tx.run('DELETE FROM catalog_products');
     await tx.run('DELETE FROM catalog_categories');
@@ -173,16 +197,19 @@ export class LocalCatalog {
       }
     }
     await tx.run(
-      `INSERT INTO catalog_sync (id, synced_at) VALUES (1, @now)
+      `INSERT INTO catalog_sync (id, synced_at) VALUES (1, @readAt)
        ON CONFLICT (id) DO UPDATE SET synced_at = excluded.synced_at`,
-      { now },
+      { readAt: snapshot.readAt },
     );
-    if (snapshot.profile) await this.#ledger.refreshInTx(tx, snapshot.profile.balance, now);
+    if (snapshot.profile) {
+      await this.#ledger.refreshInTx(tx, snapshot.profile.balance, snapshot.profile.readAt);
+    }
     return {
       categories: snapshot.categories.length,
       products: snapshot.products.length,
       priceChanges,
-      syncedAt: now,
+      syncedAt: snapshot.readAt,
+      skipped: false,
     };
   }
 }

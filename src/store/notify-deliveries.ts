@@ -198,20 +198,6 @@ export class NotifyDeliveries {
     };
   }
 
-  /** The lowest seq above `after` not sent to the endpoint because it was disabled; undefined when none. */
-  async firstUnsent(endpointId: number, after: number): Promise<number | undefined> {
-    // The oldest event not sent because the endpoint was disabled (answered 410, or skipped):
-    // its latest attempt there says so.
-    const row = await this.#rows.db.get<{ seq: number | null }>(
-      `SELECT MIN(d.seq) AS seq FROM notify_deliveries d
-       WHERE d.endpoint_id = @endpoint AND d.seq > @after AND d.outcome IN ('disabled', 'skipped')
-         AND d.id = (SELECT MAX(id) FROM notify_deliveries
-                     WHERE endpoint_id = d.endpoint_id AND seq = d.seq)`,
-      { endpoint: endpointId, after },
-    );
-    return row?.seq ?? undefined;
-  }
-
   /** Events whose last attempt gave up, by endpoint and seq. */
   async failed({ since = 0, endpointId, limit = 1000 }: DeliveryFilter = {}): Promise<NotifyDelivery[]> {
     // An event whose latest attempt at an endpoint gave up (a later retry or replay may have

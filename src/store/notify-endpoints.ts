@@ -69,6 +69,18 @@ export function signingSecrets(endpoint: NotifyEndpoint, now: number): string[] 
     : [secret];
 }
 
+/** What {@link NotifyEndpoints.enable} did: the endpoint, and the events it missed while disabled. */
+export interface EnableOutcome {
+  endpoint: NotifyEndpoint;
+  /** False when it was enabled already (nothing changed). */
+  changed: boolean;
+  /**
+   * The feed range not sent to it while it was disabled (`fromSeq`..`toSeq`, inclusive), which
+   * `notifications replay --endpoint ID --from-seq … --to-seq …` sends; null when none.
+   */
+  missed: { fromSeq: number; toSeq: number } | null;
+}
+
 export class NotifyEndpoints {
   readonly #rows: OrderRows;
 
@@ -120,20 +132,47 @@ export class NotifyEndpoints {
 
   /**
    * Enables a disabled endpoint again, from the feed's newest event on (its `fromSeq` and cursor
-   * move there); an enabled one is left as it is. Undefined when unknown.
+   * move there), and says what it missed while disabled; an enabled one is left as it is
+   * (`changed` false). Undefined when unknown.
+   *
+   * The read of the endpoint, the enable and the read of the first event not sent to it are one
+   * write transaction: no event or delivery record committed in between can be both left out of
+   * the new `fromSeq` and out of `missed` (or in both), and of two enables at once only one
+   * changes it.
    */
-  async enable(id: number): Promise<NotifyEndpoint | undefined> {
-    // Enabled again, it starts afresh at the feed's newest event, as if just added: what was
-    // committed while it was disabled is not queued (docs/api.md, "Enabling an endpoint again").
-    await this.#rows.db.run(
-      `UPDATE notify_endpoints
-       SET disabled_at = NULL, disabled_reason = NULL,
-           from_seq = (SELECT COALESCE(MAX(seq), 0) FROM feed_events),
-           cursor = (SELECT COALESCE(MAX(seq), 0) FROM feed_events)
-       WHERE id = @id AND disabled_at IS NOT NULL`,
-      { id },
-    );
-    return this.get(id);
+  async enable(id: number): Promise<EnableOutcome | undefined> {
+    return this.#rows.db.write(async (tx) => {
+      const row = await tx.get<EndpointRow>('SELECT * FROM notify_endpoints WHERE id = @id', { id });
+      if (!row) return undefined;
+      const before = toEndpoint(row);
+      if (before.disabledAt === null) return { endpoint: before, changed: false, missed: null };
+      // Enabled again, it starts afresh at the feed's newest event, as if just added: what was
+      // committed while it was disabled is not queued (docs/api.md, "Enabling an endpoint again").
+      const after = (await tx.get<EndpointRow>(
+        `UPDATE notify_endpoints
+         SET disabled_at = NULL, disabled_reason = NULL,
+             from_seq = (SELECT COALESCE(MAX(seq), 0) FROM feed_events),
+             cursor = (SELECT COALESCE(MAX(seq), 0) FROM feed_events)
+         WHERE id = @id
+         RETURNING *`,
+        { id },
+      ))!;
+      const endpoint = toEndpoint(after);
+      // Missed: the events after its old cursor (not queued while disabled), and before them any
+      // event whose latest attempt there says it was not sent because it was disabled (a 410
+      // answer, or skipped).
+      const unsent = await tx.get<{ seq: number | null }>(
+        `SELECT MIN(d.seq) AS seq FROM notify_deliveries d
+         WHERE d.endpoint_id = @id AND d.seq > @after AND d.outcome IN ('disabled', 'skipped')
+           AND d.id = (SELECT MAX(id) FROM notify_deliveries
+                       WHERE endpoint_id = d.endpoint_id AND seq = d.seq)`,
+        { id, after: before.fromSeq },
+      );
+      const notQueued = before.cursor + 1;
+      const fromSeq = Math.min(notQueued, unsent?.seq ?? notQueued);
+      const missed = fromSeq <= endpoint.fromSeq ? { fromSeq, toSeq: endpoint.fromSeq } : null;
+      return { endpoint, changed: true, missed };
+    });
   }
 
   /**

@@ -193,7 +193,7 @@ export class OrderWriter {
     await this.#append(tx, plan.feed, now);
     if (plan.write === 'insert') row.id = (await tx.get<{ id: number }>(INSERT_ORDER, row))!.id;
     else if (plan.write === 'update') await tx.run(UPDATE_ORDER, row);
-    await this.#ledger.afterOrderWrite(tx, current, row);
+    await this.#ledger.afterOrderWrite(tx, row.id, current, row);
     await this.#learnPace(tx, plan.pace);
     await tx.run(INSERT_EVENT, plan.event);
     const { changed, reason, created } = plan;

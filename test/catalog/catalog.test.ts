@@ -67,9 +67,11 @@ test('a sync writes the catalog and the profile balance from three poll-priority
   assert.deepEqual(body.data, events[0]!.data);
 });
 
-/** A catalog of one product, as a sync would read it, with the profile balance `balance`. */
+/** A catalog of one product, as a sync would read it (now), with the profile balance `balance`. */
 function syncOf(balance: number, price = 15_000) {
+  const readAt = Date.now();
   return {
+    readAt,
     categories: [{ code: 'ML', name: 'Mobile Legends', sub_name: 'Moonton', logo: '', is_active: true }],
     products: [
       {
@@ -81,7 +83,7 @@ function syncOf(balance: number, price = 15_000) {
         is_active: true,
       },
     ],
-    profile: { balance },
+    profile: { balance, readAt },
   };
 }
 

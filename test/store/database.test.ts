@@ -132,7 +132,13 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
   assert.equal(db.pragma('foreign_keys', { simple: true }), 1, 'foreign keys are on again');
   assert.deepEqual(
     db.prepare('SELECT * FROM orders ORDER BY id').all(),
-    before.map((row) => ({ ...(row as object), blocked_code: null, blocked_detail: null, version: 0 })),
+    before.map((row) => ({
+      ...(row as object),
+      blocked_code: null,
+      blocked_detail: null,
+      version: 0,
+      debited_amount: null,
+    })),
   );
   assert.deepEqual(
     db
@@ -157,4 +163,37 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
     /FOREIGN KEY constraint failed/,
     'events still reference their order',
   );
+});
+
+test('migration 12 records the debit of the orders accepted before it: their amount, else the catalog price', async (t) => {
+  const path = tempDbPath(t);
+  mkdirSync(join(path, '..'), { recursive: true });
+  const old = new BetterSqlite3(path);
+  for (const migration of MIGRATIONS.filter((m) => m.version <= 11)) old.exec(migration.sql);
+  old.pragma('user_version = 11');
+  old
+    .prepare(
+      `INSERT INTO catalog_products (id, code, name, category_code, price, is_active, target)
+       VALUES ('11111111-1111-4111-8111-111111111111', 'ML86', 'ML 86', 'ML', 15000, 1, NULL)`,
+    )
+    .run();
+  old
+    .prepare(
+      `INSERT INTO orders (partner_ref, product_code, amount, status, local_created_at, updated_at, submission_state)
+       VALUES ('PRICED', 'ML86', 14000, 'PENDING', 1, 1, 'accepted'),
+              ('AT-CATALOG', 'ML86', NULL, 'PENDING', 1, 1, 'accepted'),
+              ('UNKNOWN', 'ZZ', NULL, 'PENDING', 1, 1, 'accepted'),
+              ('REJECTED', 'ML86', NULL, NULL, 1, 1, 'rejected')`,
+    )
+    .run();
+  old.close();
+
+  const db = (await opened(t, path)).connection;
+  assert.equal(db.pragma('user_version', { simple: true }), LATEST_SCHEMA_VERSION);
+  assert.deepEqual(db.prepare('SELECT partner_ref, debited_amount FROM orders ORDER BY id').all(), [
+    { partner_ref: 'PRICED', debited_amount: 14000 },
+    { partner_ref: 'AT-CATALOG', debited_amount: 15000 },
+    { partner_ref: 'UNKNOWN', debited_amount: null },
+    { partner_ref: 'REJECTED', debited_amount: null },
+  ]);
 });

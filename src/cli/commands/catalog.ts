@@ -48,6 +48,12 @@ class CatalogBudgetError extends Error {
 
 /** The summary of `catalog sync` for a person. */
 function printSyncSummary(summary: CatalogSyncSummary): void {
+  if (summary.skipped) {
+    process.stdout.write(
+      `nothing written: another sync (the worker's) read the upstream later, at ${summary.synced_at}, and committed first\n`,
+    );
+    return;
+  }
   const balance = summary.balance.balance;
   process.stdout.write(
     `${renderTable(

@@ -41,16 +41,22 @@ export function accountingOf(
 }
 
 /**
- * The amounts to add to the ledger for an accounted write, at `price` (the order's `amount`, else
- * its product's price; null when neither is known: counted as unpriced, not debited).
+ * The amounts to add to the ledger for an accounted write: a debit at `price` (the order's
+ * `amount`, else its product's price; null when neither is known: counted as unpriced, not
+ * debited), a credit of exactly `debited`, what the order's acceptance debited (null: nothing
+ * was, so nothing is credited, whatever its price is now). When the same write accepts the order
+ * and fails it, the credit is the debit of that write.
  */
 export function ledgerEntry(
   { accepted, credited }: { accepted: boolean; credited: boolean },
   price: number | null,
+  debited: number | null,
 ): { debit: number; credit: number; unpriced: number } {
+  const debit = accepted && price !== null ? price : 0;
+  const creditable = accepted ? debit : (debited ?? 0);
   return {
-    debit: accepted && price !== null ? price : 0,
-    credit: credited && price !== null ? price : 0,
+    debit,
+    credit: credited ? creditable : 0,
     unpriced: accepted && price === null ? 1 : 0,
   };
 }

@@ -332,4 +332,19 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 12,
+    description:
+      'orders.debited_amount: what the balance accounting debited for the order when the upstream accepted it, credited back exactly',
+    sql: `
+      ALTER TABLE orders ADD COLUMN debited_amount REAL;
+      -- Orders accepted before this step: the best price known now (what the accounting would
+      -- have credited them before it).
+      UPDATE orders SET debited_amount = COALESCE(
+          amount,
+          (SELECT price FROM catalog_products p WHERE p.code = orders.product_code),
+          (SELECT price FROM catalog_products p WHERE lower(p.id) = lower(orders.product_id)))
+        WHERE submission_state = 'accepted';
+    `,
+  },
 ];

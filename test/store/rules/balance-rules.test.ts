@@ -30,15 +30,33 @@ test('a write is debited when the upstream first accepts the order and credited 
 });
 
 test('an accepted order without a known price is counted as unpriced, not debited', () => {
-  assert.deepEqual(ledgerEntry({ accepted: true, credited: false }, null), {
+  assert.deepEqual(ledgerEntry({ accepted: true, credited: false }, null, null), {
     debit: 0,
     credit: 0,
     unpriced: 1,
   });
-  assert.deepEqual(ledgerEntry({ accepted: true, credited: true }, 900), {
+  assert.deepEqual(ledgerEntry({ accepted: true, credited: true }, 900, null), {
     debit: 900,
     credit: 900,
     unpriced: 0,
+  });
+});
+
+test('a credit is exactly what was debited: not the price now, nothing for an order accepted unpriced', () => {
+  assert.deepEqual(ledgerEntry({ accepted: false, credited: true }, null, 700), {
+    debit: 0,
+    credit: 700,
+    unpriced: 0,
+  });
+  assert.deepEqual(ledgerEntry({ accepted: false, credited: true }, 900, null), {
+    debit: 0,
+    credit: 0,
+    unpriced: 0,
+  });
+  assert.deepEqual(ledgerEntry({ accepted: true, credited: true }, null, null), {
+    debit: 0,
+    credit: 0,
+    unpriced: 1,
   });
 });
 
