@@ -1,26 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { CatalogSnapshot } from '../../src/store/catalog.js';
+import { catalogSnapshot } from '../helpers/catalog.js';
 import { snapshot, tempStore } from '../helpers/store.js';
 
 /** A catalog of ML86 at `price`, with the profile balance `balance`, read at `readAt`. */
-function catalogAt(readAt: number, price: number, balance: number): CatalogSnapshot {
-  return {
-    readAt,
-    categories: [{ code: 'ML', name: 'Mobile Legends', sub_name: 'Moonton', logo: '', is_active: true }],
-    products: [
-      {
-        id: '11111111-1111-4111-8111-111111111111',
-        code: 'ML86',
-        name: 'ML 86',
-        category_code: 'ML',
-        price,
-        is_active: true,
-      },
-    ],
-    profile: { balance, readAt },
-  };
-}
+const catalogAt = (readAt: number, price: number, balance: number) =>
+  catalogSnapshot({ readAt, price, balance });
 
 test('an order is credited exactly what it was debited: not a later catalog price, not the amount learnt later, nothing when it was accepted unpriced', async (t) => {
   const { store, clock } = await tempStore(t);

@@ -1,26 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { CatalogSnapshot } from '../../src/store/catalog.js';
+import { catalogSnapshot } from '../helpers/catalog.js';
 import { tempStore } from '../helpers/store.js';
 
-/** A catalog of one product at `price`, read from the upstream at `readAt`, its profile at `readAt + 2`. */
-function readAt(readAt: number, price: number, balance: number): CatalogSnapshot {
-  return {
-    readAt,
-    categories: [{ code: 'ML', name: 'Mobile Legends', sub_name: 'Moonton', logo: '', is_active: true }],
-    products: [
-      {
-        id: '11111111-1111-4111-8111-111111111111',
-        code: 'ML86',
-        name: 'ML 86',
-        category_code: 'ML',
-        price,
-        is_active: true,
-      },
-    ],
-    profile: { balance, readAt: readAt + 2 },
-  };
-}
+/** A catalog of one product at `price`, read from the upstream at `at`, its profile at `at + 2`. */
+const readAt = (at: number, price: number, balance: number) =>
+  catalogSnapshot({ readAt: at, profileReadAt: at + 2, price, balance });
 
 test('two syncs committed out of order: the one read earlier changes nothing and emits no event; the profile read time is the read, not the commit', async (t) => {
   const { store, clock } = await tempStore(t);

@@ -7,6 +7,7 @@ import { generateEndpointSecret } from '../../src/notify/signature.js';
 import type { FeedEvent } from '../../src/store/feed.js';
 import { defaultApiLimits } from '../helpers/api.js';
 import { budgetedClient } from '../helpers/budgeted-client.js';
+import { catalogSnapshot } from '../helpers/catalog.js';
 import { startTestNotifier, verifyNotification } from '../helpers/notify.js';
 import { startSimulator } from '../helpers/simulator.js';
 import { snapshot, tempStore } from '../helpers/store.js';
@@ -68,24 +69,7 @@ test('a sync writes the catalog and the profile balance from three poll-priority
 });
 
 /** A catalog of one product, as a sync would read it (now), with the profile balance `balance`. */
-function syncOf(balance: number, price = 15_000) {
-  const readAt = Date.now();
-  return {
-    readAt,
-    categories: [{ code: 'ML', name: 'Mobile Legends', sub_name: 'Moonton', logo: '', is_active: true }],
-    products: [
-      {
-        id: '11111111-1111-4111-8111-111111111111',
-        code: 'ML86',
-        name: 'ML 86',
-        category_code: 'ML',
-        price,
-        is_active: true,
-      },
-    ],
-    profile: { balance, readAt },
-  };
-}
+const syncOf = (balance: number, price = 15_000) => catalogSnapshot({ balance, price });
 
 test('the balance: debited when the upstream accepts an order, credited on FAILED and REFUNDED, reset by a profile read; balance.low once per crossing', async (t) => {
   const { store } = await tempStore(t, { balanceLowThreshold: 50_000 });

@@ -45,17 +45,11 @@ function queueOf(scope: ReturnType<typeof cleanupScope>, redisUrl: string, prefi
   return { queue, connection };
 }
 
-/** Each order's versions in the order the shop received them (2xx only). */
-function versionsByRef(secret: string, deliveries: Parameters<typeof verifyNotification>[1][]) {
-  const byRef = new Map<string, number[]>();
-  for (const delivery of deliveries) {
-    const body = verifyNotification(secret, delivery);
-    byRef.set(body.data.partner_ref, [...(byRef.get(body.data.partner_ref) ?? []), body.data.version]);
-  }
-  return byRef;
-}
-
-test('the later events of an order await the earlier one delivered by the same process: in sequence, none moved to delayed', async (t) => {
+/**
+ * A store, a private Redis, a shop that holds its answer to the first delivery until `first.open()`,
+ * its endpoint, and a queue under a fresh prefix: the setting of the waits below.
+ */
+async function shopHoldingFirst(t: Parameters<typeof cleanupScope>[0]) {
   const scope = cleanupScope(t);
   const redis = await privateRedis(scope);
   const { store } = await tempStore(scope, { now: Date.now });
@@ -67,7 +61,21 @@ test('the later events of an order await the earlier one delivered by the same p
   const secret = generateEndpointSecret();
   const endpoint = await store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
   const prefix = `t-${randomUUID()}`;
-  const { queue } = queueOf(scope, redis.url, prefix);
+  return { scope, redis, store, first, sink, secret, endpoint, prefix, ...queueOf(scope, redis.url, prefix) };
+}
+
+/** Each order's versions in the order the shop received them (2xx only). */
+function versionsByRef(secret: string, deliveries: Parameters<typeof verifyNotification>[1][]) {
+  const byRef = new Map<string, number[]>();
+  for (const delivery of deliveries) {
+    const body = verifyNotification(secret, delivery);
+    byRef.set(body.data.partner_ref, [...(byRef.get(body.data.partner_ref) ?? []), body.data.version]);
+  }
+  return byRef;
+}
+
+test('the later events of an order await the earlier one delivered by the same process: in sequence, none moved to delayed', async (t) => {
+  const { scope, redis, store, first, sink, secret, endpoint, prefix, queue } = await shopHoldingFirst(t);
   await startTestNotifier(scope, { store, redisUrl: redis.url, prefix, concurrency: 10 });
 
   await liveOrder(store, 'H-1'); // seq 1-4
@@ -102,18 +110,7 @@ test('the later events of an order await the earlier one delivered by the same p
 });
 
 test('a later event waiting delayed for an earlier one delivered by another process is promoted through its mark', async (t) => {
-  const scope = cleanupScope(t);
-  const redis = await privateRedis(scope);
-  const { store } = await tempStore(scope, { now: Date.now });
-  const first = gate();
-  const sink = await startWebhookSink(scope, {
-    secrets: [],
-    hold: (delivery) => (delivery.index === 0 ? first.opened : undefined),
-  });
-  const secret = generateEndpointSecret();
-  const endpoint = await store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
-  const prefix = `t-${randomUUID()}`;
-  const { queue, connection } = queueOf(scope, redis.url, prefix);
+  const { scope, redis, store, first, sink, endpoint, prefix, queue, connection } = await shopHoldingFirst(t);
 
   await liveOrder(store, 'M-1'); // seq 1-4
   await dispatchNotifications(store, queue, { retries: 3 });
