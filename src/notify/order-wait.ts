@@ -6,7 +6,8 @@ import type { Redis } from 'ioredis';
  *
  * - {@link RunningDeliveries}: when the earlier event is being delivered by this very process,
  *   the later one's job awaits that run in memory and goes on at once (the hand-off): no move
- *   to delayed, no promotion, no second run of its job. Both jobs stay active in Redis under
+ *   to delayed, no promotion, no second run of its job. Bounded in waiters and in time, since a
+ *   waiter holds a worker slot ({@link RunningDeliveries.handOff}). Both jobs stay active in Redis under
  *   their locks meanwhile, so a crash of the process leaves both to be taken over as stalled:
  *   nothing is lost, and the order is kept because the later one looks at the earlier one's
  *   record again before it sends.
@@ -45,11 +46,6 @@ export class RunningDeliveries {
     };
   }
 
-  /** The end of the run delivering (endpoint, seq) in this process, or undefined if none runs here. */
-  running(endpointId: number, seq: number): Promise<void> | undefined {
-    return this.#runs.get(`${endpointId}-${seq}`);
-  }
-
   /**
    * The hand-off: awaits the run delivering (endpoint, seq) in this process, for at most
    * `maxWaitMs`. True when it ended meanwhile (the caller looks at its record again); false at
@@ -57,7 +53,7 @@ export class RunningDeliveries {
    * out: the caller then waits delayed, freeing its slot.
    */
   async handOff(endpointId: number, seq: number, maxWaitMs: number): Promise<boolean> {
-    const run = this.running(endpointId, seq);
+    const run = this.#runs.get(`${endpointId}-${seq}`);
     if (!run || this.#waiters >= this.#maxWaiters) return false;
     this.#waiters++;
     let timer: NodeJS.Timeout | undefined;

@@ -18,7 +18,7 @@ export interface PaceEstimate {
   /**
    * The {@link OUTLIER_QUANTILE} of the same distribution, in ms: an order open longer than this
    * took longer than all but one in a thousand of its kind (with few samples, about the longest
-   * seen). Such an order is an outlier, polled at the backoff's cap (poll-rules.ts).
+   * seen). One open twice as long is an outlier, polled at the backoff's cap (poll-rules.ts).
    */
   outlierMs: number;
   /** The median delivery delay of a webhook, in ms (0 until enough webhooks arrived). */

@@ -37,9 +37,9 @@ export type ScheduleRuleSettings = Pick<
 /**
  * The pace estimate of the order's product (null: none learned, or pace off), or a function that
  * reads a product's. The function is called only when a first poll is computed or an answered
- * poll of an open order is recorded (the outlier check), with the product of the order as written, so a store whose estimate is a cached read (SQLite's `OrderPace`) reads
- * it exactly when it did before the rules moved here; a caller that must read it beforehand (an
- * async backend) passes the value.
+ * poll of an open order is recorded (the outlier check), with the product of the order as
+ * written, so a store whose estimate is a cached read reads it only then; a caller that must
+ * read it beforehand (an async backend) passes the value.
  */
 export type PaceInput = PaceEstimate | null | ((productCode: string | null) => PaceEstimate | null);
 
@@ -186,29 +186,14 @@ export function afterSubmissionOutcome(row: SettledFields, now: number): Pick<Or
   return { next_poll_at: isSettled(row) ? null : now };
 }
 
-/**
- * What recording a poll of `current` writes: `last_polled_at` (kept after a `failed` poll, as the
- * last time the upstream answered), the poll count (restarted by a change), and the next poll:
- * - settled → none;
- * - open longer than `stuckAfterMs` since its local creation without a final state → stuck
- *   (`stuck_at`, the first marking kept), polled at the longest backoff interval; a SUCCESS
- *   still without its serial is marked stuck the same way, and then settled;
- * - changed → at {@link firstPollAt};
- * - answered unchanged, open longer than twice its product's learned outlier time (`PaceEstimate.outlierMs`, the 99.9th
- *   percentile of its time to a final state) → at the longest backoff interval: the ladder's
- *   short steps are for the normal tail, and an order past nearly all of its kind (in practice,
- *   one PROCESSING for hours) would otherwise spend them for nothing;
- * - otherwise the n-th poll in a row without a change → after `backoffMs[n - 1]`, the last
- *   entry repeating.
- */
 /** How many times its product's learned outlier time an order must be open to be polled at the cap. */
 export const OUTLIER_MARGIN = 2;
 
 /**
  * Whether an order the upstream has, still without its final state, has been open longer than
- * twice its product's learned outlier time (false without a learned pace; false for a SUCCESS waiting
- * for its serial, whose wait is not the time to final, and for a submission still to be
- * resolved, whose polls are not about the pace).
+ * twice its product's own learned outlier time (false without a learned pace; false for a
+ * SUCCESS waiting for its serial, whose wait is not the time to final, and for a submission
+ * still to be resolved, whose polls are not about the pace).
  */
 function isOutlier(current: OrderRow, now: number, pace: PaceInput): boolean {
   if (current.final_at !== null || current.submission_state !== 'accepted') return false;
@@ -223,6 +208,22 @@ function isOutlier(current: OrderRow, now: number, pace: PaceInput): boolean {
   );
 }
 
+/**
+ * What recording a poll of `current` writes: `last_polled_at` (kept after a `failed` poll, as the
+ * last time the upstream answered), the poll count (restarted by a change), and the next poll:
+ * - settled → none;
+ * - open longer than `stuckAfterMs` since its local creation without a final state → stuck
+ *   (`stuck_at`, the first marking kept), polled at the longest backoff interval; a SUCCESS
+ *   still without its serial is marked stuck the same way, and then settled;
+ * - changed → at {@link firstPollAt};
+ * - answered unchanged, open longer than twice its product's own learned outlier time
+ *   (`PaceEstimate.outlierMs`, the 99.9th percentile of its time to a final state;
+ *   {@link isOutlier}) → at the longest backoff interval: the ladder's
+ *   short steps are for the normal tail, and an order past nearly all of its kind (in practice,
+ *   one PROCESSING for hours) would otherwise spend them for nothing;
+ * - otherwise the n-th poll in a row without a change → after `backoffMs[n - 1]`, the last
+ *   entry repeating.
+ */
 export function planPollRecord(
   settings: ScheduleRuleSettings,
   current: OrderRow,
