@@ -146,26 +146,25 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
   );
   worker.on('error', outage.error);
   // A job failed for good however it came to that leaves a gave_up row (src/notify/parked-jobs.ts).
-  const recording = new Set<Promise<void>>();
+  const recording = inFlight();
   worker.on('failed', (job, err) => {
     if (!job) return;
-    const done = (async () => {
-      if (!(await job.isFailed())) return; // failed an attempt, retried on the schedule
-      logger?.warn({ jobId: job.id, err }, 'notification given up');
-      await recordParkedJob(deps, job);
-    })()
-      .catch((error) =>
+    recording.track(
+      (async () => {
+        if (!(await job.isFailed())) return; // failed an attempt, retried on the schedule
+        logger?.warn({ jobId: job.id, err }, 'notification given up');
+        await recordParkedJob(deps, job);
+      })().catch((error) =>
         logger?.error(
           { err: error, jobId: job.id },
           'could not record a given-up notification; recorded at the next start',
         ),
-      )
-      .finally(() => recording.delete(done));
-    recording.add(done);
+      ),
+    );
   });
 
   const memory: DispatchMemory = new Map();
-  const cursorWrites = new Set<Promise<void>>();
+  const cursorWrites = inFlight();
   let passing: Promise<number> = Promise.resolve(0);
   const dispatchNow = (): Promise<number> => {
     passing = passing
@@ -178,10 +177,11 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
           // behind, whose events are added again as a no-op (dispatcher.ts). close() waits for
           // the writes in flight before the last cursor writes.
           commit: async (write) => {
-            const done = write()
-              .catch((err) => logger?.warn({ err }, 'could not write a notification cursor; written later'))
-              .finally(() => cursorWrites.delete(done));
-            cursorWrites.add(done);
+            cursorWrites.track(
+              write().catch((err) =>
+                logger?.warn({ err }, 'could not write a notification cursor; written later'),
+              ),
+            );
           },
         });
         if (added > 0) metrics.countDispatched(added);
@@ -228,9 +228,9 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
         clearTimeout(timer);
         const graceful = await settlesWithin(
           Promise.all([passing.catch(() => {}), worker.close()])
-            .then(() => Promise.all(recording))
+            .then(() => recording.settled())
             .then(() => groupCommit?.drain())
-            .then(() => Promise.all(cursorWrites))
+            .then(() => cursorWrites.settled())
             .then(async () => {
               // The cursors the dispatcher had not written yet (dispatcher.ts, CURSOR_WRITE_EVERY_MS).
               for (const [id, { cursor }] of memory) await store.endpoints.advanceCursor(id, cursor);
@@ -244,5 +244,19 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
       })();
       return closing;
     },
+  };
+}
+
+/** Background work that close() must wait for: each promise is kept until it settles. */
+function inFlight() {
+  const running = new Set<Promise<unknown>>();
+  return {
+    /** Keeps `work` (which must not reject: catch first) until it settles. */
+    track(work: Promise<unknown>): void {
+      const kept = work.finally(() => running.delete(kept));
+      running.add(kept);
+    },
+    /** Resolves once everything tracked so far has settled. */
+    settled: () => Promise.all(running).then(() => {}),
   };
 }

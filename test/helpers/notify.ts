@@ -35,6 +35,24 @@ export function seqOf(delivery: WebhookDelivery): number {
   return Number((id as string).replace(/^evt_/, ''));
 }
 
+/**
+ * The environment of a real `h2h-sync worker` child for the notification crash tests: quick
+ * retries and dispatch, a 60 s POST timeout (a shop that hangs keeps its delivery in flight), and
+ * a short job lock and stall check, so a killed worker's jobs are taken over soon.
+ */
+export function crashTestWorkerEnv(redisUrl: string, dbPath: string): Record<string, string> {
+  return {
+    REDIS_URL: redisUrl,
+    H2H_DB_PATH: dbPath,
+    ADMIN_PORT: '0',
+    H2H_NOTIFY_TIMEOUT_MS: '60000',
+    H2H_NOTIFY_RETRY_S: '0.05,0.1,0.2,0.5',
+    H2H_NOTIFY_DISPATCH_EVERY_MS: '20',
+    H2H_WORKER_LOCK_DURATION_MS: '1000',
+    H2H_WORKER_STALLED_INTERVAL_MS: '250',
+  };
+}
+
 /** A notifier on `store` with short timings for tests, closed by `t.after`. */
 export async function startTestNotifier(
   t: Pick<TestContext, 'after'>,

@@ -12,7 +12,13 @@ import { RunningDeliveries, WaitMarks } from '../../src/notify/order-wait.js';
 import { postNotification } from '../../src/notify/post-notification.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
 import { DEFAULT_QUEUE_PREFIX } from '../../src/queue/webhook-queue.js';
-import { liveOrder, seqOf, startTestNotifier, verifyNotification } from '../helpers/notify.js';
+import {
+  crashTestWorkerEnv,
+  liveOrder,
+  seqOf,
+  startTestNotifier,
+  verifyNotification,
+} from '../helpers/notify.js';
 import { privateRedis } from '../helpers/redis.js';
 import { openTestStore, scheduleSettings, tempDbPath, tempStore } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
@@ -171,16 +177,7 @@ test('a worker killed while the later events of an order await the earlier one l
   const secret = generateEndpointSecret();
   const endpoint = await store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
   const { queue } = queueOf(scope, redis.url, DEFAULT_QUEUE_PREFIX);
-  const env = {
-    REDIS_URL: redis.url,
-    H2H_DB_PATH: dbPath,
-    ADMIN_PORT: '0',
-    H2H_NOTIFY_TIMEOUT_MS: '60000',
-    H2H_NOTIFY_RETRY_S: '0.05,0.1,0.2,0.5',
-    H2H_NOTIFY_DISPATCH_EVERY_MS: '20',
-    H2H_WORKER_LOCK_DURATION_MS: '1000',
-    H2H_WORKER_STALLED_INTERVAL_MS: '250',
-  };
+  const env = crashTestWorkerEnv(redis.url, dbPath);
 
   const { child } = await spawnWorker(scope, env);
   await liveOrder(store, 'X-1'); // seq 1-4

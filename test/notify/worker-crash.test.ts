@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test } from 'node:test';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
-import { liveOrder, seqOf, verifyNotification } from '../helpers/notify.js';
+import { crashTestWorkerEnv, liveOrder, seqOf, verifyNotification } from '../helpers/notify.js';
 import { privateRedis } from '../helpers/redis.js';
 import { openTestStore, scheduleSettings, tempDbPath } from '../helpers/store.js';
 import { startWebhookSink } from '../helpers/webhook-sink.js';
@@ -18,16 +18,7 @@ test('the worker killed between commit and delivery loses nothing: every event a
   const sink = await startWebhookSink(scope, { secrets: [], answer: () => (up ? 200 : 'hang') });
   const secret = generateEndpointSecret();
   await store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
-  const env = {
-    REDIS_URL: redis.url,
-    H2H_DB_PATH: dbPath,
-    ADMIN_PORT: '0',
-    H2H_NOTIFY_TIMEOUT_MS: '60000',
-    H2H_NOTIFY_RETRY_S: '0.05,0.1,0.2,0.5',
-    H2H_NOTIFY_DISPATCH_EVERY_MS: '20',
-    H2H_WORKER_LOCK_DURATION_MS: '1000',
-    H2H_WORKER_STALLED_INTERVAL_MS: '250',
-  };
+  const env = crashTestWorkerEnv(redis.url, dbPath);
 
   const { child } = await spawnWorker(scope, env);
   await liveOrder(store, 'K-1');
