@@ -191,6 +191,22 @@ function percentile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
 }
 
+/** Count, p50, p99 and max of a sorted list of seconds (NaN when empty). */
+interface Summary {
+  n: number;
+  p50: number;
+  p99: number;
+  max: number;
+}
+function summaryOf(sorted: number[]): Summary {
+  return {
+    n: sorted.length,
+    p50: percentile(sorted, 0.5),
+    p99: percentile(sorted, 0.99),
+    max: sorted.at(-1) ?? Number.NaN,
+  };
+}
+
 const simS = (realMs: number) => realMs / TIME_SCALE / 1000;
 const fmtS = (s: number) =>
   Number.isNaN(s) ? '—' : s >= 120 ? `${(s / 60).toFixed(1)} min` : `${s.toFixed(1)} s`;
@@ -218,24 +234,24 @@ interface RunResult {
   callsPerOrder: number;
   polls: number;
   wasted: number;
-  staleness: { n: number; p50: number; p99: number; max: number };
+  staleness: Summary;
   /**
    * The same without the orders stuck PROCESSING for hours: the goal's own term, the upstream's
    * p99 completion, is the log-normal body's (stuck orders are outside it), so the goal is
    * checked on these. Stuck orders are bounded by the backoff's cap instead (reported apart).
    */
-  stalenessNotStuck: { n: number; p50: number; p99: number; max: number };
+  stalenessNotStuck: Summary;
   stalenessApart: {
-    stuck: { n: number; max: number };
-    burst: { n: number; p99: number; max: number };
-    other: { n: number; p99: number; max: number };
+    stuck: Summary;
+    burst: Summary;
+    other: Summary;
   };
   /**
    * Lost-webhook orders (not stuck) by the polls that read them while still open before the one
    * that found them final: 0 = the first poll after completion found it. Tells a late first
    * poll or a budget that held polls back (class 0) from a premature poll and its backoff (1+).
    */
-  stalenessByEarlyPolls: Array<{ early: string; n: number; p50: number; p99: number; max: number }>;
+  stalenessByEarlyPolls: Array<{ early: string } & Summary>;
   /** Orders on a stuck timeline (PROCESSING for hours) that were read, and their reads. */
   stuckOrders: number;
   stuckReads: number;
@@ -292,9 +308,10 @@ async function runDay(
     const statuses = new Map<number, number>();
     let memberCalls = 0;
     const tooManyAt: number[] = [];
-    /** GET /orders/:ref by ref (polls and audit reads), to tell what the stuck orders cost. */
-    const readsByRef = new Map<string, number>();
-    /** When each ref was read (real ms), to tell premature polls from late ones. */
+    /**
+     * When each ref was read by GET /orders/:ref (polls and audit reads; real ms): how many reads
+     * the stuck orders cost, and premature polls told from late ones.
+     */
     const readTimesByRef = new Map<string, number[]>();
     const simLog = pino(
       { level: 'info' },
@@ -305,8 +322,9 @@ async function runDay(
               memberCalls++;
               const read = /"method":"GET","url":"\/v1\/member-api\/orders\/([^"?]+)"/.exec(line)?.[1];
               if (read) {
-                readsByRef.set(read, (readsByRef.get(read) ?? 0) + 1);
-                readTimesByRef.set(read, [...(readTimesByRef.get(read) ?? []), Date.now()]);
+                const times = readTimesByRef.get(read) ?? [];
+                times.push(Date.now());
+                readTimesByRef.set(read, times);
               }
             }
             if (!line.includes('request completed')) continue;
@@ -615,14 +633,16 @@ async function runDay(
         staleNotStuck.push(staleS);
         const early = (readTimesByRef.get(ref) ?? []).filter((at) => at < upstreamFinal).length;
         const key = Math.min(early, 2);
-        staleByEarly.set(key, [...(staleByEarly.get(key) ?? []), staleS]);
+        const list = staleByEarly.get(key) ?? [];
+        list.push(staleS);
+        staleByEarly.set(key, list);
       }
     }
     for (const list of [staleNotStuck, ...staleByEarly.values()]) list.sort((a, b) => a - b);
     for (const list of [stale, staleStuck, staleBurst, staleOther]) list.sort((a, b) => a - b);
     let stuckOrders = 0;
     let stuckReads = 0;
-    for (const [ref, reads] of readsByRef) {
+    for (const [ref, { length: reads }] of readTimesByRef) {
       const timeline = (await control('GET', `/orders/${encodeURIComponent(ref)}/timeline`)) as {
         stuck: boolean;
       };
@@ -655,40 +675,16 @@ async function runDay(
       callsPerOrder: (calls - auditReads) / orders,
       polls,
       wasted,
-      staleness: {
-        n: stale.length,
-        p50: percentile(stale, 0.5),
-        p99: percentile(stale, 0.99),
-        max: stale.at(-1) ?? Number.NaN,
-      },
-      stalenessNotStuck: {
-        n: staleNotStuck.length,
-        p50: percentile(staleNotStuck, 0.5),
-        p99: percentile(staleNotStuck, 0.99),
-        max: staleNotStuck.at(-1) ?? Number.NaN,
-      },
+      staleness: summaryOf(stale),
+      stalenessNotStuck: summaryOf(staleNotStuck),
       stalenessApart: {
-        stuck: { n: staleStuck.length, max: staleStuck.at(-1) ?? Number.NaN },
-        burst: {
-          n: staleBurst.length,
-          p99: percentile(staleBurst, 0.99),
-          max: staleBurst.at(-1) ?? Number.NaN,
-        },
-        other: {
-          n: staleOther.length,
-          p99: percentile(staleOther, 0.99),
-          max: staleOther.at(-1) ?? Number.NaN,
-        },
+        stuck: summaryOf(staleStuck),
+        burst: summaryOf(staleBurst),
+        other: summaryOf(staleOther),
       },
       stalenessByEarlyPolls: [...staleByEarly.entries()]
         .sort(([a], [b]) => a - b)
-        .map(([early, list]) => ({
-          early: early >= 2 ? '2+' : String(early),
-          n: list.length,
-          p50: percentile(list, 0.5),
-          p99: percentile(list, 0.99),
-          max: list.at(-1) ?? Number.NaN,
-        })),
+        .map(([early, list]) => ({ early: early >= 2 ? '2+' : String(early), ...summaryOf(list) })),
       differing,
       stuckOrders,
       stuckReads,
