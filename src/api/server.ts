@@ -45,6 +45,7 @@ export async function startApi(
   const store = await openStore(settings.dbUrl, reconcilerSettings(config), {
     role: 'api',
     lockTimeoutMs: settings.dbLockTimeoutMs,
+    poolMax: settings.dbPoolMax,
     balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
   });
   // Only early polls need Redis: the API serves the store without it, and a refresh asked

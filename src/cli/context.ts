@@ -50,6 +50,7 @@ export async function openContext(options: OpenContextOptions): Promise<CliConte
       const store = await openStore(config.dbUrl, reconcilerSettings(config), {
         role: 'cli',
         lockTimeoutMs: config.dbLockTimeoutMs,
+        poolMax: config.dbPoolMax,
         mustExist: options.store === 'existing',
         balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
       });

@@ -18,6 +18,7 @@ import {
   DEFAULT_WEBHOOK_PATH,
 } from '../receiver/app.js';
 import { DEFAULT_RECEIVER_METRICS_PORT } from '../receiver/metrics-server.js';
+import { DEFAULT_POOL_MAX } from '../store/postgres/postgres-db.js';
 import { DEFAULT_LOCK_TIMEOUT_MS } from '../store/sqlite/sqlite-db.js';
 import { parseStoreUrl, redactUrl, STORE_URL_PATTERN, sqliteUrl } from '../store/store-url.js';
 import {
@@ -132,7 +133,7 @@ export const settingsSchema = z.object({
     .regex(STORE_URL_PATTERN, 'must start with sqlite:, postgres:// or postgresql://')
     .optional()
     .describe(
-      'The order store: `sqlite:///absolute/path` or `sqlite:relative/path` (SQLite, the embedded default), or `postgres://user@host:port/db` (issue 14; not built yet). Default: `sqlite://` + `H2H_DB_PATH`, else `var/h2h-sync.db` in the installation directory, whatever the working directory. Commands that only read refuse to create a SQLite file. A password in it never appears in logs or errors.',
+      'The order store: `sqlite:///absolute/path` or `sqlite:relative/path` (SQLite, the embedded default, one host), or `postgres://user@host:port/db` (PostgreSQL, for several hosts; a password left out is read from `PGPASSWORD`). Default: `sqlite://` + `H2H_DB_PATH`, else `var/h2h-sync.db` in the installation directory, whatever the working directory. Commands that only read refuse to create a SQLite file. A password in it never appears in logs or errors.',
     ),
   H2H_DB_PATH: z
     .string()
@@ -144,7 +145,13 @@ export const settingsSchema = z.object({
   H2H_DB_LOCK_TIMEOUT_MS: int(1)
     .default(DEFAULT_LOCK_TIMEOUT_MS)
     .describe(
-      "Longest wait of a store write for another process's write lock (SQLite's `busy_timeout`), on timers; past it the write fails and is retried where the caller retries (the event worker's own wait is `H2H_WORKER_STORE_LOCK_WAIT_MS`).",
+      "Longest wait of a store write for another process's write lock (SQLite's `busy_timeout`, PostgreSQL's `lock_timeout`), on timers; past it the write fails and is retried where the caller retries (the event worker's own wait is `H2H_WORKER_STORE_LOCK_WAIT_MS`).",
+    ),
+  H2H_DB_POOL_MAX: int(1)
+    .max(1000)
+    .default(DEFAULT_POOL_MAX)
+    .describe(
+      "PostgreSQL only: connections each process may open to the store. Keep hosts × processes × this under the server's `max_connections` (docs/deployment.md).",
     ),
   LOG_LEVEL: z.enum(LOG_LEVELS).default(DEFAULT_LOG_LEVEL).describe('pino log level.'),
   LOG_FORMAT: z
@@ -490,6 +497,8 @@ export interface Config {
   dbUrl: string;
   /** The wait for another process's write lock, ms (`H2H_DB_LOCK_TIMEOUT_MS`). */
   dbLockTimeoutMs: number;
+  /** PostgreSQL connections per process (`H2H_DB_POOL_MAX`). */
+  dbPoolMax: number;
   logLevel: Settings['LOG_LEVEL'];
   logFormat: Settings['LOG_FORMAT'];
   budget: { limit: number; windowMs: number; reservedForCreate: number; pollFloor: number };
@@ -524,6 +533,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisUrl: s.REDIS_URL ?? `redis://${LOOPBACK}:${s.H2H_PRIVATE_REDIS_PORT}`,
     dbUrl: storeUrl(s),
     dbLockTimeoutMs: s.H2H_DB_LOCK_TIMEOUT_MS,
+    dbPoolMax: s.H2H_DB_POOL_MAX,
     logLevel: s.LOG_LEVEL,
     logFormat: s.LOG_FORMAT,
     budget: {
@@ -643,6 +653,7 @@ export function apiSettings(config: Config) {
     retryAfterS: Math.ceil(s.H2H_RATE_WINDOW_MS / 1000),
     dbUrl: config.dbUrl,
     dbLockTimeoutMs: config.dbLockTimeoutMs,
+    dbPoolMax: config.dbPoolMax,
     logLevel: config.logLevel,
     logFormat: config.logFormat,
     shutdownTimeoutMs: s.H2H_SHUTDOWN_TIMEOUT_MS,
@@ -657,6 +668,7 @@ export function workerSettings(config: Config) {
     redisUrl: config.redisUrl,
     dbUrl: config.dbUrl,
     dbLockTimeoutMs: config.dbLockTimeoutMs,
+    dbPoolMax: config.dbPoolMax,
     concurrency: s.H2H_WORKER_CONCURRENCY,
     batchSize: s.H2H_WORKER_BATCH_SIZE,
     lockDurationMs: s.H2H_WORKER_LOCK_DURATION_MS,

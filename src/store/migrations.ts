@@ -21,6 +21,7 @@ export interface Migration {
  * list of steps ends at it (one numbering: docs/store-backends.md, "Migrations").
  */
 export const LATEST_SCHEMA_VERSION = SQLITE_MIGRATIONS.at(-1)!.version;
+// (postgres/migrations.ts ends at the same version: test/store/schema-parity.test.ts.)
 
 async function schemaVersion(ex: SqlExecutor): Promise<number> {
   const row = await ex.get<{ version: number }>(ex.dialect.schemaVersionSql);
@@ -56,6 +57,7 @@ export async function runMigrations(
     if (step.version <= from) continue;
     await db.write(
       async (tx) => {
+        if (tx.dialect.migrationLockSql) await tx.run(tx.dialect.migrationLockSql);
         // Re-read inside the write lock: another process may have applied it since.
         const current = await schemaVersion(tx);
         refuseNewer(label, current);

@@ -1,10 +1,11 @@
 import type { Database } from 'better-sqlite3';
 import { type OrderStore, openOrderStore } from './order-store.js';
 import type { PollScheduleSettings } from './poll-schedule.js';
+import { openPostgresDb } from './postgres/postgres-db.js';
 import type { StoreDb } from './sql/executor.js';
 import { openSqliteDb, SqliteDb } from './sqlite/sqlite-db.js';
 import { StoreError } from './store-error.js';
-import { parseStoreUrl, redactUrl } from './store-url.js';
+import { parseStoreUrl } from './store-url.js';
 
 export { redactUrl, sqliteUrl } from './store-url.js';
 
@@ -24,6 +25,8 @@ export interface OpenStoreOptions {
   mustExist?: boolean;
   /** BALANCE_LOW_THRESHOLD (see `openOrderStore`). Default: 0 (off). */
   balanceLowThreshold?: number;
+  /** PostgreSQL only: connections of this process (`H2H_DB_POOL_MAX`). Default: 10. */
+  poolMax?: number;
 }
 
 /** An open store: the {@link OrderStore}, its backend, and `close()`. */
@@ -42,14 +45,14 @@ export interface OpenedStore extends OrderStore {
 }
 
 /**
- * Opens the store at `url` (`H2H_DB_URL`: `sqlite://…`; `postgres://…` once issue 14's step 4 is
- * built) and brings its schema up to date. `settings` is the poll schedule, as for
- * `openOrderStore`. Throws a StoreError naming the store (never a password) and the fix.
+ * Opens the store at `url` (`H2H_DB_URL`: `sqlite://…` or `postgres://…`) and brings its schema
+ * up to date. `settings` is the poll schedule, as for `openOrderStore`. Throws a StoreError naming
+ * the store (never a password) and the fix.
  */
 export async function openStore(
   url: string,
   settings: PollScheduleSettings,
-  { now, lockTimeoutMs, mustExist, balanceLowThreshold }: OpenStoreOptions = {},
+  { now, role, lockTimeoutMs, mustExist, balanceLowThreshold, poolMax }: OpenStoreOptions = {},
 ): Promise<OpenedStore> {
   let location: ReturnType<typeof parseStoreUrl>;
   try {
@@ -57,25 +60,33 @@ export async function openStore(
   } catch (cause) {
     throw new StoreError('DATABASE_OPEN_FAILED', `${(cause as Error).message} (H2H_DB_URL)`, { cause });
   }
-  if (location.backend === 'postgres') {
-    throw new StoreError(
-      'DATABASE_OPEN_FAILED',
-      `cannot open ${redactUrl(url)}: the PostgreSQL backend is not built yet (issue 14, step 4); ` +
-        'set H2H_DB_URL to a sqlite:// URL (or H2H_DB_PATH to a file)',
-    );
-  }
-  const db = await openSqliteDb({
-    path: location.path,
+  const common = {
     ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
     ...(mustExist === undefined ? {} : { mustExist }),
-  });
-  const store = openOrderStore(db, settings, {
-    ...(now === undefined ? {} : { now }),
-    ...(balanceLowThreshold === undefined ? {} : { balanceLowThreshold }),
-  });
+  };
+  const db =
+    location.backend === 'postgres'
+      ? await openPostgresDb({
+          url: location.url,
+          applicationName: `h2h-sync ${role ?? 'cli'}`,
+          ...common,
+          ...(poolMax === undefined ? {} : { poolMax }),
+        })
+      : await openSqliteDb({ path: location.path, ...common });
+  let store: OrderStore;
+  try {
+    store = openOrderStore(db, settings, {
+      ...(now === undefined ? {} : { now }),
+      ...(balanceLowThreshold === undefined ? {} : { balanceLowThreshold }),
+    });
+  } catch (error) {
+    // A schedule that cannot work: the pool (PostgreSQL) would otherwise keep the process alive.
+    await db.close();
+    throw error;
+  }
   return {
     ...store,
-    backend: 'sqlite',
+    backend: location.backend,
     db,
     sqlite: db instanceof SqliteDb ? db.connection : undefined,
     close: () => db.close(),

@@ -185,7 +185,7 @@ export class OrderWriter {
       }
     }
 
-    const current = (await this.#rows.find(tx, fields.partner_ref, fields.invoice_number)) ?? null;
+    const current = (await this.#rows.findForWrite(tx, fields.partner_ref, fields.invoice_number)) ?? null;
     const plan = await this.#schedule.pace.planWith(tx, (pace) =>
       planApply({ current, snapshot, fields, options, now, schedule: this.#schedule.settings, pace }),
     );
@@ -204,7 +204,7 @@ export class OrderWriter {
     return this.#rows.db.write(
       async (tx) => {
         const now = this.#rows.now();
-        const plan = planSettlement(await this.#rows.mustFind(tx, ref), outcome, now);
+        const plan = planSettlement(await this.#rows.mustFindForWrite(tx, ref), outcome, now);
         if (plan.update) {
           await this.#append(tx, plan.feed, now);
           await tx.run(UPDATE_ORDER, plan.row);

@@ -170,7 +170,7 @@ export class PollSchedule {
   claimForPoll(ref: string): Promise<{ order: LocalOrder; claimed: boolean } | undefined> {
     return this.#rows.db.write(async (tx) => {
       const now = this.#rows.now();
-      const row = await this.#rows.find(tx, ref, ref);
+      const row = await this.#rows.findForWrite(tx, ref, ref);
       if (!row) return undefined;
       const { poll_leased_until: leasedUntil } = row as LeasedOrderRow;
       if (leasedUntil !== null && leasedUntil > now) return { order: toLocalOrder(row), claimed: false };
@@ -282,7 +282,7 @@ export class PollSchedule {
   #recordPoll(ref: string, outcome: PollOutcome): Promise<LocalOrder> {
     return this.#rows.db.write(async (tx) => {
       const now = this.#rows.now();
-      const current = await this.#rows.mustFind(tx, ref);
+      const current = await this.#rows.mustFindForWrite(tx, ref);
       const record = await this.pace.planWith(tx, (pace) =>
         planPollRecord(this.settings, current, outcome, now, pace),
       );

@@ -4,6 +4,11 @@ export type StoreErrorCode =
   | 'DATABASE_OPEN_FAILED'
   /** A command that only reads found no store file (it never creates one). */
   | 'STORE_NOT_FOUND'
+  /**
+   * PostgreSQL: a lock was not taken within the wait allowed, or the transaction was a deadlock's
+   * victim; nothing was written, and the same write may be tried again (SQLite's SQLITE_BUSY).
+   */
+  | 'STORE_BUSY'
   /** The file was migrated by a newer h2h-sync than this one. */
   | 'DATABASE_TOO_NEW'
   /** A snapshot without a status or without any order reference: it can never apply. */
@@ -20,7 +25,8 @@ export type StoreErrorCode =
 
 /**
  * The one error the store throws on purpose. `INVALID_SNAPSHOT` is permanent: a worker should
- * park the event rather than retry it. SQLite's own errors (for example `SQLITE_BUSY`) pass
+ * park the event rather than retry it; `STORE_BUSY` (PostgreSQL's lock time-outs and deadlocks)
+ * is transient. SQLite's own errors (for example `SQLITE_BUSY`) and other driver errors pass
  * through unchanged, since they may be transient.
  */
 export class StoreError extends Error {

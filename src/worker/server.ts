@@ -177,6 +177,7 @@ export async function startWorkerProcess(
   const store = await openStore(settings.dbUrl, reconcilerSettings(config), {
     role: 'worker',
     lockTimeoutMs: settings.dbLockTimeoutMs,
+    poolMax: settings.dbPoolMax,
     balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
   });
   /** Stops of the started components, run last-started first. Each resolves to "stopped gracefully". */

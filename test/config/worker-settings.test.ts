@@ -8,6 +8,7 @@ test('the worker settings default to 100 jobs in flight, batches of up to 100, a
     redisUrl: 'redis://127.0.0.1:6380',
     dbUrl: `sqlite://${DEFAULT_DB_PATH}`,
     dbLockTimeoutMs: 5000,
+    dbPoolMax: 10,
     concurrency: 100,
     batchSize: 100,
     lockDurationMs: 30_000,

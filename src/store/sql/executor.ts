@@ -1,7 +1,7 @@
 /**
  * What the store's parts run their SQL on (docs/store-backends.md, "Sync versus async, and the
  * interface"): the parts are written once, async, against these interfaces, and each backend
- * provides them (SQLite: sqlite/sqlite-db.ts; PostgreSQL: step 4).
+ * provides them (SQLite: sqlite/sqlite-db.ts; PostgreSQL: postgres/postgres-db.ts).
  *
  * SQL is written with named parameters, `@name`, bound from the `params` object (keys the
  * statement does not name are ignored). Write statements run only through a transaction's
@@ -27,6 +27,12 @@ export interface Dialect {
   readonly schemaVersionSql: string;
   /** The statement that sets the schema version. */
   setSchemaVersionSql(version: number): string;
+  /**
+   * The first statement of each migration step's transaction, so two processes starting at once
+   * apply a step once: PostgreSQL's migration advisory lock; empty on SQLite (`BEGIN IMMEDIATE`
+   * is that lock already).
+   */
+  readonly migrationLockSql: string;
 }
 
 export interface SqlExecutor {

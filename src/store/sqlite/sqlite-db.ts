@@ -26,6 +26,7 @@ export const SQLITE_DIALECT: Dialect = {
   forUpdate: '',
   schemaVersionSql: 'SELECT user_version AS version FROM pragma_user_version',
   setSchemaVersionSql: (version) => `PRAGMA user_version = ${Math.trunc(version)}`,
+  migrationLockSql: '',
 };
 
 export interface OpenSqliteOptions {
