@@ -121,6 +121,27 @@ describeEachBackend('the change feed', (backend) => {
     );
   });
 
+  test('an append that is rolled back, with its transaction or its unit of a batch, leaves no hole in the seqs', async (t) => {
+    const { store, clock } = await backend.tempStore(t);
+    const order = (await store.writer.applyOrderSnapshot(snapshot('H1', 'PENDING'), { source: 'create' }))
+      .order;
+    const publicOrder = (await store.queries.getPublicOrder('H1'))!;
+    assert.equal(order.partnerRef, 'H1');
+    const appendThenFail = async (tx: Parameters<Parameters<typeof store.db.write>[0]>[0]) => {
+      await store.feed.append(tx, 'order.updated', publicOrder, clock.now());
+      throw new Error('the write failed after its append');
+    };
+    await assert.rejects(store.db.write(appendThenFail, { feed: true }), /failed after its append/);
+    const outcomes = await store.db.writeBatch([appendThenFail], { feed: true });
+    assert.equal(outcomes[0]?.ok, false);
+    await store.writer.applyOrderSnapshot(snapshot('H1', 'PROCESSING'), { source: 'webhook', eventId: 'h1' });
+    assert.deepEqual(
+      (await store.feed.after(0)).map((e) => e.seq),
+      [1, 2],
+      'the next change takes the next seq: a reader never sees a hole it could take for a lost event',
+    );
+  });
+
   test('events older than the retention are pruned; cursors go on from where they were', async (t) => {
     const { store, clock } = await backend.tempStore(t);
     await store.writer.applyOrderSnapshot(snapshot('OLD', 'PENDING'), { source: 'create' });
