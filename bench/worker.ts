@@ -7,11 +7,15 @@
  * as the receiver queues them (same job ids, options and payload). Then, one after the other:
  * 1. a no-op BullMQ worker at the same concurrency drains the first queue (the ceiling BullMQ
  *    and Redis allow on this machine);
- * 2. the event worker drains the second into a fresh SQLite file (`synchronous=FULL`), on the
- *    project's disk.
+ * 2. the event worker drains the second into a fresh store on the project's disk: a SQLite file
+ *    (`synchronous=FULL`), or a private PostgreSQL server (fsync and `synchronous_commit` on), or,
+ *    with `--store both`, each in turn from queues filled alike (side by side in one run).
  * Each rate is jobs completed / time from `run()` to the last completion.
  *
- *   npm run bench:worker -- [--events 50000] [--concurrency 100] [--batch 100] [--min-rate 5000] [--min-ratio 0.5]
+ *   npm run bench:worker -- [--events 50000] [--concurrency 100] [--batch 100] [--store sqlite|postgres|both]
+ *                           [--min-rate 5000] [--min-ratio 0.5]
+ *
+ * The goals apply to every store run.
  *
  * Prints both rates, the ratio and the group-commit figures; exits 1 below either goal or when
  * the store does not hold exactly one event per job.
@@ -31,8 +35,9 @@ import {
   type WebhookJobData,
   webhookIdentity,
 } from '../src/queue/webhook-queue.js';
-import { openStore, sqliteUrl } from '../src/store/open-store.js';
+import { openStore } from '../src/store/open-store.js';
 import { createEventWorker, DEFAULT_WORKER_CONCURRENCY } from '../src/worker/event-worker.js';
+import { benchStore, benchStoreKinds } from './bench-store.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -41,8 +46,10 @@ const { values: flags } = parseArgs({
     batch: { type: 'string' },
     'min-rate': { type: 'string', default: '5000' },
     'min-ratio': { type: 'string', default: '0.5' },
+    store: { type: 'string', default: 'sqlite' },
   },
 });
+const STORES = benchStoreKinds(flags.store);
 const EVENTS = Number(flags.events);
 const CONCURRENCY = Number(flags.concurrency);
 const BATCH = Number(flags.batch ?? flags.concurrency);
@@ -145,7 +152,7 @@ async function main(): Promise<number> {
           .join(' ')}`,
     );
     await prefill(redis.url, 'noop');
-    await prefill(redis.url, 'store');
+    for (const kind of STORES) await prefill(redis.url, kind);
 
     const noopConnection = new Redis(redis.url, { maxRetriesPerRequest: null });
     const noop = new Worker(WEBHOOK_QUEUE, async () => undefined, {
@@ -159,38 +166,45 @@ async function main(): Promise<number> {
     noopConnection.disconnect();
     console.log(`no-op BullMQ worker: ${fmt(noopRate)} jobs/s`);
 
-    const store = await openStore(sqliteUrl(join(dir, 'h2h-sync.db')), reconcilerSettings(loadConfig({})), {
-      role: 'bench',
-    });
-    const events = createEventWorker({
-      writer: store.writer,
-      redisUrl: redis.url,
-      prefix: 'store',
-      concurrency: CONCURRENCY,
-      maxBatchSize: BATCH,
-      autorun: false,
-    });
-    const rate = await drain(events.worker, 'event worker');
-    const stats = events.stats();
-    await events.close();
-    const stored = (await store.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM order_events'))!.n;
-    await store.close();
-    const ratio = rate / noopRate;
-    console.log(`event worker:        ${fmt(rate)} events/s applied (synchronous=FULL)`);
-    console.log(
-      `ratio:               ${ratio.toFixed(2)}× the no-op drain; ${stats.commits.toLocaleString('en-US')} commits, ` +
-        `${(stats.committed / stats.commits).toFixed(1)} events per commit on average, largest ${stats.largestBatch}; ${fmt(stats.busyMs)} ms in SQLite`,
-    );
+    const problems: string[] = [];
+    for (const kind of STORES) {
+      const { url, stop } = await benchStore(kind, dir);
+      try {
+        const store = await openStore(url, reconcilerSettings(loadConfig({})), { role: 'bench' });
+        const events = createEventWorker({
+          writer: store.writer,
+          redisUrl: redis.url,
+          prefix: kind,
+          concurrency: CONCURRENCY,
+          maxBatchSize: BATCH,
+          autorun: false,
+        });
+        const rate = await drain(events.worker, `event worker (${kind})`);
+        const stats = events.stats();
+        await events.close();
+        const stored = (await store.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM order_events'))!.n;
+        await store.close();
+        const ratio = rate / noopRate;
+        const label = kind === 'sqlite' ? 'SQLite, synchronous=FULL' : 'PostgreSQL, synchronous_commit=on';
+        console.log(`event worker:        ${fmt(rate)} events/s applied (${label})`);
+        console.log(
+          `ratio:               ${ratio.toFixed(2)}× the no-op drain; ${stats.commits.toLocaleString('en-US')} commits, ` +
+            `${(stats.committed / stats.commits).toFixed(1)} events per commit on average, largest ${stats.largestBatch}; ${fmt(stats.busyMs)} ms in the store`,
+        );
+        if (stored !== EVENTS) problems.push(`${kind}: the store holds ${stored} events, expected ${EVENTS}`);
+        if (rate < MIN_RATE)
+          problems.push(`${kind}: ${fmt(rate)} events/s is below the goal of ${fmt(MIN_RATE)}`);
+        if (ratio < MIN_RATIO)
+          problems.push(`${kind}: a ratio of ${ratio.toFixed(2)} is below the goal of ${MIN_RATIO}`);
+      } finally {
+        await stop();
+      }
+    }
     console.log(
       `load after:          ${loadavg()
         .map((l) => l.toFixed(2))
         .join(' ')}`,
     );
-
-    const problems: string[] = [];
-    if (stored !== EVENTS) problems.push(`the store holds ${stored} events, expected ${EVENTS}`);
-    if (rate < MIN_RATE) problems.push(`${fmt(rate)} events/s is below the goal of ${fmt(MIN_RATE)}`);
-    if (ratio < MIN_RATIO) problems.push(`a ratio of ${ratio.toFixed(2)} is below the goal of ${MIN_RATIO}`);
     for (const problem of problems) console.error(`FAIL: ${problem}`);
     return problems.length === 0 ? 0 : 1;
   } finally {

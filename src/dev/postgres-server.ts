@@ -236,6 +236,7 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
   let port = options.port ?? 0;
   let child: ChildProcess | undefined;
   try {
+    if (!ownsDir) mkdirSync(dir, { recursive: true, mode: 0o700 });
     const fresh = !existsSync(join(dir, 'data', 'PG_VERSION'));
     // The password files are made while the directory is still this process's alone (before it
     // is handed to the server's account, which could otherwise plant a symlink), each created
