@@ -159,7 +159,7 @@ export class NotifyDeliveries {
   async history({ since = 0, endpointId, limit = 100 }: DeliveryFilter = {}): Promise<NotifyDelivery[]> {
     const rows = await this.#rows.db.all<DeliveryRow>(
       `SELECT * FROM notify_deliveries
-       WHERE requested_at >= @since AND (@endpoint IS NULL OR endpoint_id = @endpoint)
+       WHERE requested_at >= @since AND (CAST(@endpoint AS BIGINT) IS NULL OR endpoint_id = @endpoint)
        ORDER BY id DESC LIMIT @limit`,
       { since, endpoint: endpointId ?? null, limit },
     );
@@ -205,7 +205,7 @@ export class NotifyDeliveries {
     const rows = await this.#rows.db.all<DeliveryRow>(
       `SELECT d.* FROM notify_deliveries d
        WHERE d.outcome = 'gave_up' AND d.requested_at >= @since
-         AND (@endpoint IS NULL OR d.endpoint_id = @endpoint)
+         AND (CAST(@endpoint AS BIGINT) IS NULL OR d.endpoint_id = @endpoint)
          AND d.id = (SELECT MAX(id) FROM notify_deliveries
                      WHERE endpoint_id = d.endpoint_id AND seq = d.seq)
        ORDER BY d.endpoint_id, d.seq LIMIT @limit`,
