@@ -125,12 +125,19 @@ export class NotifyDeliveries {
    * Records `attempt` unless the event's latest attempt at the endpoint is settled or was made
    * after `after`; the check and the insert are one write, so two processes (a worker's `failed`
    * handler and another's start-up sweep) never both record it. Returns it, or undefined.
+   *
+   * On SQLite `BEGIN IMMEDIATE` serialises the two; on PostgreSQL (READ COMMITTED) both would
+   * read no settled attempt and both insert, so the check first locks the endpoint's row: the
+   * second waits for the first to commit and its check (a new statement) then sees its attempt.
    */
   recordUnlessSettled(
     attempt: Omit<NotifyDelivery, 'id'>,
     after: number,
   ): Promise<NotifyDelivery | undefined> {
     return this.#rows.db.write(async (tx) => {
+      await tx.get(`SELECT id FROM notify_endpoints WHERE id = @endpoint ${tx.dialect.forUpdate}`, {
+        endpoint: attempt.endpointId,
+      });
       const row = await tx.get<DeliveryRow>(LATEST, { endpoint: attempt.endpointId, seq: attempt.seq });
       const latest = row ? toDelivery(row) : undefined;
       if (latest && (SETTLED_OUTCOMES.includes(latest.outcome) || latest.requestedAt > after))

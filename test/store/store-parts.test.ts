@@ -140,6 +140,19 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
     assert.deepEqual([again.changed, again.missed], [false, null], 'enabling an enabled endpoint changes nothing');
   });
 
+  test('of enables at once from processes of their own, one enables the endpoint and says what it missed', async (t) => {
+    const { store, url } = await backend.tempStore(t);
+    const others = [store, await backend.open(t, url), await backend.open(t, url), await backend.open(t, url)];
+    const endpoint = await addEndpoint(store);
+    for (const ref of ['A', 'B', 'C']) {
+      await store.endpoints.disable(endpoint.id, 'by hand');
+      await store.writer.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'create' });
+      const outcomes = await Promise.all(others.map((each) => each.endpoints.enable(endpoint.id)));
+      assert.equal(outcomes.filter((o) => o?.changed).length, 1, `${ref}: enabled once`);
+      assert.equal(outcomes.filter((o) => o?.missed).length, 1, `${ref}: the missed range said once`);
+    }
+  });
+
   test('rotating the secret keeps the old one signing beside the new one for the grace, then only the new one', async (t) => {
     const { store, clock } = await backend.tempStore(t);
     const endpoint = await addEndpoint(store);
@@ -218,6 +231,21 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
       assert.equal(await store.deliveries.isSettled(endpoint.id, 20), true, outcome);
       await store.db.run('DELETE FROM notify_deliveries WHERE seq = 20');
     }
+  });
+
+  test('of attempts recorded unless settled at once, from processes of their own, one is recorded', async (t) => {
+    const { store, url } = await backend.tempStore(t);
+    const others = [store, await backend.open(t, url), await backend.open(t, url), await backend.open(t, url)];
+    const endpoint = await addEndpoint(store);
+    for (const seq of [1, 2, 3, 4, 5]) {
+      const recorded = await Promise.all(
+        others.map((each, i) =>
+          each.deliveries.recordUnlessSettled(attempt(endpoint.id, seq, { attempt: 8 + i, outcome: 'gave_up' }), 10_000),
+        ),
+      );
+      assert.equal(recorded.filter(Boolean).length, 1, `seq ${seq}: one gave_up recorded`);
+    }
+    assert.equal((await store.deliveries.history()).length, 5);
   });
 
   test('failed lists the events whose latest attempt gave up, by endpoint and seq; a later delivery takes one off', async (t) => {
