@@ -17,7 +17,11 @@ const DATA = { user_id: '12345678', server_id: '2001' };
 const DAY = 86_400_000;
 
 /** A delivery attempt of `seq` at `endpointId`, with overrides. */
-function attempt(endpointId: number, seq: number, overrides: Partial<NotifyDelivery> = {}): Omit<NotifyDelivery, 'id'> {
+function attempt(
+  endpointId: number,
+  seq: number,
+  overrides: Partial<NotifyDelivery> = {},
+): Omit<NotifyDelivery, 'id'> {
   return {
     endpointId,
     seq,
@@ -57,7 +61,14 @@ function twoCategories(readAt: number, mlPrice: number): CatalogSnapshot {
         is_active: true,
         target: { user_id: '^[0-9]{6,12}$' },
       },
-      { id: '33333333-3333-4333-8333-333333333333', code: 'ML12', name: 'ML 12', category_code: 'ML', price: 3_000, is_active: false },
+      {
+        id: '33333333-3333-4333-8333-333333333333',
+        code: 'ML12',
+        name: 'ML 12',
+        category_code: 'ML',
+        price: 3_000,
+        is_active: false,
+      },
     ],
   };
 }
@@ -65,10 +76,17 @@ function twoCategories(readAt: number, mlPrice: number): CatalogSnapshot {
 describeEachBackend('the store parts of the API, notifier and catalog', (backend) => {
   test('a token authenticates until revoked; its last use is recorded at most once a minute; a wrong one is refused', async (t) => {
     const { store, clock } = await backend.tempStore(t);
-    const { token, info } = await store.tokens.create('  shop  ', ['orders:read', 'orders:write', 'orders:read']);
+    const { token, info } = await store.tokens.create('  shop  ', [
+      'orders:read',
+      'orders:write',
+      'orders:read',
+    ]);
     assert.equal(info.name, 'shop');
     assert.deepEqual(info.scopes, ['orders:read', 'orders:write']);
-    await assert.rejects(() => store.tokens.create('x', ['orders:delete' as never]), /unknown: orders:delete/);
+    await assert.rejects(
+      () => store.tokens.create('x', ['orders:delete' as never]),
+      /unknown: orders:delete/,
+    );
     await assert.rejects(() => store.tokens.create(' ', ['orders:read']), /needs a name/);
 
     const first = await store.tokens.authenticate(token);
@@ -118,7 +136,11 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
 
     await store.endpoints.advanceCursor(early.id, 2);
     await store.endpoints.advanceCursor(early.id, 1);
-    assert.equal((await store.endpoints.get(early.id))!.cursor, 2, 'a lagging dispatcher never moves it back');
+    assert.equal(
+      (await store.endpoints.get(early.id))!.cursor,
+      2,
+      'a lagging dispatcher never moves it back',
+    );
     await store.endpoints.advanceCursor(early.id, last);
     assert.equal((await store.endpoints.get(early.id))!.cursor, last);
 
@@ -137,12 +159,21 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
     assert.equal(await store.endpoints.rotateSecret(999, generateEndpointSecret(), 1), undefined);
 
     const again = (await store.endpoints.enable(early.id))!;
-    assert.deepEqual([again.changed, again.missed], [false, null], 'enabling an enabled endpoint changes nothing');
+    assert.deepEqual(
+      [again.changed, again.missed],
+      [false, null],
+      'enabling an enabled endpoint changes nothing',
+    );
   });
 
   test('of enables at once from processes of their own, one enables the endpoint and says what it missed', async (t) => {
     const { store, url } = await backend.tempStore(t);
-    const others = [store, await backend.open(t, url), await backend.open(t, url), await backend.open(t, url)];
+    const others = [
+      store,
+      await backend.open(t, url),
+      await backend.open(t, url),
+      await backend.open(t, url),
+    ];
     const endpoint = await addEndpoint(store);
     for (const ref of ['A', 'B', 'C']) {
       await store.endpoints.disable(endpoint.id, 'by hand');
@@ -172,8 +203,12 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
     const a = await addEndpoint(store);
     const b = await addEndpoint(store, 'http://127.0.0.1:9/b');
     const r1 = await store.deliveries.record(attempt(a.id, 1, { requestedAt: 1_000 }));
-    const r2 = await store.deliveries.record(attempt(b.id, 1, { requestedAt: 2_000, outcome: 'delivered', status: 200 }));
-    const r3 = await store.deliveries.record(attempt(a.id, 1, { attempt: 2, requestedAt: 3_000, status: null, error: 'time-out', durationMs: null }));
+    const r2 = await store.deliveries.record(
+      attempt(b.id, 1, { requestedAt: 2_000, outcome: 'delivered', status: 200 }),
+    );
+    const r3 = await store.deliveries.record(
+      attempt(a.id, 1, { attempt: 2, requestedAt: 3_000, status: null, error: 'time-out', durationMs: null }),
+    );
     assert.ok(r1.id < r2.id && r2.id < r3.id);
     assert.deepEqual(await store.deliveries.history(), [r3, r2, r1]);
     assert.deepEqual(await store.deliveries.history({ endpointId: a.id }), [r3, r1]);
@@ -210,7 +245,9 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
     const gaveUp = attempt(endpoint.id, 7, { attempt: 8, requestedAt: 5_000, outcome: 'gave_up' });
 
     assert.equal(await store.deliveries.isSettled(endpoint.id, 7), false);
-    assert.ok(await store.deliveries.recordUnlessSettled(attempt(endpoint.id, 7, { requestedAt: 4_000 }), 4_000));
+    assert.ok(
+      await store.deliveries.recordUnlessSettled(attempt(endpoint.id, 7, { requestedAt: 4_000 }), 4_000),
+    );
     assert.equal(await store.deliveries.isSettled(endpoint.id, 7), false, 'retrying is not settled');
     assert.equal(
       await store.deliveries.recordUnlessSettled(gaveUp, 3_999),
@@ -235,12 +272,20 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
 
   test('of attempts recorded unless settled at once, from processes of their own, one is recorded', async (t) => {
     const { store, url } = await backend.tempStore(t);
-    const others = [store, await backend.open(t, url), await backend.open(t, url), await backend.open(t, url)];
+    const others = [
+      store,
+      await backend.open(t, url),
+      await backend.open(t, url),
+      await backend.open(t, url),
+    ];
     const endpoint = await addEndpoint(store);
     for (const seq of [1, 2, 3, 4, 5]) {
       const recorded = await Promise.all(
         others.map((each, i) =>
-          each.deliveries.recordUnlessSettled(attempt(endpoint.id, seq, { attempt: 8 + i, outcome: 'gave_up' }), 10_000),
+          each.deliveries.recordUnlessSettled(
+            attempt(endpoint.id, seq, { attempt: 8 + i, outcome: 'gave_up' }),
+            10_000,
+          ),
         ),
       );
       assert.equal(recorded.filter(Boolean).length, 1, `seq ${seq}: one gave_up recorded`);
@@ -279,7 +324,10 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
     assert.equal(await store.catalog.syncedAt(), null);
     const t0 = clock.now();
     const first = await store.catalog.applySync(twoCategories(t0, 15_000));
-    assert.deepEqual([first.categories, first.products, first.priceChanges, first.skipped], [2, 3, [], false]);
+    assert.deepEqual(
+      [first.categories, first.products, first.priceChanges, first.skipped],
+      [2, 3, [], false],
+    );
     assert.equal(await store.catalog.syncedAt(), t0);
     assert.deepEqual(
       (await store.catalog.categories()).map((c) => [c.code, c.is_active]),
@@ -301,13 +349,22 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
       ],
     );
     assert.deepEqual((await store.catalog.find({ code: 'FF100' }))!.target, { user_id: '^[0-9]{6,12}$' });
-    assert.equal((await store.catalog.find({ id: 'aaaaaaaa-2222-4222-8222-222222222222' }))!.code, 'FF100', 'an id matches without case');
-    assert.equal((await store.catalog.find({ code: 'NOPE', id: '33333333-3333-4333-8333-333333333333' }))!.code, 'ML12');
+    assert.equal(
+      (await store.catalog.find({ id: 'aaaaaaaa-2222-4222-8222-222222222222' }))!.code,
+      'FF100',
+      'an id matches without case',
+    );
+    assert.equal(
+      (await store.catalog.find({ code: 'NOPE', id: '33333333-3333-4333-8333-333333333333' }))!.code,
+      'ML12',
+    );
     assert.equal(await store.catalog.find({ code: 'NOPE' }), undefined);
     const seqBefore = await store.feed.lastSeq();
 
     clock.advance(60_000);
-    const second = await store.catalog.applySync(catalogSnapshot({ readAt: t0 + 60_000, price: 16_000, balance: 500_000 }));
+    const second = await store.catalog.applySync(
+      catalogSnapshot({ readAt: t0 + 60_000, price: 16_000, balance: 500_000 }),
+    );
     assert.deepEqual(
       second.priceChanges.map((c) => [c.code, c.previous_price, c.price]),
       [['ML86', 15_000, 16_000]],
@@ -341,11 +398,18 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
       low_threshold: 20_000,
     });
     await store.catalog.applySync(catalogSnapshot({ readAt: clock.now(), price: 15_000, balance: 40_000 }));
-    const lows = async () => (await store.feed.after(0, 1000)).filter((e) => e.type === 'balance.low').map((e) => e.data);
+    const lows = async () =>
+      (await store.feed.after(0, 1000)).filter((e) => e.type === 'balance.low').map((e) => e.data);
 
     await store.writer.applyOrderSnapshot(snapshot('A', 'PENDING', { amount: 12_500 }), { source: 'poll' });
-    await store.writer.applyOrderSnapshot(snapshot('A', 'PROCESSING', { amount: 12_500 }), { source: 'poll' });
-    assert.deepEqual([(await store.balance.view()).balance, (await lows()).length], [27_500, 0], 'debited once, at the amount');
+    await store.writer.applyOrderSnapshot(snapshot('A', 'PROCESSING', { amount: 12_500 }), {
+      source: 'poll',
+    });
+    assert.deepEqual(
+      [(await store.balance.view()).balance, (await lows()).length],
+      [27_500, 0],
+      'debited once, at the amount',
+    );
 
     await store.writer.applyOrderSnapshot(snapshot('B', 'PENDING', { amount: 12_500 }), { source: 'poll' });
     const view = await store.balance.view();
@@ -356,7 +420,10 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
 
     await store.writer.applyOrderSnapshot(snapshot('A', 'FAILED', { amount: 12_500 }), { source: 'poll' });
     await store.writer.applyOrderSnapshot(snapshot('B', 'FAILED', { amount: 12_500 }), { source: 'poll' });
-    assert.deepEqual([(await store.balance.view()).balance, (await store.balance.view()).credited], [39_000, 25_000]);
+    assert.deepEqual(
+      [(await store.balance.view()).balance, (await store.balance.view()).credited],
+      [39_000, 25_000],
+    );
     await store.writer.applyOrderSnapshot(snapshot('D', 'PENDING', { amount: 30_000 }), { source: 'poll' });
     assert.equal((await lows()).length, 2, 'back over the threshold and under again: a second event');
   });
@@ -370,7 +437,9 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
     await store.writer.applyOrderSnapshot(snapshot('B', 'PENDING'), { source: 'create' });
     await store.writer.applyOrderSnapshot(snapshot('A', 'PROCESSING'), { source: 'poll' });
     clock.advance(1_000);
-    await store.writer.applyOrderSnapshot(snapshot('A', 'SUCCESS', { serial_number: 'SN' }), { source: 'poll' });
+    await store.writer.applyOrderSnapshot(snapshot('A', 'SUCCESS', { serial_number: 'SN' }), {
+      source: 'poll',
+    });
     const all = await store.feed.after(0);
     const seqs = all.map((e) => e.seq);
     assert.equal(await store.feed.lastSeq(), seqs.at(-1));
@@ -405,7 +474,8 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
       await store.writer.applyOrderSnapshot(snapshot(ref, status), { source: 'poll' });
       clock.advance(1_000);
     }
-    const refs = (page: Array<{ order: { partner_ref: string } }>) => page.map((row) => row.order.partner_ref);
+    const refs = (page: Array<{ order: { partner_ref: string } }>) =>
+      page.map((row) => row.order.partner_ref);
 
     const first = await store.queries.pageOrders({ limit: 2 });
     assert.deepEqual(refs(first), ['E', 'D', 'C'], 'one more than the limit when there is more');
@@ -413,11 +483,16 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
     const second = await store.queries.pageOrders({ limit: 2, beforeId: first[1]!.id });
     assert.deepEqual(refs(second), ['C', 'B', 'A'], 'an order added meanwhile does not shift the next page');
 
-    assert.deepEqual(refs(await store.queries.pageOrders({ limit: 10, status: 'PENDING' })), ['F', 'E', 'C', 'A']);
-    assert.deepEqual(refs(await store.queries.pageOrders({ limit: 10, status: 'accepted', createdTo: t0 + 2_000 })), [
-      'B',
+    assert.deepEqual(refs(await store.queries.pageOrders({ limit: 10, status: 'PENDING' })), [
+      'F',
+      'E',
+      'C',
       'A',
     ]);
+    assert.deepEqual(
+      refs(await store.queries.pageOrders({ limit: 10, status: 'accepted', createdTo: t0 + 2_000 })),
+      ['B', 'A'],
+    );
     assert.deepEqual(
       refs(await store.queries.pageOrders({ limit: 10, createdFrom: t0 + 1_000, createdTo: t0 + 3_000 })),
       ['C', 'B'],
@@ -450,7 +525,9 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
   test("the audit's coverage counts the SUCCESS orders final within the window, and of them those checked within a day", async (t) => {
     const { store, clock } = await backend.tempStore(t);
     const success = (ref: string) =>
-      store.writer.applyOrderSnapshot(snapshot(ref, 'SUCCESS', { serial_number: `SN-${ref}` }), { source: 'poll' });
+      store.writer.applyOrderSnapshot(snapshot(ref, 'SUCCESS', { serial_number: `SN-${ref}` }), {
+        source: 'poll',
+      });
     await success('OUTSIDE'); // final 10 days before: outside a 7-day window
     clock.advance(7 * DAY);
     await success('POLLED'); // final 3 days before, but polled within the last day
