@@ -129,6 +129,8 @@ export class NotifyDeliveries {
    * On SQLite `BEGIN IMMEDIATE` serialises the two; on PostgreSQL (READ COMMITTED) both would
    * read no settled attempt and both insert, so the check first locks the endpoint's row: the
    * second waits for the first to commit and its check (a new statement) then sees its attempt.
+   * `FOR UPDATE` also waits for a {@link record}/{@link recordBatch} of the endpoint in flight
+   * (their foreign key check holds `FOR KEY SHARE` on the row), so their attempts are seen too.
    */
   recordUnlessSettled(
     attempt: Omit<NotifyDelivery, 'id'>,
