@@ -91,9 +91,10 @@ export class ApiTokens {
   }
 
   async list(): Promise<ApiToken[]> {
-    return (await this.#rows.db.all<TokenRow>('SELECT * FROM api_tokens ORDER BY created_at, id')).map(
-      toApiToken,
-    );
+    const { db } = this.#rows;
+    return (
+      await db.all<TokenRow>(`SELECT * FROM api_tokens ORDER BY created_at, ${db.dialect.byteOrder('id')}`)
+    ).map(toApiToken);
   }
 
   /** Revokes a token: every later request with it is refused. False when no live token has this id. */

@@ -81,7 +81,9 @@ function publishedTarget(product: Product): string | null {
   return rules.length === 0 ? null : JSON.stringify(Object.fromEntries(rules));
 }
 
-const ALL_PRODUCTS = 'SELECT * FROM catalog_products ORDER BY category_code, price, code';
+/** The products' order: by category, price and code, the codes by their bytes on every backend. */
+const productOrder = ({ dialect }: Pick<SqlExecutor, 'dialect'>) =>
+  `ORDER BY ${dialect.byteOrder('category_code')}, price, ${dialect.byteOrder('code')}`;
 
 export class LocalCatalog {
   readonly #rows: OrderRows;
@@ -119,17 +121,21 @@ export class LocalCatalog {
   }
 
   async categories(): Promise<PublicCategory[]> {
-    const rows = await this.#rows.db.all<CategoryRow>('SELECT * FROM catalog_categories ORDER BY code');
+    const { db } = this.#rows;
+    const rows = await db.all<CategoryRow>(
+      `SELECT * FROM catalog_categories ORDER BY ${db.dialect.byteOrder('code')}`,
+    );
     return rows.map((row) => ({ ...row, is_active: row.is_active === 1 }));
   }
 
   /** The products, by category, price and code; of one category when given. */
   async products(categoryCode?: string): Promise<PublicProduct[]> {
+    const { db } = this.#rows;
     const rows =
       categoryCode === undefined
-        ? await this.#rows.db.all<ProductRow>(ALL_PRODUCTS)
-        : await this.#rows.db.all<ProductRow>(
-            'SELECT * FROM catalog_products WHERE category_code = @categoryCode ORDER BY category_code, price, code',
+        ? await db.all<ProductRow>(`SELECT * FROM catalog_products ${productOrder(db)}`)
+        : await db.all<ProductRow>(
+            `SELECT * FROM catalog_products WHERE category_code = @categoryCode ${productOrder(db)}`,
             { categoryCode },
           );
     return rows.map(toPublicProduct);
@@ -157,7 +163,9 @@ export class LocalCatalog {
     if (stored && snapshot.readAt < stored.synced_at) {
       return { categories: 0, products: 0, priceChanges: [], syncedAt: stored.synced_at, skipped: true };
     }
-    const before = new Map((await tx.all<ProductRow>(ALL_PRODUCTS)).map((row) => [row.id, row]));
+    const before = new Map(
+      (await tx.all<ProductRow>('SELECT * FROM catalog_products')).map((row) => [row.id, row]),
+    );
     await tx.run('DELETE FROM catalog_products');
     await tx.run('DELETE FROM catalog_categories');
     for (const category of snapshot.categories) {

@@ -125,12 +125,21 @@ export class NotifyDeliveries {
    * Records `attempt` unless the event's latest attempt at the endpoint is settled or was made
    * after `after`; the check and the insert are one write, so two processes (a worker's `failed`
    * handler and another's start-up sweep) never both record it. Returns it, or undefined.
+   *
+   * On SQLite `BEGIN IMMEDIATE` serialises the two; on PostgreSQL (READ COMMITTED) both would
+   * read no settled attempt and both insert, so the check first locks the endpoint's row: the
+   * second waits for the first to commit and its check (a new statement) then sees its attempt.
+   * `FOR UPDATE` also waits for a {@link record}/{@link recordBatch} of the endpoint in flight
+   * (their foreign key check holds `FOR KEY SHARE` on the row), so their attempts are seen too.
    */
   recordUnlessSettled(
     attempt: Omit<NotifyDelivery, 'id'>,
     after: number,
   ): Promise<NotifyDelivery | undefined> {
     return this.#rows.db.write(async (tx) => {
+      await tx.get(`SELECT id FROM notify_endpoints WHERE id = @endpoint ${tx.dialect.forUpdate}`, {
+        endpoint: attempt.endpointId,
+      });
       const row = await tx.get<DeliveryRow>(LATEST, { endpoint: attempt.endpointId, seq: attempt.seq });
       const latest = row ? toDelivery(row) : undefined;
       if (latest && (SETTLED_OUTCOMES.includes(latest.outcome) || latest.requestedAt > after))
@@ -159,7 +168,7 @@ export class NotifyDeliveries {
   async history({ since = 0, endpointId, limit = 100 }: DeliveryFilter = {}): Promise<NotifyDelivery[]> {
     const rows = await this.#rows.db.all<DeliveryRow>(
       `SELECT * FROM notify_deliveries
-       WHERE requested_at >= @since AND (@endpoint IS NULL OR endpoint_id = @endpoint)
+       WHERE requested_at >= @since AND (CAST(@endpoint AS BIGINT) IS NULL OR endpoint_id = @endpoint)
        ORDER BY id DESC LIMIT @limit`,
       { since, endpoint: endpointId ?? null, limit },
     );
@@ -205,7 +214,7 @@ export class NotifyDeliveries {
     const rows = await this.#rows.db.all<DeliveryRow>(
       `SELECT d.* FROM notify_deliveries d
        WHERE d.outcome = 'gave_up' AND d.requested_at >= @since
-         AND (@endpoint IS NULL OR d.endpoint_id = @endpoint)
+         AND (CAST(@endpoint AS BIGINT) IS NULL OR d.endpoint_id = @endpoint)
          AND d.id = (SELECT MAX(id) FROM notify_deliveries
                      WHERE endpoint_id = d.endpoint_id AND seq = d.seq)
        ORDER BY d.endpoint_id, d.seq LIMIT @limit`,

@@ -142,7 +142,12 @@ export class NotifyEndpoints {
    */
   async enable(id: number): Promise<EnableOutcome | undefined> {
     return this.#rows.db.write(async (tx) => {
-      const row = await tx.get<EndpointRow>('SELECT * FROM notify_endpoints WHERE id = @id', { id });
+      // Locked (PostgreSQL; SQLite's BEGIN IMMEDIATE is the lock already): a second enable at
+      // once waits here and then reads the endpoint enabled, instead of enabling it again.
+      const row = await tx.get<EndpointRow>(
+        `SELECT * FROM notify_endpoints WHERE id = @id ${tx.dialect.forUpdate}`,
+        { id },
+      );
       if (!row) return undefined;
       const before = toEndpoint(row);
       if (before.disabledAt === null) return { endpoint: before, changed: false, missed: null };

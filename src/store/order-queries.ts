@@ -204,7 +204,9 @@ export class OrderQueries {
     const byStatus: Record<string, number> = {};
     for (const { key, n } of await db.all<{ key: string; n: number }>(
       `SELECT COALESCE(status, upstream_status) AS key, COUNT(*) AS n FROM orders
-       WHERE COALESCE(status, upstream_status) IS NOT NULL GROUP BY key ORDER BY key`,
+       WHERE COALESCE(status, upstream_status) IS NOT NULL
+       GROUP BY COALESCE(status, upstream_status)
+       ORDER BY ${db.dialect.byteOrder('COALESCE(status, upstream_status)')}`,
     )) {
       byStatus[key] = n;
     }

@@ -3,10 +3,12 @@
 // migration lock, lock time-outs, SKIP LOCKED claims and a feed without gaps under racing writers.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import postgres from 'postgres';
 import { freePort } from '../../src/dev/redis-server.js';
 import { LATEST_SCHEMA_VERSION } from '../../src/store/migrations.js';
 import { openStore } from '../../src/store/open-store.js';
 import { StoreError } from '../../src/store/store-error.js';
+import { catalogSnapshot } from '../helpers/catalog.js';
 import { scheduleSettings, snapshot } from '../helpers/store.js';
 import { storeBackends } from '../helpers/store-backends.js';
 
@@ -113,5 +115,45 @@ describe('the PostgreSQL store', () => {
     const all = (await reader.feed.after(0, 1000)).map((e) => e.seq);
     assert.equal(all.length, 120);
     assert.deepEqual(seen, all, 'the follower saw every event, in order, none skipped');
+  });
+
+  test("a database whose locale sorts text as words lists the catalog and tokens in SQLite's byte order", async (t) => {
+    // Production databases are created in the host's locale (en_US.UTF-8 and the like), whose
+    // collation ignores case and punctuation at first; the test server's own is C. ICU's en-US
+    // stands for them here.
+    const url = new URL(await pg.emptyUrl(t));
+    const admin = postgres(url.toString(), { max: 1, onnotice: () => {} });
+    t.after(() => admin.end({ timeout: 1 }));
+    const name = `${url.pathname.slice(1)}_icu`;
+    await admin.unsafe(
+      `CREATE DATABASE ${name} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C'`,
+    );
+    url.pathname = `/${name}`;
+    const store = await pg.open(t, url.toString(), { now: () => 1_000 });
+    const base = catalogSnapshot({ readAt: 1_000, balance: 0 });
+    const codes = ['ml-7', 'ML6', 'Ml5', 'ML60'];
+    await store.catalog.applySync({
+      ...base,
+      categories: ['b', 'B', 'a'].map((code) => ({ ...base.categories[0]!, code })),
+      products: codes.map((code, i) => ({ ...base.products[0]!, id: `id-${i}`, code, category_code: 'B' })),
+    });
+    const byte = (list: string[]) => [...list].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+
+    assert.deepEqual(
+      (await store.catalog.categories()).map((c) => c.code),
+      ['B', 'a', 'b'],
+    );
+    assert.deepEqual(
+      (await store.catalog.products()).map((p) => p.code),
+      byte(codes),
+    );
+    assert.deepEqual(
+      (await store.catalog.products('B')).map((p) => p.code),
+      byte(codes),
+    );
+    // Tokens made in the same millisecond are listed by id (random letters of both cases).
+    for (let i = 0; i < 8; i++) await store.tokens.create(`t${i}`, ['orders:read']);
+    const ids = (await store.tokens.list()).map((token) => token.id);
+    assert.deepEqual(ids, byte(ids));
   });
 });

@@ -30,6 +30,7 @@ export const MIGRATE_LOCK_KEY = 72_085_002;
 export const POSTGRES_DIALECT: Dialect = {
   name: 'postgres',
   greatest: (a, b) => `GREATEST(${a}, ${b})`,
+  byteOrder: (expr) => `${expr} COLLATE "C"`,
   indexedBy: () => '',
   skipLocked: 'FOR UPDATE SKIP LOCKED',
   forUpdate: 'FOR UPDATE',

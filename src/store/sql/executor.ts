@@ -17,6 +17,13 @@ export interface Dialect {
   readonly name: 'sqlite' | 'postgres';
   /** The larger of two values: SQLite's scalar `MAX(a, b)`, PostgreSQL's `GREATEST(a, b)`. */
   greatest(a: string, b: string): string;
+  /**
+   * A text expression for ORDER BY, compared by its bytes as SQLite's BINARY collation does:
+   * `expr COLLATE "C"` on PostgreSQL, whose database collation follows the host's locale
+   * (en_US.UTF-8 puts `a` before `B` and skips punctuation at first); `expr` itself on SQLite.
+   * So both backends list text in one order.
+   */
+  byteOrder(expr: string): string;
   /** The index hint of a query, for SQLite's planner without ANALYZE figures (`INDEXED BY name`); empty on PostgreSQL. */
   indexedBy(index: string): string;
   /** Appended to a claim's inner SELECT: `FOR UPDATE SKIP LOCKED` on PostgreSQL, empty on SQLite (`BEGIN IMMEDIATE` excludes other writers). */

@@ -21,6 +21,7 @@ export const DEFAULT_LOCK_TIMEOUT_MS = 5000;
 export const SQLITE_DIALECT: Dialect = {
   name: 'sqlite',
   greatest: (a, b) => `MAX(${a}, ${b})`,
+  byteOrder: (expr) => expr,
   indexedBy: (index) => `INDEXED BY ${index}`,
   skipLocked: '',
   forUpdate: '',
