@@ -94,6 +94,14 @@ const LATEST =
   'SELECT * FROM notify_deliveries WHERE endpoint_id = @endpoint AND seq = @seq ORDER BY id DESC LIMIT 1';
 
 /** The delivery history: one row per attempt, written by the notification worker. */
+/**
+ * The filter by endpoint, when one is given: left out of the SQL otherwise, since PostgreSQL
+ * cannot type a parameter that is only compared with NULL (`@endpoint IS NULL OR …`, 42P08).
+ */
+function endpointFilter(endpointId: number | undefined, column: string): string {
+  return endpointId === undefined ? '' : `AND ${column} = @endpoint`;
+}
+
 export class NotifyDeliveries {
   readonly #rows: OrderRows;
 
@@ -159,7 +167,7 @@ export class NotifyDeliveries {
   async history({ since = 0, endpointId, limit = 100 }: DeliveryFilter = {}): Promise<NotifyDelivery[]> {
     const rows = await this.#rows.db.all<DeliveryRow>(
       `SELECT * FROM notify_deliveries
-       WHERE requested_at >= @since AND (@endpoint IS NULL OR endpoint_id = @endpoint)
+       WHERE requested_at >= @since ${endpointFilter(endpointId, 'endpoint_id')}
        ORDER BY id DESC LIMIT @limit`,
       { since, endpoint: endpointId ?? null, limit },
     );
@@ -205,7 +213,7 @@ export class NotifyDeliveries {
     const rows = await this.#rows.db.all<DeliveryRow>(
       `SELECT d.* FROM notify_deliveries d
        WHERE d.outcome = 'gave_up' AND d.requested_at >= @since
-         AND (@endpoint IS NULL OR d.endpoint_id = @endpoint)
+         ${endpointFilter(endpointId, 'd.endpoint_id')}
          AND d.id = (SELECT MAX(id) FROM notify_deliveries
                      WHERE endpoint_id = d.endpoint_id AND seq = d.seq)
        ORDER BY d.endpoint_id, d.seq LIMIT @limit`,
