@@ -133,7 +133,7 @@ export async function migrateToPostgres({
           throw new StoreError(
             'SOURCE_CHANGED',
             `another process wrote to ${sourcePath} during the copy, so the copy would miss it; ` +
-              'nothing was written to the target: stop the apps (pm2 stop ecosystem.config.cjs) and run it again',
+              'nothing was written to the target: stop the apps that open the store (pm2 stop h2h-worker h2h-api) and run it again',
           );
         }
       },
