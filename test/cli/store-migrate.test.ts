@@ -103,6 +103,7 @@ async function answers(store: OpenedStore, refs: readonly string[]) {
     tokens: await store.tokens.list(),
     endpoints: await store.endpoints.list(),
     deliveries: await store.deliveries.history(),
+    failedDeliveries: await store.deliveries.failed(),
     categories: await store.catalog.categories(),
     products: await store.catalog.products(),
     syncedAt: await store.catalog.syncedAt(),
@@ -147,6 +148,11 @@ describe('h2h-sync store migrate', () => {
     const reader = await openTestStore(path, undefined, { now: clock.now });
     t.after(() => reader.close());
     assert.deepEqual(await answers(target, refs), await answers(reader, refs));
+    assert.deepEqual(
+      (await target.deliveries.failed()).map((d) => [d.seq, d.outcome]),
+      [[2, 'gave_up']],
+      'the given-up delivery is failed on the target too',
+    );
     const authenticated = await target.tokens.authenticate(token);
     assert.ok(authenticated.ok, 'a token made before the copy authenticates against the copy');
 
