@@ -12,6 +12,7 @@ import { registerNotificationsCommands } from './commands/notifications.js';
 import { registerOrderCommands } from './commands/order.js';
 import { registerReconcileCommand } from './commands/reconcile.js';
 import { registerStatusCommand } from './commands/status.js';
+import { registerStoreCommands } from './commands/store.js';
 import { registerTailCommand } from './commands/tail.js';
 import { registerTokensCommands } from './commands/tokens.js';
 import { EXIT } from './output.js';
@@ -37,6 +38,7 @@ registerEndpointsCommands(program);
 registerNotificationsCommands(program);
 registerReconcileCommand(program);
 registerStatusCommand(program);
+registerStoreCommands(program);
 registerTailCommand(program);
 
 try {

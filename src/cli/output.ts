@@ -50,14 +50,18 @@ export function describeError(err: unknown): {
   exitCode: number;
 } {
   if (err instanceof ConfigError) return { code: err.code, message: err.message, exitCode: EXIT.config };
-  // A store that cannot be opened, or is not there for a command that only reads, is fixed in H2H_DB_PATH.
+  // A store that cannot be opened, or is not there for a command that only reads, is fixed in
+  // H2H_DB_URL/H2H_DB_PATH; `store migrate`'s wrong source or target, or a target with rows, in its settings or --to.
   if (
     err instanceof StoreError &&
     (err.code === 'DATABASE_OPEN_FAILED' ||
       err.code === 'STORE_NOT_FOUND' ||
       err.code === 'DATABASE_TOO_NEW' ||
       err.code === 'INVALID_SCOPE' ||
-      err.code === 'INVALID_TOKEN_NAME')
+      err.code === 'INVALID_TOKEN_NAME' ||
+      err.code === 'NOT_SQLITE_SOURCE' ||
+      err.code === 'NOT_POSTGRES_TARGET' ||
+      err.code === 'TARGET_NOT_EMPTY')
   ) {
     return { code: err.code, message: err.message, exitCode: EXIT.config };
   }

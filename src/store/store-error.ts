@@ -21,7 +21,16 @@ export type StoreErrorCode =
   | 'INVALID_TOKEN_NAME'
   | 'INVALID_SCOPE'
   /** No live API token has that id. */
-  | 'TOKEN_NOT_FOUND';
+  | 'TOKEN_NOT_FOUND'
+  /** `store migrate`: the configured store is not a SQLite one, or `--to` not a PostgreSQL URL. */
+  | 'NOT_SQLITE_SOURCE'
+  | 'NOT_POSTGRES_TARGET'
+  /** `store migrate`: the target database already has rows (it never merges). */
+  | 'TARGET_NOT_EMPTY'
+  /** `store migrate`: another process wrote to the SQLite file during the copy (nothing was written). */
+  | 'SOURCE_CHANGED'
+  /** `store migrate`: the tables, columns or row counts of the two stores differ (nothing was written). */
+  | 'COPY_MISMATCH';
 
 /**
  * The one error the store throws on purpose. `INVALID_SNAPSHOT` is permanent: a worker should
