@@ -60,6 +60,18 @@ export function mapPostgresError(error: unknown): unknown {
   return error;
 }
 
+/**
+ * Most units of a savepoint batch in one transaction. Every unit that writes in a savepoint takes
+ * a subtransaction id, and past 64 in one transaction PostgreSQL's per-backend cache of them
+ * overflows, which slows every other session's snapshots while the transaction is open (a
+ * well-known PostgreSQL pitfall). Only the slow path of {@link PostgresDb.writeBatch} uses
+ * savepoints, in transactions of at most this many units.
+ */
+export const SAVEPOINT_UNITS_PER_TX = 50;
+
+/** Thrown inside the fast path's transaction to roll it back when a unit failed. */
+class UnitFailed extends Error {}
+
 /** Whether an error inside a unit ended the whole transaction (a lost connection), not just the unit. */
 function endsTransaction(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
@@ -194,7 +206,45 @@ export class PostgresDb implements StoreDb {
     });
   }
 
-  writeBatch<T>(units: ReadonlyArray<TxWork<T>>, options: WriteOptions = {}): Promise<Outcome<T>[]> {
+  /**
+   * The group commit's batch. Fast path: every unit straight on one transaction, without
+   * savepoints (no subtransactions, no round trip per unit), committed once. When a unit fails,
+   * that transaction is rolled back whole and the batch runs again on the slow path: each unit
+   * in its own savepoint, so only the failing ones fail, in transactions of at most
+   * {@link SAVEPOINT_UNITS_PER_TX} units. Units fail rarely (a constraint, a row lock past
+   * `lock_timeout`), and a unit is a function of the database and its input, so running it again
+   * after a rollback is safe.
+   */
+  async writeBatch<T>(units: ReadonlyArray<TxWork<T>>, options: WriteOptions = {}): Promise<Outcome<T>[]> {
+    try {
+      return await this.#begin(options, async (sql) => {
+        const outcomes: Outcome<T>[] = [];
+        for (const unit of units) {
+          const tx = new PostgresTx(sql);
+          try {
+            outcomes.push({ ok: true, value: await unit(tx) });
+          } catch (error) {
+            if (endsTransaction(error)) throw error;
+            throw new UnitFailed('a unit failed: the batch runs again with savepoints', { cause: error });
+          } finally {
+            tx.open = false;
+          }
+        }
+        return outcomes;
+      });
+    } catch (error) {
+      if (!(error instanceof UnitFailed)) throw error;
+    }
+    const outcomes: Outcome<T>[] = [];
+    for (let start = 0; start < units.length; start += SAVEPOINT_UNITS_PER_TX) {
+      outcomes.push(
+        ...(await this.#savepointBatch(units.slice(start, start + SAVEPOINT_UNITS_PER_TX), options)),
+      );
+    }
+    return outcomes;
+  }
+
+  #savepointBatch<T>(units: ReadonlyArray<TxWork<T>>, options: WriteOptions): Promise<Outcome<T>[]> {
     return this.#begin(options, async (sql) => {
       const outcomes: Outcome<T>[] = [];
       for (const unit of units) {
@@ -235,8 +285,10 @@ export class PostgresDb implements StoreDb {
     const timeout = Math.max(1, Math.trunc(options.lockTimeoutMs ?? this.lockTimeoutMs));
     try {
       return (await this.#open().begin(async (sql) => {
-        await sql.unsafe(`SET LOCAL lock_timeout = ${timeout}`);
-        if (options.feed) await sql.unsafe(`SELECT pg_advisory_xact_lock(${FEED_LOCK_KEY})`);
+        // One round trip: the wait allowed, then (for a feed write) the feed lock.
+        await sql.unsafe(
+          `SET LOCAL lock_timeout = ${timeout}${options.feed ? `; SELECT pg_advisory_xact_lock(${FEED_LOCK_KEY})` : ''}`,
+        );
         return body(sql);
       })) as T;
     } catch (error) {
