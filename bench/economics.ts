@@ -64,6 +64,7 @@ import { connectRedis } from '../src/shared/redis-connection.js';
 import { createSimulator, REALISTIC_DEFAULTS } from '../src/simulator/index.js';
 import { openStore, sqliteUrl } from '../src/store/open-store.js';
 import { CHECKED_AT_SQL } from '../src/store/poll-schedule.js';
+import { normalQuantile } from '../src/store/rules/normal.js';
 import { UpstreamClient } from '../src/upstream/client.js';
 import type { Order } from '../src/upstream/model.js';
 import { createEventWorker } from '../src/worker/event-worker.js';
@@ -146,40 +147,6 @@ function random(seed: number): () => number {
   return () => uniformFloat64(generator);
 }
 
-/** Inverse of the standard normal CDF (Acklam's rational approximation, |error| < 1.2e-9 after one step). */
-function normalQuantile(p: number): number {
-  const a = [
-    -39.696_830_286_653_76, 220.946_098_424_520_5, -275.928_510_446_968_7, 138.357_751_867_269,
-    -30.664_798_066_147_16, 2.506_628_277_459_239,
-  ];
-  const b = [
-    -54.476_098_798_224_06, 161.585_836_858_040_9, -155.698_979_859_886_6, 66.801_311_887_719_72,
-    -13.280_681_552_885_72,
-  ];
-  const c = [
-    -0.007_784_894_002_430_293, -0.322_396_458_041_136_5, -2.400_758_277_161_838, -2.549_732_539_343_734,
-    4.374_664_141_464_968, 2.938_163_982_698_783,
-  ];
-  const d = [
-    0.007_784_695_709_041_462, 0.322_467_129_070_039_8, 2.445_134_137_142_996, 3.754_408_661_907_416,
-  ];
-  const low = 0.024_25;
-  if (p < low) {
-    const q = Math.sqrt(-2 * Math.log(p));
-    return (
-      (((((c[0]! * q + c[1]!) * q + c[2]!) * q + c[3]!) * q + c[4]!) * q + c[5]!) /
-      ((((d[0]! * q + d[1]!) * q + d[2]!) * q + d[3]!) * q + 1)
-    );
-  }
-  if (p > 1 - low) return -normalQuantile(1 - p);
-  const q = p - 0.5;
-  const r = q * q;
-  return (
-    ((((((a[0]! * r + a[1]!) * r + a[2]!) * r + a[3]!) * r + a[4]!) * r + a[5]!) * q) /
-    (((((b[0]! * r + b[1]!) * r + b[2]!) * r + b[3]!) * r + b[4]!) * r + 1)
-  );
-}
-
 /** The q-quantile of a log-normal given by its median and p99, in the same unit. */
 function lognormalQuantile(dist: { median_s: number; p99_s: number }, q: number): number {
   const sigma = Math.log(dist.p99_s / dist.median_s) / Z99;
@@ -256,7 +223,13 @@ interface RunResult {
   stuckOrders: number;
   stuckReads: number;
   /** The pace learned by the end of the day, against the profile's true quantile. */
-  learned: { finalS: number; deliveryS: number; samples: number; trueFinalS: number } | null;
+  learned: {
+    finalS: number;
+    outlierS: number;
+    deliveryS: number;
+    samples: number;
+    trueFinalS: number;
+  } | null;
   /** Up to 5 orders whose local state differs from the upstream's at the end. */
   differing: string[];
   burstMaxWaitS: number;
@@ -690,6 +663,7 @@ async function runDay(
       stuckReads,
       learned: pace && {
         finalS: simS(pace.finalMs),
+        outlierS: simS(pace.outlierMs),
         deliveryS: simS(pace.deliveryMs),
         samples: pace.samples,
         trueFinalS: quantile > 0 ? lognormalQuantile(COMPLETION, quantile) : Number.NaN,
@@ -747,6 +721,7 @@ function printRun(r: RunResult): void {
   if (r.learned && r.quantile > 0 && !ORACLE)
     console.log(
       `  learned pace               q ${r.quantile} of time to final ${fmtS(r.learned.finalS)} (profile's true ${fmtS(r.learned.trueFinalS)}), ` +
+        `outlier time ${fmtS(r.learned.outlierS)} (profile's true 99.9th percentile ${fmtS(lognormalQuantile(COMPLETION, 0.999))}), ` +
         `delivery median ${fmtS(r.learned.deliveryS)}, ${r.learned.samples.toFixed(0)} samples (by weight) at the end of the day`,
     );
   console.log(

@@ -186,25 +186,19 @@ export function afterSubmissionOutcome(row: SettledFields, now: number): Pick<Or
   return { next_poll_at: isSettled(row) ? null : now };
 }
 
-/** How many times its product's learned outlier time an order must be open to be polled at the cap. */
-export const OUTLIER_MARGIN = 2;
-
 /**
  * Whether an order the upstream has, still without its final state, has been open longer than
- * twice its product's own learned outlier time (false without a learned pace; false for a
- * SUCCESS waiting for its serial, whose wait is not the time to final, and for a submission
- * still to be resolved, whose polls are not about the pace).
+ * its product's own learned outlier time (`PaceEstimate.outlierMs`: with 95 % confidence, longer
+ * than all but one in a thousand of its kind; pace-math.ts, `outlierBoundMs`). False without a
+ * learned pace; false for a SUCCESS waiting for its serial, whose wait is not the time to final,
+ * and for a submission still to be resolved, whose polls are not about the pace.
  */
 function isOutlier(current: OrderRow, now: number, pace: PaceInput): boolean {
   if (current.final_at !== null || current.submission_state !== 'accepted') return false;
   const estimate = paceOf(pace, current.product_code);
-  // Only the product's own pace, and twice its outlier time: with the 50 samples a product needs,
-  // the 99.9th percentile is about the longest seen, which 1 order in 50 exceeds; twice it, an
-  // order that merely runs long keeps the ladder. Every product's pace says little of a slow one.
+  // Only the product's own pace: every product's together says little of a slow one.
   return (
-    estimate !== null &&
-    estimate.scope === 'product' &&
-    now - pollBaseOf(current, now) > OUTLIER_MARGIN * estimate.outlierMs
+    estimate !== null && estimate.scope === 'product' && now - pollBaseOf(current, now) > estimate.outlierMs
   );
 }
 
@@ -216,9 +210,9 @@ function isOutlier(current: OrderRow, now: number, pace: PaceInput): boolean {
  *   (`stuck_at`, the first marking kept), polled at the longest backoff interval; a SUCCESS
  *   still without its serial is marked stuck the same way, and then settled;
  * - changed → at {@link firstPollAt};
- * - answered unchanged, open longer than twice its product's own learned outlier time
- *   (`PaceEstimate.outlierMs`, the 99.9th percentile of its time to a final state;
- *   {@link isOutlier}) → at the longest backoff interval: the ladder's
+ * - answered unchanged, open longer than its product's own learned outlier time
+ *   (`PaceEstimate.outlierMs`, a confidence bound of the 99.9th percentile of its time to a
+ *   final state; {@link isOutlier}) → at the longest backoff interval: the ladder's
  *   short steps are for the normal tail, and an order past nearly all of its kind (in practice,
  *   one PROCESSING for hours) would otherwise spend them for nothing;
  * - otherwise the n-th poll in a row without a change → after `backoffMs[n - 1]`, the last

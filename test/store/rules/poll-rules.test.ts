@@ -108,15 +108,15 @@ test('a failed poll keeps last_polled_at; a stuck order waits the longest backof
   assert.equal(stuck.last_polled_at, NOW);
 });
 
-test('an order open longer than twice its learned outlier time is polled at the backoff cap, not up the ladder', () => {
+test('an order open longer than its learned outlier time is polled at the backoff cap, not up the ladder', () => {
   // SCHEDULE's ladder is 60 s, then 300 s (the cap). The order is 10 minutes old and was polled once.
   const open = orderRow({ local_created_at: NOW - 600_000, created_at: null, poll_count: 0 });
   const at = (outcome: 'unchanged' | 'failed', estimate: ReturnType<typeof pace> | null, row = open) =>
     planPollRecord(SCHEDULE, row, outcome, NOW, estimate).next_poll_at;
-  // Past twice the 99.9th percentile of its product's time to final (2 × 4 min): an outlier, the cap.
+  // Past its product's outlier time (4 min): an outlier, the cap.
   assert.equal(at('unchanged', pace(60_000, 240_000)), NOW + 300_000);
-  // Past the percentile but within twice it: the ladder's next step.
-  assert.equal(at('unchanged', pace(60_000, 400_000)), NOW + 60_000);
+  // Within it (11 min): the ladder's next step.
+  assert.equal(at('unchanged', pace(60_000, 660_000)), NOW + 60_000);
   // Every product's pace, not its own: the ladder.
   assert.equal(at('unchanged', { ...pace(60_000, 240_000), scope: 'all' as const }), NOW + 60_000);
   // No learned pace: the ladder.
