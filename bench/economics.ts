@@ -11,9 +11,11 @@
  *   npm run bench:economics -- [--hours 1.5] [--rate 20] [--burst-min 5] [--burst-x 3]
  *     [--outage-min <20 × hours/24>] [--scale 120] [--p 0,0.02,0.25] [--quantile <default>]
  *     [--quantiles 0.5,0.8,0.9,0.95,0.99] [--curve-p 0.25] [--refunds 4] [--refund-after-days 2]
- *     [--audit-day-h 1] [--margin-ms 100] [--seed 1] [--oracle] [--poll-floors <default>]
+ *     [--audit-day-h 1] [--margin-ms 100] [--seed 1] [--oracle] [--poll-floors <default>] [--store sqlite]
  *
  * `--poll-floors 0,6` runs every p once per poll floor (H2H_RATE_POLL_FLOOR), side by side.
+ * `--store sqlite|postgres|both` (default sqlite): the store the day runs on; `both` runs every p
+ * on SQLite and then on a private PostgreSQL server, side by side.
  *
  * Everything runs in this process on real parts: the simulator over HTTP (realistic profile,
  * `speed` = --scale, rate window scaled), a private redis-server, a SQLite file, the receiver
@@ -62,12 +64,13 @@ import { startReceiver } from '../src/receiver/server.js';
 import { startReconciler } from '../src/reconciler/reconciler.js';
 import { connectRedis } from '../src/shared/redis-connection.js';
 import { createSimulator, REALISTIC_DEFAULTS } from '../src/simulator/index.js';
-import { openStore, sqliteUrl } from '../src/store/open-store.js';
-import { CHECKED_AT_SQL } from '../src/store/poll-schedule.js';
+import { openStore } from '../src/store/open-store.js';
+import { checkedAtSql } from '../src/store/poll-schedule.js';
 import { normalQuantile } from '../src/store/rules/normal.js';
 import { UpstreamClient } from '../src/upstream/client.js';
 import type { Order } from '../src/upstream/model.js';
 import { createEventWorker } from '../src/worker/event-worker.js';
+import { type BenchStoreKind, benchStore, benchStoreKinds } from './bench-store.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -88,8 +91,10 @@ const { values: flags } = parseArgs({
     'margin-ms': { type: 'string', default: '100' },
     seed: { type: 'string', default: '1' },
     'poll-floors': { type: 'string' },
+    store: { type: 'string', default: 'sqlite' },
   },
 });
+const STORES = benchStoreKinds(flags.store);
 
 const num = (name: keyof typeof flags, value = flags[name]): number => {
   const n = Number(value);
@@ -192,6 +197,7 @@ interface RunResult {
   p: number;
   quantile: number;
   pollFloor: number;
+  store: BenchStoreKind;
   firstPollDelayS: number;
   orders: number;
   calls: number;
@@ -265,6 +271,7 @@ async function runDay(
   quantile: number,
   refunds: number,
   pollFloor = DEFAULT_POLL_FLOOR,
+  storeKind: BenchStoreKind = 'sqlite',
 ): Promise<RunResult> {
   const runStarted = Date.now();
   const dir = mkdtempSync(join(tmpdir(), 'h2h-bench-economics-'));
@@ -367,10 +374,10 @@ async function runDay(
     };
     // One store for the event worker and the reconciler, as in the worker process, opened with
     // the scaled schedule (startWorkerProcess would open it with the whole-second env settings).
-    const store = await openStore(sqliteUrl(join(dir, 'h2h-sync.db')), settings, {
-      role: 'bench',
-      lockTimeoutMs: 100,
-    });
+    const storeAt = await benchStore(storeKind, dir);
+    stops.push(() => storeAt.stop());
+    // The default lock wait, as in production (waits are on timers, the event loop runs on).
+    const store = await openStore(storeAt.url, settings, { role: 'bench' });
     stops.push(() => store.close());
 
     const worker = workerSettings(config);
@@ -502,7 +509,8 @@ async function runDay(
     const coverage = async () => {
       const now = Date.now();
       const row = (await store.db.get<{ total: number; checked: number }>(
-        `SELECT COUNT(*) AS total, COALESCE(SUM(${CHECKED_AT_SQL} > @checkedSince), 0) AS checked
+        `SELECT COUNT(*) AS total,
+                COALESCE(SUM(CASE WHEN ${checkedAtSql(store.db)} > @checkedSince THEN 1 ELSE 0 END), 0) AS checked
          FROM orders WHERE status = 'SUCCESS' AND final_at >= @finalSince`,
         { checkedSince: now - settings.auditEveryMs, finalSince: now - settings.auditWindowMs },
       ))!;
@@ -639,6 +647,7 @@ async function runDay(
       p,
       quantile,
       pollFloor,
+      store: storeKind,
       firstPollDelayS,
       orders,
       calls: calls - auditReads,
@@ -706,7 +715,7 @@ function describeFirstPoll(r: RunResult): string {
 function printRun(r: RunResult): void {
   const stuckNote = r.converged ? '' : ` (NOT converged: ${r.notConverged} orders differ from the upstream)`;
   console.log(
-    `\n== p = ${r.p}: ${r.orders} orders, first poll ${describeFirstPoll(r)}, poll floor ${r.pollFloor}; ${r.realSeconds.toFixed(0)} s real${stuckNote}`,
+    `\n== p = ${r.p}: ${r.orders} orders, first poll ${describeFirstPoll(r)}, poll floor ${r.pollFloor}, store ${r.store}; ${r.realSeconds.toFixed(0)} s real${stuckNote}`,
   );
   console.log(
     `  upstream calls per order   ${r.callsPerOrder.toFixed(3)} (${r.calls} calls: creates, polls, probes); floor ${r.floor.toFixed(3)} ` +
@@ -785,15 +794,18 @@ async function main(): Promise<number> {
   const results: RunResult[] = [];
   for (const p of P_VALUES) {
     for (const pollFloor of POLL_FLOORS) {
-      const r = await runDay(p, DEFAULT_QUANTILE, REFUNDS, pollFloor);
-      printRun(r);
-      results.push(r);
+      for (const storeKind of STORES) {
+        const r = await runDay(p, DEFAULT_QUANTILE, REFUNDS, pollFloor, storeKind);
+        printRun(r);
+        results.push(r);
+      }
     }
   }
   const curve: RunResult[] = [];
   for (const q of QUANTILES) {
     const same = results.find(
-      (r) => r.p === CURVE_P && r.quantile === q && r.pollFloor === DEFAULT_POLL_FLOOR,
+      (r) =>
+        r.p === CURVE_P && r.quantile === q && r.pollFloor === DEFAULT_POLL_FLOOR && r.store === 'sqlite',
     );
     // The curve's runs plan no refunds (the audit's figures come from the runs above), so that
     // they end with the day.
@@ -844,7 +856,7 @@ async function main(): Promise<number> {
       );
   }
   for (const r of results) {
-    const at = `p = ${r.p}, poll floor ${r.pollFloor}`;
+    const at = `p = ${r.p}, poll floor ${r.pollFloor}, ${r.store}`;
     const ratio = r.callsPerOrder / r.floor;
     const limit = r.p === 0.02 ? 1.15 : r.p === 0.25 ? 1.1 : undefined;
     if (limit !== undefined && ratio > limit)

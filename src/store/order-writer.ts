@@ -88,7 +88,8 @@ export class OrderWriter {
         const created = (await tx.run(INSERT_ORDER_IF_NEW, row)).changes === 1;
         return { order: toLocalOrder((await this.#rows.find(tx, row.partner_ref, null))!), created };
       },
-      { feed: true },
+      // No feed event (an order not yet submitted has none), so no feed lock: on PostgreSQL a
+      // shop's order is not held up behind a worker's batch; the unique partner_ref decides a race.
     );
   }
 
