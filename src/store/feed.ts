@@ -179,6 +179,16 @@ export class ChangeFeed {
     );
   }
 
+  /**
+   * Calls `onCommit` soon after events are committed (StoreDb.watchFeed): at once for this
+   * process's on SQLite, for every process's on PostgreSQL. A reader (the notification
+   * dispatcher) reads then instead of waiting for its tick, and keeps the tick for what this
+   * cannot reach. Resolves to a function that stops it.
+   */
+  watch(onCommit: () => void): Promise<() => Promise<void>> {
+    return this.#rows.db.watchFeed(onCommit);
+  }
+
   /** Deletes the events older than `retentionMs`; returns how many. */
   async prune(retentionMs: number): Promise<number> {
     const { changes } = await this.#rows.db.run('DELETE FROM feed_events WHERE timestamp < @before', {

@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import type { OrderStore } from '../../src/store/order-store.js';
 import { orderEvents, snapshot } from '../helpers/store.js';
 import { describeEachBackend } from '../helpers/store-backends.js';
+import { waitFor } from '../helpers/wait.js';
 
 const DATA = { user_id: '12345678', server_id: '2001' };
 
@@ -140,6 +141,25 @@ describeEachBackend('the change feed', (backend) => {
       [1, 2],
       'the next change takes the next seq: a reader never sees a hole it could take for a lost event',
     );
+  });
+
+  test('a watcher of the feed is woken after a commit that appended to it: its own process’s, and on PostgreSQL another’s', async (t) => {
+    const { store, url } = await backend.tempStore(t, { now: Date.now });
+    const seen: number[] = [];
+    const stop = await store.feed.watch(() => {
+      void store.feed.lastSeq().then((seq) => seen.push(seq));
+    });
+    t.after(stop);
+    // PostgreSQL's listener also calls once it is connected (it may have missed commits before).
+    if (backend.name === 'postgres')
+      await waitFor(() => seen.length >= 1, { message: 'the listener connected' });
+    await store.writer.applyOrderSnapshot(snapshot('W1', 'PENDING'), { source: 'create' });
+    await waitFor(() => seen.includes(1), { message: 'woken after its own commit, with the event readable' });
+    if (backend.name === 'postgres') {
+      const other = await backend.open(t, url);
+      await other.writer.applyOrderSnapshot(snapshot('W2', 'PENDING'), { source: 'create' });
+      await waitFor(() => seen.includes(2), { message: 'woken after another process’s commit' });
+    }
   });
 
   test('events older than the retention are pruned; cursors go on from where they were', async (t) => {

@@ -27,6 +27,9 @@ export const DEFAULT_POOL_MAX = 10;
 export const FEED_LOCK_KEY = 72_085_001;
 export const MIGRATE_LOCK_KEY = 72_085_002;
 
+/** The channel feed-appending transactions `NOTIFY` (delivered at their commit, collapsed per transaction). */
+export const FEED_CHANNEL = 'h2h_feed';
+
 export const POSTGRES_DIALECT: Dialect = {
   name: 'postgres',
   greatest: (a, b) => `GREATEST(${a}, ${b})`,
@@ -267,6 +270,22 @@ export class PostgresDb implements StoreDb {
     });
   }
 
+  /**
+   * `LISTEN h2h_feed` on a connection of its own (postgres.js reconnects it with backoff): every
+   * feed-appending transaction of any process notifies it at commit; `onCommit` runs then, and
+   * after each (re)connection of the listener, which may have missed notifications meanwhile.
+   */
+  async watchFeed(onCommit: () => void): Promise<() => Promise<void>> {
+    const { unlisten } = await this.#open().listen(
+      FEED_CHANNEL,
+      () => onCommit(),
+      () => onCommit(),
+    );
+    return async () => {
+      await unlisten().catch(() => {});
+    };
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
@@ -285,9 +304,10 @@ export class PostgresDb implements StoreDb {
     const timeout = Math.max(1, Math.trunc(options.lockTimeoutMs ?? this.lockTimeoutMs));
     try {
       return (await this.#open().begin(async (sql) => {
-        // One round trip: the wait allowed, then (for a feed write) the feed lock.
+        // One round trip: the wait allowed, then (for a feed write) the feed lock and the
+        // notification that wakes the feed's readers on every host (sent at COMMIT only).
         await sql.unsafe(
-          `SET LOCAL lock_timeout = ${timeout}${options.feed ? `; SELECT pg_advisory_xact_lock(${FEED_LOCK_KEY})` : ''}`,
+          `SET LOCAL lock_timeout = ${timeout}${options.feed ? `; SELECT pg_advisory_xact_lock(${FEED_LOCK_KEY}); NOTIFY ${FEED_CHANNEL}` : ''}`,
         );
         return body(sql);
       })) as T;

@@ -97,6 +97,16 @@ export interface StoreDb extends SqlExecutor {
    * COMMIT, an I/O error, a lost connection) rejects the call: every unit failed.
    */
   writeBatch<T>(units: ReadonlyArray<TxWork<T>>, options?: WriteOptions): Promise<Outcome<T>[]>;
+  /**
+   * Calls `onCommit` after commits of transactions that appended to the feed (written with
+   * `feed: true`), so a reader can read at once instead of at its next tick: on SQLite those of
+   * this process; on PostgreSQL those of every process on the database (`LISTEN h2h_feed`; the
+   * transactions `NOTIFY` it), and once more whenever the listening connection (re)connects,
+   * since it may have missed some. Calls may be collapsed (one for several commits) and may come
+   * for a commit that appended nothing; a reader must still read on a timer for what a wake-up
+   * cannot reach (another process's commits on SQLite). Resolves to a function that stops it.
+   */
+  watchFeed(onCommit: () => void): Promise<() => Promise<void>>;
   /** Waits for the transactions started, then closes the connections. */
   close(): Promise<void>;
 }

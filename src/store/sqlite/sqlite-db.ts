@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import BetterSqlite3, { type Database, type Statement } from 'better-sqlite3';
@@ -221,6 +222,8 @@ export class SqliteDb implements StoreDb {
   /** Transactions queued or running. */
   #queued = 0;
   #closed = false;
+  /** 'commit' after each committed transaction written with `feed: true` ({@link watchFeed}). */
+  readonly #feedCommits = new EventEmitter();
 
   constructor(write: Database, read: Database, lockTimeoutMs: number) {
     this.#write = write;
@@ -271,6 +274,7 @@ export class SqliteDb implements StoreDb {
         try {
           const result = await work(tx);
           this.#commit.run();
+          if (options.feed) this.#feedCommits.emit('commit');
           return result;
         } catch (error) {
           if (this.#write.inTransaction) this.#rollback.run();
@@ -312,8 +316,17 @@ export class SqliteDb implements StoreDb {
         if (this.#write.inTransaction) this.#rollback.run();
         throw error;
       }
+      if (options.feed) this.#feedCommits.emit('commit');
       return outcomes;
     });
+  }
+
+  /** This process's feed commits only: another process's reach a reader through its timer. */
+  async watchFeed(onCommit: () => void): Promise<() => Promise<void>> {
+    this.#feedCommits.on('commit', onCommit);
+    return async () => {
+      this.#feedCommits.off('commit', onCommit);
+    };
   }
 
   async close(): Promise<void> {
