@@ -166,10 +166,12 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
   const memory: DispatchMemory = new Map();
   const cursorWrites = inFlight();
   let passing: Promise<number> = Promise.resolve(0);
-  const dispatchNow = (): Promise<number> => {
+  /** `onStart` runs when the pass starts (after the one running, if any). */
+  const dispatchNow = (onStart?: () => void): Promise<number> => {
     passing = passing
       .catch(() => 0)
       .then(async () => {
+        onStart?.();
         const added = await dispatchNotifications(store, queue, {
           retries: scheduleMs.length,
           memory,
@@ -191,6 +193,17 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
   };
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
+  // Woken by the store after feed commits (feed.watch: this process's on SQLite, every
+  // process's on PostgreSQL), a pass runs at once instead of at the next tick; wake-ups that
+  // come while one is waiting to start are one pass.
+  let wakePending = false;
+  const wake = () => {
+    if (stopped || wakePending) return;
+    wakePending = true;
+    dispatchNow(() => {
+      wakePending = false;
+    }).catch((err) => logger?.warn({ err }, 'notification dispatch failed; trying again'));
+  };
   const tick = () => {
     dispatchNow()
       .catch((err) => logger?.warn({ err }, 'notification dispatch failed; trying again'))
@@ -214,6 +227,10 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
     return 0;
   });
   if (swept > 0) logger?.warn({ swept }, 'recorded given-up notifications that had no record');
+  const stopWatching = await store.feed.watch(wake).catch((err) => {
+    logger?.warn({ err }, 'cannot watch the feed for commits; dispatching on the timer only');
+    return async () => {};
+  });
   tick();
   logger?.info({ dispatchEveryMs, timeoutMs, retries: scheduleMs.length }, 'notifier started');
 
@@ -226,6 +243,7 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
       closing ??= (async () => {
         stopped = true;
         clearTimeout(timer);
+        await stopWatching();
         const graceful = await settlesWithin(
           Promise.all([passing.catch(() => {}), worker.close()])
             .then(() => recording.settled())

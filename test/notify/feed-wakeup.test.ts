@@ -1,0 +1,43 @@
+// The dispatcher is woken by feed commits (feed.watch, docs/store-backends.md step 5): with its
+// timer far away, an event is still sent at once — its own process's commit on both backends,
+// another process's on PostgreSQL (LISTEN/NOTIFY).
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { generateEndpointSecret } from '../../src/notify/signature.js';
+import { seqOf, startTestNotifier, verifyNotification } from '../helpers/notify.js';
+import { privateRedis } from '../helpers/redis.js';
+import { snapshot } from '../helpers/store.js';
+import { describeEachBackend } from '../helpers/store-backends.js';
+import { waitFor } from '../helpers/wait.js';
+import { startWebhookSink } from '../helpers/webhook-sink.js';
+import { cleanupScope } from '../helpers/worker.js';
+
+describeEachBackend('the dispatcher woken by feed commits', (backend) => {
+  test('with the dispatch timer at 10 minutes, a committed event is delivered at once', async (t) => {
+    const scope = cleanupScope(t);
+    const redis = await privateRedis(scope);
+    const { store, url } = await backend.tempStore(scope, { now: Date.now });
+    const sink = await startWebhookSink(scope, { secrets: [] });
+    const secret = generateEndpointSecret();
+    await store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
+    // The first pass runs at start; the next on the timer would be 10 minutes later.
+    await startTestNotifier(scope, { store, redisUrl: redis.url, dispatchEveryMs: 600_000 });
+
+    await store.writer.applyOrderSnapshot(snapshot('K1', 'PENDING'), { source: 'create' });
+    await waitFor(() => sink.deliveries.some((d) => seqOf(d) === 1), {
+      timeoutMs: 10_000,
+      message: 'the event of this process’s commit delivered before the timer',
+    });
+    assert.equal(verifyNotification(secret, sink.deliveries[0]!).data.partner_ref, 'K1');
+
+    if (backend.name === 'postgres') {
+      // Another process (its own connections) commits: NOTIFY reaches this process's listener.
+      const other = await backend.open(scope, url);
+      await other.writer.applyOrderSnapshot(snapshot('K2', 'PENDING'), { source: 'create' });
+      await waitFor(() => sink.deliveries.some((d) => seqOf(d) === 2), {
+        timeoutMs: 10_000,
+        message: 'the event of another process’s commit delivered before the timer',
+      });
+    }
+  });
+});
