@@ -352,8 +352,9 @@ async function runDay(
       H2H_RECEIVER_METRICS_PORT: '0',
       LOG_LEVEL: 'silent',
     });
-    // Every reconciler delay scaled by the one factor, in ms (the env settings are whole seconds).
-    const scaled = (ms: number) => ms * TIME_SCALE;
+    // Every reconciler delay scaled by the one factor, in whole ms, as the store keeps its times
+    // (the env settings are whole seconds; PostgreSQL's BIGINT refuses a fraction SQLite kept).
+    const scaled = (ms: number) => Math.round(ms * TIME_SCALE);
     const firstPollDelayS =
       ORACLE && quantile > 0
         ? lognormalQuantile(COMPLETION, quantile) + WEBHOOK_DELAY.median_s
