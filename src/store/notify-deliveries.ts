@@ -90,6 +90,11 @@ const INSERT = `INSERT INTO notify_deliveries
     (endpoint_id, seq, type, partner_ref, attempt, requested_at, status, duration_ms, error, outcome)
   VALUES (@endpoint_id, @seq, @type, @partner_ref, @attempt, @requested_at, @status, @duration_ms, @error, @outcome)
   RETURNING id`;
+/** The row of this very attempt, if it is recorded already (see {@link NotifyDeliveries.record}). */
+const SAME_ATTEMPT = `SELECT id FROM notify_deliveries
+  WHERE endpoint_id = @endpoint_id AND seq = @seq AND attempt = @attempt
+    AND requested_at = @requested_at AND outcome = @outcome
+  ORDER BY id LIMIT 1`;
 const LATEST =
   'SELECT * FROM notify_deliveries WHERE endpoint_id = @endpoint AND seq = @seq ORDER BY id DESC LIMIT 1';
 
@@ -101,23 +106,30 @@ export class NotifyDeliveries {
     this.#rows = rows;
   }
 
-  /** Records one attempt; returns it with its id. */
+  /**
+   * Records one attempt; returns it with its id. An attempt is recorded once: when a row of the
+   * same endpoint, seq, attempt number, request time and outcome exists, that row is returned and
+   * nothing is inserted. A delivery's record is written after its job has completed, by the
+   * process that delivered it or, after a crash, by a sweep (src/notify/delivered-records.ts);
+   * both may write the same attempt, and the history keeps one row.
+   */
   record(attempt: Omit<NotifyDelivery, 'id'>): Promise<NotifyDelivery> {
     return this.#rows.db.write((tx) => this.#insert(tx, attempt));
   }
 
   /**
    * Records attempts in one transaction, each in its own savepoint: the notifier's group commit
-   * (one fsync for the records of every notification in flight). Outcome per attempt; the call
+   * (one fsync for the records of every notification in flight). Each attempt is recorded once,
+   * as by {@link record}. Outcome per attempt; the call
    * rejects when the transaction as a whole fails.
    */
   recordBatch(
     attempts: ReadonlyArray<Omit<NotifyDelivery, 'id'>>,
-    { lockTimeoutMs }: Pick<WriteOptions, 'lockTimeoutMs'> = {},
+    options: Pick<WriteOptions, 'lockTimeoutMs' | 'yieldingLock'> = {},
   ): Promise<Outcome<NotifyDelivery>[]> {
     return this.#rows.db.writeBatch(
       attempts.map((attempt) => (tx: SqlExecutor) => this.#insert(tx, attempt)),
-      lockTimeoutMs === undefined ? {} : { lockTimeoutMs },
+      options,
     );
   }
 
@@ -215,7 +227,15 @@ export class NotifyDeliveries {
   }
 
   async #insert(tx: SqlExecutor, attempt: Omit<NotifyDelivery, 'id'>): Promise<NotifyDelivery> {
-    const { id } = (await tx.get<{ id: number }>(INSERT, toRow(attempt)))!;
+    const row = toRow(attempt);
+    const { id } =
+      (await tx.get<{ id: number }>(SAME_ATTEMPT, {
+        endpoint_id: row.endpoint_id,
+        seq: row.seq,
+        attempt: row.attempt,
+        requested_at: row.requested_at,
+        outcome: row.outcome,
+      })) ?? (await tx.get<{ id: number }>(INSERT, row))!;
     return { id, ...attempt };
   }
 }
