@@ -7,7 +7,7 @@ import { generateEndpointSecret } from '../../src/notify/signature.js';
 import { DEFAULT_QUEUE_PREFIX } from '../../src/queue/webhook-queue.js';
 import { crashTestWorkerEnv, liveOrder, seqOf } from '../helpers/notify.js';
 import { privateRedis } from '../helpers/redis.js';
-import { openTestStore, otherConnection, scheduleSettings, tempDbPath } from '../helpers/store.js';
+import { openTestStore, otherConnection, scheduleSettings, tempDbPath, tempStore } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import { startWebhookSink } from '../helpers/webhook-sink.js';
 import { cleanupScope, spawnWorker } from '../helpers/worker.js';
@@ -76,4 +76,33 @@ test('a worker killed after the shop’s 2xx and before the records are durable:
   );
   await waitFor(async () => (await connection.hlen(notes)) === 0, { message: 'the notes deleted' });
   assert.equal(sink.deliveries.length, 4, 'each event was sent once');
+});
+
+test('an attempt is recorded once: the same attempt written again (a sweep beside the live writer) returns the first row', async (t) => {
+  const { store } = await tempStore(t);
+  const endpoint = await store.endpoints.add({
+    url: 'http://127.0.0.1:9/hook',
+    events: ['order.*'],
+    secret: generateEndpointSecret(),
+  });
+  await liveOrder(store, 'O-1');
+  const attempt = {
+    endpointId: endpoint.id,
+    seq: 1,
+    type: 'order.submitted',
+    partnerRef: 'O-1',
+    attempt: 1,
+    requestedAt: 1_000,
+    status: 200,
+    durationMs: 3,
+    error: null,
+    outcome: 'delivered' as const,
+  };
+  const first = await store.deliveries.record(attempt);
+  const [again] = await store.deliveries.recordBatch([attempt]);
+  assert.deepEqual(again, { ok: true, value: first });
+  // Another attempt of the same event (a replay, a later try) is a row of its own.
+  const replay = await store.deliveries.record({ ...attempt, requestedAt: 2_000 });
+  assert.notEqual(replay.id, first.id);
+  assert.equal((await store.deliveries.history({ endpointId: endpoint.id })).length, 2);
 });
