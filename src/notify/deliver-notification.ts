@@ -4,6 +4,7 @@ import { type FeedEvent, orderRefOf } from '../store/feed.js';
 import type { DeliveryOutcome, NotifyDelivery } from '../store/notify-deliveries.js';
 import { type NotifyEndpoint, signingSecrets } from '../store/notify-endpoints.js';
 import type { OrderStore } from '../store/order-store.js';
+import type { DeliveredRecords } from './delivered-records.js';
 import { matchesEvent } from './event-filter.js';
 import type { NotifyMetrics } from './notify-metrics.js';
 import type { NotifyJobData } from './notify-queue.js';
@@ -40,6 +41,11 @@ export interface DeliverDeps {
    * `store.deliveries.record`, one transaction each.
    */
   record?: (attempt: Omit<NotifyDelivery, 'id'>) => Promise<NotifyDelivery>;
+  /**
+   * The records of delivered attempts, written after their jobs complete (src/notify/
+   * delivered-records.ts). Absent: a delivery's record is durable before its job completes.
+   */
+  delivered?: DeliveredRecords;
   logger?: Logger;
 }
 
@@ -70,7 +76,8 @@ async function pendingPredecessor(
     (e) => matchesEvent(endpoint.events, e.type),
   );
   const last = earlier.at(-1);
-  return last && !(await deps.store.deliveries.isSettled(endpoint.id, last.seq)) ? last.seq : undefined;
+  if (!last || deps.delivered?.isPending(endpoint.id, last.seq)) return undefined;
+  return (await deps.store.deliveries.isSettled(endpoint.id, last.seq)) ? undefined : last.seq;
 }
 
 /**
@@ -129,27 +136,42 @@ async function deliverOnce(
   const endpoint = await deps.store.endpoints.get(endpointId);
   const event = await deps.store.feed.get(seq);
   const attempt = job.attemptsMade + 1;
+  const attemptOf = (
+    outcome: DeliveryOutcome,
+    answer: Partial<Pick<NotifyDelivery, 'status' | 'durationMs' | 'error'>>,
+    requestedAt: number,
+  ): Omit<NotifyDelivery, 'id'> => ({
+    endpointId,
+    seq,
+    type: event?.type ?? 'unknown',
+    partnerRef: (event && orderRefOf(event)) ?? null,
+    attempt,
+    requestedAt,
+    status: answer.status ?? null,
+    durationMs: answer.durationMs ?? null,
+    error: answer.error ?? null,
+    outcome,
+  });
   const record = async (
     outcome: DeliveryOutcome,
     answer: Partial<Pick<NotifyDelivery, 'status' | 'durationMs' | 'error'>>,
     requestedAt = deps.now(),
   ) => {
-    const attemptRecord: Omit<NotifyDelivery, 'id'> = {
-      endpointId,
-      seq,
-      type: event?.type ?? 'unknown',
-      partnerRef: (event && orderRefOf(event)) ?? null,
-      attempt,
-      requestedAt,
-      status: answer.status ?? null,
-      durationMs: answer.durationMs ?? null,
-      error: answer.error ?? null,
-      outcome,
-    };
+    const attemptRecord = attemptOf(outcome, answer, requestedAt);
     await (deps.record ? deps.record(attemptRecord) : deps.store.deliveries.record(attemptRecord));
     deps.metrics.countDelivery(outcome, answer.durationMs ?? null);
   };
 
+  // A run of a job that had its 2xx in an earlier run (its worker died before the job completed)
+  // finds the note of it and records it instead of sending again (delivered-records.ts). Only a
+  // job run before can have one; the note is looked at before the store, because whoever
+  // deletes it has written the record first.
+  const rerun = job.attemptsStarted > 1 || job.stalledCounter > 0 || job.attemptsMade > 0;
+  const noted = rerun ? await deps.delivered?.find(String(job.id)) : undefined;
+  if (noted) {
+    await deps.delivered!.settle(String(job.id), noted, event);
+    return 'delivered';
+  }
   if (!endpoint || endpoint.disabledAt !== null) {
     await record('skipped', { error: 'the endpoint is disabled' });
     return 'skipped';
@@ -173,6 +195,9 @@ async function deliverOnce(
   ) {
     predecessor = await pendingPredecessor(deps, endpoint, event);
   }
+  // Its run ended between the look and the hand-off, and its record is being written.
+  if (predecessor !== undefined && deps.delivered?.isPending(endpointId, predecessor))
+    predecessor = undefined;
   if (predecessor !== undefined) {
     const waits = job.data.waits ?? 0;
     await job.updateData({ ...job.data, waits: waits + 1 });
@@ -183,7 +208,12 @@ async function deliverOnce(
     // The predecessor may have settled between the check and the move, and taken the mark while
     // this job was not yet delayed, so its promotion missed: look again, now that the job is
     // delayed. (It records before it takes the mark, so one of the two always sees the other.)
-    if (await deps.store.deliveries.isSettled(endpointId, predecessor)) await job.promote().catch(() => {});
+    if (
+      deps.delivered?.isPending(endpointId, predecessor) ||
+      (await deps.store.deliveries.isSettled(endpointId, predecessor))
+    ) {
+      await job.promote().catch(() => {});
+    }
     throw new DelayedError();
   }
 
@@ -198,6 +228,13 @@ async function deliverOnce(
   const answer = await deps.post(endpoint.url, { ...headers }, body);
 
   if (answer.status !== null && answer.status >= 200 && answer.status < 300) {
+    if (deps.delivered) {
+      // Noted in Redis now, recorded behind the job (delivered-records.ts), which then wakes
+      // the order's next event if it waits delayed.
+      await deps.delivered.add(String(job.id), attemptOf('delivered', answer, requestedAt), event);
+      deps.metrics.countDelivery('delivered', answer.durationMs ?? null);
+      return 'delivered';
+    }
     await record('delivered', answer, requestedAt);
     await releaseSuccessor(deps, endpointId, seq, event);
     return 'delivered';

@@ -8,7 +8,8 @@ import type { NotifyDelivery } from '../store/notify-deliveries.js';
 import type { OrderStore } from '../store/order-store.js';
 import { DEFAULT_STORE_LOCK_WAIT_MS } from '../worker/event-worker.js';
 import { GroupCommit } from '../worker/group-commit.js';
-import { type DeliverResult, deliverNotification } from './deliver-notification.js';
+import { type DeliverResult, deliverNotification, releaseSuccessor } from './deliver-notification.js';
+import { DeliveredRecords } from './delivered-records.js';
 import { type DispatchMemory, dispatchNotifications } from './dispatcher.js';
 import { createNotifyMetrics, type NotifyMetrics } from './notify-metrics.js';
 import { NOTIFY_BACKOFF, NOTIFY_QUEUE, type NotifyJobData } from './notify-queue.js';
@@ -28,6 +29,18 @@ export const DEFAULT_NOTIFY_DISPATCH_EVERY_MS = 20;
  * whereas a job parked for stalling would not be retried on the schedule.
  */
 export const NOTIFY_MAX_STALLED_COUNT = 10;
+
+/**
+ * Delivered attempts whose records a notifier may have unwritten at once before a delivery waits
+ * for its own (src/notify/delivered-records.ts): a few seconds of deliveries at 500/s.
+ */
+const DELIVERED_MAX_PENDING = 2_000;
+
+/**
+ * How often a live notifier records the delivered attempts another process noted and did not
+ * record (it died), and how old their notes must be: a live process writes its own within ms.
+ */
+const DELIVERED_SWEEP_EVERY_MS = 30_000;
 
 export interface NotifierOptions {
   /** The order store of the process: the feed, the endpoints and the delivery history. */
@@ -107,10 +120,24 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
   const lockTimeoutMs = options.storeLockWaitMs ?? DEFAULT_STORE_LOCK_WAIT_MS;
   const groupCommit = options.groupCommit
     ? new GroupCommit<Omit<NotifyDelivery, 'id'>, NotifyDelivery>({
-        runBatch: (attempts) => store.deliveries.recordBatch(attempts, { lockTimeoutMs }),
+        // Off the deliveries' path (delivered-records.ts): its tries for the write lock never
+        // block the event loop that runs them.
+        runBatch: (attempts) => store.deliveries.recordBatch(attempts, { lockTimeoutMs, yieldingLock: true }),
         maxBatchSize: options.concurrency ?? DEFAULT_NOTIFY_CONCURRENCY,
       })
     : undefined;
+  const record = (attempt: Omit<NotifyDelivery, 'id'>) =>
+    groupCommit ? groupCommit.submit(attempt) : store.deliveries.record(attempt);
+  const marks = new WaitMarks(connection, queue.qualifiedName);
+  const delivered = new DeliveredRecords({
+    redis: connection,
+    keyPrefix: queue.qualifiedName,
+    record,
+    onRecorded: (attempt, event) =>
+      releaseSuccessor({ marks, queue, store }, attempt.endpointId, attempt.seq, event),
+    maxPending: DELIVERED_MAX_PENDING,
+    ...(logger ? { logger } : {}),
+  });
   const deps = {
     store,
     queue,
@@ -118,10 +145,11 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
     running: new RunningDeliveries(
       Math.max(1, Math.floor((options.concurrency ?? DEFAULT_NOTIFY_CONCURRENCY) / 2)),
     ),
-    marks: new WaitMarks(connection, queue.qualifiedName),
+    marks,
+    delivered,
     ...(options.handOffMaxWaitMs === undefined ? {} : { handOffMaxWaitMs: options.handOffMaxWaitMs }),
     metrics,
-    ...(groupCommit ? { record: (attempt: Omit<NotifyDelivery, 'id'>) => groupCommit.submit(attempt) } : {}),
+    ...(groupCommit ? { record } : {}),
     now: options.now ?? Date.now,
     post: (url: string, headers: Record<string, string>, body: string) =>
       postNotification(url, headers, body, { timeoutMs, dispatcher: agent }),
@@ -221,6 +249,20 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
     await agent.close();
     throw error;
   }
+  // Deliveries answered 2xx whose records a process that died had not written yet.
+  const sweepDelivered = (olderThan?: number) =>
+    delivered
+      .sweep(olderThan)
+      .then((recorded) => {
+        if (recorded > 0) logger?.warn({ recorded }, 'recorded delivered notifications that had no record');
+      })
+      .catch((err) => logger?.warn({ err }, 'could not look for delivered notifications without a record'));
+  await sweepDelivered();
+  const deliveredSweep = setInterval(
+    () => void sweepDelivered(Date.now() - DELIVERED_SWEEP_EVERY_MS),
+    DELIVERED_SWEEP_EVERY_MS,
+  );
+  deliveredSweep.unref();
   // Jobs that failed for good while no process could record it (one died in between).
   const swept = await sweepParkedJobs(deps, queue).catch((err) => {
     logger?.warn({ err }, 'could not look for given-up notifications without a record');
@@ -244,9 +286,11 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
         stopped = true;
         clearTimeout(timer);
         await stopWatching();
+        clearInterval(deliveredSweep);
         const graceful = await settlesWithin(
           Promise.all([passing.catch(() => {}), worker.close()])
             .then(() => recording.settled())
+            .then(() => delivered.drain())
             .then(() => groupCommit?.drain())
             .then(() => cursorWrites.settled())
             .then(async () => {

@@ -76,7 +76,15 @@ export interface EndpointBacklog {
   failing: number;
   /** Events whose last attempt gave up (`notifications failed`). */
   gaveUp: number;
+  /**
+   * The read stopped at its bound ({@link BACKLOG_WINDOW} feed events, or as many given-up
+   * events): the figures are lower bounds ("≥" in `status`).
+   */
+  capped: boolean;
 }
+
+/** Feed events (and given-up events) one endpoint's backlog reads at most. */
+export const BACKLOG_WINDOW = 100_000;
 
 export interface DeliveryFilter {
   /** Only attempts requested at or after this time, ms. */
@@ -90,6 +98,11 @@ const INSERT = `INSERT INTO notify_deliveries
     (endpoint_id, seq, type, partner_ref, attempt, requested_at, status, duration_ms, error, outcome)
   VALUES (@endpoint_id, @seq, @type, @partner_ref, @attempt, @requested_at, @status, @duration_ms, @error, @outcome)
   RETURNING id`;
+/** The row of this very attempt, if it is recorded already (see {@link NotifyDeliveries.record}). */
+const SAME_ATTEMPT = `SELECT id FROM notify_deliveries
+  WHERE endpoint_id = @endpoint_id AND seq = @seq AND attempt = @attempt
+    AND requested_at = @requested_at AND outcome = @outcome
+  ORDER BY id LIMIT 1`;
 const LATEST =
   'SELECT * FROM notify_deliveries WHERE endpoint_id = @endpoint AND seq = @seq ORDER BY id DESC LIMIT 1';
 
@@ -101,23 +114,30 @@ export class NotifyDeliveries {
     this.#rows = rows;
   }
 
-  /** Records one attempt; returns it with its id. */
+  /**
+   * Records one attempt; returns it with its id. An attempt is recorded once: when a row of the
+   * same endpoint, seq, attempt number, request time and outcome exists, that row is returned and
+   * nothing is inserted. A delivery's record is written after its job has completed, by the
+   * process that delivered it or, after a crash, by a sweep (src/notify/delivered-records.ts);
+   * both may write the same attempt, and the history keeps one row.
+   */
   record(attempt: Omit<NotifyDelivery, 'id'>): Promise<NotifyDelivery> {
     return this.#rows.db.write((tx) => this.#insert(tx, attempt));
   }
 
   /**
    * Records attempts in one transaction, each in its own savepoint: the notifier's group commit
-   * (one fsync for the records of every notification in flight). Outcome per attempt; the call
+   * (one fsync for the records of every notification in flight). Each attempt is recorded once,
+   * as by {@link record}. Outcome per attempt; the call
    * rejects when the transaction as a whole fails.
    */
   recordBatch(
     attempts: ReadonlyArray<Omit<NotifyDelivery, 'id'>>,
-    { lockTimeoutMs }: Pick<WriteOptions, 'lockTimeoutMs'> = {},
+    options: Pick<WriteOptions, 'lockTimeoutMs' | 'yieldingLock'> = {},
   ): Promise<Outcome<NotifyDelivery>[]> {
     return this.#rows.db.writeBatch(
       attempts.map((attempt) => (tx: SqlExecutor) => this.#insert(tx, attempt)),
-      lockTimeoutMs === undefined ? {} : { lockTimeoutMs },
+      options,
     );
   }
 
@@ -175,36 +195,58 @@ export class NotifyDeliveries {
     return rows.map(toDelivery);
   }
 
-  /** How far the endpoint is behind: its wanted event `types` after `fromSeq`. */
-  async backlog(endpointId: number, fromSeq: number, types: readonly string[]): Promise<EndpointBacklog> {
-    // Each wanted event after the endpoint's start with its latest outcome there: one pass over
-    // the feed from `fromSeq` (the feed is pruned after H2H_FEED_RETENTION_D).
-    const row = await this.#rows.db.get<{
-      pending: number | null;
-      oldest: number | null;
-      failing: number | null;
-      gave_up: number | null;
-    }>(
-      `WITH e AS (
-         SELECT f.timestamp,
-                (SELECT d.outcome FROM notify_deliveries d
-                 WHERE d.endpoint_id = @endpoint AND d.seq = f.seq
-                 ORDER BY d.id DESC LIMIT 1) AS latest
-         FROM feed_events f
-         WHERE f.seq > @from AND f.type IN (SELECT value FROM json_each(@types)))
-       SELECT SUM(latest IS NULL OR latest = 'retrying') AS pending,
-              MIN(CASE WHEN latest IS NULL OR latest = 'retrying' THEN timestamp END) AS oldest,
-              SUM(latest = 'retrying') AS failing,
-              SUM(latest = 'gave_up') AS gave_up
-       FROM e`,
-      { endpoint: endpointId, from: fromSeq, types: JSON.stringify(types) },
+  /**
+   * How far the endpoint is behind: its wanted event `types` after `fromSeq`, in a bounded read
+   * (`h2h-sync status` must answer at once however long the feed is). Pending and failing are
+   * counted among the newest `window` feed events after `fromSeq` (an index range of the feed,
+   * newest first); when older events after `fromSeq` were not read, `capped` says so and the
+   * counts and the oldest pending time are lower bounds (it is the newest events whose backlog
+   * matters: a shop falling behind shows in them). Given-up events are counted over the whole
+   * history, from the index of given-up attempts (migration 13), up to `window`.
+   */
+  async backlog(
+    endpointId: number,
+    fromSeq: number,
+    types: readonly string[],
+    { window = BACKLOG_WINDOW }: { window?: number } = {},
+  ): Promise<EndpointBacklog> {
+    if (types.length === 0)
+      return { pending: 0, oldestPendingAt: null, failing: 0, gaveUp: 0, capped: false };
+    // The type filter as a bound list (`IN (@t0, @t1, …)`): portable, unlike json_each.
+    const typeParams = Object.fromEntries(types.map((type, i) => [`t${i}`, type]));
+    const typeList = `(${types.map((_, i) => `@t${i}`).join(', ')})`;
+    const last = await this.#rows.db.get<{ seq: number | null }>('SELECT MAX(seq) AS seq FROM feed_events');
+    const from = Math.max(fromSeq, (last?.seq ?? 0) - window);
+    const rows = await this.#rows.db.all<{ timestamp: number; latest: DeliveryOutcome | null }>(
+      `SELECT f.timestamp,
+              (SELECT d.outcome FROM notify_deliveries d
+               WHERE d.endpoint_id = @endpoint AND d.seq = f.seq
+               ORDER BY d.id DESC LIMIT 1) AS latest
+       FROM feed_events f
+       WHERE f.seq > @from AND f.type IN ${typeList}`,
+      { endpoint: endpointId, from, ...typeParams },
     );
-    return {
-      pending: row?.pending ?? 0,
-      oldestPendingAt: row?.oldest ?? null,
-      failing: row?.failing ?? 0,
-      gaveUp: row?.gave_up ?? 0,
-    };
+    let pending = 0;
+    let failing = 0;
+    let oldestPendingAt: number | null = null;
+    for (const row of rows) {
+      if (row.latest !== null && row.latest !== 'retrying') continue;
+      pending += 1;
+      if (row.latest === 'retrying') failing += 1;
+      if (oldestPendingAt === null || row.timestamp < oldestPendingAt) oldestPendingAt = row.timestamp;
+    }
+    const gaveUp = await this.#rows.db.get<{ n: number }>(
+      `SELECT COUNT(*) AS n FROM (
+         SELECT 1 FROM notify_deliveries d
+         WHERE d.endpoint_id = @endpoint AND d.outcome = 'gave_up' AND d.seq > @fromSeq
+           AND d.type IN ${typeList}
+           AND d.id = (SELECT MAX(id) FROM notify_deliveries
+                       WHERE endpoint_id = d.endpoint_id AND seq = d.seq)
+         LIMIT @limit) g`,
+      { endpoint: endpointId, fromSeq, limit: window, ...typeParams },
+    );
+    const given = gaveUp?.n ?? 0;
+    return { pending, oldestPendingAt, failing, gaveUp: given, capped: from > fromSeq || given >= window };
   }
 
   /** Events whose last attempt gave up, by endpoint and seq. */
@@ -224,7 +266,15 @@ export class NotifyDeliveries {
   }
 
   async #insert(tx: SqlExecutor, attempt: Omit<NotifyDelivery, 'id'>): Promise<NotifyDelivery> {
-    const { id } = (await tx.get<{ id: number }>(INSERT, toRow(attempt)))!;
+    const row = toRow(attempt);
+    const { id } =
+      (await tx.get<{ id: number }>(SAME_ATTEMPT, {
+        endpoint_id: row.endpoint_id,
+        seq: row.seq,
+        attempt: row.attempt,
+        requested_at: row.requested_at,
+        outcome: row.outcome,
+      })) ?? (await tx.get<{ id: number }>(INSERT, row))!;
     return { id, ...attempt };
   }
 }

@@ -112,7 +112,10 @@ test('the later events of an order await the earlier one delivered by the same p
     assert.equal(job.returnvalue, 'delivered');
     assert.equal(job.data.waits, undefined, `event ${seq} never moved to delayed`);
   }
-  assert.equal((await store.deliveries.history({ endpointId: endpoint.id })).length, 4);
+  // Each record is written just after its job completed (src/notify/delivered-records.ts).
+  await waitFor(async () => (await store.deliveries.history({ endpointId: endpoint.id })).length === 4, {
+    message: 'four deliveries recorded',
+  });
 });
 
 test('a later event waiting delayed for an earlier one delivered by another process is promoted through its mark', async (t) => {

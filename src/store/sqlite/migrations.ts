@@ -347,4 +347,12 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
         WHERE submission_state = 'accepted';
     `,
   },
+  {
+    version: 13,
+    description:
+      'notify_deliveries_gave_up: the given-up attempts of each endpoint, so `status` counts them without reading the whole history',
+    sql: `
+      CREATE INDEX notify_deliveries_gave_up ON notify_deliveries (endpoint_id, seq) WHERE outcome = 'gave_up';
+    `,
+  },
 ];

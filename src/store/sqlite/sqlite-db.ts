@@ -269,7 +269,9 @@ export class SqliteDb implements StoreDb {
       const foreignKeysOff = options.rebuildsTables === true && this.#foreignKeysOn();
       if (foreignKeysOff) this.#write.pragma('foreign_keys = OFF');
       try {
-        await this.#lock.begin(options.lockTimeoutMs ?? this.lockTimeoutMs);
+        await this.#lock.begin(options.lockTimeoutMs ?? this.lockTimeoutMs, {
+          yielding: options.yieldingLock === true,
+        });
         const tx = new SqliteTx(this.#write, this.#writeStatements);
         try {
           const result = await work(tx);
@@ -290,7 +292,9 @@ export class SqliteDb implements StoreDb {
 
   writeBatch<T>(units: ReadonlyArray<TxWork<T>>, options: WriteOptions = {}): Promise<Outcome<T>[]> {
     return this.#enqueue(async () => {
-      await this.#lock.begin(options.lockTimeoutMs ?? this.lockTimeoutMs);
+      await this.#lock.begin(options.lockTimeoutMs ?? this.lockTimeoutMs, {
+        yielding: options.yieldingLock === true,
+      });
       const outcomes: Outcome<T>[] = [];
       try {
         for (const unit of units) {
