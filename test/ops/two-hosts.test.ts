@@ -17,6 +17,7 @@ import { generateEndpointSecret } from '../../src/notify/signature.js';
 import type { WebhookAttemptRecord } from '../../src/simulator/index.js';
 import { isOrderEvent } from '../../src/store/feed.js';
 import { openStore } from '../../src/store/open-store.js';
+import { runCli } from '../helpers/cli.js';
 import { seqOf, verifyNotification } from '../helpers/notify.js';
 import { SECRET } from '../helpers/receiver.js';
 import { privateRedis } from '../helpers/redis.js';
@@ -310,4 +311,10 @@ test('two hosts on one PostgreSQL and one Redis: one killed with SIGKILL mid-str
     orderSeqs,
     'every order event notified (a delivery in flight at the kill may come twice, with its webhook-id)',
   );
+
+  // An operator's view from any host: the CLI on the same store.
+  const status = await runCli(['status', '--json'], { REDIS_URL: redis.url, H2H_DB_URL: dbUrl });
+  assert.equal(status.code, 0, status.stderr);
+  const report = JSON.parse(status.stdout) as { orders: { total: number; open: number } };
+  assert.deepEqual([report.orders.total, report.orders.open], [ORDERS, 0]);
 });
