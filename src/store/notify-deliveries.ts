@@ -94,9 +94,15 @@ export interface DeliveryFilter {
   limit?: number;
 }
 
+/**
+ * One row per attempt (the unique index notify_deliveries_attempt): a second writer of the same
+ * attempt inserts nothing, on PostgreSQL even while the first has not committed (it waits for it),
+ * and then reads the first's row with {@link SAME_ATTEMPT}.
+ */
 const INSERT = `INSERT INTO notify_deliveries
     (endpoint_id, seq, type, partner_ref, attempt, requested_at, status, duration_ms, error, outcome)
   VALUES (@endpoint_id, @seq, @type, @partner_ref, @attempt, @requested_at, @status, @duration_ms, @error, @outcome)
+  ON CONFLICT (endpoint_id, seq, attempt, requested_at, outcome) DO NOTHING
   RETURNING id`;
 /** The row of this very attempt, if it is recorded already (see {@link NotifyDeliveries.record}). */
 const SAME_ATTEMPT = `SELECT id FROM notify_deliveries
@@ -268,13 +274,14 @@ export class NotifyDeliveries {
   async #insert(tx: SqlExecutor, attempt: Omit<NotifyDelivery, 'id'>): Promise<NotifyDelivery> {
     const row = toRow(attempt);
     const { id } =
+      (await tx.get<{ id: number }>(INSERT, row)) ??
       (await tx.get<{ id: number }>(SAME_ATTEMPT, {
         endpoint_id: row.endpoint_id,
         seq: row.seq,
         attempt: row.attempt,
         requested_at: row.requested_at,
         outcome: row.outcome,
-      })) ?? (await tx.get<{ id: number }>(INSERT, row))!;
+      }))!;
     return { id, ...attempt };
   }
 }

@@ -20,8 +20,11 @@ describeEachBackend('the dispatcher woken by feed commits', (backend) => {
     const sink = await startWebhookSink(scope, { secrets: [] });
     const secret = generateEndpointSecret();
     await store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
-    // The first pass runs at start; the next on the timer would be 10 minutes later.
-    await startTestNotifier(scope, { store, redisUrl: redis.url, dispatchEveryMs: 600_000 });
+    // The first pass runs at start (and on PostgreSQL one when its listener connects); the next on
+    // the timer would be 10 minutes later. A pass asked now runs after those: once it is done,
+    // only a wake-up can send what is committed next.
+    const notifier = await startTestNotifier(scope, { store, redisUrl: redis.url, dispatchEveryMs: 600_000 });
+    await notifier.dispatchNow();
 
     await store.writer.applyOrderSnapshot(snapshot('K1', 'PENDING'), { source: 'create' });
     await waitFor(() => sink.deliveries.some((d) => seqOf(d) === 1), {

@@ -27,6 +27,16 @@ describe('the PostgreSQL store', () => {
         error.message.includes('H2H_DB_URL') &&
         !error.message.includes('s3cret'),
     );
+    // A password with a slash the driver cannot parse: its error (which holds the whole URL) is
+    // not passed on.
+    await assert.rejects(
+      openStore(`postgres://h2h:pa/s3cret@127.0.0.1:${port}/h2h`, scheduleSettings(), { role: 'test' }),
+      (error: unknown) =>
+        error instanceof StoreError &&
+        error.code === 'DATABASE_OPEN_FAILED' &&
+        /percent-encode/.test(error.message) &&
+        !JSON.stringify({ message: error.message, cause: String(error.cause) }).includes('s3cret'),
+    );
   });
 
   test('a command that only reads refuses a database without a store instead of creating one', async (t) => {
@@ -82,6 +92,33 @@ describe('the PostgreSQL store', () => {
     const refs = claims.flat().map((o) => o.partnerRef);
     assert.equal(new Set(refs).size, refs.length, `an order was claimed twice: ${refs.join(' ')}`);
     assert.equal(refs.length, 40, 'every due order was claimed by one of them');
+  });
+
+  test('two hosts recording the same delivery attempt at once leave one row of it', async (t) => {
+    const { store: a, url } = await pg.tempStore(t, { now: Date.now });
+    const b = await pg.open(t, url);
+    await a.writer.applyOrderSnapshot(snapshot('N1', 'PENDING'), { source: 'create' });
+    const endpoint = await a.endpoints.add({
+      url: 'http://127.0.0.1:9/hook',
+      events: ['order.*'],
+      secret: 'whsec_x',
+    });
+    const attempts = Array.from({ length: 20 }, (_, i) => ({
+      endpointId: endpoint.id,
+      seq: 1,
+      type: 'order.submitted',
+      partnerRef: 'N1',
+      attempt: i + 1,
+      requestedAt: 1_000 + i,
+      status: 200,
+      durationMs: 5,
+      error: null,
+      outcome: 'delivered' as const,
+    }));
+    // A live writer's group commit and another host's sweep, each attempt from both at once.
+    await Promise.all([a.deliveries.recordBatch(attempts), ...attempts.map((x) => b.deliveries.record(x))]);
+    const history = await a.deliveries.history({ endpointId: endpoint.id, limit: 100 });
+    assert.equal(history.length, 20, 'each attempt recorded once');
   });
 
   test('a reader following the feed while two hosts write misses no event', async (t) => {

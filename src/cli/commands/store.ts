@@ -83,7 +83,7 @@ export function registerStoreCommands(program: Command): void {
               (summary.rounded > 0
                 ? `; ${summary.rounded} fractional values in integer columns rounded`
                 : '') +
-              `.\nNext: set H2H_DB_URL=${to} for every app and start them.\n`,
+              `.\nNext: set H2H_DB_URL to the --to URL (with its password) for every app, and start them.\n`,
           );
         } finally {
           for (const s of opened.reverse()) await s.close();

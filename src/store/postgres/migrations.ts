@@ -215,4 +215,16 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX notify_deliveries_gave_up ON notify_deliveries (endpoint_id, seq) WHERE outcome = 'gave_up';
     `,
   },
+  {
+    version: 14,
+    description:
+      'notify_deliveries_attempt: one row per delivery attempt, so two processes recording the same attempt at once (a sweep and a live writer, two hosts) leave one',
+    sql: `
+      DELETE FROM notify_deliveries WHERE id NOT IN (
+        SELECT MIN(id) FROM notify_deliveries
+        GROUP BY endpoint_id, seq, attempt, requested_at, outcome);
+      CREATE UNIQUE INDEX notify_deliveries_attempt
+        ON notify_deliveries (endpoint_id, seq, attempt, requested_at, outcome);
+    `,
+  },
 ];

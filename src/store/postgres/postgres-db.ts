@@ -75,6 +75,8 @@ export const SAVEPOINT_UNITS_PER_TX = 50;
 /** Thrown inside the fast path's transaction to roll it back when a unit failed. */
 class UnitFailed extends Error {}
 
+const isBusy = (error: unknown) => error instanceof StoreError && error.code === 'STORE_BUSY';
+
 /** Whether an error inside a unit ended the whole transaction (a lost connection), not just the unit. */
 function endsTransaction(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
@@ -227,7 +229,10 @@ export class PostgresDb implements StoreDb {
           try {
             outcomes.push({ ok: true, value: await unit(tx) });
           } catch (error) {
-            if (endsTransaction(error)) throw error;
+            // A lost connection or a lock not taken in time (the same wait would come again on
+            // the slow path, holding the feed lock twice as long): the batch fails as a whole,
+            // nothing written, and may be tried again.
+            if (endsTransaction(error) || isBusy(error)) throw error;
             throw new UnitFailed('a unit failed: the batch runs again with savepoints', { cause: error });
           } finally {
             tx.open = false;
@@ -238,11 +243,17 @@ export class PostgresDb implements StoreDb {
     } catch (error) {
       if (!(error instanceof UnitFailed)) throw error;
     }
+    // Chunks commit one by one: when one fails as a whole, the chunks committed before it keep
+    // their outcomes, and its units and the later ones (never run) fail, each on its own.
     const outcomes: Outcome<T>[] = [];
     for (let start = 0; start < units.length; start += SAVEPOINT_UNITS_PER_TX) {
-      outcomes.push(
-        ...(await this.#savepointBatch(units.slice(start, start + SAVEPOINT_UNITS_PER_TX), options)),
-      );
+      const chunk = units.slice(start, start + SAVEPOINT_UNITS_PER_TX);
+      try {
+        outcomes.push(...(await this.#savepointBatch(chunk, options)));
+      } catch (error) {
+        for (let i = start; i < units.length; i++) outcomes.push({ ok: false, error });
+        break;
+      }
     }
     return outcomes;
   }
@@ -355,23 +366,32 @@ export async function openPostgresDb({
   applicationName = 'h2h-sync',
 }: OpenPostgresOptions): Promise<PostgresDb> {
   const label = redactUrl(url);
-  const sql: Sql = postgres(url, {
-    max: poolMax,
-    // Every timestamp is BIGINT ms, safe as a number below 2^53; SUM and AVG of them come back
-    // NUMERIC, read as a number too (no column is NUMERIC: amounts are DOUBLE PRECISION).
-    types: {
-      bigint: { to: 20, from: [20], parse: (x: string) => Number(x), serialize: (x: unknown) => String(x) },
-      numeric: {
-        to: 1700,
-        from: [1700],
-        parse: (x: string) => Number(x),
-        serialize: (x: unknown) => String(x),
-      },
-    } as unknown as Record<string, never>,
-    onnotice: () => {},
-    fetch_types: false,
-    connection: { application_name: applicationName },
-  }) as unknown as Sql;
+  let sql: Sql;
+  try {
+    sql = postgres(url, {
+      max: poolMax,
+      // Every timestamp is BIGINT ms, safe as a number below 2^53; SUM and AVG of them come back
+      // NUMERIC, read as a number too (no column is NUMERIC: amounts are DOUBLE PRECISION).
+      types: {
+        bigint: { to: 20, from: [20], parse: (x: string) => Number(x), serialize: (x: unknown) => String(x) },
+        numeric: {
+          to: 1700,
+          from: [1700],
+          parse: (x: string) => Number(x),
+          serialize: (x: unknown) => String(x),
+        },
+      } as unknown as Record<string, never>,
+      onnotice: () => {},
+      fetch_types: false,
+      connection: { application_name: applicationName },
+    }) as unknown as Sql;
+  } catch (error) {
+    // The driver's URL error carries the whole URL (its `input`): never passed on as a cause.
+    throw new StoreError(
+      'DATABASE_OPEN_FAILED',
+      `${label} is not a valid PostgreSQL URL (${(error as Error).message}): check H2H_DB_URL, and percent-encode a password that holds / ? # @ or :`,
+    );
+  }
   const db = new PostgresDb(sql, label, lockTimeoutMs);
   try {
     await bootstrap(sql, label, mustExist);

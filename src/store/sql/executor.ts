@@ -103,7 +103,10 @@ export interface StoreDb extends SqlExecutor {
    * The group commit's batch: every unit in ONE transaction, each in its own savepoint, so a
    * unit that throws rolls back only its own writes and fails only its own outcome. The outcomes
    * come after COMMIT has returned. An error that ends the whole transaction (taking the lock,
-   * COMMIT, an I/O error, a lost connection) rejects the call: every unit failed.
+   * COMMIT, an I/O error, a lost connection) rejects the call: every unit failed. (PostgreSQL
+   * runs the units without savepoints first and only after a unit failed with savepoints, in
+   * transactions of at most 50 units: there a chunk that fails as a whole fails its own units and
+   * the later ones, and the chunks committed before it keep their outcomes.)
    */
   writeBatch<T>(units: ReadonlyArray<TxWork<T>>, options?: WriteOptions): Promise<Outcome<T>[]>;
   /**
