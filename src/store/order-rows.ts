@@ -4,6 +4,21 @@ import { StoreError } from './store-error.js';
 
 const BY_PARTNER_REF = 'SELECT * FROM orders WHERE partner_ref = @ref';
 const BY_INVOICE_NUMBER = 'SELECT * FROM orders WHERE invoice_number = @ref';
+/**
+ * Both look-ups in one statement (one round trip on PostgreSQL): the row with the partner_ref
+ * first, else the one with the invoice number. Both columns are UNIQUE, so at most two rows
+ * match; `LIMIT 1` keeps the first, and on PostgreSQL `FOR UPDATE` (after `LIMIT`) locks only it,
+ * as the two statements did. A CASE, not `ORDER BY (partner_ref = @ref) DESC`: PostgreSQL sorts a
+ * NULL comparison first in descending order, SQLite last.
+ */
+const BY_EITHER = `SELECT * FROM orders WHERE partner_ref = @ref OR invoice_number = @invoice
+  ORDER BY CASE WHEN partner_ref = @ref THEN 0 ELSE 1 END LIMIT 1`;
+
+/**
+ * A row of `orders` as the store returns it (`SELECT *`): {@link OrderRow} and the columns no
+ * plan writes, the balance accounting's `debited_amount` (balance.ts) and the poll lease.
+ */
+export type StoredOrderRow = OrderRow & { debited_amount: number | null; poll_leased_until: number | null };
 
 /**
  * What the parts of the order store share: one database (sql/executor.ts), one clock, and how a
@@ -25,12 +40,12 @@ export class OrderRows {
     ex: SqlExecutor,
     partnerRef: string | null,
     invoiceNumber: string | null,
-  ): Promise<OrderRow | undefined> {
+  ): Promise<StoredOrderRow | undefined> {
     return this.#find(ex, partnerRef, invoiceNumber, '');
   }
 
   /** The order whose partner_ref, else invoice number, is `ref`; `ORDER_NOT_FOUND` when none is. */
-  async mustFind(ex: SqlExecutor, ref: string): Promise<OrderRow> {
+  async mustFind(ex: SqlExecutor, ref: string): Promise<StoredOrderRow> {
     return mustExist(await this.find(ex, ref, ref), ref);
   }
 
@@ -45,33 +60,34 @@ export class OrderRows {
     tx: SqlExecutor,
     partnerRef: string | null,
     invoiceNumber: string | null,
-  ): Promise<OrderRow | undefined> {
+  ): Promise<StoredOrderRow | undefined> {
     return this.#find(tx, partnerRef, invoiceNumber, tx.dialect.forUpdate);
   }
 
   /** {@link mustFind} for a transaction that then rewrites the row ({@link findForWrite}). */
-  async mustFindForWrite(tx: SqlExecutor, ref: string): Promise<OrderRow> {
+  async mustFindForWrite(tx: SqlExecutor, ref: string): Promise<StoredOrderRow> {
     return mustExist(await this.findForWrite(tx, ref, ref), ref);
   }
 
-  async #find(
+  /** Issues its one statement at the call (so it can be issued together with others: sql/together.ts). */
+  #find(
     ex: SqlExecutor,
     partnerRef: string | null,
     invoiceNumber: string | null,
     lock: string,
-  ): Promise<OrderRow | undefined> {
-    return (
-      (partnerRef === null
-        ? undefined
-        : await ex.get<OrderRow>(`${BY_PARTNER_REF} ${lock}`, { ref: partnerRef })) ??
-      (invoiceNumber === null
-        ? undefined
-        : await ex.get<OrderRow>(`${BY_INVOICE_NUMBER} ${lock}`, { ref: invoiceNumber }))
-    );
+  ): Promise<StoredOrderRow | undefined> {
+    if (partnerRef !== null && invoiceNumber !== null) {
+      return ex.get<StoredOrderRow>(`${BY_EITHER} ${lock}`, { ref: partnerRef, invoice: invoiceNumber });
+    }
+    if (partnerRef !== null) return ex.get<StoredOrderRow>(`${BY_PARTNER_REF} ${lock}`, { ref: partnerRef });
+    if (invoiceNumber !== null) {
+      return ex.get<StoredOrderRow>(`${BY_INVOICE_NUMBER} ${lock}`, { ref: invoiceNumber });
+    }
+    return Promise.resolve(undefined);
   }
 }
 
-function mustExist(row: OrderRow | undefined, ref: string): OrderRow {
+function mustExist(row: StoredOrderRow | undefined, ref: string): StoredOrderRow {
   if (!row) throw new StoreError('ORDER_NOT_FOUND', `no local order has partner_ref or invoice ${ref}`);
   return row;
 }
