@@ -33,6 +33,8 @@ export interface OrderAccounting {
 export class BalanceLedger {
   readonly #rows: OrderRows;
   readonly #feed: ChangeFeed;
+  /** Whether this process has seen the ledger row ({@link recordInLedger}). */
+  #ledgerSeen = false;
   /** BALANCE_LOW_THRESHOLD; 0 = no `balance.low`. */
   readonly lowThreshold: number;
 
@@ -107,17 +109,34 @@ export class BalanceLedger {
 
   /**
    * Adds an {@link accountOrderWrite} to the ledger, in the same transaction, after the order
-   * row's write: one statement, which also answers whether there is a ledger (none before the
-   * first profile read: nothing is added) and its new state, for `balance.low`. Issues its
-   * statement at the call (sql/together.ts).
+   * row's write. Issues its first statement at the call (sql/together.ts). Once this process has
+   * seen the ledger, that statement is `UPDATE … RETURNING *`, which also answers whether the
+   * ledger is there and its new state for `balance.low` (one statement where reading, updating
+   * and reading again were three). Before, it is the read of the ledger (the cheap statement
+   * while there is none, before the first profile read), and the update follows only when it
+   * found one. A ledger is never deleted; were it, the update's empty answer says so.
    */
   recordInLedger(tx: SqlExecutor, accounting: OrderAccounting): Promise<void> {
-    const updated = tx.get<LedgerRow>(
-      `UPDATE balance_ledger SET debited = debited + @debit, credited = credited + @credit,
-         unpriced = unpriced + @unpriced WHERE id = 1 RETURNING *`,
-      accounting.entry,
-    );
-    return updated.then((row) => (row ? this.#checkLow(tx, row) : undefined));
+    if (!this.#ledgerSeen) {
+      return tx.get<LedgerRow>(GET).then((found) => {
+        if (!found) return;
+        this.#ledgerSeen = true;
+        return this.recordInLedger(tx, accounting);
+      });
+    }
+    return tx
+      .get<LedgerRow>(
+        `UPDATE balance_ledger SET debited = debited + @debit, credited = credited + @credit,
+           unpriced = unpriced + @unpriced WHERE id = 1 RETURNING *`,
+        accounting.entry,
+      )
+      .then((row) => {
+        if (!row) {
+          this.#ledgerSeen = false;
+          return;
+        }
+        return this.#checkLow(tx, row);
+      });
   }
 
   /** `balance.low` once per crossing: when the balance falls under the threshold, not again until it is back over. */

@@ -54,6 +54,13 @@ const DELIVERY_SQL = `SELECT bucket, weight FROM order_pace WHERE product_code =
 
 type Buckets = Array<{ bucket: number; weight: number }>;
 
+/** A sample's statements, issued ({@link OrderPace} `#add`): its UPSERT and the read of its distribution's total. */
+interface Added {
+  key: { product: string; state: string };
+  added: Promise<unknown>;
+  total: Promise<{ total: number | null } | undefined>;
+}
+
 /** The learned pace: {@link recordStateReached} in the writer's transactions, {@link estimate} for the schedule. */
 export class OrderPace {
   readonly settings: Readonly<PaceSettings> | null;
@@ -203,10 +210,7 @@ export class OrderPace {
   }
 
   /** Issues a sample's UPSERT and the read of its distribution's total after it; both at the call. */
-  #add(
-    tx: SqlExecutor,
-    { product, state, ms }: { product: string; state: string; ms: number },
-  ): { key: { product: string; state: string }; added: Promise<unknown>; total: Promise<number> } {
+  #add(tx: SqlExecutor, { product, state, ms }: { product: string; state: string; ms: number }): Added {
     const key = { product, state };
     const added = tx.run(
       `INSERT INTO order_pace (product_code, state, bucket, weight) VALUES (@product, @state, @bucket, 1)
@@ -215,37 +219,33 @@ export class OrderPace {
     );
     for (const [cachedKey, cached] of this.#cache)
       if (cached.estimate === null) this.#cache.delete(cachedKey);
-    const total = tx
-      .get<{ total: number | null }>(
-        'SELECT SUM(weight) AS total FROM order_pace WHERE product_code = @product AND state = @state',
-        key,
-      )
-      .then((row) => row?.total ?? 0);
+    const total = tx.get<{ total: number | null }>(
+      'SELECT SUM(weight) AS total FROM order_pace WHERE product_code = @product AND state = @state',
+      key,
+    );
     return { key, added, total };
   }
 
   /** Awaits the samples {@link #add} issued, then halves every distribution past {@link PACE_MEMORY}. */
-  async #halveOver(
-    tx: SqlExecutor,
-    added: ReadonlyArray<{
-      key: { product: string; state: string };
-      added: Promise<unknown>;
-      total: Promise<number>;
-    }>,
-  ): Promise<void> {
-    const totals = await together(added.flatMap(({ added, total }) => [added, total]));
-    for (const [i, { key }] of added.entries()) {
-      if ((totals[2 * i + 1] as number) <= PACE_MEMORY) continue;
-      await together([
-        tx.run(
-          'UPDATE order_pace SET weight = weight / 2 WHERE product_code = @product AND state = @state',
-          key,
-        ),
-        tx.run(
-          'DELETE FROM order_pace WHERE product_code = @product AND state = @state AND weight < 0.01',
-          key,
-        ),
-      ]);
-    }
+  #halveOver(tx: SqlExecutor, added: readonly Added[]): Promise<void> {
+    const issued: Promise<unknown>[] = [];
+    for (const { added: upsert, total } of added) issued.push(upsert, total);
+    return together(issued).then(async (answers) => {
+      for (let i = 0; i < added.length; i++) {
+        const total = (answers[2 * i + 1] as { total: number | null } | undefined)?.total ?? 0;
+        if (total <= PACE_MEMORY) continue;
+        const { key } = added[i]!;
+        await together([
+          tx.run(
+            'UPDATE order_pace SET weight = weight / 2 WHERE product_code = @product AND state = @state',
+            key,
+          ),
+          tx.run(
+            'DELETE FROM order_pace WHERE product_code = @product AND state = @state AND weight < 0.01',
+            key,
+          ),
+        ]);
+      }
+    });
   }
 }
