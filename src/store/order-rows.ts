@@ -6,13 +6,19 @@ const BY_PARTNER_REF = 'SELECT * FROM orders WHERE partner_ref = @ref';
 const BY_INVOICE_NUMBER = 'SELECT * FROM orders WHERE invoice_number = @ref';
 /**
  * Both look-ups in one statement (one round trip on PostgreSQL): the row with the partner_ref
- * first, else the one with the invoice number. Both columns are UNIQUE, so at most two rows
- * match; `LIMIT 1` keeps the first, and on PostgreSQL `FOR UPDATE` (after `LIMIT`) locks only it,
- * as the two statements did. A CASE, not `ORDER BY (partner_ref = @ref) DESC`: PostgreSQL sorts a
- * NULL comparison first in descending order, SQLite last.
+ * first, else the one with the invoice number. Both columns are UNIQUE, so the inner query finds
+ * at most two ids and keeps the first by `pick`; the outer reads that one row by its id, and on
+ * PostgreSQL `FOR UPDATE` locks only it, as the two statements did. Two index look-ups and one
+ * by primary key, whatever the table's size: `WHERE partner_ref = @ref OR invoice_number =
+ * @invoice` is planned as a sequential scan on PostgreSQL while the table is small, and a
+ * connection keeps that generic plan of its prepared statement as the table grows (seen: the
+ * apply slowed down batch after batch on a new store).
  */
-const BY_EITHER = `SELECT * FROM orders WHERE partner_ref = @ref OR invoice_number = @invoice
-  ORDER BY CASE WHEN partner_ref = @ref THEN 0 ELSE 1 END LIMIT 1`;
+const BY_EITHER = `SELECT * FROM orders WHERE id = (
+  SELECT id FROM (
+    SELECT id, 0 AS pick FROM orders WHERE partner_ref = @ref
+    UNION ALL SELECT id, 1 AS pick FROM orders WHERE invoice_number = @invoice
+  ) AS found ORDER BY pick LIMIT 1)`;
 
 /**
  * A row of `orders` as the store returns it (`SELECT *`): {@link OrderRow} and the columns no

@@ -4,8 +4,8 @@
  * here. On PostgreSQL postgres.js writes them to the transaction's connection back to back, one
  * round trip for all; on SQLite each ran at its call, in call order, so nothing changes there.
  *
- * Every statement settles before this returns, so none is still running on the transaction when
- * its unit ends, and none is left rejected without a handler. The first rejection in call order
+ * When one fails, every statement settles before this rejects, so none is still running on the
+ * transaction when its unit ends, and none is left rejected without a handler. The first rejection in call order
  * (not in time) is thrown: on PostgreSQL a failed statement aborts the transaction, and the ones
  * sent after it fail with 25P02; the first is the cause.
  */
