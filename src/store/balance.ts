@@ -15,16 +15,26 @@ import type { SqlExecutor } from './sql/executor.js';
  * The balance without spending budget (docs/api.md, "Balance"): the `member_balance` of the last
  * GET /profile (read by the catalog sync), minus the price of every order the upstream accepted
  * since, plus what was debited for every order that became FAILED or REFUNDED since, as
- * decisions.md says the upstream debits and credits. The order writer calls {@link BalanceLedger.afterOrderWrite}
+ * decisions.md says the upstream debits and credits. The order writer calls {@link BalanceLedger.accountOrderWrite} and {@link BalanceLedger.recordInLedger}
  * in the transaction of each order write, so the accounting never misses or repeats an order;
  * `balance.low` is appended in that same transaction, once each time the balance falls under
  * the threshold. The accounting's rules are pure, in rules/balance-rules.ts.
  */
 const GET = 'SELECT * FROM balance_ledger WHERE id = 1';
 
+/** What an order write is to the accounting ({@link BalanceLedger.accountOrderWrite}). */
+export interface OrderAccounting {
+  /** The debit to write into the order's `debited_amount` with its row (accepted now), else null: left as it is. */
+  debitedAmount: { amount: number | null } | null;
+  /** What the write adds to the ledger. */
+  entry: { debit: number; credit: number; unpriced: number };
+}
+
 export class BalanceLedger {
   readonly #rows: OrderRows;
   readonly #feed: ChangeFeed;
+  /** Whether this process has seen the ledger row ({@link recordInLedger}). */
+  #ledgerSeen = false;
   /** BALANCE_LOW_THRESHOLD; 0 = no `balance.low`. */
   readonly lowThreshold: number;
 
@@ -54,27 +64,27 @@ export class BalanceLedger {
          debited = 0, credited = 0, unpriced = 0`,
       { balance, readAt },
     );
-    await this.#checkLow(tx);
+    if (this.lowThreshold !== 0) await this.#checkLow(tx, await tx.get<LedgerRow>(GET));
   }
 
   /**
-   * The accounting of one order write, `current` → `next` (current null: a new row), inside the
-   * order writer's transaction `tx`, after the write of the order row `orderId`: a debit when the
-   * upstream first accepts the order, a credit when it first becomes FAILED or REFUNDED. The debit
-   * is at the order's `amount` (what the upstream debited), else the product's price in the local
-   * catalog; an order of neither is counted in `unpriced_orders`. The debit is recorded on the
-   * order (`orders.debited_amount`, even before the first profile read: the upstream debited it
-   * all the same) and the credit is exactly it: not a price learnt or changed since, nothing for
-   * an order accepted unpriced. The ledger changes only after the first profile read.
+   * The accounting of one order write, `current` → `next` (current null: a new row), in the order
+   * writer's transaction `tx`, decided before the write: a debit when the upstream first accepts
+   * the order, a credit when it first becomes FAILED or REFUNDED; null when the write is neither.
+   * The debit is at the order's `amount` (what the upstream debited), else the product's price in
+   * the local catalog (read here, the one statement before the write); an order of neither is
+   * counted in `unpriced_orders`. The debit is recorded on the order (`debitedAmount`: the writer
+   * writes it with the order row into `orders.debited_amount`, even before the first profile
+   * read: the upstream debited it all the same) and the credit is exactly it: not a price learnt
+   * or changed since, nothing for an order accepted unpriced. {@link recordInLedger} then adds it.
    */
-  async afterOrderWrite(
+  async accountOrderWrite(
     tx: SqlExecutor,
-    orderId: number,
-    current: AccountedOrder | null,
+    current: (AccountedOrder & { debited_amount: number | null }) | null,
     next: AccountedOrder,
-  ): Promise<void> {
+  ): Promise<OrderAccounting | null> {
     const accounting = accountingOf(current, next);
-    if (!accounting.accepted && !accounting.credited) return;
+    if (!accounting.accepted && !accounting.credited) return null;
     let price: number | null = null;
     if (accounting.accepted) {
       price =
@@ -87,32 +97,51 @@ export class BalanceLedger {
           )
         )?.price ??
         null;
-      await tx.run('UPDATE orders SET debited_amount = @price WHERE id = @id', { price, id: orderId });
     }
-    const debited = accounting.accepted
-      ? price
-      : ((
-          await tx.get<{ debited_amount: number | null }>(
-            'SELECT debited_amount FROM orders WHERE id = @id',
-            {
-              id: orderId,
-            },
-          )
-        )?.debited_amount ?? null);
-    if (!(await tx.get<LedgerRow>(GET))) return;
-    await tx.run(
-      `UPDATE balance_ledger SET debited = debited + @debit, credited = credited + @credit,
-         unpriced = unpriced + @unpriced WHERE id = 1`,
-      ledgerEntry(accounting, price, debited),
-    );
-    await this.#checkLow(tx);
+    // What the order's acceptance debited: this write's price, else what the row holds (the
+    // order writer reads it with the row, locked; its write never changes it).
+    const debited = accounting.accepted ? price : (current?.debited_amount ?? null);
+    return {
+      debitedAmount: accounting.accepted ? { amount: price } : null,
+      entry: ledgerEntry(accounting, price, debited),
+    };
+  }
+
+  /**
+   * Adds an {@link accountOrderWrite} to the ledger, in the same transaction, after the order
+   * row's write. Issues its first statement at the call (sql/together.ts). Once this process has
+   * seen the ledger, that statement is `UPDATE … RETURNING *`, which also answers whether the
+   * ledger is there and its new state for `balance.low` (one statement where reading, updating
+   * and reading again were three). Before, it is the read of the ledger (the cheap statement
+   * while there is none, before the first profile read), and the update follows only when it
+   * found one. A ledger is never deleted; were it, the update's empty answer says so.
+   */
+  recordInLedger(tx: SqlExecutor, accounting: OrderAccounting): Promise<void> {
+    if (!this.#ledgerSeen) {
+      return tx.get<LedgerRow>(GET).then((found) => {
+        if (!found) return;
+        this.#ledgerSeen = true;
+        return this.recordInLedger(tx, accounting);
+      });
+    }
+    return tx
+      .get<LedgerRow>(
+        `UPDATE balance_ledger SET debited = debited + @debit, credited = credited + @credit,
+           unpriced = unpriced + @unpriced WHERE id = 1 RETURNING *`,
+        accounting.entry,
+      )
+      .then((row) => {
+        if (!row) {
+          this.#ledgerSeen = false;
+          return;
+        }
+        return this.#checkLow(tx, row);
+      });
   }
 
   /** `balance.low` once per crossing: when the balance falls under the threshold, not again until it is back over. */
-  async #checkLow(tx: SqlExecutor): Promise<void> {
-    if (this.lowThreshold === 0) return;
-    const row = await tx.get<LedgerRow>(GET);
-    if (!row) return;
+  async #checkLow(tx: SqlExecutor, row: LedgerRow | undefined): Promise<void> {
+    if (this.lowThreshold === 0 || !row) return;
     const view = this.#toPublic(row);
     const change = lowBalanceChange(view.balance!, this.lowThreshold, row.low_alerted === 1);
     if (change === 'alert') {

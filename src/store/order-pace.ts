@@ -1,4 +1,5 @@
 import type { OrderRows } from './order-rows.js';
+import type { PaceSample } from './rules/apply-plan.js';
 import {
   estimatePace,
   type PaceEstimate,
@@ -9,6 +10,7 @@ import {
 } from './rules/pace-math.js';
 import type { PaceInput } from './rules/poll-rules.js';
 import type { SqlExecutor } from './sql/executor.js';
+import { together } from './sql/together.js';
 
 export {
   bucketMs,
@@ -52,6 +54,13 @@ const DELIVERY_SQL = `SELECT bucket, weight FROM order_pace WHERE product_code =
 
 type Buckets = Array<{ bucket: number; weight: number }>;
 
+/** A sample's statements, issued ({@link OrderPace} `#add`): its UPSERT and the read of its distribution's total. */
+interface Added {
+  key: { product: string; state: string };
+  added: Promise<unknown>;
+  total: Promise<{ total: number | null } | undefined>;
+}
+
 /** The learned pace: {@link recordStateReached} in the writer's transactions, {@link estimate} for the schedule. */
 export class OrderPace {
   readonly settings: Readonly<PaceSettings> | null;
@@ -77,19 +86,48 @@ export class OrderPace {
    * inside the write transaction `tx` that applied the change, once per order and state. Ignores
    * a product-less order and a negative or non-finite duration (clocks disagree).
    */
-  async recordStateReached(
+  recordStateReached(
     tx: SqlExecutor,
     productCode: string | null,
     state: PaceState,
     ms: number,
   ): Promise<void> {
-    if (productCode === null || productCode === ANY_PRODUCT) return;
-    await this.#record(tx, productCode, state, ms);
+    return this.recordSamples(tx, [{ kind: 'state', productCode, state, ms }]);
   }
 
   /** Adds one sample of a webhook's delivery delay: from its event's time to its arrival, in ms. */
-  async recordDelivery(tx: SqlExecutor, ms: number): Promise<void> {
-    await this.#record(tx, ANY_PRODUCT, DELIVERY, Math.max(0, ms));
+  recordDelivery(tx: SqlExecutor, ms: number): Promise<void> {
+    return this.recordSamples(tx, [{ kind: 'delivery', ms }]);
+  }
+
+  /**
+   * Adds a write's samples (rules/apply-plan.ts, `pace`), as {@link recordStateReached} and
+   * {@link recordDelivery} each would, in the write's transaction `tx`. Every sample's UPSERT and
+   * the read of its distribution's total are issued at the call (sql/together.ts: one round trip
+   * on PostgreSQL, with whatever the writer issues beside them); a distribution then past
+   * {@link PACE_MEMORY} is halved after them. The samples of one write are of distinct
+   * distributions (one delivery, one state at most), so halving after the others' UPSERTs leaves
+   * what halving between them would; were two of one distribution, they would be added one
+   * after the other, as before.
+   */
+  recordSamples(tx: SqlExecutor, samples: readonly PaceSample[]): Promise<void> {
+    const keys: Array<{ product: string; state: string; ms: number }> = [];
+    for (const sample of samples) {
+      const key = this.#keyOf(sample);
+      if (key) keys.push(key);
+    }
+    if (keys.length === 0) return Promise.resolve();
+    const distinct = new Set(keys.map(({ product, state }) => JSON.stringify([product, state]))).size;
+    if (distinct < keys.length) {
+      return keys.reduce<Promise<void>>(
+        (previous, key) => previous.then(() => this.#halveOver(tx, [this.#add(tx, key)])),
+        Promise.resolve(),
+      );
+    }
+    return this.#halveOver(
+      tx,
+      keys.map((key) => this.#add(tx, key)),
+    );
   }
 
   /**
@@ -144,9 +182,13 @@ export class OrderPace {
   }
 
   async #read(ex: SqlExecutor, productCode: string | null): Promise<PaceEstimate | null> {
-    const delivery = await ex.all<Buckets[number]>(DELIVERY_SQL);
-    const own =
-      productCode === null ? null : await ex.all<Buckets[number]>(FINAL_OF, { product: productCode });
+    // Both issued together (sql/together.ts): one round trip on PostgreSQL.
+    const [delivery, own] = await together([
+      ex.all<Buckets[number]>(DELIVERY_SQL),
+      productCode === null
+        ? Promise.resolve(null)
+        : ex.all<Buckets[number]>(FINAL_OF, { product: productCode }),
+    ]);
     // estimatePace uses every product's histogram only when the product's own has too few
     // samples: read it then, and only then.
     const settings = this.settings!;
@@ -155,29 +197,55 @@ export class OrderPace {
     return estimatePace(settings, { delivery, own, all });
   }
 
-  async #record(tx: SqlExecutor, product: string, state: string, ms: number): Promise<void> {
-    if (!Number.isFinite(ms) || ms < 0) return;
+  /** The distribution and the duration of a sample, or null for one that is not recorded. */
+  #keyOf(sample: PaceSample): { product: string; state: string; ms: number } | null {
+    const key =
+      sample.kind === 'delivery'
+        ? { product: ANY_PRODUCT, state: DELIVERY, ms: Math.max(0, sample.ms) }
+        : sample.productCode === null || sample.productCode === ANY_PRODUCT
+          ? null
+          : { product: sample.productCode, state: sample.state, ms: sample.ms };
+    if (key === null || !Number.isFinite(key.ms) || key.ms < 0) return null;
+    return key;
+  }
+
+  /** Issues a sample's UPSERT and the read of its distribution's total after it; both at the call. */
+  #add(tx: SqlExecutor, { product, state, ms }: { product: string; state: string; ms: number }): Added {
     const key = { product, state };
-    await tx.run(
+    const added = tx.run(
       `INSERT INTO order_pace (product_code, state, bucket, weight) VALUES (@product, @state, @bucket, 1)
        ON CONFLICT (product_code, state, bucket) DO UPDATE SET weight = order_pace.weight + 1`,
       { ...key, bucket: paceBucket(ms) },
     );
     for (const [cachedKey, cached] of this.#cache)
       if (cached.estimate === null) this.#cache.delete(cachedKey);
-    const total = await tx.get<{ total: number | null }>(
+    const total = tx.get<{ total: number | null }>(
       'SELECT SUM(weight) AS total FROM order_pace WHERE product_code = @product AND state = @state',
       key,
     );
-    if ((total?.total ?? 0) > PACE_MEMORY) {
-      await tx.run(
-        'UPDATE order_pace SET weight = weight / 2 WHERE product_code = @product AND state = @state',
-        key,
-      );
-      await tx.run(
-        'DELETE FROM order_pace WHERE product_code = @product AND state = @state AND weight < 0.01',
-        key,
-      );
-    }
+    return { key, added, total };
+  }
+
+  /** Awaits the samples {@link #add} issued, then halves every distribution past {@link PACE_MEMORY}. */
+  #halveOver(tx: SqlExecutor, added: readonly Added[]): Promise<void> {
+    const issued: Promise<unknown>[] = [];
+    for (const { added: upsert, total } of added) issued.push(upsert, total);
+    return together(issued).then(async (answers) => {
+      for (let i = 0; i < added.length; i++) {
+        const total = (answers[2 * i + 1] as { total: number | null } | undefined)?.total ?? 0;
+        if (total <= PACE_MEMORY) continue;
+        const { key } = added[i]!;
+        await together([
+          tx.run(
+            'UPDATE order_pace SET weight = weight / 2 WHERE product_code = @product AND state = @state',
+            key,
+          ),
+          tx.run(
+            'DELETE FROM order_pace WHERE product_code = @product AND state = @state AND weight < 0.01',
+            key,
+          ),
+        ]);
+      }
+    });
   }
 }

@@ -2,8 +2,7 @@ import type { Order } from '../upstream/model.js';
 import { type OrderSnapshot, readOrderSnapshot } from '../upstream/order-snapshot.js';
 import type { BalanceLedger } from './balance.js';
 import type { ChangeFeed } from './feed.js';
-import { type EventReason, type LocalOrder, toLocalOrder } from './local-order.js';
-import type { OrderPace } from './order-pace.js';
+import { type EventReason, type LocalOrder, type OrderRow, toLocalOrder } from './local-order.js';
 import type { OrderRows } from './order-rows.js';
 import type { PollSchedule } from './poll-schedule.js';
 import {
@@ -11,13 +10,13 @@ import {
   type CreateLocalOrderInput,
   type FeedChange,
   ORDER_COLUMNS,
-  type PaceSample,
   planApply,
   planLocalOrder,
   planSettlement,
   type SubmissionOutcome,
 } from './rules/apply-plan.js';
 import type { Outcome, SqlExecutor, WriteOptions } from './sql/executor.js';
+import { together } from './sql/together.js';
 import { StoreError } from './store-error.js';
 
 export type { ApplyOptions, CreateLocalOrderInput } from './rules/apply-plan.js';
@@ -44,6 +43,11 @@ const VALUES = ORDER_COLUMNS.map((c) => `@${c}`).join(', ');
 const INSERT_ORDER = `INSERT INTO orders (${COLUMNS}) VALUES (${VALUES}) RETURNING id`;
 const INSERT_ORDER_IF_NEW = `INSERT INTO orders (${COLUMNS}) VALUES (${VALUES}) ON CONFLICT (partner_ref) DO NOTHING`;
 const UPDATE_ORDER = `UPDATE orders SET ${ORDER_COLUMNS.map((c) => `${c} = @${c}`).join(', ')} WHERE id = @id`;
+/** The same writes with the debit of an order accepted now (balance.ts), in one statement. */
+const INSERT_ORDER_DEBITED = `INSERT INTO orders (${COLUMNS}, debited_amount) VALUES (${VALUES}, @debited_amount) RETURNING id`;
+const UPDATE_ORDER_DEBITED = `UPDATE orders SET ${ORDER_COLUMNS.map((c) => `${c} = @${c}`).join(', ')},
+  debited_amount = @debited_amount WHERE id = @id`;
+const SET_DEBITED = 'UPDATE orders SET debited_amount = @debited_amount WHERE id = @id';
 const EVENT_BY_KEY = 'SELECT partner_ref FROM order_events WHERE source = @source AND event_id = @eventId';
 const INSERT_EVENT = `INSERT INTO order_events
     (partner_ref, source, event_id, status, payload, received_at, applied_at, changed, reason)
@@ -85,8 +89,13 @@ export class OrderWriter {
         const row = await this.#schedule.pace.planWith(tx, (pace) =>
           planLocalOrder(input, now, { schedule: this.#schedule.settings, pace }),
         );
-        const created = (await tx.run(INSERT_ORDER_IF_NEW, row)).changes === 1;
-        return { order: toLocalOrder((await this.#rows.find(tx, row.partner_ref, null))!), created };
+        // The read is issued with the insert (sql/together.ts) and runs after it: the new row, or
+        // the one that was there.
+        const [inserted, stored] = await together([
+          tx.run(INSERT_ORDER_IF_NEW, row),
+          this.#rows.find(tx, row.partner_ref, null),
+        ]);
+        return { order: toLocalOrder(stored!), created: inserted.changes === 1 };
       },
       // No feed event (an order not yet submitted has none), so no feed lock: on PostgreSQL a
       // shop's order is not held up behind a worker's batch; the unique partner_ref decides a race.
@@ -105,7 +114,7 @@ export class OrderWriter {
    * 4. marks the submission accepted, records the event, and sets the order's next poll as the
    *    schedule says ({@link PollSchedule.afterChange});
    * 5. accounts the balance: a debit when the upstream first accepts the order, a credit when it
-   *    first becomes FAILED or REFUNDED ({@link BalanceLedger.afterOrderWrite}).
+   *    first becomes FAILED or REFUNDED ({@link BalanceLedger.accountOrderWrite} and {@link BalanceLedger.recordInLedger}).
    *
    * Rejects with `INVALID_SNAPSHOT` (permanent) for a snapshot without a status or any reference.
    */
@@ -170,6 +179,13 @@ export class OrderWriter {
     return read.snapshot;
   }
 
+  /**
+   * The apply's statements in two round trips on PostgreSQL (docs/store-backends.md, "Round trips
+   * per apply"): the event-id check with the order's look-up, then every write of the plan issued
+   * together (sql/together.ts), in the plan's order: feed event, order row (with its debit),
+   * ledger, pace samples, audit row. A statement more only when the plan needs one: a pace
+   * estimate past its cache, a price from the catalog, a distribution to halve, a low balance.
+   */
   async #apply(
     tx: SqlExecutor,
     snapshot: Order,
@@ -178,27 +194,63 @@ export class OrderWriter {
   ): Promise<ApplyResult> {
     const now = this.#rows.now();
     const eventId = options.eventId ?? null;
-    if (eventId !== null) {
-      const seen = await tx.get<{ partner_ref: string }>(EVENT_BY_KEY, { source: options.source, eventId });
-      if (seen) {
-        const order = toLocalOrder((await this.#rows.find(tx, seen.partner_ref, null))!);
-        return { order, changed: false, reason: 'duplicate_event', duplicate: true, created: false };
-      }
+    // The look-up is issued with the check, before its answer (it only reads, and locks a row
+    // the transaction would lock next anyway; a duplicate's lock is held to the commit too).
+    const [seen, found] = await together([
+      eventId === null
+        ? Promise.resolve(undefined)
+        : tx.get<{ partner_ref: string }>(EVENT_BY_KEY, { source: options.source, eventId }),
+      this.#rows.findForWrite(tx, fields.partner_ref, fields.invoice_number),
+    ]);
+    if (seen) {
+      const row =
+        found?.partner_ref === seen.partner_ref ? found : await this.#rows.find(tx, seen.partner_ref, null);
+      return {
+        order: toLocalOrder(row!),
+        changed: false,
+        reason: 'duplicate_event',
+        duplicate: true,
+        created: false,
+      };
     }
 
-    const current = (await this.#rows.findForWrite(tx, fields.partner_ref, fields.invoice_number)) ?? null;
+    const current = found ?? null;
     const plan = await this.#schedule.pace.planWith(tx, (pace) =>
       planApply({ current, snapshot, fields, options, now, schedule: this.#schedule.settings, pace }),
     );
     const { row } = plan;
-    await this.#append(tx, plan.feed, now);
-    if (plan.write === 'insert') row.id = (await tx.get<{ id: number }>(INSERT_ORDER, row))!.id;
-    else if (plan.write === 'update') await tx.run(UPDATE_ORDER, row);
-    await this.#ledger.afterOrderWrite(tx, row.id, current, row);
-    await this.#learnPace(tx, plan.pace);
-    await tx.run(INSERT_EVENT, plan.event);
+    const accounting = await this.#ledger.accountOrderWrite(tx, current, row);
+    const debit = accounting?.debitedAmount ?? null;
+    const [, id] = await together([
+      this.#append(tx, plan.feed, now),
+      this.#writeRow(tx, plan.write, row, debit),
+      accounting ? this.#ledger.recordInLedger(tx, accounting) : Promise.resolve(),
+      this.#schedule.pace.recordSamples(tx, plan.pace),
+      tx.run(INSERT_EVENT, plan.event),
+    ]);
+    if (id !== undefined) row.id = id;
     const { changed, reason, created } = plan;
     return { order: toLocalOrder(row), changed, reason, duplicate: false, created };
+  }
+
+  /**
+   * Issues the order row's write as the plan says, with the debit the ledger recorded on it
+   * (`debit`: into `debited_amount`; null: that column is left as it is); a new row's id.
+   */
+  #writeRow(
+    tx: SqlExecutor,
+    write: 'insert' | 'update' | 'none',
+    row: OrderRow,
+    debit: { amount: number | null } | null,
+  ): Promise<number | undefined> {
+    const params = debit ? { ...row, debited_amount: debit.amount } : row;
+    if (write === 'insert') {
+      return tx.get<{ id: number }>(debit ? INSERT_ORDER_DEBITED : INSERT_ORDER, params).then((r) => r!.id);
+    }
+    if (write === 'update')
+      return tx.run(debit ? UPDATE_ORDER_DEBITED : UPDATE_ORDER, params).then(() => undefined);
+    if (debit) return tx.run(SET_DEBITED, params).then(() => undefined);
+    return Promise.resolve(undefined);
   }
 
   #settleSubmission(ref: string, outcome: SubmissionOutcome): Promise<LocalOrder> {
@@ -206,11 +258,12 @@ export class OrderWriter {
       async (tx) => {
         const now = this.#rows.now();
         const plan = planSettlement(await this.#rows.mustFindForWrite(tx, ref), outcome, now);
-        if (plan.update) {
-          await this.#append(tx, plan.feed, now);
-          await tx.run(UPDATE_ORDER, plan.row);
-        }
-        await tx.run(INSERT_EVENT, plan.event);
+        // Issued together (sql/together.ts), in this order.
+        await together([
+          plan.update ? this.#append(tx, plan.feed, now) : Promise.resolve(),
+          plan.update ? tx.run(UPDATE_ORDER, plan.row) : Promise.resolve(),
+          tx.run(INSERT_EVENT, plan.event),
+        ]);
         return toLocalOrder(plan.row);
       },
       { feed: true },
@@ -219,14 +272,5 @@ export class OrderWriter {
 
   async #append(tx: SqlExecutor, change: FeedChange | null, now: number): Promise<void> {
     if (change) await this.#feed.append(tx, change.type, change.order, now);
-  }
-
-  /** Records a plan's pace samples (order-pace.ts), in the write's transaction. */
-  async #learnPace(tx: SqlExecutor, samples: readonly PaceSample[]): Promise<void> {
-    const pace: OrderPace = this.#schedule.pace;
-    for (const sample of samples) {
-      if (sample.kind === 'delivery') await pace.recordDelivery(tx, sample.ms);
-      else await pace.recordStateReached(tx, sample.productCode, sample.state, sample.ms);
-    }
   }
 }

@@ -29,8 +29,6 @@ export interface RecordPollInput {
 }
 
 /** A row with the poll lease (migration 2), which only the claims read or write. */
-type LeasedOrderRow = OrderRow & { poll_leased_until: number | null };
-
 /**
  * When an order was last checked with the upstream, as SQL: its last poll or audit read, or when
  * it became final, whichever is later. The audit takes the least recently checked first, and
@@ -172,7 +170,7 @@ export class PollSchedule {
       const now = this.#rows.now();
       const row = await this.#rows.findForWrite(tx, ref, ref);
       if (!row) return undefined;
-      const { poll_leased_until: leasedUntil } = row as LeasedOrderRow;
+      const { poll_leased_until: leasedUntil } = row;
       if (leasedUntil !== null && leasedUntil > now) return { order: toLocalOrder(row), claimed: false };
       await tx.run(SET_LEASE, { until: now + this.settings.leaseMs, id: row.id });
       return { order: toLocalOrder(row), claimed: true };
