@@ -1,4 +1,5 @@
 import type { Migration } from '../migrations.js';
+import { SHARED_MIGRATIONS_FROM_13 } from '../sql/shared-migrations.js';
 
 /**
  * Every schema step of the PostgreSQL store, in order (run by `runMigrations`, ../migrations.ts),
@@ -207,24 +208,5 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
         WHERE submission_state = 'accepted';
     `,
   },
-  {
-    version: 13,
-    description:
-      'notify_deliveries_gave_up: the given-up attempts of each endpoint, so `status` counts them without reading the whole history',
-    sql: `
-      CREATE INDEX notify_deliveries_gave_up ON notify_deliveries (endpoint_id, seq) WHERE outcome = 'gave_up';
-    `,
-  },
-  {
-    version: 14,
-    description:
-      'notify_deliveries_attempt: one row per delivery attempt, so two processes recording the same attempt at once (a sweep and a live writer, two hosts) leave one',
-    sql: `
-      DELETE FROM notify_deliveries WHERE id NOT IN (
-        SELECT MIN(id) FROM notify_deliveries
-        GROUP BY endpoint_id, seq, attempt, requested_at, outcome);
-      CREATE UNIQUE INDEX notify_deliveries_attempt
-        ON notify_deliveries (endpoint_id, seq, attempt, requested_at, outcome);
-    `,
-  },
+  ...SHARED_MIGRATIONS_FROM_13,
 ];
