@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import type { TestContext } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import type { Database } from 'better-sqlite3';
 import { createWebhookProducer, type WebhookProducer } from '../../src/queue/webhook-producer.js';
 import type { OpenedStore } from '../../src/store/open-store.js';
@@ -165,13 +166,22 @@ export async function queueBacklog(producer: WebhookProducer, n: number, prefix:
   }
 }
 
-/** Starts `h2h-sync worker` as a user (or pm2) would, and waits for its `ready` message. */
-export async function spawnWorker(
+const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
+/** tsx by file URL, so a process started in another working directory finds it. */
+const TSX = import.meta.resolve('tsx');
+
+/**
+ * Starts `h2h-sync <command>` (worker, receiver, api) as pm2 would, with exactly `env`, in `cwd`
+ * (default: this one), and waits for its `ready` message; killed when the test ends.
+ */
+export async function spawnReady(
   t: Pick<TestContext, 'after'>,
-  env: Record<string, string>,
+  command: string,
+  { env, cwd }: { env: NodeJS.ProcessEnv; cwd?: string },
 ): Promise<{ child: ChildProcess; output: () => string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'worker'], {
-    env: { ...process.env, LOG_LEVEL: 'info', RECONCILE_ENABLED: 'false', ...env },
+  const child = spawn(process.execPath, ['--import', TSX, MAIN, command], {
+    env,
+    ...(cwd === undefined ? {} : { cwd }),
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
   let output = '';
@@ -185,10 +195,20 @@ export async function spawnWorker(
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });
   const ready = await nextMessage<string>(child).catch((error: Error) => {
-    throw new Error(`${error.message}\n${output}`);
+    throw new Error(`${command}${cwd ? ` in ${cwd}` : ''}: ${error.message}\n${output}`);
   });
   assert.equal(ready, 'ready');
   return { child, output: () => output };
+}
+
+/** Starts `h2h-sync worker` as a user (or pm2) would, and waits for its `ready` message. */
+export function spawnWorker(
+  t: Pick<TestContext, 'after'>,
+  env: Record<string, string>,
+): Promise<{ child: ChildProcess; output: () => string }> {
+  return spawnReady(t, 'worker', {
+    env: { ...process.env, LOG_LEVEL: 'info', RECONCILE_ENABLED: 'false', ...env },
+  });
 }
 
 /** The JSON log lines of a process's `output` (other lines, such as warnings, are left out). */

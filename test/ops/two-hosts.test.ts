@@ -3,13 +3,11 @@
 // own, on one PostgreSQL and one Redis; one set is killed with SIGKILL in the middle of a stream
 // of shop orders and upstream webhooks, and the survivor finishes the work.
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { loadConfig } from '../../src/config/config.js';
 import { freePort } from '../../src/dev/redis-server.js';
@@ -22,53 +20,18 @@ import { seqOf, verifyNotification } from '../helpers/notify.js';
 import { SECRET } from '../helpers/receiver.js';
 import { privateRedis } from '../helpers/redis.js';
 import { DEMO_MEMBERS, startSimulator, userIdEndingIn } from '../helpers/simulator.js';
-import { nextMessage, scheduleSettings } from '../helpers/store.js';
+import { scheduleSettings } from '../helpers/store.js';
 import { storeBackends } from '../helpers/store-backends.js';
 import { waitFor } from '../helpers/wait.js';
 import { startWebhookSink } from '../helpers/webhook-sink.js';
-import { cleanupScope } from '../helpers/worker.js';
+import { cleanupScope, spawnReady } from '../helpers/worker.js';
 
-const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
-/** tsx by file URL: the processes run in working directories of their own, without node_modules. */
-const TSX = import.meta.resolve('tsx');
 const ORDERS = 60;
 /** Timelines (docs/simulator.md): SUCCESS with serial, FAILED, refunded after success. */
 const SUFFIXES = ['1234', '0002', '0006'];
 const FINAL = new Set(['SUCCESS', 'FAILED', 'REFUNDED']);
 
-interface HostProcess {
-  child: ChildProcess;
-  output(): string;
-}
-
-/** Starts `h2h-sync <command>` in `cwd` as pm2 would, and waits for its `ready` message. */
-async function startProcess(
-  t: { after(fn: () => unknown): void },
-  command: string,
-  cwd: string,
-  env: Record<string, string>,
-): Promise<HostProcess> {
-  const child = spawn(process.execPath, ['--import', TSX, MAIN, command], {
-    cwd,
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-  });
-  let output = '';
-  child.stdout?.on('data', (chunk) => {
-    output += chunk;
-  });
-  child.stderr?.on('data', (chunk) => {
-    output += chunk;
-  });
-  t.after(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  const ready = await nextMessage<string>(child).catch((error: Error) => {
-    throw new Error(`${command} in ${cwd}: ${error.message}\n${output}`);
-  });
-  assert.equal(ready, 'ready');
-  return { child, output: () => output };
-}
+type HostProcess = Awaited<ReturnType<typeof spawnReady>>;
 
 /** One host: its receiver, worker and API, the ports it listens on, and the webhooks it took. */
 interface Host {
@@ -92,7 +55,9 @@ async function startHost(
   const apiPort = await freePort();
   const own = { ...env, PORT: String(receiverPort), API_PORT: String(apiPort) };
   const processes = await Promise.all(
-    ['receiver', 'worker', 'api'].map((command) => startProcess(t, command, cwd, own)),
+    ['receiver', 'worker', 'api'].map((command) =>
+      spawnReady(t, command, { cwd, env: { PATH: process.env.PATH ?? '', ...own } }),
+    ),
   );
   return { name, receiverPort, apiPort, processes, alive: true, acknowledged: 0 };
 }
