@@ -3,7 +3,7 @@
 // balance, the feed's reads and the order queries the API and `h2h-sync status` read. Tests of
 // these parts through the API or the notifier run on SQLite only; these run their SQL on both.
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { type TestContext, test } from 'node:test';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
 import type { CatalogSnapshot } from '../../src/store/catalog.js';
 import type { NotifyDelivery } from '../../src/store/notify-deliveries.js';
@@ -11,7 +11,7 @@ import { signingSecrets } from '../../src/store/notify-endpoints.js';
 import type { OrderStore } from '../../src/store/order-store.js';
 import { catalogSnapshot } from '../helpers/catalog.js';
 import { snapshot } from '../helpers/store.js';
-import { describeEachBackend } from '../helpers/store-backends.js';
+import { describeEachBackend, type StoreBackend } from '../helpers/store-backends.js';
 
 const DATA = { user_id: '12345678', server_id: '2001' };
 const DAY = 86_400_000;
@@ -35,6 +35,14 @@ function attempt(
     outcome: 'retrying',
     ...overrides,
   };
+}
+
+/** A store and, as `others`, it and three more on its database, as four processes open it. */
+async function fourProcesses(backend: StoreBackend, t: Pick<TestContext, 'after'>) {
+  const { store, url } = await backend.tempStore(t);
+  const others = [store];
+  for (let i = 0; i < 3; i++) others.push(await backend.open(t, url));
+  return { store, others };
 }
 
 function addEndpoint(store: OrderStore, url = 'http://127.0.0.1:9/hook') {
@@ -167,13 +175,7 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
   });
 
   test('of enables at once from processes of their own, one enables the endpoint and says what it missed', async (t) => {
-    const { store, url } = await backend.tempStore(t);
-    const others = [
-      store,
-      await backend.open(t, url),
-      await backend.open(t, url),
-      await backend.open(t, url),
-    ];
+    const { store, others } = await fourProcesses(backend, t);
     const endpoint = await addEndpoint(store);
     for (const ref of ['A', 'B', 'C']) {
       await store.endpoints.disable(endpoint.id, 'by hand');
@@ -271,13 +273,7 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
   });
 
   test('of attempts recorded unless settled at once, from processes of their own, one is recorded', async (t) => {
-    const { store, url } = await backend.tempStore(t);
-    const others = [
-      store,
-      await backend.open(t, url),
-      await backend.open(t, url),
-      await backend.open(t, url),
-    ];
+    const { store, others } = await fourProcesses(backend, t);
     const endpoint = await addEndpoint(store);
     for (const seq of [1, 2, 3, 4, 5]) {
       const recorded = await Promise.all(
