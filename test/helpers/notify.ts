@@ -3,9 +3,12 @@ import { randomUUID } from 'node:crypto';
 import type { TestContext } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { type Notifier, type NotifierOptions, startNotifier } from '../../src/notify/notifier.js';
+import { generateEndpointSecret } from '../../src/notify/signature.js';
 import type { OrderStore } from '../../src/store/order-store.js';
-import { snapshot } from './store.js';
-import type { WebhookDelivery } from './webhook-sink.js';
+import { privateRedis } from './redis.js';
+import { snapshot, tempStore } from './store.js';
+import { type SinkAnswer, startWebhookSink, type WebhookDelivery } from './webhook-sink.js';
+import { cleanupScope } from './worker.js';
 
 /**
  * Harness of the notification tests. Every delivery is verified with the `standardwebhooks`
@@ -87,4 +90,22 @@ export async function liveOrder(store: OrderStore, ref: string): Promise<void> {
   await store.writer.applyOrderSnapshot(snapshot(ref, 'SUCCESS', { serial_number: `SN-${ref}` }), {
     source: 'poll',
   });
+}
+
+/**
+ * What most notification tests start from: a cleanup scope, a private Redis, a store on a temp
+ * SQLite file on the real clock (`dbPath`, for a worker process on it), a webhook sink (answering
+ * with `answer`, default 200) and an endpoint on it for every order event, signed with `secret`.
+ */
+export async function notifySetup(
+  t: Parameters<typeof cleanupScope>[0],
+  answer?: (d: Omit<WebhookDelivery, 'answer'>) => SinkAnswer,
+) {
+  const scope = cleanupScope(t);
+  const redis = await privateRedis(scope);
+  const { store, path: dbPath } = await tempStore(scope, { now: Date.now });
+  const sink = await startWebhookSink(scope, { secrets: [], ...(answer ? { answer } : {}) });
+  const secret = generateEndpointSecret();
+  const endpoint = await store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
+  return { scope, redis, store, dbPath, sink, secret, endpoint };
 }

@@ -5,12 +5,10 @@ import { Redis } from 'ioredis';
 import { NOTIFY_QUEUE, notifyJobId } from '../../src/notify/notify-queue.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
 import { DEFAULT_QUEUE_PREFIX } from '../../src/queue/webhook-queue.js';
-import { crashTestWorkerEnv, liveOrder, seqOf } from '../helpers/notify.js';
-import { privateRedis } from '../helpers/redis.js';
-import { openTestStore, otherConnection, scheduleSettings, tempDbPath, tempStore } from '../helpers/store.js';
+import { crashTestWorkerEnv, liveOrder, notifySetup, seqOf } from '../helpers/notify.js';
+import { otherConnection, tempStore } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
-import { startWebhookSink } from '../helpers/webhook-sink.js';
-import { cleanupScope, spawnWorker } from '../helpers/worker.js';
+import { spawnWorker } from '../helpers/worker.js';
 
 /**
  * A delivery's record is written after its job completes (src/notify/delivered-records.ts); the
@@ -19,17 +17,7 @@ import { cleanupScope, spawnWorker } from '../helpers/worker.js';
  */
 
 test('a worker killed after the shop’s 2xx and before the records are durable: the next start records each once, nothing is sent again', async (t) => {
-  const scope = cleanupScope(t);
-  const redis = await privateRedis(scope);
-  const dbPath = tempDbPath(scope);
-  const store = await openTestStore(dbPath, scheduleSettings(), { now: Date.now });
-  scope.after(() => store.close());
-  const sink = await startWebhookSink(scope, { secrets: [] });
-  const endpoint = await store.endpoints.add({
-    url: sink.url,
-    events: ['order.*'],
-    secret: generateEndpointSecret(),
-  });
+  const { scope, redis, store, dbPath, sink, endpoint } = await notifySetup(t);
   await liveOrder(store, 'R-1'); // seq 1-4
   const env = crashTestWorkerEnv(redis.url, dbPath);
   const { child } = await spawnWorker(scope, env);

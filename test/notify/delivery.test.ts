@@ -5,6 +5,7 @@ import type { OrderStore } from '../../src/store/order-store.js';
 import {
   liveOrder,
   type NotificationBody,
+  notifySetup,
   seqOf,
   startTestNotifier,
   verifyNotification,
@@ -12,13 +13,7 @@ import {
 import { privateRedis } from '../helpers/redis.js';
 import { tempStore } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
-import {
-  failFirst,
-  hangFirst,
-  type SinkAnswer,
-  startWebhookSink,
-  type WebhookDelivery,
-} from '../helpers/webhook-sink.js';
+import { failFirst, hangFirst, startWebhookSink, type WebhookDelivery } from '../helpers/webhook-sink.js';
 import { cleanupScope } from '../helpers/worker.js';
 
 /**
@@ -52,19 +47,6 @@ function assertAllDeliveredInOrder(
   return bodies;
 }
 
-async function setup(
-  t: Parameters<typeof cleanupScope>[0],
-  answer?: (d: Omit<WebhookDelivery, 'answer'>) => SinkAnswer,
-) {
-  const scope = cleanupScope(t);
-  const redis = await privateRedis(scope);
-  const { store } = await tempStore(scope, { now: Date.now });
-  const sink = await startWebhookSink(scope, { secrets: [], ...(answer ? { answer } : {}) });
-  const secret = generateEndpointSecret();
-  const endpoint = await store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
-  return { scope, redis, store, sink, secret, endpoint };
-}
-
 /** The endpoint's history once `n` deliveries are recorded in it. */
 function historySettled(store: OrderStore, endpointId: number, n: number) {
   return waitFor(
@@ -79,7 +61,7 @@ function historySettled(store: OrderStore, endpointId: number, n: number) {
 const delivered = (d: WebhookDelivery) => typeof d.answer === 'number' && d.answer < 300;
 
 test('every event of the feed reaches the endpoint signed per Standard Webhooks, with the whole order', async (t) => {
-  const { scope, redis, store, sink, secret, endpoint } = await setup(t);
+  const { scope, redis, store, sink, secret, endpoint } = await notifySetup(t);
   await startTestNotifier(scope, { store, redisUrl: redis.url });
   await liveOrder(store, 'N-1');
   await liveOrder(store, 'N-2');
@@ -105,7 +87,7 @@ test('every event of the feed reaches the endpoint signed per Standard Webhooks,
 });
 
 test('an endpoint answering 500 gets every event once it recovers, each order in sequence', async (t) => {
-  const { scope, redis, store, sink, secret, endpoint } = await setup(t, failFirst(12, 500));
+  const { scope, redis, store, sink, secret, endpoint } = await notifySetup(t, failFirst(12, 500));
   const notifier = await startTestNotifier(scope, { store, redisUrl: redis.url });
   for (const ref of ['F-1', 'F-2', 'F-3']) await liveOrder(store, ref);
   const seqs = (await store.feed.after(0, 1000)).map((e) => e.seq);
@@ -142,7 +124,7 @@ test('an endpoint that is down (connection refused) gets every event once it is 
 });
 
 test('an endpoint slower than the time-out gets every event once it answers in time', async (t) => {
-  const { scope, redis, store, sink, secret, endpoint } = await setup(t, hangFirst(3));
+  const { scope, redis, store, sink, secret, endpoint } = await notifySetup(t, hangFirst(3));
   await startTestNotifier(scope, { store, redisUrl: redis.url, timeoutMs: 300 });
   await liveOrder(store, 'S-1');
   await liveOrder(store, 'S-2');
@@ -157,7 +139,7 @@ test('an endpoint slower than the time-out gets every event once it answers in t
 });
 
 test('410 Gone disables the endpoint: nothing more is sent to it', async (t) => {
-  const { scope, redis, store, sink, endpoint } = await setup(t, () => 410);
+  const { scope, redis, store, sink, endpoint } = await notifySetup(t, () => 410);
   const notifier = await startTestNotifier(scope, { store, redisUrl: redis.url });
   await liveOrder(store, 'G-1');
   await waitFor(async () => (await store.endpoints.get(endpoint.id))!.disabledAt !== null, {
@@ -179,7 +161,7 @@ test('410 Gone disables the endpoint: nothing more is sent to it', async (t) => 
 });
 
 test('during a secret rotation both secrets sign: a shop holding either one verifies', async (t) => {
-  const { scope, redis, store, sink, secret: oldSecret, endpoint } = await setup(t);
+  const { scope, redis, store, sink, secret: oldSecret, endpoint } = await notifySetup(t);
   const newSecret = generateEndpointSecret();
   await store.endpoints.rotateSecret(endpoint.id, newSecret, 3_600_000);
   await startTestNotifier(scope, { store, redisUrl: redis.url });

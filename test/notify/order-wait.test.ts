@@ -15,6 +15,7 @@ import { DEFAULT_QUEUE_PREFIX } from '../../src/queue/webhook-queue.js';
 import {
   crashTestWorkerEnv,
   liveOrder,
+  notifySetup,
   seqOf,
   startTestNotifier,
   verifyNotification,
@@ -244,15 +245,7 @@ test('jobs awaiting an earlier event at a slow endpoint leave worker slots to th
 });
 
 test('a job whose event is already recorded delivered sends nothing again (a run taken over after its record)', async (t) => {
-  const scope = cleanupScope(t);
-  const redis = await privateRedis(scope);
-  const { store } = await tempStore(scope, { now: Date.now });
-  const sink = await startWebhookSink(scope, { secrets: [] });
-  const endpoint = await store.endpoints.add({
-    url: sink.url,
-    events: ['order.*'],
-    secret: generateEndpointSecret(),
-  });
+  const { scope, redis, store, sink, endpoint } = await notifySetup(t);
   await liveOrder(store, 'D-1'); // seq 1-4
   // Event 1 was delivered and recorded by a run whose job then stalled: its job runs again.
   await store.deliveries.record({

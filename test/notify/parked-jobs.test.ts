@@ -5,13 +5,9 @@ import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { dispatchNotifications } from '../../src/notify/dispatcher.js';
 import { NOTIFY_QUEUE, type NotifyJobData, notifyJobId } from '../../src/notify/notify-queue.js';
-import { generateEndpointSecret } from '../../src/notify/signature.js';
-import { liveOrder, seqOf, startTestNotifier } from '../helpers/notify.js';
-import { privateRedis } from '../helpers/redis.js';
-import { tempStore } from '../helpers/store.js';
+import { liveOrder, notifySetup, seqOf, startTestNotifier } from '../helpers/notify.js';
 import { waitFor } from '../helpers/wait.js';
-import { startWebhookSink } from '../helpers/webhook-sink.js';
-import { cleanupScope } from '../helpers/worker.js';
+import type { cleanupScope } from '../helpers/worker.js';
 
 /** A queue and a raw BullMQ worker of the notification queue under `prefix`: another process's worker. */
 function otherProcess(scope: ReturnType<typeof cleanupScope>, redisUrl: string, prefix: string) {
@@ -36,15 +32,7 @@ function otherProcess(scope: ReturnType<typeof cleanupScope>, redisUrl: string, 
 }
 
 test('a notification job that stalls past its limit (its worker died mid-delivery) is recorded gave_up, and the next event of its order goes', async (t) => {
-  const scope = cleanupScope(t);
-  const redis = await privateRedis(scope);
-  const { store } = await tempStore(scope, { now: Date.now });
-  const sink = await startWebhookSink(scope, { secrets: [] });
-  const endpoint = await store.endpoints.add({
-    url: sink.url,
-    events: ['order.*'],
-    secret: generateEndpointSecret(),
-  });
+  const { scope, redis, store, sink, endpoint } = await notifySetup(t);
   const prefix = `t-${randomUUID()}`;
   const other = otherProcess(scope, redis.url, prefix);
 
@@ -74,15 +62,7 @@ test('a notification job that stalls past its limit (its worker died mid-deliver
 });
 
 test('a notification job that failed for good in a process that died before recording it is recorded gave_up at the next start', async (t) => {
-  const scope = cleanupScope(t);
-  const redis = await privateRedis(scope);
-  const { store } = await tempStore(scope, { now: Date.now });
-  const sink = await startWebhookSink(scope, { secrets: [] });
-  const endpoint = await store.endpoints.add({
-    url: sink.url,
-    events: ['order.*'],
-    secret: generateEndpointSecret(),
-  });
+  const { scope, redis, store, sink, endpoint } = await notifySetup(t);
   const prefix = `t-${randomUUID()}`;
   const other = otherProcess(scope, redis.url, prefix);
 
