@@ -18,18 +18,20 @@
  * The first `--warmup` s of commits (JIT, connections, lazily loaded code: a few hundred ms of
  * latency at first) are checked like the rest but not timed.
  *
- *   npm run bench:notify -- [--rate 500] [--duration 20] [--warmup 3] [--orders 50] [--dispatch-every-ms <H2H_NOTIFY_DISPATCH_EVERY_MS>] [--max-p99 50] [--json] [--keep-store] [--cpu-prof DIR] [--redis-stats]
+ *   npm run bench:notify -- [--rate 500] [--duration 20] [--warmup 3] [--orders 50] [--dispatch-every-ms <H2H_NOTIFY_DISPATCH_EVERY_MS>] [--max-p99 50] [--json] [--keep-store] [--cpu-prof DIR] [--redis-stats] [--timeline FILE]
  *
  * Where the time goes: `--cpu-prof DIR` writes a V8 CPU profile of the worker process to DIR
  * (open it in Chrome DevTools or speedscope); `--redis-stats` counts the Redis commands of the
- * timed part (INFO commandstats, reset at the end of the warm-up) and prints them per delivery.
+ * timed part (INFO commandstats, reset at the end of the warm-up) and prints them per delivery;
+ * `--timeline FILE` writes every event's seq, commit time (ms since the first commit) and latency
+ * as CSV, to tell a stall that delays every event at one moment from a tail spread over the run.
  *
  * Prints p50/p99/max and the counts; exits 1 when an event was lost, doubled or not verified, or
  * p99 ≥ --max-p99 (0: no goal).
  */
 import { fork } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -55,6 +57,7 @@ const { values: flags } = parseArgs({
     'keep-store': { type: 'boolean', default: false },
     'cpu-prof': { type: 'string' },
     'redis-stats': { type: 'boolean', default: false },
+    timeline: { type: 'string' },
   },
 });
 
@@ -249,6 +252,7 @@ async function bench(): Promise<number> {
       for (let seq = before + 1; seq <= last; seq++) committedAt.set(seq, at);
     };
     const started = performance.now();
+    const startedAt = clock();
     let written = 0;
     while (written < total) {
       const due = Math.min(total, Math.floor(((performance.now() - started) / 1000) * RATE));
@@ -314,6 +318,13 @@ async function bench(): Promise<number> {
       .filter(([seq]) => committedAt.has(seq) && seq >= firstTimedSeq)
       .map(([seq, at]) => at - committedAt.get(seq)!)
       .sort((a, b) => a - b);
+    if (flags.timeline) {
+      const lines = [...firstArrival]
+        .filter(([seq]) => committedAt.has(seq))
+        .sort(([a], [b]) => a - b)
+        .map(([seq, at]) => `${seq},${(committedAt.get(seq)! - startedAt).toFixed(1)},${(at - committedAt.get(seq)!).toFixed(1)}`);
+      writeFileSync(flags.timeline, `seq,committed_ms,latency_ms\n${lines.join('\n')}\n`);
+    }
     const result = {
       machine: `${cpus().length} × ${cpus()[0]?.model.trim()}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.versions.node}`,
       loadBefore: loadBefore.map((l) => Number(l.toFixed(2))),

@@ -1,6 +1,6 @@
 // The dispatcher is woken by feed commits (feed.watch, docs/store-backends.md step 5): with its
-// timer far away, an event is still sent at once — its own process's commit on both backends,
-// another process's on PostgreSQL (LISTEN/NOTIFY).
+// timer far away, an event is still sent at once — its own process's commit and another
+// process's, on both backends (SQLite: the write-ahead log's changes; PostgreSQL: LISTEN/NOTIFY).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
@@ -33,14 +33,12 @@ describeEachBackend('the dispatcher woken by feed commits', (backend) => {
     });
     assert.equal(verifyNotification(secret, sink.deliveries[0]!).data.partner_ref, 'K1');
 
-    if (backend.name === 'postgres') {
-      // Another process (its own connections) commits: NOTIFY reaches this process's listener.
-      const other = await backend.open(scope, url);
-      await other.writer.applyOrderSnapshot(snapshot('K2', 'PENDING'), { source: 'create' });
-      await waitFor(() => sink.deliveries.some((d) => seqOf(d) === 2), {
-        timeoutMs: 10_000,
-        message: 'the event of another process’s commit delivered before the timer',
-      });
-    }
+    // Another process (a store of its own connections on the same database) commits.
+    const other = await backend.open(scope, url);
+    await other.writer.applyOrderSnapshot(snapshot('K2', 'PENDING'), { source: 'create' });
+    await waitFor(() => sink.deliveries.some((d) => seqOf(d) === 2), {
+      timeoutMs: 10_000,
+      message: 'the event of another process’s commit delivered before the timer',
+    });
   });
 });

@@ -112,11 +112,13 @@ export interface StoreDb extends SqlExecutor {
   /**
    * Calls `onCommit` after commits of transactions that appended to the feed (written with
    * `feed: true`), so a reader can read at once instead of at its next tick: on SQLite those of
-   * this process; on PostgreSQL those of every process on the database (`LISTEN h2h_feed`; the
-   * transactions `NOTIFY` it), and once more whenever the listening connection (re)connects,
-   * since it may have missed some. Calls may be collapsed (one for several commits) and may come
-   * for a commit that appended nothing; a reader must still read on a timer for what a wake-up
-   * cannot reach (another process's commits on SQLite). Resolves to a function that stops it.
+   * every process on the host (this process's directly, the others' through changes to the
+   * write-ahead log file); on PostgreSQL those of every process on the database (`LISTEN
+   * h2h_feed`; the transactions `NOTIFY` it), and once more whenever the listening connection
+   * (re)connects, since it may have missed some. Calls may be collapsed (one for several commits)
+   * and may come for a commit that appended nothing; a reader must still read on a timer for
+   * what a wake-up cannot reach (a file system that reports no changes, a lost notification).
+   * Resolves to a function that stops it.
    */
   watchFeed(onCommit: () => void): Promise<() => Promise<void>>;
   /** Waits for the transactions started, then closes the connections. */

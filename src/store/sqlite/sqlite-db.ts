@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
-import { existsSync, mkdirSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { existsSync, type FSWatcher, mkdirSync, watch } from 'node:fs';
+import { basename, dirname, resolve } from 'node:path';
 import BetterSqlite3, { type Database, type Statement } from 'better-sqlite3';
 import { runMigrations } from '../migrations.js';
 import type {
@@ -325,11 +325,30 @@ export class SqliteDb implements StoreDb {
     });
   }
 
-  /** This process's feed commits only: another process's reach a reader through its timer. */
+  /**
+   * This process's feed commits, at once; and every process's on this host: a commit appends to
+   * the write-ahead log (`<file>-wal`), and a change to it, seen through the directory (the file
+   * is created anew after the last connection closes), wakes the reader too. Those wake-ups also
+   * come for commits that appended nothing to the feed, which costs the reader one read. Where
+   * the file system reports no changes (some network and container file systems), the reader's
+   * timer remains.
+   */
   async watchFeed(onCommit: () => void): Promise<() => Promise<void>> {
     this.#feedCommits.on('commit', onCommit);
+    const wal = `${basename(this.path)}-wal`;
+    let watcher: FSWatcher | undefined;
+    try {
+      watcher = watch(dirname(this.path), { persistent: false }, (_event, name) => {
+        if (name === wal) onCommit();
+      });
+      // A watcher that fails later (the directory removed) leaves the timer.
+      watcher.on('error', () => watcher?.close());
+    } catch {
+      // No change notification here: this process's commits and the timer remain.
+    }
     return async () => {
       this.#feedCommits.off('commit', onCommit);
+      watcher?.close();
     };
   }
 
