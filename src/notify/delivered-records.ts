@@ -11,14 +11,17 @@ import type { NotifyDelivery } from '../store/notify-deliveries.js';
  * slot meanwhile, and every delivery in flight waited on the same batch.
  *
  * Nothing is lost or sent twice on the way, because the 2xx is noted in Redis before the job
- * completes: a hash `<queue>:unrecorded`, job id → the attempt's record.
+ * completes: a hash `<prefix>:<queue>:unrecorded`, job id → the attempt's record.
  * - The process keeps the attempt in memory until its row is durable, and counts it as settled
  *   meanwhile ({@link isPending}): the order's next event goes at once.
- * - Once the row is durable: the note is deleted, and the job waiting for this event (if any) is
- *   promoted (the `onRecorded` callback: `releaseSuccessor`, which another process's waiting job
- *   relies on: it looks at the store).
- * - A run of a job that finds its own note (taken over after its worker died between the 2xx and
- *   the job's completion) sends nothing: it records the attempt from the note ({@link find}).
+ * - Once the row is durable: the job waiting for this event (if any) is promoted (the
+ *   `onRecorded` callback: `releaseSuccessor`, which another process's waiting job relies on: it
+ *   looks at the store), then the note is deleted.
+ * - A run of a job that finds its own note (taken over as stalled after its worker died between
+ *   the 2xx and the job's completion; only a job run before looks) sends nothing: it writes the
+ *   row from the note, wakes the waiting job and deletes the note ({@link find}, {@link settle}),
+ *   and its job completes after that. A note a sweep recorded first is found as the row instead
+ *   (`deliverOnce` in deliver-notification.ts).
  * - A process that died with notes whose rows were not written: the next notifier to start (and
  *   every live one, periodically, for notes older than a while) records them ({@link sweep}).
  *   The store records an attempt once (`NotifyDeliveries.record`), so the sweep and a live

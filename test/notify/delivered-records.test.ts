@@ -1,11 +1,26 @@
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { test } from 'node:test';
+import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
-import { NOTIFY_QUEUE, notifyJobId } from '../../src/notify/notify-queue.js';
+import { deliverNotification, releaseSuccessor } from '../../src/notify/deliver-notification.js';
+import { DeliveredRecords } from '../../src/notify/delivered-records.js';
+import { dispatchNotifications } from '../../src/notify/dispatcher.js';
+import { createNotifyMetrics } from '../../src/notify/notify-metrics.js';
+import { NOTIFY_QUEUE, type NotifyJobData, notifyJobId } from '../../src/notify/notify-queue.js';
+import { RunningDeliveries, WaitMarks } from '../../src/notify/order-wait.js';
+import { postNotification } from '../../src/notify/post-notification.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
 import { DEFAULT_QUEUE_PREFIX } from '../../src/queue/webhook-queue.js';
-import { crashTestWorkerEnv, liveOrder, notifySetup, seqOf } from '../helpers/notify.js';
+import {
+  crashTestWorkerEnv,
+  liveOrder,
+  notifySetup,
+  seqOf,
+  startTestNotifier,
+  verifyNotification,
+} from '../helpers/notify.js';
 import { otherConnection, tempStore } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import { spawnWorker } from '../helpers/worker.js';
@@ -64,6 +79,127 @@ test('a worker killed after the shop’s 2xx and before the records are durable:
   );
   await waitFor(async () => (await connection.hlen(notes)) === 0, { message: 'the notes deleted' });
   assert.equal(sink.deliveries.length, 4, 'each event was sent once');
+});
+
+test('a job taken over after its 2xx was noted and before its record: its run records the noted attempt once and sends nothing again; the order’s next events follow in sequence', async (t) => {
+  const { scope, redis, store, sink, secret, endpoint } = await notifySetup(t);
+  await liveOrder(store, 'T-1'); // seq 1-4
+  const prefix = `t-${randomUUID()}`;
+  const first = notifyJobId(endpoint.id, 1);
+  const second = notifyJobId(endpoint.id, 2);
+
+  const observer = new Redis(redis.url);
+  scope.after(() => observer.disconnect());
+
+  // The process that dies: it queues the order's four events as the dispatcher does and takes
+  // the first one's job (a worker without a processor: its lock is never extended).
+  const connection = new Redis(redis.url, { maxRetriesPerRequest: null });
+  scope.after(() => connection.disconnect());
+  const queue = new Queue<NotifyJobData>(NOTIFY_QUEUE, { connection, prefix });
+  scope.after(() => queue.close());
+  assert.equal(await dispatchNotifications(store, queue, { retries: 3 }), 4);
+  const dying = new Worker<NotifyJobData>(NOTIFY_QUEUE, null, { connection, prefix, lockDuration: 60_000 });
+  scope.after(() => dying.close(true));
+  const token = randomUUID();
+  const job = await dying.getNextJob(token, { block: false });
+  assert.equal(job?.id, first);
+
+  // The other worker runs already (its start-up sweep found no note: the realistic case, a live
+  // worker taking over), and the order's next event waits, delayed, for the first.
+  const notifier = await startTestNotifier(scope, { store, redisUrl: redis.url, prefix });
+  const marks = new WaitMarks(connection, queue.qualifiedName);
+  await waitFor(
+    async () => (await new WaitMarks(observer, queue.qualifiedName).waiting(endpoint.id, 1)) === second,
+    {
+      message: 'the second event waiting for the first',
+    },
+  );
+
+  // The dying process delivers: the shop answers 2xx, the 2xx is noted, and its record is never
+  // durable (the process dies before the write).
+  const records = new DeliveredRecords({
+    redis: connection,
+    keyPrefix: queue.qualifiedName,
+    record: () => new Promise(() => {}),
+    onRecorded: (attempt, event) =>
+      releaseSuccessor({ marks, queue, store }, attempt.endpointId, attempt.seq, event),
+    maxPending: 100,
+  });
+  const result = await deliverNotification(
+    {
+      store,
+      queue,
+      running: new RunningDeliveries(),
+      marks,
+      delivered: records,
+      post: (url, headers, body) => postNotification(url, headers, body, { timeoutMs: 10_000 }),
+      metrics: createNotifyMetrics(),
+      now: Date.now,
+    },
+    job!,
+    token,
+  );
+  assert.equal(result, 'delivered');
+  assert.deepEqual(sink.deliveries.map(seqOf), [1]);
+  const noted = await records.find(first);
+  assert.equal(noted?.status, 200);
+  assert.equal((await store.deliveries.history({ endpointId: endpoint.id })).length, 0, 'nothing recorded');
+
+  // It dies: its job never completes, its lock runs out (now, rather than in its 60 s), and the
+  // other worker's stalled-job check moves the job back to wait.
+  assert.equal(await job!.extendLock(token, 1), 1);
+  await dying.close(true);
+  await queue.close();
+  connection.disconnect();
+
+  const completed = await waitFor(
+    async () => {
+      const taken = await notifier.queue.getJob(first);
+      return (await taken?.isCompleted()) ? taken : undefined;
+    },
+    { message: 'the first event’s job completed by the other worker' },
+  );
+  assert.ok(completed.stalledCounter >= 1, 'taken over as stalled');
+  assert.equal(completed.returnvalue, 'delivered');
+  const history = await waitFor(
+    async () => {
+      const rows = await store.deliveries.history({ endpointId: endpoint.id });
+      return rows.length === 4 ? rows : undefined;
+    },
+    { message: 'the four events recorded' },
+  );
+  await waitFor(
+    async () => {
+      const jobs = await Promise.all(
+        [1, 2, 3, 4].map((seq) => notifier.queue.getJob(notifyJobId(endpoint.id, seq))),
+      );
+      return (await Promise.all(jobs.map((j) => j?.isCompleted()))).every(Boolean);
+    },
+    { message: 'the four jobs completed' },
+  );
+  const notes = `${prefix}:${NOTIFY_QUEUE}:unrecorded`;
+  await waitFor(async () => (await observer.hlen(notes)) === 0, { message: 'the notes deleted' });
+
+  // The first event was sent once, by the process that died; its row is the noted attempt.
+  assert.deepEqual(
+    sink.deliveries.map((d) => [seqOf(d), d.answer]),
+    [1, 2, 3, 4].map((seq) => [seq, 200]),
+    'each event sent once, in sequence',
+  );
+  assert.deepEqual(
+    sink.deliveries.map((d) => verifyNotification(secret, d).data.version),
+    [1, 2, 3, 4],
+  );
+  const rowOfFirst = history.filter((row) => row.seq === 1);
+  assert.equal(rowOfFirst.length, 1);
+  const { id: _id, ...attempt } = rowOfFirst[0]!;
+  assert.deepEqual(attempt, noted);
+  // The next events were sent only once the first was recorded (they look at its row): their
+  // rows come after its own.
+  assert.deepEqual(
+    [...history].sort((a, b) => a.id - b.id).map((row) => [row.seq, row.outcome]),
+    [1, 2, 3, 4].map((seq) => [seq, 'delivered']),
+  );
 });
 
 test('an attempt is recorded once: the same attempt written again (a sweep beside the live writer) returns the first row', async (t) => {
