@@ -240,7 +240,7 @@ export const settingsSchema = z.object({
   H2H_WORKER_LOCK_DURATION_MS: int(1)
     .default(DEFAULT_LOCK_DURATION_MS)
     .describe(
-      'How long a webhook job stays locked to its worker without a renewal; a crashed worker’s jobs are taken over after it.',
+      'How long a job (webhook or shop notification) stays locked to its worker without a renewal; a crashed worker’s jobs are taken over after it.',
     ),
   H2H_WORKER_STALLED_INTERVAL_MS: int(1)
     .default(DEFAULT_STALLED_INTERVAL_MS)
