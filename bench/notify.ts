@@ -322,7 +322,10 @@ async function bench(): Promise<number> {
       const lines = [...firstArrival]
         .filter(([seq]) => committedAt.has(seq))
         .sort(([a], [b]) => a - b)
-        .map(([seq, at]) => `${seq},${(committedAt.get(seq)! - startedAt).toFixed(1)},${(at - committedAt.get(seq)!).toFixed(1)}`);
+        .map(
+          ([seq, at]) =>
+            `${seq},${(committedAt.get(seq)! - startedAt).toFixed(1)},${(at - committedAt.get(seq)!).toFixed(1)}`,
+        );
       writeFileSync(flags.timeline, `seq,committed_ms,latency_ms\n${lines.join('\n')}\n`);
     }
     const result = {

@@ -276,7 +276,7 @@ export const settingsSchema = z.object({
   H2H_NOTIFY_DISPATCH_EVERY_MS: int(1)
     .default(DEFAULT_NOTIFY_DISPATCH_EVERY_MS)
     .describe(
-      "How often the worker reads the change feed for new events to notify, besides reading at once when the store reports new feed commits (its own on SQLite, every host's on PostgreSQL).",
+      "How often the worker reads the change feed for new events to notify, besides reading at once when the store reports new feed commits (every process's on this host on SQLite, every host's on PostgreSQL); the timer is the fallback where those reports cannot come.",
     ),
   H2H_NOTIFY_ROTATION_GRACE_H: z.coerce
     .number()
