@@ -1,5 +1,4 @@
 import type { Queue } from 'bullmq';
-import { orderRefOf } from '../store/feed.js';
 import type { OrderStore } from '../store/order-store.js';
 import { matchesEvent } from './event-filter.js';
 import { type NotifyJobData, notifyJobId, notifyJobOptions } from './notify-queue.js';
@@ -65,12 +64,12 @@ export async function dispatchNotifications(
     };
     let moved = false;
     for (;;) {
-      const events = await store.feed.after(cursor, DISPATCH_PAGE);
+      const events = await store.feed.headsAfter(cursor, DISPATCH_PAGE);
       if (events.length === 0) break;
       const jobs = events
         .filter((event) => matchesEvent(endpoint.events, event.type))
         .map((event) => ({
-          name: `${event.type} ${orderRefOf(event) ?? ''}`.trim(),
+          name: `${event.type} ${event.partnerRef ?? ''}`.trim(),
           data: { endpointId: endpoint.id, seq: event.seq },
           opts: { ...options, jobId: notifyJobId(endpoint.id, event.seq) },
         }));
