@@ -27,13 +27,14 @@ async function opened(
   return db;
 }
 
-test('opening a new file creates its directory, turns on WAL, FULL sync, foreign keys and the busy timeout', async (t) => {
+test('opening a new file creates its directory, turns on WAL, FULL sync, foreign keys, the busy timeout and the in-memory sub-journal', async (t) => {
   const path = tempDbPath(t);
   const db = (await opened(t, path, 1234)).connection;
   assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
   assert.equal(db.pragma('synchronous', { simple: true }), 2);
   assert.equal(db.pragma('foreign_keys', { simple: true }), 1);
   assert.equal(db.pragma('busy_timeout', { simple: true }), 1234);
+  assert.equal(db.pragma('temp_store', { simple: true }), 2, 'temp_store = MEMORY');
   assert.equal(db.pragma('user_version', { simple: true }), LATEST_SCHEMA_VERSION);
 });
 
