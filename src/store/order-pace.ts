@@ -31,9 +31,11 @@ export {
  * {@link GROWTH} times wider than the one before, so any quantile reads back within about 5 % of
  * the true value, from milliseconds to days, in at most a few hundred rows). It lives in SQLite
  * (`order_pace`, migration 6) because every process that writes orders adds to it and reads it:
- * a sample is one UPSERT in the writer's own transaction, a quantile one indexed query. Old
- * samples fade: once a distribution holds more than {@link PACE_MEMORY} samples every weight is
- * halved, so the estimate follows an upstream whose pace changes.
+ * a sample is an UPSERT of its bucket and an update of its distribution's running total
+ * (`order_pace_totals`, migration 15) in the writer's own transaction, a quantile one indexed
+ * query. Old samples fade: once a distribution holds more than {@link PACE_MEMORY} samples (by
+ * its running total) every weight is halved, so the estimate follows an upstream whose pace
+ * changes.
  */
 
 /** The pseudo-state of a webhook's delivery delay (its event's time to its arrival), for every product. */
@@ -54,12 +56,41 @@ const DELIVERY_SQL = `SELECT bucket, weight FROM order_pace WHERE product_code =
 
 type Buckets = Array<{ bucket: number; weight: number }>;
 
-/** A sample's statements, issued ({@link OrderPace} `#add`): its UPSERT and the read of its distribution's total. */
+/**
+ * A write's samples' statements, issued ({@link OrderPace} `#add`): the UPSERT of their buckets,
+ * and per sample the update of its distribution's running total, which answers the new total.
+ */
 interface Added {
-  key: { product: string; state: string };
   added: Promise<unknown>;
-  total: Promise<{ total: number | null } | undefined>;
+  totals: Array<{ key: { product: string; state: string }; total: Promise<{ total: number } | undefined> }>;
 }
+
+/** The UPSERT of `n` samples' buckets (of distinct distributions), one row each: @product0, @state0, @bucket0 … */
+function bucketsUpsert(n: number): string {
+  const rows = Array.from({ length: n }, (_, i) => `(@product${i}, @state${i}, @bucket${i}, 1)`);
+  return `INSERT INTO order_pace (product_code, state, bucket, weight) VALUES ${rows.join(', ')}
+    ON CONFLICT (product_code, state, bucket) DO UPDATE SET weight = order_pace.weight + 1`;
+}
+
+/** The UPSERTs of 1 and 2 samples (a write has at most a delivery and a state), built once. */
+const BUCKET_UPSERTS = [bucketsUpsert(1), bucketsUpsert(2)];
+
+/**
+ * A sample's addition to its distribution's running total, answering the new total; no row when
+ * the distribution has none yet (its first sample): then {@link FIRST_TOTAL}. (An UPDATE, not an
+ * UPSERT: SQLite's `INSERT … ON CONFLICT … RETURNING` took several times as long.)
+ */
+const ADD_TO_TOTAL = `UPDATE order_pace_totals SET total = total + 1
+  WHERE product_code = @product AND state = @state RETURNING total`;
+const FIRST_TOTAL = `INSERT INTO order_pace_totals (product_code, state, total) VALUES (@product, @state, 1)
+  ON CONFLICT (product_code, state) DO UPDATE SET total = order_pace_totals.total + 1 RETURNING total`;
+const HALVE = 'UPDATE order_pace SET weight = weight / 2 WHERE product_code = @product AND state = @state';
+const DROP_FADED =
+  'DELETE FROM order_pace WHERE product_code = @product AND state = @state AND weight < 0.01';
+/** After halving: the running total set to the sum of what is left, exactly. */
+const RESET_TOTAL = `UPDATE order_pace_totals SET total = (
+    SELECT COALESCE(SUM(weight), 0) FROM order_pace WHERE product_code = @product AND state = @state)
+  WHERE product_code = @product AND state = @state`;
 
 /** The learned pace: {@link recordStateReached} in the writer's transactions, {@link estimate} for the schedule. */
 export class OrderPace {
@@ -102,10 +133,12 @@ export class OrderPace {
 
   /**
    * Adds a write's samples (rules/apply-plan.ts, `pace`), as {@link recordStateReached} and
-   * {@link recordDelivery} each would, in the write's transaction `tx`. Every sample's UPSERT and
-   * the read of its distribution's total are issued at the call (sql/together.ts: one round trip
-   * on PostgreSQL, with whatever the writer issues beside them); a distribution then past
-   * {@link PACE_MEMORY} is halved after them. The samples of one write are of distinct
+   * {@link recordDelivery} each would, in the write's transaction `tx`. One UPSERT of every
+   * sample's bucket and, per sample, the update of its distribution's running total
+   * (`order_pace_totals`, migration 15: what `SUM(weight)` of the distribution's buckets would
+   * answer, without reading them) are issued at the call (sql/together.ts: one round trip on
+   * PostgreSQL, with whatever the writer issues beside them); a distribution then past
+   * {@link PACE_MEMORY} is halved after them, and its total set to the sum left. The samples of one write are of distinct
    * distributions (one delivery, one state at most), so halving after the others' UPSERTs leaves
    * what halving between them would; were two of one distribution, they would be added one
    * after the other, as before.
@@ -118,16 +151,13 @@ export class OrderPace {
     }
     if (keys.length === 0) return Promise.resolve();
     const distinct = new Set(keys.map(({ product, state }) => JSON.stringify([product, state]))).size;
-    if (distinct < keys.length) {
+    if (distinct < keys.length || keys.length > BUCKET_UPSERTS.length) {
       return keys.reduce<Promise<void>>(
-        (previous, key) => previous.then(() => this.#halveOver(tx, [this.#add(tx, key)])),
+        (previous, key) => previous.then(() => this.#halveOver(tx, this.#add(tx, [key]))),
         Promise.resolve(),
       );
     }
-    return this.#halveOver(
-      tx,
-      keys.map((key) => this.#add(tx, key)),
-    );
+    return this.#halveOver(tx, this.#add(tx, keys));
   }
 
   /**
@@ -209,42 +239,35 @@ export class OrderPace {
     return key;
   }
 
-  /** Issues a sample's UPSERT and the read of its distribution's total after it; both at the call. */
-  #add(tx: SqlExecutor, { product, state, ms }: { product: string; state: string; ms: number }): Added {
-    const key = { product, state };
-    const added = tx.run(
-      `INSERT INTO order_pace (product_code, state, bucket, weight) VALUES (@product, @state, @bucket, 1)
-       ON CONFLICT (product_code, state, bucket) DO UPDATE SET weight = order_pace.weight + 1`,
-      { ...key, bucket: paceBucket(ms) },
-    );
+  /** Issues the statements of samples of distinct distributions (at most two), all at the call. */
+  #add(tx: SqlExecutor, keys: ReadonlyArray<{ product: string; state: string; ms: number }>): Added {
+    const params: Record<string, string | number> = {};
+    keys.forEach(({ product, state, ms }, i) => {
+      params[`product${i}`] = product;
+      params[`state${i}`] = state;
+      params[`bucket${i}`] = paceBucket(ms);
+    });
+    const added = tx.run(BUCKET_UPSERTS[keys.length - 1]!, params);
     for (const [cachedKey, cached] of this.#cache)
       if (cached.estimate === null) this.#cache.delete(cachedKey);
-    const total = tx.get<{ total: number | null }>(
-      'SELECT SUM(weight) AS total FROM order_pace WHERE product_code = @product AND state = @state',
-      key,
-    );
-    return { key, added, total };
+    const totals = keys.map(({ product, state }) => {
+      const key = { product, state };
+      return { key, total: tx.get<{ total: number }>(ADD_TO_TOTAL, key) };
+    });
+    return { added, totals };
   }
 
-  /** Awaits the samples {@link #add} issued, then halves every distribution past {@link PACE_MEMORY}. */
-  #halveOver(tx: SqlExecutor, added: readonly Added[]): Promise<void> {
-    const issued: Promise<unknown>[] = [];
-    for (const { added: upsert, total } of added) issued.push(upsert, total);
-    return together(issued).then(async (answers) => {
-      for (let i = 0; i < added.length; i++) {
-        const total = (answers[2 * i + 1] as { total: number | null } | undefined)?.total ?? 0;
+  /**
+   * Awaits the statements {@link #add} issued (and writes the first total of a new
+   * distribution), then halves every distribution past {@link PACE_MEMORY}.
+   */
+  #halveOver(tx: SqlExecutor, { added, totals }: Added): Promise<void> {
+    return together([added, ...totals.map(({ total }) => total)]).then(async ([, ...rows]) => {
+      for (let i = 0; i < totals.length; i++) {
+        const { key } = totals[i]!;
+        const total = (rows[i] ?? (await tx.get<{ total: number }>(FIRST_TOTAL, key)))!.total;
         if (total <= PACE_MEMORY) continue;
-        const { key } = added[i]!;
-        await together([
-          tx.run(
-            'UPDATE order_pace SET weight = weight / 2 WHERE product_code = @product AND state = @state',
-            key,
-          ),
-          tx.run(
-            'DELETE FROM order_pace WHERE product_code = @product AND state = @state AND weight < 0.01',
-            key,
-          ),
-        ]);
+        await together([tx.run(HALVE, key), tx.run(DROP_FADED, key), tx.run(RESET_TOTAL, key)]);
       }
     });
   }
