@@ -4,6 +4,7 @@ import { dirname, resolve } from 'node:path';
 import BetterSqlite3, { type Database, type Statement } from 'better-sqlite3';
 import { runMigrations } from '../migrations.js';
 import type {
+  BatchOptions,
   Dialect,
   Outcome,
   Params,
@@ -297,7 +298,7 @@ export class SqliteDb implements StoreDb {
     });
   }
 
-  writeBatch<T>(units: ReadonlyArray<TxWork<T>>, options: WriteOptions = {}): Promise<Outcome<T>[]> {
+  writeBatch<T>(units: ReadonlyArray<TxWork<T>>, options: BatchOptions = {}): Promise<Outcome<T>[]> {
     return this.#enqueue(async () => {
       await this.#lock.begin(options.lockTimeoutMs ?? this.lockTimeoutMs, {
         yielding: options.yieldingLock === true,
@@ -318,6 +319,14 @@ export class SqliteDb implements StoreDb {
             this.#rollbackTo.run();
             this.#release.run();
             outcomes.push({ ok: false, error });
+          } finally {
+            tx.open = false;
+          }
+        }
+        if (options.beforeCommit) {
+          const tx = new SqliteTx(this.#write, this.#writeStatements);
+          try {
+            await options.beforeCommit(tx);
           } finally {
             tx.open = false;
           }
