@@ -402,11 +402,16 @@ export class PaceBatch {
 
   /** The running unit's samples (rules/apply-plan.ts, `pace`), at its successful end. */
   add(samples: readonly PaceSample[]): void {
+    let recorded = false;
     for (const sample of samples) {
       const key = this.#pace.keyOf(sample);
-      if (key) this.#pending.push(key);
+      if (key) {
+        this.#pending.push(key);
+        recorded = true;
+      }
     }
-    if (samples.length > 0) this.#pace.forgetNotEnough();
+    // As recordSamples does when it records one: "not enough samples yet" may no longer hold.
+    if (recorded) this.#pace.forgetNotEnough();
     this.#flushedInUnit = null;
   }
 
