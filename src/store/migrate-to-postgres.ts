@@ -13,6 +13,7 @@ export const COPY_ORDER = [
   'orders',
   'order_events',
   'order_pace',
+  'order_pace_totals',
   'feed_events',
   'api_tokens',
   'upstream_circuit',

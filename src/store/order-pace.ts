@@ -31,9 +31,11 @@ export {
  * {@link GROWTH} times wider than the one before, so any quantile reads back within about 5 % of
  * the true value, from milliseconds to days, in at most a few hundred rows). It lives in SQLite
  * (`order_pace`, migration 6) because every process that writes orders adds to it and reads it:
- * a sample is one UPSERT in the writer's own transaction, a quantile one indexed query. Old
- * samples fade: once a distribution holds more than {@link PACE_MEMORY} samples every weight is
- * halved, so the estimate follows an upstream whose pace changes.
+ * a sample is an UPSERT of its bucket and an update of its distribution's running total
+ * (`order_pace_totals`, migration 15) in the writer's own transaction, a quantile one indexed
+ * query. Old samples fade: once a distribution holds more than {@link PACE_MEMORY} samples (by
+ * its running total) every weight is halved, so the estimate follows an upstream whose pace
+ * changes.
  */
 
 /** The pseudo-state of a webhook's delivery delay (its event's time to its arrival), for every product. */
@@ -54,11 +56,51 @@ const DELIVERY_SQL = `SELECT bucket, weight FROM order_pace WHERE product_code =
 
 type Buckets = Array<{ bucket: number; weight: number }>;
 
-/** A sample's statements, issued ({@link OrderPace} `#add`): its UPSERT and the read of its distribution's total. */
+/**
+ * A write's samples' statements, issued ({@link OrderPace} `#add`): the UPSERT of their buckets,
+ * and per sample the update of its distribution's running total, which answers the new total.
+ */
 interface Added {
-  key: { product: string; state: string };
   added: Promise<unknown>;
-  total: Promise<{ total: number | null } | undefined>;
+  totals: Array<{ key: { product: string; state: string }; total: Promise<{ total: number } | undefined> }>;
+}
+
+/** The UPSERT of `n` samples' buckets (of distinct distributions), one row each: @product0, @state0, @bucket0 … */
+function bucketsUpsert(n: number): string {
+  const rows = Array.from({ length: n }, (_, i) => `(@product${i}, @state${i}, @bucket${i}, 1)`);
+  return `INSERT INTO order_pace (product_code, state, bucket, weight) VALUES ${rows.join(', ')}
+    ON CONFLICT (product_code, state, bucket) DO UPDATE SET weight = order_pace.weight + 1`;
+}
+
+/** The UPSERTs of 1 and 2 samples (a write has at most a delivery and a state), built once. */
+const BUCKET_UPSERTS = [bucketsUpsert(1), bucketsUpsert(2)];
+
+/**
+ * `n` samples' addition to their distribution's running total, answering the new total; no row
+ * when the distribution has none yet (its first sample): then {@link FIRST_TOTAL}. (An UPDATE,
+ * not an UPSERT: SQLite's `INSERT … ON CONFLICT … RETURNING` took several times as long.)
+ */
+const ADD_TO_TOTAL = `UPDATE order_pace_totals SET total = total + @n
+  WHERE product_code = @product AND state = @state RETURNING total`;
+const FIRST_TOTAL = `INSERT INTO order_pace_totals (product_code, state, total) VALUES (@product, @state, @n)
+  ON CONFLICT (product_code, state) DO UPDATE SET total = order_pace_totals.total + excluded.total
+  RETURNING total`;
+/** `count` samples into one bucket (a group commit's, {@link PaceBatch}). */
+const ADD_TO_BUCKET = `INSERT INTO order_pace (product_code, state, bucket, weight) VALUES (@product, @state, @bucket, @count)
+  ON CONFLICT (product_code, state, bucket) DO UPDATE SET weight = order_pace.weight + excluded.weight`;
+const HALVE = 'UPDATE order_pace SET weight = weight / 2 WHERE product_code = @product AND state = @state';
+const DROP_FADED =
+  'DELETE FROM order_pace WHERE product_code = @product AND state = @state AND weight < 0.01';
+/** After halving: the running total set to the sum of what is left, exactly. */
+const RESET_TOTAL = `UPDATE order_pace_totals SET total = (
+    SELECT COALESCE(SUM(weight), 0) FROM order_pace WHERE product_code = @product AND state = @state)
+  WHERE product_code = @product AND state = @state RETURNING total`;
+
+/** A recorded sample: its distribution and duration. */
+interface SampleKey {
+  product: string;
+  state: string;
+  ms: number;
 }
 
 /** The learned pace: {@link recordStateReached} in the writer's transactions, {@link estimate} for the schedule. */
@@ -102,10 +144,12 @@ export class OrderPace {
 
   /**
    * Adds a write's samples (rules/apply-plan.ts, `pace`), as {@link recordStateReached} and
-   * {@link recordDelivery} each would, in the write's transaction `tx`. Every sample's UPSERT and
-   * the read of its distribution's total are issued at the call (sql/together.ts: one round trip
-   * on PostgreSQL, with whatever the writer issues beside them); a distribution then past
-   * {@link PACE_MEMORY} is halved after them. The samples of one write are of distinct
+   * {@link recordDelivery} each would, in the write's transaction `tx`. One UPSERT of every
+   * sample's bucket and, per sample, the update of its distribution's running total
+   * (`order_pace_totals`, migration 15: what `SUM(weight)` of the distribution's buckets would
+   * answer, without reading them) are issued at the call (sql/together.ts: one round trip on
+   * PostgreSQL, with whatever the writer issues beside them); a distribution then past
+   * {@link PACE_MEMORY} is halved after them, and its total set to the sum left. The samples of one write are of distinct
    * distributions (one delivery, one state at most), so halving after the others' UPSERTs leaves
    * what halving between them would; were two of one distribution, they would be added one
    * after the other, as before.
@@ -113,21 +157,18 @@ export class OrderPace {
   recordSamples(tx: SqlExecutor, samples: readonly PaceSample[]): Promise<void> {
     const keys: Array<{ product: string; state: string; ms: number }> = [];
     for (const sample of samples) {
-      const key = this.#keyOf(sample);
+      const key = this.keyOf(sample);
       if (key) keys.push(key);
     }
     if (keys.length === 0) return Promise.resolve();
     const distinct = new Set(keys.map(({ product, state }) => JSON.stringify([product, state]))).size;
-    if (distinct < keys.length) {
+    if (distinct < keys.length || keys.length > BUCKET_UPSERTS.length) {
       return keys.reduce<Promise<void>>(
-        (previous, key) => previous.then(() => this.#halveOver(tx, [this.#add(tx, key)])),
+        (previous, key) => previous.then(() => this.#halveOver(tx, this.#add(tx, [key]))),
         Promise.resolve(),
       );
     }
-    return this.#halveOver(
-      tx,
-      keys.map((key) => this.#add(tx, key)),
-    );
+    return this.#halveOver(tx, this.#add(tx, keys));
   }
 
   /**
@@ -164,7 +205,7 @@ export class OrderPace {
    * asked for an estimate the cache lacks, that estimate is read on `ex` and the plan runs again
    * with it (the rules are pure, so the first run left nothing behind).
    */
-  async planWith<P>(ex: SqlExecutor, plan: (pace: PaceInput) => P): Promise<P> {
+  async planWith<P>(ex: SqlExecutor, plan: (pace: PaceInput) => P, batch?: PaceBatch): Promise<P> {
     if (!this.settings) return plan(null);
     const missing = new Set<string | null>();
     const first = plan((productCode) => {
@@ -174,6 +215,9 @@ export class OrderPace {
       return null;
     });
     if (missing.size === 0) return first;
+    // A group commit's samples not yet written are written first: the read sees them, as it
+    // would had each been written by its own apply.
+    await batch?.flush(ex);
     const read = new Map<string | null, PaceEstimate | null>();
     for (const productCode of missing) read.set(productCode, await this.estimate(productCode, ex));
     return plan((productCode) =>
@@ -198,7 +242,7 @@ export class OrderPace {
   }
 
   /** The distribution and the duration of a sample, or null for one that is not recorded. */
-  #keyOf(sample: PaceSample): { product: string; state: string; ms: number } | null {
+  keyOf(sample: PaceSample): { product: string; state: string; ms: number } | null {
     const key =
       sample.kind === 'delivery'
         ? { product: ANY_PRODUCT, state: DELIVERY, ms: Math.max(0, sample.ms) }
@@ -209,43 +253,180 @@ export class OrderPace {
     return key;
   }
 
-  /** Issues a sample's UPSERT and the read of its distribution's total after it; both at the call. */
-  #add(tx: SqlExecutor, { product, state, ms }: { product: string; state: string; ms: number }): Added {
-    const key = { product, state };
-    const added = tx.run(
-      `INSERT INTO order_pace (product_code, state, bucket, weight) VALUES (@product, @state, @bucket, 1)
-       ON CONFLICT (product_code, state, bucket) DO UPDATE SET weight = order_pace.weight + 1`,
-      { ...key, bucket: paceBucket(ms) },
-    );
+  /** Forgets the cached "not enough samples yet" answers: this process recorded a sample. */
+  forgetNotEnough(): void {
     for (const [cachedKey, cached] of this.#cache)
       if (cached.estimate === null) this.#cache.delete(cachedKey);
-    const total = tx.get<{ total: number | null }>(
-      'SELECT SUM(weight) AS total FROM order_pace WHERE product_code = @product AND state = @state',
-      key,
-    );
-    return { key, added, total };
   }
 
-  /** Awaits the samples {@link #add} issued, then halves every distribution past {@link PACE_MEMORY}. */
-  #halveOver(tx: SqlExecutor, added: readonly Added[]): Promise<void> {
-    const issued: Promise<unknown>[] = [];
-    for (const { added: upsert, total } of added) issued.push(upsert, total);
-    return together(issued).then(async (answers) => {
-      for (let i = 0; i < added.length; i++) {
-        const total = (answers[2 * i + 1] as { total: number | null } | undefined)?.total ?? 0;
-        if (total <= PACE_MEMORY) continue;
-        const { key } = added[i]!;
-        await together([
-          tx.run(
-            'UPDATE order_pace SET weight = weight / 2 WHERE product_code = @product AND state = @state',
-            key,
-          ),
-          tx.run(
-            'DELETE FROM order_pace WHERE product_code = @product AND state = @state AND weight < 0.01',
-            key,
-          ),
-        ]);
+  /** Issues the statements of samples of distinct distributions (at most two), all at the call. */
+  #add(tx: SqlExecutor, keys: ReadonlyArray<{ product: string; state: string; ms: number }>): Added {
+    const params: Record<string, string | number> = {};
+    keys.forEach(({ product, state, ms }, i) => {
+      params[`product${i}`] = product;
+      params[`state${i}`] = state;
+      params[`bucket${i}`] = paceBucket(ms);
+    });
+    const added = tx.run(BUCKET_UPSERTS[keys.length - 1]!, params);
+    this.forgetNotEnough();
+    const totals = keys.map(({ product, state }) => {
+      const key = { product, state };
+      return { key, total: tx.get<{ total: number }>(ADD_TO_TOTAL, { ...key, n: 1 }) };
+    });
+    return { added, totals };
+  }
+
+  /**
+   * Awaits the statements {@link #add} issued (and writes the first total of a new
+   * distribution), then halves every distribution past {@link PACE_MEMORY}.
+   */
+  #halveOver(tx: SqlExecutor, { added, totals }: Added): Promise<void> {
+    return together([added, ...totals.map(({ total }) => total)]).then(async ([, ...rows]) => {
+      for (let i = 0; i < totals.length; i++) {
+        const { key } = totals[i]!;
+        const total = (rows[i] ?? (await tx.get<{ total: number }>(FIRST_TOTAL, { ...key, n: 1 })))!.total;
+        if (total > PACE_MEMORY) await halve(tx, key);
       }
     });
+  }
+
+  /**
+   * Writes samples recorded in order (a group commit's, {@link PaceBatch}) as one by one
+   * {@link recordSamples} would leave them, in fewer statements: per distribution, one update of
+   * its total by all its samples and one UPSERT per bucket with its count. Only when the total
+   * then passes {@link PACE_MEMORY} are its samples replayed in order: those up to the one that
+   * passed it added, the distribution halved, the rest added (and halved again should they pass
+   * it again), as each sample would have been.
+   */
+  async writeInOrder(tx: SqlExecutor, keys: readonly SampleKey[]): Promise<void> {
+    const byDistribution = new Map<string, { key: { product: string; state: string }; buckets: number[] }>();
+    for (const { product, state, ms } of keys) {
+      const id = `${product}\u0000${state}`;
+      let distribution = byDistribution.get(id);
+      if (!distribution) {
+        distribution = { key: { product, state }, buckets: [] };
+        byDistribution.set(id, distribution);
+      }
+      distribution.buckets.push(paceBucket(ms));
+    }
+    const distributions = [...byDistribution.values()];
+    const totals = await together(
+      distributions.map(({ key, buckets }) =>
+        tx.get<{ total: number }>(ADD_TO_TOTAL, { ...key, n: buckets.length }),
+      ),
+    );
+    const writes: Promise<unknown>[] = [];
+    for (let i = 0; i < distributions.length; i++) {
+      const { key, buckets } = distributions[i]!;
+      const total = (totals[i] ??
+        (await tx.get<{ total: number }>(FIRST_TOTAL, { ...key, n: buckets.length })))!.total;
+      if (total <= PACE_MEMORY) {
+        writes.push(...addToBuckets(tx, key, buckets));
+        continue;
+      }
+      // Replayed: the total before these samples, then each sample as recordSamples adds it.
+      let running = total - buckets.length;
+      let from = 0;
+      for (let j = 0; j < buckets.length; j++) {
+        running += 1;
+        if (running <= PACE_MEMORY) continue;
+        await together(addToBuckets(tx, key, buckets.slice(from, j + 1)));
+        running = await halve(tx, key);
+        from = j + 1;
+      }
+      // The total already counts these; the halving above set it to the sum left, without them.
+      const rest = buckets.slice(from);
+      writes.push(...addToBuckets(tx, key, rest));
+      if (rest.length > 0 && from > 0) writes.push(tx.run(ADD_TO_TOTAL, { ...key, n: rest.length }));
+    }
+    await together(writes);
+  }
+}
+
+/** The UPSERTs of `buckets`' samples of one distribution, one per bucket with its count, issued at the call. */
+function addToBuckets(
+  tx: SqlExecutor,
+  key: { product: string; state: string },
+  buckets: readonly number[],
+): Promise<unknown>[] {
+  const counts = new Map<number, number>();
+  for (const bucket of buckets) counts.set(bucket, (counts.get(bucket) ?? 0) + 1);
+  return [...counts].map(([bucket, count]) => tx.run(ADD_TO_BUCKET, { ...key, bucket, count }));
+}
+
+/**
+ * Halves a distribution past {@link PACE_MEMORY}: every weight halved, the faded buckets
+ * deleted, the running total set to the sum left (answered).
+ */
+async function halve(tx: SqlExecutor, key: { product: string; state: string }): Promise<number> {
+  const [, , reset] = await together([
+    tx.run(HALVE, key),
+    tx.run(DROP_FADED, key),
+    tx.get<{ total: number }>(RESET_TOTAL, key),
+  ]);
+  return reset!.total;
+}
+
+/**
+ * The pace samples of a group commit (`OrderWriter.applyBatch`), written once per transaction
+ * ({@link flush}, the batch's `beforeCommit`) instead of by each apply: a batch of 50 webhooks of
+ * one product then writes two totals and a few buckets, where each apply wrote a bucket and
+ * two totals of its own (about a sixth of an apply's time in SQLite). What is written is what
+ * the applies one by one would have written ({@link OrderPace.writeInOrder}):
+ * - a unit's samples join the batch only when the unit succeeds ({@link add} at its end), in
+ *   unit order; a unit that fails adds none;
+ * - an apply that reads an estimate first writes the samples gathered so far ({@link flush} on
+ *   its `tx`, via `planWith`), so it reads what it would have read; should that unit then fail,
+ *   its savepoint takes those writes back and they are gathered again ({@link unitFailed});
+ * - a unit that runs again from the start of the batch (PostgreSQL's units after a failed unit
+ *   on the fast path run again with savepoints, the first transaction rolled back) drops what
+ *   was gathered ({@link startUnit}).
+ */
+export class PaceBatch {
+  readonly #pace: OrderPace;
+  #pending: SampleKey[] = [];
+  /** What the running unit wrote of the batch's samples before its reads, or null outside a unit. */
+  #flushedInUnit: SampleKey[] | null = null;
+  #lastUnit = -1;
+
+  constructor(pace: OrderPace) {
+    this.#pace = pace;
+  }
+
+  /** Unit `index` of the batch starts (in its transaction). */
+  startUnit(index: number): void {
+    if (index <= this.#lastUnit) this.#pending = [];
+    this.#lastUnit = index;
+    this.#flushedInUnit = [];
+  }
+
+  /** The running unit's samples (rules/apply-plan.ts, `pace`), at its successful end. */
+  add(samples: readonly PaceSample[]): void {
+    let recorded = false;
+    for (const sample of samples) {
+      const key = this.#pace.keyOf(sample);
+      if (key) {
+        this.#pending.push(key);
+        recorded = true;
+      }
+    }
+    // As recordSamples does when it records one: "not enough samples yet" may no longer hold.
+    if (recorded) this.#pace.forgetNotEnough();
+    this.#flushedInUnit = null;
+  }
+
+  /** The running unit failed: its savepoint took back what it wrote of the batch's samples. */
+  unitFailed(): void {
+    if (this.#flushedInUnit) this.#pending = [...this.#flushedInUnit, ...this.#pending];
+    this.#flushedInUnit = null;
+  }
+
+  /** Writes the samples gathered so far on `tx`. */
+  flush(tx: SqlExecutor): Promise<void> {
+    if (this.#pending.length === 0) return Promise.resolve();
+    const keys = this.#pending;
+    this.#pending = [];
+    this.#flushedInUnit?.push(...keys);
+    return this.#pace.writeInOrder(tx, keys);
   }
 }

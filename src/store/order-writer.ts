@@ -3,6 +3,7 @@ import { type OrderSnapshot, readOrderSnapshot } from '../upstream/order-snapsho
 import type { BalanceLedger } from './balance.js';
 import type { ChangeFeed } from './feed.js';
 import { type EventReason, type LocalOrder, type OrderRow, toLocalOrder } from './local-order.js';
+import { PaceBatch } from './order-pace.js';
 import type { OrderRows } from './order-rows.js';
 import type { PollSchedule } from './poll-schedule.js';
 import {
@@ -129,18 +130,32 @@ export class OrderWriter {
    * that fails (`INVALID_SNAPSHOT`, a constraint) rolls back only its own writes and fails only
    * its own outcome. The outcomes come after COMMIT has returned; when the transaction as a whole
    * fails (the write lock not taken in `lockTimeoutMs`, COMMIT, I/O), the call rejects and
-   * nothing of the batch is written.
+   * nothing of the batch is written. The pace samples of the items are written once per
+   * transaction, before its COMMIT (order-pace.ts, `PaceBatch`), as the applies one by one
+   * would have written them.
    */
   applyBatch(
     items: readonly ApplyItem[],
     { lockTimeoutMs }: Pick<WriteOptions, 'lockTimeoutMs'> = {},
   ): Promise<Outcome<ApplyResult>[]> {
+    // The batch's pace samples are written once per transaction, before its COMMIT (PaceBatch).
+    const pace = new PaceBatch(this.#schedule.pace);
     return this.#rows.db.writeBatch(
-      items.map(({ snapshot, options }) => (tx: SqlExecutor) => {
-        const fields = this.#read(snapshot);
-        return this.#apply(tx, snapshot, fields, options);
+      items.map(({ snapshot, options }, index) => async (tx: SqlExecutor) => {
+        pace.startUnit(index);
+        try {
+          const fields = this.#read(snapshot);
+          return await this.#apply(tx, snapshot, fields, options, pace);
+        } catch (error) {
+          pace.unitFailed();
+          throw error;
+        }
       }),
-      { feed: true, ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }) },
+      {
+        feed: true,
+        ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
+        beforeCommit: (tx) => pace.flush(tx),
+      },
     );
   }
 
@@ -183,7 +198,8 @@ export class OrderWriter {
    * The apply's statements in two round trips on PostgreSQL (docs/store-backends.md, "Round trips
    * per apply"): the event-id check with the order's look-up, then every write of the plan issued
    * together (sql/together.ts), in the plan's order: feed event, order row (with its debit),
-   * ledger, pace samples, audit row. A statement more only when the plan needs one: a pace
+   * ledger, pace samples (in a group commit's `batch`: gathered, written before its COMMIT),
+   * audit row. A statement more only when the plan needs one: a pace
    * estimate past its cache, a price from the catalog, a distribution to halve, a low balance.
    */
   async #apply(
@@ -191,6 +207,7 @@ export class OrderWriter {
     snapshot: Order,
     fields: OrderSnapshot,
     options: ApplyOptions,
+    batch?: PaceBatch,
   ): Promise<ApplyResult> {
     const now = this.#rows.now();
     const eventId = options.eventId ?? null;
@@ -215,8 +232,11 @@ export class OrderWriter {
     }
 
     const current = found ?? null;
-    const plan = await this.#schedule.pace.planWith(tx, (pace) =>
-      planApply({ current, snapshot, fields, options, now, schedule: this.#schedule.settings, pace }),
+    const plan = await this.#schedule.pace.planWith(
+      tx,
+      (pace) =>
+        planApply({ current, snapshot, fields, options, now, schedule: this.#schedule.settings, pace }),
+      batch,
     );
     const { row } = plan;
     const accounting = await this.#ledger.accountOrderWrite(tx, current, row);
@@ -225,10 +245,11 @@ export class OrderWriter {
       this.#append(tx, plan.feed, now),
       this.#writeRow(tx, plan.write, row, debit),
       accounting ? this.#ledger.recordInLedger(tx, accounting) : Promise.resolve(),
-      this.#schedule.pace.recordSamples(tx, plan.pace),
+      batch ? Promise.resolve() : this.#schedule.pace.recordSamples(tx, plan.pace),
       tx.run(INSERT_EVENT, plan.event),
     ]);
     if (id !== undefined) row.id = id;
+    batch?.add(plan.pace);
     const { changed, reason, created } = plan;
     return { order: toLocalOrder(row), changed, reason, duplicate: false, created };
   }

@@ -27,13 +27,14 @@ async function opened(
   return db;
 }
 
-test('opening a new file creates its directory, turns on WAL, FULL sync, foreign keys and the busy timeout', async (t) => {
+test('opening a new file creates its directory, turns on WAL, FULL sync, foreign keys, the busy timeout and the in-memory sub-journal', async (t) => {
   const path = tempDbPath(t);
   const db = (await opened(t, path, 1234)).connection;
   assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
   assert.equal(db.pragma('synchronous', { simple: true }), 2);
   assert.equal(db.pragma('foreign_keys', { simple: true }), 1);
   assert.equal(db.pragma('busy_timeout', { simple: true }), 1234);
+  assert.equal(db.pragma('temp_store', { simple: true }), 2, 'temp_store = MEMORY');
   assert.equal(db.pragma('user_version', { simple: true }), LATEST_SCHEMA_VERSION);
 });
 
@@ -196,4 +197,31 @@ test('migration 12 records the debit of the orders accepted before it: their amo
     { partner_ref: 'UNKNOWN', debited_amount: null },
     { partner_ref: 'REJECTED', debited_amount: null },
   ]);
+});
+
+test("migration 15 starts each pace distribution's running total at the sum of its weights", async (t) => {
+  const path = tempDbPath(t);
+  mkdirSync(join(path, '..'), { recursive: true });
+  const old = new BetterSqlite3(path);
+  for (const migration of MIGRATIONS.filter((m) => m.version <= 14)) old.exec(migration.sql);
+  old.pragma('user_version = 14');
+  old
+    .prepare(
+      `INSERT INTO order_pace (product_code, state, bucket, weight)
+       VALUES ('ML86', 'SUCCESS', 100, 3), ('ML86', 'SUCCESS', 101, 0.5), ('ML86', 'FAILED', 90, 2),
+              ('*', 'DELIVERY', 0, 7.25)`,
+    )
+    .run();
+  old.close();
+
+  const db = (await opened(t, path)).connection;
+  assert.equal(db.pragma('user_version', { simple: true }), LATEST_SCHEMA_VERSION);
+  assert.deepEqual(
+    db.prepare('SELECT product_code, state, total FROM order_pace_totals ORDER BY product_code, state').all(),
+    [
+      { product_code: '*', state: 'DELIVERY', total: 7.25 },
+      { product_code: 'ML86', state: 'FAILED', total: 2 },
+      { product_code: 'ML86', state: 'SUCCESS', total: 3.5 },
+    ],
+  );
 });

@@ -172,6 +172,35 @@ describeEachBackend('the learned order pace', (backend) => {
     assert.ok(pace.samples <= PACE_MEMORY, `${pace.samples} samples kept`);
   });
 
+  test('a distribution is halved at the first sample past PACE_MEMORY, and its running total is always the sum of its weights', async (t) => {
+    const { store } = await backend.tempStore(t, { firstPollQuantile: 0.5, paceMinSamples: 10 });
+    const distributions = () =>
+      store.db.all<{ product_code: string; state: string; total: number; sum: number }>(
+        `SELECT t.product_code, t.state, t.total,
+           (SELECT SUM(weight) FROM order_pace p WHERE p.product_code = t.product_code AND p.state = t.state) AS sum
+         FROM order_pace_totals t ORDER BY t.product_code, t.state`,
+      );
+    // Spread over many buckets, so the halving meets weights of 1 as well as larger ones.
+    for (let i = 0; i < PACE_MEMORY; i++)
+      await deliverFinal(store, `P${i}`, { tookMs: 1_000 + 97 * i, deliveryMs: i % 50 });
+    assert.deepEqual(await distributions(), [
+      { product_code: '*', state: 'DELIVERY', total: PACE_MEMORY, sum: PACE_MEMORY },
+      { product_code: 'ML86', state: 'SUCCESS', total: PACE_MEMORY, sum: PACE_MEMORY },
+    ]);
+    await deliverFinal(store, 'PAST', { tookMs: 5_000, deliveryMs: 3 });
+    const half = (PACE_MEMORY + 1) / 2;
+    assert.deepEqual(await distributions(), [
+      { product_code: '*', state: 'DELIVERY', total: half, sum: half },
+      { product_code: 'ML86', state: 'SUCCESS', total: half, sum: half },
+    ]);
+    for (let i = 0; i < 600; i++)
+      await deliverFinal(store, `Q${i}`, { tookMs: 2_000 + 13 * i, deliveryMs: i % 7 });
+    for (const { product_code, state, total, sum } of await distributions()) {
+      assert.equal(total, sum, `${product_code} ${state}`);
+      assert.ok(total <= PACE_MEMORY, `${product_code} ${state}: ${total}`);
+    }
+  });
+
   test('with the quantile at 0 the first poll always waits the fixed delay', async (t) => {
     const { store, clock } = await backend.tempStore(t, {
       firstPollDelayMs: 30_000,

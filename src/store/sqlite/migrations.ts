@@ -349,4 +349,19 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
     `,
   },
   ...SHARED_MIGRATIONS_FROM_13,
+  {
+    version: 15,
+    description:
+      "order_pace_totals: each pace distribution's running total (the SUM of its weights), kept by every sample's write, so a sample no longer sums its distribution's buckets to know when to halve them",
+    sql: `
+      CREATE TABLE order_pace_totals (
+        product_code TEXT NOT NULL,
+        state        TEXT NOT NULL,
+        total        REAL NOT NULL,
+        PRIMARY KEY (product_code, state)
+      ) WITHOUT ROWID;
+      INSERT INTO order_pace_totals (product_code, state, total)
+        SELECT product_code, state, SUM(weight) FROM order_pace GROUP BY product_code, state;
+    `,
+  },
 ];
