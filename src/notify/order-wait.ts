@@ -32,6 +32,11 @@ export class RunningDeliveries {
     this.#maxWaiters = maxWaiters;
   }
 
+  /** How many deliveries this process is running now. */
+  get count(): number {
+    return this.#runs.size;
+  }
+
   /** Notes that (endpoint, seq) is being delivered here; call the returned function when its run ends, however. */
   start(endpointId: number, seq: number): () => void {
     const key = `${endpointId}-${seq}`;
