@@ -126,6 +126,7 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
   // its job, so the two connections never race.
   const notes = connection.duplicate({ enableAutoPipelining: true, connectionName: 'h2h-notifier-notes' });
   notes.on('error', outage.error);
+  notes.on('ready', outage.ready);
   const agent = new Agent({ connect: { timeout: timeoutMs } });
 
   const lockTimeoutMs = options.storeLockWaitMs ?? DEFAULT_STORE_LOCK_WAIT_MS;
@@ -230,8 +231,8 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
   };
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
-  // Woken by the store after feed commits (feed.watch: this process's on SQLite, every
-  // process's on PostgreSQL), a pass runs at once instead of at the next tick; wake-ups that
+  // Woken by the store after feed commits (feed.watch: every process's on this host on SQLite,
+  // every host's on PostgreSQL), a pass runs at once instead of at the next tick; wake-ups that
   // come while one is waiting to start are one pass.
   // A woken pass adds a job or two at a time: the event goes at once, but each costs more CPU
   // than in the timer's batches (measured: +20 % per event at 500/s). So a wake-up is taken while

@@ -249,9 +249,11 @@ export class OrderWriter {
       tx.run(INSERT_EVENT, plan.event),
     ]);
     if (id !== undefined) row.id = id;
-    batch?.add(plan.pace);
     const { changed, reason, created } = plan;
-    return { order: toLocalOrder(row), changed, reason, duplicate: false, created };
+    const order = toLocalOrder(row);
+    // Last: a unit that fails adds no samples to its batch.
+    batch?.add(plan.pace);
+    return { order, changed, reason, duplicate: false, created };
   }
 
   /**

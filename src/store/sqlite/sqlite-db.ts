@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { existsSync, type FSWatcher, mkdirSync, watch } from 'node:fs';
+import { existsSync, type FSWatcher, mkdirSync, realpathSync, watch } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import BetterSqlite3, { type Database, type Statement } from 'better-sqlite3';
 import { runMigrations } from '../migrations.js';
@@ -16,6 +16,12 @@ import type {
 import { StoreError } from '../store-error.js';
 import { isBusy, WriteLock } from '../write-lock.js';
 import { SQLITE_MIGRATIONS } from './migrations.js';
+
+/**
+ * How long after a change to the write-ahead log a feed watcher is called again: the commit the
+ * change belongs to is visible once its fsync is done (about 1 ms on a local disk).
+ */
+const VISIBLE_AFTER_MS = 10;
 
 /** Default wait for another process's write lock (`H2H_DB_LOCK_TIMEOUT_MS`). */
 export const DEFAULT_LOCK_TIMEOUT_MS = 5000;
@@ -347,15 +353,24 @@ export class SqliteDb implements StoreDb {
    * is created anew after the last connection closes), wakes the reader too. Those wake-ups also
    * come for commits that appended nothing to the feed, which costs the reader one read. Where
    * the file system reports no changes (some network and container file systems), the reader's
-   * timer remains.
+   * timer remains. The change is seen when the log is written, before the fsync after which
+   * the commit is visible to readers: a second call follows {@link VISIBLE_AFTER_MS} later.
    */
   async watchFeed(onCommit: () => void): Promise<() => Promise<void>> {
     this.#feedCommits.on('commit', onCommit);
-    const wal = `${basename(this.path)}-wal`;
+    // SQLite writes the log beside the real file, not beside a symbolic link to it.
+    const real = existsSync(this.path) ? realpathSync(this.path) : this.path;
+    const wal = `${basename(real)}-wal`;
     let watcher: FSWatcher | undefined;
+    let again: NodeJS.Timeout | undefined;
     try {
-      watcher = watch(dirname(this.path), { persistent: false }, (_event, name) => {
-        if (name === wal) onCommit();
+      watcher = watch(dirname(real), { persistent: false }, (_event, name) => {
+        if (name !== wal) return;
+        onCommit();
+        again ??= setTimeout(() => {
+          again = undefined;
+          onCommit();
+        }, VISIBLE_AFTER_MS).unref();
       });
       // A watcher that fails later (the directory removed) leaves the timer.
       watcher.on('error', () => watcher?.close());
@@ -365,6 +380,7 @@ export class SqliteDb implements StoreDb {
     return async () => {
       this.#feedCommits.off('commit', onCommit);
       watcher?.close();
+      clearTimeout(again);
     };
   }
 
