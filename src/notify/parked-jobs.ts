@@ -22,10 +22,18 @@ const SWEEP_MAX_JOBS = 2_000;
 /**
  * Records `gave_up` for a job that failed for good, unless the event's latest attempt at the
  * endpoint is settled already or was made after the job failed (a later retry or replay, which
- * records its own outcome). Returns whether it recorded one.
+ * records its own outcome), or the shop had answered it 2xx: a job whose 2xx was noted and that
+ * then failed (stalled past its limit, or its record not written on its last attempt) is
+ * recorded `delivered` from its note (src/notify/delivered-records.ts). Returns whether it
+ * recorded `gave_up`.
  */
 export async function recordParkedJob(deps: DeliverDeps, job: Job<NotifyJobData>): Promise<boolean> {
   const { endpointId, seq } = job.data;
+  const noted = await deps.delivered?.find(String(job.id));
+  if (noted) {
+    await deps.delivered!.settle(String(job.id), noted, await deps.store.feed.get(seq));
+    return false;
+  }
   const failedAt = job.finishedOn ?? deps.now();
   const latest = await deps.store.deliveries.latest(endpointId, seq);
   const event = await deps.store.feed.get(seq);

@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import { test } from 'node:test';
+import { type TestContext, test } from 'node:test';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { deliverNotification, releaseSuccessor } from '../../src/notify/deliver-notification.js';
 import { DeliveredRecords } from '../../src/notify/delivered-records.js';
 import { dispatchNotifications } from '../../src/notify/dispatcher.js';
+import type { NotifierOptions } from '../../src/notify/notifier.js';
 import { createNotifyMetrics } from '../../src/notify/notify-metrics.js';
 import { NOTIFY_QUEUE, type NotifyJobData, notifyJobId } from '../../src/notify/notify-queue.js';
 import { RunningDeliveries, WaitMarks } from '../../src/notify/order-wait.js';
@@ -81,7 +82,13 @@ test('a worker killed after the shop’s 2xx and before the records are durable:
   assert.equal(sink.deliveries.length, 4, 'each event was sent once');
 });
 
-test('a job taken over after its 2xx was noted and before its record: its run records the noted attempt once and sends nothing again; the order’s next events follow in sequence', async (t) => {
+/**
+ * A worker process that dies after the shop's 2xx to the first of order T-1's four events was
+ * noted, before that attempt's record was durable and before its job completed. The notifier
+ * (with `notifierOptions`) runs already: its start-up sweep found no note, the realistic case of
+ * a live worker that takes over.
+ */
+async function diesAfterNoting(t: TestContext, notifierOptions: Partial<NotifierOptions> = {}) {
   const { scope, redis, store, sink, secret, endpoint } = await notifySetup(t);
   await liveOrder(store, 'T-1'); // seq 1-4
   const prefix = `t-${randomUUID()}`;
@@ -106,7 +113,7 @@ test('a job taken over after its 2xx was noted and before its record: its run re
 
   // The other worker runs already (its start-up sweep found no note: the realistic case, a live
   // worker taking over), and the order's next event waits, delayed, for the first.
-  const notifier = await startTestNotifier(scope, { store, redisUrl: redis.url, prefix });
+  const notifier = await startTestNotifier(scope, { store, redisUrl: redis.url, prefix, ...notifierOptions });
   const marks = new WaitMarks(connection, queue.qualifiedName);
   await waitFor(
     async () => (await new WaitMarks(observer, queue.qualifiedName).waiting(endpoint.id, 1)) === second,
@@ -152,6 +159,12 @@ test('a job taken over after its 2xx was noted and before its record: its run re
   await queue.close();
   connection.disconnect();
 
+  return { store, sink, secret, endpoint, notifier, observer, prefix, first, noted };
+}
+
+test('a job taken over after its 2xx was noted and before its record: its run records the noted attempt once and sends nothing again; the order’s next events follow in sequence', async (t) => {
+  const { store, sink, secret, endpoint, notifier, observer, prefix, first, noted } =
+    await diesAfterNoting(t);
   const completed = await waitFor(
     async () => {
       const taken = await notifier.queue.getJob(first);
@@ -200,6 +213,30 @@ test('a job taken over after its 2xx was noted and before its record: its run re
     [...history].sort((a, b) => a.id - b.id).map((row) => [row.seq, row.outcome]),
     [1, 2, 3, 4].map((seq) => [seq, 'delivered']),
   );
+});
+
+test('a job that fails for good after its 2xx was noted (stalled past its limit) is recorded delivered from its note, not given up; the order’s next events follow', async (t) => {
+  // No stall allowed: the notifier's stalled check fails the job for good instead of running it.
+  const { store, sink, endpoint, notifier, first, noted } = await diesAfterNoting(t, { maxStalledCount: 0 });
+  await waitFor(async () => (await notifier.queue.getJob(first))?.isFailed(), {
+    message: 'the first event’s job failed for good (stalled)',
+  });
+  const history = await waitFor(
+    async () => {
+      const rows = await store.deliveries.history({ endpointId: endpoint.id });
+      return rows.length === 4 ? rows : undefined;
+    },
+    { message: 'the four events recorded' },
+  );
+  const rowsOfFirst = history.filter((row) => row.seq === 1);
+  assert.equal(rowsOfFirst.length, 1, 'one row for the first event');
+  const { id: _id, ...attempt } = rowsOfFirst[0]!;
+  assert.deepEqual(attempt, noted, 'the noted 2xx, not gave_up');
+  assert.deepEqual(
+    history.map((row) => [row.seq, row.outcome]).sort((a, b) => Number(a[0]) - Number(b[0])),
+    [1, 2, 3, 4].map((seq) => [seq, 'delivered']),
+  );
+  assert.deepEqual(sink.deliveries.map(seqOf), [1, 2, 3, 4], 'each event sent once, in sequence');
 });
 
 test('an attempt is recorded once: the same attempt written again (a sweep beside the live writer) returns the first row', async (t) => {
