@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { TestContext } from 'node:test';
+import type { Job, Queue } from 'bullmq';
 import { Webhook } from 'standardwebhooks';
 import { type Notifier, type NotifierOptions, startNotifier } from '../../src/notify/notifier.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
 import type { OrderStore } from '../../src/store/order-store.js';
 import { privateRedis } from './redis.js';
 import { snapshot, tempStore } from './store.js';
+import { waitFor } from './wait.js';
 import { type SinkAnswer, startWebhookSink, type WebhookDelivery } from './webhook-sink.js';
 import { cleanupScope } from './worker.js';
 
@@ -108,4 +110,13 @@ export async function notifySetup(
   const secret = generateEndpointSecret();
   const endpoint = await store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
   return { scope, redis, store, dbPath, sink, secret, endpoint };
+}
+
+/**
+ * Job `id` of `queue` once it has completed, read after its completion: a job read before it
+ * keeps the values it had then (no return value yet).
+ */
+export async function completedJob<T>(queue: Queue<T>, id: string, message: string): Promise<Job<T>> {
+  await waitFor(async () => (await queue.getJob(id))?.isCompleted(), { message });
+  return (await queue.getJob(id))!;
 }

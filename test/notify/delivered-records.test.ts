@@ -15,6 +15,7 @@ import { postNotification } from '../../src/notify/post-notification.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
 import { DEFAULT_QUEUE_PREFIX } from '../../src/queue/webhook-queue.js';
 import {
+  completedJob,
   crashTestWorkerEnv,
   liveOrder,
   notifySetup,
@@ -165,12 +166,10 @@ async function diesAfterNoting(t: TestContext, notifierOptions: Partial<Notifier
 test('a job taken over after its 2xx was noted and before its record: its run records the noted attempt once and sends nothing again; the order’s next events follow in sequence', async (t) => {
   const { store, sink, secret, endpoint, notifier, observer, prefix, first, noted } =
     await diesAfterNoting(t);
-  const completed = await waitFor(
-    async () => {
-      const taken = await notifier.queue.getJob(first);
-      return (await taken?.isCompleted()) ? taken : undefined;
-    },
-    { message: 'the first event’s job completed by the other worker' },
+  const completed = await completedJob(
+    notifier.queue,
+    first,
+    'the first event’s job completed by the other worker',
   );
   assert.ok(completed.stalledCounter >= 1, 'taken over as stalled');
   assert.equal(completed.returnvalue, 'delivered');

@@ -13,6 +13,7 @@ import { postNotification } from '../../src/notify/post-notification.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
 import { DEFAULT_QUEUE_PREFIX } from '../../src/queue/webhook-queue.js';
 import {
+  completedJob,
   crashTestWorkerEnv,
   liveOrder,
   notifySetup,
@@ -103,13 +104,7 @@ test('the later events of an order await the earlier one delivered by the same p
   assert.deepEqual(delivered.map(seqOf), [1, 2, 3, 4]);
   assert.deepEqual(versionsByRef(secret, delivered).get('H-1'), [1, 2, 3, 4]);
   for (const seq of [1, 2, 3, 4]) {
-    const job = await waitFor(
-      async () => {
-        const found = await queue.getJob(notifyJobId(endpoint.id, seq));
-        return (await found?.isCompleted()) ? found : undefined;
-      },
-      { message: `job of event ${seq} completed` },
-    );
+    const job = await completedJob(queue, notifyJobId(endpoint.id, seq), `job of event ${seq} completed`);
     assert.equal(job.returnvalue, 'delivered');
     assert.equal(job.data.waits, undefined, `event ${seq} never moved to delayed`);
   }
@@ -265,13 +260,7 @@ test('a job whose event is already recorded delivered sends nothing again (a run
   await startTestNotifier(scope, { store, redisUrl: redis.url, prefix });
   const delivered = await sink.waitForDeliveries((d) => d.answer === 200, 3);
   assert.deepEqual(delivered.map(seqOf), [2, 3, 4]);
-  const job = await waitFor(
-    async () => {
-      const found = await queue.getJob(notifyJobId(endpoint.id, 1));
-      return (await found?.isCompleted()) ? found : undefined;
-    },
-    { message: 'the job of event 1 completed' },
-  );
+  const job = await completedJob(queue, notifyJobId(endpoint.id, 1), 'the job of event 1 completed');
   assert.equal(job.returnvalue, 'delivered');
   assert.equal(sink.deliveries.filter((d) => seqOf(d) === 1).length, 0, 'event 1 was not sent again');
 });
