@@ -5,6 +5,7 @@ import type { DeliveryOutcome, NotifyDelivery } from '../store/notify-deliveries
 import { type NotifyEndpoint, signingSecrets } from '../store/notify-endpoints.js';
 import type { OrderStore } from '../store/order-store.js';
 import type { DeliveredRecords } from './delivered-records.js';
+import type { DeliveryHints } from './delivery-hints.js';
 import { matchesEvent } from './event-filter.js';
 import type { NotifyMetrics } from './notify-metrics.js';
 import type { NotifyJobData } from './notify-queue.js';
@@ -46,6 +47,8 @@ export interface DeliverDeps {
    * delivered-records.ts). Absent: a delivery's record is durable before its job completes.
    */
   delivered?: DeliveredRecords;
+  /** What this process's dispatcher read for the job's first run (delivery-hints.ts). */
+  hints?: DeliveryHints;
   logger?: Logger;
 }
 
@@ -62,22 +65,32 @@ export const notificationId = (seq: number): string => `evt_${seq}`;
 
 /**
  * The earlier event of the same order that this endpoint still waits for (not delivered, not
- * given up), or undefined: the order's events reach the endpoint one after another.
+ * given up), or undefined: the order's events reach the endpoint one after another. `known`: the
+ * earlier event's seq, or null for none, when the dispatcher's hint knows it (delivery-hints.ts).
  */
 async function pendingPredecessor(
   deps: DeliverDeps,
   endpoint: NotifyEndpoint,
   event: FeedEvent,
+  known: number | null | undefined,
 ): Promise<number | undefined> {
   // Events of no order (product.price_changed, balance.low) wait for nothing.
   const ref = orderRefOf(event);
   if (ref === undefined) return undefined;
-  const earlier = (await deps.store.feed.ofOrder(ref, { after: endpoint.fromSeq, before: event.seq })).filter(
-    (e) => matchesEvent(endpoint.events, e.type),
-  );
-  const last = earlier.at(-1);
-  if (!last || deps.delivered?.isPending(endpoint.id, last.seq)) return undefined;
-  return (await deps.store.deliveries.isSettled(endpoint.id, last.seq)) ? undefined : last.seq;
+  const last =
+    known !== undefined
+      ? known
+      : ((await deps.store.feed.ofOrder(ref, { after: endpoint.fromSeq, before: event.seq }))
+          .filter((e) => matchesEvent(endpoint.events, e.type))
+          .at(-1)?.seq ?? null);
+  if (
+    last === null ||
+    deps.delivered?.isPending(endpoint.id, last) ||
+    deps.hints?.isSettled(endpoint.id, last)
+  ) {
+    return undefined;
+  }
+  return (await deps.store.deliveries.isSettled(endpoint.id, last)) ? undefined : last;
 }
 
 /**
@@ -133,8 +146,10 @@ async function deliverOnce(
   token: string | undefined,
 ): Promise<DeliverResult> {
   const { endpointId, seq } = job.data;
-  const endpoint = await deps.store.endpoints.get(endpointId);
-  const event = await deps.store.feed.get(seq);
+  // A first run in the process that queued the job has what the dispatcher read.
+  const hint = deps.hints?.take(endpointId, seq);
+  const endpoint = deps.hints?.endpoint(endpointId) ?? (await deps.store.endpoints.get(endpointId));
+  const event = hint?.event ?? (await deps.store.feed.get(seq));
   const attempt = job.attemptsMade + 1;
   const attemptOf = (
     outcome: DeliveryOutcome,
@@ -186,14 +201,16 @@ async function deliverOnce(
   if (!job.data.replay && (await deps.store.deliveries.latest(endpointId, seq))?.outcome === 'delivered') {
     return 'delivered';
   }
-  let predecessor = job.data.replay ? undefined : await pendingPredecessor(deps, endpoint, event);
+  let predecessor = job.data.replay
+    ? undefined
+    : await pendingPredecessor(deps, endpoint, event, hint?.previous);
   // The hand-off: the earlier event is on its way from this process; await that run (bounded:
   // order-wait.ts), then look again.
   if (
     predecessor !== undefined &&
     (await deps.running.handOff(endpointId, predecessor, deps.handOffMaxWaitMs ?? HAND_OFF_MAX_WAIT_MS))
   ) {
-    predecessor = await pendingPredecessor(deps, endpoint, event);
+    predecessor = await pendingPredecessor(deps, endpoint, event, hint?.previous);
   }
   // Its run ended between the look and the hand-off, and its record is being written.
   if (predecessor !== undefined && deps.delivered?.isPending(endpointId, predecessor))
@@ -242,6 +259,7 @@ async function deliverOnce(
   if (answer.status === 410) {
     await record('disabled', answer, requestedAt);
     await deps.store.endpoints.disable(endpointId, `answered 410 Gone to ${notificationId(seq)}`);
+    deps.hints?.forgetEndpoint(endpointId);
     deps.logger?.warn({ endpointId, url: endpoint.url }, 'notification endpoint answered 410 Gone: disabled');
     return 'disabled';
   }

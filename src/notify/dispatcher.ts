@@ -1,5 +1,7 @@
 import type { Queue } from 'bullmq';
+import { orderRefOf } from '../store/feed.js';
 import type { OrderStore } from '../store/order-store.js';
+import type { DeliveryHints } from './delivery-hints.js';
 import { matchesEvent } from './event-filter.js';
 import { type NotifyJobData, notifyJobId, notifyJobOptions } from './notify-queue.js';
 
@@ -33,6 +35,7 @@ export async function dispatchNotifications(
     memory,
     now = Date.now(),
     commit = (write) => write(),
+    hints,
   }: {
     retries: number;
     memory?: DispatchMemory;
@@ -43,11 +46,15 @@ export async function dispatchNotifications(
      * cursor behind, whose events are added again as a no-op).
      */
     commit?: (write: () => Promise<void>) => Promise<void>;
+    /** Keeps what the pass read for this process's deliveries of its jobs (delivery-hints.ts). */
+    hints?: DeliveryHints;
   },
 ): Promise<number> {
   let added = 0;
   const options = notifyJobOptions(retries);
-  for (const endpoint of await store.endpoints.enabled()) {
+  const endpoints = await store.endpoints.enabled();
+  hints?.endpointsRead(endpoints);
+  for (const endpoint of endpoints) {
     const remembered = memory?.get(endpoint.id);
     // The stored cursor moves ahead of the remembered one when the endpoint is enabled again.
     let cursor = Math.max(endpoint.cursor, remembered?.cursor ?? 0);
@@ -64,15 +71,16 @@ export async function dispatchNotifications(
     };
     let moved = false;
     for (;;) {
-      const events = await store.feed.headsAfter(cursor, DISPATCH_PAGE);
+      const events = await store.feed.after(cursor, DISPATCH_PAGE);
       if (events.length === 0) break;
-      const jobs = events
-        .filter((event) => matchesEvent(endpoint.events, event.type))
-        .map((event) => ({
-          name: `${event.type} ${event.partnerRef ?? ''}`.trim(),
-          data: { endpointId: endpoint.id, seq: event.seq },
-          opts: { ...options, jobId: notifyJobId(endpoint.id, event.seq) },
-        }));
+      const wanted = events.filter((event) => matchesEvent(endpoint.events, event.type));
+      const jobs = wanted.map((event) => ({
+        name: `${event.type} ${orderRefOf(event) ?? ''}`.trim(),
+        data: { endpointId: endpoint.id, seq: event.seq },
+        opts: { ...options, jobId: notifyJobId(endpoint.id, event.seq) },
+      }));
+      // Before the add: a job may start before addBulk's answer is read.
+      hints?.dispatched(endpoint, events, wanted);
       if (jobs.length > 0) await queue.addBulk(jobs);
       added += jobs.length;
       cursor = events.at(-1)!.seq;

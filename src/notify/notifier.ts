@@ -4,12 +4,13 @@ import { Agent } from 'undici';
 import { DEFAULT_QUEUE_PREFIX } from '../queue/webhook-queue.js';
 import { settlesWithin } from '../shared/deadline.js';
 import { watchedRedis } from '../shared/redis-outage.js';
-import type { NotifyDelivery } from '../store/notify-deliveries.js';
+import { type NotifyDelivery, SETTLED_OUTCOMES } from '../store/notify-deliveries.js';
 import type { OrderStore } from '../store/order-store.js';
 import { DEFAULT_STORE_LOCK_WAIT_MS } from '../worker/event-worker.js';
 import { GroupCommit } from '../worker/group-commit.js';
 import { type DeliverResult, deliverNotification, releaseSuccessor } from './deliver-notification.js';
 import { DeliveredRecords } from './delivered-records.js';
+import { DeliveryHints } from './delivery-hints.js';
 import { type DispatchMemory, dispatchNotifications } from './dispatcher.js';
 import { createNotifyMetrics, type NotifyMetrics } from './notify-metrics.js';
 import { NOTIFY_BACKOFF, NOTIFY_QUEUE, type NotifyJobData } from './notify-queue.js';
@@ -138,8 +139,12 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
         maxBatchSize: concurrency,
       })
     : undefined;
-  const record = (attempt: Omit<NotifyDelivery, 'id'>) =>
-    groupCommit ? groupCommit.submit(attempt) : store.deliveries.record(attempt);
+  const hints = new DeliveryHints();
+  const record = async (attempt: Omit<NotifyDelivery, 'id'>) => {
+    const row = await (groupCommit ? groupCommit.submit(attempt) : store.deliveries.record(attempt));
+    if (SETTLED_OUTCOMES.includes(attempt.outcome)) hints.settled(attempt.endpointId, attempt.seq);
+    return row;
+  };
   const marks = new WaitMarks(notes, queue.qualifiedName);
   const delivered = new DeliveredRecords({
     redis: notes,
@@ -157,9 +162,10 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
     running: new RunningDeliveries(Math.max(1, Math.floor(concurrency / 2))),
     marks,
     delivered,
+    hints,
     ...(options.handOffMaxWaitMs === undefined ? {} : { handOffMaxWaitMs: options.handOffMaxWaitMs }),
     metrics,
-    ...(groupCommit ? { record } : {}),
+    record,
     now: options.now ?? Date.now,
     post: (url: string, headers: Record<string, string>, body: string) =>
       postNotification(url, headers, body, { timeoutMs, dispatcher: agent }),
@@ -213,6 +219,7 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
         const added = await dispatchNotifications(store, queue, {
           retries: scheduleMs.length,
           memory,
+          hints,
           // The pass does not wait for its cursor write: a write that failed is only a cursor
           // behind, whose events are added again as a no-op (dispatcher.ts). close() waits for
           // the writes in flight before the last cursor writes.

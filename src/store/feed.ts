@@ -145,21 +145,6 @@ export class ChangeFeed {
     return rows.map(toFeedEvent);
   }
 
-  /**
-   * The seq, type and order of up to `limit` events after cursor `after`, oldest first: what a
-   * reader that only routes events needs (the notification dispatcher), without their bodies.
-   */
-  async headsAfter(
-    after: number,
-    limit: number,
-  ): Promise<Array<{ seq: number; type: FeedEventType; partnerRef: string | null }>> {
-    const rows = await this.#rows.db.all<Pick<FeedRow, 'seq' | 'type' | 'partner_ref'>>(
-      'SELECT seq, type, partner_ref FROM feed_events WHERE seq > @after ORDER BY seq LIMIT @limit',
-      { after, limit },
-    );
-    return rows.map((row) => ({ seq: row.seq, type: row.type, partnerRef: row.partner_ref }));
-  }
-
   /** The event `seq`, or undefined when there is none (never written, or pruned). */
   async get(seq: number): Promise<FeedEvent | undefined> {
     const row = await this.#rows.db.get<FeedRow>('SELECT * FROM feed_events WHERE seq = @seq', { seq });
