@@ -146,7 +146,8 @@ async function deliverOnce(
   token: string | undefined,
 ): Promise<DeliverResult> {
   const { endpointId, seq } = job.data;
-  // A first run in the process that queued the job has what the dispatcher read.
+  // What this process's dispatcher read (delivery-hints.ts): the event and the order's previous
+  // one on the job's first run here, the endpoint on any run while the last pass is recent.
   const hint = deps.hints?.take(endpointId, seq);
   const endpoint = deps.hints?.endpoint(endpointId) ?? (await deps.store.endpoints.get(endpointId));
   const event = hint?.event ?? (await deps.store.feed.get(seq));

@@ -11,10 +11,11 @@ import { matchesEvent } from './event-filter.js';
  * CPU. Each hint is either certain or absent; without one, a delivery reads the store as before.
  *
  * - **The event**, read by the dispatcher anyway. A committed event never changes.
- * - **The endpoint**, as of the dispatcher's last pass, used only while that pass is at most
- *   {@link ENDPOINT_FRESH_MS} old. A change another process makes (`endpoints disable`, `rotate`)
- *   reaches the deliveries with the dispatcher's next pass, as it reaches the dispatcher itself;
- *   this process's own (a 410) at once ({@link forgetEndpoint}).
+ * - **The endpoint**, as of the dispatcher's last pass, used by every run (retries and replays
+ *   too) while that pass is at most {@link ENDPOINT_FRESH_MS} old. A change another process
+ *   makes (`endpoints disable`, `rotate-secret`) reaches the deliveries with the dispatcher's next
+ *   pass, as it reaches the dispatcher itself; this process's own (a 410) at once
+ *   ({@link forgetEndpoint}), even while a pass is reading the endpoints.
  * - **The order's previous event at the endpoint**, for the order-wait (deliver-notification.ts):
  *   an order's events carry versions 1, 2, 3 … in feed order (docs/api.md), so version 1 has no
  *   earlier event, and version v's earlier event is the one of version v − 1 when the dispatcher
@@ -24,7 +25,7 @@ import { matchesEvent } from './event-filter.js';
  *   delivered or given up stays), so the next event of the order need not ask the store.
  *
  * Every map is bounded; the oldest entries go first. Jobs another process runs leave their hints
- * here until they are pushed out.
+ * here until they are pushed out. A backlog's full pages give none (their jobs run long after).
  */
 export class DeliveryHints {
   readonly #events = new Map<string, { event: FeedEvent; previous: number | null | undefined }>();
@@ -32,6 +33,9 @@ export class DeliveryHints {
   readonly #orderEvents = new Map<string, { seq: number; type: FeedEvent['type'] }>();
   readonly #endpoints = new Map<number, { endpoint: NotifyEndpoint; at: number }>();
   readonly #settled = new Set<string>();
+  /** Endpoints this process forgot, with the generation then; a pass marked before does not bring them back. */
+  readonly #forgotten = new Map<number, number>();
+  #generation = 0;
   readonly #max: number;
   readonly #now: () => number;
 
@@ -43,11 +47,22 @@ export class DeliveryHints {
     this.#now = now;
   }
 
-  /** The endpoints enabled at the dispatcher's pass starting now. */
-  endpointsRead(endpoints: readonly NotifyEndpoint[]): void {
+  /** A mark to take before the dispatcher reads the endpoints, for {@link endpointsRead}. */
+  mark(): number {
+    return this.#generation;
+  }
+
+  /**
+   * The endpoints enabled at the dispatcher's pass, read after {@link mark} gave `mark`. One this
+   * process forgot after the mark (its read may predate the change) is left out.
+   */
+  endpointsRead(endpoints: readonly NotifyEndpoint[], mark: number): void {
     const at = this.#now();
     this.#endpoints.clear();
-    for (const endpoint of endpoints) this.#endpoints.set(endpoint.id, { endpoint, at });
+    for (const endpoint of endpoints) {
+      if ((this.#forgotten.get(endpoint.id) ?? -1) >= mark) continue;
+      this.#endpoints.set(endpoint.id, { endpoint, at });
+    }
   }
 
   /** The endpoint as the dispatcher's last pass read it, if that pass is recent and it was enabled. */
@@ -59,6 +74,9 @@ export class DeliveryHints {
   /** This process changed the endpoint (disabled it): its deliveries read it from the store. */
   forgetEndpoint(id: number): void {
     this.#endpoints.delete(id);
+    // A pass reading the endpoints right now must not bring it back.
+    this.#forgotten.set(id, this.#generation);
+    this.#generation += 1;
   }
 
   /**
@@ -121,7 +139,10 @@ export class DeliveryHints {
   }
 }
 
-/** Default bound of the event hints: ten seconds of deliveries at 500 a second. */
+/**
+ * Default bound of the event hints, (endpoint, event) pairs: ten seconds of deliveries at 500 a
+ * second to one endpoint (whole parsed orders: ~10–20 MB at the bound).
+ */
 const DEFAULT_MAX_HINTS = 5_000;
 
 /** Longest age of the dispatcher's read of an endpoint that a delivery uses instead of its own. */

@@ -52,8 +52,9 @@ export async function dispatchNotifications(
 ): Promise<number> {
   let added = 0;
   const options = notifyJobOptions(retries);
+  const mark = hints?.mark() ?? 0;
   const endpoints = await store.endpoints.enabled();
-  hints?.endpointsRead(endpoints);
+  hints?.endpointsRead(endpoints, mark);
   for (const endpoint of endpoints) {
     const remembered = memory?.get(endpoint.id);
     // The stored cursor moves ahead of the remembered one when the endpoint is enabled again.
@@ -79,8 +80,9 @@ export async function dispatchNotifications(
         data: { endpointId: endpoint.id, seq: event.seq },
         opts: { ...options, jobId: notifyJobId(endpoint.id, event.seq) },
       }));
-      // Before the add: a job may start before addBulk's answer is read.
-      hints?.dispatched(endpoint, events, wanted);
+      // Before the add: a job may start before addBulk's answer is read. Not for a full page (a
+      // backlog): its jobs run long after, when the hints would have been pushed out.
+      if (events.length < DISPATCH_PAGE) hints?.dispatched(endpoint, events, wanted);
       if (jobs.length > 0) await queue.addBulk(jobs);
       added += jobs.length;
       cursor = events.at(-1)!.seq;

@@ -102,14 +102,24 @@ test('events of no order have no previous event; another endpoint reading behind
 test("the endpoint is the dispatcher's recent read of an enabled one, forgotten when this process changes it", () => {
   let now = 0;
   const hints = new DeliveryHints({ now: () => now });
-  hints.endpointsRead([endpoint(1)]);
+  hints.endpointsRead([endpoint(1)], hints.mark());
   assert.equal(hints.endpoint(1)?.id, 1);
   assert.equal(hints.endpoint(2), undefined, 'not enabled at the last pass: read from the store');
   now = ENDPOINT_FRESH_MS + 1;
   assert.equal(hints.endpoint(1), undefined, 'the last pass is too old: read from the store');
-  hints.endpointsRead([endpoint(1)]);
+  hints.endpointsRead([endpoint(1)], hints.mark());
   hints.forgetEndpoint(1);
   assert.equal(hints.endpoint(1), undefined);
+
+  // A 410 disables endpoint 2 while a pass is reading the endpoints: the pass's read may predate
+  // the disable, so it does not bring endpoint 2 back; the next pass's read is after it.
+  const mark = hints.mark();
+  hints.forgetEndpoint(2);
+  hints.endpointsRead([endpoint(1), endpoint(2)], mark);
+  assert.equal(hints.endpoint(2), undefined);
+  assert.equal(hints.endpoint(1)?.id, 1);
+  hints.endpointsRead([endpoint(2)], hints.mark());
+  assert.equal(hints.endpoint(2)?.id, 2, 'enabled again and read after the disable');
 });
 
 test('hints are bounded: the oldest go first; settled events are remembered per endpoint', () => {
