@@ -8,7 +8,7 @@ import type { DeliveredRecords } from './delivered-records.js';
 import type { DeliveryHints } from './delivery-hints.js';
 import { matchesEvent } from './event-filter.js';
 import type { NotifyMetrics } from './notify-metrics.js';
-import type { NotifyJobData } from './notify-queue.js';
+import { type NotifyJobData, notifyJobId } from './notify-queue.js';
 import type { RunningDeliveries, WaitMarks } from './order-wait.js';
 import type { PostResult } from './post-notification.js';
 import { signNotification } from './signature.js';
@@ -83,14 +83,20 @@ async function pendingPredecessor(
       : ((await deps.store.feed.ofOrder(ref, { after: endpoint.fromSeq, before: event.seq }))
           .filter((e) => matchesEvent(endpoint.events, e.type))
           .at(-1)?.seq ?? null);
-  if (
-    last === null ||
-    deps.delivered?.isPending(endpoint.id, last) ||
-    deps.hints?.isSettled(endpoint.id, last)
-  ) {
-    return undefined;
-  }
-  return (await deps.store.deliveries.isSettled(endpoint.id, last)) ? undefined : last;
+  if (last === null || (await predecessorSettled(deps, endpoint.id, last))) return undefined;
+  return last;
+}
+
+/**
+ * Whether the endpoint's event `seq` no longer holds up the order's next one: recorded settled
+ * (delivered, given up …), or answered 2xx and not yet recorded, in this process or in one whose
+ * note says so (delivered-records.ts). The shop has an event from its 2xx on; the note also
+ * covers a process that died before its record, which only the next sweep would write.
+ */
+async function predecessorSettled(deps: DeliverDeps, endpointId: number, seq: number): Promise<boolean> {
+  if (deps.delivered?.isPending(endpointId, seq) || deps.hints?.isSettled(endpointId, seq)) return true;
+  if (await deps.store.deliveries.isSettled(endpointId, seq)) return true;
+  return (await deps.delivered?.find(notifyJobId(endpointId, seq))) !== undefined;
 }
 
 /**
@@ -226,12 +232,7 @@ async function deliverOnce(
     // The predecessor may have settled between the check and the move, and taken the mark while
     // this job was not yet delayed, so its promotion missed: look again, now that the job is
     // delayed. (It records before it takes the mark, so one of the two always sees the other.)
-    if (
-      deps.delivered?.isPending(endpointId, predecessor) ||
-      (await deps.store.deliveries.isSettled(endpointId, predecessor))
-    ) {
-      await job.promote().catch(() => {});
-    }
+    if (await predecessorSettled(deps, endpointId, predecessor)) await job.promote().catch(() => {});
     throw new DelayedError();
   }
 

@@ -89,7 +89,11 @@ test('a worker killed after the shop’s 2xx and before the records are durable:
  * (with `notifierOptions`) runs already: its start-up sweep found no note, the realistic case of
  * a live worker that takes over.
  */
-async function diesAfterNoting(t: TestContext, notifierOptions: Partial<NotifierOptions> = {}) {
+async function diesAfterNoting(
+  t: TestContext,
+  notifierOptions: Partial<NotifierOptions> = {},
+  { completesJob = false } = {},
+) {
   const { scope, redis, store, sink, secret, endpoint } = await notifySetup(t);
   await liveOrder(store, 'T-1'); // seq 1-4
   const prefix = `t-${randomUUID()}`;
@@ -153,9 +157,14 @@ async function diesAfterNoting(t: TestContext, notifierOptions: Partial<Notifier
   assert.equal(noted?.status, 200);
   assert.equal((await store.deliveries.history({ endpointId: endpoint.id })).length, 0, 'nothing recorded');
 
-  // It dies: its job never completes, its lock runs out (now, rather than in its 60 s), and the
-  // other worker's stalled-job check moves the job back to wait.
-  assert.equal(await job!.extendLock(token, 1), 1);
+  if (completesJob) {
+    // It completes the job, and dies before the record: no run of the job is left to write it.
+    await job!.moveToCompleted('delivered', token, false);
+  } else {
+    // It dies: its job never completes, its lock runs out (now, rather than in its 60 s), and
+    // the other worker's stalled-job check moves the job back to wait.
+    assert.equal(await job!.extendLock(token, 1), 1);
+  }
   await dying.close(true);
   await queue.close();
   connection.disconnect();
@@ -206,11 +215,39 @@ test('a job taken over after its 2xx was noted and before its record: its run re
   assert.equal(rowOfFirst.length, 1);
   const { id: _id, ...attempt } = rowOfFirst[0]!;
   assert.deepEqual(attempt, noted);
-  // The next events were sent only once the first was recorded (they look at its row): their
-  // rows come after its own.
   assert.deepEqual(
-    [...history].sort((a, b) => a.id - b.id).map((row) => [row.seq, row.outcome]),
+    history.map((row) => [row.seq, row.outcome]).sort((a, b) => Number(a[0]) - Number(b[0])),
     [1, 2, 3, 4].map((seq) => [seq, 'delivered']),
+  );
+});
+
+test('a process that completed the job of a 2xx and died before its record holds up nothing: the order’s next events go on its note, without waiting for a sweep', async (t) => {
+  // The live notifier's sweep of such notes runs every 30 s, for notes older than that: the
+  // waits below (10 s) end long before it.
+  const { store, sink, secret, endpoint, observer, prefix, first } = await diesAfterNoting(
+    t,
+    {},
+    { completesJob: true },
+  );
+  const delivered = await sink.waitForDeliveries((d) => d.answer === 200, 4);
+  assert.deepEqual(delivered.map(seqOf), [1, 2, 3, 4], 'each event sent once, in sequence');
+  assert.deepEqual(
+    delivered.map((d) => verifyNotification(secret, d).data.version),
+    [1, 2, 3, 4],
+  );
+  // The first event's row is still the sweep's to write; the note says it was delivered.
+  const notes = `${prefix}:${NOTIFY_QUEUE}:unrecorded`;
+  assert.equal(await observer.hexists(notes, first), 1, 'the note kept until a sweep records it');
+  const rows = await waitFor(
+    async () => {
+      const history = await store.deliveries.history({ endpointId: endpoint.id });
+      return history.length >= 3 ? history : undefined;
+    },
+    { message: 'the next three events recorded' },
+  );
+  assert.deepEqual(
+    rows.map((row) => row.seq).sort((a, b) => a - b),
+    [2, 3, 4],
   );
 });
 
