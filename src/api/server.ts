@@ -109,8 +109,8 @@ export async function runApi(config: Config = loadConfig()): Promise<RunningApi>
   const where = redactUrl(settings.dbUrl);
   logger.info({ store: where }, `api starting: store ${where}`);
   const api = await startApi(config, { logger, settings });
-  logger.info({ origin: api.origin, openapi: `${api.origin}/openapi.json` }, 'api listening');
-  process.send?.('ready');
+  // Before the line that says it is ready: a signal sent on it (pm2 reload, a test) is then
+  // always handled, never the default action that kills the process without draining.
   exitGracefully({
     name: 'api',
     logger,
@@ -121,5 +121,8 @@ export async function runApi(config: Config = loadConfig()): Promise<RunningApi>
       return true;
     },
   });
+  logger.info({ origin: api.origin, openapi: `${api.origin}/openapi.json` }, 'api listening');
+  process.send?.('ready');
+
   return api;
 }

@@ -135,12 +135,8 @@ export async function runReceiver(config: Config = loadConfig()): Promise<Runnin
     `receiver starting: Redis ${redactRedisUrl(settings.redisUrl)}`,
   );
   const receiver = await startReceiver(settings, { logger });
-  logger.info(
-    { url: receiver.webhookUrl, origin: receiver.origin, metrics: receiver.metricsUrl },
-    'receiver listening',
-  );
-  process.send?.('ready');
-
+  // Before the line that says it is ready: a signal sent on it (pm2 reload, a test) is then
+  // always handled, never the default action that kills the process without draining.
   exitGracefully({
     name: 'receiver',
     logger,
@@ -151,5 +147,11 @@ export async function runReceiver(config: Config = loadConfig()): Promise<Runnin
       return true;
     },
   });
+  logger.info(
+    { url: receiver.webhookUrl, origin: receiver.origin, metrics: receiver.metricsUrl },
+    'receiver listening',
+  );
+  process.send?.('ready');
+
   return receiver;
 }

@@ -126,9 +126,7 @@ export function registerSimCommand(program: Command): void {
         process.exitCode = 1;
         return;
       }
-      process.stdout.write(`simulator listening: ${sim.baseUrl}\n`);
-      process.stdout.write(`control API: ${sim.origin}/__sim\n`);
-
+      // Before the lines that say it listens: a signal sent on them is always handled.
       exitGracefully({
         name: 'simulator',
         logger,
@@ -139,6 +137,8 @@ export function registerSimCommand(program: Command): void {
           return true;
         },
       });
+      process.stdout.write(`simulator listening: ${sim.baseUrl}\n`);
+      process.stdout.write(`control API: ${sim.origin}/__sim\n`);
     });
   registerSimTriggerCommand(sim);
 }

@@ -318,12 +318,8 @@ export async function runWorker(config: Config = loadConfig()): Promise<RunningW
     `worker starting: Redis ${redactRedisUrl(config.redisUrl)}, store ${redactUrl(settings.dbUrl)}`,
   );
   const running = await startWorkerProcess(config, { logger, admin: true });
-  logger.info(
-    { concurrency: settings.concurrency, batchSize: settings.batchSize, store: redactUrl(settings.dbUrl) },
-    'worker taking webhook jobs',
-  );
-  process.send?.('ready');
-
+  // Before the line that says it is ready: a signal sent on it (pm2 reload, a test) is then
+  // always handled, never the default action that kills the process without draining.
   exitGracefully({
     name: 'worker',
     logger,
@@ -334,5 +330,11 @@ export async function runWorker(config: Config = loadConfig()): Promise<RunningW
       return graceful;
     },
   });
+  logger.info(
+    { concurrency: settings.concurrency, batchSize: settings.batchSize, store: redactUrl(settings.dbUrl) },
+    'worker taking webhook jobs',
+  );
+  process.send?.('ready');
+
   return running;
 }
