@@ -50,10 +50,11 @@ export function postNotification(
     const timedOut = () => new NotifyTimeoutError(`no answer within ${timeoutMs} ms (H2H_NOTIFY_TIMEOUT_MS)`);
     const timer = setTimeout(() => {
       // Still connecting: the request is aborted as soon as it starts (the connection attempt
-      // itself is bounded by the agent's connect time-out).
-      controller?.abort(timedOut());
-      if (status === null) finish(timedOut().message);
-      else finish(null); // the answer came; its body did not finish in time
+      // itself is bounded by the agent's connect time-out). An answer that came and whose body
+      // did not finish in time keeps its status (finish drops the error then).
+      const error = timedOut();
+      controller?.abort(error);
+      finish(error.message);
     }, timeoutMs);
     const handler: Dispatcher.DispatchHandler = {
       onRequestStart(started) {
