@@ -115,7 +115,7 @@ export class DeliveryHints {
     endpointId: number,
     seq: number,
   ): { event: FeedEvent; previous: number | null | undefined } | undefined {
-    const key = `${endpointId}-${seq}`;
+    const key = keyOf(endpointId, seq);
     const hint = this.#events.get(key);
     if (hint) this.#events.delete(key);
     return hint;
@@ -123,18 +123,17 @@ export class DeliveryHints {
 
   /** This process recorded (endpoint, seq) as settled (delivered, given up …). */
   settled(endpointId: number, seq: number): void {
-    const key = `${endpointId}-${seq}`;
-    this.#settled.add(key);
+    this.#settled.add(keyOf(endpointId, seq));
     bound(this.#settled, this.#max * 2);
   }
 
   /** Whether this process recorded (endpoint, seq) as settled; false: it does not know. */
   isSettled(endpointId: number, seq: number): boolean {
-    return this.#settled.has(`${endpointId}-${seq}`);
+    return this.#settled.has(keyOf(endpointId, seq));
   }
 
   #remember(endpointId: number, event: FeedEvent, previous: number | null | undefined): void {
-    this.#events.set(`${endpointId}-${event.seq}`, { event, previous });
+    this.#events.set(keyOf(endpointId, event.seq), { event, previous });
     bound(this.#events, this.#max);
   }
 }
@@ -147,6 +146,9 @@ const DEFAULT_MAX_HINTS = 5_000;
 
 /** Longest age of the dispatcher's read of an endpoint that a delivery uses instead of its own. */
 export const ENDPOINT_FRESH_MS = 1_000;
+
+/** The key of an event at an endpoint in the maps above. */
+const keyOf = (endpointId: number, seq: number) => `${endpointId}-${seq}`;
 
 /** Drops the oldest entries of `entries` (insertion order) past `max`. */
 function bound(entries: Map<string, unknown> | Set<string>, max: number): void {
