@@ -26,6 +26,11 @@
  * `--timeline FILE` writes every event's seq, commit time (ms since the first commit) and latency
  * as CSV, to tell a stall that delays every event at one moment from a tail spread over the run.
  *
+ * It also prints the whole machine's CPU over the timed part: busy, and stolen by the hypervisor
+ * for other guests (/proc/stat). A virtual machine whose host is busy loses a share of its CPU
+ * time (seen here: 15–30 % for minutes at a time), and the latency of a run then grows with it,
+ * whatever the code: such a run is marked, and runs are compared at a low steal.
+ *
  * Prints p50/p99/max and the counts; exits 1 when an event was lost, doubled or not verified, or
  * p99 ≥ --max-p99 (0: no goal).
  */
@@ -140,6 +145,57 @@ function cpuMs(pid: number | undefined, { mainThread = false } = {}): number | u
   }
 }
 
+/** Steal above which a run's latency is marked as the machine's (docs/performance.md). */
+const STARVED_STEAL_PCT = 5;
+
+/**
+ * The whole machine's CPU time so far, in clock ticks, from /proc/stat (Linux); undefined
+ * elsewhere: `busy` (user, nice, system, irq, softirq), `steal` (time the hypervisor gave this
+ * virtual machine's CPUs to another guest) and `total`. Over the timed part they tell a slow run
+ * on a busy or starved machine from a slow run of the code.
+ */
+function machineCpu(): { busy: number; steal: number; total: number } | undefined {
+  try {
+    const [user, nice, system, idle, iowait, irq, softirq, steal] = readFileSync('/proc/stat', 'utf8')
+      .split('\n', 1)[0]!
+      .trim()
+      .split(/\s+/)
+      .slice(1, 9)
+      .map(Number) as [number, number, number, number, number, number, number, number];
+    const busy = user + nice + system + irq + softirq;
+    return { busy, steal, total: busy + idle + iowait + steal };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Samples the machine's steal every 250 ms from now on; `stop()` gives the worst second's share,
+ * %. Steal comes in bursts, and a burst delays every event in flight at once: a run whose steal
+ * is 1 % on the whole can have a second at 30 %, and its p99 is that second's.
+ */
+function sampleSteal(): { stop(): number | null } {
+  const shares: number[] = [];
+  let last = machineCpu();
+  const timer = setInterval(() => {
+    const now = machineCpu();
+    if (now && last) shares.push((now.steal - last.steal) / Math.max(1, now.total - last.total));
+    last = now;
+  }, 250);
+  return {
+    stop() {
+      clearInterval(timer);
+      if (shares.length === 0) return null;
+      let worst = 0;
+      for (let i = 0; i + 4 <= Math.max(4, shares.length); i++) {
+        const second = shares.slice(i, i + 4);
+        worst = Math.max(worst, second.reduce((a, b) => a + b, 0) / second.length);
+      }
+      return Number((100 * worst).toFixed(1));
+    },
+  };
+}
+
 /** `p` quantile of sorted `values`, nearest rank. */
 const quantile = (sorted: readonly number[], p: number) =>
   sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]!;
@@ -222,6 +278,8 @@ async function bench(): Promise<number> {
     let firstTimedSeq = Number.POSITIVE_INFINITY;
     let workerCpuAtStart = warmupEvents === 0 ? cpuMs(worker.pid) : undefined;
     let loopCpuAtStart = warmupEvents === 0 ? cpuMs(worker.pid, { mainThread: true }) : undefined;
+    let machineAtStart = warmupEvents === 0 ? machineCpu() : undefined;
+    let steal = warmupEvents === 0 ? sampleSteal() : undefined;
     const redisStats = flags['redis-stats'] ? new Redis(redis.url) : undefined;
     if (redisStats && warmupEvents === 0) await redisStats.config('RESETSTAT');
     const write = async (i: number) => {
@@ -229,6 +287,8 @@ async function bench(): Promise<number> {
         firstTimedSeq = (await store.feed.lastSeq()) + 1;
         workerCpuAtStart = cpuMs(worker.pid);
         loopCpuAtStart = cpuMs(worker.pid, { mainThread: true });
+        machineAtStart = machineCpu();
+        steal = sampleSteal();
         if (redisStats && i > 0) void redisStats.config('RESETSTAT');
       }
       const batch = Math.floor(i / (ORDERS * 4));
@@ -279,6 +339,17 @@ async function bench(): Promise<number> {
     }
     const workerCpuAtEnd = cpuMs(worker.pid);
     const loopCpuAtEnd = cpuMs(worker.pid, { mainThread: true });
+    const machineAtEnd = machineCpu();
+    const worstSecondStealPct = steal?.stop() ?? null;
+    const machineShare = (part: 'busy' | 'steal') =>
+      machineAtStart === undefined || machineAtEnd === undefined
+        ? null
+        : Number(
+            (
+              (100 * (machineAtEnd[part] - machineAtStart[part])) /
+              Math.max(1, machineAtEnd.total - machineAtStart.total)
+            ).toFixed(1),
+          );
     shopProcess.send('report');
     const report = await nextMessage<ShopMessage & { kind: 'report' }>(
       shopProcess,
@@ -366,6 +437,11 @@ async function bench(): Promise<number> {
         loopCpuAtStart === undefined || loopCpuAtEnd === undefined
           ? null
           : Number(((loopCpuAtEnd - loopCpuAtStart) / Math.max(1, latencies.length)).toFixed(2)),
+      // The whole machine over the timed part, % of all its CPUs: busy (every process), and
+      // stolen by the hypervisor for other guests (a share above a few % slows every process).
+      machineBusyPct: machineShare('busy'),
+      machineStealPct: machineShare('steal'),
+      machineStealWorstSecondPct: worstSecondStealPct,
       ...(redisCommands ? { redisCommandsPerEvent: redisCommands } : {}),
     };
 
@@ -402,6 +478,10 @@ async function bench(): Promise<number> {
           `${result.workerCpuMsPerEvent ?? '?'} ms (${result.workerLoopCpuMsPerEvent ?? '?'} ms)`,
         ],
         ['load before → after', `${result.loadBefore.join(' ')} → ${result.loadAfter.join(' ')}`],
+        [
+          'machine CPU busy / stolen (timed part; worst second)',
+          `${result.machineBusyPct ?? '?'} % / ${result.machineStealPct ?? '?'} % (${result.machineStealWorstSecondPct ?? '?'} %)`,
+        ],
       ];
       if (redisCommands) {
         const sorted = Object.entries(redisCommands).sort(([, a], [, b]) => b - a);
@@ -411,6 +491,12 @@ async function bench(): Promise<number> {
       for (const [k, v] of rows) console.log(`${k.padEnd(width)}  ${v}`);
     }
     for (const problem of problems) console.error(`FAIL: ${problem}`);
+    if ((result.machineStealWorstSecondPct ?? 0) > STARVED_STEAL_PCT) {
+      console.error(
+        `note: in the timed part's worst second, the hypervisor gave ${result.machineStealWorstSecondPct} % of this machine's CPU time to other guests; ` +
+          "such a run's latency measures the machine more than the code: compare runs at a low steal",
+      );
+    }
     return problems.length === 0 ? 0 : 1;
   } finally {
     // The worker first (SIGTERM: it drains), then the shop.
