@@ -182,6 +182,7 @@ function sampleSteal(): { stop(): number | null } {
     if (now && last) shares.push((now.steal - last.steal) / Math.max(1, now.total - last.total));
     last = now;
   }, 250);
+  timer.unref();
   return {
     stop() {
       clearInterval(timer);
@@ -279,7 +280,7 @@ async function bench(): Promise<number> {
     let workerCpuAtStart = warmupEvents === 0 ? cpuMs(worker.pid) : undefined;
     let loopCpuAtStart = warmupEvents === 0 ? cpuMs(worker.pid, { mainThread: true }) : undefined;
     let machineAtStart = warmupEvents === 0 ? machineCpu() : undefined;
-    let steal = warmupEvents === 0 ? sampleSteal() : undefined;
+    let steal: ReturnType<typeof sampleSteal> | undefined;
     const redisStats = flags['redis-stats'] ? new Redis(redis.url) : undefined;
     if (redisStats && warmupEvents === 0) await redisStats.config('RESETSTAT');
     const write = async (i: number) => {
@@ -288,7 +289,7 @@ async function bench(): Promise<number> {
         workerCpuAtStart = cpuMs(worker.pid);
         loopCpuAtStart = cpuMs(worker.pid, { mainThread: true });
         machineAtStart = machineCpu();
-        steal = sampleSteal();
+        steal ??= sampleSteal();
         if (redisStats && i > 0) void redisStats.config('RESETSTAT');
       }
       const batch = Math.floor(i / (ORDERS * 4));
