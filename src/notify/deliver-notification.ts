@@ -68,7 +68,7 @@ export const notificationId = (seq: number): string => `evt_${seq}`;
  * given up), or undefined: the order's events reach the endpoint one after another. `known`: the
  * earlier event's seq, or null for none, when the dispatcher's hint knows it (delivery-hints.ts).
  */
-async function pendingPredecessor(
+export async function pendingPredecessor(
   deps: DeliverDeps,
   endpoint: NotifyEndpoint,
   event: FeedEvent,
@@ -157,7 +157,8 @@ async function deliverOnce(
   const hint = deps.hints?.take(endpointId, seq);
   const endpoint = deps.hints?.endpoint(endpointId) ?? (await deps.store.endpoints.get(endpointId));
   const event = hint?.event ?? (await deps.store.feed.get(seq));
-  const attempt = job.attemptsMade + 1;
+  // A job given a failed first attempt made by the dispatcher (direct-delivery.ts) counts on from it.
+  const attempt = job.attemptsMade + 1 + (job.data.attemptsBefore ?? 0);
   const attemptOf = (
     outcome: DeliveryOutcome,
     answer: Partial<Pick<NotifyDelivery, 'status' | 'durationMs' | 'error'>>,
@@ -188,8 +189,10 @@ async function deliverOnce(
   // finds the note of it and records it instead of sending again (delivered-records.ts). Only a
   // job run before can have one; the note is looked at before the store, because whoever
   // deletes it has written the record first.
+  // A job without a hint may also be one the dispatcher queued after its own 2xx was noted
+  // (Redis answered the note late: direct-delivery.ts).
   const rerun = job.attemptsStarted > 1 || job.stalledCounter > 0 || job.attemptsMade > 0;
-  const noted = rerun ? await deps.delivered?.find(String(job.id)) : undefined;
+  const noted = rerun || !hint ? await deps.delivered?.find(String(job.id)) : undefined;
   if (noted) {
     await deps.delivered!.settle(String(job.id), noted, event);
     return 'delivered';
@@ -265,7 +268,7 @@ async function deliverOnce(
     deps.logger?.warn({ endpointId, url: endpoint.url }, 'notification endpoint answered 410 Gone: disabled');
     return 'disabled';
   }
-  const last = attempt >= (job.opts.attempts ?? 1);
+  const last = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
   await record(last ? 'gave_up' : 'retrying', answer, requestedAt);
   if (last) await releaseSuccessor(deps, endpointId, seq, event);
   throw new Error(answer.error ?? `the endpoint answered ${answer.status}`);

@@ -2,6 +2,7 @@ import type { Queue } from 'bullmq';
 import { orderRefOf } from '../store/feed.js';
 import type { OrderStore } from '../store/order-store.js';
 import type { DeliveryHints } from './delivery-hints.js';
+import type { DirectDeliveries } from './direct-delivery.js';
 import { matchesEvent } from './event-filter.js';
 import { type NotifyJobData, notifyJobId, notifyJobOptions } from './notify-queue.js';
 
@@ -36,6 +37,7 @@ export async function dispatchNotifications(
     now = Date.now(),
     commit = (write) => write(),
     hints,
+    direct,
   }: {
     retries: number;
     memory?: DispatchMemory;
@@ -48,6 +50,15 @@ export async function dispatchNotifications(
     commit?: (write: () => Promise<void>) => Promise<void>;
     /** Keeps what the pass read for this process's deliveries of its jobs (delivery-hints.ts). */
     hints?: DeliveryHints;
+    /**
+     * The dispatcher's own deliveries (direct-delivery.ts): it takes what it has room for of a
+     * page that is not full, the rest becomes jobs; the cursor is written only up to its first
+     * unsettled event. Events up to `recoverUpTo` are looked up before they are sent.
+     */
+    direct?: {
+      deliveries: Pick<DirectDeliveries, 'take' | 'unsettledFrom'>;
+      recoverUpTo: number;
+    };
   },
 ): Promise<number> {
   let added = 0;
@@ -60,12 +71,12 @@ export async function dispatchNotifications(
     // The stored cursor moves ahead of the remembered one when the endpoint is enabled again.
     let cursor = Math.max(endpoint.cursor, remembered?.cursor ?? 0);
     const persist = async (force: boolean) => {
-      const to = cursor;
+      const to = durableCursor(endpoint.id, cursor, direct?.deliveries);
       if (!memory) return commit(() => store.endpoints.advanceCursor(endpoint.id, to));
       const last = memory.get(endpoint.id);
       if (force || !last || now - last.writtenAt >= CURSOR_WRITE_EVERY_MS) {
         memory.set(endpoint.id, { cursor, writtenAt: now });
-        if (cursor > endpoint.cursor) await commit(() => store.endpoints.advanceCursor(endpoint.id, to));
+        if (to > endpoint.cursor) await commit(() => store.endpoints.advanceCursor(endpoint.id, to));
       } else {
         memory.set(endpoint.id, { cursor, writtenAt: last.writtenAt });
       }
@@ -75,14 +86,21 @@ export async function dispatchNotifications(
       const events = await store.feed.after(cursor, DISPATCH_PAGE);
       if (events.length === 0) break;
       const wanted = events.filter((event) => matchesEvent(endpoint.events, event.type));
-      const jobs = wanted.map((event) => ({
+      // Before the deliveries start (they take the hints), and before the add: a job may start
+      // before addBulk's answer is read. Not for a full page (a backlog): its jobs run long
+      // after, when the hints would have been pushed out.
+      if (events.length < DISPATCH_PAGE) hints?.dispatched(endpoint, events, wanted);
+      // The dispatcher's own deliveries take a page that is not full (a backlog's go to jobs).
+      const queued =
+        direct && events.length < DISPATCH_PAGE
+          ? direct.deliveries.take(endpoint, wanted, direct.recoverUpTo)
+          : wanted;
+      added += wanted.length - queued.length;
+      const jobs = queued.map((event) => ({
         name: `${event.type} ${orderRefOf(event) ?? ''}`.trim(),
         data: { endpointId: endpoint.id, seq: event.seq },
         opts: { ...options, jobId: notifyJobId(endpoint.id, event.seq) },
       }));
-      // Before the add: a job may start before addBulk's answer is read. Not for a full page (a
-      // backlog): its jobs run long after, when the hints would have been pushed out.
-      if (events.length < DISPATCH_PAGE) hints?.dispatched(endpoint, events, wanted);
       if (jobs.length > 0) await queue.addBulk(jobs);
       added += jobs.length;
       cursor = events.at(-1)!.seq;
@@ -91,7 +109,21 @@ export async function dispatchNotifications(
       if (events.length < DISPATCH_PAGE) break;
     }
     // Idle: the cursor in memory is written now if it is ahead of the store's.
-    if (!moved && cursor > endpoint.cursor) await persist(true);
+    if (!moved && durableCursor(endpoint.id, cursor, direct?.deliveries) > endpoint.cursor)
+      await persist(true);
   }
   return added;
+}
+
+/**
+ * The cursor an endpoint may be written with: the dispatcher's, or just before the first event
+ * its own deliveries have not settled yet (a process that dies leaves those to be read again).
+ */
+export function durableCursor(
+  endpointId: number,
+  cursor: number,
+  direct: Pick<DirectDeliveries, 'unsettledFrom'> | undefined,
+): number {
+  const unsettled = direct?.unsettledFrom(endpointId);
+  return unsettled === undefined ? cursor : Math.min(cursor, unsettled - 1);
 }

@@ -2,6 +2,7 @@ import { Queue, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import { Agent } from 'undici';
 import { DEFAULT_QUEUE_PREFIX } from '../queue/webhook-queue.js';
+import { type HeldPassLock, PassLock } from '../reconciler/pass-lock.js';
 import { settlesWithin } from '../shared/deadline.js';
 import { watchedRedis } from '../shared/redis-outage.js';
 import { type NotifyDelivery, SETTLED_OUTCOMES } from '../store/notify-deliveries.js';
@@ -11,7 +12,8 @@ import { GroupCommit } from '../worker/group-commit.js';
 import { type DeliverResult, deliverNotification, releaseSuccessor } from './deliver-notification.js';
 import { DeliveredRecords } from './delivered-records.js';
 import { DeliveryHints } from './delivery-hints.js';
-import { type DispatchMemory, dispatchNotifications } from './dispatcher.js';
+import { DirectDeliveries } from './direct-delivery.js';
+import { type DispatchMemory, dispatchNotifications, durableCursor } from './dispatcher.js';
 import { createNotifyMetrics, type NotifyMetrics } from './notify-metrics.js';
 import { NOTIFY_BACKOFF, NOTIFY_QUEUE, type NotifyJobData } from './notify-queue.js';
 import { RunningDeliveries, WaitMarks } from './order-wait.js';
@@ -36,6 +38,16 @@ export const NOTIFY_MAX_STALLED_COUNT = 10;
  * for its own (src/notify/delivered-records.ts): a few seconds of deliveries at 500/s.
  */
 const DELIVERED_MAX_PENDING = 2_000;
+
+/**
+ * Lifetime of the dispatcher lease without a renewal (renewed every third of it): how long the
+ * notifications wait after their dispatcher's process died before another takes over. A process
+ * that stops gracefully hands it over at once.
+ */
+export const DISPATCH_LEASE_MS = 5_000;
+
+/** How often a process that is not the dispatcher tries to take the lease. */
+const LEASE_TRY_EVERY_MS = 500;
 
 /** Shortest time between two dispatcher passes woken by feed commits (the timer's are apart). */
 const WAKE_MIN_GAP_MS = 5;
@@ -78,6 +90,13 @@ export interface NotifierOptions {
   handOffMaxWaitMs?: number;
   /** How often the dispatcher reads the feed for new events. Default: {@link DEFAULT_NOTIFY_DISPATCH_EVERY_MS}. */
   dispatchEveryMs?: number;
+  /** Lifetime of the dispatcher lease without a renewal. Default: {@link DISPATCH_LEASE_MS}. */
+  dispatchLeaseMs?: number;
+  /**
+   * Whether the dispatcher makes each event's first attempt itself (direct-delivery.ts). Default:
+   * true; false: every delivery is a job (tests of the jobs' own ways use it).
+   */
+  directDeliveries?: boolean;
   /** Lock of a notification job (a dead worker's jobs are taken over after it). Default: BullMQ's 30 s. */
   lockDurationMs?: number;
   /** How often stalled jobs are looked for. Default: BullMQ's 30 s. */
@@ -207,6 +226,41 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
     );
   });
 
+  const direct = new DirectDeliveries({
+    deps,
+    scheduleMs,
+    limit: concurrency,
+    ...(logger ? { logger } : {}),
+  });
+  // One dispatcher at a time among the processes that share the queue: its own deliveries are
+  // not jobs whose ids would make a second dispatcher's a no-op. A holder that dies leaves the
+  // lease to expire; the next holder reads the feed from the stored cursors, which stop before
+  // the events the dead one had not settled, and looks those up before it sends them.
+  const lease = new PassLock(connection, {
+    key: `${queue.qualifiedName}:dispatcher`,
+    ttlMs: options.dispatchLeaseMs ?? DISPATCH_LEASE_MS,
+  });
+  let held: HeldPassLock | undefined;
+  let recoverUpTo = 0;
+  let triedLeaseAt = Number.NEGATIVE_INFINITY;
+  /** Whether this process is the dispatcher now; takes the lease when it is free (at most every LEASE_TRY_EVERY_MS). */
+  const holdLease = async (): Promise<boolean> => {
+    if (held && !held.signal.aborted) return true;
+    if (held) {
+      logger?.warn('the notification dispatcher lease was lost; another process dispatches');
+      held = undefined;
+    }
+    if (performance.now() - triedLeaseAt < LEASE_TRY_EVERY_MS) return false;
+    triedLeaseAt = performance.now();
+    const taken = await lease.acquire();
+    if (!taken) return false;
+    // Another holder may have handled events past the stored cursors: read from those, and
+    // look up every event committed so far before sending it.
+    memory.clear();
+    recoverUpTo = await store.feed.lastSeq();
+    held = taken;
+    return true;
+  };
   const memory: DispatchMemory = new Map();
   const cursorWrites = inFlight();
   let passing: Promise<number> = Promise.resolve(0);
@@ -216,10 +270,12 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
       .catch(() => 0)
       .then(async () => {
         onStart?.();
+        if (stopped || !(await holdLease())) return 0;
         const added = await dispatchNotifications(store, queue, {
           retries: scheduleMs.length,
           memory,
           hints,
+          ...(options.directDeliveries === false ? {} : { direct: { deliveries: direct, recoverUpTo } }),
           // The pass does not wait for its cursor write: a write that failed is only a cursor
           // behind, whose events are added again as a no-op (dispatcher.ts). close() waits for
           // the writes in flight before the last cursor writes.
@@ -320,17 +376,24 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
         await stopWatching();
         clearInterval(deliveredSweep);
         const graceful = await settlesWithin(
-          Promise.all([passing.catch(() => {}), worker.close()])
+          Promise.all([passing.catch(() => {}).then(() => direct.drain()), worker.close()])
             .then(() => recording.settled())
             .then(() => delivered.drain())
             .then(() => groupCommit?.drain())
             .then(() => cursorWrites.settled())
             .then(async () => {
               // The cursors the dispatcher had not written yet (dispatcher.ts, CURSOR_WRITE_EVERY_MS).
-              for (const [id, { cursor }] of memory) await store.endpoints.advanceCursor(id, cursor);
+              // Up to the first event the dispatcher's own deliveries left unsettled.
+              for (const [id, { cursor }] of memory) {
+                await store.endpoints.advanceCursor(id, durableCursor(id, cursor, direct));
+              }
             }),
           closeTimeoutMs,
         );
+        // The lease is handed over: the next process dispatches at once, not once it runs out.
+        // Not awaited (a Redis that does not answer must not hold up the stop): its command goes
+        // out before the connection closes, and its answer comes while the queue closes.
+        void held?.release();
         await settlesWithin(queue.close(), 1_000);
         connection.disconnect();
         notes.disconnect();

@@ -14,6 +14,12 @@ export interface NotifyJobData {
   seq: number;
   /** A replay (`notifications replay`): sent at once, without waiting for the order's earlier events. */
   replay?: boolean;
+  /**
+   * Attempts made before the job, by the dispatcher's own delivery (direct-delivery.ts): 1 when
+   * its first attempt failed. The job's attempts are numbered on from it, and it has that many
+   * fewer.
+   */
+  attemptsBefore?: number;
   /** Times the job has waited for an earlier event of its order. */
   waits?: number;
 }

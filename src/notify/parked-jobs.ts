@@ -43,7 +43,7 @@ export async function recordParkedJob(deps: DeliverDeps, job: Job<NotifyJobData>
       seq,
       type: event?.type ?? latest?.type ?? 'unknown',
       partnerRef: (event && orderRefOf(event)) ?? latest?.partnerRef ?? null,
-      attempt: Math.max(job.attemptsMade, 1),
+      attempt: Math.max(job.attemptsMade, 1) + (job.data.attemptsBefore ?? 0),
       requestedAt: failedAt,
       status: null,
       durationMs: null,

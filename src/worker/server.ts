@@ -223,6 +223,8 @@ export async function startWorkerProcess(
       retryScheduleMs: notify.retryScheduleMs,
       concurrency: notify.concurrency,
       dispatchEveryMs: notify.dispatchEveryMs,
+      directDeliveries: notify.directDeliveries,
+      dispatchLeaseMs: notify.dispatchLeaseMs,
       lockDurationMs: settings.lockDurationMs,
       stalledIntervalMs: settings.stalledIntervalMs,
       ...(logger ? { logger } : {}),

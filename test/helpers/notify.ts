@@ -34,7 +34,7 @@ export function verifyNotification(secret: string, delivery: WebhookDelivery): N
 }
 
 /** The feed seq a delivery carries (`webhook-id: evt_<seq>`). */
-export function seqOf(delivery: WebhookDelivery): number {
+export function seqOf(delivery: Pick<WebhookDelivery, 'headers'>): number {
   const id = delivery.headers['webhook-id'];
   assert.equal(typeof id, 'string');
   return Number((id as string).replace(/^evt_/, ''));
@@ -53,6 +53,8 @@ export function crashTestWorkerEnv(redisUrl: string, dbPath: string): Record<str
     H2H_NOTIFY_TIMEOUT_MS: '60000',
     H2H_NOTIFY_RETRY_S: '0.05,0.1,0.2,0.5',
     H2H_NOTIFY_DISPATCH_EVERY_MS: '20',
+    // A killed worker's successor takes over the dispatcher after at most a second.
+    H2H_NOTIFY_LEASE_MS: '1000',
     H2H_WORKER_LOCK_DURATION_MS: '1000',
     H2H_WORKER_STALLED_INTERVAL_MS: '250',
   };
@@ -71,6 +73,7 @@ export async function startTestNotifier(
     retryScheduleMs: [50, 100, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200],
     lockDurationMs: 1_000,
     stalledIntervalMs: 250,
+    dispatchLeaseMs: 1_000,
     ...options,
   });
   t.after(() => notifier.close({ timeoutMs: 5_000 }));

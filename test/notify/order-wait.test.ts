@@ -84,7 +84,14 @@ function versionsByRef(secret: string, deliveries: Parameters<typeof verifyNotif
 
 test('the later events of an order await the earlier one delivered by the same process: in sequence, none moved to delayed', async (t) => {
   const { scope, redis, store, first, sink, secret, endpoint, prefix, queue } = await shopHoldingFirst(t);
-  await startTestNotifier(scope, { store, redisUrl: redis.url, prefix, concurrency: 10 });
+  // Every delivery a job (H2H_NOTIFY_DIRECT=false), as a retry or a backlog's are.
+  await startTestNotifier(scope, {
+    store,
+    redisUrl: redis.url,
+    prefix,
+    concurrency: 10,
+    directDeliveries: false,
+  });
 
   await liveOrder(store, 'H-1'); // seq 1-4
   await sink.waitForDeliveries(() => true, 1);
@@ -176,7 +183,8 @@ test('a worker killed while the later events of an order await the earlier one l
   const secret = generateEndpointSecret();
   const endpoint = await store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
   const { queue } = queueOf(scope, redis.url, DEFAULT_QUEUE_PREFIX);
-  const env = crashTestWorkerEnv(redis.url, dbPath);
+  // Every delivery a job: the dispatcher's own deliveries have their test in direct-delivery.test.ts.
+  const env = { ...crashTestWorkerEnv(redis.url, dbPath), H2H_NOTIFY_DIRECT: 'false' };
 
   const { child } = await spawnWorker(scope, env);
   await liveOrder(store, 'X-1'); // seq 1-4
@@ -257,7 +265,7 @@ test('a job whose event is already recorded delivered sends nothing again (a run
   });
   const prefix = `t-${randomUUID()}`;
   const { queue } = queueOf(scope, redis.url, prefix);
-  await startTestNotifier(scope, { store, redisUrl: redis.url, prefix });
+  await startTestNotifier(scope, { store, redisUrl: redis.url, prefix, directDeliveries: false });
   const delivered = await sink.waitForDeliveries((d) => d.answer === 200, 3);
   assert.deepEqual(delivered.map(seqOf), [2, 3, 4]);
   const job = await completedJob(queue, notifyJobId(endpoint.id, 1), 'the job of event 1 completed');

@@ -1,0 +1,265 @@
+import type { Logger } from 'pino';
+import { type FeedEvent, orderRefOf } from '../store/feed.js';
+import type { DeliveryOutcome, NotifyDelivery } from '../store/notify-deliveries.js';
+import { type NotifyEndpoint, signingSecrets } from '../store/notify-endpoints.js';
+import {
+  type DeliverDeps,
+  notificationBody,
+  notificationId,
+  pendingPredecessor,
+  releaseSuccessor,
+} from './deliver-notification.js';
+import { type NotifyJobData, notifyJobId, notifyJobOptions } from './notify-queue.js';
+import { retryDelayMs } from './retry-schedule.js';
+import { signNotification } from './signature.js';
+
+/**
+ * The dispatcher's own deliveries (docs/performance.md, "Notifications"): the first attempt at an
+ * event the dispatcher has just read is made by the dispatcher's process at once, without a
+ * BullMQ job. A job costs three Lua scripts and some forty Redis commands (add, take, complete),
+ * and at 500 events/s those were a third of the worker's CPU; the machine ran at three quarters
+ * of its two cores and the tail of the latency grew with every other load on it.
+ *
+ * Jobs stay for everything but the first attempt of the happy path:
+ * - a failed first attempt is recorded and becomes a job that retries on the schedule (its
+ *   attempts counted on from the first: {@link NotifyJobData.attemptsBefore});
+ * - an event whose order has an earlier event still on its way somewhere else (a job retrying
+ *   it, another process) becomes a job at once, which waits for it (order-wait.ts); and so do the
+ *   order's later events behind it;
+ * - past `limit` deliveries in flight, and for a backlog's full pages, the dispatcher adds jobs
+ *   as before (dispatcher.ts).
+ *
+ * Nothing is lost. A delivery answered 2xx is noted in Redis and recorded like a job's
+ * (delivered-records.ts). The dispatcher writes an endpoint's cursor only up to the first event
+ * whose delivery here has not settled yet ({@link unsettledFrom}), so a process that dies
+ * mid-delivery leaves the cursor before it, and the next holder of the dispatcher lease
+ * (notifier.ts) reads those events again. It looks each of them up first
+ * (`recoverUpTo`: recorded, noted, or a job of its own): only one whose POST had no answer yet
+ * is sent again, which receivers dedupe on `webhook-id`.
+ */
+
+/** What became of an event taken here; the order's next event goes at once only after `settled`. */
+type Ending = 'settled' | 'queued';
+
+/** Pause before adding a job again after Redis refused it. */
+const QUEUE_RETRY_MS = 1_000;
+
+export interface DirectDeliveriesOptions {
+  deps: DeliverDeps;
+  /** The retry schedule, ms; its length is the number of retries. */
+  scheduleMs: readonly number[];
+  /** Deliveries in flight at once (the notifier's concurrency); past it events go to jobs. */
+  limit: number;
+  logger?: Logger;
+}
+
+export class DirectDeliveries {
+  readonly #deps: DeliverDeps;
+  readonly #scheduleMs: readonly number[];
+  readonly #limit: number;
+  readonly #logger: Logger | undefined;
+  /** The last event taken of each order at each endpoint (`<endpoint>:<ref>`) and how it ended. */
+  readonly #chains = new Map<string, Promise<Ending>>();
+  /** The events taken and not settled yet, by endpoint. */
+  readonly #unsettled = new Map<number, Set<number>>();
+  readonly #running = new Set<Promise<Ending>>();
+  #closing = false;
+
+  constructor(options: DirectDeliveriesOptions) {
+    this.#deps = options.deps;
+    this.#scheduleMs = options.scheduleMs;
+    this.#limit = options.limit;
+    this.#logger = options.logger;
+  }
+
+  /** Deliveries taken and not ended yet. */
+  get inFlight(): number {
+    return this.#running.size;
+  }
+
+  /**
+   * Takes as many of `events` (read by the dispatcher in feed order, wanted by `endpoint`) as
+   * there are free places, and starts delivering them; returns the rest, for jobs. Events up to
+   * `recoverUpTo` may have been delivered by a process that held the lease before: each is
+   * looked up before it is sent.
+   */
+  take(endpoint: NotifyEndpoint, events: readonly FeedEvent[], recoverUpTo: number): FeedEvent[] {
+    // An event on its way here already (read again after this process took the lease back) is
+    // left to that delivery.
+    const unsettled = this.#unsettled.get(endpoint.id);
+    const fresh = unsettled ? events.filter((event) => !unsettled.has(event.seq)) : events;
+    const free = this.#closing ? 0 : Math.max(0, this.#limit - this.#running.size);
+    for (const event of fresh.slice(0, free)) this.#start(endpoint, event, event.seq <= recoverUpTo);
+    return fresh.slice(free);
+  }
+
+  /**
+   * The first event taken for the endpoint whose delivery has not settled here, or undefined: the
+   * dispatcher writes the endpoint's cursor only up to just before it.
+   */
+  unsettledFrom(endpointId: number): number | undefined {
+    const seqs = this.#unsettled.get(endpointId);
+    if (!seqs || seqs.size === 0) return undefined;
+    let first = Number.POSITIVE_INFINITY;
+    for (const seq of seqs) first = Math.min(first, seq);
+    return first;
+  }
+
+  /** Takes nothing more and waits for the deliveries in flight (each bounded by the POST's timeout). */
+  async drain(): Promise<void> {
+    this.#closing = true;
+    while (this.#running.size > 0) await Promise.all(this.#running);
+  }
+
+  #start(endpoint: NotifyEndpoint, event: FeedEvent, recovering: boolean): void {
+    const deps = this.#deps;
+    const ref = orderRefOf(event);
+    const chainKey = ref === undefined ? undefined : `${endpoint.id}:${ref}`;
+    const before = chainKey === undefined ? undefined : this.#chains.get(chainKey);
+    const unsettled = this.#unsettled.get(endpoint.id) ?? new Set<number>();
+    this.#unsettled.set(endpoint.id, unsettled.add(event.seq));
+    const ended = deps.running.start(endpoint.id, event.seq);
+    const run = (async (): Promise<Ending> => {
+      try {
+        // The order's earlier event taken here goes first; if it went to a job, so does this one.
+        if ((await before) === 'queued') return await this.#queue(endpoint.id, event, 0);
+        return await this.#deliver(endpoint, event, recovering);
+      } catch (err) {
+        this.#logger?.warn(
+          { err, endpointId: endpoint.id, seq: event.seq },
+          'a notification could not be delivered at once; it goes to the queue',
+        );
+        return await this.#queue(endpoint.id, event, 0);
+      } finally {
+        ended();
+      }
+    })();
+    // A run that neither settled nor queued its event (Redis refused the job while the notifier
+    // closed) leaves it unsettled: the cursor stays before it, and the next start reads it again.
+    const kept = run.then(
+      (ending) => {
+        unsettled.delete(event.seq);
+        return ending;
+      },
+      (): Ending => 'queued',
+    );
+    this.#running.add(kept);
+    if (chainKey !== undefined) this.#chains.set(chainKey, kept);
+    void kept.then(() => {
+      this.#running.delete(kept);
+      if (chainKey !== undefined && this.#chains.get(chainKey) === kept) this.#chains.delete(chainKey);
+    });
+  }
+
+  async #deliver(endpoint: NotifyEndpoint, event: FeedEvent, recovering: boolean): Promise<Ending> {
+    const deps = this.#deps;
+    const { seq } = event;
+    const hint = deps.hints?.take(endpoint.id, seq);
+    if (recovering && (await this.#handledBefore(endpoint.id, seq))) return 'settled';
+    // The order's previous event at the endpoint (taken here and settled: noted, no I/O; or
+    // anywhere else, such as a job retrying it, or over the limit) must be settled first.
+    if ((await pendingPredecessor(deps, endpoint, event, hint?.previous)) !== undefined) {
+      return this.#queue(endpoint.id, event, 0);
+    }
+
+    const body = notificationBody(event);
+    const requestedAt = deps.now();
+    const headers = signNotification(
+      signingSecrets(endpoint, requestedAt),
+      notificationId(seq),
+      Math.floor(requestedAt / 1000),
+      body,
+    );
+    const answer = await deps.post(endpoint.url, { ...headers }, body);
+    const attempt = (outcome: DeliveryOutcome): Omit<NotifyDelivery, 'id'> => ({
+      endpointId: endpoint.id,
+      seq,
+      type: event.type,
+      partnerRef: orderRefOf(event) ?? null,
+      attempt: 1,
+      requestedAt,
+      status: answer.status ?? null,
+      durationMs: answer.durationMs ?? null,
+      error: answer.error ?? null,
+      outcome,
+    });
+    const record = async (outcome: DeliveryOutcome) => {
+      await (deps.record ? deps.record(attempt(outcome)) : deps.store.deliveries.record(attempt(outcome)));
+      deps.metrics.countDelivery(outcome, answer.durationMs ?? null);
+    };
+
+    if (answer.status !== null && answer.status >= 200 && answer.status < 300) {
+      if (deps.delivered) {
+        await deps.delivered.add(notifyJobId(endpoint.id, seq), attempt('delivered'), event);
+        deps.metrics.countDelivery('delivered', answer.durationMs ?? null);
+      } else {
+        await record('delivered');
+        await releaseSuccessor(deps, endpoint.id, seq, event);
+      }
+      return 'settled';
+    }
+    if (answer.status === 410) {
+      await record('disabled');
+      await deps.store.endpoints.disable(endpoint.id, `answered 410 Gone to ${notificationId(seq)}`);
+      deps.hints?.forgetEndpoint(endpoint.id);
+      deps.logger?.warn(
+        { endpointId: endpoint.id, url: endpoint.url },
+        'notification endpoint answered 410 Gone: disabled',
+      );
+      // The order's later events go to jobs, which find the endpoint disabled.
+      return 'queued';
+    }
+    if (this.#scheduleMs.length === 0) {
+      await record('gave_up');
+      await releaseSuccessor(deps, endpoint.id, seq, event);
+      return 'settled';
+    }
+    await record('retrying');
+    return this.#queue(endpoint.id, event, 1);
+  }
+
+  /**
+   * Whether a process that held the lease before handled the event already: recorded as settled,
+   * noted as delivered (its record not written yet), or given to a job of its own.
+   */
+  async #handledBefore(endpointId: number, seq: number): Promise<boolean> {
+    const deps = this.#deps;
+    if (await deps.store.deliveries.isSettled(endpointId, seq)) return true;
+    if ((await deps.delivered?.find(notifyJobId(endpointId, seq))) !== undefined) return true;
+    return (await deps.queue.getJob(notifyJobId(endpointId, seq))) !== undefined;
+  }
+
+  /**
+   * Gives the event to a job: after `attemptsBefore` attempts made here (1: the first failed; it
+   * is retried on the schedule), or none (it waits for its order's earlier event). Tries again
+   * while Redis refuses, until the notifier closes: the event meanwhile holds its endpoint's
+   * cursor, so a process that dies with it unqueued leaves it to the next holder.
+   */
+  async #queue(endpointId: number, event: FeedEvent, attemptsBefore: 0 | 1): Promise<Ending> {
+    const retries = this.#scheduleMs.length - attemptsBefore;
+    const data: NotifyJobData = {
+      endpointId,
+      seq: event.seq,
+      ...(attemptsBefore > 0 ? { attemptsBefore } : {}),
+    };
+    const name = `${event.type} ${orderRefOf(event) ?? ''}`.trim();
+    const opts = {
+      ...notifyJobOptions(retries),
+      jobId: notifyJobId(endpointId, event.seq),
+      ...(attemptsBefore > 0 ? { delay: retryDelayMs(attemptsBefore, this.#scheduleMs) } : {}),
+    };
+    for (;;) {
+      try {
+        await this.#deps.queue.add(name, data, opts);
+        return 'queued';
+      } catch (err) {
+        if (this.#closing) throw err;
+        this.#logger?.warn(
+          { err, endpointId, seq: event.seq },
+          'could not queue a notification; trying again',
+        );
+        await new Promise((resolve) => setTimeout(resolve, QUEUE_RETRY_MS));
+      }
+    }
+  }
+}
