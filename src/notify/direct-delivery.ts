@@ -84,13 +84,14 @@ export class DirectDeliveries {
    * looked up before it is sent.
    */
   take(endpoint: NotifyEndpoint, events: readonly FeedEvent[], recoverUpTo: number): FeedEvent[] {
-    // An event on its way here already (read again after this process took the lease back) is
-    // left to that delivery.
-    const unsettled = this.#unsettled.get(endpoint.id);
-    const fresh = unsettled ? events.filter((event) => !unsettled.has(event.seq)) : events;
     const free = this.#closing ? 0 : Math.max(0, this.#limit - this.#running.size);
-    for (const event of fresh.slice(0, free)) this.#start(endpoint, event, event.seq <= recoverUpTo);
-    return fresh.slice(free);
+    for (const event of events.slice(0, free)) this.#start(endpoint, event, event.seq <= recoverUpTo);
+    return events.slice(free);
+  }
+
+  /** Whether the endpoint's event `seq` was taken here and its delivery has not settled. */
+  isUnsettled(endpointId: number, seq: number): boolean {
+    return this.#unsettled.get(endpointId)?.has(seq) ?? false;
   }
 
   /**
@@ -122,8 +123,9 @@ export class DirectDeliveries {
     const run = (async (): Promise<Ending> => {
       try {
         // The order's earlier event taken here goes first; if it went to a job, so does this one.
-        if ((await before) === 'queued') return await this.#queue(endpoint.id, event, 0);
-        return await this.#deliver(endpoint, event, recovering);
+        // So does one whose turn comes while the notifier closes: it waits for no more POSTs.
+        if ((await before) === 'queued' || this.#closing) return await this.#queue(endpoint.id, event, 0);
+        return await this.#deliver(endpoint.id, event, recovering);
       } catch (err) {
         this.#logger?.warn(
           { err, endpointId: endpoint.id, seq: event.seq },
@@ -151,11 +153,30 @@ export class DirectDeliveries {
     });
   }
 
-  async #deliver(endpoint: NotifyEndpoint, event: FeedEvent, recovering: boolean): Promise<Ending> {
+  async #deliver(endpointId: number, event: FeedEvent, recovering: boolean): Promise<Ending> {
     const deps = this.#deps;
     const { seq } = event;
-    const hint = deps.hints?.take(endpoint.id, seq);
-    if (recovering && (await this.#handledBefore(endpoint.id, seq))) return 'settled';
+    const hint = deps.hints?.take(endpointId, seq);
+    if (recovering && (await this.#handledBefore(endpointId, seq))) return 'settled';
+    // As of now, not as the pass read it: the event may have waited for an earlier one of its
+    // order, meanwhile the endpoint may have answered 410 or been disabled (delivery-hints.ts).
+    const endpoint = deps.hints?.endpoint(endpointId) ?? (await deps.store.endpoints.get(endpointId));
+    if (!endpoint || endpoint.disabledAt !== null) {
+      await (deps.record ?? ((a) => deps.store.deliveries.record(a)))({
+        endpointId,
+        seq,
+        type: event.type,
+        partnerRef: orderRefOf(event) ?? null,
+        attempt: 1,
+        requestedAt: deps.now(),
+        status: null,
+        durationMs: null,
+        error: 'the endpoint is disabled',
+        outcome: 'skipped',
+      });
+      deps.metrics.countDelivery('skipped', null);
+      return 'settled';
+    }
     // The order's previous event at the endpoint (taken here and settled: noted, no I/O; or
     // anywhere else, such as a job retrying it, or over the limit) must be settled first.
     if ((await pendingPredecessor(deps, endpoint, event, hint?.previous)) !== undefined) {
@@ -194,7 +215,7 @@ export class DirectDeliveries {
         deps.metrics.countDelivery('delivered', answer.durationMs ?? null);
       } else {
         await record('delivered');
-        await releaseSuccessor(deps, endpoint.id, seq, event);
+        await this.#releaseSuccessor(endpoint.id, event);
       }
       return 'settled';
     }
@@ -211,11 +232,27 @@ export class DirectDeliveries {
     }
     if (this.#scheduleMs.length === 0) {
       await record('gave_up');
-      await releaseSuccessor(deps, endpoint.id, seq, event);
+      await this.#releaseSuccessor(endpoint.id, event);
       return 'settled';
     }
-    await record('retrying');
+    // The attempt was made: whatever happens to its record, the job goes on from attempt 2.
+    await record('retrying').catch((err) =>
+      this.#logger?.warn(
+        { err, endpointId: endpoint.id, seq },
+        'could not record a failed notification attempt',
+      ),
+    );
     return this.#queue(endpoint.id, event, 1);
+  }
+
+  /** Wakes a job waiting for this settled event; a failure only leaves it to its own delay. */
+  async #releaseSuccessor(endpointId: number, event: FeedEvent): Promise<void> {
+    await releaseSuccessor(this.#deps, endpointId, event.seq, event).catch((err) =>
+      this.#logger?.warn(
+        { err, endpointId, seq: event.seq },
+        'could not wake the next notification of an order',
+      ),
+    );
   }
 
   /**

@@ -1,5 +1,5 @@
 import type { Queue } from 'bullmq';
-import { orderRefOf } from '../store/feed.js';
+import { type FeedEvent, orderRefOf } from '../store/feed.js';
 import type { OrderStore } from '../store/order-store.js';
 import type { DeliveryHints } from './delivery-hints.js';
 import type { DirectDeliveries } from './direct-delivery.js';
@@ -38,6 +38,7 @@ export async function dispatchNotifications(
     commit = (write) => write(),
     hints,
     direct,
+    valid = () => true,
   }: {
     retries: number;
     memory?: DispatchMemory;
@@ -56,9 +57,14 @@ export async function dispatchNotifications(
      * unsettled event. Events up to `recoverUpTo` are looked up before they are sent.
      */
     direct?: {
-      deliveries: Pick<DirectDeliveries, 'take' | 'unsettledFrom'>;
+      deliveries: Pick<DirectDeliveries, 'take' | 'unsettledFrom' | 'isUnsettled'>;
       recoverUpTo: number;
     };
+    /**
+     * Whether the pass may go on, looked at before each page (the notifier's lease still surely
+     * held): a pass held up past it stops, its cursors where they were.
+     */
+    valid?: () => boolean;
   },
 ): Promise<number> {
   let added = 0;
@@ -83,13 +89,25 @@ export async function dispatchNotifications(
     };
     let moved = false;
     for (;;) {
+      if (!valid()) return added;
       const events = await store.feed.after(cursor, DISPATCH_PAGE);
       if (events.length === 0) break;
-      const wanted = events.filter((event) => matchesEvent(endpoint.events, event.type));
+      // An event this process is delivering itself already (read again after it took the lease
+      // back) is left to that delivery.
+      const wanted = events.filter(
+        (event) =>
+          matchesEvent(endpoint.events, event.type) &&
+          !direct?.deliveries.isUnsettled(endpoint.id, event.seq),
+      );
       // Before the deliveries start (they take the hints), and before the add: a job may start
       // before addBulk's answer is read. Not for a full page (a backlog): its jobs run long
-      // after, when the hints would have been pushed out.
-      if (events.length < DISPATCH_PAGE) hints?.dispatched(endpoint, events, wanted);
+      // after, when the hints would have been pushed out. Not for events another holder of the
+      // lease may have handled (up to `recoverUpTo`): without a hint, their jobs look for a note
+      // of an earlier 2xx (deliver-notification.ts).
+      if (events.length < DISPATCH_PAGE) {
+        const recovered = (event: FeedEvent) => event.seq > (direct?.recoverUpTo ?? 0);
+        hints?.dispatched(endpoint, events.filter(recovered), wanted.filter(recovered));
+      }
       // The dispatcher's own deliveries take a page that is not full (a backlog's go to jobs).
       const queued =
         direct && events.length < DISPATCH_PAGE

@@ -15,11 +15,11 @@ import { DeliveryHints } from './delivery-hints.js';
 import { DirectDeliveries } from './direct-delivery.js';
 import { type DispatchMemory, dispatchNotifications, durableCursor } from './dispatcher.js';
 import { createNotifyMetrics, type NotifyMetrics } from './notify-metrics.js';
-import { NOTIFY_BACKOFF, NOTIFY_QUEUE, type NotifyJobData } from './notify-queue.js';
+import { NOTIFY_QUEUE, type NotifyJobData } from './notify-queue.js';
 import { RunningDeliveries, WaitMarks } from './order-wait.js';
 import { recordParkedJob, sweepParkedJobs } from './parked-jobs.js';
 import { DEFAULT_NOTIFY_TIMEOUT_MS, postNotification } from './post-notification.js';
-import { DEFAULT_NOTIFY_RETRY_S, retryDelayMs } from './retry-schedule.js';
+import { DEFAULT_NOTIFY_RETRY_S, notifyBackoff } from './retry-schedule.js';
 
 /** Default of {@link NotifierOptions.concurrency}. */
 export const DEFAULT_NOTIFY_CONCURRENCY = 20;
@@ -202,8 +202,7 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
       ...(options.lockDurationMs ? { lockDuration: options.lockDurationMs } : {}),
       ...(options.stalledIntervalMs ? { stalledInterval: options.stalledIntervalMs } : {}),
       settings: {
-        backoffStrategy: (attemptsMade, type) =>
-          type === NOTIFY_BACKOFF ? retryDelayMs(attemptsMade, scheduleMs) : 0,
+        backoffStrategy: notifyBackoff(scheduleMs),
       },
     },
   );
@@ -236,30 +235,43 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
   // not jobs whose ids would make a second dispatcher's a no-op. A holder that dies leaves the
   // lease to expire; the next holder reads the feed from the stored cursors, which stop before
   // the events the dead one had not settled, and looks those up before it sends them.
-  const lease = new PassLock(connection, {
-    key: `${queue.qualifiedName}:dispatcher`,
-    ttlMs: options.dispatchLeaseMs ?? DISPATCH_LEASE_MS,
-  });
+  const leaseMs = options.dispatchLeaseMs ?? DISPATCH_LEASE_MS;
+  const lease = new PassLock(connection, { key: `${queue.qualifiedName}:dispatcher`, ttlMs: leaseMs });
+  // A pass stops sending once the lease is this close to running out without a renewal.
+  const leaseMarginMs = Math.round(leaseMs / 5);
   let held: HeldPassLock | undefined;
   let recoverUpTo = 0;
   let triedLeaseAt = Number.NEGATIVE_INFINITY;
-  /** Whether this process is the dispatcher now; takes the lease when it is free (at most every LEASE_TRY_EVERY_MS). */
+  /**
+   * Whether this process may dispatch now: it holds the lease, surely (its last renewal, counted
+   * from when it was sent, is more than a margin within the TTL: a renewal Redis has not
+   * answered does not count). Takes the lease when it is free, at most every LEASE_TRY_EVERY_MS.
+   */
+  const mayDispatch = (): boolean =>
+    held !== undefined && !held.signal.aborted && Date.now() < held.validUntil - leaseMarginMs;
   const holdLease = async (): Promise<boolean> => {
-    if (held && !held.signal.aborted) return true;
+    if (held && !held.signal.aborted) return mayDispatch();
     if (held) {
       logger?.warn('the notification dispatcher lease was lost; another process dispatches');
+      void held.release();
       held = undefined;
     }
     if (performance.now() - triedLeaseAt < LEASE_TRY_EVERY_MS) return false;
     triedLeaseAt = performance.now();
     const taken = await lease.acquire();
     if (!taken) return false;
-    // Another holder may have handled events past the stored cursors: read from those, and
-    // look up every event committed so far before sending it.
+    try {
+      // Another holder may have handled events past the stored cursors: read from those, and
+      // look up every event committed so far before sending it.
+      recoverUpTo = await store.feed.lastSeq();
+    } catch (error) {
+      // Not held, not left to renew itself: the next try takes it again.
+      await taken.release();
+      throw error;
+    }
     memory.clear();
-    recoverUpTo = await store.feed.lastSeq();
     held = taken;
-    return true;
+    return mayDispatch();
   };
   const memory: DispatchMemory = new Map();
   const cursorWrites = inFlight();
@@ -275,6 +287,8 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
           retries: scheduleMs.length,
           memory,
           hints,
+          // Looked at again before each page: a pass held up past the lease stops there.
+          valid: mayDispatch,
           ...(options.directDeliveries === false ? {} : { direct: { deliveries: direct, recoverUpTo } }),
           // The pass does not wait for its cursor write: a write that failed is only a cursor
           // behind, whose events are added again as a no-op (dispatcher.ts). close() waits for
@@ -392,8 +406,10 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
         );
         // The lease is handed over: the next process dispatches at once, not once it runs out.
         // Not awaited (a Redis that does not answer must not hold up the stop): its command goes
-        // out before the connection closes, and its answer comes while the queue closes.
-        void held?.release();
+        // out before the connection closes, and its answer comes while the queue closes. Not
+        // after a stop that gave up waiting: deliveries may still be on their way, and the next
+        // holder would send them again; the lease runs out instead.
+        if (graceful) void held?.release();
         await settlesWithin(queue.close(), 1_000);
         connection.disconnect();
         notes.disconnect();

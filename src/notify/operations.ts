@@ -206,7 +206,9 @@ export async function retryFailedNotifications(
   for (const failed of await failedNotifications(store, filter)) {
     const id = notifyJobId(failed.endpointId, failed.seq);
     const job = await queue.getJob(id);
-    if (job && (await job.isFailed())) {
+    // A job that took over from the dispatcher's first attempt (attemptsBefore) has one attempt
+    // fewer and numbers them on: a retry from the first attempt is a new job.
+    if (job && (await job.isFailed()) && !job.data.attemptsBefore) {
       await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
       ids.push(id);
       continue;

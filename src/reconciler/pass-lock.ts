@@ -20,6 +20,12 @@ export interface HeldPassLock {
   readonly token: string;
   /** Aborts when the lock is lost (it expired before a renewal got through). */
   readonly signal: AbortSignal;
+  /**
+   * Until when (`Date.now()` ms) the lock is surely ours: the last successful renewal (or the
+   * acquisition), counted from when it was sent, plus the TTL. Past it another process may hold
+   * it although {@link signal} has not aborted yet (a renewal that Redis has not answered).
+   */
+  readonly validUntil: number;
   /** Stops renewing and deletes the lock if it is still ours. Safe to call twice. */
   release(): Promise<void>;
 }
@@ -61,16 +67,19 @@ export class PassLock {
   /** Takes the lock if it is free; undefined when another pass holds it. */
   async acquire(): Promise<HeldPassLock | undefined> {
     const token = `${hostname()}:${process.pid}:${randomUUID()}`;
+
+    const sentAt = Date.now();
     const set = await this.#redis.set(this.key, token, 'PX', this.ttlMs, 'NX');
     if (set !== 'OK') return undefined;
 
     const controller = new AbortController();
-    let renewedAt = Date.now();
+    let renewedAt = sentAt;
     let released = false;
     const renew = async () => {
+      const renewSentAt = Date.now();
       try {
         const ok = await this.#redis.eval(RENEW_SCRIPT, 1, this.key, token, String(this.ttlMs));
-        if (ok === 1) renewedAt = Date.now();
+        if (ok === 1) renewedAt = renewSentAt;
         else controller.abort(new Error(`the pass lock ${this.key} was taken over`));
       } catch (error) {
         // Redis unreachable for a moment: the lock may still be ours until its TTL runs out.
@@ -85,9 +94,13 @@ export class PassLock {
     );
     timer.unref();
 
+    const ttlMs = this.ttlMs;
     return {
       token,
       signal: controller.signal,
+      get validUntil() {
+        return renewedAt + ttlMs;
+      },
       release: async () => {
         if (released) return;
         released = true;

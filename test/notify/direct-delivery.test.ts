@@ -20,6 +20,7 @@ import {
   startTestNotifier,
   verifyNotification,
 } from '../helpers/notify.js';
+import { freezableProxy } from '../helpers/receiver.js';
 import { privateRedis } from '../helpers/redis.js';
 import { tempStore } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
@@ -222,17 +223,55 @@ test('the dispatcher writes an endpoint’s cursor only up to the first event it
   const cursor = async () => (await store.endpoints.get(endpoint.id))!.cursor;
 
   await liveOrder(store, 'C-1'); // seq 1-4
-  assert.equal(
-    await dispatchNotifications(store, queue, { retries: 1, direct: { deliveries: direct, recoverUpTo: 0 } }),
-    4,
-  );
+  // The notifier's way: the cursor in memory, written to the store (dispatcher.ts).
+  const memory = new Map();
+  const pass = () =>
+    dispatchNotifications(store, queue, {
+      retries: 1,
+      memory,
+      direct: { deliveries: direct, recoverUpTo: 0 },
+    });
+  assert.equal(await pass(), 4, 'four events taken');
   await sink.waitForDeliveries(() => true, 1);
+  await pass();
   assert.equal(await cursor(), 0, 'event 1 is unanswered: a process dying now must read it again');
 
   answer();
   const delivered = await sink.waitForDeliveries((d) => d.answer === 200, 4);
   assert.deepEqual(delivered.map(seqOf), [1, 2, 3, 4]);
-  await direct.drain();
-  await dispatchNotifications(store, queue, { retries: 1, direct: { deliveries: direct, recoverUpTo: 0 } });
+  await waitFor(() => direct.inFlight === 0, { message: 'the four settled' });
+  assert.equal(await pass(), 0, 'nothing new');
   assert.equal(await cursor(), 4, 'all four settled: the cursor moves past them');
+  await direct.drain();
+});
+
+test('a dispatcher cut off from Redis stops sending once its lease may have run out: the one that took over sends each event once', async (t) => {
+  const { scope, redis, store, sink } = await notifySetup(t);
+  const prefix = `t-${randomUUID()}`;
+  const proxy = await freezableProxy(scope, redis);
+  // The first notifier reaches Redis through the proxy; the test helper's lease is 1 s.
+  await startTestNotifier(scope, { store, redisUrl: proxy.url, prefix });
+  await liveOrder(store, 'Z-1'); // seq 1-4
+  await sink.waitForDeliveries((d) => d.answer === 200, 4);
+  const { queue, connection } = queueAndConnection(scope, redis.url, prefix);
+  const leaseKey = `${queue.qualifiedName}:dispatcher`;
+  const firstHolder = await connection.get(leaseKey);
+  assert.ok(firstHolder, 'the first notifier holds the lease');
+  await startTestNotifier(scope, { store, redisUrl: redis.url, prefix });
+
+  // Its Redis stops answering: its renewals hang, neither failing nor succeeding.
+  proxy.freeze();
+  await waitFor(
+    async () => {
+      const holder = await connection.get(leaseKey);
+      return holder !== null && holder !== firstHolder;
+    },
+    { message: 'the second notifier took the lease once it ran out' },
+  );
+  await liveOrder(store, 'Z-2'); // seq 5-8
+  await liveOrder(store, 'Z-3'); // seq 9-12
+  await waitFor(() => new Set(sink.deliveries.map(seqOf)).size === 12, { message: 'events 1-12 received' });
+  await liveOrder(store, 'Z-4'); // seq 13-16: a double of 5-12 would have come by now
+  await waitFor(() => new Set(sink.deliveries.map(seqOf)).size === 16, { message: 'events 13-16 received' });
+  assert.equal(sink.deliveries.length, 16, 'no event sent by both notifiers');
 });
