@@ -63,6 +63,23 @@ export function notificationBody(event: FeedEvent): string {
 /** The message id of an event, the same on every attempt and replay: receivers dedupe on it. */
 export const notificationId = (seq: number): string => `evt_${seq}`;
 
+/** Signs the event's body with the endpoint's secrets and POSTs it: the answer, and when it was sent. */
+export async function sendNotification(
+  deps: Pick<DeliverDeps, 'now' | 'post'>,
+  endpoint: NotifyEndpoint,
+  event: FeedEvent,
+): Promise<{ requestedAt: number; answer: PostResult }> {
+  const body = notificationBody(event);
+  const requestedAt = deps.now();
+  const headers = signNotification(
+    signingSecrets(endpoint, requestedAt),
+    notificationId(event.seq),
+    Math.floor(requestedAt / 1000),
+    body,
+  );
+  return { requestedAt, answer: await deps.post(endpoint.url, { ...headers }, body) };
+}
+
 /**
  * The earlier event of the same order that this endpoint still waits for (not delivered, not
  * given up), or undefined: the order's events reach the endpoint one after another. `known`: the
@@ -239,15 +256,7 @@ async function deliverOnce(
     throw new DelayedError();
   }
 
-  const body = notificationBody(event);
-  const requestedAt = deps.now();
-  const headers = signNotification(
-    signingSecrets(endpoint, requestedAt),
-    notificationId(seq),
-    Math.floor(requestedAt / 1000),
-    body,
-  );
-  const answer = await deps.post(endpoint.url, { ...headers }, body);
+  const { requestedAt, answer } = await sendNotification(deps, endpoint, event);
 
   if (answer.status !== null && answer.status >= 200 && answer.status < 300) {
     if (deps.delivered) {

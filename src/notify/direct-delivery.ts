@@ -1,17 +1,16 @@
 import type { Logger } from 'pino';
 import { type FeedEvent, orderRefOf } from '../store/feed.js';
 import type { DeliveryOutcome, NotifyDelivery } from '../store/notify-deliveries.js';
-import { type NotifyEndpoint, signingSecrets } from '../store/notify-endpoints.js';
+import type { NotifyEndpoint } from '../store/notify-endpoints.js';
 import {
   type DeliverDeps,
-  notificationBody,
   notificationId,
   pendingPredecessor,
   releaseSuccessor,
+  sendNotification,
 } from './deliver-notification.js';
 import { type NotifyJobData, notifyJobId, notifyJobOptions } from './notify-queue.js';
 import { retryDelayMs } from './retry-schedule.js';
-import { signNotification } from './signature.js';
 
 /**
  * The dispatcher's own deliveries (docs/performance.md, "Notifications"): the first attempt at an
@@ -183,15 +182,7 @@ export class DirectDeliveries {
       return this.#queue(endpoint.id, event, 0);
     }
 
-    const body = notificationBody(event);
-    const requestedAt = deps.now();
-    const headers = signNotification(
-      signingSecrets(endpoint, requestedAt),
-      notificationId(seq),
-      Math.floor(requestedAt / 1000),
-      body,
-    );
-    const answer = await deps.post(endpoint.url, { ...headers }, body);
+    const { requestedAt, answer } = await sendNotification(deps, endpoint, event);
     const attempt = (outcome: DeliveryOutcome): Omit<NotifyDelivery, 'id'> => ({
       endpointId: endpoint.id,
       seq,
