@@ -49,6 +49,11 @@ export interface DirectDeliveriesOptions {
   scheduleMs: readonly number[];
   /** Deliveries in flight at once (the notifier's concurrency); past it events go to jobs. */
   limit: number;
+  /**
+   * Whether this process may still send first attempts (the dispatcher lease surely held),
+   * looked at just before each POST. Default: always.
+   */
+  valid?: () => boolean;
   logger?: Logger;
 }
 
@@ -56,6 +61,7 @@ export class DirectDeliveries {
   readonly #deps: DeliverDeps;
   readonly #scheduleMs: readonly number[];
   readonly #limit: number;
+  readonly #valid: () => boolean;
   readonly #logger: Logger | undefined;
   /** The last event taken of each order at each endpoint (`<endpoint>:<ref>`) and how it ended. */
   readonly #chains = new Map<string, Promise<Ending>>();
@@ -68,6 +74,7 @@ export class DirectDeliveries {
     this.#deps = options.deps;
     this.#scheduleMs = options.scheduleMs;
     this.#limit = options.limit;
+    this.#valid = options.valid ?? (() => true);
     this.#logger = options.logger;
   }
 
@@ -182,6 +189,9 @@ export class DirectDeliveries {
       return this.#queue(endpoint.id, event, 0);
     }
 
+    // The lease may have run out while this waited: another dispatcher may send the event now.
+    // A job (its deterministic id) is what that one looks for, and the job looks for its note.
+    if (!this.#valid()) return this.#queue(endpoint.id, event, 0);
     const { requestedAt, answer } = await sendNotification(deps, endpoint, event);
     const attempt = (outcome: DeliveryOutcome): Omit<NotifyDelivery, 'id'> => ({
       endpointId: endpoint.id,

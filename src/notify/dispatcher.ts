@@ -92,6 +92,7 @@ export async function dispatchNotifications(
       if (!valid()) return added;
       const events = await store.feed.after(cursor, DISPATCH_PAGE);
       if (events.length === 0) break;
+      if (!valid()) return added; // the read took long: looked at again before anything is sent
       // An event this process is delivering itself already (read again after it took the lease
       // back) is left to that delivery.
       const wanted = events.filter(

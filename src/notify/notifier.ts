@@ -229,6 +229,9 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
     deps,
     scheduleMs,
     limit: concurrency,
+    // Looked at again just before each POST: a delivery that waited (its order's earlier event,
+    // a Redis that does not answer) past the lease goes to a job instead.
+    valid: () => mayDispatch(),
     ...(logger ? { logger } : {}),
   });
   // One dispatcher at a time among the processes that share the queue: its own deliveries are
@@ -265,8 +268,9 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
       // look up every event committed so far before sending it.
       recoverUpTo = await store.feed.lastSeq();
     } catch (error) {
-      // Not held, not left to renew itself: the next try takes it again.
-      await taken.release();
+      // Not held, not left to renew itself: the next try takes it again. Not awaited: a Redis
+      // that does not answer must not hold up the passes behind this one.
+      void taken.release();
       throw error;
     }
     memory.clear();

@@ -93,6 +93,8 @@ export class PassLock {
       Math.floor(this.ttlMs / 3),
     );
     timer.unref();
+    // A lost lock renews no more, whether or not its holder looks at it again.
+    controller.signal.addEventListener('abort', () => clearInterval(timer), { once: true });
 
     const ttlMs = this.ttlMs;
     return {
