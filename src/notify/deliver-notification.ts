@@ -63,6 +63,42 @@ export function notificationBody(event: FeedEvent): string {
 /** The message id of an event, the same on every attempt and replay: receivers dedupe on it. */
 export const notificationId = (seq: number): string => `evt_${seq}`;
 
+/** What an attempt's answer says, for its record (nothing when none was sent). */
+export type AttemptAnswer = Partial<Pick<NotifyDelivery, 'status' | 'durationMs' | 'error'>>;
+
+/** The record of one attempt at the endpoint's event `seq` (`event`: undefined once pruned). */
+export function attemptRecord(a: {
+  endpointId: number;
+  seq: number;
+  event: FeedEvent | undefined;
+  attempt: number;
+  outcome: DeliveryOutcome;
+  answer: AttemptAnswer;
+  requestedAt: number;
+}): Omit<NotifyDelivery, 'id'> {
+  return {
+    endpointId: a.endpointId,
+    seq: a.seq,
+    type: a.event?.type ?? 'unknown',
+    partnerRef: (a.event && orderRefOf(a.event)) ?? null,
+    attempt: a.attempt,
+    requestedAt: a.requestedAt,
+    status: a.answer.status ?? null,
+    durationMs: a.answer.durationMs ?? null,
+    error: a.answer.error ?? null,
+    outcome: a.outcome,
+  };
+}
+
+/** Writes an attempt's record (through the notifier's group commit when it has one) and counts it. */
+export async function recordAttempt(
+  deps: Pick<DeliverDeps, 'record' | 'store' | 'metrics'>,
+  attempt: Omit<NotifyDelivery, 'id'>,
+): Promise<void> {
+  await (deps.record ? deps.record(attempt) : deps.store.deliveries.record(attempt));
+  deps.metrics.countDelivery(attempt.outcome, attempt.durationMs);
+}
+
 /** Signs the event's body with the endpoint's secrets and POSTs it: the answer, and when it was sent. */
 export async function sendNotification(
   deps: Pick<DeliverDeps, 'now' | 'post'>,
@@ -176,31 +212,10 @@ async function deliverOnce(
   const event = hint?.event ?? (await deps.store.feed.get(seq));
   // A job given a failed first attempt made by the dispatcher (direct-delivery.ts) counts on from it.
   const attempt = job.attemptsMade + 1 + (job.data.attemptsBefore ?? 0);
-  const attemptOf = (
-    outcome: DeliveryOutcome,
-    answer: Partial<Pick<NotifyDelivery, 'status' | 'durationMs' | 'error'>>,
-    requestedAt: number,
-  ): Omit<NotifyDelivery, 'id'> => ({
-    endpointId,
-    seq,
-    type: event?.type ?? 'unknown',
-    partnerRef: (event && orderRefOf(event)) ?? null,
-    attempt,
-    requestedAt,
-    status: answer.status ?? null,
-    durationMs: answer.durationMs ?? null,
-    error: answer.error ?? null,
-    outcome,
-  });
-  const record = async (
-    outcome: DeliveryOutcome,
-    answer: Partial<Pick<NotifyDelivery, 'status' | 'durationMs' | 'error'>>,
-    requestedAt = deps.now(),
-  ) => {
-    const attemptRecord = attemptOf(outcome, answer, requestedAt);
-    await (deps.record ? deps.record(attemptRecord) : deps.store.deliveries.record(attemptRecord));
-    deps.metrics.countDelivery(outcome, answer.durationMs ?? null);
-  };
+  const attemptOf = (outcome: DeliveryOutcome, answer: AttemptAnswer, requestedAt: number) =>
+    attemptRecord({ endpointId, seq, event, attempt, outcome, answer, requestedAt });
+  const record = (outcome: DeliveryOutcome, answer: AttemptAnswer, requestedAt = deps.now()) =>
+    recordAttempt(deps, attemptOf(outcome, answer, requestedAt));
 
   // A run of a job that had its 2xx in an earlier run (its worker died before the job completed)
   // finds the note of it and records it instead of sending again (delivered-records.ts). Only a

@@ -1,15 +1,17 @@
 import type { Logger } from 'pino';
 import { type FeedEvent, orderRefOf } from '../store/feed.js';
-import type { DeliveryOutcome, NotifyDelivery } from '../store/notify-deliveries.js';
+import type { DeliveryOutcome } from '../store/notify-deliveries.js';
 import type { NotifyEndpoint } from '../store/notify-endpoints.js';
 import {
+  attemptRecord,
   type DeliverDeps,
   notificationId,
   pendingPredecessor,
+  recordAttempt,
   releaseSuccessor,
   sendNotification,
 } from './deliver-notification.js';
-import { type NotifyJobData, notifyJobId, notifyJobOptions } from './notify-queue.js';
+import { type NotifyJobData, notifyJobId, notifyJobName, notifyJobOptions } from './notify-queue.js';
 import { retryDelayMs } from './retry-schedule.js';
 
 /**
@@ -168,19 +170,19 @@ export class DirectDeliveries {
     // order, meanwhile the endpoint may have answered 410 or been disabled (delivery-hints.ts).
     const endpoint = deps.hints?.endpoint(endpointId) ?? (await deps.store.endpoints.get(endpointId));
     if (!endpoint || endpoint.disabledAt !== null) {
-      await (deps.record ?? ((a) => deps.store.deliveries.record(a)))({
-        endpointId,
-        seq,
-        type: event.type,
-        partnerRef: orderRefOf(event) ?? null,
-        attempt: 1,
-        requestedAt: deps.now(),
-        status: null,
-        durationMs: null,
-        error: 'the endpoint is disabled',
-        outcome: 'skipped',
-      });
-      deps.metrics.countDelivery('skipped', null);
+      const answer = { error: 'the endpoint is disabled' };
+      await recordAttempt(
+        deps,
+        attemptRecord({
+          endpointId,
+          seq,
+          event,
+          attempt: 1,
+          outcome: 'skipped',
+          answer,
+          requestedAt: deps.now(),
+        }),
+      );
       return 'settled';
     }
     // The order's previous event at the endpoint (taken here and settled: noted, no I/O; or
@@ -193,22 +195,9 @@ export class DirectDeliveries {
     // A job (its deterministic id) is what that one looks for, and the job looks for its note.
     if (!this.#valid()) return this.#queue(endpoint.id, event, 0);
     const { requestedAt, answer } = await sendNotification(deps, endpoint, event);
-    const attempt = (outcome: DeliveryOutcome): Omit<NotifyDelivery, 'id'> => ({
-      endpointId: endpoint.id,
-      seq,
-      type: event.type,
-      partnerRef: orderRefOf(event) ?? null,
-      attempt: 1,
-      requestedAt,
-      status: answer.status ?? null,
-      durationMs: answer.durationMs ?? null,
-      error: answer.error ?? null,
-      outcome,
-    });
-    const record = async (outcome: DeliveryOutcome) => {
-      await (deps.record ? deps.record(attempt(outcome)) : deps.store.deliveries.record(attempt(outcome)));
-      deps.metrics.countDelivery(outcome, answer.durationMs ?? null);
-    };
+    const attempt = (outcome: DeliveryOutcome) =>
+      attemptRecord({ endpointId, seq, event, attempt: 1, outcome, answer, requestedAt });
+    const record = (outcome: DeliveryOutcome) => recordAttempt(deps, attempt(outcome));
 
     if (answer.status !== null && answer.status >= 200 && answer.status < 300) {
       if (deps.delivered) {
@@ -280,7 +269,6 @@ export class DirectDeliveries {
       seq: event.seq,
       ...(attemptsBefore > 0 ? { attemptsBefore } : {}),
     };
-    const name = `${event.type} ${orderRefOf(event) ?? ''}`.trim();
     const opts = {
       ...notifyJobOptions(retries),
       jobId: notifyJobId(endpointId, event.seq),
@@ -288,7 +276,7 @@ export class DirectDeliveries {
     };
     for (;;) {
       try {
-        await this.#deps.queue.add(name, data, opts);
+        await this.#deps.queue.add(notifyJobName(event), data, opts);
         return 'queued';
       } catch (err) {
         if (this.#closing) throw err;

@@ -1,10 +1,10 @@
 import type { Queue } from 'bullmq';
-import { type FeedEvent, orderRefOf } from '../store/feed.js';
+import type { FeedEvent } from '../store/feed.js';
 import type { OrderStore } from '../store/order-store.js';
 import type { DeliveryHints } from './delivery-hints.js';
 import type { DirectDeliveries } from './direct-delivery.js';
 import { matchesEvent } from './event-filter.js';
-import { type NotifyJobData, notifyJobId, notifyJobOptions } from './notify-queue.js';
+import { type NotifyJobData, notifyJobId, notifyJobName, notifyJobOptions } from './notify-queue.js';
 
 /** Feed events one step of the dispatcher reads per endpoint. */
 const DISPATCH_PAGE = 500;
@@ -106,8 +106,8 @@ export async function dispatchNotifications(
       // lease may have handled (up to `recoverUpTo`): without a hint, their jobs look for a note
       // of an earlier 2xx (deliver-notification.ts).
       if (events.length < DISPATCH_PAGE) {
-        const recovered = (event: FeedEvent) => event.seq > (direct?.recoverUpTo ?? 0);
-        hints?.dispatched(endpoint, events.filter(recovered), wanted.filter(recovered));
+        const fresh = (event: FeedEvent) => event.seq > (direct?.recoverUpTo ?? 0);
+        hints?.dispatched(endpoint, events.filter(fresh), wanted.filter(fresh));
       }
       // The dispatcher's own deliveries take a page that is not full (a backlog's go to jobs).
       const queued =
@@ -116,7 +116,7 @@ export async function dispatchNotifications(
           : wanted;
       added += wanted.length - queued.length;
       const jobs = queued.map((event) => ({
-        name: `${event.type} ${orderRefOf(event) ?? ''}`.trim(),
+        name: notifyJobName(event),
         data: { endpointId: endpoint.id, seq: event.seq },
         opts: { ...options, jobId: notifyJobId(endpoint.id, event.seq) },
       }));

@@ -1,4 +1,5 @@
 import type { JobsOptions } from 'bullmq';
+import { type FeedEvent, orderRefOf } from '../store/feed.js';
 
 /**
  * The contract of the notification queue: the dispatcher (src/notify/dispatcher.ts) adds one job
@@ -31,6 +32,11 @@ export interface NotifyJobData {
  */
 export function notifyJobId(endpointId: number, seq: number): string {
   return `ep${endpointId}-${seq}`;
+}
+
+/** A job's name (Bull Board lists it): the event's type and its order's partner_ref. */
+export function notifyJobName(event: FeedEvent): string {
+  return `${event.type} ${orderRefOf(event) ?? ''}`.trim();
 }
 
 /** The `name` BullMQ's `backoff.type` gives the notification worker's own strategy. */

@@ -1,11 +1,10 @@
 import type { Queue } from 'bullmq';
-import { orderRefOf } from '../store/feed.js';
 import type { EndpointBacklog, NotifyDelivery } from '../store/notify-deliveries.js';
 import type { EnableOutcome, NotifyEndpoint } from '../store/notify-endpoints.js';
 import type { OrderStore } from '../store/order-store.js';
 import { matchesEvent, NOTIFY_EVENT_TYPES, parseEventPatterns } from './event-filter.js';
 import { NotifyError } from './notify-error.js';
-import { type NotifyJobData, notifyJobId, notifyJobOptions } from './notify-queue.js';
+import { type NotifyJobData, notifyJobId, notifyJobName, notifyJobOptions } from './notify-queue.js';
 import { generateEndpointSecret } from './signature.js';
 
 /**
@@ -254,7 +253,7 @@ export async function replayNotifications(
       endpoints
         .filter((endpoint) => matchesEvent(endpoint.events, event.type))
         .map((endpoint) => ({
-          name: `replay ${event.type} ${orderRefOf(event) ?? ''}`.trim(),
+          name: `replay ${notifyJobName(event)}`,
           data: { endpointId: endpoint.id, seq: event.seq, replay: true },
           opts: {
             ...notifyJobOptions(retries),

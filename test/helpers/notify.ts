@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { TestContext } from 'node:test';
-import type { Job, Queue } from 'bullmq';
+import { type Job, Queue } from 'bullmq';
+import { Redis } from 'ioredis';
 import { Webhook } from 'standardwebhooks';
 import { type Notifier, type NotifierOptions, startNotifier } from '../../src/notify/notifier.js';
+import { NOTIFY_QUEUE, type NotifyJobData } from '../../src/notify/notify-queue.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
 import type { OrderStore } from '../../src/store/order-store.js';
 import { privateRedis } from './redis.js';
@@ -122,4 +124,18 @@ export async function notifySetup(
 export async function completedJob<T>(queue: Queue<T>, id: string, message: string): Promise<Job<T>> {
   await waitFor(async () => (await queue.getJob(id))?.isCompleted(), { message });
   return (await queue.getJob(id))!;
+}
+
+/**
+ * The notification queue under `prefix` on a connection of its own, as another process sees it;
+ * closed by `t.after`.
+ */
+export function notifyQueue(t: Pick<TestContext, 'after'>, redisUrl: string, prefix: string) {
+  const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
+  const queue = new Queue<NotifyJobData>(NOTIFY_QUEUE, { connection, prefix });
+  t.after(async () => {
+    await queue.close();
+    connection.disconnect();
+  });
+  return { queue, connection };
 }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { type TestContext, test } from 'node:test';
-import { Queue, Worker } from 'bullmq';
+import { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { deliverNotification, releaseSuccessor } from '../../src/notify/deliver-notification.js';
 import { DeliveredRecords } from '../../src/notify/delivered-records.js';
@@ -18,6 +18,7 @@ import {
   completedJob,
   crashTestWorkerEnv,
   liveOrder,
+  notifyQueue,
   notifySetup,
   seqOf,
   startTestNotifier,
@@ -102,10 +103,7 @@ async function diesAfterNoting(
 
   // The process that dies: it queues the order's four events as the dispatcher does and takes
   // the first one's job (a worker without a processor: its lock is never extended).
-  const connection = new Redis(redis.url, { maxRetriesPerRequest: null });
-  scope.after(() => connection.disconnect());
-  const queue = new Queue<NotifyJobData>(NOTIFY_QUEUE, { connection, prefix });
-  scope.after(() => queue.close());
+  const { queue, connection } = notifyQueue(scope, redis.url, prefix);
   assert.equal(await dispatchNotifications(store, queue, { retries: 3 }), 4);
   const dying = new Worker<NotifyJobData>(NOTIFY_QUEUE, null, { connection, prefix, lockDuration: 60_000 });
   scope.after(() => dying.close(true));

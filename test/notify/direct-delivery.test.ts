@@ -2,12 +2,10 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { test } from 'node:test';
-import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
 import { DirectDeliveries } from '../../src/notify/direct-delivery.js';
 import { dispatchNotifications } from '../../src/notify/dispatcher.js';
 import { createNotifyMetrics } from '../../src/notify/notify-metrics.js';
-import { NOTIFY_QUEUE, type NotifyJobData, notifyJobId } from '../../src/notify/notify-queue.js';
+import { notifyJobId } from '../../src/notify/notify-queue.js';
 import { RunningDeliveries, WaitMarks } from '../../src/notify/order-wait.js';
 import { postNotification } from '../../src/notify/post-notification.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
@@ -15,6 +13,7 @@ import { DEFAULT_QUEUE_PREFIX } from '../../src/queue/webhook-queue.js';
 import {
   crashTestWorkerEnv,
   liveOrder,
+  notifyQueue,
   notifySetup,
   seqOf,
   startTestNotifier,
@@ -34,28 +33,10 @@ import { cleanupScope, spawnWorker } from '../helpers/worker.js';
  * leaves its unsettled events to the next.
  */
 
-function queueOf(scope: Parameters<typeof startTestNotifier>[0], redisUrl: string, prefix: string) {
-  return queueAndConnection(scope, redisUrl, prefix).queue;
-}
-
-function queueAndConnection(
-  scope: Parameters<typeof startTestNotifier>[0],
-  redisUrl: string,
-  prefix: string,
-) {
-  const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
-  const queue = new Queue<NotifyJobData>(NOTIFY_QUEUE, { connection, prefix });
-  scope.after(async () => {
-    await queue.close();
-    connection.disconnect();
-  });
-  return { queue, connection };
-}
-
 test('an order’s events are delivered by the dispatcher itself, in sequence, each recorded once as attempt 1, with no job', async (t) => {
   const { scope, redis, store, sink, secret, endpoint } = await notifySetup(t);
   const prefix = `t-${randomUUID()}`;
-  const queue = queueOf(scope, redis.url, prefix);
+  const queue = notifyQueue(scope, redis.url, prefix).queue;
   await startTestNotifier(scope, { store, redisUrl: redis.url, prefix });
 
   await liveOrder(store, 'D-1'); // seq 1-4
@@ -84,7 +65,7 @@ test('an order’s events are delivered by the dispatcher itself, in sequence, e
 test('a failed first attempt becomes a job that retries on the schedule, its attempts numbered on; the order’s later events wait for it', async (t) => {
   const { scope, redis, store, sink, endpoint } = await notifySetup(t, failFirst(1, 503));
   const prefix = `t-${randomUUID()}`;
-  const queue = queueOf(scope, redis.url, prefix);
+  const queue = notifyQueue(scope, redis.url, prefix).queue;
   await startTestNotifier(scope, { store, redisUrl: redis.url, prefix, retryScheduleMs: [100, 100] });
 
   await liveOrder(store, 'F-1'); // seq 1-4
@@ -184,7 +165,7 @@ test('a worker killed while the shop has not answered its delivery: the next sta
     [1, 2, 3, 4].map((seq) => [seq, 'delivered']),
   );
   // The queue under the worker's prefix holds no job for them either.
-  const queue = queueOf(scope, redis.url, DEFAULT_QUEUE_PREFIX);
+  const queue = notifyQueue(scope, redis.url, DEFAULT_QUEUE_PREFIX).queue;
   assert.equal(await queue.getJob(notifyJobId(endpoint.id, 2)), undefined);
 });
 
@@ -206,7 +187,7 @@ test('the dispatcher writes an endpoint’s cursor only up to the first event it
     events: ['order.*'],
     secret: generateEndpointSecret(),
   });
-  const { queue, connection } = queueAndConnection(scope, redis.url, `t-${randomUUID()}`);
+  const { queue, connection } = notifyQueue(scope, redis.url, `t-${randomUUID()}`);
   const direct = new DirectDeliveries({
     deps: {
       store,
@@ -253,7 +234,7 @@ test('a dispatcher cut off from Redis stops sending once its lease may have run 
   await startTestNotifier(scope, { store, redisUrl: proxy.url, prefix });
   await liveOrder(store, 'Z-1'); // seq 1-4
   await sink.waitForDeliveries((d) => d.answer === 200, 4);
-  const { queue, connection } = queueAndConnection(scope, redis.url, prefix);
+  const { queue, connection } = notifyQueue(scope, redis.url, prefix);
   const leaseKey = `${queue.qualifiedName}:dispatcher`;
   const firstHolder = await connection.get(leaseKey);
   assert.ok(firstHolder, 'the first notifier holds the lease');

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { test } from 'node:test';
-import { Queue, Worker } from 'bullmq';
+import { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { deliverNotification } from '../../src/notify/deliver-notification.js';
 import { dispatchNotifications } from '../../src/notify/dispatcher.js';
@@ -16,6 +16,7 @@ import {
   completedJob,
   crashTestWorkerEnv,
   liveOrder,
+  notifyQueue,
   notifySetup,
   seqOf,
   startTestNotifier,
@@ -43,15 +44,6 @@ function gate() {
 }
 
 /** A queue of the notification queue under `prefix`, closed at the end. */
-function queueOf(scope: ReturnType<typeof cleanupScope>, redisUrl: string, prefix: string) {
-  const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
-  const queue = new Queue<NotifyJobData>(NOTIFY_QUEUE, { connection, prefix });
-  scope.after(async () => {
-    await queue.close();
-    connection.disconnect();
-  });
-  return { queue, connection };
-}
 
 /**
  * A store, a private Redis, a shop that holds its answer to the first delivery until `first.open()`,
@@ -69,7 +61,17 @@ async function shopHoldingFirst(t: Parameters<typeof cleanupScope>[0]) {
   const secret = generateEndpointSecret();
   const endpoint = await store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
   const prefix = `t-${randomUUID()}`;
-  return { scope, redis, store, first, sink, secret, endpoint, prefix, ...queueOf(scope, redis.url, prefix) };
+  return {
+    scope,
+    redis,
+    store,
+    first,
+    sink,
+    secret,
+    endpoint,
+    prefix,
+    ...notifyQueue(scope, redis.url, prefix),
+  };
 }
 
 /** Each order's versions in the order the shop received them (2xx only). */
@@ -182,7 +184,7 @@ test('a worker killed while the later events of an order await the earlier one l
   const sink = await startWebhookSink(scope, { secrets: [], answer: () => (up ? 200 : 'hang') });
   const secret = generateEndpointSecret();
   const endpoint = await store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
-  const { queue } = queueOf(scope, redis.url, DEFAULT_QUEUE_PREFIX);
+  const { queue } = notifyQueue(scope, redis.url, DEFAULT_QUEUE_PREFIX);
   // Every delivery a job: the dispatcher's own deliveries have their test in direct-delivery.test.ts.
   const env = { ...crashTestWorkerEnv(redis.url, dbPath), H2H_NOTIFY_DIRECT: 'false' };
 
@@ -264,7 +266,7 @@ test('a job whose event is already recorded delivered sends nothing again (a run
     outcome: 'delivered',
   });
   const prefix = `t-${randomUUID()}`;
-  const { queue } = queueOf(scope, redis.url, prefix);
+  const { queue } = notifyQueue(scope, redis.url, prefix);
   await startTestNotifier(scope, { store, redisUrl: redis.url, prefix, directDeliveries: false });
   const delivered = await sink.waitForDeliveries((d) => d.answer === 200, 3);
   assert.deepEqual(delivered.map(seqOf), [2, 3, 4]);

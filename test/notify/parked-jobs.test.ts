@@ -1,22 +1,16 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
-import { Queue, Worker } from 'bullmq';
-import { Redis } from 'ioredis';
+import { Worker } from 'bullmq';
 import { dispatchNotifications } from '../../src/notify/dispatcher.js';
 import { NOTIFY_QUEUE, type NotifyJobData, notifyJobId } from '../../src/notify/notify-queue.js';
-import { liveOrder, notifySetup, seqOf, startTestNotifier } from '../helpers/notify.js';
+import { liveOrder, notifyQueue, notifySetup, seqOf, startTestNotifier } from '../helpers/notify.js';
 import { waitFor } from '../helpers/wait.js';
 import type { cleanupScope } from '../helpers/worker.js';
 
 /** A queue and a raw BullMQ worker of the notification queue under `prefix`: another process's worker. */
 function otherProcess(scope: ReturnType<typeof cleanupScope>, redisUrl: string, prefix: string) {
-  const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
-  const queue = new Queue<NotifyJobData>(NOTIFY_QUEUE, { connection, prefix });
-  scope.after(async () => {
-    await queue.close();
-    connection.disconnect();
-  });
+  const { queue, connection } = notifyQueue(scope, redisUrl, prefix);
   const worker = (processor: () => Promise<never>) => {
     const w = new Worker<NotifyJobData>(NOTIFY_QUEUE, processor, {
       connection,
