@@ -36,13 +36,14 @@ if (!tsxLoaded) {
   process.exit(child.status ?? 1);
 }
 
-const filter = process.argv[2];
+// Every file whose path contains one of the arguments; no argument: every file.
+const filters = process.argv.slice(2);
 const files = readdirSync('test', { recursive: true })
   .map((f) => `test/${String(f)}`)
-  .filter((f) => f.endsWith('.test.ts') && (!filter || f.includes(filter)))
+  .filter((f) => f.endsWith('.test.ts') && (filters.length === 0 || filters.some((x) => f.includes(x))))
   .sort();
 if (files.length === 0) {
-  console.error(`no test files match ${filter ?? 'test/**/*.test.ts'}`);
+  console.error(`no test files match ${filters.join(' or ') || 'test/**/*.test.ts'}`);
   process.exit(1);
 }
 
