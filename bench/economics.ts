@@ -477,7 +477,7 @@ async function runDay(
       const partnerRef = `eco-${String(i).padStart(6, '0')}`;
       placements.push(
         placeOrder(
-          { client, writer: store.writer },
+          { client, store },
           {
             productCode: PRODUCT,
             data: { user_id: `${1_000_000 + i}${suffix}`, server_id: '2001' },

@@ -297,7 +297,11 @@ async function bench(): Promise<number> {
       const ref = `bench-${batch}-${i % ORDERS}`;
       const before = await store.feed.lastSeq();
       if (step === 0) {
-        await store.writer.createLocalOrder({ partnerRef: ref, productCode: 'ML86', data: { user_id: '1' } });
+        await store.writer.createLocalOrder({
+          partnerRef: ref,
+          productCode: 'ML86',
+          data: { user_id: '12345678', server_id: '2001' },
+        });
         await store.writer.applyOrderSnapshot(snapshotOf(ref, 'PENDING'), { source: 'create' });
       } else if (step === 1) {
         await store.writer.applyOrderSnapshot(snapshotOf(ref, 'PROCESSING'), {

@@ -148,7 +148,7 @@ async function main(): Promise<number> {
     while (next < N) {
       const i = next++;
       const result = await placeOrder(
-        { client, writer: store.writer },
+        { client, store },
         {
           productCode: 'MLBB-86',
           data: { user_id: `1234${SUFFIXES[i % SUFFIXES.length]}`, server_id: '2001' },

@@ -7,7 +7,7 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify';
 import type { Logger } from 'pino';
-import { targetProblem } from '../catalog/target-rules.js';
+import { AcceptOrderError, acceptOrder } from '../orders/accept-order.js';
 import { newPartnerRef } from '../orders/partner-ref.js';
 import type { PublicOrder } from '../orders/public-order.js';
 import { CLIENT_ERROR_STATUS, jsonClientErrorHandler } from '../shared/client-error.js';
@@ -43,6 +43,7 @@ export const API_ERRORS = {
   INVALID_TARGET: 422,
   IDEMPOTENCY_CONFLICT: 409,
   ORDER_NOT_SUBMITTED: 409,
+  ORDER_ALREADY_SUBMITTED: 409,
   BACKLOG_FULL: 503,
   QUEUE_UNAVAILABLE: 503,
   NOT_FOUND: 404,
@@ -101,15 +102,46 @@ interface PlaceOrderBody {
   partner_ref?: string;
 }
 
-/** Whether a repeated POST asks for the same order as the one its partner_ref already names. */
-function sameRequest(existing: PublicOrder, body: PlaceOrderBody): boolean {
-  const canonical = (data: Record<string, string> | null) =>
-    JSON.stringify(Object.entries(data ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-  return (
-    (existing.product_code ?? undefined) === body.product_code &&
-    (existing.product_id ?? undefined) === body.product_id &&
-    canonical(existing.data) === canonical(body.data)
-  );
+/**
+ * Refuses, before the schema's validation could coerce it, a `data` value that is not a string:
+ * the spec's data values are strings, and a game id sent as a number beyond 2^53 has already lost
+ * digits (a top-up of the wrong account).
+ */
+function refuseNonStringData(body: unknown): void {
+  const data = (body as { data?: unknown } | null)?.data;
+  if (data === null || typeof data !== 'object' || Array.isArray(data)) return;
+  for (const [key, value] of Object.entries(data)) {
+    if (typeof value !== 'string') {
+      throw new ApiHttpError(
+        'VALIDATION_ERROR',
+        `data.${key} must be a string, got ${value === null ? 'null' : typeof value}: send it in quotes, e.g. "${key}": "${String(value)}"`,
+      );
+    }
+  }
+}
+
+/**
+ * The order's partner_ref from the body's `partner_ref` and the `Idempotency-Key` header (the
+ * convention of the best-known payment APIs): either names it, both must agree, and neither
+ * means a new generated one. The same 64-character rule as the upstream's.
+ */
+function partnerRefOf(body: PlaceOrderBody, header: string | string[] | undefined): string {
+  const key = Array.isArray(header) ? header[0] : header;
+  if (key !== undefined && body.partner_ref !== undefined && key !== body.partner_ref) {
+    throw new ApiHttpError(
+      'VALIDATION_ERROR',
+      'Idempotency-Key and partner_ref differ: they name the same thing, so send one of them, or both equal',
+    );
+  }
+  const partnerRef = body.partner_ref ?? key ?? newPartnerRef();
+  const problem = partnerRefProblem(partnerRef);
+  if (problem) {
+    throw new ApiHttpError(
+      'VALIDATION_ERROR',
+      `${body.partner_ref === undefined ? 'Idempotency-Key' : 'partner_ref'}: ${problem}`,
+    );
+  }
+  return partnerRef;
 }
 
 /** Default and largest page of `GET /v1/orders`. */
@@ -274,8 +306,20 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
     '/v1/orders',
     {
       config: { scope: 'orders:write' },
+      preValidation: async (request) => refuseNonStringData(request.body),
       schema: {
         summary: 'Place an order: accepted at once, submitted in arrival order as the upstream budget allows',
+        headers: {
+          type: 'object',
+          properties: {
+            'idempotency-key': {
+              type: 'string',
+              minLength: 1,
+              description:
+                'The partner_ref, for clients that send idempotency keys as a header: used when the body has no partner_ref; with one, both must be equal.',
+            },
+          },
+        },
         body: {
           type: 'object',
           additionalProperties: false,
@@ -289,13 +333,14 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
               minProperties: 1,
               maxProperties: 20,
               additionalProperties: { type: 'string', maxLength: 256 },
-              description: 'The target, e.g. {"user_id": "12345678", "server_id": "2001"}.',
+              description:
+                'The target, e.g. {"user_id": "12345678", "server_id": "2001"}; every value a string.',
             },
             partner_ref: {
               type: 'string',
               minLength: 1,
               description:
-                'Your idempotency key (at most 64 characters): the same ref and body answer the same order. Generated when absent.',
+                'Your idempotency key (at most 64 characters): the same ref and body answer the same order, whatever its state. Generated when absent (and no Idempotency-Key is sent).',
             },
           },
         },
@@ -310,32 +355,64 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
       },
     },
     async (request, reply) => {
-      const body = request.body;
-      const partnerRef = body.partner_ref ?? newPartnerRef();
-      const problem = partnerRefProblem(partnerRef);
-      if (problem) throw new ApiHttpError('VALIDATION_ERROR', `partner_ref: ${problem}`);
-      const known = await store.queries.getPublicOrderByPartnerRef(partnerRef);
-      if (known) return replay(known, body, reply);
-      await checkAgainstCatalog(body);
-      if ((await store.queries.countQueued()) >= submissionBacklog) {
-        reply.header('retry-after', String(retryAfterS));
+      const { body } = request;
+      const partnerRef = partnerRefOf(body, request.headers['idempotency-key']);
+      let accepted: Awaited<ReturnType<typeof acceptOrder>>;
+      try {
+        accepted = await acceptOrder(
+          store,
+          partnerRef,
+          {
+            ...(body.product_code === undefined ? {} : { product_code: body.product_code }),
+            ...(body.product_id === undefined ? {} : { product_id: body.product_id }),
+            data: body.data,
+          },
+          { submissionBacklog, retryAfterS },
+        );
+      } catch (error) {
+        if (!(error instanceof AcceptOrderError)) throw error;
+        if (error.code === 'BACKLOG_FULL') reply.header('retry-after', String(retryAfterS));
+        throw new ApiHttpError(error.code, error.message);
+      }
+      if (accepted.replayed) {
+        reply.header('idempotent-replayed', 'true');
+        return reply.code(200).send(accepted.order);
+      }
+      request.log.info({ partnerRef, token: request.token?.id }, 'order queued');
+      return reply.code(202).send(accepted.order);
+    },
+  );
+
+  app.post<{ Params: { ref: string } }>(
+    '/v1/orders/:ref/cancel',
+    {
+      config: { scope: 'orders:write' },
+      schema: {
+        summary:
+          'Cancel an order that was never sent: it becomes cancelled and is never sent; one already sent answers 409',
+        params: { type: 'object', required: ['ref'], properties: { ref: { type: 'string', minLength: 1 } } },
+        response: {
+          200: { $ref: 'Order#' },
+          404: { $ref: 'Error#' },
+          409: { $ref: 'Error#' },
+          ...errors,
+        },
+      },
+    },
+    async (request) => {
+      const found = await mustFindOrder(request.params.ref);
+      const result = await store.writer.cancelOrder(found.partner_ref, {
+        code: 'CANCELLED',
+        detail: `cancelled by the shop (token ${request.token?.id ?? '?'})`,
+      });
+      if (!result.cancelled && result.why === 'submitted') {
         throw new ApiHttpError(
-          'BACKLOG_FULL',
-          `${submissionBacklog} orders already wait for the upstream's rate budget: retry after ${retryAfterS} s (nothing was stored)`,
+          'ORDER_ALREADY_SUBMITTED',
+          `order ${found.partner_ref} was already sent to the upstream (submission ${result.order.submissionState}): it can no longer be cancelled; follow it to its outcome`,
         );
       }
-      const { created } = await store.writer.createLocalOrder({
-        partnerRef,
-        ...(body.product_code === undefined ? {} : { productCode: body.product_code }),
-        ...(body.product_id === undefined ? {} : { productId: body.product_id }),
-        data: body.data,
-        queued: true,
-      });
-      const order = (await store.queries.getPublicOrderByPartnerRef(partnerRef))!;
-      // Another request with the same ref may have won the insert.
-      if (!created) return replay(order, body, reply);
-      request.log.info({ partnerRef, token: request.token?.id }, 'order queued');
-      return reply.code(202).send(order);
+      if (result.cancelled) request.log.info({ partnerRef: found.partner_ref }, 'order cancelled');
+      return (await store.queries.getPublicOrderByPartnerRef(found.partner_ref))!;
     },
   );
 
@@ -387,58 +464,6 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
       return reply.code(202).send({ requested: true, order });
     },
   );
-
-  /**
-   * Refuses, before anything is stored or sent, an order the local catalog knows the upstream
-   * would refuse: an unknown product, an inactive one, or target data that does not match the
-   * product's published rules. A catalog never synced checks nothing (docs/api.md).
-   */
-  async function checkAgainstCatalog(body: PlaceOrderBody): Promise<void> {
-    if ((await store.catalog.syncedAt()) === null) return;
-    const named =
-      body.product_code !== undefined ? `product_code ${body.product_code}` : `product_id ${body.product_id}`;
-    const byCode =
-      body.product_code === undefined ? undefined : await store.catalog.find({ code: body.product_code });
-    const byId =
-      body.product_id === undefined ? undefined : await store.catalog.find({ id: body.product_id });
-    if (body.product_code !== undefined && body.product_id !== undefined && byCode?.id !== byId?.id) {
-      throw new ApiHttpError(
-        'UNKNOWN_PRODUCT',
-        `product_code ${body.product_code} and product_id ${body.product_id} name different products: send one of them (GET /v1/products lists both)`,
-      );
-    }
-    const product = byCode ?? byId;
-    if (!product) {
-      throw new ApiHttpError(
-        'UNKNOWN_PRODUCT',
-        `no product has ${named} in the catalog: see GET /v1/products`,
-      );
-    }
-    if (!product.is_active) {
-      throw new ApiHttpError(
-        'PRODUCT_INACTIVE',
-        `${product.code} (${product.name}) is not active now: choose an active product from GET /v1/products`,
-      );
-    }
-    const problem = targetProblem(product.target, body.data);
-    if (problem) {
-      throw new ApiHttpError(
-        'INVALID_TARGET',
-        `${problem.message}; ${product.code} publishes its rules in GET /v1/products`,
-      );
-    }
-  }
-
-  function replay(order: PublicOrder, body: PlaceOrderBody, reply: FastifyReply) {
-    if (!sameRequest(order, body)) {
-      throw new ApiHttpError(
-        'IDEMPOTENCY_CONFLICT',
-        `partner_ref ${order.partner_ref} already names an order with another product or data: use a new partner_ref for a new order`,
-      );
-    }
-    reply.header('idempotent-replayed', 'true');
-    return reply.code(200).send(order);
-  }
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 

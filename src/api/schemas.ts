@@ -1,3 +1,4 @@
+import { ORDER_OUTCOMES } from '../orders/public-order.js';
 import { FEED_EVENT_TYPES } from '../store/feed.js';
 import { SUBMISSION_STATES } from '../store/local-order.js';
 import { ORDER_STATUSES } from '../upstream/model.js';
@@ -39,6 +40,8 @@ export const publicOrderSchema = {
     'submission',
     'rejection',
     'blocked',
+    'cancellation',
+    'outcome',
     'created_at',
     'success_at',
     'local_created_at',
@@ -67,6 +70,13 @@ export const publicOrderSchema = {
     submission: { type: 'string', enum: [...SUBMISSION_STATES] },
     rejection: refusal,
     blocked: refusal,
+    cancellation: refusal,
+    outcome: nullable({
+      type: 'string',
+      enum: [...ORDER_OUTCOMES, null],
+      description:
+        'null while the order is open; else how it ended. delivered can still become refunded (docs/api.md, "The order").',
+    }),
     created_at: nullable(text),
     success_at: nullable(text),
     local_created_at: time,

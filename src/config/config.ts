@@ -367,9 +367,9 @@ export const settingsSchema = z.object({
     .default(500)
     .describe('Most orders one pass polls; the poll share of the rate budget usually ends a pass first.'),
   RECONCILE_LEASE_S: int(1)
-    .default(300)
+    .default(30)
     .describe(
-      'Seconds an order claimed by a reconciler stays out of reach of the others: longer than one poll, or one repeated create with its wait for a budget slot, with their retries.',
+      'Seconds a claim on an order (a poll, or a create by the submission pump, the reconciler or the CLI) keeps it out of reach of every other process; renewed every third of it while a create waits for a budget slot or an answer, so a dead process’s orders are free again within it (docs/reconciler.md, "Claims"). At least twice H2H_HEADERS_TIMEOUT_MS: nothing is sent with less than half of it left.',
     ),
   CATALOG_REFRESH_S: int(0)
     .default(900)
@@ -406,6 +406,11 @@ export const settingsSchema = z.object({
     .default(1000)
     .describe(
       'Most orders the shop API keeps queued for the upstream (sent in arrival order at the rate budget’s pace, about 40 a minute); beyond it POST /v1/orders answers 503 with Retry-After and stores nothing.',
+    ),
+  API_SUBMISSION_MAX_AGE_S: int(0)
+    .default(3600)
+    .describe(
+      'Seconds an order may wait to be sent (queued, or blocked after a 401, with no create in doubt); older, `h2h-sync worker` cancels it with code `EXPIRED` (`order.cancelled`) instead of sending it, so no top-up reaches a customer long after the shop gave up (docs/api.md, "Cancelling"); `0` = never.',
     ),
   ADMIN_USER: z
     .string()
@@ -476,6 +481,13 @@ const validSettings = settingsSchema.transform((s, ctx) => {
     refuse(
       'H2H_RECEIVER_HEADERS_TIMEOUT_MS',
       `H2H_RECEIVER_HEADERS_TIMEOUT_MS (${s.H2H_RECEIVER_HEADERS_TIMEOUT_MS}) must not exceed H2H_RECEIVER_REQUEST_TIMEOUT_MS (${s.H2H_RECEIVER_REQUEST_TIMEOUT_MS})`,
+    );
+  }
+  // A create is sent only with half a lease left (orders/hold-claim.ts): it must be answered by then.
+  if (s.RECONCILE_LEASE_S * 1000 < 2 * s.H2H_HEADERS_TIMEOUT_MS) {
+    refuse(
+      'RECONCILE_LEASE_S',
+      `RECONCILE_LEASE_S (${s.RECONCILE_LEASE_S}) must be at least twice H2H_HEADERS_TIMEOUT_MS (${s.H2H_HEADERS_TIMEOUT_MS} ms): a create is sent only with half a claim left, and must be answered before the claim can pass to another process`,
     );
   }
   if (s.RECONCILE_FIRST_POLL_MIN_S > s.RECONCILE_FIRST_POLL_MAX_S) {
@@ -666,6 +678,8 @@ export function apiSettings(config: Config) {
     host: s.API_HOST,
     port: s.API_PORT,
     submissionBacklog: s.API_SUBMISSION_BACKLOG,
+    /** API_SUBMISSION_MAX_AGE_S in ms (the worker's submission pump expires older orders); 0: never. */
+    submissionMaxAgeMs: s.API_SUBMISSION_MAX_AGE_S * 1000,
     /** A full backlog's Retry-After: one budget window, after which about a window's worth has left. */
     retryAfterS: Math.ceil(s.H2H_RATE_WINDOW_MS / 1000),
     dbUrl: config.dbUrl,

@@ -1,10 +1,13 @@
 import type { Logger } from 'pino';
 import { BudgetExhaustedError } from '../rate-budget/rate-budget.js';
 import type { LocalOrder } from '../store/local-order.js';
-import type { OrderWriter } from '../store/order-writer.js';
+import type { OrderStore } from '../store/order-store.js';
+import type { ClaimedOrder } from '../store/poll-schedule.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { UpstreamError, UpstreamUnreachableError } from '../upstream/errors.js';
 import { type OrderData, type OrderInput, partnerRefProblem } from '../upstream/model.js';
+import { ClaimLostError, holdClaim } from './hold-claim.js';
+import { sameOrderRequest } from './order-request.js';
 import { newPartnerRef } from './partner-ref.js';
 
 /** What a caller asks for. One of `productCode` and `productId` is required. */
@@ -24,19 +27,31 @@ export interface PlaceOrderInput {
  * - `upstream_error`: a 5xx or 429 after the retries, or an answer the client cannot read;
  * - `budget`: no `create` slot of the rate budget within the client's wait;
  * - `base_url`: the upstream has no `POST /orders` there (404): H2H_BASE_URL is wrong. The order
- *   was surely not created, but the same partner_ref is submitted again once it is fixed.
+ *   was surely not created, but the same partner_ref is submitted again once it is fixed;
+ * - `refused_in_doubt`: a 4xx, but an earlier attempt of the order may have reached the upstream
+ *   without a definite answer (it may even be why: INSUFFICIENT_BALANCE after its debit), so the
+ *   order may exist: it is read by its partner_ref, never taken as rejected;
+ * - `claimed`: another process holds the order's claim (it is sending or reading it), or this
+ *   call's claim ran out before it could send again: that process settles it.
  */
-export type UnknownCause = 'no_answer' | 'upstream_error' | 'budget' | 'base_url';
+export type UnknownCause =
+  | 'no_answer'
+  | 'upstream_error'
+  | 'budget'
+  | 'base_url'
+  | 'refused_in_doubt'
+  | 'claimed';
 
 /**
  * How placement ended:
  * - `accepted`: the upstream has the order (created now, or earlier under the same partner_ref);
  * - `rejected`: the upstream refused the order itself (an order-specific 4xx such as
- *   INVALID_TARGET or INSUFFICIENT_BALANCE); never retried; `code` says why;
+ *   INVALID_TARGET or INSUFFICIENT_BALANCE, with no earlier attempt in doubt), or answered with
+ *   another order under its partner_ref (PARTNER_REF_REUSED); never retried; `code` says why;
  * - `blocked`: the upstream refused our configuration (401/403: API_KEY_MISSING,
- *   INVALID_API_KEY, IP_NOT_WHITELISTED); the order does not exist upstream, `fix` says what to
- *   change (H2H_API_KEY, the IP to whitelist), and the reconciler submits it again with the same
- *   partner_ref once a probe shows the configuration works (placing it again does too);
+ *   INVALID_API_KEY, IP_NOT_WHITELISTED); `fix` says what to change (H2H_API_KEY, the IP to
+ *   whitelist), and the reconciler submits it again with the same partner_ref once a probe shows
+ *   the configuration works (placing it again does too);
  * - `unknown`: no definite answer (`cause`); the order may exist upstream. The reconciler
  *   resolves it (reads it by partner_ref, or repeats the create with the same ref); `fix` says
  *   what, if anything, must be done first.
@@ -58,15 +73,24 @@ export type PlaceOrderResult =
 
 export interface PlaceOrderDeps {
   client: UpstreamClient;
-  /** The store's writer: the local order, the create answer and the create outcomes go through it. */
-  writer: OrderWriter;
+  /**
+   * The store: the local order and its claim (only the claim's holder sends its create), the
+   * create answer and the create outcomes go through it.
+   */
+  store: Pick<OrderStore, 'writer' | 'schedule'>;
   logger?: Logger;
 }
 
 /** The caller's input is unusable before anything is written or sent. */
 export class PlaceOrderInputError extends Error {
   override name = 'PlaceOrderInputError';
-  readonly code = 'INVALID_ORDER_INPUT';
+  constructor(
+    message: string,
+    /** `IDEMPOTENCY_CONFLICT`: the partner_ref already names an order with another product or data. */
+    readonly code: 'INVALID_ORDER_INPUT' | 'IDEMPOTENCY_CONFLICT' = 'INVALID_ORDER_INPUT',
+  ) {
+    super(message);
+  }
 }
 
 function upstreamInput(order: LocalOrder): OrderInput {
@@ -81,11 +105,13 @@ function upstreamInput(order: LocalOrder): OrderInput {
 
 /**
  * Places an order at most once per partner_ref: the local order is written first (submission
- * `pending`), then created upstream with that partner_ref, and the answer goes through the
- * store's one apply function. Placing a partner_ref that is already known locally never sends a
- * second, different order: an accepted or rejected one is returned as it is, and a pending,
- * unknown or blocked one is submitted again with the same partner_ref, which the upstream answers
- * with the existing order (spec §4 rule 2).
+ * `pending`), claimed, then created upstream with that partner_ref ({@link resubmitOrder}). A
+ * partner_ref that is already known locally is the same order only when asked for the same way
+ * (`sameOrderRequest`: product code or id, data, callback URL as first sent); otherwise it throws
+ * `IDEMPOTENCY_CONFLICT` and nothing is sent. The same order is never sent a second, different
+ * way: an accepted or rejected one is returned as it is, a pending, unknown or blocked one is
+ * submitted again with the same partner_ref (which the upstream answers with the existing order,
+ * spec §4 rule 2), and one that another process holds right now is left to it (`claimed`).
  */
 export async function placeOrder(deps: PlaceOrderDeps, input: PlaceOrderInput): Promise<PlaceOrderResult> {
   if (!input.productCode && !input.productId) {
@@ -95,85 +121,180 @@ export async function placeOrder(deps: PlaceOrderDeps, input: PlaceOrderInput): 
   const problem = partnerRefProblem(partnerRef);
   if (problem) throw new PlaceOrderInputError(problem);
 
-  const { order: local } = await deps.writer.createLocalOrder({
+  const { store } = deps;
+  const { order: local, created } = await store.writer.createLocalOrder({
     partnerRef,
     productCode: input.productCode,
     productId: input.productId,
     data: input.data,
     callbackUrl: input.callbackUrl,
   });
-  return resubmitOrder(deps, local);
+  const request = {
+    ...(input.productCode === undefined ? {} : { product_code: input.productCode }),
+    ...(input.productId === undefined ? {} : { product_id: input.productId }),
+    data: input.data,
+    ...(input.callbackUrl === undefined ? {} : { callback_url: input.callbackUrl }),
+  };
+  if (!created && !sameOrderRequest(local, request)) {
+    throw new PlaceOrderInputError(
+      `partner_ref ${partnerRef} already names an order with another product or data: use a new partner_ref for a new order`,
+      'IDEMPOTENCY_CONFLICT',
+    );
+  }
+  if (local.submissionState === 'accepted' || local.submissionState === 'rejected') {
+    return settledResult(local);
+  }
+  const claim = await store.schedule.claimForPoll(partnerRef);
+  if (!claim?.claimed) return claimedElsewhere(claim?.order ?? local);
+  try {
+    return await resubmitOrder(deps, claim.order);
+  } finally {
+    await store.schedule.releasePollClaim(partnerRef, claim.order.claim).catch(() => undefined);
+  }
+}
+
+/** An accepted, rejected or cancelled order, as placement reports it without sending anything. */
+function settledResult(local: LocalOrder): PlaceOrderResult {
+  if (local.submissionState === 'accepted') return { outcome: 'accepted', order: local };
+  const cancelled = local.submissionState === 'cancelled';
+  return {
+    outcome: 'rejected',
+    order: local,
+    code: (cancelled ? local.cancelCode : local.rejectionCode) ?? 'REJECTED',
+    detail: (cancelled ? local.cancelDetail : local.rejectionDetail) ?? '',
+    fix: 'create a new order with a new partner_ref',
+  };
+}
+
+/** The `claimed` outcome: another process holds the order (`lost`: this call's claim ran out). */
+function claimedElsewhere(order: LocalOrder, lost?: ClaimLostError): PlaceOrderResult {
+  return {
+    outcome: 'unknown',
+    order,
+    reason:
+      lost?.message ??
+      `order ${order.partnerRef} is held by another process right now (sending or reading it)`,
+    code: lost?.code ?? 'ORDER_CLAIMED',
+    cause: 'claimed',
+    fix: `nothing: that process settles it; see h2h-sync order show ${order.partnerRef}`,
+  };
 }
 
 /**
- * Submits a local order upstream with its own partner_ref, however many times it was submitted
- * before: the one create path of placement and of the reconciler (an unknown submission the
- * upstream answers 404 for is sent again, spec §4 rule 7; a blocked one once the configuration
- * works). An accepted or rejected order is returned as it is, never sent. The upstream answers
- * a repeat with the existing order (rule 2), so this never creates a second order or a second
- * debit.
+ * Submits a claimed local order upstream with its own partner_ref, however many times it was
+ * submitted before: the one create path of placement, the submission pump and the reconciler (an
+ * unknown submission the upstream answers 404 for is sent again, spec §4 rule 7, with
+ * `knownAbsent`; a blocked one once the configuration works). The caller holds the order's claim
+ * (`claimed.claim`) and ends it afterwards; the claim is renewed while the create waits for a
+ * budget slot or an answer, and nothing is sent once it may have run out (hold-claim.ts), so no
+ * two processes ever have a create of one order in flight. An accepted, rejected or cancelled
+ * order is returned as it is, never sent.
+ *
+ * The create is marked as sent before it leaves (`startSubmission`). A 4xx is a rejection only
+ * when no attempt of the order may have reached the upstream without a definite answer, this
+ * call's (a time-out, a reset, a 5xx) or an earlier one's (`create_in_doubt_at`, cleared by a 404
+ * read: `knownAbsent`); otherwise the outcome is unknown and the reconciler reads the order by
+ * its partner_ref (decisions.md, "Errors on create"). The answer itself adopts the order only if
+ * it is ours (target, product, creation time: ref-reuse.ts); another order under our partner_ref
+ * rejects it with PARTNER_REF_REUSED.
  */
-export async function resubmitOrder(deps: PlaceOrderDeps, local: LocalOrder): Promise<PlaceOrderResult> {
-  const { partnerRef } = local;
-  if (local.submissionState === 'accepted') return { outcome: 'accepted', order: local };
-  if (local.submissionState === 'rejected') {
-    const code = local.rejectionCode ?? 'REJECTED';
-    const detail = local.rejectionDetail ?? '';
-    return {
-      outcome: 'rejected',
-      order: local,
-      code,
-      detail,
-      fix: 'create a new order with a new partner_ref',
-    };
+export async function resubmitOrder(
+  deps: PlaceOrderDeps,
+  claimed: ClaimedOrder,
+  { knownAbsent = false }: { knownAbsent?: boolean } = {},
+): Promise<PlaceOrderResult> {
+  const { store, client, logger } = deps;
+  const { writer } = store;
+  const { partnerRef } = claimed;
+  if (claimed.submissionState === 'accepted') return { outcome: 'accepted', order: claimed };
+  if (claimed.submissionState === 'rejected' || claimed.submissionState === 'cancelled') {
+    return settledResult(claimed);
   }
+  const started = await writer.startSubmission(partnerRef, claimed.claim, { knownAbsent });
+  if (!started) return claimedElsewhere(claimed);
+  let unanswered = false;
 
   try {
-    const created = await deps.client.createOrder(upstreamInput(local));
-    const { order } = await deps.writer.applyOrderSnapshot(created, { source: 'create' });
-    deps.logger?.info({ partnerRef, invoice: order.invoiceNumber, status: order.status }, 'order accepted');
+    const created = await holdClaim(
+      store.schedule,
+      { ...claimed, leasedUntil: started.leasedUntil },
+      (guard) =>
+        client.createOrder(upstreamInput(started.order), {
+          signal: guard.signal,
+          beforeSend: guard.check,
+          onUnanswered: () => {
+            unanswered = true;
+          },
+        }),
+    );
+    const { order } = await writer.applyOrderSnapshot(created, { source: 'create' });
+    if (order.submissionState === 'rejected') {
+      logger?.error(
+        { partnerRef, code: order.rejectionCode, detail: order.rejectionDetail },
+        'order rejected: the upstream answered with another order under its partner_ref',
+      );
+      return {
+        outcome: 'rejected',
+        order,
+        code: order.rejectionCode ?? 'REJECTED',
+        detail: order.rejectionDetail ?? '',
+        fix: 'place the order again with a new partner_ref',
+      };
+    }
+    logger?.info({ partnerRef, invoice: order.invoiceNumber, status: order.status }, 'order accepted');
     return { outcome: 'accepted', order };
   } catch (err) {
-    // A 4xx about the order is a definite refusal (spec §7 rule 1). A refusal about our own
-    // configuration is not (decisions.md, "Errors on create"), and everything else — a timeout,
-    // a network error, a 5xx or 429 after the retries, a budget that stayed spent — leaves the
-    // outcome unknown.
+    const inDoubt = started.inDoubtBefore || unanswered;
+    if (err instanceof ClaimLostError) {
+      // Whoever claims the order next sees the create in doubt (startSubmission) and settles it.
+      logger?.warn({ partnerRef, reason: err.message }, 'order create stopped: its claim ran out');
+      return claimedElsewhere(started.order, err);
+    }
+    // A 4xx about the order is a definite refusal (spec §7 rule 1), unless an attempt may have
+    // created the order (decisions.md, "Errors on create"). A refusal about our own
+    // configuration blocks the order, and everything else — a timeout, a network error, a 5xx or
+    // 429 after the retries, a budget that stayed spent — leaves the outcome unknown.
     if (err instanceof UpstreamError && err.configuration === 'credentials') {
-      const order = await deps.writer.markBlocked(partnerRef, err.code, err.detail);
+      const order = await writer.markBlocked(partnerRef, err.code, err.detail, { inDoubt });
       if (order.submissionState === 'accepted') return { outcome: 'accepted', order };
-      deps.logger?.error(
+      logger?.error(
         { partnerRef, code: err.code, fix: err.fix },
         `order blocked: the upstream refused our configuration (${err.code}) — ${err.fix}; ` +
           'it is submitted again with the same partner_ref once a probe shows the configuration works',
       );
       return { outcome: 'blocked', order, code: err.code, detail: err.detail, fix: err.fix };
     }
-    if (
+    const refusal =
       err instanceof UpstreamError &&
       err.configuration === undefined &&
       err.status >= 400 &&
       err.status < 500 &&
-      err.status !== 429
-    ) {
-      const order = await deps.writer.markRejected(partnerRef, err.code, err.detail);
+      err.status !== 429;
+    if (refusal && !inDoubt) {
+      const order = await writer.markRejected(partnerRef, err.code, err.detail);
       // A webhook or poll may have proved the order exists meanwhile; the store then keeps it.
       if (order.submissionState === 'accepted') return { outcome: 'accepted', order };
-      deps.logger?.warn({ partnerRef, code: err.code }, 'order rejected');
+      logger?.warn({ partnerRef, code: err.code }, 'order rejected');
       return { outcome: 'rejected', order, code: err.code, detail: err.detail, fix: err.fix };
     }
-    const order = await deps.writer.markSubmissionUnknown(partnerRef);
+    const order = await writer.markSubmissionUnknown(partnerRef, {
+      inDoubt,
+      ...(refusal ? { refusal: { code: err.code, detail: err.detail } } : {}),
+    });
     if (order.submissionState === 'accepted') return { outcome: 'accepted', order };
     const reason = err instanceof Error ? err.message : String(err);
-    const cause = unknownCause(err);
+    const cause = refusal ? 'refused_in_doubt' : unknownCause(err);
     const fix =
       cause === 'base_url'
         ? (err as UpstreamError).fix
         : 'nothing: the reconciler reads the order by its partner_ref, or submits it again with the same one';
-    deps.logger?.[cause === 'base_url' ? 'error' : 'warn'](
+    logger?.[cause === 'base_url' ? 'error' : 'warn'](
       { partnerRef, cause, reason },
       cause === 'base_url'
         ? `order submission outcome unknown: ${fix}; it is submitted again with the same partner_ref once fixed`
-        : 'order submission outcome unknown; the reconciler will resolve it',
+        : cause === 'refused_in_doubt'
+          ? 'order refused after an attempt that may have reached the upstream: outcome unknown; the reconciler reads it'
+          : 'order submission outcome unknown; the reconciler will resolve it',
     );
     const code = (err as { code?: unknown } | null)?.code;
     return { outcome: 'unknown', order, reason, code: typeof code === 'string' ? code : 'ERROR', cause, fix };

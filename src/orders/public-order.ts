@@ -27,14 +27,23 @@ export interface PublicOrder {
   /** The upstream's reason on FAILED and REFUNDED. */
   message: string | null;
   /**
-   * Where the create call stands: `pending` (not answered yet), `accepted` (the upstream has the
-   * order), `rejected` (refused for good, see `rejection`), `unknown` (no definite answer yet:
-   * the reconciler finds out), `blocked` (our configuration was refused, see `blocked`; it is
-   * submitted again once fixed).
+   * Where the create call stands: `queued` (waiting for its turn), `pending` (sent, not answered
+   * yet), `accepted` (the upstream has the order), `rejected` (refused for good, see `rejection`),
+   * `unknown` (no definite answer yet: the reconciler finds out), `blocked` (our configuration was
+   * refused, see `blocked`; it is submitted again once fixed), `cancelled` (never sent, see
+   * `cancellation`).
    */
   submission: SubmissionState;
   rejection: { code: string; detail: string } | null;
   blocked: { code: string; detail: string } | null;
+  /** Why a `cancelled` order was: `CANCELLED` (the shop asked) or `EXPIRED` (it waited too long to be sent). */
+  cancellation: { code: string; detail: string } | null;
+  /**
+   * Whether the order is done, in one field ({@link outcomeOf}): null while it is open, else
+   * `delivered`, `failed`, `refunded`, `rejected` or `cancelled`. `delivered` can still become
+   * `refunded` later; the shop is told when it does.
+   */
+  outcome: OrderOutcome | null;
   /** The upstream's creation and success times, as it sent them. */
   created_at: string | null;
   success_at: string | null;
@@ -43,6 +52,24 @@ export interface PublicOrder {
   updated_at: string;
   final_at: string | null;
   version: number;
+}
+
+/** How an order ended, for a shop that asks one question: is it done, and how? */
+export const ORDER_OUTCOMES = ['delivered', 'failed', 'refunded', 'rejected', 'cancelled'] as const;
+export type OrderOutcome = (typeof ORDER_OUTCOMES)[number];
+
+/**
+ * An order's outcome (docs/api.md, "The order"): `rejected` and `cancelled` from the submission
+ * (the upstream never had the order), else from the upstream's final status: SUCCESS is
+ * `delivered`, FAILED `failed`, REFUNDED `refunded`; null while the order is open (queued,
+ * pending, unknown, blocked, PENDING, PROCESSING, or a status outside decisions.md's table).
+ */
+export function outcomeOf(submission: SubmissionState, status: string | null): OrderOutcome | null {
+  if (submission === 'rejected' || submission === 'cancelled') return submission;
+  if (status === 'SUCCESS') return 'delivered';
+  if (status === 'FAILED') return 'failed';
+  if (status === 'REFUNDED') return 'refunded';
+  return null;
 }
 
 /** The columns of `orders` the public representation is made of. */
@@ -74,6 +101,9 @@ export function toPublicOrder(row: PublicOrderRow): PublicOrder {
     rejection:
       row.rejection_code === null ? null : { code: row.rejection_code, detail: row.rejection_detail ?? '' },
     blocked: row.blocked_code === null ? null : { code: row.blocked_code, detail: row.blocked_detail ?? '' },
+    cancellation:
+      row.cancel_code === null ? null : { code: row.cancel_code, detail: row.cancel_detail ?? '' },
+    outcome: outcomeOf(row.submission_state, row.status),
     created_at: row.created_at,
     success_at: row.success_at,
     local_created_at: iso(row.local_created_at),

@@ -6,12 +6,22 @@ import { resubmitOrder } from './place-order.js';
 /** How often an idle pump looks for newly queued orders. */
 export const DEFAULT_PUMP_IDLE_MS = 200;
 
+/** How often the pump cancels the orders that waited longer than `maxAgeMs` (`expireWaitingOrders`). */
+export const EXPIRY_SWEEP_MS = 5_000;
+
 export interface SubmissionPumpOptions {
   store: OrderStore;
   client: UpstreamClient;
   logger?: Logger;
   /** How often an idle pump looks for queued orders. Default {@link DEFAULT_PUMP_IDLE_MS}. */
   idleMs?: number;
+  /**
+   * API_SUBMISSION_MAX_AGE_S in ms: an order still waiting to be sent (queued, or blocked with
+   * nothing in doubt) this long after it was placed is cancelled with code `EXPIRED` instead,
+   * within {@link EXPIRY_SWEEP_MS}, and a queued one is never sent once that old. 0: never.
+   * Default: 0.
+   */
+  maxAgeMs?: number;
 }
 
 export interface SubmissionPump {
@@ -28,27 +38,48 @@ export interface SubmissionPump {
  * stream at the budget's pace instead of 429s. Each order's outcome goes through the store like
  * any placement (accepted, rejected, blocked, unknown for the reconciler). While the reconciler's
  * circuit is open (a refused key, a wrong base URL, a failing upstream) the pump waits instead
- * of sending orders that would only be refused. SQLite is the queue: a crash loses nothing, and a
- * claimed order whose pump died is taken again when its lease expires.
+ * of sending orders that would only be refused; orders that wait too long (`maxAgeMs`) are
+ * cancelled meanwhile. The store is the queue: a claimed order is renewed while its create waits
+ * (hold-claim.ts), and one whose pump died is taken again once its lease runs out.
  */
 export function startSubmissionPump(options: SubmissionPumpOptions): SubmissionPump {
   const { store, client, logger } = options;
   const idleMs = options.idleMs ?? DEFAULT_PUMP_IDLE_MS;
+  const maxAgeMs = options.maxAgeMs ?? 0;
   const sent = { accepted: 0, rejected: 0, blocked: 0, unknown: 0 };
   let stopping = false;
   let wake: (() => void) | undefined;
   let timer: NodeJS.Timeout | undefined;
+  let sweptAt = Number.NEGATIVE_INFINITY;
   const idle = () =>
     new Promise<void>((resolve) => {
       wake = resolve;
       timer = setTimeout(resolve, idleMs);
     });
 
+  /** Cancels the orders too old to send, at most every {@link EXPIRY_SWEEP_MS}. */
+  const expireOld = async () => {
+    if (maxAgeMs === 0 || store.schedule.now() - sweptAt < EXPIRY_SWEEP_MS) return;
+    sweptAt = store.schedule.now();
+    const expired = await store.writer.expireWaitingOrders(sweptAt - maxAgeMs);
+    if (expired.length > 0) {
+      logger?.warn(
+        { partnerRefs: expired, maxAgeS: maxAgeMs / 1000 },
+        `submission pump: ${expired.length} order(s) waited longer than API_SUBMISSION_MAX_AGE_S and were cancelled (EXPIRED), never sent`,
+      );
+    }
+  };
+
   const loop = async () => {
     while (!stopping) {
       let order: Awaited<ReturnType<OrderStore['schedule']['claimNextQueued']>>;
       try {
-        order = (await store.circuit.state()) ? undefined : await store.schedule.claimNextQueued();
+        await expireOld();
+        order = (await store.circuit.state())
+          ? undefined
+          : await store.schedule.claimNextQueued(
+              maxAgeMs === 0 ? {} : { writtenSince: store.schedule.now() - maxAgeMs },
+            );
       } catch (err) {
         logger?.warn({ err }, 'submission pump: the store is busy; trying again');
         order = undefined;
@@ -58,22 +89,20 @@ export function startSubmissionPump(options: SubmissionPumpOptions): SubmissionP
         continue;
       }
       try {
-        const result = await resubmitOrder(
-          { client, writer: store.writer, ...(logger ? { logger } : {}) },
-          order,
-        );
+        const result = await resubmitOrder({ client, store, ...(logger ? { logger } : {}) }, order);
         sent[result.outcome] += 1;
       } catch (err) {
         // A store error (the create answer, if any, is then unknown to us): the order stays
-        // queued and is sent again with its partner_ref, which the upstream answers with the
-        // existing order. Not at once: a failing store would turn this loop into a spin.
+        // queued, its create marked in doubt, and is sent again with its partner_ref, which the
+        // upstream answers with the existing order. Not at once: a failing store would turn this
+        // loop into a spin.
         logger?.error({ err, partnerRef: order.partnerRef }, 'submission pump: the order stays queued');
         await idle();
       }
       try {
-        await store.schedule.releasePollClaim(order.partnerRef);
+        await store.schedule.releasePollClaim(order.partnerRef, order.claim);
       } catch {
-        // The lease expires on its own.
+        // The lease runs out on its own.
       }
     }
   };

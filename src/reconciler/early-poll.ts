@@ -45,7 +45,7 @@ export async function pollOrderNow(deps: ReconcilerDeps, ref: string): Promise<E
   if (claim) {
     const result = await pollClaimedOrder(deps, claim.order);
     if (result.kind === 'polled') return result;
-    await store.schedule.releasePollClaim(claim.order.partnerRef);
+    await store.schedule.releasePollClaim(claim.order.partnerRef, claim.order.claim);
     return kept(result.reason, result.error, result.retryAfterMs);
   }
   return pollUnknownOrder(deps, ref);

@@ -5,6 +5,7 @@ import { BudgetExhaustedError } from '../rate-budget/rate-budget.js';
 import type { LocalOrder } from '../store/local-order.js';
 import type { OrderStore } from '../store/order-store.js';
 import type { ApplyResult } from '../store/order-writer.js';
+import type { ClaimedOrder } from '../store/poll-schedule.js';
 import { StoreError } from '../store/store-error.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { UpstreamError, UpstreamUnreachableError } from '../upstream/errors.js';
@@ -40,7 +41,9 @@ export interface ReconcilerDeps {
  *   is out of step with the upstream's limit (another client on the same key?);
  * - `upstream_error`: 5xx, or a refusal that says nothing about our configuration (after the
  *   client's retries); the order goes on its own backoff;
- * - `unreachable`: no answer at all; the order goes on its own backoff.
+ * - `unreachable`: no answer at all; the order goes on its own backoff;
+ * - `claimed`: the order's claim ran out while its repeated create waited (another process may
+ *   hold it now): the order is left to that process.
  */
 export type PollStopReason =
   | 'budget'
@@ -48,7 +51,8 @@ export type PollStopReason =
   | 'base_url'
   | 'rate_limited'
   | 'upstream_error'
-  | 'unreachable';
+  | 'unreachable'
+  | 'claimed';
 
 /** One line that says what went wrong and what to do, for logs, the CLI and the circuit. */
 export interface PollError {
@@ -97,7 +101,7 @@ export function describePollError(error: Error): PollError {
  * The one place these rules live: polls, early polls and the circuit's probe use it.
  */
 export function classifyFailure(error: unknown): {
-  reason: PollStopReason | 'not_found';
+  reason: Exclude<PollStopReason, 'claimed'> | 'not_found';
   retryAfterMs?: number;
   calls: number;
 } {
@@ -116,7 +120,7 @@ export function classifyFailure(error: unknown): {
   return { reason: 'upstream_error', calls: 1 };
 }
 
-const KEPT_OUTCOME: Record<Exclude<PollStopReason, 'budget' | 'base_url'>, PollOutcome> = {
+const KEPT_OUTCOME: Record<Exclude<PollStopReason, 'budget' | 'base_url' | 'claimed'>, PollOutcome> = {
   unauthorized: 'unauthorized',
   rate_limited: 'rate_limited',
   upstream_error: 'upstream_error',
@@ -125,16 +129,24 @@ const KEPT_OUTCOME: Record<Exclude<PollStopReason, 'budget' | 'base_url'>, PollO
 
 /**
  * Repeats the create of an unresolved or blocked submission with its own partner_ref, through
- * `resubmitOrder`, the one create path. `calls` is what the poll spent before (a read that
- * answered 404, or nothing for a blocked order).
+ * `resubmitOrder`, the one create path, under the poll's claim. `calls` is what the poll spent
+ * before (a read that answered 404, or nothing for a blocked order); `knownAbsent`: that read
+ * answered 404, so no earlier create left an order upstream.
  */
-async function submitAgain(deps: ReconcilerDeps, current: LocalOrder, calls: number): Promise<PollResult> {
+async function submitAgain(
+  deps: ReconcilerDeps,
+  current: ClaimedOrder,
+  calls: number,
+  knownAbsent: boolean,
+): Promise<PollResult> {
   const { store, client, logger, metrics } = deps;
   const ref = current.partnerRef;
-  const result = await resubmitOrder(
-    { client, writer: store.writer, ...(logger ? { logger } : {}) },
-    current,
-  );
+  const result = await resubmitOrder({ client, store, ...(logger ? { logger } : {}) }, current, {
+    knownAbsent,
+  });
+  if (result.outcome === 'unknown' && result.cause === 'claimed') {
+    return { kind: 'kept', reason: 'claimed', error: { code: result.code, message: result.reason }, calls };
+  }
   metrics?.countPoll('resubmitted');
   logger?.info(
     { partnerRef: ref, was: current.submissionState, outcome: result.outcome },
@@ -155,7 +167,7 @@ async function submitAgain(deps: ReconcilerDeps, current: LocalOrder, calls: num
       calls: calls + 1,
     };
   }
-  if (result.outcome === 'unknown') {
+  if (result.outcome === 'unknown' && result.cause !== 'refused_in_doubt') {
     // No definite answer to the create either: as for a poll without one, the caller decides.
     return {
       kind: 'kept',
@@ -164,7 +176,8 @@ async function submitAgain(deps: ReconcilerDeps, current: LocalOrder, calls: num
       calls: calls + 1,
     };
   }
-  const order = await record(deps, result.order, true);
+  // Accepted, rejected, or refused after an attempt in doubt (unknown: read at the next poll).
+  const order = await record(deps, current, result.order, true);
   return { kind: 'polled', outcome: 'resubmitted', order, changed: true, anomaly: false, calls: calls + 1 };
 }
 
@@ -184,11 +197,12 @@ function counterOf(deps: ReconcilerDeps, audit: boolean): (outcome: PollOutcome)
 }
 
 /** How a repeated create without a definite answer is handled, like a poll without one. */
-const RESUBMISSION_FAILURE: Record<UnknownCause, PollStopReason> = {
+const RESUBMISSION_FAILURE: Record<Exclude<UnknownCause, 'refused_in_doubt'>, PollStopReason> = {
   no_answer: 'unreachable',
   upstream_error: 'upstream_error',
   budget: 'budget',
   base_url: 'base_url',
+  claimed: 'claimed',
 };
 
 /**
@@ -211,14 +225,15 @@ const RESUBMISSION_FAILURE: Record<UnknownCause, PollStopReason> = {
  */
 export async function pollClaimedOrder(
   deps: ReconcilerDeps,
-  claimed: LocalOrder,
+  claimed: ClaimedOrder,
   { audit = false }: PollOptions = {},
 ): Promise<PollResult> {
   const { store, client, logger, metrics } = deps;
   const ref = claimed.partnerRef;
   const count = counterOf(deps, audit);
-  // Refused for our configuration, so surely not upstream: no read, the create goes again.
-  if (claimed.submissionState === 'blocked') return submitAgain(deps, claimed, 0);
+  // Refused for our configuration: no read, the create goes again (with the same partner_ref,
+  // so an earlier create in doubt is answered with its order, if it made one).
+  if (claimed.submissionState === 'blocked') return submitAgain(deps, claimed, 0, false);
 
   let snapshot: Order;
   try {
@@ -250,11 +265,11 @@ export async function pollClaimedOrder(
     if (!(error instanceof StoreError && error.code === 'INVALID_SNAPSHOT')) throw error;
     count('invalid_answer');
     logger?.error({ partnerRef: ref, err: error }, 'poll answer cannot be applied; polling goes on');
-    const order = await record(deps, claimed, false);
+    const order = await record(deps, claimed, claimed, false);
     return { kind: 'polled', outcome: 'invalid_answer', order, changed: false, anomaly: false, calls: 1 };
   }
 
-  const order = await record(deps, applied.order, applied.changed);
+  const order = await record(deps, claimed, applied.order, applied.changed);
   if (applied.changed) {
     metrics?.countChangedByPoll();
     count('changed');
@@ -285,8 +300,13 @@ export async function pollClaimedOrder(
 }
 
 /** Records the poll in the schedule, which sets the next poll (or marks the order stuck); ends the claim. */
-async function record(deps: ReconcilerDeps, after: LocalOrder, changed: boolean): Promise<LocalOrder> {
-  const order = await deps.store.schedule.recordPoll(after.partnerRef, { changed });
+async function record(
+  deps: ReconcilerDeps,
+  claimed: ClaimedOrder,
+  after: LocalOrder,
+  changed: boolean,
+): Promise<LocalOrder> {
+  const order = await deps.store.schedule.recordPoll(after.partnerRef, { changed, claim: claimed.claim });
   if (order.stuckAt !== null && after.stuckAt === null && after.nextPollAt !== null) {
     deps.logger?.warn(
       {
@@ -304,7 +324,7 @@ async function record(deps: ReconcilerDeps, after: LocalOrder, changed: boolean)
 
 async function notFound(
   deps: ReconcilerDeps,
-  claimed: LocalOrder,
+  claimed: ClaimedOrder,
   error: UpstreamError,
   count: (outcome: PollOutcome) => void,
 ): Promise<PollResult> {
@@ -314,13 +334,14 @@ async function notFound(
 
   if (current.submissionState !== 'accepted' && current.submissionState !== 'rejected') {
     // The create never reached the upstream (or its process died first): repeat it with the
-    // same partner_ref (spec §4 rule 7). The upstream answers a repeat with the existing order.
-    return submitAgain(deps, current, 1);
+    // same partner_ref (spec §4 rule 7), knowing no earlier create left an order there. The
+    // upstream answers a repeat with the existing order.
+    return submitAgain(deps, { ...claimed, ...current }, 1, true);
   }
 
   if (current.submissionState === 'rejected') {
     // An early poll of a refused order: the upstream never had it, as expected.
-    await store.schedule.releasePollClaim(ref);
+    await store.schedule.releasePollClaim(ref, claimed.claim);
     count('not_found');
     return { kind: 'polled', outcome: 'not_found', order: current, changed: false, anomaly: false, calls: 1 };
   }
@@ -331,6 +352,6 @@ async function notFound(
     { partnerRef: ref, invoice: current.invoiceNumber, status: current.upstreamStatus, err: error },
     'anomaly: the upstream answers 404 for an order it had confirmed; polling goes on — report it to the provider',
   );
-  const order = await record(deps, current, false);
+  const order = await record(deps, claimed, current, false);
   return { kind: 'polled', outcome: 'not_found', order, changed: false, anomaly: true, calls: 1 };
 }

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { BudgetUsage, RateBudget } from '../rate-budget/rate-budget.js';
+import type { ClaimedOrder } from '../store/poll-schedule.js';
 import type { CircuitCause, OpenCircuit } from '../store/upstream-circuit.js';
 import { CIRCUIT_OPENS_AFTER, closeCircuit, openCircuit, probeFailed, probeUpstream } from './circuit.js';
 import type { PassLock } from './pass-lock.js';
@@ -149,7 +150,7 @@ async function auditOnIdleCapacity(
   deps: ReconcilerDeps,
   pass: { startedAt: number; signals: AbortSignal[] },
   summary: ReconcilePassSummary,
-  kept: string[],
+  kept: ClaimedOrder[],
   attempted: number,
 ): Promise<void> {
   const { store, settings } = deps;
@@ -168,7 +169,7 @@ async function auditOnIdleCapacity(
     try {
       result = await pollClaimedOrder(deps, order, { audit: true });
     } catch (error) {
-      kept.push(order.partnerRef);
+      kept.push(order);
       throw error;
     }
     summary.calls += result.calls;
@@ -178,7 +179,7 @@ async function auditOnIdleCapacity(
       if (result.anomaly) summary.anomalies += 1;
       continue;
     }
-    kept.push(order.partnerRef);
+    kept.push(order);
     if (result.reason === 'budget') return; // no idle capacity: the audit waits, nothing else does
     summary.errors += 1;
     if (result.reason === 'unauthorized') {
@@ -232,7 +233,7 @@ async function pollDueOrders(
   const total = Math.min(settings.passSize, atStart.dueForPoll);
   // Orders that could not be polled for a cause of every order: released at the end, so this
   // pass does not take them again and the next one takes them first.
-  const kept: string[] = [];
+  const kept: ClaimedOrder[] = [];
   let attempted = 0;
   let failuresInARow = 0;
 
@@ -284,7 +285,7 @@ async function pollDueOrders(
       try {
         result = await pollClaimedOrder(deps, order);
       } catch (error) {
-        kept.push(order.partnerRef);
+        kept.push(order);
         throw error;
       }
       summary.calls += result.calls;
@@ -297,22 +298,24 @@ async function pollDueOrders(
         if (result.outcome === 'invalid_answer') summary.errors += 1;
         if (result.anomaly) summary.anomalies += 1;
         if (result.order.nextPollAt !== null) summary.stillOpen += 1;
+      } else if (result.reason === 'claimed') {
+        // Its claim ran out while its repeated create waited: another process holds it now.
       } else if (result.reason === 'budget') {
-        kept.push(order.partnerRef);
+        kept.push(order);
         stop('budget');
         if (result.retryAfterMs !== undefined) summary.retryAfterMs = result.retryAfterMs;
       } else if (result.reason === 'rate_limited') {
-        kept.push(order.partnerRef);
+        kept.push(order);
         summary.errors += 1;
         stop('rate_limited', result.error);
       } else if (result.reason === 'unauthorized' || result.reason === 'base_url') {
-        kept.push(order.partnerRef);
+        kept.push(order);
         summary.errors += 1;
         await openCircuit(deps, result.reason, result.error);
         stop(result.reason, result.error);
       } else {
         // This order got no answer: its own backoff, so it never holds up the orders behind it.
-        await store.schedule.recordFailedPoll(order.partnerRef);
+        await store.schedule.recordFailedPoll(order.partnerRef, { claim: order.claim });
         summary.errors += 1;
         failuresInARow += 1;
         if (failuresInARow >= CIRCUIT_OPENS_AFTER) {
@@ -331,7 +334,7 @@ async function pollDueOrders(
 
     if (summary.stoppedBy === 'done') await auditOnIdleCapacity(deps, pass, summary, kept, attempted);
   } finally {
-    for (const ref of kept) await store.schedule.releasePollClaim(ref);
+    for (const order of kept) await store.schedule.releasePollClaim(order.partnerRef, order.claim);
   }
 
   const counts = await store.queries.countByStatus(now());

@@ -22,6 +22,7 @@ export const ORDER_EVENT_TYPES = [
   'order.updated',
   'order.rejected',
   'order.blocked',
+  'order.cancelled',
 ] as const;
 export type OrderEventType = (typeof ORDER_EVENT_TYPES)[number];
 
@@ -35,6 +36,7 @@ export interface FeedEventData {
   'order.updated': PublicOrder;
   'order.rejected': PublicOrder;
   'order.blocked': PublicOrder;
+  'order.cancelled': PublicOrder;
   /** The product after the catalog sync that found the change, with `previous_price`. */
   'product.price_changed': ProductPriceChange;
   /** The balance as it was when it fell under BALANCE_LOW_THRESHOLD. */

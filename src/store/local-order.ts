@@ -1,3 +1,4 @@
+import { type OrderRequest, parseOrderRequest } from '../orders/order-request.js';
 import { isKnownStatus, type OrderData, type OrderStatus } from '../upstream/model.js';
 
 /**
@@ -10,10 +11,20 @@ import { isKnownStatus, type OrderData, type OrderStatus } from '../upstream/mod
  *   `rejectionCode`; never retried;
  * - `unknown`: the create call got no definite answer; the reconciler must find out;
  * - `blocked`: the upstream refused our configuration (401/403: the key, H2H access, the IP
- *   whitelist; see `blockedCode`), so the order surely does not exist upstream; the reconciler
- *   submits it again with its partner_ref once a probe shows the configuration works.
+ *   whitelist; see `blockedCode`); the reconciler submits it again with its partner_ref once a
+ *   probe shows the configuration works;
+ * - `cancelled`: never sent, or refused before any create could have reached the upstream, and
+ *   cancelled by the shop or expired in the queue (see `cancelCode`); never sent again.
  */
-export const SUBMISSION_STATES = ['queued', 'pending', 'accepted', 'rejected', 'unknown', 'blocked'] as const;
+export const SUBMISSION_STATES = [
+  'queued',
+  'pending',
+  'accepted',
+  'rejected',
+  'unknown',
+  'blocked',
+  'cancelled',
+] as const;
 export type SubmissionState = (typeof SUBMISSION_STATES)[number];
 
 /** Who delivered an event. */
@@ -28,7 +39,10 @@ export type EventSource = (typeof EVENT_SOURCES)[number];
  * - `rejected`, `submission_unknown`, `blocked`: what the create call said, recorded by
  *   `markRejected`, `markSubmissionUnknown` and `markBlocked`;
  * - `submission_settled`: such a create outcome arrived after the submission was settled
- *   (accepted or rejected) and changed nothing.
+ *   (accepted or rejected) and changed nothing;
+ * - `partner_ref_reused`: the upstream answered with another order under our partner_ref (its
+ *   target, product or creation time is not ours): recorded, never applied;
+ * - `cancelled`: the shop cancelled the order, or it expired in the queue, before it was sent.
  */
 export type EventReason =
   | 'initial'
@@ -41,7 +55,9 @@ export type EventReason =
   | 'rejected'
   | 'submission_unknown'
   | 'blocked'
-  | 'submission_settled';
+  | 'submission_settled'
+  | 'partner_ref_reused'
+  | 'cancelled';
 
 /** An order as the store keeps it. Times we set are ms since the epoch; upstream times are ISO. */
 export interface LocalOrder {
@@ -53,6 +69,11 @@ export interface LocalOrder {
   /** The target data we sent; null for an order placed elsewhere. */
   data: OrderData | null;
   callbackUrl: string | null;
+  /**
+   * The order as the shop (or the CLI) asked for it, kept as sent: what an idempotent repeat is
+   * compared with. Null for an order placed elsewhere, or written before the store kept it.
+   */
+  request: OrderRequest | null;
   amount: number | null;
   /** The last applied status; null until the upstream confirmed a known status. */
   status: OrderStatus | null;
@@ -74,6 +95,18 @@ export interface LocalOrder {
   /** For a `blocked` submission: the upstream's code (INVALID_API_KEY …) and detail (for IP_NOT_WHITELISTED the IP). */
   blockedCode: string | null;
   blockedDetail: string | null;
+  /** For a `cancelled` submission: `CANCELLED` (by the shop) or `EXPIRED` (too old to send), and why. */
+  cancelCode: string | null;
+  cancelDetail: string | null;
+  /** When the first create of the order was sent (about to be), in ms; null while never sent. */
+  firstSentAt: number | null;
+  /**
+   * Since when a create of this order may have reached the upstream without a definite answer
+   * (no answer, a 5xx, an unreadable 2xx, or a sender that died): until a snapshot, a definite
+   * refusal of every attempt or a 404 read settles it, a 4xx is not a rejection and the order
+   * cannot be cancelled. Null when nothing is in doubt.
+   */
+  createInDoubtAt: number | null;
   lastPolledAt: number | null;
   /** When the reconciler should look at the order next; null when there is nothing to poll. */
   nextPollAt: number | null;
@@ -110,6 +143,7 @@ export interface OrderRow {
   product_id: string | null;
   target_data: string | null;
   callback_url: string | null;
+  request: string | null;
   amount: number | null;
   status: string | null;
   upstream_status: string | null;
@@ -127,6 +161,10 @@ export interface OrderRow {
   rejection_detail: string | null;
   blocked_code: string | null;
   blocked_detail: string | null;
+  cancel_code: string | null;
+  cancel_detail: string | null;
+  first_sent_at: number | null;
+  create_in_doubt_at: number | null;
   last_polled_at: number | null;
   next_poll_at: number | null;
   poll_count: number;
@@ -158,6 +196,7 @@ export function toLocalOrder(row: OrderRow): LocalOrder {
     productId: row.product_id,
     data: row.target_data === null ? null : (JSON.parse(row.target_data) as OrderData),
     callbackUrl: row.callback_url,
+    request: row.request === null ? null : parseOrderRequest(row.request),
     amount: row.amount,
     status: row.status !== null && isKnownStatus(row.status) ? row.status : null,
     upstreamStatus: row.upstream_status,
@@ -175,6 +214,10 @@ export function toLocalOrder(row: OrderRow): LocalOrder {
     rejectionDetail: row.rejection_detail,
     blockedCode: row.blocked_code,
     blockedDetail: row.blocked_detail,
+    cancelCode: row.cancel_code,
+    cancelDetail: row.cancel_detail,
+    firstSentAt: row.first_sent_at,
+    createInDoubtAt: row.create_in_doubt_at,
     lastPolledAt: row.last_polled_at,
     nextPollAt: row.next_poll_at,
     pollCount: row.poll_count,

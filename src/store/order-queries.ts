@@ -143,6 +143,12 @@ export class OrderQueries {
     return row?.n ?? 0;
   }
 
+  /** The order with exactly this partner_ref (never one whose invoice number it is). */
+  async getOrderByPartnerRef(partnerRef: string): Promise<LocalOrder | undefined> {
+    const row = await this.#rows.find(this.#rows.db, partnerRef, null);
+    return row && toLocalOrder(row);
+  }
+
   /** The public representation of the order with exactly this partner_ref. */
   async getPublicOrderByPartnerRef(partnerRef: string): Promise<PublicOrder | undefined> {
     const row = await this.#rows.find(this.#rows.db, partnerRef, null);

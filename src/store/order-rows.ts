@@ -22,9 +22,14 @@ const BY_EITHER = `SELECT * FROM orders WHERE id = (
 
 /**
  * A row of `orders` as the store returns it (`SELECT *`): {@link OrderRow} and the columns no
- * plan writes, the balance accounting's `debited_amount` (balance.ts) and the poll lease.
+ * plan writes, the balance accounting's `debited_amount` (balance.ts) and the claim's lease.
  */
-export type StoredOrderRow = OrderRow & { debited_amount: number | null; poll_leased_until: number | null };
+export type StoredOrderRow = OrderRow & {
+  debited_amount: number | null;
+  poll_leased_until: number | null;
+  /** Who holds the claim that `poll_leased_until` bounds (poll-schedule.ts). */
+  lease_token: string | null;
+};
 
 /**
  * What the parts of the order store share: one database (sql/executor.ts), one clock, and how a

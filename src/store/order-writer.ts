@@ -4,23 +4,51 @@ import type { BalanceLedger } from './balance.js';
 import type { ChangeFeed } from './feed.js';
 import { type EventReason, type LocalOrder, type OrderRow, toLocalOrder } from './local-order.js';
 import { PaceBatch } from './order-pace.js';
-import type { OrderRows } from './order-rows.js';
+import type { OrderRows, StoredOrderRow } from './order-rows.js';
 import type { PollSchedule } from './poll-schedule.js';
 import {
   type ApplyOptions,
+  type Cancellation,
   type CreateLocalOrderInput,
   type FeedChange,
+  type NotCancellable,
   ORDER_COLUMNS,
   planApply,
+  planCancel,
   planLocalOrder,
   planSettlement,
+  type SettlementPlan,
   type SubmissionOutcome,
+  whyNotCancellable,
 } from './rules/apply-plan.js';
 import type { Outcome, SqlExecutor, WriteOptions } from './sql/executor.js';
 import { together } from './sql/together.js';
 import { StoreError } from './store-error.js';
 
-export type { ApplyOptions, CreateLocalOrderInput } from './rules/apply-plan.js';
+export type {
+  ApplyOptions,
+  Cancellation,
+  CreateLocalOrderInput,
+  NotCancellable,
+} from './rules/apply-plan.js';
+
+/** What {@link OrderWriter.cancelOrder} did: cancelled it now, or why not. */
+export type CancelResult =
+  | { cancelled: true; order: LocalOrder }
+  | { cancelled: false; order: LocalOrder; why: NotCancellable };
+
+/** What {@link OrderWriter.startSubmission} found before it marked the create as sent. */
+export interface StartedSubmission {
+  order: LocalOrder;
+  /**
+   * An earlier create of the order may have reached the upstream without a definite answer
+   * (`create_in_doubt_at` was set, and no 404 read settled it since): a 4xx answer to this one
+   * is then no rejection.
+   */
+  inDoubtBefore: boolean;
+  /** The claim's lease, renewed by the start: it ends then (the store's clock). */
+  leasedUntil: number;
+}
 
 export interface ApplyResult {
   order: LocalOrder;
@@ -50,6 +78,11 @@ const UPDATE_ORDER_DEBITED = `UPDATE orders SET ${ORDER_COLUMNS.map((c) => `${c}
   debited_amount = @debited_amount WHERE id = @id`;
 const SET_DEBITED = 'UPDATE orders SET debited_amount = @debited_amount WHERE id = @id';
 const EVENT_BY_KEY = 'SELECT partner_ref FROM order_events WHERE source = @source AND event_id = @eventId';
+/** The catalog's name of the product an order asked for, by code or else by id. */
+const CATALOG_NAME = `SELECT name FROM catalog_products WHERE code = @code
+  UNION ALL SELECT name FROM catalog_products WHERE lower(id) = lower(@id) LIMIT 1`;
+const START_SUBMISSION = `UPDATE orders SET first_sent_at = COALESCE(first_sent_at, @now), create_in_doubt_at = @now,
+  poll_leased_until = @until WHERE id = @id`;
 const INSERT_EVENT = `INSERT INTO order_events
     (partner_ref, source, event_id, status, payload, received_at, applied_at, changed, reason)
   VALUES
@@ -172,20 +205,113 @@ export class OrderWriter {
    * Records that the upstream refused the create call for our configuration (401/403): the
    * submission becomes `blocked` with the upstream's code and detail, never `rejected`, and the
    * order is due at once, so the reconciler submits it again with its partner_ref as soon as a
-   * probe shows the configuration works. No effect on an order the upstream has already
-   * confirmed or rejected. Never touches `status`.
+   * probe shows the configuration works. `inDoubt` (default false: the refusal answered): an
+   * earlier attempt may have reached the upstream (the order cannot be cancelled then). No effect
+   * on an order the upstream has already confirmed or rejected. Never touches `status`.
    */
-  markBlocked(partnerRef: string, code: string, detail: string): Promise<LocalOrder> {
-    return this.#settleSubmission(partnerRef, { state: 'blocked', code, detail });
+  markBlocked(
+    partnerRef: string,
+    code: string,
+    detail: string,
+    { inDoubt = false }: { inDoubt?: boolean } = {},
+  ): Promise<LocalOrder> {
+    return this.#settleSubmission(partnerRef, { state: 'blocked', code, detail, inDoubt });
   }
 
   /**
-   * Records that the create call's outcome is unknown (no definite answer after its retries):
-   * the submission becomes `unknown` and the order is due for a poll now. No effect on an order
-   * the upstream has already confirmed or rejected. Never touches `status`.
+   * Records that the create call's outcome is unknown (no definite answer after its retries, or
+   * a 4xx after an attempt that may have reached the upstream: `refusal`): the submission
+   * becomes `unknown` and the order is due for a poll now. `inDoubt` (default true): a create
+   * may have reached the upstream; false when none can have (the budget refused the first
+   * attempt). No effect on an order the upstream has already confirmed or rejected. Never
+   * touches `status`.
    */
-  markSubmissionUnknown(partnerRef: string): Promise<LocalOrder> {
-    return this.#settleSubmission(partnerRef, { state: 'unknown' });
+  markSubmissionUnknown(
+    partnerRef: string,
+    { inDoubt = true, refusal }: { inDoubt?: boolean; refusal?: { code: string; detail: string } } = {},
+  ): Promise<LocalOrder> {
+    return this.#settleSubmission(partnerRef, {
+      state: 'unknown',
+      inDoubt,
+      ...(refusal === undefined ? {} : { refusal }),
+    });
+  }
+
+  /**
+   * Marks a create of the order as sent, before the request leaves (the durable half of
+   * "never reject what may exist"): `first_sent_at` on the first, and `create_in_doubt_at` until
+   * the call's outcome settles it; the claim's lease is renewed with it. Only the holder of the
+   * order's live claim (`claim`, from the schedule's claims) may send: undefined when it ran out
+   * or another holds it now. `knownAbsent`: a read by partner_ref has just answered 404, so no
+   * earlier create left an order upstream.
+   */
+  startSubmission(
+    partnerRef: string,
+    claim: string,
+    { knownAbsent = false }: { knownAbsent?: boolean } = {},
+  ): Promise<StartedSubmission | undefined> {
+    return this.#rows.db.write(async (tx) => {
+      const now = this.#rows.now();
+      const row = await this.#rows.mustFindForWrite(tx, partnerRef);
+      if (row.lease_token !== claim || (row.poll_leased_until ?? 0) <= now) return undefined;
+      const leasedUntil = now + this.#schedule.settings.leaseMs;
+      await tx.run(START_SUBMISSION, { id: row.id, now, until: leasedUntil });
+      return {
+        order: toLocalOrder({ ...row, first_sent_at: row.first_sent_at ?? now, create_in_doubt_at: now }),
+        inDoubtBefore: !knownAbsent && row.create_in_doubt_at !== null,
+        leasedUntil,
+      };
+    });
+  }
+
+  /**
+   * Cancels an order that was never sent (docs/api.md, "Cancelling"): queued, or blocked with no
+   * create in doubt, and not claimed by a sender right now ({@link whyNotCancellable}). The
+   * submission becomes `cancelled` with `cancellation`'s code and detail and the feed gets
+   * `order.cancelled`. Cancelling and a sender's claim are written in transactions on the row
+   * (`FOR UPDATE` on PostgreSQL), so never both. Throws `ORDER_NOT_FOUND` for an unknown ref.
+   */
+  cancelOrder(ref: string, cancellation: Cancellation): Promise<CancelResult> {
+    return this.#rows.db.write(
+      async (tx) => {
+        const now = this.#rows.now();
+        const row = await this.#rows.mustFindForWrite(tx, ref);
+        const why = whyNotCancellable(row, now);
+        if (why !== null) return { cancelled: false, order: toLocalOrder(row), why };
+        return {
+          cancelled: true,
+          order: await this.#writeSettlement(tx, planCancel(row, cancellation, now), now),
+        };
+      },
+      { feed: true },
+    );
+  }
+
+  /**
+   * Cancels, with code `EXPIRED`, the orders still waiting to be sent (queued, or blocked with
+   * nothing in doubt, not claimed now) that were written before `writtenBefore` (ms): up to
+   * `limit` of them, oldest first. Returns their partner_refs. API_SUBMISSION_MAX_AGE_S: no
+   * top-up reaches a customer hours after the shop gave up on it.
+   */
+  expireWaitingOrders(writtenBefore: number, limit = 100): Promise<string[]> {
+    return this.#rows.db.write(
+      async (tx) => {
+        const now = this.#rows.now();
+        const rows = await tx.all<StoredOrderRow>(
+          `SELECT * FROM orders ${tx.dialect.indexedBy('orders_waiting')}
+           WHERE submission_state IN ('queued', 'blocked') AND local_created_at < @writtenBefore
+             AND create_in_doubt_at IS NULL AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
+           ORDER BY local_created_at LIMIT @limit ${tx.dialect.forUpdate}`,
+          { writtenBefore, now, limit },
+        );
+        const detail = `not sent within ${Math.round((now - writtenBefore) / 1000)} s of being placed (API_SUBMISSION_MAX_AGE_S)`;
+        for (const row of rows) {
+          await this.#writeSettlement(tx, planCancel(row, { code: 'EXPIRED', detail }, now), now);
+        }
+        return rows.map((row) => row.partner_ref);
+      },
+      { feed: true },
+    );
   }
 
   #read(snapshot: Order): OrderSnapshot {
@@ -232,10 +358,33 @@ export class OrderWriter {
     }
 
     const current = found ?? null;
+    // An order not yet seen accepted is adopted only by a snapshot of ours: its product name is
+    // compared with the catalog's (apply-plan.ts, mustAdopt), read only then.
+    const catalogName =
+      current !== null &&
+      current.submission_state !== 'accepted' &&
+      current.target_data !== null &&
+      fields.product_name !== null
+        ? ((
+            await tx.get<{ name: string }>(CATALOG_NAME, {
+              code: current.product_code,
+              id: current.product_id,
+            })
+          )?.name ?? null)
+        : null;
     const plan = await this.#schedule.pace.planWith(
       tx,
       (pace) =>
-        planApply({ current, snapshot, fields, options, now, schedule: this.#schedule.settings, pace }),
+        planApply({
+          current,
+          snapshot,
+          fields,
+          options,
+          now,
+          schedule: this.#schedule.settings,
+          pace,
+          catalogName,
+        }),
       batch,
     );
     const { row } = plan;
@@ -281,16 +430,20 @@ export class OrderWriter {
       async (tx) => {
         const now = this.#rows.now();
         const plan = planSettlement(await this.#rows.mustFindForWrite(tx, ref), outcome, now);
-        // Issued together (sql/together.ts), in this order.
-        await together([
-          plan.update ? this.#append(tx, plan.feed, now) : Promise.resolve(),
-          plan.update ? tx.run(UPDATE_ORDER, plan.row) : Promise.resolve(),
-          tx.run(INSERT_EVENT, plan.event),
-        ]);
-        return toLocalOrder(plan.row);
+        return this.#writeSettlement(tx, plan, now);
       },
       { feed: true },
     );
+  }
+
+  /** Writes a settlement or cancel plan: feed event, row, audit row, issued together (sql/together.ts). */
+  async #writeSettlement(tx: SqlExecutor, plan: SettlementPlan, now: number): Promise<LocalOrder> {
+    await together([
+      plan.update ? this.#append(tx, plan.feed, now) : Promise.resolve(),
+      plan.update ? tx.run(UPDATE_ORDER, plan.row) : Promise.resolve(),
+      tx.run(INSERT_EVENT, plan.event),
+    ]);
+    return toLocalOrder(plan.row);
   }
 
   async #append(tx: SqlExecutor, change: FeedChange | null, now: number): Promise<void> {

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { type LocalOrder, type OrderRow, toLocalOrder } from './local-order.js';
 import { OrderPace } from './order-pace.js';
 import type { OrderRows } from './order-rows.js';
@@ -26,6 +27,11 @@ export interface RecordPollInput {
    * Default: false.
    */
   changed?: boolean;
+  /**
+   * The claim the poll was made under: only it ends. Without one, whatever lease the order has
+   * ends (a caller that claimed nothing).
+   */
+  claim?: string;
 }
 
 /** A row with the poll lease (migration 2), which only the claims read or write. */
@@ -42,7 +48,15 @@ export function checkedAtSql(ex: Pick<SqlExecutor, 'dialect'>): string {
   return ex.dialect.greatest('COALESCE(last_polled_at, 0)', 'final_at');
 }
 
-const SET_LEASE = 'UPDATE orders SET poll_leased_until = @until WHERE id = @id';
+const SET_LEASE = 'UPDATE orders SET poll_leased_until = @until, lease_token = @token WHERE id = @id';
+
+/**
+ * An order claimed for polling or sending (docs/reconciler.md, "Claims"): while `leasedUntil`
+ * (ms, the store's clock) has not passed, no other process claims it. `claim` names this claim:
+ * only its holder renews it ({@link PollSchedule.renewClaim}), sends the order's create
+ * (`OrderWriter.startSubmission`) or ends it.
+ */
+export type ClaimedOrder = LocalOrder & { readonly claim: string; readonly leasedUntil: number };
 
 /**
  * When each order is polled (docs/reconciler.md, "Which orders, and when"): the bookkeeping in
@@ -143,7 +157,7 @@ export class PollSchedule {
    * simply expires. `dueBy` (default now) bounds which orders count as due: a pass passes its
    * start time, so an order it polled and rescheduled is not due again within the same pass.
    */
-  async claimDueForPoll(limit: number, { dueBy }: { dueBy?: number } = {}): Promise<LocalOrder[]> {
+  async claimDueForPoll(limit: number, { dueBy }: { dueBy?: number } = {}): Promise<ClaimedOrder[]> {
     if (!Number.isInteger(limit) || limit < 1) {
       throw new RangeError(`limit must be a whole number ≥ 1, got ${limit}`);
     }
@@ -155,8 +169,9 @@ export class PollSchedule {
          ORDER BY next_poll_at, id LIMIT @limit ${tx.dialect.skipLocked}`,
         { dueBy: Math.min(dueBy ?? now, now), now, limit },
       );
-      for (const row of due) await tx.run(SET_LEASE, { until: now + this.settings.leaseMs, id: row.id });
-      return due.map(toLocalOrder);
+      const claimed: ClaimedOrder[] = [];
+      for (const row of due) claimed.push(await this.#lease(tx, row, now));
+      return claimed;
     });
   }
 
@@ -165,15 +180,16 @@ export class PollSchedule {
    * or settled: `claimed: false` when another poller holds a live lease on it; undefined when
    * the order is unknown locally.
    */
-  claimForPoll(ref: string): Promise<{ order: LocalOrder; claimed: boolean } | undefined> {
+  claimForPoll(
+    ref: string,
+  ): Promise<{ order: ClaimedOrder; claimed: true } | { order: LocalOrder; claimed: false } | undefined> {
     return this.#rows.db.write(async (tx) => {
       const now = this.#rows.now();
       const row = await this.#rows.findForWrite(tx, ref, ref);
       if (!row) return undefined;
       const { poll_leased_until: leasedUntil } = row;
       if (leasedUntil !== null && leasedUntil > now) return { order: toLocalOrder(row), claimed: false };
-      await tx.run(SET_LEASE, { until: now + this.settings.leaseMs, id: row.id });
-      return { order: toLocalOrder(row), claimed: true };
+      return { order: await this.#lease(tx, row, now), claimed: true };
     });
   }
 
@@ -185,7 +201,7 @@ export class PollSchedule {
    * recently checked first. The audit records its read with {@link recordPoll}, which also sets
    * the check time, or releases the claim. Undefined at once when `auditWindowMs` is 0.
    */
-  async claimForAudit({ checkedBefore }: { checkedBefore?: number } = {}): Promise<LocalOrder | undefined> {
+  async claimForAudit({ checkedBefore }: { checkedBefore?: number } = {}): Promise<ClaimedOrder | undefined> {
     if (this.settings.auditWindowMs === 0) return undefined;
     return this.#rows.db.write(async (tx) => {
       const now = this.#rows.now();
@@ -210,28 +226,57 @@ export class PollSchedule {
   /**
    * Claims the oldest queued order (arrival order: the lowest row id) for the submission pump,
    * under the same lease as a poll, so two pumps never send the same order at once and a crashed
-   * pump's order is taken again once its lease expires. Undefined when none is queued. The
-   * submission's outcome (accepted, rejected, blocked, unknown) ends the queued state; a pump
-   * that gives up releases the claim ({@link releasePollClaim}).
+   * pump's order is taken again once its lease expires. `writtenSince` (ms) leaves out orders
+   * written before it: too old to send (API_SUBMISSION_MAX_AGE_S; the writer's
+   * `expireWaitingOrders` cancels them). Undefined when none is queued. The submission's outcome
+   * (accepted, rejected, blocked, unknown) ends the queued state; a pump that gives up releases
+   * the claim ({@link releasePollClaim}).
    */
-  claimNextQueued(): Promise<LocalOrder | undefined> {
+  claimNextQueued({ writtenSince }: { writtenSince?: number } = {}): Promise<ClaimedOrder | undefined> {
     return this.#rows.db.write(async (tx) => {
       const now = this.#rows.now();
       const row = await tx.get<OrderRow>(
         `SELECT * FROM orders ${tx.dialect.indexedBy('orders_queued')}
          WHERE submission_state = 'queued' AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
+           AND local_created_at >= @writtenSince
          ORDER BY id LIMIT 1 ${tx.dialect.skipLocked}`,
-        { now },
+        { now, writtenSince: writtenSince ?? 0 },
       );
       return this.#leaseOne(tx, row, now);
     });
   }
 
-  /** Ends a poll lease without recording a poll: the order keeps its place in the schedule. */
-  async releasePollClaim(partnerRef: string): Promise<void> {
-    await this.#rows.db.run('UPDATE orders SET poll_leased_until = NULL WHERE partner_ref = @partnerRef', {
-      partnerRef,
+  /**
+   * Ends a claim without recording a poll: the order keeps its place in the schedule. Only the
+   * claim named `claim` ends: a claim that ran out and was taken by another process stays.
+   */
+  async releasePollClaim(partnerRef: string, claim: string): Promise<void> {
+    await this.#rows.db.run(
+      'UPDATE orders SET poll_leased_until = NULL, lease_token = NULL WHERE partner_ref = @partnerRef AND lease_token = @claim',
+      { partnerRef, claim },
+    );
+  }
+
+  /**
+   * Extends the claim named `claim` by `leaseMs` from now, while its holder still works on the
+   * order (orders/hold-claim.ts). Returns the new end of the lease (the store's clock), or
+   * undefined when the claim is no longer this holder's: it ran out and another took it, or it
+   * ended.
+   */
+  renewClaim(partnerRef: string, claim: string): Promise<number | undefined> {
+    return this.#rows.db.write(async (tx) => {
+      const until = this.#rows.now() + this.settings.leaseMs;
+      const { changes } = await tx.run(
+        'UPDATE orders SET poll_leased_until = @until WHERE partner_ref = @partnerRef AND lease_token = @claim',
+        { until, partnerRef, claim },
+      );
+      return changes === 1 ? until : undefined;
     });
+  }
+
+  /** The store's clock, in ms: what leases are counted on. */
+  now(): number {
+    return this.#rows.now();
   }
 
   /**
@@ -249,8 +294,8 @@ export class PollSchedule {
    *
    * Throws `ORDER_NOT_FOUND` for an unknown ref.
    */
-  recordPoll(partnerRef: string, { changed = false }: RecordPollInput = {}): Promise<LocalOrder> {
-    return this.#recordPoll(partnerRef, changed ? 'changed' : 'unchanged');
+  recordPoll(partnerRef: string, { changed = false, claim }: RecordPollInput = {}): Promise<LocalOrder> {
+    return this.#recordPoll(partnerRef, changed ? 'changed' : 'unchanged', claim);
   }
 
   /**
@@ -258,10 +303,10 @@ export class PollSchedule {
    * retries) and ends its lease: the order goes on its own backoff, as after a poll that changed
    * nothing (the n-th in a row waits `backoffMs[n - 1]`, stuck orders the longest interval), so it
    * goes behind the orders due before it and can never hold them up. `last_polled_at` stays: it
-   * is the last time the upstream answered for the order.
+   * is the last time the upstream answered for the order. `claim` as for {@link recordPoll}.
    */
-  recordFailedPoll(partnerRef: string): Promise<LocalOrder> {
-    return this.#recordPoll(partnerRef, 'failed');
+  recordFailedPoll(partnerRef: string, { claim }: Pick<RecordPollInput, 'claim'> = {}): Promise<LocalOrder> {
+    return this.#recordPoll(partnerRef, 'failed', claim);
   }
 
   /**
@@ -277,17 +322,18 @@ export class PollSchedule {
     return firstPollAt(this.settings, row, now, pace);
   }
 
-  #recordPoll(ref: string, outcome: PollOutcome): Promise<LocalOrder> {
+  #recordPoll(ref: string, outcome: PollOutcome, claim: string | undefined): Promise<LocalOrder> {
     return this.#rows.db.write(async (tx) => {
       const now = this.#rows.now();
       const current = await this.#rows.mustFindForWrite(tx, ref);
       const record = await this.pace.planWith(tx, (pace) =>
         planPollRecord(this.settings, current, outcome, now, pace),
       );
+      const ends = claim === undefined || current.lease_token === claim;
       await tx.run(
         `UPDATE orders SET last_polled_at = @last_polled_at, poll_count = @poll_count,
-           next_poll_at = @next_poll_at, stuck_at = @stuck_at, updated_at = @updated_at,
-           poll_leased_until = NULL
+           next_poll_at = @next_poll_at, stuck_at = @stuck_at, updated_at = @updated_at
+           ${ends ? ', poll_leased_until = NULL, lease_token = NULL' : ''}
          WHERE id = @id`,
         record,
       );
@@ -296,9 +342,19 @@ export class PollSchedule {
   }
 
   /** Leases the one row a claim found, if any. */
-  async #leaseOne(tx: SqlExecutor, row: OrderRow | undefined, now: number): Promise<LocalOrder | undefined> {
-    if (!row) return undefined;
-    await tx.run(SET_LEASE, { until: now + this.settings.leaseMs, id: row.id });
-    return toLocalOrder(row);
+  async #leaseOne(
+    tx: SqlExecutor,
+    row: OrderRow | undefined,
+    now: number,
+  ): Promise<ClaimedOrder | undefined> {
+    return row ? this.#lease(tx, row, now) : undefined;
+  }
+
+  /** Gives `row` a new claim: a lease of `leaseMs` from `now`, named by a new token. */
+  async #lease(tx: SqlExecutor, row: OrderRow, now: number): Promise<ClaimedOrder> {
+    const claim = randomUUID();
+    const leasedUntil = now + this.settings.leaseMs;
+    await tx.run(SET_LEASE, { until: leasedUntil, token: claim, id: row.id });
+    return { ...toLocalOrder(row), claim, leasedUntil };
   }
 }

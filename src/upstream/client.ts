@@ -84,7 +84,25 @@ export interface GetOrderOptions {
   priority?: BudgetPriority;
 }
 
-interface CallSpec {
+/**
+ * How a caller guards and follows one {@link UpstreamClient.createOrder} call (the order's claim:
+ * src/orders/hold-claim.ts). Every field is optional.
+ */
+export interface CreateOrderOptions {
+  /** Ends a wait for a budget slot or between attempts early; its reason is thrown. */
+  signal?: AbortSignal;
+  /** Called right before each attempt is sent; what it throws is thrown, and nothing more is sent. */
+  beforeSend?: () => void;
+  /**
+   * Called after each attempt that may have reached the upstream without a definite answer: no
+   * answer once the request could have left (anything but a refused or timed-out connection), a
+   * 5xx, or a 2xx whose body cannot be read. The order may then exist upstream, so a later 4xx
+   * of the same call is no rejection (decisions.md, "Errors on create").
+   */
+  onUnanswered?: () => void;
+}
+
+interface CallSpec extends CreateOrderOptions {
   method: 'GET' | 'POST';
   path: string;
   body?: string;
@@ -102,6 +120,16 @@ type Attempt =
   | { kind: 'unreachable'; code: UnreachableCode; cause: unknown };
 
 const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+// Network errors raised before a connection existed: the request cannot have left.
+const NOT_CONNECTED_CODES = new Set([
+  'UND_ERR_CONNECT_TIMEOUT',
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EADDRNOTAVAIL',
+]);
 // Errors of undici that mean a programming or lifecycle error here, not a network failure.
 const NOT_NETWORK_CODES = new Set([
   'UND_ERR_INVALID_ARG',
@@ -143,6 +171,12 @@ function splitBaseUrl(baseUrl: string): { origin: string; basePath: string } {
   let basePath = url.pathname.replace(/\/+$/, '');
   if (!basePath.endsWith(API_PREFIX)) basePath += API_PREFIX;
   return { origin: url.origin, basePath };
+}
+
+/** The code of a network error (`ECONNRESET`, `UND_ERR_HEADERS_TIMEOUT` …), or '' when it has none. */
+function causeCode(error: unknown): string {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : '';
 }
 
 function networkCode(error: unknown): UnreachableCode | undefined {
@@ -255,7 +289,7 @@ export class UpstreamClient {
    * After the last attempt without an answer it throws {@link UpstreamUnreachableError}: the order
    * may exist; read it by its partner_ref before anything else.
    */
-  async createOrder(input: OrderInput): Promise<Order> {
+  async createOrder(input: OrderInput, options: CreateOrderOptions = {}): Promise<Order> {
     const ref = input.partner_ref;
     if (typeof ref !== 'string' || ref === '') {
       throw new OrderInputError(
@@ -275,6 +309,7 @@ export class UpstreamClient {
       priority: 'create',
       waitForBudget: true,
       safeToRepeat: true,
+      ...options,
     });
   }
 
@@ -312,6 +347,7 @@ export class UpstreamClient {
     let lastError: unknown;
     for (let attempt = 1; ; attempt++) {
       await this.#drawBudget(spec, lastError);
+      spec.beforeSend?.();
       const started = performance.now();
       const result = await this.#attempt(spec);
       const durationMs = Math.round(performance.now() - started);
@@ -319,6 +355,11 @@ export class UpstreamClient {
       if (result.kind === 'answer' && result.status >= 200 && result.status < 300) {
         this.#logAttempt(spec, attempt, durationMs, result.status);
         return this.#parseSuccess<T>(spec, result.status, result.text, attempt);
+      }
+      if (
+        result.kind === 'answer' ? result.status >= 500 : !NOT_CONNECTED_CODES.has(causeCode(result.cause))
+      ) {
+        spec.onUnanswered?.();
       }
 
       const outcome: AttemptOutcome =
@@ -336,7 +377,11 @@ export class UpstreamClient {
       });
       if (delayMs === undefined) throw error;
       lastError = error;
-      await sleep(delayMs);
+      try {
+        await sleep(delayMs, undefined, { signal: spec.signal });
+      } catch (sleepError) {
+        throw spec.signal?.aborted ? spec.signal.reason : sleepError;
+      }
     }
   }
 
@@ -346,6 +391,7 @@ export class UpstreamClient {
       await this.#budget.acquire(spec.priority, {
         // A poll never waits: the reconciler ends its pass instead (issue 5).
         maxWaitMs: spec.waitForBudget ? this.#budgetMaxWaitMs : 0,
+        ...(spec.signal ? { signal: spec.signal } : {}),
       });
     } catch (error) {
       if (error instanceof BudgetExhaustedError && lastError !== undefined) {
@@ -413,6 +459,7 @@ export class UpstreamClient {
     try {
       return JSON.parse(text) as T;
     } catch {
+      spec.onUnanswered?.();
       throw new UpstreamError({
         status,
         code: 'INVALID_RESPONSE',

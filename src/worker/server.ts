@@ -3,6 +3,7 @@ import { type AdminServer, startAdminServer } from '../admin/admin-server.js';
 import { startCatalogRefresh } from '../catalog/catalog-refresh.js';
 import {
   adminSettings,
+  apiSettings,
   type Config,
   catalogSettings,
   loadConfig,
@@ -87,6 +88,7 @@ async function startProcessReconciler(
     const pump = startSubmissionPump({
       store,
       client: upstream.client,
+      maxAgeMs: apiSettings(config).submissionMaxAgeMs,
       ...(options.logger ? { logger: options.logger } : {}),
     });
     // The local catalog and balance, from the same client and budget (poll share only).

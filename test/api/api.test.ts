@@ -38,9 +38,10 @@ async function placeOrders(store: OrderStore, n: number, from = 1) {
       productCode: 'ML86',
       data: { user_id: String(i) },
     });
-    await store.writer.applyOrderSnapshot(snapshot(`O${i}`, i % 2 === 0 ? 'SUCCESS' : 'PENDING'), {
-      source: 'create',
-    });
+    await store.writer.applyOrderSnapshot(
+      snapshot(`O${i}`, i % 2 === 0 ? 'SUCCESS' : 'PENDING', { target: `${i}` }),
+      { source: 'create' },
+    );
   }
 }
 

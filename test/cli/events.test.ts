@@ -66,7 +66,11 @@ test('events failed lists parked events with their reason; events retry requeues
   // The create answer arrives: the order is known by its invoice number now.
   const store = await openTestStore(dbPath, scheduleSettings());
   t.after(() => store.close());
-  await store.writer.createLocalOrder({ partnerRef: 'late-1', productCode: 'ML86', data: { user_id: '1' } });
+  await store.writer.createLocalOrder({
+    partnerRef: 'late-1',
+    productCode: 'ML86',
+    data: { user_id: '12345678', server_id: '2001' },
+  });
   await store.writer.applyOrderSnapshot(snapshot('late-1', 'PENDING', { invoice_number: 'INV-late-1' }), {
     source: 'create',
   });

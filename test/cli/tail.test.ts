@@ -30,7 +30,7 @@ test('tail --json prints a received line when a signed webhook is queued and an 
   await store.writer.createLocalOrder({
     partnerRef: 'tail-1',
     productCode: 'MLBB-86',
-    data: { user_id: '1' },
+    data: { user_id: '12345678', server_id: '2001' },
   });
   await store.writer.applyOrderSnapshot(snapshot('tail-1', 'PENDING'), { source: 'create' });
 

@@ -87,7 +87,11 @@ export async function startTestNotifier(
  * serial: four feed events, in this order.
  */
 export async function liveOrder(store: OrderStore, ref: string): Promise<void> {
-  await store.writer.createLocalOrder({ partnerRef: ref, productCode: 'ML86', data: { user_id: '1' } });
+  await store.writer.createLocalOrder({
+    partnerRef: ref,
+    productCode: 'ML86',
+    data: { user_id: '12345678', server_id: '2001' },
+  });
   await store.writer.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'create' });
   await store.writer.applyOrderSnapshot(snapshot(ref, 'PROCESSING'), {
     source: 'webhook',

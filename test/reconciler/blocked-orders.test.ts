@@ -13,7 +13,7 @@ test('orders blocked by a refused key wait, counted, without a call each; a prob
   const refs = ['blocked-1', 'blocked-2', 'blocked-3'];
   for (const ref of refs) {
     const placed = await placeOrder(
-      { client: env.client, writer: env.store.writer },
+      { client: env.client, store: env.store },
       { productCode: 'MLBB-86', data: targetFor('0001'), partnerRef: ref },
     );
     assert.equal(placed.outcome, 'blocked');

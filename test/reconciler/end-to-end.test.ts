@@ -44,7 +44,7 @@ test('with 30% of webhooks lost, duplicated and reordered, webhooks through the 
   for (let i = 0; i < 30; i++) {
     const suffix = i < 24 ? suffixes[i % suffixes.length]! : '0007';
     const placed = await placeOrder(
-      { client: env.client, writer: env.store.writer },
+      { client: env.client, store: env.store },
       {
         productCode: 'MLBB-86',
         data: targetFor(suffix),

@@ -19,7 +19,7 @@ test('any 404 of GET /orders/:ref means "not there", whatever its body: an unres
   await env.sim.setFaults({ error_5xx: 1 });
   for (const ref of refs) {
     const placed = await placeOrder(
-      { client: env.client, writer: env.store.writer },
+      { client: env.client, store: env.store },
       { productCode: 'MLBB-86', data: targetFor('0007'), partnerRef: ref },
     );
     assert.equal(placed.outcome, 'unknown');
@@ -62,7 +62,7 @@ test('a 404 of POST /orders means the base URL is wrong: the order stays unknown
   const wrongDeps = { ...env.deps, client: wrong };
 
   const placed = await placeOrder(
-    { client: wrong, writer: env.store.writer },
+    { client: wrong, store: env.store },
     { productCode: 'MLBB-86', data: targetFor('0001'), partnerRef: 'wrong-url-1' },
   );
   assert.equal(placed.outcome, 'unknown', 'not rejected: the order may still be placed');

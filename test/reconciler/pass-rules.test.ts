@@ -277,7 +277,8 @@ test('claims are exclusive across connections, end with the poll or a release, a
     await env.store.writer.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'create' });
   env.clock.advance(env.settings.firstPollDelayMs);
 
-  const mine = (await env.store.schedule.claimDueForPoll(2)).map((o) => o.partnerRef);
+  const mineClaimed = await env.store.schedule.claimDueForPoll(2);
+  const mine = mineClaimed.map((o) => o.partnerRef);
   const theirs = (await other.schedule.claimDueForPoll(10)).map((o) => o.partnerRef);
   assert.deepEqual(mine, ['c-1', 'c-2']);
   assert.deepEqual(theirs, ['c-3', 'c-4']);
@@ -287,7 +288,7 @@ test('claims are exclusive across connections, end with the poll or a release, a
     'an early poll waits for the holder',
   );
 
-  await env.store.schedule.releasePollClaim('c-1');
+  await env.store.schedule.releasePollClaim('c-1', mineClaimed[0]!.claim);
   await other.schedule.recordPoll('c-3');
   env.clock.advance(env.settings.backoffMs[0]!); // c-3 is due again after the first backoff interval
   assert.deepEqual(

@@ -22,7 +22,7 @@ test('with every webhook dropped, orders of every timeline reach the upstream’
   const refs: string[] = [];
   for (const suffix of suffixes) {
     const placed = await placeOrder(
-      { client: env.client, writer: env.store.writer },
+      { client: env.client, store: env.store },
       { productCode: 'MLBB-86', data: targetFor(suffix), partnerRef: uniqueRef(`drop-${suffix}`) },
     );
     assert.equal(placed.outcome, 'accepted');

@@ -53,7 +53,7 @@ test('two reconciler processes on one store and Redis run one pass at a time, po
   for (let i = 0; i < 24; i++) {
     const suffix = i < 18 ? suffixes[i % suffixes.length]! : '0007';
     const placed = await placeOrder(
-      { client: env.client, writer: env.store.writer },
+      { client: env.client, store: env.store },
       {
         productCode: 'MLBB-86',
         data: targetFor(suffix),

@@ -11,7 +11,7 @@ test('unknown submissions are resolved with exactly one upstream order and one d
   const before = await env.sim.balance();
   const place = (partnerRef: string) =>
     placeOrder(
-      { client: env.client, writer: env.store.writer },
+      { client: env.client, store: env.store },
       { productCode: 'MLBB-86', data: targetFor('0007'), partnerRef },
     );
 

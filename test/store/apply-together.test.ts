@@ -35,7 +35,10 @@ describeEachBackend('apply with statements issued together', (backend) => {
   test('a statement failing among those issued together fails its own item only, and leaves none of its writes', async (t) => {
     const { store } = await backend.tempStore(t);
     await store.writer.applyOrderSnapshot(snapshot('B', 'PENDING'), { source: 'poll' });
-    await store.writer.createLocalOrder({ partnerRef: 'A', data: { user_id: '1' } });
+    await store.writer.createLocalOrder({
+      partnerRef: 'A',
+      data: { user_id: '12345678', server_id: '2001' },
+    });
     const feedBefore = await store.feed.lastSeq();
     const eventsBefore = await store.queries.listEvents('A');
 

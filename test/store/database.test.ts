@@ -135,8 +135,15 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
     db.prepare('SELECT * FROM orders ORDER BY id').all(),
     before.map((row) => ({
       ...(row as object),
+      request: null,
       blocked_code: null,
       blocked_detail: null,
+      cancel_code: null,
+      cancel_detail: null,
+      // Written before step 16: sent at the latest when written; nothing open, nothing in doubt.
+      first_sent_at: (row as { local_created_at: number }).local_created_at,
+      create_in_doubt_at: null,
+      lease_token: null,
       version: 0,
       debited_amount: null,
     })),
@@ -153,6 +160,7 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
       { name: 'orders_next_poll_at' },
       { name: 'orders_queued' },
       { name: 'orders_status' },
+      { name: 'orders_waiting' },
     ],
   );
   db.prepare(

@@ -62,7 +62,15 @@ describeEachBackend('order queries', (backend) => {
     assert.deepEqual(counts, {
       total: 5,
       byStatus: { ON_HOLD: 1, PENDING: 1, SUCCESS: 1 },
-      bySubmissionState: { queued: 0, pending: 1, accepted: 3, rejected: 1, unknown: 0, blocked: 0 },
+      bySubmissionState: {
+        queued: 0,
+        pending: 1,
+        accepted: 3,
+        rejected: 1,
+        unknown: 0,
+        blocked: 0,
+        cancelled: 0,
+      },
       open: 3,
       oldestOpenLocalCreatedAt: start,
       dueForPoll: 2,

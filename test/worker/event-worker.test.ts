@@ -51,7 +51,11 @@ async function setup(test: Parameters<typeof privateRedis>[0]) {
 
 test('a queued webhook moves its order; a duplicate event id and an older state are recorded but change nothing', async (t) => {
   const { t: scope, redis, dbPath, producer, store } = await setup(t);
-  await store.writer.createLocalOrder({ partnerRef: 'known-1', productCode: 'ML86', data: { user_id: '1' } });
+  await store.writer.createLocalOrder({
+    partnerRef: 'known-1',
+    productCode: 'ML86',
+    data: { user_id: '12345678', server_id: '2001' },
+  });
   await store.writer.applyOrderSnapshot(snapshot('known-1', 'PENDING'), { source: 'create' });
   await startTestWorker(scope, { redisUrl: redis.url, dbPath });
 

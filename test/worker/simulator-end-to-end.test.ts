@@ -67,7 +67,7 @@ test('simulator → receiver → Redis → worker → SQLite: with duplicated, r
     Array.from({ length: ROUNDS }, () => TIMELINES).flatMap((timelines) =>
       timelines.map(([suffix]) =>
         placeOrder(
-          { client, writer: store.writer },
+          { client, store },
           { productCode: 'MLBB-86', data: { user_id: userIdEndingIn(suffix), server_id: '2001' } },
         ),
       ),

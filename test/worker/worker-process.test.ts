@@ -33,7 +33,7 @@ test('the worker process also reconciles: an order whose webhooks are all lost r
   const client = new UpstreamClient({ baseUrl: sim.sim.baseUrl, apiKey: sim.member.api_key });
   t.after(() => client.close());
   const placed = await placeOrder(
-    { client, writer: store.writer },
+    { client, store },
     { productCode: 'MLBB-86', data: { user_id: userIdEndingIn('0003'), server_id: '1234' } },
   );
   assert.equal(placed.outcome, 'accepted');

@@ -139,7 +139,7 @@ export function registerOrderCommands(program: Command): void {
         const context = await openContext({ upstream: true, store: 'create' });
         try {
           const result = await placeOrder(
-            { client: context.upstream!.client, writer: context.store!.writer, logger: context.logger },
+            { client: context.upstream!.client, store: context.store!, logger: context.logger },
             {
               productCode: flags.product,
               productId: flags.productId,

@@ -224,4 +224,25 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
         SELECT product_code, state, SUM(weight) FROM order_pace GROUP BY product_code, state;
     `,
   },
+  {
+    version: 16,
+    description:
+      "orders: the request as it was sent (request), when its first create was sent (first_sent_at), a create whose outcome is in doubt (create_in_doubt_at), the claim's owner (lease_token), and submission_state 'cancelled' (cancel_code, cancel_detail)",
+    sql: `
+      ALTER TABLE orders
+        ADD COLUMN request TEXT,
+        ADD COLUMN cancel_code TEXT,
+        ADD COLUMN cancel_detail TEXT,
+        ADD COLUMN first_sent_at BIGINT,
+        ADD COLUMN create_in_doubt_at BIGINT,
+        ADD COLUMN lease_token TEXT,
+        DROP CONSTRAINT orders_submission_state_check,
+        ADD CONSTRAINT orders_submission_state_check CHECK (submission_state IN
+          ('queued', 'pending', 'accepted', 'rejected', 'unknown', 'blocked', 'cancelled'));
+      UPDATE orders SET
+        first_sent_at = CASE WHEN submission_state = 'queued' THEN NULL ELSE local_created_at END,
+        create_in_doubt_at = CASE WHEN submission_state IN ('pending', 'unknown', 'blocked') THEN updated_at END;
+      CREATE INDEX orders_waiting ON orders (local_created_at) WHERE submission_state IN ('queued', 'blocked');
+    `,
+  },
 ];

@@ -1,4 +1,6 @@
+import { orderRequestJson } from '../../orders/order-request.js';
 import { type PublicOrder, samePublicOrder, toPublicOrder } from '../../orders/public-order.js';
+import { otherOrderReason, PARTNER_REF_REUSED } from '../../orders/ref-reuse.js';
 import {
   decideSnapshot,
   isFinalStatus,
@@ -58,10 +60,17 @@ export interface ApplyOptions {
   occurredAt?: number;
 }
 
-/** What the create call said, when it did not answer with an order. */
+/**
+ * What the create call said, when it did not answer with an order. `inDoubt`: a create of the
+ * order (this one or an earlier one) may have reached the upstream without a definite answer, so
+ * the order may exist there (`create_in_doubt_at` stays set). A rejection is never in doubt: it
+ * is final only when nothing was. `refusal`: the 4xx that an unknown outcome got after an
+ * unanswered attempt, kept in the audit trail.
+ */
 export type SubmissionOutcome =
-  | { state: 'rejected' | 'blocked'; code: string; detail: string }
-  | { state: 'unknown' };
+  | { state: 'rejected'; code: string; detail: string }
+  | { state: 'blocked'; code: string; detail: string; inDoubt: boolean }
+  | { state: 'unknown'; inDoubt: boolean; refusal?: { code: string; detail: string } };
 
 /** A row of `orders` before the database gave it an id. */
 export type NewOrderRow = Omit<OrderRow, 'id'>;
@@ -101,6 +110,7 @@ export const ORDER_COLUMNS = [
   'product_id',
   'target_data',
   'callback_url',
+  'request',
   'amount',
   'status',
   'upstream_status',
@@ -118,6 +128,10 @@ export const ORDER_COLUMNS = [
   'rejection_detail',
   'blocked_code',
   'blocked_detail',
+  'cancel_code',
+  'cancel_detail',
+  'first_sent_at',
+  'create_in_doubt_at',
   'last_polled_at',
   'next_poll_at',
   'poll_count',
@@ -135,6 +149,7 @@ function newOrderRow(partnerRef: string, now: number, submission: SubmissionStat
     product_id: null,
     target_data: null,
     callback_url: null,
+    request: null,
     amount: null,
     status: null,
     upstream_status: null,
@@ -152,6 +167,10 @@ function newOrderRow(partnerRef: string, now: number, submission: SubmissionStat
     rejection_detail: null,
     blocked_code: null,
     blocked_detail: null,
+    cancel_code: null,
+    cancel_detail: null,
+    first_sent_at: null,
+    create_in_doubt_at: null,
     last_polled_at: null,
     next_poll_at: null,
     poll_count: 0,
@@ -185,6 +204,12 @@ export function planLocalOrder(
     product_id: input.productId ?? null,
     target_data: JSON.stringify(input.data),
     callback_url: input.callbackUrl ?? null,
+    request: orderRequestJson({
+      ...(input.productCode === undefined ? {} : { product_code: input.productCode }),
+      ...(input.productId === undefined ? {} : { product_id: input.productId }),
+      data: input.data,
+      ...(input.callbackUrl === undefined ? {} : { callback_url: input.callbackUrl }),
+    }),
   };
   return withSchedule(row, null, true, now, schedule, pace);
 }
@@ -198,6 +223,11 @@ export interface ApplyInput extends ScheduleInput {
   fields: OrderSnapshot;
   options: ApplyOptions;
   now: number;
+  /**
+   * The catalog's name of the product `current` asked for, when the catalog knows it: compared
+   * with the snapshot's before the snapshot adopts an order not yet accepted ({@link mustAdopt}).
+   */
+  catalogName?: string | null;
 }
 
 export interface ApplyPlan {
@@ -237,6 +267,10 @@ export function planApply(input: ApplyInput): ApplyPlan {
       'INVALID_SNAPSHOT',
       `order ${fields.invoice_number} is unknown locally and its snapshot has no partner_ref: park the event`,
     );
+  }
+  if (current !== null) {
+    const otherOrder = mustAdopt(current, fields, input.catalogName ?? null);
+    if (otherOrder !== null) return planOtherOrder(current, snapshot, fields, options, now, otherOrder);
   }
   const verdict = decideSnapshot(
     current === null
@@ -278,6 +312,84 @@ export function planApply(input: ApplyInput): ApplyPlan {
     changed,
     reason: verdict.reason,
     created,
+  };
+}
+
+/**
+ * Whether a snapshot may adopt `current`: null when it may, else why it is another order's
+ * (decisions.md, "Whose order is it"). An order the upstream has not yet been seen to accept
+ * (queued, pending, unknown, blocked, rejected, cancelled) is adopted only by a snapshot that
+ * matches what we sent (`otherOrderReason`: target, product name, creation time); one already
+ * found to be another's (`PARTNER_REF_REUSED`) is never adopted. An accepted order, or one placed
+ * elsewhere (no data of ours), takes any snapshot.
+ */
+function mustAdopt(current: OrderRow, fields: OrderSnapshot, catalogName: string | null): string | null {
+  if (current.submission_state === 'accepted') return null;
+  if (current.rejection_code === PARTNER_REF_REUSED) return 'its partner_ref names another order';
+  if (current.target_data === null) return null;
+  return otherOrderReason(
+    {
+      data: JSON.parse(current.target_data) as OrderData,
+      productName: catalogName,
+      firstSentAt: current.first_sent_at,
+      neverSent: current.submission_state === 'queued' && current.first_sent_at === null,
+    },
+    fields,
+  );
+}
+
+/**
+ * The plan of a snapshot of another order under our partner_ref: the order never takes its
+ * fields. An open submission becomes `rejected` with `PARTNER_REF_REUSED`, a detail naming the fix
+ * and the feed's `order.rejected`; a settled one (rejected, cancelled) stays as it is. The
+ * snapshot is kept in the audit trail either way, for the operator.
+ */
+function planOtherOrder(
+  current: OrderRow,
+  snapshot: Order,
+  fields: OrderSnapshot,
+  options: ApplyOptions,
+  now: number,
+  reason: string,
+): ApplyPlan {
+  const row: OrderRow = { ...current };
+  let feed: FeedChange | null = null;
+  if (OPEN_SUBMISSIONS.has(current.submission_state)) {
+    const invoice = fields.invoice_number === null ? '' : ` (invoice ${fields.invoice_number})`;
+    Object.assign(row, {
+      submission_state: 'rejected',
+      rejection_code: PARTNER_REF_REUSED,
+      rejection_detail:
+        `the upstream already has another order under partner_ref ${current.partner_ref}${invoice}: ${reason}; ` +
+        'nothing was placed for this one: place it again with a new partner_ref',
+      blocked_code: null,
+      blocked_detail: null,
+      create_in_doubt_at: null,
+      updated_at: now,
+    });
+    Object.assign(row, afterSubmissionOutcome(row, now));
+    feed = publish(current, row, now);
+  }
+  const changed = row.submission_state !== current.submission_state;
+  return {
+    write: changed ? 'update' : 'none',
+    row,
+    feed,
+    event: {
+      partner_ref: current.partner_ref,
+      source: options.source,
+      event_id: options.eventId ?? null,
+      status: fields.status,
+      payload: JSON.stringify(options.payload ?? snapshot),
+      received_at: options.receivedAt ?? now,
+      applied_at: now,
+      changed: changed ? 1 : 0,
+      reason: 'partner_ref_reused',
+    },
+    pace: [],
+    changed,
+    reason: 'partner_ref_reused',
+    created: false,
   };
 }
 
@@ -342,6 +454,9 @@ export function mergeSnapshot(
     rejection_detail: null,
     blocked_code: null,
     blocked_detail: null,
+    cancel_code: null,
+    cancel_detail: null,
+    create_in_doubt_at: null,
   };
   if (verdict.apply) {
     next.status = fields.status;
@@ -393,8 +508,9 @@ function withSchedule<R extends NewOrderRow>(
  * The feed event of a write from `current` (null: a new row) to an order whose submission is
  * `submission` and whose public representation is `after`, or null when a reader sees no change.
  * The type says what changed: the upstream took the order (`order.submitted`), refused it
- * (`order.rejected`) or our configuration (`order.blocked`); anything else, a status, a serial,
- * an unknown submission, is `order.updated`.
+ * (`order.rejected`) or our configuration (`order.blocked`), the order was cancelled before it
+ * was sent (`order.cancelled`); anything else, a status, a serial, an unknown submission, is
+ * `order.updated`.
  */
 export function changeType(
   current: OrderRow | null,
@@ -407,6 +523,7 @@ export function changeType(
     if (submission === 'accepted') return 'order.submitted';
     if (submission === 'rejected') return 'order.rejected';
     if (submission === 'blocked') return 'order.blocked';
+    if (submission === 'cancelled') return 'order.cancelled';
   }
   return 'order.updated';
 }
@@ -439,21 +556,24 @@ export interface SettlementPlan {
 /**
  * What a create call's outcome without an order (rejected, blocked, unknown) does to `current`:
  * while its submission is open ({@link OPEN_SUBMISSIONS}) the submission takes the outcome, with
- * its code and detail, the next poll follows ({@link afterSubmissionOutcome}) and the feed hears
- * of it; once the upstream has confirmed or rejected the order, nothing changes but the audit
- * trail (`submission_settled`). Never touches `status`.
+ * its code and detail, whether a create is still in doubt (`create_in_doubt_at`: kept from when
+ * the call began, or cleared when nothing is), the next poll ({@link afterSubmissionOutcome}) and
+ * the feed's event; once the upstream has confirmed or rejected the order, nothing changes but
+ * the audit trail (`submission_settled`). Never touches `status`.
  */
 export function planSettlement(current: OrderRow, outcome: SubmissionOutcome, now: number): SettlementPlan {
   const open = OPEN_SUBMISSIONS.has(current.submission_state);
   const row: OrderRow = { ...current };
   let feed: FeedChange | null = null;
   if (open) {
+    const inDoubt = outcome.state !== 'rejected' && outcome.inDoubt;
     Object.assign(row, {
       submission_state: outcome.state,
       rejection_code: outcome.state === 'rejected' ? outcome.code : null,
       rejection_detail: outcome.state === 'rejected' ? outcome.detail : null,
       blocked_code: outcome.state === 'blocked' ? outcome.code : null,
       blocked_detail: outcome.state === 'blocked' ? outcome.detail : null,
+      create_in_doubt_at: inDoubt ? (current.create_in_doubt_at ?? now) : null,
       updated_at: now,
     });
     Object.assign(row, afterSubmissionOutcome(row, now));
@@ -473,6 +593,67 @@ export function planSettlement(current: OrderRow, outcome: SubmissionOutcome, no
       applied_at: now,
       changed: open ? 1 : 0,
       reason: open ? OUTCOME_REASON[outcome.state] : 'submission_settled',
+    },
+  };
+}
+
+/** Why an order cannot be cancelled (see {@link whyNotCancellable}). */
+export type NotCancellable = 'cancelled' | 'submitted';
+
+/**
+ * Null when `current` may be cancelled now, else why not: `cancelled` when it already is, and
+ * `submitted` when its create was sent or is in flight: any submission but queued or blocked, a
+ * blocked one whose earlier create may have reached the upstream (`create_in_doubt_at`), or one
+ * claimed by a sender right now (a live lease: the pump's claim or the reconciler's). Cancelling
+ * and claiming are written in transactions on the row, so never both.
+ */
+export function whyNotCancellable(
+  current: Pick<OrderRow, 'submission_state' | 'create_in_doubt_at'> & { poll_leased_until: number | null },
+  now: number,
+): NotCancellable | null {
+  if (current.submission_state === 'cancelled') return 'cancelled';
+  if (current.submission_state !== 'queued' && current.submission_state !== 'blocked') return 'submitted';
+  if (current.create_in_doubt_at !== null) return 'submitted';
+  if (current.poll_leased_until !== null && current.poll_leased_until > now) return 'submitted';
+  return null;
+}
+
+/** Who cancels: the shop (`CANCELLED`), or the worker for an order too old to send (`EXPIRED`). */
+export interface Cancellation {
+  code: 'CANCELLED' | 'EXPIRED';
+  detail: string;
+}
+
+/**
+ * What cancelling `current` writes once {@link whyNotCancellable} allows it: submission
+ * `cancelled` with its code and detail, no next poll, the feed's `order.cancelled`, and the audit
+ * row. It is never sent afterwards.
+ */
+export function planCancel(current: OrderRow, cancellation: Cancellation, now: number): SettlementPlan {
+  const row: OrderRow = {
+    ...current,
+    submission_state: 'cancelled',
+    cancel_code: cancellation.code,
+    cancel_detail: cancellation.detail,
+    blocked_code: null,
+    blocked_detail: null,
+    next_poll_at: null,
+    updated_at: now,
+  };
+  return {
+    update: true,
+    row,
+    feed: publish(current, row, now),
+    event: {
+      partner_ref: row.partner_ref,
+      source: 'manual',
+      event_id: null,
+      status: null,
+      payload: JSON.stringify(cancellation),
+      received_at: now,
+      applied_at: now,
+      changed: 1,
+      reason: 'cancelled',
     },
   };
 }

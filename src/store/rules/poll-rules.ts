@@ -121,11 +121,11 @@ function isIncomplete(row: Pick<OrderRow, 'final_at' | 'status' | 'serial_number
  * True when due polling ends: FAILED, REFUNDED, or SUCCESS with its serial number
  * (decisions.md: a serial may follow a SUCCESS). A SUCCESS still without its serial is settled
  * once it is stuck: its outcome is final, and a late serial still applies when it comes. A
- * rejected submission never existed upstream and is settled too. A SUCCESS may still be
- * refunded: the audit re-reads settled SUCCESS orders on idle capacity.
+ * rejected or cancelled submission never existed upstream and is settled too. A SUCCESS may
+ * still be refunded: the audit re-reads settled SUCCESS orders on idle capacity.
  */
 export function isSettled(row: SettledFields): boolean {
-  if (row.submission_state === 'rejected') return true;
+  if (row.submission_state === 'rejected' || row.submission_state === 'cancelled') return true;
   if (row.status === null || !isFinalStatus(row.status)) return false;
   if (row.status !== 'SUCCESS') return true;
   return row.serial_number !== null || row.stuck_at !== null;

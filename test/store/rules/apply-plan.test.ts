@@ -57,7 +57,7 @@ const SETTLEMENTS: Array<{
   },
   {
     from: 'pending',
-    outcome: { state: 'blocked', code: 'E', detail: 'd' },
+    outcome: { state: 'blocked', code: 'E', detail: 'd', inDoubt: false },
     update: true,
     submission: 'blocked',
     reason: 'blocked',
@@ -66,7 +66,7 @@ const SETTLEMENTS: Array<{
   },
   {
     from: 'pending',
-    outcome: { state: 'unknown' },
+    outcome: { state: 'unknown', inDoubt: true },
     update: true,
     submission: 'unknown',
     reason: 'submission_unknown',
@@ -84,7 +84,7 @@ const SETTLEMENTS: Array<{
   },
   {
     from: 'blocked',
-    outcome: { state: 'unknown' },
+    outcome: { state: 'unknown', inDoubt: true },
     update: true,
     submission: 'unknown',
     reason: 'submission_unknown',
@@ -102,7 +102,7 @@ const SETTLEMENTS: Array<{
   },
   {
     from: 'rejected',
-    outcome: { state: 'blocked', code: 'E', detail: 'd' },
+    outcome: { state: 'blocked', code: 'E', detail: 'd', inDoubt: false },
     update: false,
     submission: 'rejected',
     reason: 'submission_settled',

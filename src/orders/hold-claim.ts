@@ -1,0 +1,75 @@
+import type { ClaimedOrder, PollSchedule } from '../store/poll-schedule.js';
+
+/**
+ * The claim on an order is gone, or may run out before a request sent now would be answered:
+ * the holder sends nothing more for it (another process may claim it and send it).
+ */
+export class ClaimLostError extends Error {
+  override name = 'ClaimLostError';
+  readonly code = 'CLAIM_LOST';
+}
+
+/** What work on a claimed order gets from {@link holdClaim}. */
+export interface ClaimGuard {
+  /** Aborted (with a {@link ClaimLostError}) once the claim is lost: stops a wait for a budget slot. */
+  readonly signal: AbortSignal;
+  /**
+   * Throws a {@link ClaimLostError} unless the claim is still this holder's for at least half a
+   * lease: call it right before sending anything for the order.
+   */
+  check(): void;
+}
+
+/**
+ * Runs `work` on a claimed order (docs/reconciler.md, "Claims") while keeping the claim alive:
+ * it is renewed every third of the lease, so a create that waits minutes for a budget slot keeps
+ * its order, while the orders of a process that dies are free again within one lease. The
+ * guard's `check()` refuses a send once the claim was taken by another process or is no longer
+ * certain for half a lease (a renewal failed or was not answered): a request sent with at least
+ * half a lease (15 s by default, the client's answer time-out) left ends before anybody else can
+ * claim the order, so no two processes ever have a create of one order in flight. Does not end
+ * the claim: the caller records or releases it.
+ */
+export async function holdClaim<T>(
+  schedule: PollSchedule,
+  claimed: Pick<ClaimedOrder, 'partnerRef' | 'claim' | 'leasedUntil'>,
+  work: (guard: ClaimGuard) => Promise<T>,
+): Promise<T> {
+  const { leaseMs } = schedule.settings;
+  const controller = new AbortController();
+  let leasedUntil = claimed.leasedUntil;
+  const lose = (why: string) => {
+    if (!controller.signal.aborted) {
+      controller.abort(new ClaimLostError(`the claim on order ${claimed.partnerRef} ${why}`));
+    }
+  };
+  const uncertain = () => leasedUntil - schedule.now() < leaseMs / 2;
+  const check = () => {
+    if (uncertain()) lose('may run out before an answer could come: its renewal failed or was not answered');
+    controller.signal.throwIfAborted();
+  };
+  let renewing: Promise<void> | undefined;
+  const timer = setInterval(() => {
+    if (controller.signal.aborted || renewing) return;
+    if (uncertain()) return lose('may run out soon: its renewal failed or was not answered');
+    renewing = schedule
+      .renewClaim(claimed.partnerRef, claimed.claim)
+      .then(
+        (until) => {
+          if (until === undefined) lose('was taken by another process after it ran out');
+          else leasedUntil = until;
+        },
+        // The store did not answer: the lease runs on, and `uncertain` stops sends in time.
+        () => undefined,
+      )
+      .finally(() => {
+        renewing = undefined;
+      });
+  }, leaseMs / 3);
+  try {
+    return await work({ signal: controller.signal, check });
+  } finally {
+    clearInterval(timer);
+    await renewing;
+  }
+}
