@@ -15,6 +15,7 @@ import type { ApiScope, ApiToken } from '../store/api-tokens.js';
 import { MAX_FEED_PAGE } from '../store/feed.js';
 import type { OrderStore } from '../store/order-store.js';
 import { partnerRefProblem } from '../upstream/model.js';
+import { readIsoTime } from '../upstream/upstream-time.js';
 import {
   balanceSchema,
   categorySchema,
@@ -157,16 +158,22 @@ function decodeCursor(cursor: string): number {
   return Number(match[1]);
 }
 
+/**
+ * A time of a query, as an instant: an ISO 8601 date-time with `Z` or an offset. A time without
+ * one (or a date alone) is refused rather than read in some zone: the shop's is unknown here.
+ */
 function parseTime(name: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
-  const ms = Date.parse(value);
-  if (Number.isNaN(ms)) {
-    throw new ApiHttpError(
-      'VALIDATION_ERROR',
-      `${name} must be an ISO 8601 date-time, e.g. 2026-11-25T00:00:00Z`,
-    );
-  }
-  return ms;
+  const time = readIsoTime(value);
+  if (time?.hasTime && time.hasOffset) return time.ms;
+  // The `+` of an offset that was not URL-encoded arrives as a space.
+  const plusHint = /\s/.test(value.trim()) ? ' (in a URL, write + as %2B)' : '';
+  const problem = !time
+    ? `must be an ISO 8601 date-time with Z or an offset${plusHint}`
+    : !time.hasTime
+      ? 'is a date without a time: give a time and Z or an offset'
+      : 'has no offset: add Z or an offset such as +07:00';
+  throw new ApiHttpError('VALIDATION_ERROR', `${name} ${problem}, e.g. 2026-11-25T00:00:00Z`);
 }
 
 /**

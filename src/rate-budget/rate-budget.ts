@@ -221,11 +221,23 @@ end
 return {create, poll, audit, redis.call('EXISTS', KEYS[2])}
 `;
 
+// KEYS[1] the window's sorted set; ARGV[1] window ms (with margin). Returns the ms until the
+// oldest grant still in the window leaves it, 0 when the window holds none.
+const OLDEST_LEAVES_SCRIPT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local window = tonumber(ARGV[1])
+local oldest = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. (now - window), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+if oldest[2] == nil then return 0 end
+return math.max(1, tonumber(oldest[2]) + window - now)
+`;
+
 /** The prefix of a grant's member in the sorted set, by priority (`c:` also for grants of older versions). */
 const MEMBER_PREFIX: Record<BudgetPriority, string> = { create: 'c:', poll: 'p:', audit: 'a:' };
 
 const DRAW_SHA = createHash('sha1').update(DRAW_SCRIPT).digest('hex');
 const USAGE_SHA = createHash('sha1').update(USAGE_SCRIPT).digest('hex');
+const OLDEST_LEAVES_SHA = createHash('sha1').update(OLDEST_LEAVES_SCRIPT).digest('hex');
 
 function positiveInteger(name: string, value: number): number {
   if (!Number.isSafeInteger(value) || value <= 0) {
@@ -362,6 +374,18 @@ export class RateBudget {
       pollsWaiting: waiting === 1,
       windowMs: this.windowMs + this.marginMs,
     };
+  }
+
+  /**
+   * In how many ms the oldest grant of the current window leaves it (`windowMs + marginMs` after
+   * it was granted, on Redis's clock), or 0 when the window holds no grant. The upstream's rolling
+   * window counted the same calls, so from then on it can have room for one more: after a 429
+   * without `Retry-After`, the client waits this long before it tries again.
+   */
+  async oldestGrantLeavesInMs(): Promise<number> {
+    return (await this.#eval(OLDEST_LEAVES_SCRIPT, OLDEST_LEAVES_SHA, [
+      String(this.windowMs + this.marginMs),
+    ])) as number;
   }
 
   async #draw(priority: BudgetPriority): Promise<DrawResult> {

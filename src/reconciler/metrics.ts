@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { LocalOrder } from '../store/local-order.js';
 import type { OrderQueries } from '../store/order-queries.js';
 import { CIRCUIT_CAUSES, type CircuitCause, type UpstreamCircuit } from '../store/upstream-circuit.js';
+import { parseUpstreamTime } from '../upstream/upstream-time.js';
 
 /**
  * What one poll came to (the `outcome` label of `h2h_reconcile_polls_total`):
@@ -260,7 +261,7 @@ export function createReconcilerMetrics(options: ReconcilerMetricsOptions = {}):
     countPass: (stoppedBy) => passes.inc({ stopped_by: stoppedBy }),
     observeTimeToFinal(order, source) {
       if (order.finalAt === null) return;
-      const upstreamCreated = order.createdAt === null ? Number.NaN : Date.parse(order.createdAt);
+      const upstreamCreated = parseUpstreamTime(order.createdAt);
       const created = Number.isFinite(upstreamCreated) ? upstreamCreated : order.localCreatedAt;
       timeToFinal.observe({ source }, Math.max(0, (order.finalAt - created) / 1000));
     },

@@ -6,7 +6,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { Pool } from 'undici';
-import { BudgetExhaustedError, type BudgetPriority, type RateBudget } from '../rate-budget/rate-budget.js';
+import {
+  BudgetExhaustedError,
+  type BudgetPriority,
+  DEFAULT_RATE_WINDOW_MS,
+  type RateBudget,
+} from '../rate-budget/rate-budget.js';
 import { OrderInputError, type UnreachableCode, UpstreamError, UpstreamUnreachableError } from './errors.js';
 import {
   API_PREFIX,
@@ -59,12 +64,25 @@ export interface UpstreamClientOptions {
   headersTimeoutMs?: number;
   /** Longest silence while reading the response body, in ms. Default: {@link DEFAULT_BODY_TIMEOUT_MS}. */
   bodyTimeoutMs?: number;
-  /** Retry policy (spec §7). Defaults: 4 attempts, 250 ms base, 30 s cap, Retry-After honoured up to 120 s. */
+  /**
+   * Retry policy (spec §7). Defaults: 4 attempts, 250 ms base, 30 s cap, a 429's wait (its
+   * Retry-After, or the wait for the rate window) honoured up to 120 s.
+   */
   retry?: RetryOptions;
+  /**
+   * The upstream's rolling rate window in ms (spec §8: a minute). Without a budget, a 429 without
+   * `Retry-After` is retried after one whole window: by then the window that refused the call has
+   * moved past every call it counted. With a budget this is not used: the wait is until the
+   * budget's oldest grant leaves its window ({@link RateBudget.oldestGrantLeavesInMs}).
+   * Default: {@link DEFAULT_RATE_WINDOW_MS}.
+   */
+  rateWindowMs?: number;
   /**
    * The shared rate budget. When given, every attempt draws one slot first: profile, catalog and
    * createOrder wait for a `create` slot; getOrder takes a `poll` slot without waiting and throws
-   * {@link BudgetExhaustedError} when the poll share is spent. Default: none (no budget).
+   * {@link BudgetExhaustedError} when the poll share is spent. A call with a `poll` slot does not
+   * wait for the rate window after a 429 without `Retry-After` either: it throws the 429 at once.
+   * Default: none (no budget).
    */
   budget?: RateBudget;
   /** Longest wait for a `create` slot of the budget, in ms. Default: the budget's own (2 windows). */
@@ -78,8 +96,10 @@ export interface GetOrderOptions {
   /**
    * `poll` (default): a status poll. It takes a budget slot only if the poll share has one, and
    * throws {@link BudgetExhaustedError} otherwise, so that a reconciliation pass ends instead of
-   * waiting. `create`: part of order placement (reading back a created order); waits for a slot
-   * like createOrder.
+   * waiting. For the same reason it does not wait for the rate window after a 429 without
+   * `Retry-After`: it throws the 429's {@link UpstreamError} at once, its `retryAfterMs` saying
+   * when the window can have room. `create`: part of order placement (reading back a created
+   * order); waits for a slot, and for the window after such a 429, like createOrder.
    */
   priority?: BudgetPriority;
 }
@@ -215,6 +235,7 @@ export class UpstreamClient {
   readonly #retry: ResolvedRetryOptions;
   readonly #budget: RateBudget | undefined;
   readonly #budgetMaxWaitMs: number | undefined;
+  readonly #rateWindowMs: number;
   readonly #logger: Logger | undefined;
 
   constructor(options: UpstreamClientOptions) {
@@ -234,6 +255,7 @@ export class UpstreamClient {
     this.#retry = resolveRetryOptions(options.retry);
     this.#budget = options.budget;
     this.#budgetMaxWaitMs = options.budgetMaxWaitMs;
+    this.#rateWindowMs = positiveMs('rateWindowMs', options.rateWindowMs ?? DEFAULT_RATE_WINDOW_MS);
     this.#logger = options.logger;
     this.#pool = new Pool(origin, {
       connectTimeout: positiveMs('connectTimeoutMs', options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS),
@@ -362,11 +384,21 @@ export class UpstreamClient {
         spec.onUnanswered?.();
       }
 
+      const windowRoomMs =
+        result.kind === 'answer' && result.status === 429 && result.retryAfterMs === undefined
+          ? await this.#windowRoomMs()
+          : undefined;
       const outcome: AttemptOutcome =
         result.kind === 'answer'
-          ? { kind: 'answer', status: result.status, retryAfterMs: result.retryAfterMs }
+          ? {
+              kind: 'answer',
+              status: result.status,
+              retryAfterMs: result.retryAfterMs,
+              // A call that never waits for the budget (a poll) does not wait for the window either.
+              windowRoomMs: spec.waitForBudget ? windowRoomMs : undefined,
+            }
           : { kind: 'unreachable' };
-      const error = this.#failure(spec, result, attempt);
+      const error = this.#failure(spec, result, attempt, windowRoomMs);
       const delayMs =
         attempt < maxAttempts && isRetryable(outcome, spec.safeToRepeat)
           ? retryDelayMs(attempt, outcome, this.#retry)
@@ -383,6 +415,20 @@ export class UpstreamClient {
         throw spec.signal?.aborted ? spec.signal.reason : sleepError;
       }
     }
+  }
+
+  /**
+   * After a 429 without Retry-After: in how many ms the upstream's rolling window can have room,
+   * that is when the oldest call it counted leaves it. The budget knows when its oldest grant
+   * leaves; a window without grants (or a budget that cannot be read) explains nothing, so the
+   * wait is then one whole window, as without a budget.
+   */
+  async #windowRoomMs(): Promise<number> {
+    if (!this.#budget) return this.#rateWindowMs;
+    const wholeWindow = this.#budget.windowMs + this.#budget.marginMs;
+    // A Redis error here is not the caller's: the next draw from the budget reports it.
+    const leavesInMs = await this.#budget.oldestGrantLeavesInMs().catch(() => 0);
+    return leavesInMs > 0 ? leavesInMs : wholeWindow;
   }
 
   async #drawBudget(spec: CallSpec, lastError: unknown): Promise<void> {
@@ -431,7 +477,12 @@ export class UpstreamClient {
     }
   }
 
-  #failure(spec: CallSpec, result: Attempt, attempts: number): UpstreamError | UpstreamUnreachableError {
+  #failure(
+    spec: CallSpec,
+    result: Attempt,
+    attempts: number,
+    windowRoomMs: number | undefined,
+  ): UpstreamError | UpstreamUnreachableError {
     if (result.kind === 'unreachable') {
       return new UpstreamUnreachableError({
         code: result.code,
@@ -449,7 +500,7 @@ export class UpstreamClient {
       method: spec.method,
       path: spec.path,
       attempts,
-      retryAfterMs: result.retryAfterMs,
+      retryAfterMs: result.retryAfterMs ?? windowRoomMs,
       outcomeUnknown: spec.method === 'POST' && result.status >= 500,
       notFoundIsAnswer: spec.notFoundIsAnswer ?? false,
     });

@@ -71,7 +71,10 @@ export interface UpstreamErrorInit {
   path: string;
   /** How many attempts were made before this answer was given up on. */
   attempts: number;
-  /** `Retry-After` of a 429, in milliseconds, when the upstream sent one. */
+  /**
+   * For a 429: when to try again, in ms. Its `Retry-After` when the upstream sent one, else when
+   * the upstream's rolling window can have room (the client's reckoning, see `UpstreamClientOptions.rateWindowMs`).
+   */
   retryAfterMs?: number;
   /** True when an answer of this status does not prove the request had no effect (a 5xx to POST /orders). */
   outcomeUnknown?: boolean;
@@ -104,6 +107,7 @@ export class UpstreamError extends Error {
   readonly method: string;
   readonly path: string;
   readonly attempts: number;
+  /** For a 429: when to try again, in ms ({@link UpstreamErrorInit.retryAfterMs}). */
   readonly retryAfterMs: number | undefined;
   /**
    * True for a 5xx answer to order creation: the upstream may have created the order before it

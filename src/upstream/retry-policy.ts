@@ -17,8 +17,9 @@ export interface RetryOptions {
   /** Cap of the computed backoff. Default: 30000. */
   maxDelayMs?: number;
   /**
-   * The longest `Retry-After` the client waits out. A 429 asking for longer is surfaced at once
-   * (with `retryAfterMs`) instead of blocking the caller. Default: 120000.
+   * The longest wait after a 429 that the client waits out: its `Retry-After`, or without one the
+   * wait until the rate window can have room. A 429 asking for longer is surfaced at once (with
+   * `retryAfterMs`) instead of blocking the caller. Default: 120000.
    */
   maxRetryAfterMs?: number;
 }
@@ -34,7 +35,19 @@ export const DEFAULT_RETRY: ResolvedRetryOptions = {
 
 /** What one attempt ended with, as far as the policy cares. */
 export type AttemptOutcome =
-  | { kind: 'answer'; status: number; retryAfterMs?: number }
+  | {
+      kind: 'answer';
+      status: number;
+      /** A 429's `Retry-After`, in ms, when the upstream sent one. */
+      retryAfterMs?: number;
+      /**
+       * For a 429 without `Retry-After`: in how many ms the upstream's rolling window can have
+       * room again (the caller knows: its rate budget's oldest grant leaves the window then, or
+       * without a budget one whole window). Absent when the caller does not wait for the window
+       * (a status poll, which ends its pass instead): the 429 is then surfaced.
+       */
+      windowRoomMs?: number;
+    }
   | { kind: 'unreachable' };
 
 /** Validates and fills in retry options; a wrong value throws at construction. */
@@ -70,9 +83,14 @@ export function isRetryable(outcome: AttemptOutcome, safeToRepeat: boolean): boo
 }
 
 /**
- * How long to wait before attempt `attempt + 1`, or undefined when a 429's Retry-After is beyond
- * `maxRetryAfterMs` (the caller surfaces the 429 instead). Retry-After is honoured as sent, plus a
- * little jitter; otherwise exponential backoff with full jitter.
+ * How long to wait before attempt `attempt + 1`, or undefined when the caller surfaces the 429
+ * instead: its wait is beyond `maxRetryAfterMs`, or it has no `Retry-After` and the caller does
+ * not wait for the rate window (no `windowRoomMs`).
+ *
+ * - A 429's `Retry-After` is honoured as sent, plus a little jitter.
+ * - A 429 without it waits `windowRoomMs`, plus the same jitter: a backoff of a few hundred ms
+ *   would retry inside the rolling minute that refused the call, and be refused again.
+ * - Anything else: exponential backoff with full jitter.
  */
 export function retryDelayMs(
   attempt: number,
@@ -80,9 +98,10 @@ export function retryDelayMs(
   options: ResolvedRetryOptions,
   random: () => number = Math.random,
 ): number | undefined {
-  if (outcome.kind === 'answer' && outcome.retryAfterMs !== undefined) {
-    if (outcome.retryAfterMs > options.maxRetryAfterMs) return undefined;
-    return outcome.retryAfterMs + Math.floor(random() * Math.min(options.baseDelayMs, 1000));
+  if (outcome.kind === 'answer' && outcome.status === 429) {
+    const waitMs = outcome.retryAfterMs ?? outcome.windowRoomMs;
+    if (waitMs === undefined || waitMs > options.maxRetryAfterMs) return undefined;
+    return waitMs + Math.floor(random() * Math.min(options.baseDelayMs, 1000));
   }
   const ceiling = Math.min(options.maxDelayMs, options.baseDelayMs * 2 ** (attempt - 1));
   return Math.floor(random() * ceiling);

@@ -4,6 +4,7 @@ import { findOrderInWebhook, parseWebhookBody } from '../queue/webhook-order.js'
 import { decodeWebhookRawBody, type WebhookJobData } from '../queue/webhook-queue.js';
 import type { ApplyOptions } from '../store/order-writer.js';
 import type { Order } from '../upstream/model.js';
+import { parseUpstreamTime } from '../upstream/upstream-time.js';
 
 /**
  * Why a webhook event can never apply. Each is a permanent verdict about the job's bytes, so
@@ -51,10 +52,12 @@ function isJobData(data: unknown): data is WebhookJobData {
   );
 }
 
-/** The event's `created_at` (decisions.md: when the upstream made the event), in ms, if it has a valid one. */
+/**
+ * The event's `created_at` (decisions.md: when the upstream made the event), in ms, if it has a
+ * valid one; without an offset it is UTC (spec §2).
+ */
 function eventTime(body: unknown): number | undefined {
-  const createdAt = (body as { created_at?: unknown } | null)?.created_at;
-  const ms = typeof createdAt === 'string' ? Date.parse(createdAt) : Number.NaN;
+  const ms = parseUpstreamTime((body as { created_at?: unknown } | null)?.created_at);
   return Number.isFinite(ms) ? ms : undefined;
 }
 

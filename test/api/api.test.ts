@@ -146,6 +146,35 @@ test('GET /v1/orders pages newest first with a stable cursor, and filters by sta
   }
 });
 
+test('GET /v1/orders refuses created_from or created_to without an offset, or a date alone, with 400 saying to add Z or an offset', async (t) => {
+  const { store, call } = await startApi(t);
+  await placeOrders(store, 2);
+
+  for (const [name, value, problem] of [
+    ['created_from', '2026-11-25T00:00:00', /^created_from has no offset: add Z or an offset/],
+    ['created_to', '2026-11-25T00:00:00.000', /^created_to has no offset: add Z or an offset/],
+    ['created_from', '2026-11-25 07:00', /^created_from has no offset: add Z or an offset/],
+    ['created_to', '2026-11-25', /^created_to is a date without a time: give a time and Z or an offset/],
+    [
+      'created_from',
+      '2026-11-25T07:00:00 07:00',
+      /^created_from must be .* with Z or an offset \(in a URL, write \+ as %2B\)/,
+    ],
+  ] as const) {
+    const refused = await call(`/v1/orders?${name}=${encodeURIComponent(value)}`);
+    assert.equal(refused.status, 400, value);
+    assert.equal(refused.body.error.code, 'VALIDATION_ERROR', value);
+    assert.match(refused.body.error.message, problem);
+    assert.match(refused.body.error.message, /e\.g\. 2026-11-25T00:00:00Z/);
+  }
+
+  // An hour ago written in UTC+7: its wall clock is 6 hours ahead, so only the offset makes it the past.
+  const anHourAgo = new Date(Date.now() - 3_600_000 + 7 * 3_600_000).toISOString().replace('Z', '+07:00');
+  const since = await call(`/v1/orders?created_from=${encodeURIComponent(anHourAgo)}`);
+  assert.equal(since.status, 200);
+  assert.equal(since.body.data.length, 2);
+});
+
 test('GET /v1/events reads the change feed from any cursor: the pages together are the feed', async (t) => {
   const { store, call } = await startApi(t);
   await placeOrders(store, 4);

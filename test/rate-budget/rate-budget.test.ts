@@ -7,6 +7,7 @@ import {
   type RateBudgetOptions,
 } from '../../src/rate-budget/rate-budget.js';
 import { privateRedis } from '../helpers/redis.js';
+import { waitFor } from '../helpers/wait.js';
 
 type Context = Parameters<typeof privateRedis>[0];
 
@@ -224,6 +225,26 @@ describe('RateBudget', () => {
 
     const waited = performance.now() - firstGrant;
     assert.ok(waited >= 290, `third grant came ${Math.round(waited)} ms after the first`);
+  });
+
+  test('oldestGrantLeavesInMs says when the oldest grant of the window leaves it, and 0 for an empty window', async (t) => {
+    const { redis } = await redisFor(t);
+    const shared = budget(redis, { limit: 10, windowMs: 1_000, marginMs: 500 });
+    assert.equal(await shared.oldestGrantLeavesInMs(), 0);
+
+    await shared.acquire('create');
+    const fresh = await shared.oldestGrantLeavesInMs();
+    assert.ok(fresh > 1_000 && fresh <= 1_500, `a fresh grant leaves in ${fresh} ms`);
+    // Once the first grant has aged by 300 ms, a new grant does not move the answer: it is the oldest's.
+    await waitFor(async () => (await shared.oldestGrantLeavesInMs()) <= 1_200, {
+      message: 'the first grant to age by 300 ms',
+    });
+    await shared.acquire('poll');
+    const later = await shared.oldestGrantLeavesInMs();
+    assert.ok(later > 0 && later <= 1_200, `after a second grant: ${later} ms`);
+
+    await waitFor(async () => (await shared.used()).used === 0, { message: 'both grants to leave' });
+    assert.equal(await shared.oldestGrantLeavesInMs(), 0);
   });
 
   // It gives up at once, without waiting for a slot that cannot free in time: waiting out its

@@ -2,9 +2,13 @@ import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, type TestContext, test } from 'node:test';
+import { Redis } from 'ioredis';
 import { freePort } from '../../src/dev/redis-server.js';
+import { RateBudget, type RateBudgetOptions } from '../../src/rate-budget/rate-budget.js';
 import { UpstreamClient, type UpstreamClientOptions } from '../../src/upstream/client.js';
 import { UpstreamError, UpstreamUnreachableError } from '../../src/upstream/errors.js';
+import { privateRedis } from '../helpers/redis.js';
+import { snapshot } from '../helpers/store.js';
 
 type Context = Pick<TestContext, 'after'>;
 
@@ -13,6 +17,8 @@ interface SeenRequest {
   url: string;
   headers: IncomingMessage['headers'];
   body: string;
+  /** When the request arrived (`performance.now()`). */
+  at: number;
 }
 
 /**
@@ -30,6 +36,7 @@ async function frontServer(
       url: req.url ?? '',
       headers: req.headers,
       body: '',
+      at: performance.now(),
     };
     seen.push(request);
     const n = seen.length;
@@ -65,6 +72,34 @@ function client(t: Context, baseUrl: string, options: Partial<UpstreamClientOpti
 function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
   res.writeHead(status, { 'content-type': 'application/json', ...headers });
   res.end(JSON.stringify(body));
+}
+
+const TOO_MANY = { statusCode: 429, message: 'TOO_MANY_REQUESTS', error: 'Too Many Requests' };
+
+/**
+ * An upstream whose rolling window is full: it answers 429 without Retry-After to every request
+ * for `windowMs` from its first refusal, then `answer`.
+ */
+function fullForOneWindow(windowMs: number, answer: (res: ServerResponse) => void) {
+  let firstRefusal: number | undefined;
+  return (_req: IncomingMessage, res: ServerResponse) => {
+    const now = performance.now();
+    firstRefusal ??= now;
+    if (now - firstRefusal < windowMs) json(res, 429, TOO_MANY);
+    else answer(res);
+  };
+}
+
+/** A real rate budget on a private Redis, closed when the test ends. */
+async function rateBudget(t: Context, options: Partial<RateBudgetOptions>): Promise<RateBudget> {
+  const redis = new Redis((await privateRedis(t)).url);
+  t.after(() => redis.quit());
+  return new RateBudget({ redis, apiKey: 'key_under_test', ...options });
+}
+
+/** Ms between the server's first two requests. */
+function gapMs(seen: SeenRequest[]): number {
+  return seen[1]!.at - seen[0]!.at;
 }
 
 const PRODUCT = {
@@ -112,15 +147,78 @@ describe('UpstreamClient against answers the simulator does not give', () => {
     assert.equal(front.seen[0]?.headers.authorization, undefined);
   });
 
-  test('a 429 without Retry-After is retried with backoff', async (t) => {
-    const front = await frontServer(t, (_req, res, n) =>
-      n === 1
-        ? json(res, 429, { statusCode: 429, message: 'TOO_MANY_REQUESTS', error: 'Too Many Requests' })
-        : json(res, 200, [PRODUCT]),
+  test('without a budget, a 429 without Retry-After is retried after one whole rate window', async (t) => {
+    const front = await frontServer(
+      t,
+      fullForOneWindow(400, (res) => json(res, 200, [PRODUCT])),
     );
 
-    assert.deepEqual(await client(t, front.origin).products(), [PRODUCT]);
-    assert.equal(front.seen.length, 2);
+    const products = await client(t, front.origin, { rateWindowMs: 400 }).products();
+
+    assert.deepEqual(products, [PRODUCT]);
+    assert.equal(front.seen.length, 2, 'one refusal, then the retry after the window');
+    assert.ok(gapMs(front.seen) >= 400, `retried ${Math.round(gapMs(front.seen))} ms after the refusal`);
+  });
+
+  test('without a budget the rate window is the spec’s minute: beyond maxRetryAfterMs the 429 surfaces at once', async (t) => {
+    const front = await frontServer(t, (_req, res) => json(res, 429, TOO_MANY));
+
+    const refused = client(t, front.origin, { retry: { maxRetryAfterMs: 10_000 } }).profile();
+
+    await assert.rejects(refused, (error: unknown) => {
+      assert.ok(error instanceof UpstreamError);
+      assert.equal(error.status, 429);
+      assert.equal(error.attempts, 1);
+      assert.equal(error.retryAfterMs, 60_000);
+      return true;
+    });
+    assert.equal(front.seen.length, 1);
+  });
+
+  test('with a budget, a 429 without Retry-After is retried once the upstream’s window can have room, and the order is created', async (t) => {
+    const windowMs = 1500;
+    const input = {
+      product_code: 'ML86',
+      partner_ref: 'ref-429',
+      data: { user_id: '12345678', server_id: '2001' },
+    };
+    const front = await frontServer(
+      t,
+      fullForOneWindow(windowMs, (res) => json(res, 201, snapshot('ref-429', 'PENDING'))),
+    );
+    const budget = await rateBudget(t, { windowMs });
+    // The default retry policy: its backoff of 0–250, 0–500 and 0–1000 ms stays inside the window.
+    const upstream = client(t, front.origin, { budget, retry: {} });
+
+    const order = await upstream.createOrder(input);
+
+    assert.equal(order.partner_ref, 'ref-429');
+    assert.equal(order.status, 'PENDING');
+    assert.equal(front.seen.length, 2, 'one refusal, then one retry that found room');
+    assert.ok(
+      gapMs(front.seen) >= windowMs,
+      `the retry reached the upstream ${Math.round(gapMs(front.seen))} ms after the refusal, inside its ${windowMs} ms window`,
+    );
+    assert.deepEqual(JSON.parse(front.seen[1]!.body), input);
+  });
+
+  test('a status poll does not wait for the rate window after a 429 without Retry-After: it surfaces the 429 with when the window has room', async (t) => {
+    const front = await frontServer(t, (_req, res) => json(res, 429, TOO_MANY));
+    const budget = await rateBudget(t, { windowMs: 60_000, marginMs: 1000 });
+
+    const polled = client(t, front.origin, { budget }).getOrder('ref-1');
+
+    await assert.rejects(polled, (error: unknown) => {
+      assert.ok(error instanceof UpstreamError);
+      assert.equal(error.status, 429);
+      assert.equal(error.attempts, 1);
+      assert.ok(
+        error.retryAfterMs !== undefined && error.retryAfterMs > 50_000 && error.retryAfterMs <= 61_000,
+        `retryAfterMs ${error.retryAfterMs}`,
+      );
+      return true;
+    });
+    assert.equal(front.seen.length, 1);
   });
 
   test('a 5xx to createOrder is repeated with the same body and, at the end, marks the outcome unknown', async (t) => {
@@ -199,5 +297,6 @@ describe('UpstreamClient against answers the simulator does not give', () => {
     );
     assert.throws(() => new UpstreamClient({ ...base, headersTimeoutMs: 0 }), /headersTimeoutMs/);
     assert.throws(() => new UpstreamClient({ ...base, retry: { maxAttempts: 0 } }), /maxAttempts/);
+    assert.throws(() => new UpstreamClient({ ...base, rateWindowMs: 0 }), /rateWindowMs/);
   });
 });

@@ -50,6 +50,23 @@ describe('retry policy (spec §7 handling rules)', () => {
     assert.equal(retryDelayMs(1, { kind: 'answer', status: 429, retryAfterMs: 11_000 }, options), undefined);
   });
 
+  test('a 429 without Retry-After waits until the rate window has room, at every attempt; a caller that does not wait for the window gets it surfaced', () => {
+    const options = resolveRetryOptions({ baseDelayMs: 250, maxRetryAfterMs: 10_000 });
+    const full = { kind: 'answer', status: 429, windowRoomMs: 2_500 } as const;
+
+    assert.deepEqual(
+      [1, 2, 3].map((attempt) => retryDelayMs(attempt, full, options, () => 0.5)),
+      [2_625, 2_625, 2_625],
+    );
+    assert.equal(
+      retryDelayMs(1, { ...full, retryAfterMs: 4_000 }, options, () => 0),
+      4_000,
+      'Retry-After, when sent, is the wait',
+    );
+    assert.equal(retryDelayMs(1, { ...full, windowRoomMs: 11_000 }, options), undefined);
+    assert.equal(retryDelayMs(1, { kind: 'answer', status: 429 }, options), undefined);
+  });
+
   test('Retry-After is read as seconds or as an HTTP date', () => {
     const now = Date.parse('2026-11-20T10:00:00Z');
 

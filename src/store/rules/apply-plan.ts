@@ -11,6 +11,7 @@ import {
   partnerRefProblem,
 } from '../../upstream/model.js';
 import type { OrderSnapshot } from '../../upstream/order-snapshot.js';
+import { parseUpstreamTime } from '../../upstream/upstream-time.js';
 import type { OrderEventType } from '../feed.js';
 import type { EventReason, EventSource, OrderEventRow, OrderRow, SubmissionState } from '../local-order.js';
 import { StoreError } from '../store-error.js';
@@ -420,13 +421,13 @@ export function paceSamples(
     return samples;
   }
   const reachedAt =
-    state === 'SUCCESS' && fields.success_at !== null ? Date.parse(fields.success_at) : occurredAt;
+    state === 'SUCCESS' && fields.success_at !== null ? parseUpstreamTime(fields.success_at) : occurredAt;
   if (reachedAt === undefined || row.created_at === null) return samples;
   samples.push({
     kind: 'state',
     productCode: row.product_code,
     state,
-    ms: reachedAt - Date.parse(row.created_at),
+    ms: reachedAt - parseUpstreamTime(row.created_at),
   });
   return samples;
 }

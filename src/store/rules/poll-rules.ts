@@ -1,5 +1,6 @@
 import type { ReconcilerSettings } from '../../config/config.js';
 import { isFinalStatus } from '../../upstream/model.js';
+import { parseUpstreamTime } from '../../upstream/upstream-time.js';
 import type { OrderRow } from '../local-order.js';
 import type { PaceEstimate } from './pace-math.js';
 
@@ -63,7 +64,7 @@ export type FirstPollFields = Pick<OrderRow, 'product_code' | 'local_created_at'
  * keeps an upstream clock that runs ahead from pushing the poll beyond what it says.
  */
 export function pollBaseOf(row: Pick<OrderRow, 'local_created_at' | 'created_at'>, now: number): number {
-  const upstream = row.created_at === null ? Number.NaN : Date.parse(row.created_at);
+  const upstream = parseUpstreamTime(row.created_at);
   if (!Number.isFinite(upstream)) return row.local_created_at;
   return Math.max(row.local_created_at, Math.min(upstream, now));
 }
