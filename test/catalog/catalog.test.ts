@@ -315,3 +315,27 @@ test('a product or category listed without is_active is active: after a sync the
   assert.equal(refused.status, 422);
   assert.equal(refused.body.error.code, 'PRODUCT_INACTIVE');
 });
+
+test('a product the simulator does not enable for the API is listed inactive, and the shop API refuses it with 422 PRODUCT_INACTIVE before anything is stored or sent', async (t) => {
+  const scope = cleanupScope(t);
+  const sim = await startSimulator(scope);
+  const client = new UpstreamClient({ baseUrl: sim.sim.baseUrl, apiKey: sim.member.api_key });
+  scope.after(() => client.close());
+  const { store } = await tempStore(scope, { now: Date.now });
+  const call = await startShopApi(scope, store);
+  const listed = (await sim.api('/products')).body.find((p: { code: string }) => p.code === 'PUBGM-325');
+  assert.equal(listed.is_active, false, 'PUBGM-325 is active, in an active category, not API-enabled');
+
+  await syncCatalog({ store, client });
+  const refused = await call('/v1/orders', {
+    product_code: 'PUBGM-325',
+    data: { user_id: '12345678' },
+    partner_ref: 'api-disabled-1',
+  });
+
+  assert.equal(refused.status, 422);
+  assert.equal(refused.body.error.code, 'PRODUCT_INACTIVE');
+  assert.match(refused.body.error.message, /PUBGM-325 .* is not active now/);
+  assert.equal(await store.queries.getPublicOrder('api-disabled-1'), undefined, 'nothing stored');
+  assert.equal((await sim.api('/orders/api-disabled-1')).status, 404, 'nothing sent');
+});
