@@ -15,6 +15,7 @@ import type { ApiScope, ApiToken } from '../store/api-tokens.js';
 import { MAX_FEED_PAGE } from '../store/feed.js';
 import type { OrderStore } from '../store/order-store.js';
 import { partnerRefProblem } from '../upstream/model.js';
+import { MAX_FEED_SEQ } from './input-rules.js';
 import {
   balanceSchema,
   categorySchema,
@@ -119,7 +120,7 @@ export const ORDER_PAGE = { default: 20, max: 100 } as const;
 const encodeCursor = (id: number) => Buffer.from(`o:${id}`).toString('base64url');
 function decodeCursor(cursor: string): number {
   const match = /^o:([1-9]\d{0,15})$/.exec(Buffer.from(cursor, 'base64url').toString());
-  if (!match) {
+  if (!match || !Number.isSafeInteger(Number(match[1]))) {
     throw new ApiHttpError('INVALID_CURSOR', 'cursor is not one this API gave: pass next_cursor unchanged');
   }
   return Number(match[1]);
@@ -591,8 +592,9 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
             after: {
               type: 'integer',
               minimum: 0,
+              maximum: MAX_FEED_SEQ,
               default: 0,
-              description: 'The last seq you handled; 0: from the oldest kept.',
+              description: 'The last seq you handled; 0: from the oldest kept. At most 2^53 − 1.',
             },
             limit: { type: 'integer', minimum: 1, maximum: MAX_FEED_PAGE, default: 100 },
           },

@@ -8,10 +8,16 @@ import { publicOrderSchema } from '../../src/api/schemas.js';
 import type { OrderStore } from '../../src/store/order-store.js';
 import { defaultApiLimits } from '../helpers/api.js';
 import { snapshot, tempStore } from '../helpers/store.js';
+import { describeEachBackend, type StoreBackend } from '../helpers/store-backends.js';
 
-/** The API on a real port of 127.0.0.1 over a real store file; `get` sends a request with a token. */
-async function startApi(t: TestContext) {
-  const { store, db } = await tempStore(t, { now: Date.now });
+/**
+ * The API on a real port of 127.0.0.1 over a real store (a SQLite file unless `backend` says
+ * otherwise); `call` sends a request with a token.
+ */
+async function startApi(t: Pick<TestContext, 'after'>, backend?: StoreBackend) {
+  const { store } = backend
+    ? await backend.tempStore(t, { now: Date.now })
+    : await tempStore(t, { now: Date.now });
   const app = await buildApiApp({ store, ...defaultApiLimits() });
   await app.listen({ host: '127.0.0.1', port: 0 });
   t.after(() => app.close());
@@ -27,7 +33,7 @@ async function startApi(t: TestContext) {
     const body = (await answer.body.json()) as any;
     return { status: answer.statusCode, headers: answer.headers, body };
   };
-  return { store, db, app, origin, reader, call };
+  return { store, app, origin, reader, call };
 }
 
 /** Orders O1…On, each placed and answered by the upstream, one ms apart. */
@@ -134,6 +140,7 @@ test('GET /v1/orders pages newest first with a stable cursor, and filters by sta
 
   for (const [query, code] of [
     ['cursor=bm9wZQ', 'INVALID_CURSOR'],
+    [`cursor=${Buffer.from('o:9007199254740992').toString('base64url')}`, 'INVALID_CURSOR'],
     ['limit=0', 'VALIDATION_ERROR'],
     ['limit=101', 'VALIDATION_ERROR'],
     ['created_from=yesterday', 'VALIDATION_ERROR'],
@@ -373,4 +380,21 @@ test('POST /v1/orders/:ref/refresh asks for an early poll of a submitted order; 
     403,
   );
   assert.deepEqual(asked, ['O1']);
+});
+
+describeEachBackend('what cursors may hold', (backend) => {
+  test('GET /v1/events takes any after up to 2^53 - 1 and refuses a larger one (2^53, 2^63) with 400 VALIDATION_ERROR naming the bound', async (t) => {
+    const { store, call } = await startApi(t, backend);
+    await placeOrders(store, 1);
+    const largest = await call('/v1/events?after=9007199254740991');
+    assert.equal(largest.status, 200);
+    assert.deepEqual(largest.body, { data: [], next_after: 9007199254740991, has_more: false });
+    for (const after of ['9007199254740992', '9223372036854775807', '9223372036854775808', '1e30']) {
+      const refused = await call(`/v1/events?after=${after}`);
+      assert.equal(refused.status, 400, `after=${after} → ${JSON.stringify(refused.body)}`);
+      assert.equal(refused.body.error.code, 'VALIDATION_ERROR');
+      assert.match(refused.body.error.message, /after must be <= 9007199254740991/);
+    }
+    assert.equal((await call('/v1/events?after=0')).body.data.length, 1, 'the feed still reads');
+  });
 });
