@@ -15,7 +15,7 @@ import type { ApiScope, ApiToken } from '../store/api-tokens.js';
 import { MAX_FEED_PAGE } from '../store/feed.js';
 import type { OrderStore } from '../store/order-store.js';
 import { partnerRefProblem } from '../upstream/model.js';
-import { MAX_FEED_SEQ } from './input-rules.js';
+import { MAX_FEED_SEQ, requestTextProblem } from './input-rules.js';
 import {
   balanceSchema,
   categorySchema,
@@ -197,6 +197,11 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
     const scope = request.routeOptions.config.scope;
     if (!scope) return;
     request.token = await authenticate(request, scope);
+  });
+
+  app.addHook('preValidation', async (request) => {
+    const problem = requestTextProblem(request);
+    if (problem) throw new ApiHttpError('VALIDATION_ERROR', problem);
   });
 
   async function authenticate(request: FastifyRequest, scope: ApiScope): Promise<ApiToken> {
