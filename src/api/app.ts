@@ -16,6 +16,7 @@ import { MAX_FEED_PAGE } from '../store/feed.js';
 import type { OrderStore } from '../store/order-store.js';
 import { partnerRefProblem } from '../upstream/model.js';
 import { readIsoTime } from '../upstream/upstream-time.js';
+import { MAX_FEED_SEQ, requestTextProblem } from './input-rules.js';
 import {
   balanceSchema,
   categorySchema,
@@ -152,7 +153,7 @@ export const ORDER_PAGE = { default: 20, max: 100 } as const;
 const encodeCursor = (id: number) => Buffer.from(`o:${id}`).toString('base64url');
 function decodeCursor(cursor: string): number {
   const match = /^o:([1-9]\d{0,15})$/.exec(Buffer.from(cursor, 'base64url').toString());
-  if (!match) {
+  if (!match || !Number.isSafeInteger(Number(match[1]))) {
     throw new ApiHttpError('INVALID_CURSOR', 'cursor is not one this API gave: pass next_cursor unchanged');
   }
   return Number(match[1]);
@@ -235,6 +236,11 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
     const scope = request.routeOptions.config.scope;
     if (!scope) return;
     request.token = await authenticate(request, scope);
+  });
+
+  app.addHook('preValidation', async (request) => {
+    const problem = requestTextProblem(request);
+    if (problem) throw new ApiHttpError('VALIDATION_ERROR', problem);
   });
 
   async function authenticate(request: FastifyRequest, scope: ApiScope): Promise<ApiToken> {
@@ -623,8 +629,9 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
             after: {
               type: 'integer',
               minimum: 0,
+              maximum: MAX_FEED_SEQ,
               default: 0,
-              description: 'The last seq you handled; 0: from the oldest kept.',
+              description: 'The last seq you handled; 0: from the oldest kept. At most 2^53 − 1.',
             },
             limit: { type: 'integer', minimum: 1, maximum: MAX_FEED_PAGE, default: 100 },
           },

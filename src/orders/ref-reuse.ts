@@ -1,4 +1,5 @@
 import { DEFAULT_TOLERANCE_S } from '../upstream/signature.js';
+import { parseUpstreamTime } from '../upstream/upstream-time.js';
 
 /**
  * Whose order an upstream answer is (decisions.md, "Whose order is it"). The upstream answers a
@@ -36,7 +37,7 @@ export interface OurOrder {
 export interface AnsweredOrder {
   target: string | null;
   product_name: string | null;
-  /** ISO 8601, UTC. */
+  /** ISO 8601; without an offset it is UTC (spec §2). */
   created_at: string | null;
 }
 
@@ -85,7 +86,7 @@ export function otherOrderReason(ours: OurOrder, answer: AnsweredOrder): string 
     return `its product is ${answer.product_name}, ours ${ours.productName}`;
   }
   if (ours.neverSent) return 'our order was never sent: it still waits in the submission queue';
-  const createdAt = answer.created_at === null ? Number.NaN : Date.parse(answer.created_at);
+  const createdAt = answer.created_at === null ? Number.NaN : parseUpstreamTime(answer.created_at);
   if (ours.firstSentAt !== null && createdAt < ours.firstSentAt - CLOCK_SKEW_TOLERANCE_MS) {
     return `it was created at ${answer.created_at}, before our first create (${new Date(ours.firstSentAt).toISOString()})`;
   }

@@ -85,7 +85,9 @@ export class Catalog {
 
   /**
    * GET /products for a member of `role`: every product (inactive ones included, optionally of one
-   * category), priced for the role. `is_active` is false when the product or its category is off.
+   * category), priced for the role. `is_active` is {@link isOrderable}: false when the product or
+   * its category is off, or the product is not enabled for the API (so a client that checks it
+   * refuses what POST /orders would refuse).
    * `target` (an extension to the contract, docs/simulator.md) publishes the product's target
    * rules; a product without rules has none.
    */
@@ -99,7 +101,7 @@ export class Catalog {
         name: product.name,
         category_code: product.category_code,
         price: priceFor(product, role),
-        is_active: product.is_active && this.isCategoryActive(product.category_code),
+        is_active: this.isOrderable(product),
         ...(Object.keys(product.target).length > 0 ? { target: { ...product.target } } : {}),
       });
     }

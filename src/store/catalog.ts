@@ -73,6 +73,14 @@ function toPublicProduct(row: ProductRow): PublicProduct {
   };
 }
 
+/**
+ * Whether the upstream lists a product or category as active: only an explicit `false` says it
+ * is not. The spec shows no product field beyond code, id and price, so an upstream may omit
+ * `is_active`; reading its absence as "inactive" would refuse every order. A product it does not
+ * allow is still refused upstream (INVALID_PRODUCT).
+ */
+const listedActive = (record: { is_active?: unknown }): 0 | 1 => (record.is_active === false ? 0 : 1);
+
 /** A product's published target rules, or null: an empty or malformed one counts as not published. */
 function publishedTarget(product: Product): string | null {
   const target = product.target;
@@ -177,7 +185,7 @@ export class LocalCatalog {
           name: category.name,
           sub_name: category.sub_name ?? '',
           logo: category.logo ?? '',
-          is_active: category.is_active ? 1 : 0,
+          is_active: listedActive(category),
         },
       );
     }
@@ -189,7 +197,7 @@ export class LocalCatalog {
         name: product.name,
         category_code: product.category_code,
         price: product.price,
-        is_active: product.is_active ? 1 : 0,
+        is_active: listedActive(product),
         target: publishedTarget(product),
       };
       await tx.run(

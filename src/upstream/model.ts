@@ -21,7 +21,11 @@ export interface Category {
   code: string;
   sub_name: string;
   logo: string;
-  is_active: boolean;
+  /**
+   * Shown by the spec; an upstream that omits it lists the category as active: only an explicit
+   * `false` makes it inactive (docs/api.md, "Catalog and balance").
+   */
+  is_active?: boolean;
 }
 
 /** An entry of GET /products (decisions.md: "Order responses"); `price` is already the caller's. */
@@ -31,7 +35,12 @@ export interface Product {
   name: string;
   category_code: string;
   price: number;
-  is_active: boolean;
+  /**
+   * decisions.md's, not the spec's (which shows no product field beyond code, id and price): an
+   * upstream that omits it lists the product as active. Only an explicit `false` makes it
+   * inactive (docs/api.md, "Catalog and balance").
+   */
+  is_active?: boolean;
   /**
    * What the order's `data` must hold: each key with the regular expression its value must
    * match. Not in the upstream's contract (decisions.md lists no such field): the simulator

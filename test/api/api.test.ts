@@ -5,14 +5,25 @@ import fc from 'fast-check';
 import { request } from 'undici';
 import { buildApiApp } from '../../src/api/app.js';
 import { publicOrderSchema } from '../../src/api/schemas.js';
+import { startSubmissionPump } from '../../src/orders/submission-pump.js';
 import type { OrderStore } from '../../src/store/order-store.js';
+import { UpstreamClient } from '../../src/upstream/client.js';
 import { defaultApiLimits } from '../helpers/api.js';
+import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
 import { snapshot, tempStore } from '../helpers/store.js';
+import { describeEachBackend, type StoreBackend } from '../helpers/store-backends.js';
+import { waitFor } from '../helpers/wait.js';
+import { cleanupScope } from '../helpers/worker.js';
 
-/** The API on a real port of 127.0.0.1 over a real store file; `get` sends a request with a token. */
-async function startApi(t: TestContext) {
-  const { store, db } = await tempStore(t, { now: Date.now });
-  const app = await buildApiApp({ store, ...defaultApiLimits() });
+/**
+ * The API on a real port of 127.0.0.1 over a real store (a SQLite file unless `backend` says
+ * otherwise), with an early-poll queue that takes every request; `call` sends a request with a token.
+ */
+async function startApi(t: Pick<TestContext, 'after'>, backend?: StoreBackend) {
+  const { store } = backend
+    ? await backend.tempStore(t, { now: Date.now })
+    : await tempStore(t, { now: Date.now });
+  const app = await buildApiApp({ store, ...defaultApiLimits(), requestPoll: async () => {} });
   await app.listen({ host: '127.0.0.1', port: 0 });
   t.after(() => app.close());
   const { port } = app.server.address() as { port: number };
@@ -27,7 +38,7 @@ async function startApi(t: TestContext) {
     const body = (await answer.body.json()) as any;
     return { status: answer.statusCode, headers: answer.headers, body };
   };
-  return { store, db, app, origin, reader, call };
+  return { store, app, origin, reader, call };
 }
 
 /** Orders O1…On, each placed and answered by the upstream, one ms apart. */
@@ -135,6 +146,7 @@ test('GET /v1/orders pages newest first with a stable cursor, and filters by sta
 
   for (const [query, code] of [
     ['cursor=bm9wZQ', 'INVALID_CURSOR'],
+    [`cursor=${Buffer.from('o:9007199254740992').toString('base64url')}`, 'INVALID_CURSOR'],
     ['limit=0', 'VALIDATION_ERROR'],
     ['limit=101', 'VALIDATION_ERROR'],
     ['created_from=yesterday', 'VALIDATION_ERROR'],
@@ -225,23 +237,64 @@ test('/openapi.json is the OpenAPI 3 document of the routes, and docs/openapi.js
   );
 });
 
-test('random requests to every route get a 2xx or a 4xx with a code, never a 5xx', async (t) => {
-  const { store, origin, reader } = await startApi(t);
-  await placeOrders(store, 3);
-  const path = fc.constantFrom(
-    '/v1/orders',
-    '/v1/orders/O1',
-    '/v1/orders/%E0%A4%A',
-    '/v1/events',
-    '/v1/products',
-    '/v1/categories',
-    '/v1/balance',
-    '/v1/nope',
-    '/openapi.json',
-  );
-  const query = fc.array(
-    fc.tuple(
-      fc.constantFrom(
+/** A character the API refuses in any text: C0 controls (NUL most often), DEL and C1 controls. */
+const controlCharacter = fc.oneof(
+  { weight: 2, arbitrary: fc.constant('\u0000') },
+  { weight: 3, arbitrary: fc.constantFrom('\u0001', '\t', '\n', '\u001f', '\u007f', '\u0085', '\u009f') },
+);
+/** Short text of any Unicode, often with a control character: for paths and queries. */
+const text = fc.string({
+  unit: fc.oneof(
+    { weight: 3, arbitrary: fc.string({ unit: 'grapheme', minLength: 1, maxLength: 1 }) },
+    { weight: 1, arbitrary: controlCharacter },
+  ),
+  maxLength: 12,
+});
+/** The same, now and then with a lone surrogate too, which only a JSON body can carry. */
+const jsonText = fc.oneof(
+  { weight: 4, arbitrary: text },
+  { weight: 1, arbitrary: fc.tuple(text, fc.constantFrom('\ud800', '\udfff')).map(([a, b]) => a + b) },
+);
+/** Values of a query parameter, cursors far beyond any seq (2^53, 2^63, 2^64 …) among them. */
+const queryValue = fc.oneof(
+  text,
+  fc.integer().map(String),
+  fc.bigInt({ min: 0n, max: 2n ** 80n }).map(String),
+  fc.constantFrom('-1', '1e3', '', 'null', '9007199254740992', '9223372036854775808', '18446744073709551616'),
+);
+
+describeEachBackend('the API under random requests', (backend) => {
+  test('random requests to every route get a 2xx or a 4xx with a code, never a 5xx', async (t) => {
+    const { store, origin, reader } = await startApi(t, backend);
+    await placeOrders(store, 3);
+    const writer = (await store.tokens.create('till', ['orders:read', 'orders:write'])).token;
+    const token = fc.oneof(
+      { weight: 4, arbitrary: fc.constantFrom(reader, writer) },
+      { weight: 1, arbitrary: fc.constantFrom(null, 'Bearer', 'h2h_x_y') },
+    );
+    /** Any of `names`, some twice: an array of [name, value]. */
+    const query = (names: string[]) =>
+      fc.array(fc.tuple(fc.constantFrom(...names), queryValue), { maxLength: 4 });
+    /** Each of `names` given or not, once. */
+    const params = (names: string[]) =>
+      fc
+        .record(Object.fromEntries(names.map((name) => [name, queryValue])), { requiredKeys: [] })
+        .map((given) => Object.entries(given) as [string, string][]);
+    const ref = fc.oneof(fc.constantFrom('O1', 'INV-O2', 'NOPE'), text);
+    const anyRoute = fc.record({
+      method: fc.constantFrom('GET', 'POST', 'DELETE', 'PUT'),
+      path: fc.constantFrom(
+        '/v1/orders',
+        '/v1/orders/O1',
+        '/v1/orders/%E0%A4%A',
+        '/v1/events',
+        '/v1/products',
+        '/v1/categories',
+        '/v1/balance',
+        '/v1/nope',
+        '/openapi.json',
+      ),
+      query: query([
         'limit',
         'cursor',
         'after',
@@ -250,30 +303,75 @@ test('random requests to every route get a 2xx or a 4xx with a code, never a 5xx
         'created_to',
         'category_code',
         'x',
+      ]),
+      token,
+    });
+    const oneOrder = fc.record({
+      method: fc.constantFrom('GET', 'POST'),
+      path: fc
+        .tuple(ref, fc.constantFrom('', '/refresh'))
+        .map(([r, tail]) => `/v1/orders/${encodeURIComponent(r)}${tail}`),
+      query: fc.constant([]),
+      token,
+    });
+    const list = fc.oneof(
+      fc.record({
+        method: fc.constant('GET'),
+        path: fc.constant('/v1/orders'),
+        query: params(['status', 'cursor', 'created_from', 'created_to', 'limit']),
+        token,
+      }),
+      fc.record({
+        method: fc.constant('GET'),
+        path: fc.constant('/v1/products'),
+        query: params(['category_code']),
+        token,
+      }),
+    );
+    const feed = fc.record({
+      method: fc.constant('GET'),
+      path: fc.constant('/v1/events'),
+      query: params(['after', 'limit']),
+      token,
+    });
+    const placeOrder = fc.record({
+      method: fc.constant('POST'),
+      path: fc.constant('/v1/orders'),
+      query: fc.constant([]),
+      token,
+      body: fc.record(
+        {
+          product_code: fc.oneof(fc.constant('MLBB-86'), jsonText),
+          product_id: jsonText,
+          data: fc.dictionary(fc.oneof(fc.constant('user_id'), jsonText), jsonText, {
+            minKeys: 1,
+            maxKeys: 3,
+          }),
+          partner_ref: jsonText,
+        },
+        { requiredKeys: ['data'] },
       ),
-      fc.oneof(fc.string(), fc.integer().map(String), fc.constantFrom('-1', '1e3', '', 'null')),
-    ),
-    { maxLength: 4 },
-  );
-  await fc.assert(
-    fc.asyncProperty(
-      path,
-      query,
-      fc.constantFrom('GET', 'POST', 'DELETE', 'PUT'),
-      fc.constantFrom(reader, null, 'Bearer', 'h2h_x_y'),
-      async (p, q, method, token) => {
-        const search = new URLSearchParams(q).toString();
-        const answer = await request(`${origin}${p}${search ? `?${search}` : ''}`, {
-          method,
-          headers: token === null ? {} : { authorization: `Bearer ${token}` },
+    });
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(anyRoute, oneOrder, list, feed, placeOrder), async (call) => {
+        const search = new URLSearchParams(call.query).toString();
+        const body = 'body' in call ? JSON.stringify(call.body) : undefined;
+        const answer = await request(`${origin}${call.path}${search ? `?${search}` : ''}`, {
+          method: call.method as 'GET',
+          headers: {
+            ...(call.token === null ? {} : { authorization: `Bearer ${call.token}` }),
+            ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          },
+          body,
         });
-        const body = (await answer.body.json()) as { error?: { code: string } };
-        assert.ok(answer.statusCode < 500, `${method} ${p}?${search} → ${answer.statusCode}`);
-        if (answer.statusCode >= 400) assert.equal(typeof body.error?.code, 'string');
-      },
-    ),
-    { numRuns: 150, seed: 5 },
-  );
+        const answered = (await answer.body.json()) as { error?: { code: string } };
+        const asked = `${call.method} ${call.path}?${search} ${body ?? ''}`;
+        assert.ok(answer.statusCode < 500, `${asked} → ${answer.statusCode}`);
+        if (answer.statusCode >= 400) assert.equal(typeof answered.error?.code, 'string', asked);
+      }),
+      { numRuns: 300, seed: 5 },
+    );
+  });
 });
 
 test('POST /v1/orders queues an order at once; the same ref and body answer the same order, another body 409; a full backlog 503', async (t) => {
@@ -403,4 +501,123 @@ test('POST /v1/orders/:ref/refresh asks for an early poll of a submitted order; 
     403,
   );
   assert.deepEqual(asked, ['O1']);
+});
+
+/** A request to the API at `origin` with `token`, a body sent as JSON; the answer read. */
+async function send(origin: string, token: string, method: 'GET' | 'POST', path: string, body?: unknown) {
+  const answer = await request(`${origin}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  // biome-ignore lint/suspicious/noExplicitAny: answers of many shapes
+  return { status: answer.statusCode, body: (await answer.body.json()) as any };
+}
+
+describeEachBackend('what refs, data and cursors may hold', (backend) => {
+  test('a control character or a lone surrogate in a ref, a product code or id, a data key or value, or a query is 400 VALIDATION_ERROR naming the field and the fix; nothing is stored', async (t) => {
+    const { store, origin } = await startApi(t, backend);
+    const { token } = await store.tokens.create('till', ['orders:read', 'orders:write']);
+    const order = { product_code: 'MLBB-86', data: { user_id: '12345678', server_id: '2001' } };
+    const refusals: Array<[method: 'GET' | 'POST', path: string, body: unknown, named: RegExp]> = [
+      [
+        'POST',
+        '/v1/orders',
+        { ...order, partner_ref: 'shop\u00001' },
+        /^partner_ref: .* U\+0000 at character 5: /,
+      ],
+      ['POST', '/v1/orders', { ...order, partner_ref: 'shop\u001b[1m' }, /^partner_ref: .* U\+001B /],
+      ['POST', '/v1/orders', { ...order, partner_ref: 'shop\u007f' }, /^partner_ref: .* U\+007F /],
+      ['POST', '/v1/orders', { ...order, partner_ref: 'caf\u00c3\u0083' }, /^partner_ref: .* U\+0083 /],
+      [
+        'POST',
+        '/v1/orders',
+        { ...order, partner_ref: 'shop\ud800' },
+        /^partner_ref: contains a lone surrogate U\+D800 /,
+      ],
+      ['POST', '/v1/orders', { ...order, product_code: 'MLBB-86\u0000' }, /^product_code: /],
+      [
+        'POST',
+        '/v1/orders',
+        { product_id: '11111111-1111-4111-8111-11111111111\u0000', data: order.data },
+        /^product_id: /,
+      ],
+      ['POST', '/v1/orders', { ...order, data: { user_id: '1234\u00005678' } }, /^data\.user_id: /],
+      ['POST', '/v1/orders', { ...order, data: { 'user_id\u0000': '12345678' } }, /^data: a key contains /],
+      ['GET', '/v1/orders/%00', undefined, /^ref: .* U\+0000 at character 1: /],
+      ['GET', '/v1/orders/shop%0A1', undefined, /^ref: .* U\+000A at character 5: /],
+      ['GET', '/v1/orders/%C2%85', undefined, /^ref: .* U\+0085 /],
+      ['POST', '/v1/orders/%00/refresh', undefined, /^ref: /],
+      ['GET', '/v1/orders?status=%00', undefined, /^status: /],
+      ['GET', '/v1/products?category_code=%1F', undefined, /^category_code: /],
+    ];
+    for (const [method, path, body, named] of refusals) {
+      const refused = await send(origin, token, method, path, body);
+      const asked = `${method} ${path} ${JSON.stringify(body) ?? ''}`;
+      assert.equal(refused.status, 400, `${asked} → ${JSON.stringify(refused.body)}`);
+      assert.equal(refused.body.error.code, 'VALIDATION_ERROR', asked);
+      assert.match(refused.body.error.message, named, asked);
+      assert.match(refused.body.error.message, /send printable text only/, asked);
+    }
+    assert.deepEqual(await store.queries.pageOrders({ limit: 100 }), [], 'nothing stored');
+  });
+
+  test('GET /v1/events takes any after up to 2^53 - 1 and refuses a larger one (2^53, 2^63) with 400 VALIDATION_ERROR naming the bound', async (t) => {
+    const { store, call } = await startApi(t, backend);
+    await placeOrders(store, 1);
+    const largest = await call('/v1/events?after=9007199254740991');
+    assert.equal(largest.status, 200);
+    assert.deepEqual(largest.body, { data: [], next_after: 9007199254740991, has_more: false });
+    for (const after of ['9007199254740992', '9223372036854775807', '9223372036854775808', '1e30']) {
+      const refused = await call(`/v1/events?after=${after}`);
+      assert.equal(refused.status, 400, `after=${after} → ${JSON.stringify(refused.body)}`);
+      assert.equal(refused.body.error.code, 'VALIDATION_ERROR');
+      assert.match(refused.body.error.message, /after must be <= 9007199254740991/);
+    }
+    assert.equal((await call('/v1/events?after=0')).body.data.length, 1, 'the feed still reads');
+  });
+
+  test('an order whose ref is printable Unicode goes end to end: queued, sent to the upstream under that ref, read back by it; a well-formed unknown ref is 404', async (t) => {
+    const scope = cleanupScope(t);
+    const { store, origin } = await startApi(scope, backend);
+    const sim = await startSimulator(scope);
+    const client = new UpstreamClient({ baseUrl: sim.sim.baseUrl, apiKey: sim.member.api_key });
+    scope.after(() => client.close());
+    const pump = startSubmissionPump({ store, client, idleMs: 20 });
+    scope.after(() => pump.stop());
+    const { token } = await store.tokens.create('till', ['orders:read', 'orders:write']);
+    const ref = 'toko-ü 1/2 ✓ 🎮';
+    const path = `/v1/orders/${encodeURIComponent(ref)}`;
+
+    const placed = await send(origin, token, 'POST', '/v1/orders', {
+      product_code: 'MLBB-86',
+      data: { user_id: userIdEndingIn('0007'), server_id: '2001' },
+      partner_ref: ref,
+    });
+    assert.equal(placed.status, 202, JSON.stringify(placed.body));
+    assert.equal(placed.body.partner_ref, ref);
+    const accepted = await waitFor(
+      async () => {
+        const read = await send(origin, token, 'GET', path);
+        return read.body.submission === 'accepted' && read.body;
+      },
+      { message: 'the order accepted upstream' },
+    );
+    const upstream = await sim.api(`/orders/${encodeURIComponent(ref)}`);
+    assert.equal(upstream.status, 200);
+    assert.equal(upstream.body.partner_ref, ref, 'sent under the same ref');
+    assert.equal(accepted.invoice_number, upstream.body.invoice_number);
+    assert.equal(accepted.status, 'PENDING');
+    const listed = await send(origin, token, 'GET', '/v1/orders');
+    assert.deepEqual(
+      listed.body.data.map((o: { partner_ref: string }) => o.partner_ref),
+      [ref],
+    );
+    const unknown = await send(origin, token, 'GET', `/v1/orders/${encodeURIComponent('toko-ü 2')}`);
+    assert.equal(unknown.status, 404);
+    assert.equal(unknown.body.error.code, 'ORDER_NOT_FOUND');
+  });
 });

@@ -1,10 +1,13 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { createServer } from 'node:http';
+import { type TestContext, test } from 'node:test';
 import { request } from 'undici';
 import { buildApiApp } from '../../src/api/app.js';
 import { syncCatalog } from '../../src/catalog/catalog-sync.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
 import type { FeedEvent } from '../../src/store/feed.js';
+import type { OrderStore } from '../../src/store/order-store.js';
+import { UpstreamClient } from '../../src/upstream/client.js';
 import { defaultApiLimits } from '../helpers/api.js';
 import { budgetedClient } from '../helpers/budgeted-client.js';
 import { catalogSnapshot } from '../helpers/catalog.js';
@@ -15,6 +18,58 @@ import { startWebhookSink } from '../helpers/webhook-sink.js';
 import { cleanupScope } from '../helpers/worker.js';
 
 const priceChanges = (events: FeedEvent[]) => events.filter((e) => e.type === 'product.price_changed');
+
+/**
+ * The shop API on 127.0.0.1 over `store`, closed when the test ends; `call(path, body?)` sends a
+ * GET, or a POST of `body` as JSON, with a token of both scopes.
+ */
+async function startShopApi(t: Pick<TestContext, 'after'>, store: OrderStore) {
+  const api = await buildApiApp({ store, ...defaultApiLimits() });
+  await api.listen({ host: '127.0.0.1', port: 0 });
+  t.after(() => api.close());
+  const origin = `http://127.0.0.1:${(api.server.address() as { port: number }).port}`;
+  const { token } = await store.tokens.create('shop', ['orders:read', 'orders:write']);
+  return async (path: string, body?: unknown) => {
+    const answer = await request(`${origin}${path}`, {
+      method: body === undefined ? 'GET' : 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    // biome-ignore lint/suspicious/noExplicitAny: answers of many shapes
+    return { status: answer.statusCode, body: (await answer.body.json()) as any };
+  };
+}
+
+/**
+ * An upstream on 127.0.0.1 that answers GET /categories, /products and /profile with exactly the
+ * records given (no field added), and a client of it; both closed when the test ends.
+ */
+async function literalUpstream(
+  t: Pick<TestContext, 'after'>,
+  answers: { categories: unknown[]; products: unknown[] },
+): Promise<UpstreamClient> {
+  const bodies: Record<string, unknown> = {
+    '/v1/member-api/categories': answers.categories,
+    '/v1/member-api/products': answers.products,
+    '/v1/member-api/profile': {
+      member_id: 'M-1',
+      member_name: 'Shop',
+      member_role: 'reseller',
+      member_balance: 1_000_000,
+    },
+  };
+  const server = createServer((req, res) => {
+    const body = bodies[req.url ?? ''];
+    res.writeHead(body === undefined ? 404 : 200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(body ?? { statusCode: 404, message: 'ROUTE_NOT_FOUND', error: req.url }));
+  });
+  await new Promise<void>((listening) => server.listen(0, '127.0.0.1', listening));
+  t.after(() => new Promise<void>((closed) => server.close(() => closed())));
+  const { port } = server.address() as { port: number };
+  const client = new UpstreamClient({ baseUrl: `http://127.0.0.1:${port}`, apiKey: 'key' });
+  t.after(() => client.close());
+  return client;
+}
 
 test('a sync writes the catalog and the profile balance from three poll-priority calls; a price changed upstream is exactly one product.price_changed event, notified signed to an endpoint of product.*', async (t) => {
   const scope = cleanupScope(t);
@@ -134,20 +189,7 @@ test('GET /v1/categories, /v1/products and /v1/balance answer from the local cat
   const sim = await startSimulator(scope);
   const { client } = await budgetedClient(scope, sim);
   const { store } = await tempStore(scope, { now: Date.now });
-  const api = await buildApiApp({ store, ...defaultApiLimits() });
-  await api.listen({ host: '127.0.0.1', port: 0 });
-  scope.after(() => api.close());
-  const origin = `http://127.0.0.1:${(api.server.address() as { port: number }).port}`;
-  const { token } = await store.tokens.create('shop', ['orders:read', 'orders:write']);
-  const call = async (path: string, body?: unknown) => {
-    const answer = await request(`${origin}${path}`, {
-      method: body === undefined ? 'GET' : 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    // biome-ignore lint/suspicious/noExplicitAny: answers of many shapes
-    return { status: answer.statusCode, body: (await answer.body.json()) as any };
-  };
+  const call = await startShopApi(scope, store);
 
   const never = await call('/v1/products');
   assert.deepEqual(never.body, { data: [], synced_at: null });
@@ -219,4 +261,81 @@ test('GET /v1/categories, /v1/products and /v1/balance answer from the local cat
     data: { user_id: '12345678', server_id: '2001' },
   });
   assert.equal(good.status, 202);
+});
+
+test('a product or category listed without is_active is active: after a sync the shop API accepts an order for it, and only an explicit false is PRODUCT_INACTIVE', async (t) => {
+  const { store } = await tempStore(t, { now: Date.now });
+  const call = await startShopApi(t, store);
+  const client = await literalUpstream(t, {
+    categories: [
+      { name: 'Mobile Legends', code: 'MLBB', sub_name: 'Moonton', logo: 'mlbb.png' },
+      { name: 'Valorant', code: 'VAL', sub_name: 'Riot', logo: 'val.png', is_active: false },
+    ],
+    products: [
+      {
+        id: '11111111-1111-4111-8111-111111111111',
+        code: 'MLBB-86',
+        name: 'ML 86',
+        category_code: 'MLBB',
+        price: 19_500,
+      },
+      {
+        id: '22222222-2222-4222-8222-222222222222',
+        code: 'MLBB-2195',
+        name: 'ML 2195',
+        category_code: 'MLBB',
+        price: 466_000,
+        is_active: false,
+      },
+    ],
+  });
+
+  await syncCatalog({ store, client });
+
+  const products = await call('/v1/products');
+  assert.deepEqual(
+    products.body.data.map((p: { code: string; is_active: boolean }) => [p.code, p.is_active]),
+    [
+      ['MLBB-86', true],
+      ['MLBB-2195', false],
+    ],
+  );
+  const categories = await call('/v1/categories');
+  assert.deepEqual(
+    categories.body.data.map((c: { code: string; is_active: boolean }) => [c.code, c.is_active]),
+    [
+      ['MLBB', true],
+      ['VAL', false],
+    ],
+  );
+  const accepted = await call('/v1/orders', { product_code: 'MLBB-86', data: { user_id: '12345678' } });
+  assert.equal(accepted.status, 202, JSON.stringify(accepted.body));
+  assert.equal(accepted.body.submission, 'queued');
+  const refused = await call('/v1/orders', { product_code: 'MLBB-2195', data: { user_id: '12345678' } });
+  assert.equal(refused.status, 422);
+  assert.equal(refused.body.error.code, 'PRODUCT_INACTIVE');
+});
+
+test('a product the simulator does not enable for the API is listed inactive, and the shop API refuses it with 422 PRODUCT_INACTIVE before anything is stored or sent', async (t) => {
+  const scope = cleanupScope(t);
+  const sim = await startSimulator(scope);
+  const client = new UpstreamClient({ baseUrl: sim.sim.baseUrl, apiKey: sim.member.api_key });
+  scope.after(() => client.close());
+  const { store } = await tempStore(scope, { now: Date.now });
+  const call = await startShopApi(scope, store);
+  const listed = (await sim.api('/products')).body.find((p: { code: string }) => p.code === 'PUBGM-325');
+  assert.equal(listed.is_active, false, 'PUBGM-325 is active, in an active category, not API-enabled');
+
+  await syncCatalog({ store, client });
+  const refused = await call('/v1/orders', {
+    product_code: 'PUBGM-325',
+    data: { user_id: '12345678' },
+    partner_ref: 'api-disabled-1',
+  });
+
+  assert.equal(refused.status, 422);
+  assert.equal(refused.body.error.code, 'PRODUCT_INACTIVE');
+  assert.match(refused.body.error.message, /PUBGM-325 .* is not active now/);
+  assert.equal(await store.queries.getPublicOrder('api-disabled-1'), undefined, 'nothing stored');
+  assert.equal((await sim.api('/orders/api-disabled-1')).status, 404, 'nothing sent');
 });

@@ -4,6 +4,7 @@ import type { Product } from '../../src/upstream/model.js';
 import {
   DEMO_MEMBERS,
   demoFixture,
+  type FixtureCategory,
   type FixtureProduct,
   fixtureProduct,
   startSimulator,
@@ -13,15 +14,19 @@ const PRODUCT_FIELDS = ['category_code', 'code', 'id', 'is_active', 'name', 'pri
 /** The simulator's extension to GET /products: the product's target rules (docs/simulator.md). */
 const EXTENSION_FIELDS = ['target'];
 
-/** What GET /products should show of a fixture product to a member of `role`. */
-function expectedProduct(product: FixtureProduct, role: string): Product {
+/**
+ * What GET /products should show of a fixture product to a member of `role`: `is_active` only
+ * when it can be ordered through the API (active, API-enabled, in an active category).
+ */
+function expectedProduct(product: FixtureProduct, role: string, categories: FixtureCategory[]): Product {
+  const categoryActive = categories.find((c) => c.code === product.category_code)?.is_active === true;
   return {
     id: product.id,
     code: product.code,
     name: product.name,
     category_code: product.category_code,
     price: product.role_prices[role] ?? product.price,
-    is_active: product.is_active,
+    is_active: product.is_active && product.api_enabled && categoryActive,
     ...(Object.keys(product.target).length > 0 ? { target: product.target } : {}),
   };
 }
@@ -77,7 +82,11 @@ describe('GET /products', () => {
     const listed = byCode((await api<Product[]>('/products')).body);
 
     for (const product of orderable(fixture.products)) {
-      assert.deepEqual(listed.get(product.code), expectedProduct(product, 'reseller'), product.code);
+      assert.deepEqual(
+        listed.get(product.code),
+        expectedProduct(product, 'reseller', fixture.categories),
+        product.code,
+      );
       assert.notEqual(listed.get(product.code)?.price, product.price, `${product.code} discounted`);
     }
   });
@@ -88,7 +97,11 @@ describe('GET /products', () => {
     const listed = byCode((await api<Product[]>('/products', { key: keyOf(DEMO_MEMBERS.memberRole) })).body);
 
     for (const product of orderable(fixture.products)) {
-      assert.deepEqual(listed.get(product.code), expectedProduct(product, 'member'), product.code);
+      assert.deepEqual(
+        listed.get(product.code),
+        expectedProduct(product, 'member', fixture.categories),
+        product.code,
+      );
       assert.equal(listed.get(product.code)?.price, product.price, product.code);
     }
   });
@@ -101,8 +114,26 @@ describe('GET /products', () => {
     for (const product of listed) {
       const record = fixture.products.find((p) => p.code === product.code);
       assert.ok(record, `${product.code} is in the fixture`);
-      assert.deepEqual(product, expectedProduct(record, 'reseller'));
+      assert.deepEqual(product, expectedProduct(record, 'reseller', fixture.categories));
     }
+  });
+
+  test('is_active is true only for a product orderable through the API: an inactive, an API-disabled one and one of an inactive category list as false', async (t) => {
+    const fixture = demoFixture();
+    fixtureProduct(fixture, 'VAL-475').is_active = true; // active itself, in the inactive VAL
+    const { api } = await startSimulator(t, { fixture });
+
+    const listed = byCode((await api<Product[]>('/products')).body);
+
+    assert.deepEqual(
+      ['MLBB-86', 'MLBB-2195', 'PUBGM-325', 'VAL-475'].map((code) => [code, listed.get(code)?.is_active]),
+      [
+        ['MLBB-86', true],
+        ['MLBB-2195', false],
+        ['PUBGM-325', false],
+        ['VAL-475', false],
+      ],
+    );
   });
 
   test('category_code restricts the list to that category', async (t) => {
