@@ -227,6 +227,7 @@ test('/openapi.json is the OpenAPI 3 document of the routes, and docs/openapi.js
     '/v1/events',
     '/v1/orders',
     '/v1/orders/{ref}',
+    '/v1/orders/{ref}/cancel',
     '/v1/orders/{ref}/refresh',
     '/v1/products',
   ]);
@@ -309,7 +310,7 @@ describeEachBackend('the API under random requests', (backend) => {
     const oneOrder = fc.record({
       method: fc.constantFrom('GET', 'POST'),
       path: fc
-        .tuple(ref, fc.constantFrom('', '/refresh'))
+        .tuple(ref, fc.constantFrom('', '/refresh', '/cancel'))
         .map(([r, tail]) => `/v1/orders/${encodeURIComponent(r)}${tail}`),
       query: fc.constant([]),
       token,
