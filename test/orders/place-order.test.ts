@@ -4,7 +4,7 @@ import { PlaceOrderInputError, type PlaceOrderResult, placeOrder } from '../../s
 import { StoreError } from '../../src/store/store-error.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { OrderInputError } from '../../src/upstream/errors.js';
-import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
+import { fixtureProduct, startSimulator, userIdEndingIn } from '../helpers/simulator.js';
 import { tempStore } from '../helpers/store.js';
 
 const target = (suffix = '0001') => ({ user_id: userIdEndingIn(suffix), server_id: '1234' });
@@ -58,6 +58,45 @@ test('placing the same partner_ref again sends no second order and debits once',
   assert.equal(upstream.length, 1);
   assert.equal(before - (await sim.balance()), 19_500);
   assert.equal((await store.queries.listOrders()).length, 1);
+});
+
+test('a used partner_ref asked for the same way, callback URL included, answers its order as it is; another product, data or callback URL is IDEMPOTENCY_CONFLICT and sends nothing', async (t) => {
+  const { sim, store, deps } = await setup(t);
+  const productId = fixtureProduct(sim.fixture, 'MLBB-86').id;
+  const request = {
+    productId,
+    data: target(),
+    callbackUrl: 'http://127.0.0.1:1/hooks/one',
+    partnerRef: 'shop-7',
+  };
+  const first = await placeOrder(deps, request);
+  assert.equal(first.outcome, 'accepted');
+  assert.equal(first.order.productCode, 'MLBB-86', 'the upstream filled in the code');
+
+  const again = await placeOrder(deps, {
+    ...request,
+    data: { server_id: '1234', user_id: target().user_id },
+  });
+  assert.equal(again.outcome, 'accepted');
+  assert.equal(again.order.invoiceNumber, first.order.invoiceNumber);
+  for (const [what, other] of [
+    ['the code the upstream filled in', { ...request, productId: undefined, productCode: 'MLBB-86' }],
+    ['no callback URL', { ...request, callbackUrl: undefined }],
+    ['another callback URL', { ...request, callbackUrl: 'http://127.0.0.1:1/hooks/two' }],
+    ['other data', { ...request, data: target('0002') }],
+  ] as const) {
+    await assert.rejects(
+      placeOrder(deps, other),
+      (error: unknown) =>
+        error instanceof PlaceOrderInputError &&
+        error.code === 'IDEMPOTENCY_CONFLICT' &&
+        /shop-7 already names an order with another product or data/.test(error.message),
+      what,
+    );
+  }
+  const upstream = (await sim.allOrders()).filter((o) => o.partner_ref === 'shop-7');
+  assert.equal(upstream.length, 1);
+  assert.equal((await store.queries.listEvents('shop-7')).length, 1, 'nothing more was sent or written');
 });
 
 test('a partner_ref of 64 emoji (64 characters, 128 UTF-16 units) is placed end to end and stored', async (t) => {
