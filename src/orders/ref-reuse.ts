@@ -55,15 +55,25 @@ export function expectedTarget(data: Readonly<Record<string, string>>): string |
 /** Case and white space do not tell two texts apart. */
 const loose = (text: string) => text.replace(/\s+/g, '').toLowerCase();
 
+/** A target as compared: lower case, no white space around its parentheses, runs of it one space. */
+const targetText = (text: string) =>
+  text
+    .trim()
+    .toLowerCase()
+    .replace(/\s*([()])\s*/g, '$1')
+    .replace(/\s+/g, ' ');
+
 /**
- * Whether the upstream's `target` is the one our data gives: equal, or ours followed by anything
- * that is not a letter or digit (a nickname the upstream may append). Lenient on purpose: a
- * false "not ours" would reject an order the upstream did place and debit.
+ * Whether the upstream's `target` is the one our data gives: equal, or ours followed by more (a
+ * nickname the upstream may append) after its closing parenthesis or a character that is no
+ * letter or digit. Lenient on purpose: a false "not ours" would reject an order the upstream did
+ * place and debit.
  */
 function sameTarget(answered: string, expected: string): boolean {
-  const a = loose(answered);
-  const e = loose(expected);
-  return a === e || (a.startsWith(e) && !/[\p{L}\p{N}]/u.test(a.charAt(e.length)));
+  const a = targetText(answered);
+  const e = targetText(expected);
+  if (a === e) return true;
+  return a.startsWith(e) && (e.endsWith(')') || !/[\p{L}\p{N}]/u.test(a.charAt(e.length)));
 }
 
 /**

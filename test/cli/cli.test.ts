@@ -57,6 +57,27 @@ test('order create places one order, order show lists its history, order list fi
   const again = await runCli([...args, '--partner-ref', 'cli-1', '--json'], env);
   assert.equal(JSON.parse(again.stdout).order.invoice_number, result.order.invoice_number);
   assert.equal((await sim.allOrders()).length, 1);
+  const otherProduct = args.map((arg) => (arg === 'MLBB-86' ? 'MLBB-172' : arg));
+  const conflict = await runCli([...otherProduct, '--partner-ref', 'cli-1'], env);
+  assert.equal(conflict.code, 1);
+  assert.match(
+    conflict.stderr,
+    /cli-1 already names an order with another product or data: use a new partner_ref/,
+  );
+
+  // A ref the upstream already has for another order (a store restored from an old backup).
+  assert.equal(
+    (await sim.createOrder({ partner_ref: 'cli-old', product_code: 'FF-70', data: { user_id: '99990001' } }))
+      .status,
+    201,
+  );
+  const reused = await runCli([...args, '--partner-ref', 'cli-old'], env);
+  assert.equal(reused.code, 1);
+  assert.match(
+    reused.stderr,
+    /rejected: PARTNER_REF_REUSED \(.*another order under partner_ref cli-old.*\) — place the order again with a new partner_ref/,
+  );
+  assert.equal((await sim.allOrders()).length, 2, 'nothing more was placed');
 
   const shown = await runCli(['order', 'show', result.order.invoice_number, '--json'], env);
   assert.equal(JSON.parse(shown.stdout).order.partner_ref, 'cli-1');
