@@ -332,15 +332,16 @@ async function notFound(
   const ref = claimed.partnerRef;
   const current = (await store.queries.getOrder(ref)) ?? claimed;
 
-  if (current.submissionState !== 'accepted' && current.submissionState !== 'rejected') {
+  if (current.submissionState === 'pending' || current.submissionState === 'unknown') {
     // The create never reached the upstream (or its process died first): repeat it with the
     // same partner_ref (spec §4 rule 7), knowing no earlier create left an order there. The
     // upstream answers a repeat with the existing order.
     return submitAgain(deps, { ...claimed, ...current }, 1, true);
   }
 
-  if (current.submissionState === 'rejected') {
-    // An early poll of a refused order: the upstream never had it, as expected.
+  if (current.submissionState !== 'accepted') {
+    // An early poll of an order the upstream never had, as expected: refused or cancelled, or
+    // still queued, which the submission pump sends in its turn.
     await store.schedule.releasePollClaim(ref, claimed.claim);
     count('not_found');
     return { kind: 'polled', outcome: 'not_found', order: current, changed: false, anomaly: false, calls: 1 };

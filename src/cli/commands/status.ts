@@ -213,7 +213,7 @@ export function registerStatusCommand(program: Command): void {
 function printStatus(report: StatusReport): void {
   const { orders } = report;
   const byStatus = Object.entries(orders.byStatus).map(([status, n]) => ({ status, n }));
-  const unresolved = (['pending', 'unknown', 'blocked', 'rejected'] as const)
+  const unresolved = (['queued', 'pending', 'unknown', 'blocked', 'rejected', 'cancelled'] as const)
     .filter((state) => orders.bySubmissionState[state] > 0)
     .map((state) => ({ status: `submission ${state}`, n: orders.bySubmissionState[state] }));
   const out: string[] = [];
