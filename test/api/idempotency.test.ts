@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { type TestContext, test } from 'node:test';
 import { request } from 'undici';
 import { buildApiApp } from '../../src/api/app.js';
+import type { PublicOrder } from '../../src/orders/public-order.js';
 import type { OrderStore } from '../../src/store/order-store.js';
 import { defaultApiLimits } from '../helpers/api.js';
 import { snapshot, tempStore } from '../helpers/store.js';
@@ -28,11 +29,12 @@ async function startApi(t: TestContext) {
     // biome-ignore lint/suspicious/noExplicitAny: answers of many shapes
     return { status: answer.statusCode, headers: answer.headers, body: (await answer.body.json()) as any };
   };
-  const get = async (ref: string) =>
-    // biome-ignore lint/suspicious/noExplicitAny: the order
-    (await (
-      await request(`${origin}/v1/orders/${ref}`, { headers: { authorization: `Bearer ${token}` } })
-    ).body.json()) as any;
+  const get = async (ref: string) => {
+    const answer = await request(`${origin}/v1/orders/${ref}`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    return (await answer.body.json()) as PublicOrder;
+  };
   return { store, post, get };
 }
 
