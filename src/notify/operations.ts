@@ -2,6 +2,7 @@ import type { Queue } from 'bullmq';
 import type { EndpointBacklog, NotifyDelivery } from '../store/notify-deliveries.js';
 import type { EnableOutcome, NotifyEndpoint } from '../store/notify-endpoints.js';
 import type { OrderStore } from '../store/order-store.js';
+import { readIsoTime } from '../upstream/upstream-time.js';
 import { matchesEvent, NOTIFY_EVENT_TYPES, parseEventPatterns } from './event-filter.js';
 import { NotifyError } from './notify-error.js';
 import { type NotifyJobData, notifyJobId, notifyJobName, notifyJobOptions } from './notify-queue.js';
@@ -145,17 +146,17 @@ export async function rotateEndpointSecret(
   return (await store.endpoints.rotateSecret(id, generateEndpointSecret(), graceMs))!;
 }
 
-/** Reads `--since` (ISO 8601) as ms; throws `INVALID_SINCE`. */
+/** Reads `--since` (an ISO 8601 date-time with `Z` or an offset) as ms; throws `INVALID_SINCE`. */
 export function parseSince(text: string | undefined): number {
   if (text === undefined) return 0;
-  const ms = Date.parse(text);
-  if (!/^\d{4}-\d{2}-\d{2}/.test(text) || Number.isNaN(ms)) {
+  const time = readIsoTime(text);
+  if (!time?.hasTime || !time.hasOffset) {
     throw new NotifyError(
       'INVALID_SINCE',
-      `--since "${text}" is not an ISO 8601 time, e.g. 2026-11-25T09:00:00Z`,
+      `--since "${text}" is not an ISO 8601 time with Z or an offset (this machine's time zone is not assumed), e.g. 2026-11-25T09:00:00Z`,
     );
   }
-  return ms;
+  return time.ms;
 }
 
 /** Reads `--from-seq`/`--to-seq` (a feed sequence number, ≥ 1); throws `INVALID_SEQ`. */
