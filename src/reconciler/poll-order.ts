@@ -114,7 +114,14 @@ export function classifyFailure(error: unknown): {
     if (error.configuration === 'credentials') return { reason: 'unauthorized', calls: error.attempts };
     if (error.configuration === 'base_url') return { reason: 'base_url', calls: error.attempts };
     if (error.status === 404) return { reason: 'not_found', calls: 1 };
-    if (error.status === 429) return { reason: 'rate_limited', calls: error.attempts };
+    if (error.status === 429) {
+      // Its Retry-After, else when the rate window can have room (docs/client.md, "429").
+      return {
+        reason: 'rate_limited',
+        calls: error.attempts,
+        ...(error.retryAfterMs === undefined ? {} : { retryAfterMs: error.retryAfterMs }),
+      };
+    }
     return { reason: 'upstream_error', calls: error.attempts };
   }
   return { reason: 'upstream_error', calls: 1 };

@@ -8,7 +8,9 @@ import {
   type PollRequestData,
   pollRequestJobId,
 } from '../../src/queue/poll-request-queue.js';
+import { classifyFailure } from '../../src/reconciler/poll-order.js';
 import { startReconciler } from '../../src/reconciler/reconciler.js';
+import { UpstreamError } from '../../src/upstream/errors.js';
 import { type ReconcilerEnv, reconcilerEnv, targetFor } from '../helpers/reconciler.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -106,4 +108,23 @@ test('an early-poll request that meets a spent poll share waits for a slot inste
   const queue = new Queue(POLL_REQUEST_QUEUE, { connection: { url: env.redis.url } });
   env.defer(() => queue.close());
   assert.equal(await queue.getFailedCount(), 0);
+});
+
+test('a 429 tells the early poll when to try again: its Retry-After, or when the rate window can have room', () => {
+  const refused = (retryAfterMs?: number) =>
+    new UpstreamError({
+      status: 429,
+      code: 'TOO_MANY_REQUESTS',
+      detail: '',
+      method: 'GET',
+      path: '/v1/member-api/orders/R',
+      attempts: 1,
+      ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+    });
+  assert.deepEqual(classifyFailure(refused(42_000)), {
+    reason: 'rate_limited',
+    calls: 1,
+    retryAfterMs: 42_000,
+  });
+  assert.deepEqual(classifyFailure(refused()), { reason: 'rate_limited', calls: 1 });
 });
