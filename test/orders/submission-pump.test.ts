@@ -130,3 +130,30 @@ test('a maximum age of 0 expires nothing: an order queued a day ago is sent, a b
     'no order.cancelled',
   );
 });
+
+test('a queued order whose create may have reached the upstream before its pump died is sent again with its partner_ref however old: answered with the upstream’s order, never cancelled, never left queued', async (t) => {
+  const { sim, store, clock, pump } = await setup(t);
+  await queue(store, 'crashed');
+  // A pump claimed it, marked its create sent, and died before the answer came back; the create
+  // had reached the upstream.
+  const claim = await store.schedule.claimNextQueued();
+  assert.ok(await store.writer.startSubmission('crashed', claim!.claim));
+  const upstream = await sim.createOrder({
+    partner_ref: 'crashed',
+    product_code: 'MLBB-86',
+    data: { user_id: userIdEndingIn('0007'), server_id: '2001' },
+  });
+  assert.equal(upstream.status, 201);
+  clock.advance(MAX_AGE_MS + 1);
+  await queue(store, 'young');
+
+  pump(MAX_AGE_MS);
+  await waitFor(async () => (await submissionOf(store, 'young')) === 'accepted', {
+    message: 'the order queued after it accepted upstream',
+  });
+  // Claimed in arrival order: the older order's turn came first.
+  const crashed = await store.queries.getOrder('crashed');
+  assert.equal(crashed?.submissionState, 'accepted');
+  assert.equal(crashed?.invoiceNumber, upstream.body.invoice_number);
+  assert.deepEqual(await sentUpstream(sim), ['crashed', 'young'], 'one order each');
+});
