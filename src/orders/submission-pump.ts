@@ -18,8 +18,9 @@ export interface SubmissionPumpOptions {
   /**
    * API_SUBMISSION_MAX_AGE_S in ms: an order still waiting to be sent (queued, or blocked with
    * nothing in doubt) this long after it was placed is cancelled with code `EXPIRED` instead,
-   * within {@link EXPIRY_SWEEP_MS}, and a queued one is never sent once that old. 0: never.
-   * Default: 0.
+   * within {@link EXPIRY_SWEEP_MS}, and a queued one is never sent once that old, unless a
+   * create of it may have reached the upstream already (then it is sent again with its
+   * partner_ref, which the upstream answers with the order it has). 0: never. Default: 0.
    */
   maxAgeMs?: number;
 }

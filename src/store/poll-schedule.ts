@@ -228,7 +228,10 @@ export class PollSchedule {
    * under the same lease as a poll, so two pumps never send the same order at once and a crashed
    * pump's order is taken again once its lease expires. `writtenSince` (ms) leaves out orders
    * written before it: too old to send (API_SUBMISSION_MAX_AGE_S; the writer's
-   * `expireWaitingOrders` cancels them). Undefined when none is queued. The submission's outcome
+   * `expireWaitingOrders` cancels them); but not one whose create may have reached the upstream
+   * (`create_in_doubt_at`: a pump died or failed after sending it), which can be neither
+   * cancelled nor expired and is sent again with its partner_ref, so the upstream answers with
+   * the order it has. Undefined when none is queued. The submission's outcome
    * (accepted, rejected, blocked, unknown) ends the queued state; a pump that gives up releases
    * the claim ({@link releasePollClaim}).
    */
@@ -238,7 +241,7 @@ export class PollSchedule {
       const row = await tx.get<OrderRow>(
         `SELECT * FROM orders ${tx.dialect.indexedBy('orders_queued')}
          WHERE submission_state = 'queued' AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
-           AND local_created_at >= @writtenSince
+           AND (local_created_at >= @writtenSince OR create_in_doubt_at IS NOT NULL)
          ORDER BY id LIMIT 1 ${tx.dialect.skipLocked}`,
         { now, writtenSince: writtenSince ?? 0 },
       );

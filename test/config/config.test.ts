@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import {
+  apiSettings,
   ConfigError,
   DEFAULT_DB_PATH,
   loadConfig,
@@ -83,6 +84,20 @@ test('without H2H_RATE_RESERVE_CREATE the reserve is the rate budget’s own def
     loadConfig({ H2H_RATE_LIMIT: '30', H2H_RATE_RESERVE_CREATE: '0' }).budget.reservedForCreate,
     0,
   );
+});
+
+test('API_SUBMISSION_MAX_AGE_S is an hour by default, 0 turns expiry off, and a negative is refused naming the variable', () => {
+  assert.equal(apiSettings(loadConfig({})).submissionMaxAgeMs, 3_600_000);
+  assert.equal(apiSettings(loadConfig({ API_SUBMISSION_MAX_AGE_S: '0' })).submissionMaxAgeMs, 0);
+  assert.equal(apiSettings(loadConfig({ API_SUBMISSION_MAX_AGE_S: '900' })).submissionMaxAgeMs, 900_000);
+  for (const value of ['-1', '1.5', 'an hour']) {
+    assert.throws(
+      () => loadConfig({ API_SUBMISSION_MAX_AGE_S: value }),
+      (err: unknown) =>
+        err instanceof ConfigError && err.message.includes(`API_SUBMISSION_MAX_AGE_S="${value}"`),
+      value,
+    );
+  }
 });
 
 test('the README settings table is the one generated from the schema', () => {

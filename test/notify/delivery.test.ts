@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { buildApiApp } from '../../src/api/app.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
 import type { OrderStore } from '../../src/store/order-store.js';
+import { defaultApiLimits } from '../helpers/api.js';
 import {
   liveOrder,
   type NotificationBody,
@@ -84,6 +86,37 @@ test('every event of the feed reaches the endpoint signed per Standard Webhooks,
   const history = await historySettled(store, endpoint.id, seqs.length);
   assert.equal(history.length, seqs.length);
   assert.ok(history.every((h) => h.outcome === 'delivered' && h.status === 200 && h.attempt === 1));
+});
+
+test('an order the shop cancels reaches an endpoint subscribed to order.* as a signed order.cancelled notification with the cancelled order', async (t) => {
+  const { scope, redis, store, sink, secret } = await notifySetup(t);
+  await startTestNotifier(scope, { store, redisUrl: redis.url });
+  const api = await buildApiApp({ store, ...defaultApiLimits() });
+  scope.after(() => api.close());
+  const { token } = await store.tokens.create('shop', ['orders:write']);
+  const asShop = { authorization: `Bearer ${token}` };
+  const placed = await api.inject({
+    method: 'POST',
+    url: '/v1/orders',
+    headers: asShop,
+    payload: {
+      product_code: 'MLBB-86',
+      partner_ref: 'C-1',
+      data: { user_id: '12345678', server_id: '2001' },
+    },
+  });
+  assert.equal(placed.statusCode, 202);
+  const cancelled = await api.inject({ method: 'POST', url: '/v1/orders/C-1/cancel', headers: asShop });
+  assert.equal(cancelled.statusCode, 200);
+
+  const [delivery] = await sink.waitForDeliveries(delivered, 1);
+  const body = verifyNotification(secret, delivery!);
+  const [event] = await store.feed.after(0, 10);
+  assert.equal(delivery!.headers['webhook-id'], `evt_${event!.seq}`);
+  assert.deepEqual(body, { type: 'order.cancelled', timestamp: event!.timestamp, data: cancelled.json() });
+  assert.equal(body.data.submission, 'cancelled');
+  assert.equal(body.data.outcome, 'cancelled');
+  assert.equal((body.data.cancellation as { code: string }).code, 'CANCELLED');
 });
 
 test('an endpoint answering 500 gets every event once it recovers, each order in sequence', async (t) => {

@@ -95,3 +95,44 @@ test('the worker prunes change-feed events older than H2H_FEED_RETENTION_D when 
     ['FRESH'],
   );
 });
+
+test('the worker cancels as EXPIRED the orders queued longer than API_SUBMISSION_MAX_AGE_S, an hour by default, and sends the younger ones', async (test) => {
+  const t = cleanupScope(test);
+  const redis = await privateRedis(t);
+  const sim = await startSimulator(t);
+  const dbPath = tempDbPath(t);
+  let now = Date.now() - 3_600_000 - 60_000;
+  const store = await openTestStore(dbPath, scheduleSettings(), { now: () => now });
+  t.after(() => store.close());
+  const queue = (partnerRef: string) =>
+    store.writer.createLocalOrder({
+      partnerRef,
+      productCode: 'MLBB-86',
+      data: { user_id: userIdEndingIn('0007'), server_id: '2001' },
+      queued: true,
+    });
+  await queue('STALE');
+  now = Date.now() - 3_600_000 + 60_000;
+  await queue('FRESH');
+
+  const worker = await startWorkerProcess(
+    loadConfig({
+      REDIS_URL: redis.url,
+      H2H_DB_PATH: dbPath,
+      H2H_BASE_URL: sim.sim.baseUrl,
+      H2H_API_KEY: sim.member.api_key,
+    }),
+  );
+  t.after(() => worker.close());
+  await waitFor(async () => (await store.queries.getOrder('FRESH'))?.submissionState === 'accepted', {
+    message: 'the order queued 59 minutes ago accepted upstream',
+  });
+  // The pump sweeps before it claims, so the older order was settled first.
+  const stale = await store.queries.getOrder('STALE');
+  assert.equal(stale?.submissionState, 'cancelled');
+  assert.equal(stale?.cancelCode, 'EXPIRED');
+  assert.deepEqual(
+    (await sim.allOrders()).map((o) => o.partner_ref),
+    ['FRESH'],
+  );
+});

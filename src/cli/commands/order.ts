@@ -18,9 +18,11 @@ const orderColumns: Column<LocalOrder>[] = [
     cell: (o) =>
       o.rejectionCode
         ? `rejected: ${o.rejectionCode}`
-        : o.blockedCode
-          ? `blocked: ${o.blockedCode}`
-          : o.submissionState,
+        : o.cancelCode
+          ? `cancelled: ${o.cancelCode}`
+          : o.blockedCode
+            ? `blocked: ${o.blockedCode}`
+            : o.submissionState,
   },
   { header: 'Serial', cell: (o) => o.serialNumber },
 ];
@@ -114,7 +116,7 @@ interface CreateFlags {
   json?: boolean;
 }
 
-/** Registers `order create`, `order show` and `order list`. */
+/** Registers `order create`, `order show`, `order cancel` and `order list`. */
 export function registerOrderCommands(program: Command): void {
   const order = program.command('order').description('place and inspect orders');
 
@@ -230,6 +232,54 @@ export function registerOrderCommands(program: Command): void {
             if (refresh) (refresh.refreshed ? process.stdout : process.stderr).write(`${refresh.note}\n`);
           }
           if (refresh && !refresh.refreshed && refresh.result === 'kept') process.exitCode = EXIT.failed;
+        } finally {
+          await context.close();
+        }
+      });
+    });
+
+  order
+    .command('cancel <ref>')
+    .description(
+      'cancel an order that was never sent (queued, or blocked with nothing in doubt): it is never sent then',
+    )
+    .option('--json', 'print JSON')
+    .action(async (ref: string, flags: { json?: boolean }) => {
+      await runAction(Boolean(flags.json), async () => {
+        const context = await openContext({ store: 'existing' });
+        try {
+          const store = context.store!;
+          const found = await store.queries.getOrder(ref);
+          if (!found) {
+            throw Object.assign(new Error(`no local order with partner_ref or invoice ${ref}`), {
+              code: 'NOT_FOUND',
+            });
+          }
+          const { partnerRef } = found;
+          const result = await store.writer.cancelOrder(partnerRef, {
+            code: 'CANCELLED',
+            detail: 'cancelled with h2h-sync order cancel',
+          });
+          if (!result.cancelled && result.why === 'submitted') {
+            throw Object.assign(
+              new Error(
+                `order ${partnerRef} was already sent to the upstream (submission ${result.order.submissionState}): ` +
+                  `it can no longer be cancelled; follow it to its outcome with h2h-sync order show ${partnerRef}`,
+              ),
+              { code: 'ORDER_ALREADY_SUBMITTED' },
+            );
+          }
+          if (flags.json) {
+            const order = await store.queries.getPublicOrderByPartnerRef(partnerRef);
+            process.stdout.write(`${JSON.stringify(order, null, 2)}\n`);
+          } else {
+            process.stdout.write(`${renderTable([result.order], orderColumns)}\n`);
+            process.stdout.write(
+              result.cancelled
+                ? `cancelled: ${partnerRef} is never sent to the upstream\n`
+                : `already cancelled (${result.order.cancelCode}: ${result.order.cancelDetail}): nothing changed\n`,
+            );
+          }
         } finally {
           await context.close();
         }
