@@ -58,11 +58,15 @@ export function startSubmissionPump(options: SubmissionPumpOptions): SubmissionP
       timer = setTimeout(resolve, idleMs);
     });
 
-  /** Cancels the orders too old to send, at most every {@link EXPIRY_SWEEP_MS}. */
+  /**
+   * Cancels the orders too old to send, at most every {@link EXPIRY_SWEEP_MS}: at the pump's
+   * start, before anything is claimed, and again after a sweep the store could not take.
+   */
   const expireOld = async () => {
-    if (maxAgeMs === 0 || store.schedule.now() - sweptAt < EXPIRY_SWEEP_MS) return;
-    sweptAt = store.schedule.now();
-    const expired = await store.writer.expireWaitingOrders(sweptAt - maxAgeMs);
+    const now = store.schedule.now();
+    if (maxAgeMs === 0 || now - sweptAt < EXPIRY_SWEEP_MS) return;
+    const expired = await store.writer.expireWaitingOrders(now - maxAgeMs);
+    sweptAt = now;
     if (expired.length > 0) {
       logger?.warn(
         { partnerRefs: expired, maxAgeS: maxAgeMs / 1000 },

@@ -75,6 +75,10 @@ async function startProcessReconciler(
 ): Promise<{ metrics: ReconcilerMetrics; stop: () => Promise<boolean> }> {
   const upstream = await createUpstream(config, { logger: options.logger });
   try {
+    // Orders that waited too long while no worker ran (API_SUBMISSION_MAX_AGE_S) are cancelled
+    // before the reconciler's first pass could send a blocked one; the pump sweeps from then on.
+    const { submissionMaxAgeMs } = apiSettings(config);
+    if (submissionMaxAgeMs > 0) await store.writer.expireWaitingOrders(Date.now() - submissionMaxAgeMs);
     const reconciler = await startReconciler({
       settings: reconcilerSettings(config),
       store,
@@ -88,7 +92,7 @@ async function startProcessReconciler(
     const pump = startSubmissionPump({
       store,
       client: upstream.client,
-      maxAgeMs: apiSettings(config).submissionMaxAgeMs,
+      maxAgeMs: submissionMaxAgeMs,
       ...(options.logger ? { logger: options.logger } : {}),
     });
     // The local catalog and balance, from the same client and budget (poll share only).
