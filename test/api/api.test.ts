@@ -8,7 +8,7 @@ import { publicOrderSchema } from '../../src/api/schemas.js';
 import { startSubmissionPump } from '../../src/orders/submission-pump.js';
 import type { OrderStore } from '../../src/store/order-store.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
-import { defaultApiLimits } from '../helpers/api.js';
+import { defaultApiLimits, sendApi } from '../helpers/api.js';
 import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
 import { snapshot, tempStore } from '../helpers/store.js';
 import { describeEachBackend, type StoreBackend } from '../helpers/store-backends.js';
@@ -504,20 +504,6 @@ test('POST /v1/orders/:ref/refresh asks for an early poll of a submitted order; 
   assert.deepEqual(asked, ['O1']);
 });
 
-/** A request to the API at `origin` with `token`, a body sent as JSON; the answer read. */
-async function send(origin: string, token: string, method: 'GET' | 'POST', path: string, body?: unknown) {
-  const answer = await request(`${origin}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`,
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  // biome-ignore lint/suspicious/noExplicitAny: answers of many shapes
-  return { status: answer.statusCode, body: (await answer.body.json()) as any };
-}
-
 describeEachBackend('what refs, data and cursors may hold', (backend) => {
   test('a control character or a lone surrogate in a ref, a product code or id, a data key or value, or a query is 400 VALIDATION_ERROR naming the field and the fix; nothing is stored', async (t) => {
     const { store, origin } = await startApi(t, backend);
@@ -556,7 +542,7 @@ describeEachBackend('what refs, data and cursors may hold', (backend) => {
       ['GET', '/v1/products?category_code=%1F', undefined, /^category_code: /],
     ];
     for (const [method, path, body, named] of refusals) {
-      const refused = await send(origin, token, method, path, body);
+      const refused = await sendApi(origin, token, method, path, body);
       const asked = `${method} ${path} ${JSON.stringify(body) ?? ''}`;
       assert.equal(refused.status, 400, `${asked} → ${JSON.stringify(refused.body)}`);
       assert.equal(refused.body.error.code, 'VALIDATION_ERROR', asked);
@@ -593,7 +579,7 @@ describeEachBackend('what refs, data and cursors may hold', (backend) => {
     const ref = 'toko-ü 1/2 ✓ 🎮';
     const path = `/v1/orders/${encodeURIComponent(ref)}`;
 
-    const placed = await send(origin, token, 'POST', '/v1/orders', {
+    const placed = await sendApi(origin, token, 'POST', '/v1/orders', {
       product_code: 'MLBB-86',
       data: { user_id: userIdEndingIn('0007'), server_id: '2001' },
       partner_ref: ref,
@@ -602,7 +588,7 @@ describeEachBackend('what refs, data and cursors may hold', (backend) => {
     assert.equal(placed.body.partner_ref, ref);
     const accepted = await waitFor(
       async () => {
-        const read = await send(origin, token, 'GET', path);
+        const read = await sendApi(origin, token, 'GET', path);
         return read.body.submission === 'accepted' && read.body;
       },
       { message: 'the order accepted upstream' },
@@ -612,12 +598,12 @@ describeEachBackend('what refs, data and cursors may hold', (backend) => {
     assert.equal(upstream.body.partner_ref, ref, 'sent under the same ref');
     assert.equal(accepted.invoice_number, upstream.body.invoice_number);
     assert.equal(accepted.status, 'PENDING');
-    const listed = await send(origin, token, 'GET', '/v1/orders');
+    const listed = await sendApi(origin, token, 'GET', '/v1/orders');
     assert.deepEqual(
       listed.body.data.map((o: { partner_ref: string }) => o.partner_ref),
       [ref],
     );
-    const unknown = await send(origin, token, 'GET', `/v1/orders/${encodeURIComponent('toko-ü 2')}`);
+    const unknown = await sendApi(origin, token, 'GET', `/v1/orders/${encodeURIComponent('toko-ü 2')}`);
     assert.equal(unknown.status, 404);
     assert.equal(unknown.body.error.code, 'ORDER_NOT_FOUND');
   });

@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict';
 import { type TestContext, test } from 'node:test';
-import { request } from 'undici';
 import { buildApiApp } from '../../src/api/app.js';
 import { startSubmissionPump } from '../../src/orders/submission-pump.js';
 import type { OrderStore } from '../../src/store/order-store.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
-import { defaultApiLimits } from '../helpers/api.js';
+import { defaultApiLimits, sendApi } from '../helpers/api.js';
 import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
 import { snapshot } from '../helpers/store.js';
 import { describeEachBackend, type StoreBackend } from '../helpers/store-backends.js';
@@ -23,18 +22,8 @@ async function startApi(t: Pick<TestContext, 'after'>, backend: StoreBackend) {
   t.after(() => app.close());
   const origin = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
   const { token: shop } = await store.tokens.create('shop', ['orders:read', 'orders:write']);
-  const call = async (method: 'GET' | 'POST', path: string, body?: unknown, token = shop) => {
-    const answer = await request(`${origin}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${token}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    // biome-ignore lint/suspicious/noExplicitAny: answers of many shapes; each test reads its own
-    return { status: answer.statusCode, body: (await answer.body.json()) as any };
-  };
+  const call = (method: 'GET' | 'POST', path: string, body?: unknown, token = shop) =>
+    sendApi(origin, token, method, path, body);
   const cancel = (ref: string, token = shop) =>
     call('POST', `/v1/orders/${encodeURIComponent(ref)}/cancel`, undefined, token);
   return { store, call, cancel };

@@ -298,21 +298,34 @@ export function planApply(input: ApplyInput): ApplyPlan {
     write,
     row,
     feed,
-    event: {
-      partner_ref: row.partner_ref,
-      source: options.source,
-      event_id: options.eventId ?? null,
-      status: fields.status,
-      payload: JSON.stringify(options.payload ?? snapshot),
-      received_at: options.receivedAt ?? now,
-      applied_at: now,
-      changed: changed ? 1 : 0,
-      reason: verdict.reason,
-    },
+    event: snapshotEvent(row.partner_ref, snapshot, fields, options, now, changed, verdict.reason),
     pace: paceSamples(row, current?.status ?? null, fields, verdict.apply, options),
     changed,
     reason: verdict.reason,
     created,
+  };
+}
+
+/** The audit trail's row of a snapshot: as it arrived (or `options.payload`), and what it did. */
+function snapshotEvent(
+  partnerRef: string,
+  snapshot: Order,
+  fields: OrderSnapshot,
+  options: ApplyOptions,
+  now: number,
+  changed: boolean,
+  reason: EventReason,
+): NewEventRow {
+  return {
+    partner_ref: partnerRef,
+    source: options.source,
+    event_id: options.eventId ?? null,
+    status: fields.status,
+    payload: JSON.stringify(options.payload ?? snapshot),
+    received_at: options.receivedAt ?? now,
+    applied_at: now,
+    changed: changed ? 1 : 0,
+    reason,
   };
 }
 
@@ -376,17 +389,7 @@ function planOtherOrder(
     write: changed ? 'update' : 'none',
     row,
     feed,
-    event: {
-      partner_ref: current.partner_ref,
-      source: options.source,
-      event_id: options.eventId ?? null,
-      status: fields.status,
-      payload: JSON.stringify(options.payload ?? snapshot),
-      received_at: options.receivedAt ?? now,
-      applied_at: now,
-      changed: changed ? 1 : 0,
-      reason: 'partner_ref_reused',
-    },
+    event: snapshotEvent(current.partner_ref, snapshot, fields, options, now, changed, 'partner_ref_reused'),
     pace: [],
     changed,
     reason: 'partner_ref_reused',
