@@ -212,6 +212,10 @@ export async function resubmitOrder(
   }
   const started = await writer.startSubmission(partnerRef, claimed.claim, { knownAbsent });
   if (!started) return claimedElsewhere(claimed);
+  const { claim } = claimed;
+  // Whether a request of this call left (it may have reached the upstream), and whether one
+  // may have reached it without a definite answer (the client says: onUnanswered).
+  let sent = false;
   let unanswered = false;
 
   try {
@@ -221,7 +225,10 @@ export async function resubmitOrder(
       (guard) =>
         client.createOrder(upstreamInput(started.order), {
           signal: guard.signal,
-          beforeSend: guard.check,
+          beforeSend: () => {
+            guard.check();
+            sent = true;
+          },
           onUnanswered: () => {
             unanswered = true;
           },
@@ -244,7 +251,15 @@ export async function resubmitOrder(
     logger?.info({ partnerRef, invoice: order.invoiceNumber, status: order.status }, 'order accepted');
     return { outcome: 'accepted', order };
   } catch (err) {
-    const inDoubt = started.inDoubtBefore || unanswered;
+    // In doubt: an earlier create was, an attempt of this one got no definite answer, or a
+    // request left and then something other than the upstream's refusal failed (the store could
+    // not record a 2xx, say): the order may exist upstream.
+    const refusedOrUnsent =
+      err instanceof UpstreamError ||
+      err instanceof UpstreamUnreachableError ||
+      err instanceof BudgetExhaustedError ||
+      err instanceof ClaimLostError;
+    const inDoubt = started.inDoubtBefore || unanswered || (sent && !refusedOrUnsent);
     if (err instanceof ClaimLostError) {
       // Whoever claims the order next sees the create in doubt (startSubmission) and settles it.
       logger?.warn({ partnerRef, reason: err.message }, 'order create stopped: its claim ran out');
@@ -255,7 +270,7 @@ export async function resubmitOrder(
     // configuration blocks the order, and everything else — a timeout, a network error, a 5xx or
     // 429 after the retries, a budget that stayed spent — leaves the outcome unknown.
     if (err instanceof UpstreamError && err.configuration === 'credentials') {
-      const order = await writer.markBlocked(partnerRef, err.code, err.detail, { inDoubt });
+      const order = await writer.markBlocked(partnerRef, err.code, err.detail, { inDoubt, claim });
       if (order.submissionState === 'accepted') return { outcome: 'accepted', order };
       logger?.error(
         { partnerRef, code: err.code, fix: err.fix },
@@ -271,7 +286,7 @@ export async function resubmitOrder(
       err.status < 500 &&
       err.status !== 429;
     if (refusal && !inDoubt) {
-      const order = await writer.markRejected(partnerRef, err.code, err.detail);
+      const order = await writer.markRejected(partnerRef, err.code, err.detail, { claim });
       // A webhook or poll may have proved the order exists meanwhile; the store then keeps it.
       if (order.submissionState === 'accepted') return { outcome: 'accepted', order };
       logger?.warn({ partnerRef, code: err.code }, 'order rejected');
@@ -279,6 +294,7 @@ export async function resubmitOrder(
     }
     const order = await writer.markSubmissionUnknown(partnerRef, {
       inDoubt,
+      claim,
       ...(refusal ? { refusal: { code: err.code, detail: err.detail } } : {}),
     });
     if (order.submissionState === 'accepted') return { outcome: 'accepted', order };

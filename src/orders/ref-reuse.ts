@@ -29,7 +29,7 @@ export interface OurOrder {
   productName: string | null;
   /** When our first create was sent, in ms on our clock; null when not known. */
   firstSentAt: number | null;
-  /** Still waiting in the submission queue, never sent: no answer can be of it. */
+  /** Never sent (still queued, or cancelled while queued): no answer can be of it. */
   neverSent: boolean;
 }
 
@@ -85,7 +85,14 @@ function sameTarget(answered: string, expected: string): boolean {
  */
 export function otherOrderReason(ours: OurOrder, answer: AnsweredOrder): string | null {
   const expected = ours.data === null ? null : expectedTarget(ours.data);
-  if (expected !== null && answer.target !== null && !sameTarget(answer.target, expected)) {
+  // An upstream may render the user id alone for a product that takes no server id.
+  const userOnly = ours.data?.user_id ?? null;
+  if (
+    expected !== null &&
+    answer.target !== null &&
+    !sameTarget(answer.target, expected) &&
+    !(userOnly !== null && targetText(answer.target) === targetText(userOnly))
+  ) {
     return `its target is ${answer.target}, ours ${expected}`;
   }
   if (

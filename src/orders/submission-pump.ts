@@ -78,8 +78,11 @@ export function startSubmissionPump(options: SubmissionPumpOptions): SubmissionP
   const loop = async () => {
     while (!stopping) {
       let order: Awaited<ReturnType<OrderStore['schedule']['claimNextQueued']>>;
+      // A sweep the store cannot take now never holds up sending: it is tried again next turn.
+      await expireOld().catch((err: unknown) =>
+        logger?.warn({ err }, 'submission pump: expiring old orders failed; trying again'),
+      );
       try {
-        await expireOld();
         order = (await store.circuit.state())
           ? undefined
           : await store.schedule.claimNextQueued(

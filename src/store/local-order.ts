@@ -40,6 +40,8 @@ export type EventSource = (typeof EVENT_SOURCES)[number];
  *   `markRejected`, `markSubmissionUnknown` and `markBlocked`;
  * - `submission_settled`: such a create outcome arrived after the submission was settled
  *   (accepted or rejected) and changed nothing;
+ * - `claim_lost`: a create outcome from a sender whose claim another process took since: changed
+ *   nothing (that process's create settles the order);
  * - `partner_ref_reused`: the upstream answered with another order under our partner_ref (its
  *   target, product or creation time is not ours): recorded, never applied;
  * - `cancelled`: the shop cancelled the order, or it expired in the queue, before it was sent.
@@ -56,6 +58,7 @@ export type EventReason =
   | 'submission_unknown'
   | 'blocked'
   | 'submission_settled'
+  | 'claim_lost'
   | 'partner_ref_reused'
   | 'cancelled';
 

@@ -195,10 +195,17 @@ export class OrderWriter {
   /**
    * Records that the upstream refused the create call (HTTP 400): the submission becomes
    * `rejected` with the upstream's code and detail, and polling ends. No effect on an order the
-   * upstream has already confirmed. Never touches `status`.
+   * upstream has already confirmed. Never touches `status`. `claim`: the claim the create was
+   * sent under; an outcome whose claim another process has taken since changes nothing (that
+   * process's create settles the order), as for every `mark…` below.
    */
-  markRejected(partnerRef: string, code: string, detail: string): Promise<LocalOrder> {
-    return this.#settleSubmission(partnerRef, { state: 'rejected', code, detail });
+  markRejected(
+    partnerRef: string,
+    code: string,
+    detail: string,
+    { claim }: { claim?: string } = {},
+  ): Promise<LocalOrder> {
+    return this.#settleSubmission(partnerRef, { state: 'rejected', code, detail }, claim);
   }
 
   /**
@@ -213,9 +220,9 @@ export class OrderWriter {
     partnerRef: string,
     code: string,
     detail: string,
-    { inDoubt = false }: { inDoubt?: boolean } = {},
+    { inDoubt = false, claim }: { inDoubt?: boolean; claim?: string } = {},
   ): Promise<LocalOrder> {
-    return this.#settleSubmission(partnerRef, { state: 'blocked', code, detail, inDoubt });
+    return this.#settleSubmission(partnerRef, { state: 'blocked', code, detail, inDoubt }, claim);
   }
 
   /**
@@ -228,13 +235,17 @@ export class OrderWriter {
    */
   markSubmissionUnknown(
     partnerRef: string,
-    { inDoubt = true, refusal }: { inDoubt?: boolean; refusal?: { code: string; detail: string } } = {},
+    {
+      inDoubt = true,
+      refusal,
+      claim,
+    }: { inDoubt?: boolean; refusal?: { code: string; detail: string }; claim?: string } = {},
   ): Promise<LocalOrder> {
-    return this.#settleSubmission(partnerRef, {
-      state: 'unknown',
-      inDoubt,
-      ...(refusal === undefined ? {} : { refusal }),
-    });
+    return this.#settleSubmission(
+      partnerRef,
+      { state: 'unknown', inDoubt, ...(refusal === undefined ? {} : { refusal }) },
+      claim,
+    );
   }
 
   /**
@@ -290,7 +301,8 @@ export class OrderWriter {
   /**
    * Cancels, with code `EXPIRED`, the orders still waiting to be sent (queued, or blocked with
    * nothing in doubt, not claimed now) that were written before `writtenBefore` (ms): up to
-   * `limit` of them, oldest first. Returns their partner_refs. API_SUBMISSION_MAX_AGE_S: no
+   * `limit` of them, oldest first, passing over a row another transaction holds (the next sweep
+   * takes it). Returns their partner_refs. API_SUBMISSION_MAX_AGE_S: no
    * top-up reaches a customer hours after the shop gave up on it.
    */
   expireWaitingOrders(writtenBefore: number, limit = 100): Promise<string[]> {
@@ -301,7 +313,7 @@ export class OrderWriter {
           `SELECT * FROM orders ${tx.dialect.indexedBy('orders_waiting')}
            WHERE submission_state IN ('queued', 'blocked') AND local_created_at < @writtenBefore
              AND create_in_doubt_at IS NULL AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
-           ORDER BY local_created_at LIMIT @limit ${tx.dialect.forUpdate}`,
+           ORDER BY local_created_at LIMIT @limit ${tx.dialect.skipLocked}`,
           { writtenBefore, now, limit },
         );
         const detail = `not sent within ${Math.round((now - writtenBefore) / 1000)} s of being placed (API_SUBMISSION_MAX_AGE_S)`;
@@ -425,11 +437,13 @@ export class OrderWriter {
     return Promise.resolve(undefined);
   }
 
-  #settleSubmission(ref: string, outcome: SubmissionOutcome): Promise<LocalOrder> {
+  #settleSubmission(ref: string, outcome: SubmissionOutcome, claim: string | undefined): Promise<LocalOrder> {
     return this.#rows.db.write(
       async (tx) => {
         const now = this.#rows.now();
-        const plan = planSettlement(await this.#rows.mustFindForWrite(tx, ref), outcome, now);
+        const row = await this.#rows.mustFindForWrite(tx, ref);
+        const held = claim === undefined || row.lease_token === claim;
+        const plan = planSettlement(row, outcome, now, { held });
         return this.#writeSettlement(tx, plan, now);
       },
       { feed: true },

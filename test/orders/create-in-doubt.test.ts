@@ -136,6 +136,20 @@ test("the reconciler's repeated create after a 404 is no rejection when its own 
   assert.deepEqual(await feedTypes('R-3'), ['order.updated', 'order.rejected']);
 });
 
+test('a 2xx the store could not record leaves the create in doubt: a later 400 to the same ref is no rejection', async (t) => {
+  // The first create is answered 201 with a body the store refuses (no status): the order may
+  // well exist upstream. The second is refused.
+  const { store, deps } = await setup(t, (ref, n) =>
+    n === 1 ? { status: 201, body: { partner_ref: ref } } : refusal(400, 'INVALID_PRODUCT'),
+  );
+  const first = unknown(await placeOrder(deps, { productCode: 'MLBB-86', data: data(), partnerRef: 'R-7' }));
+  assert.equal(first.code, 'INVALID_SNAPSHOT');
+  assert.ok((await store.queries.getOrder('R-7'))?.createInDoubtAt !== null);
+  const again = unknown(await placeOrder(deps, { productCode: 'MLBB-86', data: data(), partnerRef: 'R-7' }));
+  assert.equal(again.cause, 'refused_in_doubt');
+  assert.equal((await store.queries.getOrder('R-7'))?.submissionState, 'unknown');
+});
+
 test('a create marked sent by a sender that died leaves the next sender’s 400 no rejection', async (t) => {
   const { store, deps } = await setup(t, () => refusal(400, 'INSUFFICIENT_BALANCE'));
   await store.writer.createLocalOrder({

@@ -233,3 +233,46 @@ test("migration 15 starts each pace distribution's running total at the sum of i
     ],
   );
 });
+
+test('migration 16 keeps every order, lets a submission be cancelled, and takes every order still open, queued ones too, as having a create in doubt', async (t) => {
+  const path = tempDbPath(t);
+  mkdirSync(join(path, '..'), { recursive: true });
+  const old = new BetterSqlite3(path);
+  for (const migration of MIGRATIONS.filter((m) => m.version <= 15)) old.exec(migration.sql);
+  old.pragma('user_version = 15');
+  const states = ['queued', 'pending', 'unknown', 'blocked', 'accepted', 'rejected'];
+  const insert = old.prepare(
+    `INSERT INTO orders (partner_ref, local_created_at, updated_at, submission_state, poll_leased_until)
+     VALUES (@state, 10, 20, @state, 30)`,
+  );
+  for (const state of states) insert.run({ state });
+  old.close();
+
+  const db = (await opened(t, path)).connection;
+  assert.equal(db.pragma('user_version', { simple: true }), LATEST_SCHEMA_VERSION);
+  assert.deepEqual(
+    db
+      .prepare(
+        'SELECT partner_ref, first_sent_at, create_in_doubt_at, poll_leased_until, lease_token, request FROM orders ORDER BY id',
+      )
+      .all(),
+    states.map((state) => ({
+      partner_ref: state,
+      // A pump of before step 16 sent queued orders without marking them: they may be upstream.
+      first_sent_at: 10,
+      create_in_doubt_at: ['accepted', 'rejected'].includes(state) ? null : 20,
+      poll_leased_until: 30,
+      lease_token: null,
+      request: null,
+    })),
+  );
+  db.prepare(
+    "UPDATE orders SET submission_state = 'cancelled', cancel_code = 'CANCELLED' WHERE id = 1",
+  ).run();
+  assert.deepEqual(
+    db.prepare("SELECT COUNT(*) AS n FROM orders WHERE submission_state = 'cancelled'").get(),
+    {
+      n: 1,
+    },
+  );
+});

@@ -178,6 +178,30 @@ describeEachBackend('local orders', (backend) => {
     );
   });
 
+  test("a create outcome from a sender whose claim another process took since changes nothing: the new holder's create settles the order", async (t) => {
+    const { store, clock } = await backend.tempStore(t);
+    await store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA, queued: true });
+    const first = (await store.schedule.claimNextQueued())!;
+    assert.ok(await store.writer.startSubmission('R1', first.claim));
+    // The first sender stalls past its lease; another claims the order and sends it.
+    clock.advance(store.schedule.settings.leaseMs);
+    const second = (await store.schedule.claimNextQueued())!;
+    assert.equal(second.partnerRef, 'R1');
+    assert.ok(await store.writer.startSubmission('R1', second.claim));
+
+    // The first sender's late 400 arrives: it may not reject what the second's create may place.
+    const late = await store.writer.markRejected('R1', 'INVALID_PRODUCT', 'x', { claim: first.claim });
+    assert.equal(late.submissionState, 'queued');
+    assert.equal((await store.queries.listEvents('R1')).at(-1)?.reason, 'claim_lost');
+    const settled = await store.writer.markSubmissionUnknown('R1', { claim: second.claim });
+    assert.deepEqual([settled.submissionState, settled.createInDoubtAt !== null], ['unknown', true]);
+    assert.deepEqual(
+      (await store.feed.after(0, 10)).map((e) => e.type),
+      ['order.updated'],
+      'the shop never heard of the stale rejection',
+    );
+  });
+
   test('marking an order that does not exist is refused', async (t) => {
     const { store } = await backend.tempStore(t);
     await assert.rejects(

@@ -240,8 +240,8 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
         ADD CONSTRAINT orders_submission_state_check CHECK (submission_state IN
           ('queued', 'pending', 'accepted', 'rejected', 'unknown', 'blocked', 'cancelled'));
       UPDATE orders SET
-        first_sent_at = CASE WHEN submission_state = 'queued' THEN NULL ELSE local_created_at END,
-        create_in_doubt_at = CASE WHEN submission_state IN ('pending', 'unknown', 'blocked') THEN updated_at END;
+        first_sent_at = local_created_at,
+        create_in_doubt_at = CASE WHEN submission_state IN ('queued', 'pending', 'unknown', 'blocked') THEN updated_at END;
       CREATE INDEX orders_waiting ON orders (local_created_at) WHERE submission_state IN ('queued', 'blocked');
     `,
   },

@@ -346,7 +346,9 @@ function mustAdopt(current: OrderRow, fields: OrderSnapshot, catalogName: string
       data: JSON.parse(current.target_data) as OrderData,
       productName: catalogName,
       firstSentAt: current.first_sent_at,
-      neverSent: current.submission_state === 'queued' && current.first_sent_at === null,
+      neverSent:
+        (current.submission_state === 'queued' || current.submission_state === 'cancelled') &&
+        current.first_sent_at === null,
     },
     fields,
   );
@@ -563,10 +565,17 @@ export interface SettlementPlan {
  * its code and detail, whether a create is still in doubt (`create_in_doubt_at`: kept from when
  * the call began, or cleared when nothing is), the next poll ({@link afterSubmissionOutcome}) and
  * the feed's event; once the upstream has confirmed or rejected the order, nothing changes but
- * the audit trail (`submission_settled`). Never touches `status`.
+ * the audit trail (`submission_settled`), and likewise for the outcome of a create whose claim
+ * another process took since (`held` false: `claim_lost`; that process's create settles the
+ * order). Never touches `status`.
  */
-export function planSettlement(current: OrderRow, outcome: SubmissionOutcome, now: number): SettlementPlan {
-  const open = OPEN_SUBMISSIONS.has(current.submission_state);
+export function planSettlement(
+  current: OrderRow,
+  outcome: SubmissionOutcome,
+  now: number,
+  { held = true }: { held?: boolean } = {},
+): SettlementPlan {
+  const open = held && OPEN_SUBMISSIONS.has(current.submission_state);
   const row: OrderRow = { ...current };
   let feed: FeedChange | null = null;
   if (open) {
@@ -596,7 +605,7 @@ export function planSettlement(current: OrderRow, outcome: SubmissionOutcome, no
       received_at: now,
       applied_at: now,
       changed: open ? 1 : 0,
-      reason: open ? OUTCOME_REASON[outcome.state] : 'submission_settled',
+      reason: open ? OUTCOME_REASON[outcome.state] : held ? 'submission_settled' : 'claim_lost',
     },
   };
 }

@@ -411,9 +411,9 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
         version            INTEGER NOT NULL DEFAULT 0,
         debited_amount     REAL
       );
-      -- Orders written before this step: a create went out at the earliest when they were written
-      -- (queued ones were never sent), and one whose submission is still open may have reached
-      -- the upstream without a definite answer.
+      -- Orders written before this step: a create went out at the earliest when they were written,
+      -- and one whose submission is still open (queued ones too: a pump of before this step sent
+      -- them without marking them) may have reached the upstream without a definite answer.
       INSERT INTO orders_v16 (
         id, partner_ref, invoice_number, product_code, product_id, target_data, callback_url,
         amount, status, upstream_status, serial_number, nickname, message, target, product_name,
@@ -426,8 +426,8 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
         amount, status, upstream_status, serial_number, nickname, message, target, product_name,
         created_at, success_at, local_created_at, updated_at, submission_state, rejection_code,
         rejection_detail, blocked_code, blocked_detail,
-        CASE WHEN submission_state = 'queued' THEN NULL ELSE local_created_at END,
-        CASE WHEN submission_state IN ('pending', 'unknown', 'blocked') THEN updated_at END,
+        local_created_at,
+        CASE WHEN submission_state IN ('queued', 'pending', 'unknown', 'blocked') THEN updated_at END,
         last_polled_at, next_poll_at, poll_count, stuck_at, final_at, poll_leased_until, version,
         debited_amount
       FROM orders;
