@@ -50,8 +50,11 @@ export async function holdClaim<T>(
   };
   let renewing: Promise<void> | undefined;
   const timer = setInterval(() => {
-    if (controller.signal.aborted || renewing) return;
+    if (controller.signal.aborted) return;
+    // Before the wait for an unanswered renewal: a renewal the store holds up (another process's
+    // lock) must not keep a budget wait going past the point where nothing may be sent.
     if (uncertain()) return lose('may run out soon: its renewal failed or was not answered');
+    if (renewing) return;
     renewing = schedule
       .renewClaim(claimed.partnerRef, claimed.claim)
       .then(

@@ -102,7 +102,10 @@ export class SimEngine {
     const input = parseOrderInput(body);
     if (input.partner_ref !== undefined) {
       const existing = this.orders.findByPartnerRef(member.member_id, input.partner_ref);
-      if (existing) return { created: false, order: existing };
+      if (existing) {
+        existing.create_requests += 1;
+        return { created: false, order: existing };
+      }
     }
     const product = resolveOrderableProduct(this.catalog, input);
     checkTarget(product, input.data);
@@ -137,6 +140,7 @@ export class SimEngine {
       serial_number: null,
       message: null,
       success_at: null,
+      create_requests: 1,
     };
     const timeline = this.options.profile.timeline(product.code, progressionFor(input.data.user_id));
     order.timeline = timeline;

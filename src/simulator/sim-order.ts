@@ -20,6 +20,11 @@ export interface SimOrder {
   serial_number: string | null;
   message: string | null;
   success_at: string | null;
+  /**
+   * POST /orders requests that named this order's partner_ref and found or created it: 1 for the
+   * create, one more for each repeat (answered 200 with this order, or dropped by a fault).
+   */
+  create_requests: number;
   /** The timeline drawn at creation (`GET /__sim/orders/:ref/timeline`). */
   timeline?: Timeline;
   /** A refund planned by the control API, and its timer once SUCCESS has come. */
@@ -51,6 +56,8 @@ export interface ControlOrder extends Order {
   product_id: string;
   data: OrderData;
   callback_url: string | null;
+  /** {@link SimOrder.create_requests}: how many creates named this order's partner_ref. */
+  create_requests: number;
 }
 
 export function toControlOrder(order: SimOrder): ControlOrder {
@@ -60,5 +67,6 @@ export function toControlOrder(order: SimOrder): ControlOrder {
     product_id: order.product.id,
     data: { ...order.data },
     callback_url: order.callback_url,
+    create_requests: order.create_requests,
   };
 }

@@ -6,6 +6,7 @@ import {
   ConfigError,
   DEFAULT_DB_PATH,
   loadConfig,
+  reconcilerSettings,
   settingsTable,
   upstreamSettings,
   webhookSecrets,
@@ -105,5 +106,20 @@ test('the README settings table is the one generated from the schema', () => {
   assert.ok(
     readme.includes(settingsTable()),
     'README is out of date: paste the output of `npm run docs:config`',
+  );
+});
+
+test('a claim lasts RECONCILE_LEASE_S, 30 s by default, and at least twice H2H_HEADERS_TIMEOUT_MS', () => {
+  assert.equal(loadConfig({}).settings.RECONCILE_LEASE_S, 30);
+  assert.equal(reconcilerSettings(loadConfig({})).leaseMs, 30_000);
+  assert.throws(
+    () => loadConfig({ RECONCILE_LEASE_S: '29', H2H_HEADERS_TIMEOUT_MS: '15000' }),
+    (err: unknown) =>
+      err instanceof ConfigError &&
+      /RECONCILE_LEASE_S \(29\) must be at least twice H2H_HEADERS_TIMEOUT_MS \(15000 ms\)/.test(err.message),
+  );
+  assert.equal(
+    reconcilerSettings(loadConfig({ RECONCILE_LEASE_S: '2', H2H_HEADERS_TIMEOUT_MS: '1000' })).leaseMs,
+    2_000,
   );
 });

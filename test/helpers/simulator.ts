@@ -229,7 +229,10 @@ export interface TestSimulator {
     ref: string,
     change: { status: string; serial_number?: string; message?: string },
   ): Promise<HttpAnswer<OrderAnswerBody>>;
-  /** GET /__sim/orders: every order of every member, with member_id, product_id, data, callback_url. */
+  /**
+   * GET /__sim/orders: every order of every member, with member_id, product_id, data,
+   * callback_url, and create_requests (the POST /orders requests that named its partner_ref).
+   */
   allOrders(): Promise<
     Array<
       Order & {
@@ -237,9 +240,15 @@ export interface TestSimulator {
         product_id: string;
         data: Record<string, string>;
         callback_url: string | null;
+        create_requests: number;
       }
     >
   >;
+  /**
+   * The POST /orders requests that named each partner_ref of `refs` and found or created its
+   * order (0 for a ref the simulator has no order of), from GET /__sim/orders.
+   */
+  createRequests(refs: readonly string[]): Promise<Record<string, number>>;
   /** `member_balance` from GET /profile; fails when the call does not answer 200. */
   balance(key?: string): Promise<number>;
   /** The API key of a fixture member. */
@@ -300,6 +309,13 @@ export async function startSimulator(
     setStatus: (ref, change) =>
       control<OrderAnswerBody>(`/orders/${encodeURIComponent(ref)}/status`, { method: 'POST', json: change }),
     allOrders: async () => (await expectOk(control('/orders'), 'GET /__sim/orders')).body,
+    async createRequests(refs) {
+      const orders: Array<{ partner_ref: string; create_requests: number }> = (
+        await expectOk(control('/orders'), 'GET /__sim/orders')
+      ).body;
+      const counts = new Map(orders.map((o) => [o.partner_ref, o.create_requests]));
+      return Object.fromEntries(refs.map((ref) => [ref, counts.get(ref) ?? 0]));
+    },
     createOrder: (input = {}, opts = {}) =>
       api<OrderAnswerBody>('/orders', { ...opts, method: 'POST', json: orderInput(input) }),
     getOrder: (ref, opts) => api<OrderAnswerBody>(`/orders/${encodeURIComponent(ref)}`, opts),

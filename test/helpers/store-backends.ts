@@ -54,6 +54,13 @@ export interface StoreBackend {
    * and keeps it until `release()` (at the latest when the test ends).
    */
   holdWriteLock(t: Pick<TestContext, 'after'>, url: string): Promise<HeldWriteLock>;
+  /**
+   * Locks the order `partnerRef` of the database at `url` from a connection of its own, as
+   * another process in a long write to it would, until `release()` (at the latest when the test
+   * ends): every write to that order waits (SQLite: the write lock, which covers every row;
+   * PostgreSQL: the row, `SELECT … FOR UPDATE`).
+   */
+  holdOrderLock(t: Pick<TestContext, 'after'>, url: string, partnerRef: string): Promise<HeldWriteLock>;
   /** The error code of a write that gave up waiting for another process's write lock. */
   readonly busyCode: string;
   /** The message of the driver's error when a statement breaks the unique constraint on `table.column`. */
@@ -80,6 +87,9 @@ const sqlite: StoreBackend = {
     };
     t.after(release);
     return { release };
+  },
+  holdOrderLock(t, url) {
+    return sqlite.holdWriteLock(t, url);
   },
   busyCode: 'SQLITE_BUSY',
   uniqueViolation: (table, column) => new RegExp(`UNIQUE constraint failed: ${table}\\.${column}`),
@@ -149,6 +159,25 @@ const postgresBackend: StoreBackend = {
     const connection = await sql.reserve();
     await connection.unsafe('BEGIN');
     await connection.unsafe(`SELECT pg_advisory_xact_lock(${FEED_LOCK_KEY})`);
+    let held = true;
+    const release = async () => {
+      if (!held) return;
+      held = false;
+      await connection.unsafe('COMMIT');
+      connection.release();
+      await sql.end({ timeout: 1 });
+    };
+    t.after(release);
+    return { release };
+  },
+  async holdOrderLock(t, url, partnerRef) {
+    const sql = postgres(url, { max: 1, onnotice: () => {} });
+    const connection = await sql.reserve();
+    await connection.unsafe('BEGIN');
+    const [row] = await connection.unsafe('SELECT id FROM orders WHERE partner_ref = $1 FOR UPDATE', [
+      partnerRef,
+    ]);
+    if (row === undefined) throw new Error(`no order ${partnerRef} to lock`);
     let held = true;
     const release = async () => {
       if (!held) return;

@@ -183,11 +183,13 @@ describe('POST /__sim/orders/:ref/status', () => {
 });
 
 describe('GET /__sim/orders', () => {
-  test('lists every order of every member with member_id, product_id, data and callback_url', async (t) => {
+  test('lists every order of every member with member_id, product_id, data, callback_url and the creates that named it', async (t) => {
     const harness = await startSimulator(t);
     const data = { user_id: userIdEndingIn('0007'), server_id: '2001' };
     const first = await harness.createOrder({ data, callback_url: 'http://127.0.0.1:9/hook' });
     const second = await harness.createOrder({}, { key: harness.keyOf(DEMO_MEMBERS.memberRole) });
+    await harness.createOrder({ partner_ref: first.body.partner_ref, data });
+    await harness.createOrder({ partner_ref: first.body.partner_ref, product_code: 'GI-330' });
 
     const answer = await harness.control('/orders');
 
@@ -202,9 +204,11 @@ describe('GET /__sim/orders', () => {
       product_id: fixtureProduct(harness.fixture, 'MLBB-86').id,
       data,
       callback_url: 'http://127.0.0.1:9/hook',
+      create_requests: 3,
     });
     assert.equal(byRef.get(second.body.partner_ref)?.member_id, DEMO_MEMBERS.memberRole);
     assert.equal(byRef.get(second.body.partner_ref)?.callback_url, null);
+    assert.equal(byRef.get(second.body.partner_ref)?.create_requests, 1);
   });
 });
 

@@ -250,3 +250,65 @@ describeEachBackend('the poll schedule', (backend) => {
     assert.equal(await off.schedule.claimForAudit(), undefined);
   });
 });
+
+describeEachBackend('claims', (backend) => {
+  /** A second store on `url`, as another process, on the same clock and lease. */
+  const otherProcess = (t: Parameters<typeof backend.open>[0], url: string, now: () => number) =>
+    backend.open(t, url, { now, leaseMs: 1_000 });
+
+  test('a claim that ran out and was taken by another is not ended by its first holder’s release or poll records', async (t) => {
+    const { store, url, clock } = await backend.tempStore(t, { leaseMs: 1_000, firstPollDelayMs: 0 });
+    const other = await otherProcess(t, url, clock.now);
+    await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
+    const [first] = await store.schedule.claimDueForPoll(1);
+    clock.advance(1_000);
+    const [second] = await other.schedule.claimDueForPoll(1);
+    assert.equal(second?.partnerRef, 'R1', 'the lease ran out: another process claims the order');
+    const takenByNobodyElse = async () => (await store.schedule.claimForPoll('R1'))?.claimed === false;
+
+    await store.schedule.releasePollClaim('R1', first!.claim);
+    assert.ok(await takenByNobodyElse(), 'the first holder’s release left the new claim');
+    await store.schedule.recordPoll('R1', { claim: first!.claim });
+    assert.ok(await takenByNobodyElse(), 'so did its poll record');
+    await store.schedule.recordFailedPoll('R1', { claim: first!.claim });
+    assert.ok(await takenByNobodyElse(), 'and its failed poll record');
+
+    await other.schedule.recordPoll('R1', { claim: second!.claim });
+    assert.equal((await store.schedule.claimForPoll('R1'))?.claimed, true, 'the holder’s own record ends it');
+  });
+
+  test('only a claim’s live holder renews it or marks its create as sent', async (t) => {
+    const { store, url, clock } = await backend.tempStore(t, { leaseMs: 1_000 });
+    const other = await otherProcess(t, url, clock.now);
+    await store.writer.createLocalOrder({ partnerRef: 'Q1', productCode: 'ML86', data: DATA, queued: true });
+    const first = await store.schedule.claimNextQueued();
+    clock.advance(1_000);
+    assert.equal(await store.writer.startSubmission('Q1', first!.claim), undefined, 'not once it ran out');
+    const second = await other.schedule.claimNextQueued();
+    assert.equal(second?.partnerRef, 'Q1');
+
+    assert.equal(await store.schedule.renewClaim('Q1', first!.claim), undefined);
+    assert.equal(await store.writer.startSubmission('Q1', first!.claim), undefined);
+    clock.advance(500);
+    assert.equal(await other.schedule.renewClaim('Q1', second!.claim), clock.now() + 1_000);
+    const started = await other.writer.startSubmission('Q1', second!.claim);
+    assert.equal(started?.leasedUntil, clock.now() + 1_000, 'the start renews the lease too');
+    assert.equal(started?.order.submissionState, 'queued');
+  });
+
+  test('a dead holder’s claim runs out at its leasedUntil, 30 s after the claim with the default settings; then another process claims it', async (t) => {
+    const { store, url, clock } = await backend.tempStore(t);
+    const other = await backend.open(t, url, { now: clock.now });
+    assert.equal(store.schedule.settings.leaseMs, 30_000, 'RECONCILE_LEASE_S defaults to 30');
+    await store.writer.createLocalOrder({ partnerRef: 'Q1', productCode: 'ML86', data: DATA, queued: true });
+    const dead = await store.schedule.claimNextQueued();
+    assert.equal(dead?.leasedUntil, clock.now() + 30_000);
+
+    clock.advance(29_999);
+    assert.equal(await other.schedule.claimNextQueued(), undefined, 'held until its leasedUntil');
+    clock.advance(1);
+    const taken = await other.schedule.claimNextQueued();
+    assert.equal(taken?.partnerRef, 'Q1');
+    assert.notEqual(taken?.claim, dead?.claim);
+  });
+});
