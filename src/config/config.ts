@@ -367,9 +367,9 @@ export const settingsSchema = z.object({
     .default(500)
     .describe('Most orders one pass polls; the poll share of the rate budget usually ends a pass first.'),
   RECONCILE_LEASE_S: int(1)
-    .default(30)
+    .default(45)
     .describe(
-      'Seconds a claim on an order (a poll, or a create by the submission pump, the reconciler or the CLI) keeps it out of reach of every other process; renewed every third of it while a create waits for a budget slot or an answer, so a dead process’s orders are free again within it (docs/reconciler.md, "Claims"). At least twice H2H_HEADERS_TIMEOUT_MS: nothing is sent with less than half of it left.',
+      'Seconds a claim on an order (a poll, or a create by the submission pump, the reconciler or the CLI) keeps it out of reach of every other process; renewed every third of it while a create waits for a budget slot or an answer, so a dead process’s orders are free again within it (docs/reconciler.md, "Claims"). At least twice H2H_CONNECT_TIMEOUT_MS + H2H_HEADERS_TIMEOUT_MS: nothing is sent with less than half of it left, and every attempt is answered or given up within those two.',
     ),
   CATALOG_REFRESH_S: int(0)
     .default(900)
@@ -484,10 +484,11 @@ const validSettings = settingsSchema.transform((s, ctx) => {
     );
   }
   // A create is sent only with half a lease left (orders/hold-claim.ts): it must be answered by then.
-  if (s.RECONCILE_LEASE_S * 1000 < 2 * s.H2H_HEADERS_TIMEOUT_MS) {
+  const answeredWithinMs = s.H2H_CONNECT_TIMEOUT_MS + s.H2H_HEADERS_TIMEOUT_MS;
+  if (s.RECONCILE_LEASE_S * 1000 < 2 * answeredWithinMs) {
     refuse(
       'RECONCILE_LEASE_S',
-      `RECONCILE_LEASE_S (${s.RECONCILE_LEASE_S}) must be at least twice H2H_HEADERS_TIMEOUT_MS (${s.H2H_HEADERS_TIMEOUT_MS} ms): a create is sent only with half a claim left, and must be answered before the claim can pass to another process`,
+      `RECONCILE_LEASE_S (${s.RECONCILE_LEASE_S}) must be at least twice H2H_CONNECT_TIMEOUT_MS + H2H_HEADERS_TIMEOUT_MS (${answeredWithinMs} ms): a create is sent only with half a claim left, and must be answered before the claim can pass to another process`,
     );
   }
   if (s.RECONCILE_FIRST_POLL_MIN_S > s.RECONCILE_FIRST_POLL_MAX_S) {

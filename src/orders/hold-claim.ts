@@ -26,7 +26,8 @@ export interface ClaimGuard {
  * its order, while the orders of a process that dies are free again within one lease. The
  * guard's `check()` refuses a send once the claim was taken by another process or is no longer
  * certain for half a lease (a renewal failed or was not answered): a request sent with at least
- * half a lease (15 s by default, the client's answer time-out) left ends before anybody else can
+ * half a lease (22.5 s by default, more than the client's connect and answer time-outs, 20 s,
+ * together: the configuration requires it) left ends before anybody else can
  * claim the order, so no two processes ever have a create of one order in flight. Does not end
  * the claim: the caller records or releases it.
  */

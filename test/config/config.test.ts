@@ -109,17 +109,22 @@ test('the README settings table is the one generated from the schema', () => {
   );
 });
 
-test('a claim lasts RECONCILE_LEASE_S, 30 s by default, and at least twice H2H_HEADERS_TIMEOUT_MS', () => {
-  assert.equal(loadConfig({}).settings.RECONCILE_LEASE_S, 30);
-  assert.equal(reconcilerSettings(loadConfig({})).leaseMs, 30_000);
+test('a claim lasts RECONCILE_LEASE_S, 45 s by default, and at least twice the connect and answer time-outs together', () => {
+  assert.equal(loadConfig({}).settings.RECONCILE_LEASE_S, 45);
+  assert.equal(reconcilerSettings(loadConfig({})).leaseMs, 45_000);
   assert.throws(
-    () => loadConfig({ RECONCILE_LEASE_S: '29', H2H_HEADERS_TIMEOUT_MS: '15000' }),
+    () => loadConfig({ RECONCILE_LEASE_S: '39' }),
     (err: unknown) =>
       err instanceof ConfigError &&
-      /RECONCILE_LEASE_S \(29\) must be at least twice H2H_HEADERS_TIMEOUT_MS \(15000 ms\)/.test(err.message),
+      /RECONCILE_LEASE_S \(39\) must be at least twice H2H_CONNECT_TIMEOUT_MS \+ H2H_HEADERS_TIMEOUT_MS \(20000 ms\)/.test(
+        err.message,
+      ),
   );
+  assert.equal(reconcilerSettings(loadConfig({ RECONCILE_LEASE_S: '40' })).leaseMs, 40_000);
   assert.equal(
-    reconcilerSettings(loadConfig({ RECONCILE_LEASE_S: '2', H2H_HEADERS_TIMEOUT_MS: '1000' })).leaseMs,
+    reconcilerSettings(
+      loadConfig({ RECONCILE_LEASE_S: '2', H2H_CONNECT_TIMEOUT_MS: '300', H2H_HEADERS_TIMEOUT_MS: '700' }),
+    ).leaseMs,
     2_000,
   );
 });

@@ -156,6 +156,8 @@ test('two hosts on one PostgreSQL and one Redis: one killed with SIGKILL mid-str
     H2H_WORKER_LOCK_DURATION_MS: '1000',
     H2H_WORKER_STALLED_INTERVAL_MS: '250',
     RECONCILE_LEASE_S: '2',
+    H2H_CONNECT_TIMEOUT_MS: '300',
+    H2H_HEADERS_TIMEOUT_MS: '700',
     RECONCILE_EVERY_S: '1',
     RECONCILE_FIRST_POLL_DELAY_S: '3',
     H2H_NOTIFY_RETRY_S: '0.05,0.1,0.2,0.5',

@@ -296,15 +296,15 @@ describeEachBackend('claims', (backend) => {
     assert.equal(started?.order.submissionState, 'queued');
   });
 
-  test('a dead holder’s claim runs out at its leasedUntil, 30 s after the claim with the default settings; then another process claims it', async (t) => {
+  test('a dead holder’s claim runs out at its leasedUntil, 45 s after the claim with the default settings; then another process claims it', async (t) => {
     const { store, url, clock } = await backend.tempStore(t);
     const other = await backend.open(t, url, { now: clock.now });
-    assert.equal(store.schedule.settings.leaseMs, 30_000, 'RECONCILE_LEASE_S defaults to 30');
+    assert.equal(store.schedule.settings.leaseMs, 45_000, 'RECONCILE_LEASE_S defaults to 45');
     await store.writer.createLocalOrder({ partnerRef: 'Q1', productCode: 'ML86', data: DATA, queued: true });
     const dead = await store.schedule.claimNextQueued();
-    assert.equal(dead?.leasedUntil, clock.now() + 30_000);
+    assert.equal(dead?.leasedUntil, clock.now() + 45_000);
 
-    clock.advance(29_999);
+    clock.advance(44_999);
     assert.equal(await other.schedule.claimNextQueued(), undefined, 'held until its leasedUntil');
     clock.advance(1);
     const taken = await other.schedule.claimNextQueued();

@@ -25,7 +25,8 @@ test('two workers on one store: one SIGKILLed while its creates wait for budget 
     ADMIN_PORT: '0',
     RECONCILE_ENABLED: 'true',
     RECONCILE_LEASE_S: '2',
-    H2H_HEADERS_TIMEOUT_MS: '1000',
+    H2H_CONNECT_TIMEOUT_MS: '300',
+    H2H_HEADERS_TIMEOUT_MS: '700',
     // Nothing else draws from the budget: no catalog refresh, no poll of an accepted order.
     CATALOG_REFRESH_S: '0',
     RECONCILE_FIRST_POLL_DELAY_S: '3600',
