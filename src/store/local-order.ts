@@ -176,6 +176,9 @@ export interface OrderRow {
   version: number;
 }
 
+/** A row of `orders` before the database gave it an id. */
+export type NewOrderRow = Omit<OrderRow, 'id'>;
+
 /** A row of `order_events` exactly as SQLite returns it. */
 export interface OrderEventRow {
   id: number;
@@ -189,6 +192,9 @@ export interface OrderEventRow {
   changed: number;
   reason: EventReason;
 }
+
+/** A row of `order_events` before the database gave it an id. */
+export type NewEventRow = Omit<OrderEventRow, 'id'>;
 
 export function toLocalOrder(row: OrderRow): LocalOrder {
   return {

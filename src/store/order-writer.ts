@@ -8,29 +8,27 @@ import type { OrderRows, StoredOrderRow } from './order-rows.js';
 import type { PollSchedule } from './poll-schedule.js';
 import {
   type ApplyOptions,
-  type Cancellation,
   type CreateLocalOrderInput,
   type FeedChange,
-  type NotCancellable,
   ORDER_COLUMNS,
   planApply,
-  planCancel,
   planLocalOrder,
+} from './rules/apply-plan.js';
+import {
+  type Cancellation,
+  type NotCancellable,
+  planCancel,
   planSettlement,
   type SettlementPlan,
   type SubmissionOutcome,
   whyNotCancellable,
-} from './rules/apply-plan.js';
+} from './rules/submission-plan.js';
 import type { Outcome, SqlExecutor, WriteOptions } from './sql/executor.js';
 import { together } from './sql/together.js';
 import { StoreError } from './store-error.js';
 
-export type {
-  ApplyOptions,
-  Cancellation,
-  CreateLocalOrderInput,
-  NotCancellable,
-} from './rules/apply-plan.js';
+export type { ApplyOptions, CreateLocalOrderInput } from './rules/apply-plan.js';
+export type { Cancellation, NotCancellable } from './rules/submission-plan.js';
 
 /** What {@link OrderWriter.cancelOrder} did: cancelled it now, or why not. */
 export type CancelResult =
