@@ -50,12 +50,7 @@ export async function holdClaim<T>(
     controller.signal.throwIfAborted();
   };
   let renewing: Promise<void> | undefined;
-  const timer = setInterval(() => {
-    if (controller.signal.aborted) return;
-    // Before the wait for an unanswered renewal: a renewal the store holds up (another process's
-    // lock) must not keep a budget wait going past the point where nothing may be sent.
-    if (uncertain()) return lose('may run out soon: its renewal failed or was not answered');
-    if (renewing) return;
+  const renew = () => {
     renewing = schedule
       .renewClaim(claimed.partnerRef, claimed.claim)
       .then(
@@ -69,6 +64,17 @@ export async function holdClaim<T>(
       .finally(() => {
         renewing = undefined;
       });
+    return renewing;
+  };
+  // A claim taken a while ago (a poll that read 404 before its repeated create) is renewed first,
+  // as the timer would have renewed it by now.
+  if (leasedUntil - schedule.now() < (leaseMs * 2) / 3) await renew();
+  const timer = setInterval(() => {
+    if (controller.signal.aborted) return;
+    // Before the wait for an unanswered renewal: a renewal the store holds up (another process's
+    // lock) must not keep a budget wait going past the point where nothing may be sent.
+    if (uncertain()) return lose('may run out soon: its renewal failed or was not answered');
+    if (!renewing) void renew();
   }, leaseMs / 3);
   try {
     return await work({ signal: controller.signal, check });

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { BudgetExhaustedError } from '../rate-budget/rate-budget.js';
 import type { LocalOrder } from '../store/local-order.js';
 import type { OrderStore } from '../store/order-store.js';
+import type { StartedSubmission } from '../store/order-writer.js';
 import type { ClaimedOrder } from '../store/poll-schedule.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { UpstreamError, UpstreamUnreachableError } from '../upstream/errors.js';
@@ -25,7 +26,9 @@ export interface PlaceOrderInput {
  * Why a create call ended without a definite answer:
  * - `no_answer`: a timeout or a network error on every attempt;
  * - `upstream_error`: a 5xx or 429 after the retries, or an answer the client cannot read;
- * - `budget`: no `create` slot of the rate budget within the client's wait;
+ * - `budget`: no `create` slot of the rate budget within the client's wait before the first
+ *   request: nothing was sent and the order is left as it was (a queued one waits for the
+ *   pump's next turn, a pending one for the reconciler's first poll);
  * - `base_url`: the upstream has no `POST /orders` there (404): H2H_BASE_URL is wrong. The order
  *   was surely not created, but the same partner_ref is submitted again once it is fixed;
  * - `refused_in_doubt`: a 4xx, but an earlier attempt of the order may have reached the upstream
@@ -210,29 +213,26 @@ export async function resubmitOrder(
   if (claimed.submissionState === 'rejected' || claimed.submissionState === 'cancelled') {
     return settledResult(claimed);
   }
-  const started = await writer.startSubmission(partnerRef, claimed.claim, { knownAbsent });
-  if (!started) return claimedElsewhere(claimed);
   const { claim } = claimed;
-  // Whether a request of this call left (it may have reached the upstream), and whether one
-  // may have reached it without a definite answer (the client says: onUnanswered).
-  let sent = false;
+  // Marked sent (`startSubmission`) right before the first request leaves, after any wait for a
+  // budget slot: durable first, so a sender that dies after it leaves the create in doubt for the
+  // next. `unanswered`: an attempt may have reached the upstream without a definite answer.
+  let started: StartedSubmission | undefined;
   let unanswered = false;
 
   try {
-    const created = await holdClaim(
-      store.schedule,
-      { ...claimed, leasedUntil: started.leasedUntil },
-      (guard) =>
-        client.createOrder(upstreamInput(started.order), {
-          signal: guard.signal,
-          beforeSend: () => {
-            guard.check();
-            sent = true;
-          },
-          onUnanswered: () => {
-            unanswered = true;
-          },
-        }),
+    const created = await holdClaim(store.schedule, claimed, (guard) =>
+      client.createOrder(upstreamInput(claimed), {
+        signal: guard.signal,
+        beforeSend: async () => {
+          guard.check();
+          started ??= await writer.startSubmission(partnerRef, claim, { knownAbsent });
+          if (!started) throw new ClaimLostError(`the claim on order ${partnerRef} is another process's now`);
+        },
+        onUnanswered: () => {
+          unanswered = true;
+        },
+      }),
     );
     const { order } = await writer.applyOrderSnapshot(created, { source: 'create' });
     if (order.submissionState === 'rejected') {
@@ -251,6 +251,24 @@ export async function resubmitOrder(
     logger?.info({ partnerRef, invoice: order.invoiceNumber, status: order.status }, 'order accepted');
     return { outcome: 'accepted', order };
   } catch (err) {
+    if (started === undefined) {
+      // Nothing left: the order stays as it was (queued, pending, blocked …), for this sender's
+      // next turn or whoever claims it next.
+      if (err instanceof ClaimLostError) return claimedElsewhere(claimed, err);
+      if (!(err instanceof BudgetExhaustedError)) throw err;
+      deps.logger?.warn(
+        { partnerRef },
+        'order not sent: no create slot of the rate budget; it is sent later',
+      );
+      return {
+        outcome: 'unknown',
+        order: claimed,
+        reason: err.message,
+        code: err.code,
+        cause: 'budget',
+        fix: 'nothing: it was not sent, and is sent again with its partner_ref when a slot frees',
+      };
+    }
     // In doubt: an earlier create was, an attempt of this one got no definite answer, or a
     // request left and then something other than the upstream's refusal failed (the store could
     // not record a 2xx, say): the order may exist upstream.
@@ -259,7 +277,7 @@ export async function resubmitOrder(
       err instanceof UpstreamUnreachableError ||
       err instanceof BudgetExhaustedError ||
       err instanceof ClaimLostError;
-    const inDoubt = started.inDoubtBefore || unanswered || (sent && !refusedOrUnsent);
+    const inDoubt = started.inDoubtBefore || unanswered || !refusedOrUnsent;
     if (err instanceof ClaimLostError) {
       // Whoever claims the order next sees the create in doubt (startSubmission) and settles it.
       logger?.warn({ partnerRef, reason: err.message }, 'order create stopped: its claim ran out');

@@ -111,8 +111,11 @@ export interface GetOrderOptions {
 export interface CreateOrderOptions {
   /** Ends a wait for a budget slot or between attempts early; its reason is thrown. */
   signal?: AbortSignal;
-  /** Called right before each attempt is sent; what it throws is thrown, and nothing more is sent. */
-  beforeSend?: () => void;
+  /**
+   * Called (and awaited) right before each attempt is sent, after its budget slot was granted;
+   * what it throws is thrown, and nothing more is sent.
+   */
+  beforeSend?: () => void | Promise<void>;
   /**
    * Called after each attempt that may have reached the upstream without a definite answer: no
    * answer once the request could have left (anything but a refused or timed-out connection), a
@@ -369,7 +372,7 @@ export class UpstreamClient {
     let lastError: unknown;
     for (let attempt = 1; ; attempt++) {
       await this.#drawBudget(spec, lastError);
-      spec.beforeSend?.();
+      await spec.beforeSend?.();
       const started = performance.now();
       const result = await this.#attempt(spec);
       const durationMs = Math.round(performance.now() - started);

@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
 import { test } from 'node:test';
+import { Redis } from 'ioredis';
 import { startSubmissionPump } from '../../src/orders/submission-pump.js';
+import { RateBudget } from '../../src/rate-budget/rate-budget.js';
 import type { OrderStore } from '../../src/store/order-store.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
+import { privateRedis } from '../helpers/redis.js';
 import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
 import { tempStore } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
@@ -156,4 +159,39 @@ test('a queued order whose create may have reached the upstream before its pump 
   assert.equal(crashed?.submissionState, 'accepted');
   assert.equal(crashed?.invoiceNumber, upstream.body.invoice_number);
   assert.deepEqual(await sentUpstream(sim), ['crashed', 'young'], 'one order each');
+});
+
+test('an order whose create never got a budget slot was not sent: it stays queued, nothing in doubt, and the shop can still cancel it', async (test) => {
+  const t = cleanupScope(test);
+  const sim = await startSimulator(t);
+  const redis = await privateRedis(t);
+  const { store } = await tempStore(t, { now: Date.now });
+  const connection = new Redis(redis.url);
+  t.after(() => connection.quit());
+  // A budget of one call a minute, spent: no create slot within the client's wait.
+  const budget = new RateBudget({ redis: connection, apiKey: sim.member.api_key, limit: 1 });
+  await budget.acquire('create');
+  const client = new UpstreamClient({
+    baseUrl: sim.sim.baseUrl,
+    apiKey: sim.member.api_key,
+    budget,
+    budgetMaxWaitMs: 50,
+  });
+  t.after(() => client.close());
+  await queue(store, 'starved');
+  const running = startSubmissionPump({ store, client, idleMs: 20 });
+  t.after(() => running.stop());
+
+  await waitFor(() => running.sent.unknown >= 2, { message: 'the pump to try the order twice' });
+  const order = await store.queries.getOrder('starved');
+  assert.deepEqual(
+    [order?.submissionState, order?.firstSentAt, order?.createInDoubtAt],
+    ['queued', null, null],
+  );
+  await running.stop();
+  assert.equal(
+    (await store.writer.cancelOrder('starved', { code: 'CANCELLED', detail: 'test' })).cancelled,
+    true,
+  );
+  assert.deepEqual(await sentUpstream(sim), [], 'never sent');
 });
