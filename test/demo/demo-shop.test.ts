@@ -12,13 +12,15 @@ function signed(secret: string, id: string, ref: string, version: number) {
     timestamp: new Date().toISOString(),
     data: { partner_ref: ref, status: version > 1 ? 'SUCCESS' : 'PENDING', version },
   });
-  const signature = new Webhook(secret).sign(id, new Date(), body);
+  // One instant for the signature and the header: read twice, they could fall on two seconds.
+  const at = new Date();
+  const signature = new Webhook(secret).sign(id, at, body);
   return {
     body,
     headers: {
       'content-type': 'application/json',
       'webhook-id': id,
-      'webhook-timestamp': String(Math.floor(Date.now() / 1000)),
+      'webhook-timestamp': String(Math.floor(at.getTime() / 1000)),
       'webhook-signature': signature,
     },
   };
