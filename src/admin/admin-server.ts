@@ -13,7 +13,6 @@ import Fastify, {
 import type { Logger } from 'pino';
 import { Counter, collectDefaultMetrics, Registry } from 'prom-client';
 import type { AdminSettings } from '../config/config.js';
-import { NOTIFY_QUEUE } from '../notify/notify-queue.js';
 import { POLL_REQUEST_QUEUE } from '../queue/poll-request-queue.js';
 import { queueJobCounts, registerQueueDepthGauge } from '../queue/queue-depth.js';
 import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE } from '../queue/webhook-queue.js';
@@ -28,7 +27,7 @@ import type { GroupCommitStats } from '../worker/group-commit.js';
 export const BULL_BOARD_PATH = '/admin/queues';
 
 /** The queues the admin view shows, in this order. */
-export const ADMIN_QUEUES = [WEBHOOK_QUEUE, RECONCILE_QUEUE, POLL_REQUEST_QUEUE, NOTIFY_QUEUE] as const;
+export const ADMIN_QUEUES = [WEBHOOK_QUEUE, RECONCILE_QUEUE, POLL_REQUEST_QUEUE] as const;
 
 /** How long `/healthz` and a depth scrape wait for Redis before reporting it down. */
 const REDIS_PROBE_TIMEOUT_MS = 1_000;

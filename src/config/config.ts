@@ -1,11 +1,7 @@
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import {
-  DEFAULT_NOTIFY_CONCURRENCY,
-  DEFAULT_NOTIFY_DISPATCH_EVERY_MS,
-  DISPATCH_LEASE_MS,
-} from '../notify/notifier.js';
+import { DEFAULT_NOTIFY_CONCURRENCY, DEFAULT_NOTIFY_DISPATCH_EVERY_MS } from '../notify/notifier.js';
 import { DEFAULT_NOTIFY_TIMEOUT_MS } from '../notify/post-notification.js';
 import { DEFAULT_NOTIFY_RETRY_S } from '../notify/retry-schedule.js';
 import { DEFAULT_LOG_FORMAT, DEFAULT_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS } from '../observability/logger.js';
@@ -244,7 +240,7 @@ export const settingsSchema = z.object({
   H2H_WORKER_LOCK_DURATION_MS: int(1)
     .default(DEFAULT_LOCK_DURATION_MS)
     .describe(
-      'How long a job (webhook or shop notification) stays locked to its worker without a renewal; a crashed worker’s jobs are taken over after it.',
+      'How long a webhook job stays locked to its worker without a renewal; a crashed worker’s jobs are taken over after it.',
     ),
   H2H_WORKER_STALLED_INTERVAL_MS: int(1)
     .default(DEFAULT_STALLED_INTERVAL_MS)
@@ -281,17 +277,6 @@ export const settingsSchema = z.object({
     .default(DEFAULT_NOTIFY_DISPATCH_EVERY_MS)
     .describe(
       "How often the worker reads the change feed for new events to notify, besides reading at once when the store reports new feed commits (every process's on this host on SQLite, every host's on PostgreSQL); the timer is the fallback where those reports cannot come.",
-    ),
-  H2H_NOTIFY_DIRECT: z
-    .stringbool()
-    .default(true)
-    .describe(
-      'Whether the worker that dispatches makes each notification\'s first attempt itself, without a BullMQ job (docs/api.md, "Notifications"): about a third less CPU per event and a shorter wait. Retries, events that wait for an earlier one of their order and backlogs are jobs either way; false makes every attempt a job, as Bull Board then shows.',
-    ),
-  H2H_NOTIFY_LEASE_MS: int(1000)
-    .default(DISPATCH_LEASE_MS)
-    .describe(
-      "Lifetime of the notification dispatcher's lease in Redis (one worker process dispatches at a time; renewed every third of it): after that worker dies, another (or its restart) takes over within this time. A worker that stops gracefully hands it over at once.",
     ),
   H2H_NOTIFY_ROTATION_GRACE_H: z.coerce
     .number()
@@ -723,8 +708,6 @@ export function notifySettings(config: Config) {
     retryScheduleMs: s.H2H_NOTIFY_RETRY_S.split(',').map((part) => Math.round(Number(part.trim()) * 1000)),
     concurrency: s.H2H_NOTIFY_CONCURRENCY,
     dispatchEveryMs: s.H2H_NOTIFY_DISPATCH_EVERY_MS,
-    directDeliveries: s.H2H_NOTIFY_DIRECT,
-    dispatchLeaseMs: s.H2H_NOTIFY_LEASE_MS,
     rotationGraceMs: Math.round(s.H2H_NOTIFY_ROTATION_GRACE_H * 3_600_000),
   };
 }

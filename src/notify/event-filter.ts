@@ -16,6 +16,11 @@ export function matchesEvent(patterns: readonly string[], type: string): boolean
   );
 }
 
+/** The event types `patterns` want. */
+export function wantedTypes(patterns: readonly string[]): string[] {
+  return NOTIFY_EVENT_TYPES.filter((type) => matchesEvent(patterns, type));
+}
+
 /**
  * Reads `--events` (comma-separated patterns); throws `INVALID_EVENT_FILTER` for a pattern that
  * matches no event type, naming the types there are.

@@ -6,7 +6,7 @@ export interface NotifyMetrics {
   readonly registry: Registry;
   /** One delivery attempt (or skip) and what it came to. */
   countDelivery(outcome: DeliveryOutcome, durationMs: number | null): void;
-  /** Jobs the dispatcher added to the queue. */
+  /** Notifications added to the outbox from the feed. */
   countDispatched(n: number): void;
 }
 
@@ -26,7 +26,7 @@ export function createNotifyMetrics(registry = new Registry()): NotifyMetrics {
   });
   const dispatched = new Counter({
     name: 'h2h_notify_dispatched_total',
-    help: 'Notification jobs queued from the change feed (one per endpoint and event)',
+    help: 'Notifications added to the outbox from the change feed (one per endpoint and event)',
     registers: [registry],
   });
   return {

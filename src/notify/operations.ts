@@ -1,11 +1,9 @@
-import type { Queue } from 'bullmq';
-import type { EndpointBacklog, NotifyDelivery } from '../store/notify-deliveries.js';
+import type { NotifyDelivery } from '../store/notify-deliveries.js';
 import type { EnableOutcome, NotifyEndpoint } from '../store/notify-endpoints.js';
 import type { OrderStore } from '../store/order-store.js';
 import { readIsoTime } from '../upstream/upstream-time.js';
-import { matchesEvent, NOTIFY_EVENT_TYPES, parseEventPatterns } from './event-filter.js';
+import { matchesEvent, parseEventPatterns, wantedTypes } from './event-filter.js';
 import { NotifyError } from './notify-error.js';
-import { type NotifyJobData, notifyJobId, notifyJobName, notifyJobOptions } from './notify-queue.js';
 import { generateEndpointSecret } from './signature.js';
 
 /**
@@ -13,7 +11,7 @@ import { generateEndpointSecret } from './signature.js';
  * `h2h-sync notifications …`; docs/cli.md).
  */
 
-type Store = Pick<OrderStore, 'endpoints' | 'deliveries' | 'feed'>;
+type Store = Pick<OrderStore, 'endpoints' | 'deliveries' | 'feed' | 'outbox'>;
 
 /** An endpoint as the CLI shows it: never its secrets (they are printed once, when made). */
 export interface EndpointView {
@@ -99,18 +97,20 @@ export async function enableEndpoint(store: Store, id: number): Promise<EnableRe
   return result;
 }
 
-/** The event types an endpoint's patterns want. */
-export function wantedTypes(endpoint: NotifyEndpoint): string[] {
-  return NOTIFY_EVENT_TYPES.filter((type) => matchesEvent(endpoint.events, type));
-}
-
 /** One endpoint's line of the notification backlog in `h2h-sync status`. */
-export interface EndpointBacklogView extends Omit<EndpointBacklog, 'oldestPendingAt'> {
+export interface EndpointBacklogView {
   endpointId: number;
   url: string;
   state: 'enabled' | 'disabled';
   disabledReason: string | null;
-  /** Age of the oldest pending event (since its commit), seconds; null when none is pending. */
+  /** Notifications not delivered yet (in the outbox, or not added to it yet). */
+  pending: number;
+  /** Of those, the ones whose last attempt failed: waiting for the next on the schedule. */
+  failing: number;
+  /** Events given up (`notifications failed`), counted up to a bound (`capped` past it). */
+  gaveUp: number;
+  capped: boolean;
+  /** Age of the oldest pending notification (since its commit), seconds; null when none is pending. */
   oldestPendingAgeS: number | null;
 }
 
@@ -118,17 +118,21 @@ export interface EndpointBacklogView extends Omit<EndpointBacklog, 'oldestPendin
 export async function notificationBacklog(store: Store, now = Date.now()): Promise<EndpointBacklogView[]> {
   const views: EndpointBacklogView[] = [];
   for (const endpoint of await store.endpoints.list()) {
-    const { oldestPendingAt, ...counts } = await store.deliveries.backlog(
-      endpoint.id,
-      endpoint.fromSeq,
-      wantedTypes(endpoint),
+    // A disabled endpoint's pending are the events it is not sent: what enabling it leaves out.
+    const { oldestPendingAt, pending, failing } = await store.outbox.backlog(
+      endpoint,
+      wantedTypes(endpoint.events),
     );
+    const gaveUp = await store.deliveries.gaveUp(endpoint.id, endpoint.fromSeq);
     views.push({
       endpointId: endpoint.id,
       url: endpoint.url,
       state: endpoint.disabledAt === null ? 'enabled' : 'disabled',
       disabledReason: endpoint.disabledReason,
-      ...counts,
+      pending,
+      failing,
+      gaveUp: gaveUp.count,
+      capped: gaveUp.capped,
       oldestPendingAgeS:
         oldestPendingAt === null ? null : Math.max(0, Math.round((now - oldestPendingAt) / 1000)),
     });
@@ -193,55 +197,34 @@ export async function failedNotifications(
 }
 
 /**
- * Sends the given-up notifications again, each from its first attempt: the failed job itself
- * when BullMQ still keeps it, else a new job for the same event. Returns the job ids.
+ * Sends the given-up notifications again, each from its first attempt with a fresh retry
+ * schedule: each goes back into the outbox, due now, in its order's place. Returns how many.
  */
-export async function retryFailedNotifications(
-  store: Store,
-  queue: Queue<NotifyJobData>,
-  filter: NotificationFilter,
-  { retries, now = Date.now() }: { retries: number; now?: number },
-): Promise<string[]> {
-  const ids: string[] = [];
+export async function retryFailedNotifications(store: Store, filter: NotificationFilter): Promise<number> {
+  let added = 0;
   for (const failed of await failedNotifications(store, filter)) {
-    const id = notifyJobId(failed.endpointId, failed.seq);
-    const job = await queue.getJob(id);
-    // A job that took over from the dispatcher's first attempt (attemptsBefore) has one attempt
-    // fewer and numbers them on: a retry from the first attempt is a new job.
-    if (job && (await job.isFailed()) && !job.data.attemptsBefore) {
-      await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
-      ids.push(id);
-      continue;
-    }
-    const retryId = `${id}-retry-${now}`;
-    await queue.add(
-      'retry',
-      { endpointId: failed.endpointId, seq: failed.seq },
-      { ...notifyJobOptions(retries), jobId: retryId },
-    );
-    ids.push(retryId);
+    added += await store.outbox.enqueue(failed.endpointId, [failed.seq]);
   }
-  return ids;
+  return added;
 }
 
 /**
  * Sends again every event of the feed in the range (committed since `since`, seq from `fromSeq`
  * to `toSeq`) to each enabled endpoint that wants it (or only `endpointId`), delivered or not:
- * the same `webhook-id` as the first time, so a shop that had it already recognises it. Replays
- * do not wait for each other.
+ * the same `webhook-id` as the first time, so a shop that had it already recognises it. Each goes
+ * into the outbox like a new event (one still there is left as it is), so an order's events are
+ * sent again in their order. Returns the notifications added and the events read.
  */
 export async function replayNotifications(
   store: Store,
-  queue: Queue<NotifyJobData>,
   { since, endpointId, fromSeq, toSeq }: ReplayRange,
-  { retries, now = Date.now() }: { retries: number; now?: number },
-): Promise<{ jobs: number; events: number }> {
+): Promise<{ notifications: number; events: number }> {
   if (fromSeq !== undefined && toSeq !== undefined && toSeq < fromSeq) {
     throw new NotifyError('INVALID_SEQ', `--to-seq ${toSeq} is below --from-seq ${fromSeq}: swap them`);
   }
   const endpoints =
     endpointId === undefined ? await store.endpoints.enabled() : [await mustFind(store, endpointId)];
-  let jobs = 0;
+  let notifications = 0;
   let events = 0;
   let after = fromSeq === undefined ? 0 : fromSeq - 1;
   for (;;) {
@@ -250,21 +233,13 @@ export async function replayNotifications(
     );
     if (page.length === 0) break;
     events += page.length;
-    const adds = page.flatMap((event) =>
-      endpoints
-        .filter((endpoint) => matchesEvent(endpoint.events, event.type))
-        .map((endpoint) => ({
-          name: `replay ${notifyJobName(event)}`,
-          data: { endpointId: endpoint.id, seq: event.seq, replay: true },
-          opts: {
-            ...notifyJobOptions(retries),
-            jobId: `${notifyJobId(endpoint.id, event.seq)}-replay-${now}`,
-          },
-        })),
-    );
-    if (adds.length > 0) await queue.addBulk(adds);
-    jobs += adds.length;
+    for (const endpoint of endpoints) {
+      const seqs = page
+        .filter((event) => matchesEvent(endpoint.events, event.type))
+        .map((event) => event.seq);
+      notifications += await store.outbox.enqueue(endpoint.id, seqs);
+    }
     after = page.at(-1)!.seq;
   }
-  return { jobs, events };
+  return { notifications, events };
 }

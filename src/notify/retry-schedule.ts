@@ -1,5 +1,3 @@
-import { NOTIFY_BACKOFF, type NotifyJobData } from './notify-queue.js';
-
 /**
  * When a failed delivery is tried again: the n-th retry waits the n-th entry of the schedule
  * (H2H_NOTIFY_RETRY_S), plus up to {@link NOTIFY_JITTER} of it at random so that the retries of
@@ -19,20 +17,4 @@ export const NOTIFY_JITTER = 0.2;
 export function retryDelayMs(retry: number, scheduleMs: readonly number[], random = Math.random): number {
   const base = scheduleMs[Math.min(Math.max(retry, 1), scheduleMs.length) - 1] ?? 0;
   return Math.round(base * (1 + NOTIFY_JITTER * random()));
-}
-
-/**
- * BullMQ's `backoffStrategy` for notification jobs (`backoff.type` NOTIFY_BACKOFF): after the
- * job's `attemptsMade`-th failed attempt, the wait before retry number attemptsMade plus the
- * attempts made before the job (`attemptsBefore`: the dispatcher's own failed first attempt,
- * direct-delivery.ts), so a job that took over after it goes on along the schedule.
- */
-export function notifyBackoff(scheduleMs: readonly number[]) {
-  return (attemptsMade: number, type?: string, _err?: Error, job?: { data?: unknown }): number =>
-    type === NOTIFY_BACKOFF
-      ? retryDelayMs(
-          attemptsMade + ((job?.data as NotifyJobData | undefined)?.attemptsBefore ?? 0),
-          scheduleMs,
-        )
-      : 0;
 }

@@ -69,7 +69,7 @@ export function isOrderEvent(event: FeedEvent): event is Extract<FeedEvent, { ty
   return (ORDER_EVENT_TYPES as readonly string[]).includes(event.type);
 }
 
-interface FeedRow {
+export interface FeedRow {
   seq: number;
   type: FeedEventType;
   partner_ref: string | null;
@@ -78,7 +78,7 @@ interface FeedRow {
   data: string;
 }
 
-function toFeedEvent(row: FeedRow): FeedEvent {
+export function toFeedEvent(row: FeedRow): FeedEvent {
   return {
     seq: row.seq,
     type: row.type,
@@ -183,8 +183,8 @@ export class ChangeFeed {
 
   /**
    * Calls `onCommit` soon after events are committed (StoreDb.watchFeed): at once for this
-   * process's on SQLite, for every process's on PostgreSQL. A reader (the notification
-   * dispatcher) reads then instead of waiting for its tick, and keeps the tick for what this
+   * process's on SQLite, for every process's on PostgreSQL. A reader (the
+   * notifier) reads then instead of waiting for its tick, and keeps the tick for what this
    * cannot reach. Resolves to a function that stops it.
    */
   watch(onCommit: () => void): Promise<() => Promise<void>> {

@@ -19,6 +19,7 @@ export const COPY_ORDER = [
   'upstream_circuit',
   'notify_endpoints',
   'notify_deliveries',
+  'notify_outbox',
   'catalog_categories',
   'catalog_products',
   'catalog_sync',

@@ -1,10 +1,11 @@
+import { dropEndpointRows } from './notify-outbox.js';
 import type { OrderRows } from './order-rows.js';
 
 /**
  * The shop's notification endpoints (docs/api.md, "Notifications"): where the change feed is
  * pushed, which event types each wants, the secret that signs its deliveries (two during a
- * rotation) and its cursor in the feed, which the dispatcher advances only once the jobs of the
- * events up to it are durably in Redis.
+ * rotation) and its cursor in the feed, which moves in the transaction that adds the events up to
+ * it to the outbox (notify-outbox.ts).
  */
 
 /** One endpoint, as the store keeps it. */
@@ -27,7 +28,7 @@ export interface NotifyEndpoint {
    * after it (older ones only by `notifications replay`).
    */
   fromSeq: number;
-  /** The last feed `seq` whose job (if it wanted one) is in the queue. */
+  /** The last feed `seq` added to the outbox (when the endpoint wanted it). */
   cursor: number;
 }
 
@@ -115,18 +116,26 @@ export class NotifyEndpoints {
     );
   }
 
-  /** The endpoints the dispatcher serves. */
+  /** The endpoints the notifier serves. */
   async enabled(): Promise<NotifyEndpoint[]> {
     return (await this.list()).filter((e) => e.disabledAt === null);
   }
 
-  /** Disables an endpoint (a second disable keeps the first time and reason); undefined when unknown. */
+  /**
+   * Disables an endpoint (a second disable keeps the first time and reason) and drops its
+   * notifications still in the outbox, each recorded `skipped`, in one transaction; undefined
+   * when unknown.
+   */
   async disable(id: number, reason: string): Promise<NotifyEndpoint | undefined> {
-    await this.#rows.db.run(
-      `UPDATE notify_endpoints SET disabled_at = @now, disabled_reason = @reason
-       WHERE id = @id AND disabled_at IS NULL`,
-      { id, now: this.#rows.now(), reason },
-    );
+    await this.#rows.db.write(async (tx) => {
+      const now = this.#rows.now();
+      const { changes } = await tx.run(
+        `UPDATE notify_endpoints SET disabled_at = @now, disabled_reason = @reason
+         WHERE id = @id AND disabled_at IS NULL`,
+        { id, now, reason },
+      );
+      if (changes === 1) await dropEndpointRows(tx, id, now);
+    });
     return this.get(id);
   }
 
@@ -193,16 +202,5 @@ export class NotifyEndpoints {
       { id, secret, until },
     );
     return this.get(id);
-  }
-
-  /** Records that the jobs of every event up to `seq` are queued for the endpoint. */
-  async advanceCursor(id: number, seq: number): Promise<void> {
-    // Two dispatchers (two worker processes) may both advance it: it never moves back.
-    await this.#rows.db.write((tx) =>
-      tx.run(`UPDATE notify_endpoints SET cursor = ${tx.dialect.greatest('cursor', '@seq')} WHERE id = @id`, {
-        seq,
-        id,
-      }),
-    );
   }
 }

@@ -4,6 +4,7 @@ import { LocalCatalog } from './catalog.js';
 import { ChangeFeed } from './feed.js';
 import { NotifyDeliveries } from './notify-deliveries.js';
 import { NotifyEndpoints } from './notify-endpoints.js';
+import { NotifyOutbox } from './notify-outbox.js';
 import { OrderQueries } from './order-queries.js';
 import { OrderRows } from './order-rows.js';
 import { OrderWriter } from './order-writer.js';
@@ -30,6 +31,8 @@ export interface OrderStore {
   readonly tokens: ApiTokens;
   /** The shop's notification endpoints, their secrets and feed cursors. */
   readonly endpoints: NotifyEndpoints;
+  /** The notifications still to deliver: the store is their queue. */
+  readonly outbox: NotifyOutbox;
   /** Every notification delivery attempt. */
   readonly deliveries: NotifyDeliveries;
   /** The categories and products of the last catalog sync (no upstream call to read them). */
@@ -75,6 +78,7 @@ export function openOrderStore(
     queries: new OrderQueries(rows),
     circuit: new UpstreamCircuit(rows),
     endpoints: new NotifyEndpoints(rows),
+    outbox: new NotifyOutbox(rows),
     deliveries: new NotifyDeliveries(rows),
   };
 }

@@ -14,6 +14,7 @@ import {
 } from '../config/config.js';
 import { type Notifier, startNotifier } from '../notify/notifier.js';
 import type { NotifyMetrics } from '../notify/notify-metrics.js';
+import { moveOldNotificationQueue } from '../notify/old-queue.js';
 import { createLogger } from '../observability/logger.js';
 import { startSubmissionPump } from '../orders/submission-pump.js';
 import type { ReconcilerMetrics } from '../reconciler/metrics.js';
@@ -37,7 +38,7 @@ export interface RunningWorkerProcess {
   readonly settings: WorkerSettings;
   readonly store: OrderStore;
   readonly eventWorker: EventWorker;
-  /** The shop notifications: the feed's dispatcher and the delivery worker (docs/api.md). */
+  /** The shop notifications: the outbox filled from the feed and its deliveries (docs/api.md). */
   readonly notifier: Notifier;
   /** The reconciler's metrics; undefined when `RECONCILE_ENABLED=false`. */
   readonly reconcilerMetrics: ReconcilerMetrics | undefined;
@@ -178,7 +179,7 @@ export async function startWorkerProcess(
   // Every write of this process waits for another process's lock on timers (the store's write
   // queue), so a store held elsewhere never blocks the event loop and the event worker keeps
   // renewing its job locks; the event worker's batches wait up to storeLockWaitMs, the other
-  // writes (the reconciler's, the dispatcher's) up to H2H_DB_LOCK_TIMEOUT_MS.
+  // writes (the reconciler's, the notifier's) up to H2H_DB_LOCK_TIMEOUT_MS.
   // The reconciler's schedule (first poll, backoff) applies to orders a webhook moves, too.
   const store = await openStore(settings.dbUrl, reconcilerSettings(config), {
     role: 'worker',
@@ -219,20 +220,19 @@ export async function startWorkerProcess(
     stops.push(pruneFeedHourly(store, settings.feedRetentionMs, logger));
 
     const notify = notifySettings(config);
-    const started = await startNotifier({
+    // Upgrading from the notification queue before the outbox: what it still held moves in first.
+    await moveOldNotificationQueue({
       store,
-      groupCommit: true,
-      storeLockWaitMs: settings.storeLockWaitMs,
       redisUrl: settings.redisUrl,
       ...(options.queuePrefix === undefined ? {} : { prefix: options.queuePrefix }),
+      ...(logger ? { logger } : {}),
+    });
+    const started = await startNotifier({
+      store,
       timeoutMs: notify.timeoutMs,
       retryScheduleMs: notify.retryScheduleMs,
       concurrency: notify.concurrency,
       dispatchEveryMs: notify.dispatchEveryMs,
-      directDeliveries: notify.directDeliveries,
-      dispatchLeaseMs: notify.dispatchLeaseMs,
-      lockDurationMs: settings.lockDurationMs,
-      stalledIntervalMs: settings.stalledIntervalMs,
       ...(logger ? { logger } : {}),
     });
     notifier = started;

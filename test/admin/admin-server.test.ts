@@ -48,12 +48,7 @@ test('the worker process serves Bull Board with the three queues, /healthz and /
   const api = await fetch(`${base}/admin/queues/api/queues`);
   assert.equal(api.status, 200);
   const { queues } = (await api.json()) as { queues: Array<{ name: string }> };
-  assert.deepEqual(queues.map((q) => q.name).sort(), [
-    'h2h-notifications',
-    'h2h-poll-requests',
-    'h2h-reconcile',
-    'h2h-webhooks',
-  ]);
+  assert.deepEqual(queues.map((q) => q.name).sort(), ['h2h-poll-requests', 'h2h-reconcile', 'h2h-webhooks']);
 
   const health = await fetch(`${base}/healthz`);
   assert.equal(health.status, 200);

@@ -74,7 +74,7 @@ async function literalUpstream(
 test('a sync writes the catalog and the profile balance from three poll-priority calls; a price changed upstream is exactly one product.price_changed event, notified signed to an endpoint of product.*', async (t) => {
   const scope = cleanupScope(t);
   const sim = await startSimulator(scope);
-  const { client, budget, redisUrl } = await budgetedClient(scope, sim);
+  const { client, budget } = await budgetedClient(scope, sim);
   const { store } = await tempStore(scope, { now: Date.now });
   assert.equal(await store.catalog.syncedAt(), null);
 
@@ -99,7 +99,7 @@ test('a sync writes the catalog and the profile balance from three poll-priority
   const sink = await startWebhookSink(scope, { secrets: [] });
   const secret = generateEndpointSecret();
   await store.endpoints.add({ url: sink.url, events: ['product.*'], secret });
-  await startTestNotifier(scope, { store, redisUrl });
+  await startTestNotifier(scope, { store });
 
   const patched = await sim.control('/products/MLBB-86', {
     method: 'PATCH',

@@ -2,6 +2,7 @@
 // copied by the CLI into a private PostgreSQL, then read back through the PostgreSQL store.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { wantedTypes } from '../../src/notify/event-filter.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
 import { COPY_ORDER, migrateToPostgres } from '../../src/store/migrate-to-postgres.js';
 import type { OpenedStore } from '../../src/store/open-store.js';
@@ -20,7 +21,7 @@ const BULK_ORDERS = 320;
 /**
  * A store with something in every table, through the store's public API: orders in each
  * submission state and several statuses (with their webhook, poll and manual events, feed events
- * and pace samples), tokens (one revoked), an endpoint with its cursor moved and deliveries, a
+ * and pace samples), tokens (one revoked), an endpoint with notifications waiting and deliveries, a
  * catalog sync with a balance, and an open circuit. Returns the refs and the live token.
  */
 async function fillStore(store: OpenedStore, clock: ManualClock) {
@@ -69,7 +70,9 @@ async function fillStore(store: OpenedStore, clock: ManualClock) {
     events: ['order.*'],
     secret: generateEndpointSecret(),
   });
-  await store.endpoints.advanceCursor(endpoint.id, 3);
+  // A new endpoint starts at the feed's end; from the start, the first three events wait for it.
+  await store.db.run('UPDATE notify_endpoints SET cursor = 0 WHERE id = @id', { id: endpoint.id });
+  await store.outbox.fill({ id: endpoint.id, cursor: 0 }, wantedTypes(['*']), { page: 3 });
   for (const [seq, outcome] of [
     [1, 'delivered'],
     [2, 'retrying'],
@@ -104,6 +107,9 @@ async function answers(store: OpenedStore, refs: readonly string[]) {
     endpoints: await store.endpoints.list(),
     deliveries: await store.deliveries.history(),
     failedDeliveries: await store.deliveries.failed(),
+    outbox: await Promise.all(
+      (await store.endpoints.list()).map((e) => store.outbox.backlog(e, wantedTypes(e.events))),
+    ),
     categories: await store.catalog.categories(),
     products: await store.catalog.products(),
     syncedAt: await store.catalog.syncedAt(),

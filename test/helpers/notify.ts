@@ -1,16 +1,10 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import type { TestContext } from 'node:test';
-import { type Job, Queue } from 'bullmq';
-import { Redis } from 'ioredis';
 import { Webhook } from 'standardwebhooks';
 import { type Notifier, type NotifierOptions, startNotifier } from '../../src/notify/notifier.js';
-import { NOTIFY_QUEUE, type NotifyJobData } from '../../src/notify/notify-queue.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
 import type { OrderStore } from '../../src/store/order-store.js';
-import { privateRedis } from './redis.js';
 import { snapshot, tempStore } from './store.js';
-import { waitFor } from './wait.js';
 import { type SinkAnswer, startWebhookSink, type WebhookDelivery } from './webhook-sink.js';
 import { cleanupScope } from './worker.js';
 
@@ -44,19 +38,17 @@ export function seqOf(delivery: Pick<WebhookDelivery, 'headers'>): number {
 
 /**
  * The environment of a real `h2h-sync worker` child for the notification crash tests: quick
- * retries and dispatch, a 60 s POST timeout (a shop that hangs keeps its delivery in flight), and
- * a short job lock and stall check, so a killed worker's jobs are taken over soon.
+ * retries and dispatch, and a short POST timeout (H2H_NOTIFY_TIMEOUT_MS: a killed worker's
+ * notifications are leased for twice it, then taken over).
  */
 export function crashTestWorkerEnv(redisUrl: string, dbPath: string): Record<string, string> {
   return {
     REDIS_URL: redisUrl,
     H2H_DB_PATH: dbPath,
     ADMIN_PORT: '0',
-    H2H_NOTIFY_TIMEOUT_MS: '60000',
+    H2H_NOTIFY_TIMEOUT_MS: '1000',
     H2H_NOTIFY_RETRY_S: '0.05,0.1,0.2,0.5',
     H2H_NOTIFY_DISPATCH_EVERY_MS: '20',
-    // A killed worker's successor takes over the dispatcher after at most a second.
-    H2H_NOTIFY_LEASE_MS: '1000',
     H2H_WORKER_LOCK_DURATION_MS: '1000',
     H2H_WORKER_STALLED_INTERVAL_MS: '250',
   };
@@ -65,17 +57,13 @@ export function crashTestWorkerEnv(redisUrl: string, dbPath: string): Record<str
 /** A notifier on `store` with short timings for tests, closed by `t.after`. */
 export async function startTestNotifier(
   t: Pick<TestContext, 'after'>,
-  options: { store: OrderStore; redisUrl: string } & Partial<NotifierOptions>,
+  options: { store: OrderStore } & Partial<NotifierOptions>,
 ): Promise<Notifier> {
   const notifier = await startNotifier({
-    prefix: `t-${randomUUID()}`,
     dispatchEveryMs: 20,
     timeoutMs: 2_000,
     // More retries than any test fails in a row, so none gives up unless it asks for it.
     retryScheduleMs: [50, 100, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200],
-    lockDurationMs: 1_000,
-    stalledIntervalMs: 250,
-    dispatchLeaseMs: 1_000,
     ...options,
   });
   t.after(() => notifier.close({ timeoutMs: 5_000 }));
@@ -104,42 +92,18 @@ export async function liveOrder(store: OrderStore, ref: string): Promise<void> {
 }
 
 /**
- * What most notification tests start from: a cleanup scope, a private Redis, a store on a temp
- * SQLite file on the real clock (`dbPath`, for a worker process on it), a webhook sink (answering
- * with `answer`, default 200) and an endpoint on it for every order event, signed with `secret`.
+ * What most notification tests start from: a cleanup scope, a store on a temp SQLite file on the
+ * real clock (`dbPath`, for a worker process on it), a webhook sink (answering with `answer`,
+ * default 200) and an endpoint on it for every order event, signed with `secret`.
  */
 export async function notifySetup(
   t: Parameters<typeof cleanupScope>[0],
   answer?: (d: Omit<WebhookDelivery, 'answer'>) => SinkAnswer,
 ) {
   const scope = cleanupScope(t);
-  const redis = await privateRedis(scope);
   const { store, path: dbPath } = await tempStore(scope, { now: Date.now });
   const sink = await startWebhookSink(scope, { secrets: [], ...(answer ? { answer } : {}) });
   const secret = generateEndpointSecret();
   const endpoint = await store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
-  return { scope, redis, store, dbPath, sink, secret, endpoint };
-}
-
-/**
- * Job `id` of `queue` once it has completed, read after its completion: a job read before it
- * keeps the values it had then (no return value yet).
- */
-export async function completedJob<T>(queue: Queue<T>, id: string, message: string): Promise<Job<T>> {
-  await waitFor(async () => (await queue.getJob(id))?.isCompleted(), { message });
-  return (await queue.getJob(id))!;
-}
-
-/**
- * The notification queue under `prefix` on a connection of its own, as another process sees it;
- * closed by `t.after`.
- */
-export function notifyQueue(t: Pick<TestContext, 'after'>, redisUrl: string, prefix: string) {
-  const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
-  const queue = new Queue<NotifyJobData>(NOTIFY_QUEUE, { connection, prefix });
-  t.after(async () => {
-    await queue.close();
-    connection.disconnect();
-  });
-  return { queue, connection };
+  return { scope, store, dbPath, sink, secret, endpoint };
 }

@@ -1,14 +1,29 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { wantedTypes } from '../../src/notify/event-filter.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
 import type { DeliveryOutcome } from '../../src/store/notify-deliveries.js';
 import type { OrderStore } from '../../src/store/order-store.js';
 import { liveOrder } from '../helpers/notify.js';
 import { describeEachBackend } from '../helpers/store-backends.js';
 
-/** The backlog of `h2h-sync status` (NotifyDeliveries.backlog): a bounded read of the feed. */
+/** The backlog of `h2h-sync status`: the outbox's rows, the events not added to it yet, the given up. */
 
-async function attempt(store: OrderStore, endpointId: number, seq: number, outcome: DeliveryOutcome) {
+async function endpointOf(store: OrderStore) {
+  return store.endpoints.add({
+    url: 'http://127.0.0.1:9/hook',
+    events: ['order.*'],
+    secret: generateEndpointSecret(),
+  });
+}
+
+async function record(
+  store: OrderStore,
+  endpointId: number,
+  seq: number,
+  outcome: DeliveryOutcome,
+  at = seq,
+) {
   const event = (await store.feed.get(seq))!;
   await store.deliveries.record({
     endpointId,
@@ -16,7 +31,7 @@ async function attempt(store: OrderStore, endpointId: number, seq: number, outco
     type: event.type,
     partnerRef: null,
     attempt: 1,
-    requestedAt: seq,
+    requestedAt: at,
     status: outcome === 'delivered' ? 200 : 503,
     durationMs: 1,
     error: null,
@@ -25,89 +40,70 @@ async function attempt(store: OrderStore, endpointId: number, seq: number, outco
 }
 
 describeEachBackend('the notification backlog of status', (backend) => {
-  test('the backlog counts the newest feed events only, and says so when older ones were not read', async (t) => {
+  test("the backlog is the endpoint's notifications in the outbox and its wanted events not added yet; failing ones are those tried before", async (t) => {
     const { store } = await backend.tempStore(t);
-    const endpoint = await store.endpoints.add({
-      url: 'http://127.0.0.1:9/hook',
-      events: ['order.*'],
-      secret: generateEndpointSecret(),
-    });
+    const endpoint = await endpointOf(store);
+    const types = wantedTypes(endpoint.events);
     for (const ref of ['B-1', 'B-2', 'B-3']) await liveOrder(store, ref); // seq 1-12
-    for (const seq of [1, 2, 3, 5, 6, 7, 8]) await attempt(store, endpoint.id, seq, 'delivered');
-    await attempt(store, endpoint.id, 9, 'retrying');
-    const types = ['order.submitted', 'order.updated'];
-    const feed = await store.feed.after(0, 100);
+    assert.equal((await store.outbox.fill(endpoint, types)).added, 12);
+    // Orders B-1, B-2, B-3: their first events are picked (one per order at a time).
+    const picked = await store.outbox.pick(10, 60_000);
     assert.deepEqual(
-      [...new Set(feed.map((e) => e.type))].sort(),
-      types,
-      'the order events are of these two types',
+      picked.map((p) => p.seq),
+      [1, 5, 9],
     );
-
-    // Everything read: seq 4 (never attempted) and 9-12 (9 failing) are pending.
-    const whole = await store.deliveries.backlog(endpoint.id, 0, types);
-    assert.deepEqual(
-      {
-        ...whole,
-        oldestPendingAt: whole.oldestPendingAt === Date.parse((await store.feed.get(4))!.timestamp),
+    const settle = (i: number, outcome: 'delivered' | 'retrying') => ({
+      item: picked[i]!,
+      record: {
+        endpointId: endpoint.id,
+        seq: picked[i]!.seq,
+        type: picked[i]!.event!.type,
+        partnerRef: null,
+        attempt: 1,
+        requestedAt: 1,
+        status: outcome === 'delivered' ? 200 : 503,
+        durationMs: 1,
+        error: null,
+        outcome,
       },
-      { pending: 5, failing: 1, gaveUp: 0, capped: false, oldestPendingAt: true },
-    );
-    // The newest 6 events (7-12): seq 4 is left out, and the figures are marked as lower bounds.
-    const newest = await store.deliveries.backlog(endpoint.id, 0, types, { window: 6 });
-    assert.deepEqual(
-      {
-        ...newest,
-        oldestPendingAt: newest.oldestPendingAt === Date.parse((await store.feed.get(9))!.timestamp),
-      },
-      { pending: 4, failing: 1, gaveUp: 0, capped: true, oldestPendingAt: true },
-    );
-    // A window reaching back to the endpoint's start reads everything: not capped.
-    assert.equal((await store.deliveries.backlog(endpoint.id, 6, types, { window: 6 })).capped, false);
-    // Only the wanted types count (the type filter is a bound list).
-    assert.equal((await store.deliveries.backlog(endpoint.id, 0, ['order.submitted'])).pending, 1);
-    assert.deepEqual(await store.deliveries.backlog(endpoint.id, 0, []), {
-      pending: 0,
-      oldestPendingAt: null,
-      failing: 0,
-      gaveUp: 0,
-      capped: false,
+      ...(outcome === 'retrying' ? { outcome, nextAt: 10_000_000_000_000 } : { outcome }),
     });
+    await store.outbox.settleBatch([settle(0, 'delivered'), settle(1, 'delivered'), settle(2, 'retrying')]);
+
+    const backlog = await store.outbox.backlog((await store.endpoints.get(endpoint.id))!, types);
+    assert.deepEqual(
+      {
+        ...backlog,
+        oldestPendingAt: backlog.oldestPendingAt === Date.parse((await store.feed.get(2))!.timestamp),
+      },
+      { pending: 10, failing: 1, oldestPendingAt: true },
+    );
+    // Events committed while no worker adds them count too, by the wanted types only.
+    await liveOrder(store, 'B-4'); // seq 13-16
+    const stored = (await store.endpoints.get(endpoint.id))!;
+    assert.equal((await store.outbox.backlog(stored, types)).pending, 14);
+    assert.equal((await store.outbox.backlog(stored, ['order.submitted'])).pending, 11);
+    assert.equal((await store.outbox.backlog(stored, [])).pending, 10);
   });
 
   test('given-up events are counted over the whole history, up to the bound, and not once delivered again', async (t) => {
     const { store } = await backend.tempStore(t);
-    const endpoint = await store.endpoints.add({
-      url: 'http://127.0.0.1:9/hook',
-      events: ['order.*'],
-      secret: generateEndpointSecret(),
-    });
+    const endpoint = await endpointOf(store);
     await liveOrder(store, 'G-1'); // seq 1-4
     await liveOrder(store, 'G-2'); // seq 5-8
-    await attempt(store, endpoint.id, 1, 'gave_up');
-    await attempt(store, endpoint.id, 2, 'gave_up');
-    await attempt(store, endpoint.id, 3, 'gave_up');
-    // Event 3 was retried by hand and delivered since: no longer given up.
-    await store.deliveries.record({
-      endpointId: endpoint.id,
-      seq: 3,
-      type: (await store.feed.get(3))!.type,
-      partnerRef: null,
-      attempt: 1,
-      requestedAt: 100,
-      status: 200,
-      durationMs: 1,
-      error: null,
-      outcome: 'delivered',
+    await record(store, endpoint.id, 1, 'gave_up');
+    await record(store, endpoint.id, 2, 'gave_up');
+    await record(store, endpoint.id, 3, 'gave_up');
+    await record(store, endpoint.id, 3, 'delivered', 100); // retried by hand and delivered since
+    assert.deepEqual(await store.deliveries.gaveUp(endpoint.id, 0), { count: 2, capped: false });
+    assert.deepEqual(await store.deliveries.gaveUp(endpoint.id, 0, { window: 1 }), {
+      count: 1,
+      capped: true,
     });
-    const types = ['order.submitted', 'order.updated'];
-    // Events 1 and 2 are older than the window of 4 feed events, and still counted.
-    const backlog = await store.deliveries.backlog(endpoint.id, 0, types, { window: 4 });
-    assert.equal(backlog.gaveUp, 2);
-    assert.equal((await store.deliveries.backlog(endpoint.id, 0, types, { window: 1 })).gaveUp, 1);
-    assert.equal(
-      (await store.deliveries.backlog(endpoint.id, 1, types)).gaveUp,
-      1,
-      'after the endpoint start',
+    assert.deepEqual(
+      await store.deliveries.gaveUp(endpoint.id, 1),
+      { count: 1, capped: false },
+      'after its start',
     );
   });
 });

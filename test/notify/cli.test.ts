@@ -27,7 +27,7 @@ test('endpoints add prints the secret once; given-up notifications are listed, r
   const store = await openTestStore(dbPath, scheduleSettings(), { now: Date.now });
   scope.after(() => store.close());
   const start = new Date(Date.now() - 1000).toISOString();
-  await startTestNotifier(scope, { store, redisUrl: redis.url, prefix: 'bull', retryScheduleMs: [50, 50] });
+  await startTestNotifier(scope, { store, retryScheduleMs: [50, 50] });
   await liveOrder(store, 'C-1');
   const seqs = (await store.feed.after(0, 1000)).map((e) => e.seq);
 

@@ -12,7 +12,6 @@ import {
   startTestNotifier,
   verifyNotification,
 } from '../helpers/notify.js';
-import { privateRedis } from '../helpers/redis.js';
 import { tempStore } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import { failFirst, hangFirst, startWebhookSink, type WebhookDelivery } from '../helpers/webhook-sink.js';
@@ -63,8 +62,8 @@ function historySettled(store: OrderStore, endpointId: number, n: number) {
 const delivered = (d: WebhookDelivery) => typeof d.answer === 'number' && d.answer < 300;
 
 test('every event of the feed reaches the endpoint signed per Standard Webhooks, with the whole order', async (t) => {
-  const { scope, redis, store, sink, secret, endpoint } = await notifySetup(t);
-  await startTestNotifier(scope, { store, redisUrl: redis.url });
+  const { scope, store, sink, secret, endpoint } = await notifySetup(t);
+  await startTestNotifier(scope, { store });
   await liveOrder(store, 'N-1');
   await liveOrder(store, 'N-2');
   const seqs = (await store.feed.after(0, 1000)).map((e) => e.seq);
@@ -89,8 +88,8 @@ test('every event of the feed reaches the endpoint signed per Standard Webhooks,
 });
 
 test('an order the shop cancels reaches an endpoint subscribed to order.* as a signed order.cancelled notification with the cancelled order', async (t) => {
-  const { scope, redis, store, sink, secret } = await notifySetup(t);
-  await startTestNotifier(scope, { store, redisUrl: redis.url });
+  const { scope, store, sink, secret } = await notifySetup(t);
+  await startTestNotifier(scope, { store });
   const api = await buildApiApp({ store, ...defaultApiLimits() });
   scope.after(() => api.close());
   const { token } = await store.tokens.create('shop', ['orders:write']);
@@ -120,8 +119,8 @@ test('an order the shop cancels reaches an endpoint subscribed to order.* as a s
 });
 
 test('an endpoint answering 500 gets every event once it recovers, each order in sequence', async (t) => {
-  const { scope, redis, store, sink, secret, endpoint } = await notifySetup(t, failFirst(12, 500));
-  const notifier = await startTestNotifier(scope, { store, redisUrl: redis.url });
+  const { scope, store, sink, secret, endpoint } = await notifySetup(t, failFirst(12, 500));
+  const notifier = await startTestNotifier(scope, { store });
   for (const ref of ['F-1', 'F-2', 'F-3']) await liveOrder(store, ref);
   const seqs = (await store.feed.after(0, 1000)).map((e) => e.seq);
   await sink.waitForDeliveries(delivered, seqs.length);
@@ -137,14 +136,13 @@ test('an endpoint answering 500 gets every event once it recovers, each order in
 
 test('an endpoint that is down (connection refused) gets every event once it is back', async (t) => {
   const scope = cleanupScope(t);
-  const redis = await privateRedis(scope);
   const { store } = await tempStore(scope, { now: Date.now });
   const secret = generateEndpointSecret();
   // A port that answers nothing yet: the sink's, closed, then opened again on the same port.
   const first = await startWebhookSink(scope, { secrets: [] });
   await first.close();
   const endpoint = await store.endpoints.add({ url: first.url, events: ['order.*'], secret });
-  await startTestNotifier(scope, { store, redisUrl: redis.url });
+  await startTestNotifier(scope, { store });
   await liveOrder(store, 'D-1');
   await waitFor(async () => (await store.deliveries.history({ endpointId: endpoint.id })).length >= 2, {
     message: 'two refused attempts',
@@ -157,8 +155,8 @@ test('an endpoint that is down (connection refused) gets every event once it is 
 });
 
 test('an endpoint slower than the time-out gets every event once it answers in time', async (t) => {
-  const { scope, redis, store, sink, secret, endpoint } = await notifySetup(t, hangFirst(3));
-  await startTestNotifier(scope, { store, redisUrl: redis.url, timeoutMs: 300 });
+  const { scope, store, sink, secret, endpoint } = await notifySetup(t, hangFirst(3));
+  await startTestNotifier(scope, { store, timeoutMs: 300 });
   await liveOrder(store, 'S-1');
   await liveOrder(store, 'S-2');
   const seqs = (await store.feed.after(0, 1000)).map((e) => e.seq);
@@ -172,8 +170,8 @@ test('an endpoint slower than the time-out gets every event once it answers in t
 });
 
 test('410 Gone disables the endpoint: nothing more is sent to it', async (t) => {
-  const { scope, redis, store, sink, endpoint } = await notifySetup(t, () => 410);
-  const notifier = await startTestNotifier(scope, { store, redisUrl: redis.url });
+  const { scope, store, sink, endpoint } = await notifySetup(t, () => 410);
+  const notifier = await startTestNotifier(scope, { store });
   await liveOrder(store, 'G-1');
   await waitFor(async () => (await store.endpoints.get(endpoint.id))!.disabledAt !== null, {
     message: 'the endpoint disabled',
@@ -181,10 +179,12 @@ test('410 Gone disables the endpoint: nothing more is sent to it', async (t) => 
   assert.match((await store.endpoints.get(endpoint.id))!.disabledReason ?? '', /410/);
   await liveOrder(store, 'G-2');
   await notifier.dispatchNow();
-  await waitFor(async () => {
-    const counts = await notifier.queue.getJobCounts('waiting', 'active', 'delayed');
-    return (counts.waiting ?? 0) + (counts.active ?? 0) + (counts.delayed ?? 0) === 0;
-  });
+  await waitFor(
+    async () => (await store.outbox.backlog((await store.endpoints.get(endpoint.id))!, [])).pending === 0,
+    {
+      message: 'the outbox emptied',
+    },
+  );
   assert.equal(sink.deliveries.length, 1, 'one request, answered 410; the rest were skipped');
   const outcomes = (await store.deliveries.history({ endpointId: endpoint.id })).map((h) => h.outcome);
   assert.deepEqual(
@@ -194,10 +194,10 @@ test('410 Gone disables the endpoint: nothing more is sent to it', async (t) => 
 });
 
 test('during a secret rotation both secrets sign: a shop holding either one verifies', async (t) => {
-  const { scope, redis, store, sink, secret: oldSecret, endpoint } = await notifySetup(t);
+  const { scope, store, sink, secret: oldSecret, endpoint } = await notifySetup(t);
   const newSecret = generateEndpointSecret();
   await store.endpoints.rotateSecret(endpoint.id, newSecret, 3_600_000);
-  await startTestNotifier(scope, { store, redisUrl: redis.url });
+  await startTestNotifier(scope, { store });
   await liveOrder(store, 'R-1');
   const [first] = await sink.waitForDeliveries(delivered, 1);
   assert.equal(String(first!.headers['webhook-signature']).split(' ').length, 2);

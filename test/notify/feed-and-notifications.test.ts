@@ -6,19 +6,17 @@ import { generateEndpointSecret } from '../../src/notify/signature.js';
 import type { FeedEvent } from '../../src/store/feed.js';
 import { defaultApiLimits } from '../helpers/api.js';
 import { liveOrder, seqOf, startTestNotifier, verifyNotification } from '../helpers/notify.js';
-import { privateRedis } from '../helpers/redis.js';
 import { tempStore } from '../helpers/store.js';
 import { startWebhookSink } from '../helpers/webhook-sink.js';
 import { cleanupScope } from '../helpers/worker.js';
 
 test('the change feed read over the API from any cursor equals the notifications the shop received after it', async (t) => {
   const scope = cleanupScope(t);
-  const redis = await privateRedis(scope);
   const { store } = await tempStore(scope, { now: Date.now });
   const sink = await startWebhookSink(scope, { secrets: [] });
   const secret = generateEndpointSecret();
   await store.endpoints.add({ url: sink.url, events: ['order.*'], secret });
-  await startTestNotifier(scope, { store, redisUrl: redis.url });
+  await startTestNotifier(scope, { store });
   for (const ref of ['FEED-1', 'FEED-2', 'FEED-3']) await liveOrder(store, ref);
   const total = (await store.feed.after(0, 1000)).length;
   await sink.waitForDeliveries((d) => typeof d.answer === 'number' && d.answer < 300, total);

@@ -1,21 +1,19 @@
-// The dispatcher is woken by feed commits (feed.watch, docs/store-backends.md step 5): with its
+// The notifier is woken by feed commits (feed.watch, docs/store-backends.md step 5): with its
 // timer far away, an event is still sent at once — its own process's commit and another
 // process's, on both backends (SQLite: the write-ahead log's changes; PostgreSQL: LISTEN/NOTIFY).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
 import { seqOf, startTestNotifier, verifyNotification } from '../helpers/notify.js';
-import { privateRedis } from '../helpers/redis.js';
 import { snapshot } from '../helpers/store.js';
 import { describeEachBackend } from '../helpers/store-backends.js';
 import { waitFor } from '../helpers/wait.js';
 import { startWebhookSink } from '../helpers/webhook-sink.js';
 import { cleanupScope } from '../helpers/worker.js';
 
-describeEachBackend('the dispatcher woken by feed commits', (backend) => {
+describeEachBackend('the notifier woken by feed commits', (backend) => {
   test('with the dispatch timer at 10 minutes, a committed event is delivered at once', async (t) => {
     const scope = cleanupScope(t);
-    const redis = await privateRedis(scope);
     const { store, url } = await backend.tempStore(scope, { now: Date.now });
     const sink = await startWebhookSink(scope, { secrets: [] });
     const secret = generateEndpointSecret();
@@ -23,7 +21,7 @@ describeEachBackend('the dispatcher woken by feed commits', (backend) => {
     // The first pass runs at start (and on PostgreSQL one when its listener connects); the next on
     // the timer would be 10 minutes later. A pass asked now runs after those: once it is done,
     // only a wake-up can send what is committed next.
-    const notifier = await startTestNotifier(scope, { store, redisUrl: redis.url, dispatchEveryMs: 600_000 });
+    const notifier = await startTestNotifier(scope, { store, dispatchEveryMs: 600_000 });
     await notifier.dispatchNow();
 
     await store.writer.applyOrderSnapshot(snapshot('K1', 'PENDING'), { source: 'create' });

@@ -1,13 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { loadConfig, notifySettings } from '../../src/config/config.js';
-import { NOTIFY_BACKOFF } from '../../src/notify/notify-queue.js';
-import {
-  DEFAULT_NOTIFY_RETRY_S,
-  NOTIFY_JITTER,
-  notifyBackoff,
-  retryDelayMs,
-} from '../../src/notify/retry-schedule.js';
+import { DEFAULT_NOTIFY_RETRY_S, NOTIFY_JITTER, retryDelayMs } from '../../src/notify/retry-schedule.js';
 
 test('the default retry schedule keeps trying for more than three days, even with the least jitter', () => {
   const { retryScheduleMs } = notifySettings(loadConfig({}));
@@ -38,17 +32,4 @@ test('each wait is its entry of the schedule plus at most the jitter; past the e
 test('H2H_NOTIFY_RETRY_S takes fractions of a second and refuses anything else, naming the variable', () => {
   assert.deepEqual(notifySettings(loadConfig({ H2H_NOTIFY_RETRY_S: '0.05, 2' })).retryScheduleMs, [50, 2000]);
   assert.throws(() => loadConfig({ H2H_NOTIFY_RETRY_S: '5,-1' }), /H2H_NOTIFY_RETRY_S="5,-1" is not valid/);
-});
-
-test('a job that took over from the dispatcher’s failed first attempt goes on along the schedule, not from its start', () => {
-  const backoff = notifyBackoff([1000, 4000, 9000]);
-  const within = (ms: number, base: number) => ms >= base && ms <= base * (1 + NOTIFY_JITTER);
-  const taken = { data: { endpointId: 1, seq: 7, attemptsBefore: 1 } };
-  // Its own first run failed: the event's second attempt, so the second retry's wait.
-  assert.ok(within(backoff(1, NOTIFY_BACKOFF, undefined, taken), 4000));
-  assert.ok(within(backoff(2, NOTIFY_BACKOFF, undefined, taken), 9000));
-  // A job of its own from the first attempt: the schedule from its start.
-  const own = { data: { endpointId: 1, seq: 8 } };
-  assert.ok(within(backoff(1, NOTIFY_BACKOFF, undefined, own), 1000));
-  assert.equal(backoff(1, 'fixed', undefined, own), 0, 'only the notification schedule');
 });

@@ -115,8 +115,11 @@ describe('the PostgreSQL store', () => {
       error: null,
       outcome: 'delivered' as const,
     }));
-    // A live writer's group commit and another host's sweep, each attempt from both at once.
-    await Promise.all([a.deliveries.recordBatch(attempts), ...attempts.map((x) => b.deliveries.record(x))]);
+    // Two hosts recording each attempt at once.
+    await Promise.all([
+      ...attempts.map((x) => a.deliveries.record(x)),
+      ...attempts.map((x) => b.deliveries.record(x)),
+    ]);
     const history = await a.deliveries.history({ endpointId: endpoint.id, limit: 100 });
     assert.equal(history.length, 20, 'each attempt recorded once');
   });
@@ -129,7 +132,7 @@ describe('the PostgreSQL store', () => {
     let cursor = 0;
     let writing = true;
     const follow = (async () => {
-      // Reads as a dispatcher does: from its cursor, moving it to the last event it saw.
+      // Reads as the shop's GET /v1/events does: from its cursor, moving it to the last event it saw.
       while (writing || (await reader.feed.after(cursor, 100)).length > 0) {
         for (const event of await reader.feed.after(cursor, 100)) {
           seen.push(event.seq);

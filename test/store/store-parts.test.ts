@@ -129,7 +129,7 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
     assert.ok(!JSON.stringify(listed).includes(token.slice(-43)), 'no secret is listed');
   });
 
-  test("an endpoint added starts at the feed's newest event; its cursor never moves back; a disable keeps its first reason", async (t) => {
+  test("an endpoint added starts at the feed's newest event; a disable keeps its first reason", async (t) => {
     const { store } = await backend.tempStore(t);
     const early = await addEndpoint(store);
     assert.deepEqual([early.fromSeq, early.cursor, early.disabledAt], [0, 0, null]);
@@ -141,16 +141,6 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
 
     const late = await addEndpoint(store, 'http://127.0.0.1:9/other');
     assert.deepEqual([late.fromSeq, late.cursor], [last, last]);
-
-    await store.endpoints.advanceCursor(early.id, 2);
-    await store.endpoints.advanceCursor(early.id, 1);
-    assert.equal(
-      (await store.endpoints.get(early.id))!.cursor,
-      2,
-      'a lagging dispatcher never moves it back',
-    );
-    await store.endpoints.advanceCursor(early.id, last);
-    assert.equal((await store.endpoints.get(early.id))!.cursor, last);
 
     assert.equal((await store.endpoints.disable(late.id, 'gone (410)'))!.disabledReason, 'gone (410)');
     assert.equal((await store.endpoints.disable(late.id, 'by hand'))!.disabledReason, 'gone (410)');
@@ -200,7 +190,7 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
     assert.deepEqual(signingSecrets(rotated, clock.now() + 60_000), [next]);
   });
 
-  test('the delivery history is newest first, filtered by endpoint, time and limit; the latest attempt is the last recorded', async (t) => {
+  test('the delivery history is newest first, filtered by endpoint, time and limit; an attempt is recorded once', async (t) => {
     const { store } = await backend.tempStore(t);
     const a = await addEndpoint(store);
     const b = await addEndpoint(store, 'http://127.0.0.1:9/b');
@@ -216,77 +206,8 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
     assert.deepEqual(await store.deliveries.history({ endpointId: a.id }), [r3, r1]);
     assert.deepEqual(await store.deliveries.history({ since: 2_000 }), [r3, r2]);
     assert.deepEqual(await store.deliveries.history({ limit: 1 }), [r3]);
-    assert.deepEqual(await store.deliveries.latest(a.id, 1), r3);
-    assert.equal(await store.deliveries.latest(a.id, 2), undefined);
-
-    // The group commit's batch: one attempt that cannot be stored (no such endpoint) fails alone.
-    const outcomes = await store.deliveries.recordBatch([
-      attempt(a.id, 2),
-      attempt(999, 2),
-      attempt(b.id, 2, { outcome: 'delivered', status: 204 }),
-    ]);
-    assert.deepEqual(
-      outcomes.map((o) => o.ok),
-      [true, false, true],
-    );
-    assert.deepEqual(
-      (await store.deliveries.history({ since: 1_000 })).map((d) => [d.endpointId, d.seq]),
-      [
-        [b.id, 2],
-        [a.id, 2],
-        [a.id, 1],
-        [b.id, 1],
-        [a.id, 1],
-      ],
-    );
-  });
-
-  test('an event is settled once delivered, given up, disabled or skipped; recordUnlessSettled records only while it is not and nothing newer came', async (t) => {
-    const { store } = await backend.tempStore(t);
-    const endpoint = await addEndpoint(store);
-    const gaveUp = attempt(endpoint.id, 7, { attempt: 8, requestedAt: 5_000, outcome: 'gave_up' });
-
-    assert.equal(await store.deliveries.isSettled(endpoint.id, 7), false);
-    assert.ok(
-      await store.deliveries.recordUnlessSettled(attempt(endpoint.id, 7, { requestedAt: 4_000 }), 4_000),
-    );
-    assert.equal(await store.deliveries.isSettled(endpoint.id, 7), false, 'retrying is not settled');
-    assert.equal(
-      await store.deliveries.recordUnlessSettled(gaveUp, 3_999),
-      undefined,
-      'an attempt made after the caller looked wins',
-    );
-    const recorded = await store.deliveries.recordUnlessSettled(gaveUp, 4_000);
-    assert.equal(recorded?.outcome, 'gave_up');
-    assert.equal(await store.deliveries.recordUnlessSettled(gaveUp, 10_000), undefined, 'recorded once');
-    assert.equal(await store.deliveries.isSettled(endpoint.id, 7), true);
-    assert.equal(await store.deliveries.isSettled(endpoint.id, 8), false);
-    assert.equal((await store.deliveries.history()).length, 2);
-
-    for (const outcome of ['delivered', 'disabled', 'skipped'] as const) {
-      await store.deliveries.record(attempt(endpoint.id, 20, { outcome: 'retrying' }));
-      assert.equal(await store.deliveries.isSettled(endpoint.id, 20), false);
-      await store.deliveries.record(attempt(endpoint.id, 20, { outcome }));
-      assert.equal(await store.deliveries.isSettled(endpoint.id, 20), true, outcome);
-      await store.db.run('DELETE FROM notify_deliveries WHERE seq = 20');
-    }
-  });
-
-  test('of attempts recorded unless settled at once, from processes of their own, one is recorded', async (t) => {
-    const { store, others } = await fourProcesses(backend, t);
-    const endpoint = await addEndpoint(store);
-    for (const seq of [1, 2, 3, 4, 5]) {
-      const recorded = await Promise.all(
-        others.map((each, i) =>
-          each.deliveries.recordUnlessSettled(
-            attempt(endpoint.id, seq, { attempt: 8 + i, outcome: 'gave_up' }),
-            10_000,
-          ),
-        ),
-      );
-      assert.equal(recorded.filter(Boolean).length, 1, `seq ${seq}: one gave_up recorded`);
-    }
-    assert.equal((await store.deliveries.history()).length, 5);
+    assert.deepEqual(await store.deliveries.record(attempt(a.id, 1, { requestedAt: 1_000 })), r1, 'once');
+    assert.equal((await store.deliveries.history()).length, 3);
   });
 
   test('failed lists the events whose latest attempt gave up, by endpoint and seq; a later delivery takes one off', async (t) => {

@@ -1,8 +1,5 @@
-import { Queue } from 'bullmq';
 import type { Command } from 'commander';
-import { loadConfig, notifySettings } from '../../config/config.js';
 import { NotifyError } from '../../notify/notify-error.js';
-import { NOTIFY_QUEUE, type NotifyJobData } from '../../notify/notify-queue.js';
 import {
   failedNotifications,
   type NotificationFilter,
@@ -12,7 +9,6 @@ import {
   replayNotifications,
   retryFailedNotifications,
 } from '../../notify/operations.js';
-import { connectRedis } from '../../shared/redis-connection.js';
 import type { NotifyDelivery } from '../../store/notify-deliveries.js';
 import type { OrderStore } from '../../store/order-store.js';
 import { openContext } from '../context.js';
@@ -45,21 +41,11 @@ function filterOf(flags: FilterFlags): NotificationFilter {
   };
 }
 
-/** Runs `use` with the store and the notification queue (on REDIS_URL, failing fast with the fix). */
-async function withStoreAndQueue<T>(
-  use: (store: OrderStore, queue: Queue<NotifyJobData>) => Promise<T>,
-): Promise<T> {
+/** Runs `use` with the store of the deployment. */
+async function withStore<T>(use: (store: OrderStore) => Promise<T>): Promise<T> {
   const context = await openContext({ store: 'existing' });
   try {
-    const redis = await connectRedis(loadConfig().redisUrl, { what: 'the notification queue lives there' });
-    const queue = new Queue<NotifyJobData>(NOTIFY_QUEUE, { connection: redis });
-    queue.on('error', () => {}); // connection errors surface as rejected calls
-    try {
-      return await use(context.store!, queue);
-    } finally {
-      await queue.close().catch(() => {});
-      redis.disconnect();
-    }
+    return await use(context.store!);
   } finally {
     await context.close();
   }
@@ -121,15 +107,9 @@ export function registerNotificationsCommands(program: Command): void {
     .action(async (flags: FilterFlags) => {
       await runAction(Boolean(flags.json), async () => {
         const filter = filterOf(flags);
-        const retries = notifySettings(loadConfig()).retryScheduleMs.length;
-        const jobs = await withStoreAndQueue((store, queue) =>
-          retryFailedNotifications(store, queue, filter, { retries }),
-        );
-        if (flags.json) printResult({ retried: jobs }, true, []);
-        else
-          process.stdout.write(
-            `requeued ${jobs.length} failed notification${jobs.length === 1 ? '' : 's'}\n`,
-          );
+        const retried = await withStore((store) => retryFailedNotifications(store, filter));
+        if (flags.json) printResult({ retried }, true, []);
+        else process.stdout.write(`requeued ${retried} failed notification${retried === 1 ? '' : 's'}\n`);
       });
     });
 
@@ -152,14 +132,11 @@ export function registerNotificationsCommands(program: Command): void {
           fromSeq: parseSeq(flags.fromSeq, '--from-seq'),
           toSeq: parseSeq(flags.toSeq, '--to-seq'),
         };
-        const retries = notifySettings(loadConfig()).retryScheduleMs.length;
-        const summary = await withStoreAndQueue((store, queue) =>
-          replayNotifications(store, queue, filter, { retries }),
-        );
+        const summary = await withStore((store) => replayNotifications(store, filter));
         if (flags.json) printResult(summary, true, []);
         else
           process.stdout.write(
-            `queued ${summary.jobs} notification${summary.jobs === 1 ? '' : 's'} of ${summary.events} event${summary.events === 1 ? '' : 's'}\n`,
+            `queued ${summary.notifications} notification${summary.notifications === 1 ? '' : 's'} of ${summary.events} event${summary.events === 1 ? '' : 's'}\n`,
           );
       });
     });

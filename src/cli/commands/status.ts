@@ -9,7 +9,7 @@ import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE } from '../../queue/webhook-queue.j
 import type { BudgetUsage } from '../../rate-budget/rate-budget.js';
 import { RECONCILE_QUEUE } from '../../reconciler/reconcile-queue.js';
 import { connectRedis } from '../../shared/redis-connection.js';
-import { BACKLOG_WINDOW } from '../../store/notify-deliveries.js';
+import { GAVE_UP_WINDOW } from '../../store/notify-deliveries.js';
 import type { AuditCoverage, OrderCounts } from '../../store/order-queries.js';
 import type { OrderStore } from '../../store/order-store.js';
 import type { OpenCircuit } from '../../store/upstream-circuit.js';
@@ -299,18 +299,18 @@ function printStatus(report: StatusReport): void {
       renderTable(report.notifications, [
         { header: 'Endpoint', cell: (e) => `${e.endpointId} ${e.url}` },
         { header: 'State', cell: (e) => (e.disabledReason ? `${e.state}: ${e.disabledReason}` : e.state) },
-        { header: 'Pending', cell: (e) => atLeast(e, e.pending) },
+        { header: 'Pending', cell: (e) => e.pending },
         {
           header: 'Oldest pending',
-          cell: (e) => (e.oldestPendingAgeS === null ? '-' : atLeast(e, formatAge(e.oldestPendingAgeS))),
+          cell: (e) => (e.oldestPendingAgeS === null ? '-' : formatAge(e.oldestPendingAgeS)),
         },
-        { header: 'Failing', cell: (e) => atLeast(e, e.failing) },
+        { header: 'Failing', cell: (e) => e.failing },
         { header: 'Given up', cell: (e) => atLeast(e, e.gaveUp) },
       ]),
     );
     if (report.notifications.some((e) => e.capped)) {
       out.push(
-        `≥: counted among the newest ${BACKLOG_WINDOW.toLocaleString('en-US')} feed events only (status reads a bounded part of the feed)`,
+        `≥: given-up notifications counted up to ${GAVE_UP_WINDOW.toLocaleString('en-US')} only (status reads a bounded part of the history)`,
       );
     }
     if (report.notifications.some((e) => e.gaveUp > 0)) {
@@ -344,7 +344,7 @@ function printStatus(report: StatusReport): void {
   process.stdout.write(`${out.join('\n')}\n`);
 }
 
-/** A backlog figure, "≥ n" when its endpoint's read stopped at its bound (NotifyDeliveries.backlog). */
+/** A given-up count, "≥ n" when its read stopped at its bound (NotifyDeliveries.gaveUp). */
 function atLeast(line: { capped: boolean }, figure: number | string): string | number {
   return line.capped ? `≥ ${figure}` : figure;
 }

@@ -245,4 +245,23 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX orders_waiting ON orders (local_created_at) WHERE submission_state IN ('queued', 'blocked');
     `,
   },
+  {
+    version: 17,
+    description:
+      "notify_outbox: each shop notification still to deliver (endpoint, feed event, next attempt and when, the lease of the process sending it): the one place a delivery's state lives",
+    sql: `
+      CREATE TABLE notify_outbox (
+        endpoint_id  BIGINT  NOT NULL REFERENCES notify_endpoints (id),
+        seq          BIGINT  NOT NULL,
+        partner_ref  TEXT,
+        attempt      INTEGER NOT NULL,
+        next_at      BIGINT  NOT NULL,
+        leased_until BIGINT,
+        lease_token  TEXT,
+        PRIMARY KEY (endpoint_id, seq)
+      );
+      CREATE INDEX notify_outbox_order ON notify_outbox (endpoint_id, partner_ref, seq);
+      CREATE INDEX notify_outbox_due ON notify_outbox (next_at);
+    `,
+  },
 ];

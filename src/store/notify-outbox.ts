@@ -1,0 +1,306 @@
+import { randomUUID } from 'node:crypto';
+import { type FeedEvent, type FeedRow, toFeedEvent } from './feed.js';
+import { insertDelivery, type NotifyDelivery, SETTLED_OUTCOMES } from './notify-deliveries.js';
+import type { OrderRows } from './order-rows.js';
+import type { Outcome, SqlExecutor } from './sql/executor.js';
+
+/**
+ * The notification outbox (docs/api.md, "Notifications"): one row per notification still to
+ * deliver, per endpoint and feed event, with its next attempt, when it is due and the lease of
+ * the process sending it. The store is the queue: a row is added from the change feed in the
+ * transaction that moves the endpoint's cursor past its event, leased to one sender at a time,
+ * and deleted with its history row once it is delivered, given up or not to be sent. Nothing
+ * else holds a delivery's state, so a crash anywhere loses nothing: a row whose sender died is
+ * taken again once its lease runs out (its POST may then reach the shop twice: receivers dedupe
+ * on `webhook-id`).
+ */
+
+/** A notification picked to be sent: its row, and the event it carries. */
+export interface OutboxItem {
+  endpointId: number;
+  seq: number;
+  /** This attempt's number: 1 for the first. */
+  attempt: number;
+  /** Names this pick: only its holder changes the row ({@link NotifyOutbox.settleBatch}). */
+  lease: string;
+  /** The feed event; undefined once it left the feed (its retention). */
+  event: FeedEvent | undefined;
+}
+
+/** What became of a picked notification, with the record of the attempt for the history. */
+export type Settlement = {
+  item: Pick<OutboxItem, 'endpointId' | 'seq' | 'lease'>;
+  record: Omit<NotifyDelivery, 'id'>;
+} & (
+  | { outcome: 'delivered' | 'gave_up' | 'skipped' }
+  /** Tried again at `nextAt` as attempt `item.attempt + 1`. */
+  | { outcome: 'retrying'; nextAt: number }
+  /** The endpoint answered 410 Gone: it is disabled and its other rows are dropped (`skipped`). */
+  | { outcome: 'disabled'; reason: string }
+);
+
+/** How far an endpoint is behind (`h2h-sync status`). */
+export interface OutboxBacklog {
+  /** Notifications not delivered yet: in the outbox, or after its cursor in the feed. */
+  pending: number;
+  /** Commit time of the oldest of them, ms; null when none. */
+  oldestPendingAt: number | null;
+  /** Of those, the ones whose last attempt failed: waiting for their next on the schedule. */
+  failing: number;
+}
+
+const SETTLED = `(${SETTLED_OUTCOMES.map((o) => `'${o}'`).join(', ')})`;
+
+/**
+ * The outbox's writes wait for another process's write lock on timers (SQLite): they run in the
+ * worker beside the event worker, whose job locks a blocked event loop would let lapse.
+ */
+const YIELDING = { yieldingLock: true } as const;
+/** The bound list `(@t0, @t1, …)` of event types, and its parameters: portable, unlike json_each. */
+function typeList(types: readonly string[]): { sql: string; params: Record<string, string> } {
+  return {
+    sql: `(${types.map((_, i) => `@t${i}`).join(', ')})`,
+    params: Object.fromEntries(types.map((type, i) => [`t${i}`, type])),
+  };
+}
+
+export class NotifyOutbox {
+  readonly #rows: OrderRows;
+
+  constructor(rows: OrderRows) {
+    this.#rows = rows;
+  }
+
+  /**
+   * Adds the endpoint's wanted events (`types`) after its cursor, up to `page` feed events, and
+   * moves its cursor past them, in one transaction: the feed and the outbox never disagree, so
+   * no event is lost between them and none is added twice. An event already settled at the
+   * endpoint (an upgrade's rewound cursor) is not added again. Nothing is written while the feed
+   * holds nothing after the cursor. Returns how many rows it added, the cursor after them
+   * (`upTo`; undefined when it did not move) and whether more events wait after it.
+   */
+  async fill(
+    endpoint: { id: number; cursor: number },
+    types: readonly string[],
+    { page = 500 }: { page?: number } = {},
+  ): Promise<{ added: number; upTo?: number; more: boolean }> {
+    const { db } = this.#rows;
+    // A read first, outside a transaction: a write would take the lock the order writers need.
+    const next = await db.get<{ seq: number }>('SELECT seq FROM feed_events WHERE seq > @cursor LIMIT 1', {
+      cursor: endpoint.cursor,
+    });
+    if (!next) return { added: 0, more: false };
+    return db.write(async (tx) => {
+      const row = await tx.get<{ cursor: number; disabled_at: number | null }>(
+        `SELECT cursor, disabled_at FROM notify_endpoints WHERE id = @id ${tx.dialect.forUpdate}`,
+        { id: endpoint.id },
+      );
+      if (!row || row.disabled_at !== null) return { added: 0, more: false };
+      const span = await tx.get<{ upTo: number | null; n: number }>(
+        `SELECT MAX(seq) AS "upTo", COUNT(*) AS n FROM (
+           SELECT seq FROM feed_events WHERE seq > @cursor ORDER BY seq LIMIT @page) AS page`,
+        { cursor: row.cursor, page },
+      );
+      if (!span || span.upTo === null) return { added: 0, more: false };
+      let added = 0;
+      if (types.length > 0) {
+        const wanted = typeList(types);
+        ({ changes: added } = await tx.run(
+          `INSERT INTO notify_outbox (endpoint_id, seq, partner_ref, attempt, next_at)
+           SELECT @id, f.seq, f.partner_ref, 1, @now FROM feed_events f
+           WHERE f.seq > @cursor AND f.seq <= @upTo AND f.type IN ${wanted.sql}
+             AND NOT EXISTS (SELECT 1 FROM notify_deliveries d
+                             WHERE d.endpoint_id = @id AND d.seq = f.seq AND d.outcome IN ${SETTLED})
+           ON CONFLICT DO NOTHING`,
+          { id: endpoint.id, cursor: row.cursor, upTo: span.upTo, now: this.#rows.now(), ...wanted.params },
+        ));
+      }
+      await tx.run('UPDATE notify_endpoints SET cursor = @upTo WHERE id = @id', {
+        id: endpoint.id,
+        upTo: span.upTo,
+      });
+      return { added, upTo: Number(span.upTo), more: Number(span.n) >= page };
+    }, YIELDING);
+  }
+
+  /**
+   * Leases up to `limit` notifications due now (of `endpointId` only, when given), oldest event
+   * first, for `leaseMs`: a row under another live lease is left to its holder (`SKIP LOCKED` on PostgreSQL), and so is one whose
+   * order has an earlier row for the same endpoint, so an order's events reach an endpoint one
+   * after another (an event of no order waits for nothing). Nothing is written while nothing is
+   * due.
+   */
+  async pick(
+    limit: number,
+    leaseMs: number,
+    { endpointId }: { endpointId?: number } = {},
+  ): Promise<OutboxItem[]> {
+    const { db } = this.#rows;
+    const endpoint = endpointId ?? null;
+    const due = `(CAST(@endpoint AS BIGINT) IS NULL OR o.endpoint_id = @endpoint)
+      AND o.next_at <= @now AND (o.leased_until IS NULL OR o.leased_until <= @now)
+      AND NOT EXISTS (SELECT 1 FROM notify_outbox p
+                      WHERE p.endpoint_id = o.endpoint_id AND p.partner_ref = o.partner_ref AND p.seq < o.seq)`;
+    if (
+      !(await db.get(`SELECT 1 AS due FROM notify_outbox o WHERE ${due} LIMIT 1`, {
+        now: this.#rows.now(),
+        endpoint,
+      }))
+    )
+      return [];
+    const picked = await db.write(async (tx) => {
+      const now = this.#rows.now();
+      const rows = await tx.all<{ endpoint_id: number; seq: number; attempt: number }>(
+        `SELECT o.endpoint_id, o.seq, o.attempt FROM notify_outbox o WHERE ${due}
+         ORDER BY o.seq, o.endpoint_id LIMIT @limit ${tx.dialect.skipLocked}`,
+        { now, limit, endpoint },
+      );
+      const lease = randomUUID();
+      for (const row of rows) {
+        await tx.run(
+          `UPDATE notify_outbox SET leased_until = @until, lease_token = @lease
+           WHERE endpoint_id = @endpoint_id AND seq = @seq`,
+          { ...row, until: now + leaseMs, lease },
+        );
+      }
+      return rows.map((row) => ({ endpointId: row.endpoint_id, seq: row.seq, attempt: row.attempt, lease }));
+    }, YIELDING);
+    if (picked.length === 0) return [];
+    const seqs = [...new Set(picked.map((p) => p.seq))];
+    const events = new Map(
+      (
+        await db.all<FeedRow>(
+          `SELECT * FROM feed_events WHERE seq IN (${seqs.map((_, i) => `@s${i}`).join(', ')})`,
+          Object.fromEntries(seqs.map((seq, i) => [`s${i}`, seq])),
+        )
+      ).map((row) => [Number(row.seq), toFeedEvent(row)]),
+    );
+    return picked.map((p) => ({ ...p, event: events.get(p.seq) }));
+  }
+
+  /**
+   * Writes what became of picked notifications, each with its history row, in one transaction
+   * (the notifier's group commit: one fsync for the deliveries settled together), each in its own
+   * savepoint: delivered, given up or skipped → the row is deleted; retrying → the next attempt,
+   * due at `nextAt`; disabled (410) → the endpoint is disabled and its rows dropped, each
+   * recorded `skipped`. A settlement whose lease is no longer its row's (it ran out and another
+   * process took the row, or the row is gone) only adds its history row.
+   */
+  settleBatch(settlements: readonly Settlement[]): Promise<Outcome<void>[]> {
+    return this.#rows.db.writeBatch(
+      settlements.map((s) => (tx: SqlExecutor) => this.#settle(tx, s)),
+      YIELDING,
+    );
+  }
+
+  /**
+   * Adds the events `seqs` for the endpoint, due at `nextAt` (default now) as attempt `attempt`
+   * (default 1: a fresh retry schedule): `notifications retry` and `replay`, and the jobs of the
+   * queue before the outbox (old-queue.ts). An event that is in the outbox already stays as it
+   * is. Returns how many rows it added.
+   */
+  async enqueue(
+    endpointId: number,
+    seqs: readonly number[],
+    { attempt = 1, nextAt }: { attempt?: number; nextAt?: number } = {},
+  ): Promise<number> {
+    if (seqs.length === 0) return 0;
+    const { changes } = await this.#rows.db.run(
+      `INSERT INTO notify_outbox (endpoint_id, seq, partner_ref, attempt, next_at)
+       SELECT @endpoint, seq, partner_ref, @attempt, @nextAt FROM feed_events
+       WHERE seq IN (${seqs.map((_, i) => `@s${i}`).join(', ')})
+       ON CONFLICT DO NOTHING`,
+      {
+        endpoint: endpointId,
+        attempt,
+        nextAt: nextAt ?? this.#rows.now(),
+        ...Object.fromEntries(seqs.map((seq, i) => [`s${i}`, seq])),
+      },
+    );
+    return changes;
+  }
+
+  /**
+   * How far the endpoint is behind: its rows, and its wanted events (`types`) after its cursor
+   * that no process has added yet (a worker that is not running).
+   */
+  async backlog(endpoint: { id: number; cursor: number }, types: readonly string[]): Promise<OutboxBacklog> {
+    const { db } = this.#rows;
+    const queued = await db.get<{ n: number; failing: number; oldest: number | null }>(
+      `SELECT COUNT(*) AS n, COALESCE(SUM(CASE WHEN o.attempt > 1 THEN 1 ELSE 0 END), 0) AS failing,
+              MIN(f.timestamp) AS oldest
+       FROM notify_outbox o LEFT JOIN feed_events f ON f.seq = o.seq
+       WHERE o.endpoint_id = @id`,
+      { id: endpoint.id },
+    );
+    const wanted = typeList(types);
+    const unfilled =
+      types.length === 0
+        ? undefined
+        : await db.get<{ n: number; oldest: number | null }>(
+            `SELECT COUNT(*) AS n, MIN(timestamp) AS oldest FROM feed_events
+             WHERE seq > @cursor AND type IN ${wanted.sql}`,
+            { cursor: endpoint.cursor, ...wanted.params },
+          );
+    const oldest = [queued?.oldest, unfilled?.oldest].filter(
+      (t): t is number => t !== null && t !== undefined,
+    );
+    return {
+      pending: Number(queued?.n ?? 0) + Number(unfilled?.n ?? 0),
+      oldestPendingAt: oldest.length === 0 ? null : Math.min(...oldest.map(Number)),
+      failing: Number(queued?.failing ?? 0),
+    };
+  }
+
+  async #settle(tx: SqlExecutor, settlement: Settlement): Promise<void> {
+    const { item, record } = settlement;
+    const key = { endpoint: item.endpointId, seq: item.seq };
+    const row = await tx.get<{ attempt: number; lease_token: string | null }>(
+      `SELECT attempt, lease_token FROM notify_outbox WHERE endpoint_id = @endpoint AND seq = @seq ${tx.dialect.forUpdate}`,
+      key,
+    );
+    await insertDelivery(tx, record);
+    if (row?.lease_token !== item.lease) return;
+    if (settlement.outcome === 'retrying') {
+      await tx.run(
+        `UPDATE notify_outbox SET attempt = attempt + 1, next_at = @nextAt, leased_until = NULL, lease_token = NULL
+         WHERE endpoint_id = @endpoint AND seq = @seq`,
+        { ...key, nextAt: settlement.nextAt },
+      );
+      return;
+    }
+    if (settlement.outcome === 'disabled') {
+      await tx.run(
+        `UPDATE notify_endpoints SET disabled_at = @now, disabled_reason = @reason
+         WHERE id = @endpoint AND disabled_at IS NULL`,
+        { endpoint: item.endpointId, now: this.#rows.now(), reason: settlement.reason },
+      );
+      await dropEndpointRows(tx, item.endpointId, this.#rows.now(), { except: item.seq });
+    }
+    await tx.run('DELETE FROM notify_outbox WHERE endpoint_id = @endpoint AND seq = @seq', key);
+  }
+}
+
+/**
+ * Drops every outbox row of a disabled endpoint, each recorded `skipped` in the history (but
+ * `except`, whose own record its caller writes), in the caller's transaction.
+ */
+export async function dropEndpointRows(
+  tx: SqlExecutor,
+  endpointId: number,
+  now: number,
+  { except }: { except?: number } = {},
+): Promise<void> {
+  const params = { endpoint: endpointId, now, except: except ?? -1 };
+  await tx.run(
+    `INSERT INTO notify_deliveries
+       (endpoint_id, seq, type, partner_ref, attempt, requested_at, status, duration_ms, error, outcome)
+     SELECT o.endpoint_id, o.seq, COALESCE(f.type, 'unknown'), o.partner_ref, o.attempt, @now, NULL, NULL,
+            'the endpoint is disabled', 'skipped'
+     FROM notify_outbox o LEFT JOIN feed_events f ON f.seq = o.seq
+     WHERE o.endpoint_id = @endpoint AND o.seq <> @except
+     ON CONFLICT (endpoint_id, seq, attempt, requested_at, outcome) DO NOTHING`,
+    params,
+  );
+  await tx.run('DELETE FROM notify_outbox WHERE endpoint_id = @endpoint AND seq <> @except', params);
+}
