@@ -276,7 +276,7 @@ export const settingsSchema = z.object({
   H2H_NOTIFY_DISPATCH_EVERY_MS: int(1)
     .default(DEFAULT_NOTIFY_DISPATCH_EVERY_MS)
     .describe(
-      "How often the worker reads the change feed for new events to notify, besides reading at once when the store reports new feed commits (every process's on this host on SQLite, every host's on PostgreSQL); the timer is the fallback where those reports cannot come.",
+      "How often the worker looks at the change feed and the notification outbox without being woken. It looks at once when the store reports new feed commits (every process's on this host on SQLite, every host's on PostgreSQL) and when a delivery settles; the timer covers retries coming due, an order's next event after another host delivered the one before, and places where those reports cannot come (PgBouncer in transaction mode).",
     ),
   H2H_NOTIFY_ROTATION_GRACE_H: z.coerce
     .number()

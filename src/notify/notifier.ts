@@ -16,7 +16,7 @@ import { signNotification } from './signature.js';
 /** Default of {@link NotifierOptions.concurrency}. */
 export const DEFAULT_NOTIFY_CONCURRENCY = 20;
 /** Default of {@link NotifierOptions.dispatchEveryMs}. */
-export const DEFAULT_NOTIFY_DISPATCH_EVERY_MS = 20;
+export const DEFAULT_NOTIFY_DISPATCH_EVERY_MS = 250;
 
 export interface NotifierOptions {
   /** The order store of the process: the feed, the endpoints, the outbox and the history. */
@@ -32,8 +32,9 @@ export interface NotifierOptions {
    */
   concurrency?: number;
   /**
-   * How often the outbox is looked at without being woken (retries coming due, a feed commit the
-   * wake-up could not see). Default: {@link DEFAULT_NOTIFY_DISPATCH_EVERY_MS}.
+   * How often the outbox is looked at without being woken: retries coming due, an order's next
+   * event after another host delivered the one before, a feed commit the wake-up could not see.
+   * Default: {@link DEFAULT_NOTIFY_DISPATCH_EVERY_MS}.
    */
   dispatchEveryMs?: number;
   logger?: Logger;
