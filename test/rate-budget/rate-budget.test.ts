@@ -282,6 +282,25 @@ describe('RateBudget', () => {
     assert.ok(waited >= shared.windowMs, `third grant came ${waited} ms after the first`);
   });
 
+  test('a grant counts for its whole window: a draw late in the window is still refused', async (t) => {
+    const { redis } = await redisFor(t);
+    const shared = budget(redis, { limit: 1, windowMs: 300, marginMs: 100 });
+    const log = await grantLog(t, redis, shared.key);
+    await shared.acquire('create');
+    // Three quarters of the window gone. Waiters sleep until a grant leaves, so only a draw
+    // that comes early, as this one, shows a grant let go before its time.
+    await waitFor(async () => (await shared.oldestGrantLeavesInMs()) <= 100, {
+      message: 'the grant to age by three quarters of its window',
+    });
+
+    await shared.tryAcquire('create');
+
+    // Refused; granted only if this process stalled until the first grant had left.
+    const grants = (await log.upToNow()).map((grant) => grant.at);
+    const busiest = busiestWindow(grants, shared.windowMs + shared.marginMs);
+    assert.ok(busiest <= shared.limit, `grants at ${grants.join(', ')}`);
+  });
+
   test('oldestGrantLeavesInMs says when the oldest grant of the window leaves it, and 0 for an empty window', async (t) => {
     const { redis } = await redisFor(t);
     const shared = budget(redis, { limit: 10, windowMs: 1_000, marginMs: 500 });
