@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { ApplyOptions } from '../../src/store/order-writer.js';
 import { catalogSnapshot } from '../helpers/catalog.js';
 import { snapshot } from '../helpers/store.js';
 import { describeEachBackend } from '../helpers/store-backends.js';
@@ -36,5 +37,33 @@ describeEachBackend('the balance credit', (backend) => {
     await write('UNPRICED', 'FAILED', 9_000);
     assert.equal((await store.balance.view()).credited, 30_000, 'nothing was debited, nothing is credited');
     assert.equal((await store.balance.view()).balance, 1_000_000);
+  });
+
+  test('a refund or a failure that arrives again is credited once: the same delivery twice, another event or a poll of the same status, twice in one group commit', async (t) => {
+    const { store, clock } = await backend.tempStore(t);
+    const apply = (ref: string, status: string, options: ApplyOptions) =>
+      store.writer.applyOrderSnapshot(snapshot(ref, status), options);
+    await store.catalog.applySync(catalogAt(clock.now(), 15_000, 1_000_000));
+    await apply('REFUNDED-ORDER', 'SUCCESS', { source: 'webhook', eventId: 'e-success' });
+    await apply('FAILED-ORDER', 'PROCESSING', { source: 'webhook', eventId: 'e-processing' });
+    assert.equal((await store.balance.view()).balance, 970_000, 'both debited 15,000');
+
+    await apply('REFUNDED-ORDER', 'REFUNDED', { source: 'webhook', eventId: 'e-refund' });
+    await apply('REFUNDED-ORDER', 'REFUNDED', { source: 'webhook', eventId: 'e-refund' });
+    await apply('REFUNDED-ORDER', 'REFUNDED', { source: 'webhook', eventId: 'e-refund-again' });
+    await apply('REFUNDED-ORDER', 'REFUNDED', { source: 'poll' });
+    assert.equal((await store.balance.view()).credited, 15_000, 'the refund, once');
+
+    const failed = snapshot('FAILED-ORDER', 'FAILED');
+    const outcomes = await store.writer.applyBatch([
+      { snapshot: failed, options: { source: 'webhook', eventId: 'e-failed' } },
+      { snapshot: failed, options: { source: 'webhook', eventId: 'e-failed' } },
+      { snapshot: failed, options: { source: 'webhook', eventId: 'e-failed-again' } },
+      { snapshot: failed, options: { source: 'poll' } },
+    ]);
+    assert.ok(outcomes.every((outcome) => outcome.ok));
+    const balance = await store.balance.view();
+    assert.deepEqual([balance.debited, balance.credited], [30_000, 30_000], 'the failure, once');
+    assert.equal(balance.balance, 1_000_000, 'back to the profile balance, never above it');
   });
 });

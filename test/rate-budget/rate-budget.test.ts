@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { Redis } from 'ioredis';
 import {
@@ -23,6 +24,64 @@ function budget(redis: Redis, options: Partial<RateBudgetOptions> = {}): RateBud
   return new RateBudget({ redis, apiKey: 'sim_key_demo_M0001', ...options });
 }
 
+/**
+ * When the oldest grant of `shared`'s window leaves it, read once that grant has aged (by a ms
+ * or more): less than a whole window then, so an answer of a whole window cannot pass for it.
+ */
+function grantAged(shared: RateBudget): Promise<number> {
+  const window = shared.windowMs + shared.marginMs;
+  return waitFor(
+    async () => {
+      const ms = await shared.oldestGrantLeavesInMs();
+      return ms < window ? ms : 0;
+    },
+    { message: 'the oldest grant to age by a ms' },
+  );
+}
+
+/** A grant as Redis recorded it: its priority (the member's first letter) and its time on Redis's clock, in ms. */
+interface Grant {
+  priority: 'c' | 'p' | 'a';
+  at: number;
+}
+
+/**
+ * Every grant of the budget under `key` as its draw script records it (the ZADD of its grant's
+ * time, seen through MONITOR), so timed on Redis's clock: the one clock the budget counts by.
+ * A grant timed by the test where its acquire resolves includes the test's own scheduling delays,
+ * which on a loaded machine can crowd grants of two windows into one.
+ */
+async function grantLog(t: Context, redis: Redis, key: string) {
+  const monitor = await redis.monitor();
+  t.after(() => monitor.disconnect());
+  const grants: Grant[] = [];
+  const markers = new Map<string, () => void>();
+  monitor.on('monitor', (_time: string, args: string[]) => {
+    const [command = '', target = '', score, member = ''] = args;
+    if (command.toUpperCase() === 'ZADD' && target === key) {
+      grants.push({ priority: member.slice(0, 1) as Grant['priority'], at: Number(score) });
+    } else if (command.toUpperCase() === 'ECHO') {
+      markers.get(target)?.();
+    }
+  });
+  return {
+    /** The grants so far, in the order Redis made them: every call answered before this one is in. */
+    async upToNow(): Promise<Grant[]> {
+      const marker = `grant-log-${randomUUID()}`;
+      const logged = new Promise<void>((resolve) => markers.set(marker, () => resolve()));
+      await redis.echo(marker);
+      await logged;
+      return [...grants];
+    },
+  };
+}
+
+/** Redis's clock now, in ms, read as the budget's scripts read it. */
+async function redisNowMs(redis: Redis): Promise<number> {
+  const [seconds, micros] = await redis.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
 /** The largest number of `times` within any interval [t, t + windowMs). */
 function busiestWindow(times: number[], windowMs: number): number {
   const sorted = [...times].sort((a, b) => a - b);
@@ -36,28 +95,25 @@ function busiestWindow(times: number[], windowMs: number): number {
 
 describe('RateBudget', () => {
   test('concurrent acquirers on several connections never exceed the limit within any rolling window', async (t) => {
-    const { url } = await redisFor(t);
+    const { redis, url } = await redisFor(t);
     const connections = await Promise.all([1, 2, 3, 4].map(() => redisFor(t, url)));
-    // The grants are timed here, when each acquire resolves, not on Redis's clock: the margin
-    // absorbs the difference (a process that is not scheduled for a moment sees a grant late).
     const budgets = connections.map(({ redis }) => budget(redis, { limit: 5, windowMs: 400, marginMs: 250 }));
-    const grants: number[] = [];
+    const { limit, windowMs, marginMs, key } = budgets[0]!;
+    const log = await grantLog(t, redis, key);
 
     await Promise.all(
-      Array.from({ length: 24 }, async (_, i) => {
-        await budgets[i % budgets.length]!.acquire('create', { maxWaitMs: 10_000 });
-        grants.push(performance.now());
-      }),
+      Array.from({ length: 24 }, (_, i) =>
+        budgets[i % budgets.length]!.acquire('create', { maxWaitMs: 10_000 }),
+      ),
     );
 
+    const grants = (await log.upToNow()).map((grant) => grant.at);
     assert.equal(grants.length, 24);
-    assert.ok(
-      busiestWindow(grants, 400) <= 5,
-      `busiest 400 ms window had ${busiestWindow(grants, 400)} grants`,
-    );
-    // A fixed window would let 10 through around a boundary; the rolling one spreads 24 grants over ≥ 4 windows.
-    const spread = Math.max(...grants) - Math.min(...grants);
-    assert.ok(spread >= 4 * 400, `24 grants at 5 per 400 ms took only ${Math.round(spread)} ms`);
+    // A grant counts for windowMs + marginMs on Redis's clock, so no such window, let alone the
+    // upstream's 400 ms, holds more than the limit. A fixed window would let 10 through around
+    // a boundary; the rolling one spreads 24 grants over ≥ 4 of them.
+    const busiest = busiestWindow(grants, windowMs + marginMs);
+    assert.ok(busiest <= limit, `busiest ${windowMs + marginMs} ms window had ${busiest} grants`);
   });
 
   test('the audit draws only idle capacity: never from a window that creation or due polls are using, and never their reserve', async (t) => {
@@ -163,32 +219,30 @@ describe('RateBudget', () => {
       windowMs: 400,
       marginMs: 150,
     });
+    const log = await grantLog(t, redis, shared.key);
     for (let i = 0; i < 6; i++) assert.equal(await shared.tryAcquire('create'), true, `create ${i + 1}`);
     assert.equal((await shared.used()).pollsWaiting, false);
     assert.equal(await shared.tryAcquire('poll'), false, 'the window is full');
     assert.equal((await shared.used()).pollsWaiting, true);
 
-    // (Grants are timed here, so the margin absorbs the lag between a grant and its timing.)
     // A burst of creates waits beside two due polls: as the window frees, creation stops at
     // 6 - 2 and the polls get the rest, instead of waiting for the burst to end.
-    const grants: Array<{ who: string; at: number }> = [];
-    const draw = async (who: 'create' | 'poll') => {
-      await shared.acquire(who, { maxWaitMs: 30_000 });
-      grants.push({ who, at: performance.now() });
-    };
+    const draw = (who: 'create' | 'poll') => shared.acquire(who, { maxWaitMs: 30_000 });
     await Promise.all([...Array.from({ length: 10 }, () => draw('create')), draw('poll'), draw('poll')]);
 
-    const firstWindow = grants.slice(0, 6).map((g) => g.who);
+    const grants = await log.upToNow();
+    assert.equal(grants.length, 6 + 12);
+    const firstWindow = grants.slice(6, 12).map((grant) => grant.priority);
     assert.equal(
-      firstWindow.filter((who) => who === 'poll').length,
+      firstWindow.filter((priority) => priority === 'p').length,
       2,
-      `first window: ${firstWindow.join(', ')}`,
+      `first window after the 6 creates: ${firstWindow.join(', ')}`,
     );
     const busiest = busiestWindow(
-      grants.map((g) => g.at),
-      400,
+      grants.map((grant) => grant.at),
+      shared.windowMs + shared.marginMs,
     );
-    assert.ok(busiest <= 6, `${busiest} grants in one window`);
+    assert.ok(busiest <= shared.limit, `${busiest} grants in one window`);
   });
 
   test('the poll floor is lent only once a poll was refused: until then creation’s reserve stays whole', async (t) => {
@@ -217,14 +271,34 @@ describe('RateBudget', () => {
   test('acquire waits until the oldest grant leaves the window', async (t) => {
     const { redis } = await redisFor(t);
     const shared = budget(redis, { limit: 2, windowMs: 300, marginMs: 0 });
+    const log = await grantLog(t, redis, shared.key);
     await shared.acquire('create');
-    const firstGrant = performance.now();
-    await shared.acquire('create');
-
     await shared.acquire('create');
 
-    const waited = performance.now() - firstGrant;
-    assert.ok(waited >= 290, `third grant came ${Math.round(waited)} ms after the first`);
+    await shared.acquire('create');
+
+    const [first, , third] = await log.upToNow();
+    const waited = third!.at - first!.at;
+    assert.ok(waited >= shared.windowMs, `third grant came ${waited} ms after the first`);
+  });
+
+  test('a grant counts for its whole window: a draw late in the window is still refused', async (t) => {
+    const { redis } = await redisFor(t);
+    const shared = budget(redis, { limit: 1, windowMs: 300, marginMs: 100 });
+    const log = await grantLog(t, redis, shared.key);
+    await shared.acquire('create');
+    // Three quarters of the window gone. Waiters sleep until a grant leaves, so only a draw
+    // that comes early, as this one, shows a grant let go before its time.
+    await waitFor(async () => (await shared.oldestGrantLeavesInMs()) <= 100, {
+      message: 'the grant to age by three quarters of its window',
+    });
+
+    await shared.tryAcquire('create');
+
+    // Refused; granted only if this process stalled until the first grant had left.
+    const grants = (await log.upToNow()).map((grant) => grant.at);
+    const busiest = busiestWindow(grants, shared.windowMs + shared.marginMs);
+    assert.ok(busiest <= shared.limit, `grants at ${grants.join(', ')}`);
   });
 
   test('oldestGrantLeavesInMs says when the oldest grant of the window leaves it, and 0 for an empty window', async (t) => {
@@ -232,9 +306,16 @@ describe('RateBudget', () => {
     const shared = budget(redis, { limit: 10, windowMs: 1_000, marginMs: 500 });
     assert.equal(await shared.oldestGrantLeavesInMs(), 0);
 
+    const log = await grantLog(t, redis, shared.key);
     await shared.acquire('create');
     const fresh = await shared.oldestGrantLeavesInMs();
-    assert.ok(fresh > 1_000 && fresh <= 1_500, `a fresh grant leaves in ${fresh} ms`);
+    const readBy = await redisNowMs(redis);
+    // windowMs + marginMs after the grant, counted on Redis's clock however late the read came.
+    const [grant] = await log.upToNow();
+    assert.ok(
+      fresh <= 1_500 && fresh >= grant!.at + 1_500 - readBy,
+      `a grant made ${readBy - grant!.at} ms before the read leaves in ${fresh} ms`,
+    );
     // Once the first grant has aged by 300 ms, a new grant does not move the answer: it is the oldest's.
     await waitFor(async () => (await shared.oldestGrantLeavesInMs()) <= 1_200, {
       message: 'the first grant to age by 300 ms',
@@ -255,14 +336,20 @@ describe('RateBudget', () => {
     const { redis } = await redisFor(t);
     const shared = budget(redis, { limit: 1, windowMs: 60_000 });
     await shared.acquire('create');
+    const before = await grantAged(shared);
+    let retryAfterMs = Number.NaN;
 
     await assert.rejects(shared.acquire('create', { maxWaitMs: 50_000 }), (error: unknown) => {
       assert.ok(error instanceof BudgetExhaustedError);
       assert.equal(error.code, 'BUDGET_EXHAUSTED');
       assert.equal(error.priority, 'create');
-      assert.ok(error.retryAfterMs > 55_000 && error.retryAfterMs <= 61_000, String(error.retryAfterMs));
+      retryAfterMs = error.retryAfterMs;
       return true;
     });
+
+    // The slot frees when the one grant leaves the window, as the budget itself says before and after.
+    const after = await shared.oldestGrantLeavesInMs();
+    assert.ok(after <= retryAfterMs && retryAfterMs <= before, `${after} ≤ ${retryAfterMs} ≤ ${before}`);
   });
 
   test('acquire with maxWaitMs 0 throws at once for a spent poll share, with the time until a slot frees', async (t) => {
@@ -270,14 +357,20 @@ describe('RateBudget', () => {
     const shared = budget(redis, { limit: 3, reservedForCreate: 1, windowMs: 10_000, marginMs: 0 });
     await shared.acquire('poll');
     await shared.acquire('poll');
+    const before = await grantAged(shared);
+    let retryAfterMs = Number.NaN;
 
     await assert.rejects(shared.acquire('poll', { maxWaitMs: 0 }), (error: unknown) => {
       assert.ok(error instanceof BudgetExhaustedError);
       assert.equal(error.priority, 'poll');
-      assert.ok(error.retryAfterMs > 9_000 && error.retryAfterMs <= 10_000, String(error.retryAfterMs));
       assert.match(error.message, /end this polling pass/);
+      retryAfterMs = error.retryAfterMs;
       return true;
     });
+
+    // The poll share frees when the older of its two grants leaves the window.
+    const after = await shared.oldestGrantLeavesInMs();
+    assert.ok(after <= retryAfterMs && retryAfterMs <= before, `${after} ≤ ${retryAfterMs} ≤ ${before}`);
   });
 
   test('an aborted wait rejects with the abort reason', async (t) => {

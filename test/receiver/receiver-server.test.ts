@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
-import { test } from 'node:test';
+import { type TestContext, test } from 'node:test';
 import { loadConfig, receiverSettings } from '../../src/config/config.js';
 import { decodeWebhookRawBody } from '../../src/queue/webhook-queue.js';
 import { startReceiver } from '../../src/receiver/server.js';
@@ -73,10 +73,13 @@ test('a request in flight when the receiver closes is finished and queued; new c
   assert.ok(await reader.webhookQueue.getJob('ev-evt_in_flight'));
 });
 
-test('h2h-sync receiver reports ready to its parent, serves webhooks, and exits 0 on SIGTERM', async (t) => {
-  const redis = await privateRedis(t);
+/**
+ * Starts `h2h-sync receiver` as pm2 would (an IPC channel for `ready`), killed when the test ends;
+ * resolves once it said it is ready and where it listens.
+ */
+async function spawnReceiver(t: TestContext, env: Record<string, string>) {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'receiver'], {
-    env: { ...process.env, ...baseEnv(redis.url) },
+    env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
   t.after(() => child.kill('SIGKILL'));
@@ -95,13 +98,42 @@ test('h2h-sync receiver reports ready to its parent, serves webhooks, and exits 
       .map((line) => JSON.parse(line) as { msg: string; url?: string })
       .find((line) => line.msg === 'receiver listening'),
   );
+  return { child, exited, webhookUrl: listening.url!, stdout: () => stdout };
+}
+
+test('h2h-sync receiver reports ready to its parent, serves webhooks, and exits 0 on SIGTERM', async (t) => {
+  const redis = await privateRedis(t);
+  const receiver = await spawnReceiver(t, baseEnv(redis.url));
+
   const body = webhookBody();
-  const res = await undiciRequest(listening.url!, { rawBody: body, headers: deliveryHeaders(body) });
+  const res = await undiciRequest(receiver.webhookUrl, { rawBody: body, headers: deliveryHeaders(body) });
   assert.equal(res.status, 200);
 
-  child.kill('SIGTERM');
-  assert.equal(await exited, 0);
-  assert.match(stdout, /receiver stopped/);
+  receiver.child.kill('SIGTERM');
+  assert.equal(await receiver.exited, 0);
+  assert.match(receiver.stdout(), /receiver stopped/);
+});
+
+test('h2h-sync receiver started with H2H_API_SECRET=new,old accepts webhooks signed with either secret and refuses any other', async (t) => {
+  const redis = await privateRedis(t);
+  const receiver = await spawnReceiver(t, { ...baseEnv(redis.url), H2H_API_SECRET: 'new-secret,old-secret' });
+  const send = (secret: string) => {
+    const body = webhookBody();
+    return undiciRequest(receiver.webhookUrl, { rawBody: body, headers: deliveryHeaders(body, { secret }) });
+  };
+
+  const signedNew = await send('new-secret');
+  const signedOld = await send('old-secret');
+  const signedOther = await send('unknown-secret');
+
+  assert.deepEqual([signedNew.status, signedNew.body], [200, { received: true, duplicate: false }]);
+  assert.deepEqual(
+    [signedOld.status, signedOld.body],
+    [200, { received: true, duplicate: false }],
+    'the old secret verifies until the rotation is over',
+  );
+  assert.equal(signedOther.status, 401);
+  assert.equal((signedOther.body as { message: string }).message, 'INVALID_SIGNATURE');
 });
 
 test('h2h-sync receiver without a webhook secret stops at once naming H2H_API_SECRET (exit 2)', async () => {

@@ -28,8 +28,11 @@ test('regressions and moves out of a final state never change an order', () => {
     ['SUCCESS', 'PENDING'],
     ['SUCCESS', 'PROCESSING'],
     ['SUCCESS', 'FAILED'],
+    ['FAILED', 'PENDING'],
+    ['FAILED', 'PROCESSING'],
     ['FAILED', 'SUCCESS'],
     ['FAILED', 'REFUNDED'],
+    ['REFUNDED', 'PENDING'],
     ['REFUNDED', 'SUCCESS'],
     ['PENDING', 'REFUNDED'],
   ];

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
   afterChange,
+  afterSubmissionOutcome,
   firstPollAt,
   isSettled,
   planPollRecord,
@@ -30,6 +31,25 @@ test('settled: rejected, FAILED, REFUNDED, SUCCESS with its serial or stuck; not
   ];
   for (const [fields, settled] of table)
     assert.equal(isSettled(orderRow(fields)), settled, JSON.stringify(fields));
+});
+
+test('after a create call that got no order, an unknown outcome is due for a poll at once, as is a blocked one; a rejected or cancelled one never', () => {
+  // Written before the create was sent: a first poll an hour away, which must not stand.
+  const waiting = { status: null, upstream_status: null, next_poll_at: NOW + 3_600_000 };
+  const table: Array<[Parameters<typeof orderRow>[0], number | null]> = [
+    [{ ...waiting, submission_state: 'unknown' }, NOW],
+    [{ ...waiting, submission_state: 'unknown', create_in_doubt_at: NOW - 20_000 }, NOW],
+    [{ ...waiting, submission_state: 'blocked', blocked_code: 'IP_NOT_WHITELISTED' }, NOW],
+    [{ ...waiting, submission_state: 'rejected', rejection_code: 'INVALID_TARGET' }, null],
+    [{ ...waiting, submission_state: 'cancelled', cancel_code: 'EXPIRED' }, null],
+  ];
+  for (const [fields, nextPollAt] of table) {
+    assert.deepEqual(
+      afterSubmissionOutcome(orderRow(fields), NOW),
+      { next_poll_at: nextPollAt },
+      JSON.stringify(fields),
+    );
+  }
 });
 
 const pace = (finalMs: number, outlierMs = 20 * finalMs) => ({
