@@ -6,7 +6,6 @@ import type { DeliveryOutcome, NotifyDelivery } from '../store/notify-deliveries
 import { type NotifyEndpoint, signingSecrets } from '../store/notify-endpoints.js';
 import type { OutboxItem, Settlement } from '../store/notify-outbox.js';
 import type { OrderStore } from '../store/order-store.js';
-import { GroupCommit } from '../worker/group-commit.js';
 import { wantedTypes } from './event-filter.js';
 import { createNotifyMetrics, type NotifyMetrics } from './notify-metrics.js';
 import { DEFAULT_NOTIFY_TIMEOUT_MS, type PostResult, postNotification } from './post-notification.js';
@@ -60,14 +59,14 @@ export const notificationId = (seq: number): string => `evt_${seq}`;
 
 /**
  * Delivers the shop notifications from the outbox (docs/api.md, "Notifications"), in the worker
- * process; any number of processes may run one. Each look, woken by the feed's commits
- * (`store.feed.watch`), a delivery settled, or the timer, fills the outbox from the feed for
- * every enabled endpoint, then picks what is due, as many as there is room for, and sends each:
- * signed with the endpoint's secrets (two during a rotation), POSTed with `timeoutMs`. What
- * became of it goes through a group commit (one transaction for the deliveries settled
- * together): a 2xx deletes the row, another answer or none schedules the next attempt, the last
- * gives up, a 410 disables the endpoint. The per-order order and every retry live in the outbox
- * (store/notify-outbox.ts), not here.
+ * process; any number of processes may run one. A look runs when the feed has new commits
+ * (`store.feed.watch`), when a delivery finishes, and on the timer; it is one transaction
+ * (NotifyOutbox.turn) that writes what became of the deliveries that finished since the last
+ * (a 2xx deletes the row, another answer or none schedules the next attempt, the last gives up,
+ * a 410 disables the endpoint), adds every enabled endpoint's new events from the feed, and
+ * leases what is due, as many as there is room for. Each leased notification is then signed with
+ * its endpoint's secrets (two during a rotation) and POSTed with `timeoutMs`. The per-order order
+ * and every retry live in the outbox (store/notify-outbox.ts), not here.
  */
 export async function startNotifier(options: NotifierOptions): Promise<Notifier> {
   const { store, logger } = options;
@@ -79,18 +78,17 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
   const leaseMs = 2 * timeoutMs;
   const metrics = createNotifyMetrics();
   const agent = new Agent({ connect: { timeout: timeoutMs } });
-  const settles = new GroupCommit<Settlement, void>({
-    runBatch: (batch) => store.outbox.settleBatch(batch),
-  });
   const inFlight = new Set<Promise<void>>();
   /** Deliveries in flight per endpoint. */
   const busy = new Map<number, number>();
+  /** What became of the deliveries that finished, written by the next look. */
+  let settled: Settlement[] = [];
   let endpoints = new Map<number, NotifyEndpoint>();
   let closed = false;
   let looking: Promise<void> | undefined;
   let again = false;
 
-  const settle = async (
+  const settle = (
     item: OutboxItem,
     outcome: DeliveryOutcome,
     sent?: { requestedAt: number; answer: PostResult },
@@ -107,13 +105,13 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
       error: sent?.answer.error ?? (outcome === 'skipped' ? 'the event left the feed (retention)' : null),
       outcome,
     };
-    const settlement: Settlement =
+    settled.push(
       outcome === 'retrying'
         ? { item, record, outcome, nextAt: now() + retryDelayMs(item.attempt, scheduleMs) }
         : outcome === 'disabled'
           ? { item, record, outcome, reason: 'the endpoint answered 410 Gone' }
-          : { item, record, outcome: outcome as 'delivered' | 'gave_up' | 'skipped' };
-    await settles.submit(settlement);
+          : { item, record, outcome: outcome as 'delivered' | 'gave_up' | 'skipped' },
+    );
     metrics.countDelivery(outcome, record.durationMs);
   };
 
@@ -142,7 +140,7 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
             : 'retrying';
     if (outcome === 'disabled')
       logger?.warn({ endpoint: endpoint.id, url: endpoint.url }, 'endpoint answered 410 Gone: disabled');
-    await settle(item, outcome, { requestedAt, answer });
+    settle(item, outcome, { requestedAt, answer });
   };
 
   const start = (item: OutboxItem) => {
@@ -152,37 +150,60 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
         // The row keeps its lease; once it runs out the notification is sent again.
         logger?.error(
           { err, endpoint: item.endpointId, seq: item.seq },
-          'notification not settled; sent again later',
+          'notification not sent; sent again later',
         ),
       )
       .finally(() => {
         inFlight.delete(running);
         busy.set(item.endpointId, busy.get(item.endpointId)! - 1);
-        wake(); // room for another, and the order's next event may go now
+        wake(); // its settlement to write, room for another, and the order's next event may go now
       });
     inFlight.add(running);
   };
 
+  /**
+   * Writes settlements apart, each on its own (a look that failed with them: one the store
+   * refuses must not stop the others, nor every later look). One that fails still is sent again
+   * once its lease runs out; when the store cannot be reached at all, the next look writes them.
+   */
+  const settleApart = async (batch: Settlement[]) => {
+    const outcomes = await store.outbox.settleBatch(batch).catch(() => undefined);
+    if (!outcomes) {
+      settled.unshift(...batch);
+      return;
+    }
+    outcomes.forEach((outcome, i) => {
+      if (!outcome.ok) {
+        const { endpointId, seq } = batch[i]!.item;
+        logger?.error(
+          { err: outcome.error, endpoint: endpointId, seq },
+          'notification not settled; sent again later',
+        );
+      }
+    });
+  };
+
+  /** One look: one transaction that settles, fills and leases (NotifyOutbox.turn); sends what it leased. */
   const look = async () => {
     endpoints = new Map((await store.endpoints.enabled()).map((endpoint) => [endpoint.id, endpoint]));
-    for (const endpoint of endpoints.values()) {
-      let cursor = endpoint.cursor;
-      for (;;) {
-        const { added, more, upTo } = await store.outbox.fill(
-          { id: endpoint.id, cursor },
-          wantedTypes(endpoint.events),
-        );
-        metrics.countDispatched(added);
-        if (!more || upTo === undefined) break;
-        cursor = upTo;
-      }
-    }
     // With several endpoints, one takes all slots but one: a shop that hangs never holds them all.
     const perEndpoint = endpoints.size > 1 ? Math.max(1, concurrency - 1) : concurrency;
-    for (const endpoint of endpoints.values()) {
-      const room = Math.min(concurrency - inFlight.size, perEndpoint - (busy.get(endpoint.id) ?? 0));
-      if (room <= 0 || closed) continue;
-      for (const item of await store.outbox.pick(room, leaseMs, { endpointId: endpoint.id })) start(item);
+    let free = closed ? 0 : concurrency - inFlight.size;
+    const wanted = [...endpoints.values()].map((endpoint) => {
+      const room = Math.max(0, Math.min(free, perEndpoint - (busy.get(endpoint.id) ?? 0)));
+      free -= room;
+      return { id: endpoint.id, cursor: endpoint.cursor, types: wantedTypes(endpoint.events), room };
+    });
+    const batch = settled;
+    settled = [];
+    try {
+      const { picked, added, more } = await store.outbox.turn({ settled: batch, endpoints: wanted, leaseMs });
+      metrics.countDispatched(added);
+      for (const item of picked) start(item);
+      if (more) again = true;
+    } catch (err) {
+      if (batch.length > 0) await settleApart(batch);
+      throw err;
     }
   };
 
@@ -199,7 +220,7 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
         try {
           await look();
         } catch (err) {
-          logger?.warn({ err }, 'notifications: the store could not be read; trying again');
+          logger?.warn({ err }, 'notifications: the store could not be reached; trying again');
         }
       } while (again && !closed);
     })().finally(() => {
@@ -227,6 +248,9 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
         }),
       ]);
       clearTimeout(timedOut);
+      const last = settled;
+      settled = [];
+      if (last.length > 0) await settleApart(last);
       // Deliveries still in flight past the wait are abandoned: their rows are sent again.
       await (finished ? agent.close() : agent.destroy()).catch(() => undefined);
       return finished;

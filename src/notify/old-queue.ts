@@ -44,10 +44,12 @@ export async function moveOldNotificationQueue(options: {
       'failed',
     );
     if (Object.values(counts).every((n) => n === 0)) return 0;
-    const jobs = await queue.getJobs(['waiting', 'delayed', 'active', 'prioritized', 'waiting-children']);
+    const jobs = (await queue.getJobs(['waiting', 'delayed', 'active', 'prioritized', 'waiting-children']))
+      .filter((job) => job?.data)
+      // In feed order: an order's later event then waits in the outbox behind its earlier one.
+      .sort((a, b) => a.data.seq - b.data.seq);
     let moved = 0;
     for (const job of jobs) {
-      if (!job?.data) continue;
       moved += await options.store.outbox.enqueue(job.data.endpointId, [job.data.seq], {
         attempt: job.attemptsMade + (job.data.attemptsBefore ?? 0) + 1,
         nextAt: job.timestamp + (job.delay ?? 0),

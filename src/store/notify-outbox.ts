@@ -49,13 +49,29 @@ export interface OutboxBacklog {
   failing: number;
 }
 
-const SETTLED = `(${SETTLED_OUTCOMES.map((o) => `'${o}'`).join(', ')})`;
+/**
+ * A row of endpoint `@endpoint` due now: its time came (a row waiting for an earlier one of its
+ * order has none) and no live lease holds it. Read through the index notify_outbox_due, so a
+ * long backlog behind its orders' first rows costs nothing to pick past.
+ */
+const DUE = `o.endpoint_id = @endpoint AND o.next_at <= @now
+  AND (o.leased_until IS NULL OR o.leased_until <= @now)`;
 
 /**
- * The outbox's writes wait for another process's write lock on timers (SQLite): they run in the
- * worker beside the event worker, whose job locks a blocked event loop would let lapse.
+ * The `next_at` of a notification added for endpoint `@id` from feed event `f`: NULL (waiting)
+ * when its order has a notification in the outbox already or an earlier one among those added
+ * with it; otherwise `@at`. An event of no order waits for nothing.
  */
-const YIELDING = { yieldingLock: true } as const;
+const NEXT_AT = `CASE WHEN f.partner_ref IS NOT NULL AND (
+    ROW_NUMBER() OVER (PARTITION BY f.partner_ref ORDER BY f.seq) > 1
+    OR EXISTS (SELECT 1 FROM notify_outbox w WHERE w.endpoint_id = @id AND w.partner_ref = f.partner_ref))
+  THEN NULL ELSE CAST(@at AS BIGINT) END`;
+
+/** A leased row, before its event is read. */
+type Leased = Omit<OutboxItem, 'event'>;
+
+const SETTLED = `(${SETTLED_OUTCOMES.map((o) => `'${o}'`).join(', ')})`;
+
 /** The bound list `(@t0, @t1, …)` of event types, and its parameters: portable, unlike json_each. */
 function typeList(types: readonly string[]): { sql: string; params: Record<string, string> } {
   return {
@@ -72,6 +88,51 @@ export class NotifyOutbox {
   }
 
   /**
+   * One look of a notifier, in ONE write transaction (one fsync, and one take of SQLite's write
+   * lock, which the order writers need too): writes what became of the deliveries that finished
+   * (`settled`, as {@link settleBatch} does), adds each endpoint's new events from the feed
+   * ({@link fill}), then leases up to `room` due notifications of each endpoint ({@link pick}),
+   * which sees the settled ones gone (an order's next event may go). Reads first and writes
+   * nothing when there is nothing to settle, add or lease. `more`: the feed held more new events
+   * than one look adds.
+   */
+  async turn({
+    settled,
+    endpoints,
+    leaseMs,
+  }: {
+    settled: readonly Settlement[];
+    endpoints: ReadonlyArray<{ id: number; cursor: number; types: readonly string[]; room: number }>;
+    leaseMs: number;
+  }): Promise<{ picked: OutboxItem[]; added: number; more: boolean }> {
+    const work: Array<{ id: number; cursor: number; types: readonly string[]; room: number }> = [];
+    for (const endpoint of endpoints) {
+      if (
+        (await this.#hasNewEvents(endpoint.cursor)) ||
+        (endpoint.room > 0 && (await this.#hasDue(endpoint.id)))
+      )
+        work.push(endpoint);
+    }
+    if (settled.length === 0 && work.length === 0) return { picked: [], added: 0, more: false };
+    const done = await this.#rows.db.write(async (tx) => {
+      for (const settlement of settled) await this.#settle(tx, settlement);
+      let added = 0;
+      let more = false;
+      const picked: Leased[] = [];
+      for (const endpoint of work) {
+        const filled = await this.#fill(tx, endpoint, endpoint.types);
+        added += filled.added;
+        more ||= filled.more;
+      }
+      for (const endpoint of endpoints) {
+        if (endpoint.room > 0) picked.push(...(await this.#pick(tx, endpoint.id, endpoint.room, leaseMs)));
+      }
+      return { added, more, picked };
+    });
+    return { ...done, picked: await this.#withEvents(done.picked) };
+  }
+
+  /**
    * Adds the endpoint's wanted events (`types`) after its cursor, up to `page` feed events, and
    * moves its cursor past them, in one transaction: the feed and the outbox never disagree, so
    * no event is lost between them and none is added twice. An event already settled at the
@@ -84,98 +145,21 @@ export class NotifyOutbox {
     types: readonly string[],
     { page = 500 }: { page?: number } = {},
   ): Promise<{ added: number; upTo?: number; more: boolean }> {
-    const { db } = this.#rows;
     // A read first, outside a transaction: a write would take the lock the order writers need.
-    const next = await db.get<{ seq: number }>('SELECT seq FROM feed_events WHERE seq > @cursor LIMIT 1', {
-      cursor: endpoint.cursor,
-    });
-    if (!next) return { added: 0, more: false };
-    return db.write(async (tx) => {
-      const row = await tx.get<{ cursor: number; disabled_at: number | null }>(
-        `SELECT cursor, disabled_at FROM notify_endpoints WHERE id = @id ${tx.dialect.forUpdate}`,
-        { id: endpoint.id },
-      );
-      if (!row || row.disabled_at !== null) return { added: 0, more: false };
-      const span = await tx.get<{ upTo: number | null; n: number }>(
-        `SELECT MAX(seq) AS "upTo", COUNT(*) AS n FROM (
-           SELECT seq FROM feed_events WHERE seq > @cursor ORDER BY seq LIMIT @page) AS page`,
-        { cursor: row.cursor, page },
-      );
-      if (!span || span.upTo === null) return { added: 0, more: false };
-      let added = 0;
-      if (types.length > 0) {
-        const wanted = typeList(types);
-        ({ changes: added } = await tx.run(
-          `INSERT INTO notify_outbox (endpoint_id, seq, partner_ref, attempt, next_at)
-           SELECT @id, f.seq, f.partner_ref, 1, @now FROM feed_events f
-           WHERE f.seq > @cursor AND f.seq <= @upTo AND f.type IN ${wanted.sql}
-             AND NOT EXISTS (SELECT 1 FROM notify_deliveries d
-                             WHERE d.endpoint_id = @id AND d.seq = f.seq AND d.outcome IN ${SETTLED})
-           ON CONFLICT DO NOTHING`,
-          { id: endpoint.id, cursor: row.cursor, upTo: span.upTo, now: this.#rows.now(), ...wanted.params },
-        ));
-      }
-      await tx.run('UPDATE notify_endpoints SET cursor = @upTo WHERE id = @id', {
-        id: endpoint.id,
-        upTo: span.upTo,
-      });
-      return { added, upTo: Number(span.upTo), more: Number(span.n) >= page };
-    }, YIELDING);
+    if (!(await this.#hasNewEvents(endpoint.cursor))) return { added: 0, more: false };
+    return this.#rows.db.write((tx) => this.#fill(tx, endpoint, types, page));
   }
 
   /**
-   * Leases up to `limit` notifications due now (of `endpointId` only, when given), oldest event
-   * first, for `leaseMs`: a row under another live lease is left to its holder (`SKIP LOCKED` on PostgreSQL), and so is one whose
-   * order has an earlier row for the same endpoint, so an order's events reach an endpoint one
-   * after another (an event of no order waits for nothing). Nothing is written while nothing is
-   * due.
+   * Leases up to `limit` of the endpoint's notifications due now, the longest due first, for
+   * `leaseMs`: a row under another live lease is left to its holder (`SKIP LOCKED` on
+   * PostgreSQL), and one waiting for an earlier notification of its order is not due, so an
+   * order's events reach an endpoint one after another. Nothing is written while nothing is due.
    */
-  async pick(
-    limit: number,
-    leaseMs: number,
-    { endpointId }: { endpointId?: number } = {},
-  ): Promise<OutboxItem[]> {
-    const { db } = this.#rows;
-    const endpoint = endpointId ?? null;
-    const due = `(CAST(@endpoint AS BIGINT) IS NULL OR o.endpoint_id = @endpoint)
-      AND o.next_at <= @now AND (o.leased_until IS NULL OR o.leased_until <= @now)
-      AND NOT EXISTS (SELECT 1 FROM notify_outbox p
-                      WHERE p.endpoint_id = o.endpoint_id AND p.partner_ref = o.partner_ref AND p.seq < o.seq)`;
-    if (
-      !(await db.get(`SELECT 1 AS due FROM notify_outbox o WHERE ${due} LIMIT 1`, {
-        now: this.#rows.now(),
-        endpoint,
-      }))
-    )
-      return [];
-    const picked = await db.write(async (tx) => {
-      const now = this.#rows.now();
-      const rows = await tx.all<{ endpoint_id: number; seq: number; attempt: number }>(
-        `SELECT o.endpoint_id, o.seq, o.attempt FROM notify_outbox o WHERE ${due}
-         ORDER BY o.seq, o.endpoint_id LIMIT @limit ${tx.dialect.skipLocked}`,
-        { now, limit, endpoint },
-      );
-      const lease = randomUUID();
-      for (const row of rows) {
-        await tx.run(
-          `UPDATE notify_outbox SET leased_until = @until, lease_token = @lease
-           WHERE endpoint_id = @endpoint_id AND seq = @seq`,
-          { ...row, until: now + leaseMs, lease },
-        );
-      }
-      return rows.map((row) => ({ endpointId: row.endpoint_id, seq: row.seq, attempt: row.attempt, lease }));
-    }, YIELDING);
-    if (picked.length === 0) return [];
-    const seqs = [...new Set(picked.map((p) => p.seq))];
-    const events = new Map(
-      (
-        await db.all<FeedRow>(
-          `SELECT * FROM feed_events WHERE seq IN (${seqs.map((_, i) => `@s${i}`).join(', ')})`,
-          Object.fromEntries(seqs.map((seq, i) => [`s${i}`, seq])),
-        )
-      ).map((row) => [Number(row.seq), toFeedEvent(row)]),
-    );
-    return picked.map((p) => ({ ...p, event: events.get(p.seq) }));
+  async pick(endpointId: number, limit: number, leaseMs: number): Promise<OutboxItem[]> {
+    if (!(await this.#hasDue(endpointId))) return [];
+    const leased = await this.#rows.db.write((tx) => this.#pick(tx, endpointId, limit, leaseMs));
+    return this.#withEvents(leased);
   }
 
   /**
@@ -187,10 +171,7 @@ export class NotifyOutbox {
    * process took the row, or the row is gone) only adds its history row.
    */
   settleBatch(settlements: readonly Settlement[]): Promise<Outcome<void>[]> {
-    return this.#rows.db.writeBatch(
-      settlements.map((s) => (tx: SqlExecutor) => this.#settle(tx, s)),
-      YIELDING,
-    );
+    return this.#rows.db.writeBatch(settlements.map((s) => (tx: SqlExecutor) => this.#settle(tx, s)));
   }
 
   /**
@@ -207,13 +188,13 @@ export class NotifyOutbox {
     if (seqs.length === 0) return 0;
     const { changes } = await this.#rows.db.run(
       `INSERT INTO notify_outbox (endpoint_id, seq, partner_ref, attempt, next_at)
-       SELECT @endpoint, seq, partner_ref, @attempt, @nextAt FROM feed_events
-       WHERE seq IN (${seqs.map((_, i) => `@s${i}`).join(', ')})
+       SELECT @id, f.seq, f.partner_ref, @attempt, ${NEXT_AT} FROM feed_events f
+       WHERE f.seq IN (${seqs.map((_, i) => `@s${i}`).join(', ')})
        ON CONFLICT DO NOTHING`,
       {
-        endpoint: endpointId,
+        id: endpointId,
         attempt,
-        nextAt: nextAt ?? this.#rows.now(),
+        at: nextAt ?? this.#rows.now(),
         ...Object.fromEntries(seqs.map((seq, i) => [`s${i}`, seq])),
       },
     );
@@ -252,11 +233,93 @@ export class NotifyOutbox {
     };
   }
 
+  #hasNewEvents(cursor: number): Promise<boolean> {
+    return this.#rows.db
+      .get('SELECT 1 AS found FROM feed_events WHERE seq > @cursor LIMIT 1', { cursor })
+      .then(Boolean);
+  }
+
+  #hasDue(endpointId: number): Promise<boolean> {
+    return this.#rows.db
+      .get(`SELECT 1 AS found FROM notify_outbox o WHERE ${DUE} LIMIT 1`, {
+        now: this.#rows.now(),
+        endpoint: endpointId,
+      })
+      .then(Boolean);
+  }
+
+  async #fill(
+    tx: SqlExecutor,
+    endpoint: { id: number },
+    types: readonly string[],
+    page = 500,
+  ): Promise<{ added: number; upTo?: number; more: boolean }> {
+    const row = await tx.get<{ cursor: number; disabled_at: number | null }>(
+      `SELECT cursor, disabled_at FROM notify_endpoints WHERE id = @id ${tx.dialect.forUpdate}`,
+      { id: endpoint.id },
+    );
+    if (!row || row.disabled_at !== null) return { added: 0, more: false };
+    const span = await tx.get<{ upTo: number | null; n: number }>(
+      `SELECT MAX(seq) AS "upTo", COUNT(*) AS n FROM (
+         SELECT seq FROM feed_events WHERE seq > @cursor ORDER BY seq LIMIT @page) AS page`,
+      { cursor: row.cursor, page },
+    );
+    if (!span || span.upTo === null) return { added: 0, more: false };
+    let added = 0;
+    if (types.length > 0) {
+      const wanted = typeList(types);
+      ({ changes: added } = await tx.run(
+        `INSERT INTO notify_outbox (endpoint_id, seq, partner_ref, attempt, next_at)
+         SELECT @id, f.seq, f.partner_ref, 1, ${NEXT_AT} FROM feed_events f
+         WHERE f.seq > @cursor AND f.seq <= @upTo AND f.type IN ${wanted.sql}
+           AND NOT EXISTS (SELECT 1 FROM notify_deliveries d
+                           WHERE d.endpoint_id = @id AND d.seq = f.seq AND d.outcome IN ${SETTLED})
+         ON CONFLICT DO NOTHING`,
+        { id: endpoint.id, cursor: row.cursor, upTo: span.upTo, at: this.#rows.now(), ...wanted.params },
+      ));
+    }
+    await tx.run('UPDATE notify_endpoints SET cursor = @upTo WHERE id = @id', {
+      id: endpoint.id,
+      upTo: span.upTo,
+    });
+    return { added, upTo: Number(span.upTo), more: Number(span.n) >= page };
+  }
+
+  async #pick(tx: SqlExecutor, endpointId: number, limit: number, leaseMs: number): Promise<Leased[]> {
+    const now = this.#rows.now();
+    const rows = await tx.all<{ endpoint_id: number; seq: number; attempt: number }>(
+      `SELECT o.endpoint_id, o.seq, o.attempt FROM notify_outbox o WHERE ${DUE}
+       ORDER BY o.next_at, o.seq LIMIT @limit ${tx.dialect.skipLocked}`,
+      { now, limit, endpoint: endpointId },
+    );
+    const lease = randomUUID();
+    for (const row of rows) {
+      await tx.run(
+        `UPDATE notify_outbox SET leased_until = @until, lease_token = @lease
+         WHERE endpoint_id = @endpoint_id AND seq = @seq`,
+        { ...row, until: now + leaseMs, lease },
+      );
+    }
+    return rows.map((row) => ({ endpointId: row.endpoint_id, seq: row.seq, attempt: row.attempt, lease }));
+  }
+
+  /** The leased rows with their feed events, read after the lease committed. */
+  async #withEvents(leased: readonly Leased[]): Promise<OutboxItem[]> {
+    if (leased.length === 0) return [];
+    const seqs = [...new Set(leased.map((p) => p.seq))];
+    const rows = await this.#rows.db.all<FeedRow>(
+      `SELECT * FROM feed_events WHERE seq IN (${seqs.map((_, i) => `@s${i}`).join(', ')})`,
+      Object.fromEntries(seqs.map((seq, i) => [`s${i}`, seq])),
+    );
+    const events = new Map(rows.map((row) => [Number(row.seq), toFeedEvent(row)]));
+    return leased.map((p) => ({ ...p, event: events.get(p.seq) }));
+  }
+
   async #settle(tx: SqlExecutor, settlement: Settlement): Promise<void> {
     const { item, record } = settlement;
     const key = { endpoint: item.endpointId, seq: item.seq };
-    const row = await tx.get<{ attempt: number; lease_token: string | null }>(
-      `SELECT attempt, lease_token FROM notify_outbox WHERE endpoint_id = @endpoint AND seq = @seq ${tx.dialect.forUpdate}`,
+    const row = await tx.get<{ lease_token: string | null; partner_ref: string | null }>(
+      `SELECT lease_token, partner_ref FROM notify_outbox WHERE endpoint_id = @endpoint AND seq = @seq ${tx.dialect.forUpdate}`,
       key,
     );
     await insertDelivery(tx, record);
@@ -278,6 +341,17 @@ export class NotifyOutbox {
       await dropEndpointRows(tx, item.endpointId, this.#rows.now(), { except: item.seq });
     }
     await tx.run('DELETE FROM notify_outbox WHERE endpoint_id = @endpoint AND seq = @seq', key);
+    if (row.partner_ref !== null) {
+      // Its order's next notification is due now (unless one of the order is due or sent already).
+      await tx.run(
+        `UPDATE notify_outbox SET next_at = @now
+         WHERE endpoint_id = @endpoint AND partner_ref = @ref AND next_at IS NULL
+           AND seq = (SELECT MIN(seq) FROM notify_outbox m WHERE m.endpoint_id = @endpoint AND m.partner_ref = @ref)
+           AND NOT EXISTS (SELECT 1 FROM notify_outbox r
+                           WHERE r.endpoint_id = @endpoint AND r.partner_ref = @ref AND r.next_at IS NOT NULL)`,
+        { endpoint: item.endpointId, ref: row.partner_ref, now: this.#rows.now() },
+      );
+    }
   }
 }
 

@@ -26,7 +26,6 @@ export class WriteLock {
   readonly #db: Database;
   readonly #begin: Statement;
   readonly #short: string;
-  readonly #none = 'busy_timeout = 0';
   readonly #full: string;
 
   /** `timeoutMs`: the connection's `busy_timeout`, restored after each try. */
@@ -43,13 +42,12 @@ export class WriteLock {
   /**
    * Runs `BEGIN IMMEDIATE`, trying again while another connection holds the write lock, for up
    * to `timeoutMs` in all; past it, rejects with SQLITE_BUSY. The first try runs at once, in the
-   * caller's turn of the event loop. `yielding`: no try waits inside SQLite (each fails at once
-   * when the lock is held), so the event loop is never blocked; the waits are all on timers.
+   * caller's turn of the event loop.
    */
-  async begin(timeoutMs: number, { yielding = false }: { yielding?: boolean } = {}): Promise<void> {
+  async begin(timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (let attempt = 0; ; attempt++) {
-      this.#db.pragma(yielding ? this.#none : this.#short);
+      this.#db.pragma(this.#short);
       try {
         this.#begin.run();
         return;

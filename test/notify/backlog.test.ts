@@ -47,7 +47,7 @@ describeEachBackend('the notification backlog of status', (backend) => {
     for (const ref of ['B-1', 'B-2', 'B-3']) await liveOrder(store, ref); // seq 1-12
     assert.equal((await store.outbox.fill(endpoint, types)).added, 12);
     // Orders B-1, B-2, B-3: their first events are picked (one per order at a time).
-    const picked = await store.outbox.pick(10, 60_000);
+    const picked = await store.outbox.pick(endpoint.id, 10, 60_000);
     assert.deepEqual(
       picked.map((p) => p.seq),
       [1, 5, 9],

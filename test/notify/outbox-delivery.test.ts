@@ -63,29 +63,33 @@ test('upgrading: the notifications the queue before the outbox still held move i
     secret: generateEndpointSecret(),
   });
   await liveOrder(store, 'U-1'); // seq 1-4
+  await liveOrder(store, 'U-2'); // seq 5-8
   const old = new Queue('h2h-notifications', { connection: { url: redis.url } });
   scope.after(() => old.close());
   await old.add('order.submitted U-1', { endpointId: endpoint.id, seq: 1 });
+  await old.add('order.updated U-1', { endpointId: endpoint.id, seq: 2 });
   // A retry waiting 30 s, whose first attempt the old dispatcher had made itself.
   await old.add(
-    'order.updated U-1',
-    { endpointId: endpoint.id, seq: 2, attemptsBefore: 1 },
+    'order.submitted U-2',
+    { endpointId: endpoint.id, seq: 5, attemptsBefore: 1 },
     { delay: 30_000 },
   );
 
   const moved = await moveOldNotificationQueue({ store, redisUrl: redis.url });
-  assert.equal(moved, 2);
-  const rows = await store.db.all<{ seq: number; attempt: number; next_at: number }>(
+  assert.equal(moved, 3);
+  const rows = await store.db.all<{ seq: number; attempt: number; next_at: number | null }>(
     'SELECT seq, attempt, next_at FROM notify_outbox ORDER BY seq',
   );
   assert.deepEqual(
     rows.map((r) => [r.seq, r.attempt]),
     [
       [1, 1],
-      [2, 2],
+      [2, 1],
+      [5, 2],
     ],
   );
-  assert.ok(rows[1]!.next_at > rows[0]!.next_at + 29_000, 'the retry keeps its wait');
+  assert.equal(rows[1]!.next_at, null, "U-1's second event waits for its first");
+  assert.ok(rows[2]!.next_at! > rows[0]!.next_at! + 29_000, 'the retry keeps its wait');
   assert.deepEqual(
     await old.getJobCounts('waiting', 'delayed'),
     { waiting: 0, delayed: 0 },

@@ -134,7 +134,7 @@ describeEachBackend('the notification outbox', (backend) => {
     });
     await fill(store, endpoint.id);
 
-    const first = await store.outbox.pick(10, LEASE_MS);
+    const first = await store.outbox.pick(endpoint.id, 10, LEASE_MS);
     assert.deepEqual(
       first.map((p) => [p.seq, p.attempt, p.event?.seq]),
       [
@@ -143,19 +143,41 @@ describeEachBackend('the notification outbox', (backend) => {
       ],
       'one event per order at a time',
     );
-    assert.deepEqual(await store.outbox.pick(10, LEASE_MS), [], 'leased, and the rest wait for them');
+    assert.deepEqual(
+      await store.outbox.pick(endpoint.id, 10, LEASE_MS),
+      [],
+      'leased, and the rest wait for them',
+    );
     await store.outbox.settleBatch([settled(first[0]!, 'delivered')]);
     assert.deepEqual(
-      (await store.outbox.pick(10, LEASE_MS)).map((p) => p.seq),
+      (await store.outbox.pick(endpoint.id, 10, LEASE_MS)).map((p) => p.seq),
       [2],
       "P-1's next event goes once its first is delivered",
     );
     clock.advance(LEASE_MS);
     assert.deepEqual(
-      (await store.outbox.pick(10, LEASE_MS)).map((p) => p.seq),
+      (await store.outbox.pick(endpoint.id, 10, LEASE_MS)).map((p) => p.seq),
       [2, 5],
       "a lease that ran out (its sender died) is taken again; P-1's event 3 still waits for 2",
     );
+  });
+
+  test("a notification added again (retry, replay) waits behind its order's notifications still in the outbox, then goes before the later ones", async (t) => {
+    const { store } = await backend.tempStore(t);
+    const endpoint = await endpointOf(store);
+    await liveOrder(store, 'Q-1'); // seq 1-4
+    await fill(store, endpoint.id);
+    const sent: number[][] = [];
+    const next = async (outcome: DeliveryOutcome = 'delivered') => {
+      const picked = await store.outbox.pick(endpoint.id, 10, LEASE_MS);
+      sent.push(picked.map((p) => p.seq));
+      await store.outbox.settleBatch(picked.map((p) => settled(p, outcome)));
+    };
+    await next('gave_up');
+    assert.equal(await store.outbox.enqueue(endpoint.id, [1]), 1, 'given up, sent again');
+    for (let i = 0; i < 4; i++) await next();
+    assert.deepEqual(sent, [[1], [2], [1], [3], [4]], 'one at a time, and never 3 before the resent 1');
+    assert.deepEqual(await rowsOf(store), []);
   });
 
   test('two processes picking at once never lease one notification twice', async (t) => {
@@ -167,7 +189,10 @@ describeEachBackend('the notification outbox', (backend) => {
     await fill(store, endpoint.id);
     const picked: number[] = [];
     for (let round = 0; round < 10; round++) {
-      const [a, b] = await Promise.all([store.outbox.pick(3, LEASE_MS), other.outbox.pick(3, LEASE_MS)]);
+      const [a, b] = await Promise.all([
+        store.outbox.pick(endpoint.id, 3, LEASE_MS),
+        other.outbox.pick(endpoint.id, 3, LEASE_MS),
+      ]);
       picked.push(...a.map((p) => p.seq), ...b.map((p) => p.seq));
     }
     assert.equal(picked.length, 20);
@@ -179,11 +204,11 @@ describeEachBackend('the notification outbox', (backend) => {
     const endpoint = await endpointOf(store);
     await store.writer.applyOrderSnapshot(snapshot('R-1', 'PENDING'), { source: 'poll' });
     await fill(store, endpoint.id);
-    const [item] = await store.outbox.pick(10, LEASE_MS);
+    const [item] = await store.outbox.pick(endpoint.id, 10, LEASE_MS);
     await store.outbox.settleBatch([settled(item!, 'retrying', { nextAt: clock.now() + 5_000 })]);
-    assert.deepEqual(await store.outbox.pick(10, LEASE_MS), [], 'not before it is due');
+    assert.deepEqual(await store.outbox.pick(endpoint.id, 10, LEASE_MS), [], 'not before it is due');
     clock.advance(5_000);
-    const [again] = await store.outbox.pick(10, LEASE_MS);
+    const [again] = await store.outbox.pick(endpoint.id, 10, LEASE_MS);
     assert.deepEqual([again?.seq, again?.attempt], [1, 2]);
     await store.outbox.settleBatch([settled(again!, 'gave_up')]);
     assert.deepEqual(await rowsOf(store), []);
@@ -201,9 +226,9 @@ describeEachBackend('the notification outbox', (backend) => {
     const endpoint = await endpointOf(store);
     await store.writer.applyOrderSnapshot(snapshot('L-1', 'PENDING'), { source: 'poll' });
     await fill(store, endpoint.id);
-    const [stale] = await store.outbox.pick(10, LEASE_MS);
+    const [stale] = await store.outbox.pick(endpoint.id, 10, LEASE_MS);
     clock.advance(LEASE_MS);
-    const [fresh] = await store.outbox.pick(10, LEASE_MS);
+    const [fresh] = await store.outbox.pick(endpoint.id, 10, LEASE_MS);
     await store.outbox.settleBatch([settled(stale!, 'retrying', { nextAt: clock.now() + 60_000 })]);
     assert.deepEqual(
       (await rowsOf(store)).map((r) => r.attempt),
@@ -225,7 +250,7 @@ describeEachBackend('the notification outbox', (backend) => {
     await liveOrder(store, 'D-1'); // seq 1-4
     await fill(store, endpoint.id);
     await fill(store, other.id);
-    const [item] = (await store.outbox.pick(1, LEASE_MS)).filter((p) => p.endpointId === endpoint.id);
+    const [item] = await store.outbox.pick(endpoint.id, 1, LEASE_MS);
     await store.outbox.settleBatch([settled(item!, 'disabled')]);
     assert.match((await store.endpoints.get(endpoint.id))!.disabledReason ?? '', /410/);
     assert.deepEqual(

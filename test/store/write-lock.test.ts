@@ -58,30 +58,3 @@ test('a write gives up with SQLITE_BUSY once the lock timeout has passed, and th
     true,
   );
 });
-
-test('a yielding write (yieldingLock) waits for the lock on timers, commits once it is released, and leaves the busy timeout as set', async (t) => {
-  const path = tempDbPath(t);
-  (await otherConnection(path)).close();
-  const holder = holdWriteLock(path);
-  t.after(() => holder.kill());
-  await nextMessage(holder);
-  const store = await openTestStore(path, scheduleSettings(), { lockTimeoutMs: 60_000 });
-  t.after(() => store.close());
-
-  let settled = false;
-  const written = store.db
-    .writeBatch([(tx) => tx.run('UPDATE notify_endpoints SET cursor = cursor WHERE id = -1')], {
-      yieldingLock: true,
-    })
-    .finally(() => {
-      settled = true;
-    });
-  // The event loop keeps turning while it waits, and it has not committed while the other
-  // process holds the lock.
-  for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
-  assert.equal(settled, false, 'still waiting for the lock');
-  holder.send('release');
-  const [outcome] = await written;
-  assert.deepEqual(outcome, { ok: true, value: { changes: 0 } });
-  assert.equal(store.sqlite!.pragma('busy_timeout', { simple: true }), 60_000);
-});

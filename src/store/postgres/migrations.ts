@@ -248,20 +248,20 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
   {
     version: 17,
     description:
-      "notify_outbox: each shop notification still to deliver (endpoint, feed event, next attempt and when, the lease of the process sending it): the one place a delivery's state lives",
+      "notify_outbox: each shop notification still to deliver (endpoint, feed event, next attempt and when it is due, or NULL while an earlier one of its order is still to deliver; the lease of the process sending it): the one place a delivery's state lives",
     sql: `
       CREATE TABLE notify_outbox (
         endpoint_id  BIGINT  NOT NULL REFERENCES notify_endpoints (id),
         seq          BIGINT  NOT NULL,
         partner_ref  TEXT,
         attempt      INTEGER NOT NULL,
-        next_at      BIGINT  NOT NULL,
+        next_at      BIGINT,
         leased_until BIGINT,
         lease_token  TEXT,
         PRIMARY KEY (endpoint_id, seq)
       );
       CREATE INDEX notify_outbox_order ON notify_outbox (endpoint_id, partner_ref, seq);
-      CREATE INDEX notify_outbox_due ON notify_outbox (next_at);
+      CREATE INDEX notify_outbox_due ON notify_outbox (endpoint_id, next_at);
     `,
   },
 ];

@@ -66,15 +66,6 @@ export interface WriteOptions {
    */
   lockTimeoutMs?: number;
   /**
-   * SQLite only: never block the event loop while waiting for another process's write lock.
-   * Each try for the lock then fails at once when it is held (no wait inside SQLite's busy
-   * handler) and the waits between tries are all on timers, so a writer in another process
-   * wins more of the gaps: for writes off the latency path (the notifier's delivery records),
-   * which must not stall the deliveries running meanwhile. Ignored by PostgreSQL (its lock
-   * waits never block the event loop).
-   */
-  yieldingLock?: boolean;
-  /**
    * SQLite only (migrations that rebuild a referenced table): foreign keys are off around the
    * transaction, which SQLite allows only outside one. Ignored by PostgreSQL.
    */

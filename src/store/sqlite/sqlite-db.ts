@@ -283,9 +283,7 @@ export class SqliteDb implements StoreDb {
       const foreignKeysOff = options.rebuildsTables === true && this.#foreignKeysOn();
       if (foreignKeysOff) this.#write.pragma('foreign_keys = OFF');
       try {
-        await this.#lock.begin(options.lockTimeoutMs ?? this.lockTimeoutMs, {
-          yielding: options.yieldingLock === true,
-        });
+        await this.#lock.begin(options.lockTimeoutMs ?? this.lockTimeoutMs);
         const tx = new SqliteTx(this.#write, this.#writeStatements);
         try {
           const result = await work(tx);
@@ -306,9 +304,7 @@ export class SqliteDb implements StoreDb {
 
   writeBatch<T>(units: ReadonlyArray<TxWork<T>>, options: BatchOptions = {}): Promise<Outcome<T>[]> {
     return this.#enqueue(async () => {
-      await this.#lock.begin(options.lockTimeoutMs ?? this.lockTimeoutMs, {
-        yielding: options.yieldingLock === true,
-      });
+      await this.#lock.begin(options.lockTimeoutMs ?? this.lockTimeoutMs);
       const outcomes: Outcome<T>[] = [];
       try {
         for (const unit of units) {
