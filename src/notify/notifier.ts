@@ -1,12 +1,12 @@
 import type { Logger } from 'pino';
 import { Agent } from 'undici';
+import { GroupCommit } from '../shared/group-commit.js';
 import type { FeedEvent } from '../store/feed.js';
 import { orderRefOf } from '../store/feed.js';
 import type { DeliveryOutcome, NotifyDelivery } from '../store/notify-deliveries.js';
 import { type NotifyEndpoint, signingSecrets } from '../store/notify-endpoints.js';
 import type { OutboxItem, Settlement } from '../store/notify-outbox.js';
 import type { OrderStore } from '../store/order-store.js';
-import { GroupCommit } from '../worker/group-commit.js';
 import { wantedTypes } from './event-filter.js';
 import { createNotifyMetrics, type NotifyMetrics } from './notify-metrics.js';
 import { DEFAULT_NOTIFY_TIMEOUT_MS, type PostResult, postNotification } from './post-notification.js';
