@@ -19,9 +19,9 @@ import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE } from '../queue/webhook-queue.js';
 import { RECONCILE_QUEUE } from '../reconciler/reconcile-queue.js';
 import { CLIENT_ERROR_STATUS, jsonClientErrorHandler } from '../shared/client-error.js';
 import { withDeadline } from '../shared/deadline.js';
+import type { GroupCommitStats } from '../shared/group-commit.js';
 import { listeningOrigin } from '../shared/listening-origin.js';
 import { watchedRedis } from '../shared/redis-outage.js';
-import type { GroupCommitStats } from '../worker/group-commit.js';
 
 /** Where Bull Board is served; its base path and the Fastify prefix must be the same. */
 export const BULL_BOARD_PATH = '/admin/queues';

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { BudgetUsage, RateBudget } from '../rate-budget/rate-budget.js';
+import type { RedisLease } from '../shared/redis-lease.js';
 import type { ClaimedOrder } from '../store/poll-schedule.js';
 import type { CircuitCause, OpenCircuit } from '../store/upstream-circuit.js';
 import { CIRCUIT_OPENS_AFTER, closeCircuit, openCircuit, probeFailed, probeUpstream } from './circuit.js';
-import type { PassLock } from './pass-lock.js';
 import { type PollError, pollClaimedOrder, type ReconcilerDeps } from './poll-order.js';
 
 /**
@@ -84,7 +84,7 @@ export interface PassProgress {
 
 export interface RunPassOptions {
   /** Makes the pass one at a time across processes. Default: none (the caller guarantees it). */
-  lock?: PassLock;
+  lock?: RedisLease;
   /** Read for the summary's budget line. Default: none. */
   budget?: RateBudget;
   /** Default: `manual`. */

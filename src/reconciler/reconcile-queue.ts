@@ -9,6 +9,13 @@ export const RECONCILE_JOB_NAME = 'reconcile-pass';
 /** Id of the job scheduler that adds a pass job every `RECONCILE_EVERY_S`; the same in every process. */
 export const RECONCILE_SCHEDULER_ID = 'h2h-reconcile-every';
 
+/**
+ * Redis key of the pass lock, the lease every pass takes (scheduled ones and
+ * `h2h-sync reconcile --once`) so that one runs at a time; the same in every process and every
+ * version, or two could run side by side during an upgrade.
+ */
+export const RECONCILE_PASS_LOCK_KEY = 'h2h:reconcile:pass-lock';
+
 /** Deduplication id of the follow-up pass added when a pass ended with orders still due. */
 export const RECONCILE_CONTINUE_ID = 'h2h-reconcile-continue';
 

@@ -6,18 +6,19 @@ import { POLL_REQUEST_QUEUE, type PollRequestData } from '../queue/poll-request-
 import { DEFAULT_QUEUE_PREFIX } from '../queue/webhook-queue.js';
 import type { RateBudget } from '../rate-budget/rate-budget.js';
 import { settlesWithin } from '../shared/deadline.js';
+import { RedisLease } from '../shared/redis-lease.js';
 import { watchedRedis } from '../shared/redis-outage.js';
 import type { OrderStore } from '../store/order-store.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { type EarlyPollResult, pollOrderNow } from './early-poll.js';
 import { createReconcilerMetrics, type ReconcilerMetrics } from './metrics.js';
-import { PassLock } from './pass-lock.js';
 import type { ReconcilerDeps } from './poll-order.js';
 import { type ReconcilePassSummary, runReconcilePass } from './reconcile-pass.js';
 import {
   RECONCILE_CONTINUE_ID,
   RECONCILE_JOB_NAME,
   RECONCILE_JOB_OPTIONS,
+  RECONCILE_PASS_LOCK_KEY,
   RECONCILE_QUEUE,
   RECONCILE_SCHEDULER_ID,
   type ReconcileJobData,
@@ -51,7 +52,7 @@ export interface StartReconcilerOptions {
   onPass?: (summary: ReconcilePassSummary) => void;
   /** The clock, in ms; give the store the same one. Default: `Date.now`. */
   now?: () => number;
-  /** Redis key of the pass lock. Default: `h2h:reconcile:pass-lock`. */
+  /** Redis key of the pass lock. Default: {@link RECONCILE_PASS_LOCK_KEY}. */
   lockKey?: string;
 }
 
@@ -114,7 +115,7 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
     logger,
     redis: { maxRetriesPerRequest: null, connectionName: 'h2h-reconciler' },
   });
-  const lock = new PassLock(connection, options.lockKey ? { key: options.lockKey } : {});
+  const lock = new RedisLease(connection, { key: options.lockKey || RECONCILE_PASS_LOCK_KEY });
   const queue = new Queue<ReconcileJobData>(RECONCILE_QUEUE, { connection, prefix });
   queue.on('error', outage.error);
 

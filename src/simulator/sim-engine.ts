@@ -12,7 +12,7 @@ import { checkTarget, resolveOrderableProduct } from './order-rules.js';
 import type { Timeline, TimingProfile } from './profile.js';
 import { RollingWindowLimiter } from './rate-limiter.js';
 import { upstreamError } from './sim-errors.js';
-import type { SimOrder } from './sim-order.js';
+import type { RefundPlan, SimOrder } from './sim-order.js';
 import { progressionFor } from './status-progression.js';
 import { TimerSet } from './timer-set.js';
 import { WebhookDispatcher } from './webhook-dispatcher.js';
@@ -33,12 +33,6 @@ export interface SimEngineOptions {
 
 /** A simulated day in ms (before timeScale). */
 export const DAY_MS = 86_400_000;
-
-/** A refund planned by the control API: `after_days` after SUCCESS, its webhooks lost or sent. */
-export interface RefundPlan {
-  readonly afterMs: number;
-  readonly loseWebhooks: boolean;
-}
 
 /** A status change asked for by the timeline or the control API. */
 export interface StatusChange {

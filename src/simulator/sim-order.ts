@@ -2,7 +2,12 @@ import type { Order, OrderData } from '../upstream/model.js';
 import type { CatalogProduct } from './fixture.js';
 import type { MemberState } from './members.js';
 import type { Timeline } from './profile.js';
-import type { RefundPlan } from './sim-engine.js';
+
+/** A refund planned by the control API: `after_days` after SUCCESS, its webhooks lost or sent. */
+export interface RefundPlan {
+  readonly afterMs: number;
+  readonly loseWebhooks: boolean;
+}
 
 /** An order as the simulator holds it: the public fields plus what only the simulator knows. */
 export interface SimOrder {

@@ -1,20 +1,7 @@
 import type { SqlExecutor, StoreDb } from './sql/executor.js';
+import type { Migration } from './sql/migration.js';
 import { SQLITE_MIGRATIONS } from './sqlite/migrations.js';
 import { StoreError } from './store-error.js';
-
-/** One step of the schema. Once released, a migration is never edited: add the next one. */
-export interface Migration {
-  /** 1, 2, 3 …: the schema version the database has after this step. */
-  version: number;
-  description: string;
-  sql: string;
-  /**
-   * SQLite only: the step rebuilds a table that others reference (SQLite cannot change a CHECK
-   * constraint in place): it runs with foreign keys off, as SQLite's documented table rebuild
-   * requires, and `PRAGMA foreign_key_check` must find nothing before it commits.
-   */
-  rebuildsTables?: boolean;
-}
 
 /**
  * The schema version this code writes and understands: the last migration's. Every backend's

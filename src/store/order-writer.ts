@@ -156,7 +156,7 @@ export class OrderWriter {
   }
 
   /**
-   * The group commit's batch (worker/group-commit.ts): every item applied as by
+   * The group commit's batch (shared/group-commit.ts): every item applied as by
    * {@link applyOrderSnapshot}, all in ONE transaction, each in its own savepoint, so an item
    * that fails (`INVALID_SNAPSHOT`, a constraint) rolls back only its own writes and fails only
    * its own outcome. The outcomes come after COMMIT has returned; when the transaction as a whole

@@ -7,11 +7,11 @@ import {
   type WebhookJobData,
 } from '../queue/webhook-queue.js';
 import { settlesWithin } from '../shared/deadline.js';
+import { GroupCommit, type GroupCommitStats } from '../shared/group-commit.js';
 import { watchedRedis } from '../shared/redis-outage.js';
 import type { EventReason } from '../store/local-order.js';
 import type { ApplyItem, ApplyResult, OrderWriter } from '../store/order-writer.js';
 import { StoreError } from '../store/store-error.js';
-import { GroupCommit, type GroupCommitStats } from './group-commit.js';
 import { ParkedEventError, readWebhookJob } from './webhook-event.js';
 
 /** Default of {@link EventWorkerOptions.concurrency}. */

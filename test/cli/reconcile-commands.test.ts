@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { test } from 'node:test';
 import { createProgressLine } from '../../src/cli/progress.js';
-import { PassLock } from '../../src/reconciler/pass-lock.js';
+import { RECONCILE_PASS_LOCK_KEY } from '../../src/reconciler/reconcile-queue.js';
+import { RedisLease } from '../../src/shared/redis-lease.js';
 import { runCli } from '../helpers/cli.js';
 import { createUpstreamOrder, type ReconcilerEnv, reconcilerEnv } from '../helpers/reconciler.js';
 
@@ -93,7 +94,7 @@ test('reconcile --once runs one pass now and prints its summary; status shows or
 test('reconcile --once says so and exits 1 when another pass holds the lock, and 2 when the upstream refuses the key; status shows the open circuit and its fix', async (t) => {
   const env = await reconcilerEnv(t, { settings: { firstPollDelayMs: 0 } });
   await createUpstreamOrder(env, 'busy-1');
-  const held = await new PassLock(env.redisClient).acquire();
+  const held = await new RedisLease(env.redisClient, { key: RECONCILE_PASS_LOCK_KEY }).acquire();
   assert.ok(held);
   const locked = await cli(env, ['reconcile', '--once']);
   assert.equal(locked.code, 1);

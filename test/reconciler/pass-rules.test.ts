@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { CIRCUIT_OPENS_AFTER } from '../../src/reconciler/circuit.js';
-import { PassLock } from '../../src/reconciler/pass-lock.js';
 import { runReconcilePass } from '../../src/reconciler/reconcile-pass.js';
+import { RedisLease } from '../../src/shared/redis-lease.js';
 import { createUpstreamOrder, metricValue, reconcilerEnv } from '../helpers/reconciler.js';
 import { openTestStore, snapshot } from '../helpers/store.js';
 
@@ -307,7 +307,7 @@ test('the pass lock lets one pass run at a time; a second pass finds it held and
   const env = await reconcilerEnv(t, { manualClock: true });
   await createUpstreamOrder(env, 'lock-1');
   env.clock.advance(env.settings.firstPollDelayMs);
-  const lock = new PassLock(env.redisClient, { key: 'test:pass-lock' });
+  const lock = new RedisLease(env.redisClient, { key: 'test:pass-lock' });
   const held = await lock.acquire();
   assert.ok(held);
 

@@ -1,11 +1,12 @@
 import type { Command } from 'commander';
 import { reconcilerSettings } from '../../config/config.js';
-import { PassLock } from '../../reconciler/pass-lock.js';
 import {
   type PassStop,
   type ReconcilePassSummary,
   runReconcilePass,
 } from '../../reconciler/reconcile-pass.js';
+import { RECONCILE_PASS_LOCK_KEY } from '../../reconciler/reconcile-queue.js';
+import { RedisLease } from '../../shared/redis-lease.js';
 import { openContext } from '../context.js';
 import { EXIT, renderTable, runAction } from '../output.js';
 import { createProgressLine } from '../progress.js';
@@ -57,7 +58,7 @@ export function registerReconcileCommand(program: Command): void {
           const summary = await runReconcilePass(
             { store, client: upstream.client, settings: reconcilerSettings(context.config) },
             {
-              lock: new PassLock(upstream.redis),
+              lock: new RedisLease(upstream.redis, { key: RECONCILE_PASS_LOCK_KEY }),
               budget: upstream.budget,
               trigger: 'cli',
               onProgress: (p) =>

@@ -1,4 +1,4 @@
-import type { Migration } from '../migrations.js';
+import type { Migration } from '../sql/migration.js';
 import { SHARED_MIGRATIONS_FROM_13 } from '../sql/shared-migrations.js';
 
 /**

@@ -1,4 +1,3 @@
-import type { ReconcilerSettings } from '../../config/config.js';
 import { isFinalStatus } from '../../upstream/model.js';
 import { parseUpstreamTime } from '../../upstream/upstream-time.js';
 import type { OrderRow } from '../local-order.js';
@@ -12,22 +11,36 @@ import type { PaceEstimate } from './pace-math.js';
  */
 
 /**
- * The settings of the schedule, in ms, as `reconcilerSettings(config)` gives them (defaults in
- * the config schema: `RECONCILE_FIRST_POLL_DELAY_S`, `RECONCILE_BACKOFF_S`,
- * `RECONCILE_STUCK_AFTER_H`, `RECONCILE_LEASE_S`, the audit's `RECONCILE_AUDIT_WINDOW_D` and
- * `RECONCILE_AUDIT_EVERY_S`, and the learned first poll's `RECONCILE_FIRST_POLL_QUANTILE`,
- * `_MIN_S`, `_MAX_S` and `RECONCILE_PACE_MIN_SAMPLES`). Every process that writes orders must use
- * the same ones, or the schedules they write disagree. Without `firstPollQuantile` (or with 0)
- * every first poll comes after the fixed `firstPollDelayMs`; without bounds, the learned one is
- * unbounded.
+ * The settings of the schedule, in ms, as `reconcilerSettings(config)` gives them (their
+ * defaults are in the config schema). Every process that writes orders must use the same ones,
+ * or the schedules they write disagree. The store declares them itself rather than importing the
+ * config's type, so that the config, which imports components, is never imported back by one.
  */
-export type PollScheduleSettings = Pick<
-  ReconcilerSettings,
-  'firstPollDelayMs' | 'backoffMs' | 'stuckAfterMs' | 'leaseMs' | 'auditWindowMs' | 'auditEveryMs'
-> &
-  Partial<
-    Pick<ReconcilerSettings, 'firstPollQuantile' | 'firstPollMinMs' | 'firstPollMaxMs' | 'paceMinSamples'>
-  >;
+export interface PollScheduleSettings {
+  /** `RECONCILE_FIRST_POLL_DELAY_S`: the first poll after a creation or change, when no pace is learned. */
+  firstPollDelayMs: number;
+  /** `RECONCILE_BACKOFF_S`: the intervals between polls of an unchanging order; the last repeats. */
+  backoffMs: number[];
+  /** `RECONCILE_STUCK_AFTER_H`: without a final state for this long, an order is marked stuck. */
+  stuckAfterMs: number;
+  /** `RECONCILE_LEASE_S`: how long a claim on an order keeps it from every other process. */
+  leaseMs: number;
+  /** `RECONCILE_AUDIT_WINDOW_D`: how long a SUCCESS order is audited after it became final; 0: never. */
+  auditWindowMs: number;
+  /** `RECONCILE_AUDIT_EVERY_S`: how long before the audit reads the same order again. */
+  auditEveryMs: number;
+  /**
+   * `RECONCILE_FIRST_POLL_QUANTILE`: the learned first poll's share of the product's orders
+   * final by then. Without it (or 0) every first poll comes after `firstPollDelayMs`.
+   */
+  firstPollQuantile?: number;
+  /** `RECONCILE_FIRST_POLL_MIN_S`: the earliest learned first poll. Without it: 0. */
+  firstPollMinMs?: number;
+  /** `RECONCILE_FIRST_POLL_MAX_S`: the latest learned first poll. Without it: unbounded. */
+  firstPollMaxMs?: number;
+  /** `RECONCILE_PACE_MIN_SAMPLES`: a product's final webhooks before its own pace is used. Without it: 1. */
+  paceMinSamples?: number;
+}
 
 /** The settings the rules below read. */
 export type ScheduleRuleSettings = Pick<

@@ -1,4 +1,4 @@
-import type { Migration } from '../migrations.js';
+import type { Migration } from './migration.js';
 
 /**
  * The schema steps whose SQL is the same on SQLite and PostgreSQL: written once here and listed

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { type TestContext, test } from 'node:test';
+import { GroupCommit } from '../../src/shared/group-commit.js';
 import type { SqlExecutor } from '../../src/store/sql/executor.js';
 import { applyCommit } from '../../src/worker/event-worker.js';
-import { GroupCommit } from '../../src/worker/group-commit.js';
 import { snapshot } from '../helpers/store.js';
 import { describeEachBackend, type StoreBackend } from '../helpers/store-backends.js';
 

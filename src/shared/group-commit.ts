@@ -8,7 +8,7 @@ export interface GroupCommitOptions<I, O> {
    * Runs a batch's items in ONE transaction, each in its own savepoint, and resolves after COMMIT
    * with an outcome per item, in order; rejects when the transaction as a whole failed (the write
    * lock not taken in time, COMMIT, I/O). The store's `writer.applyBatch` and
-   * `deliveries.recordBatch` are such functions (`StoreDb.writeBatch` underneath).
+   * `outbox.settleBatch` are such functions (`StoreDb.writeBatch` underneath).
    */
   runBatch: (items: readonly I[]) => Promise<Outcome<O>[]>;
   /**
