@@ -31,19 +31,19 @@ test('reconcile --once runs one pass now and prints its summary; status shows or
   const before = await cli(env, ['status', '--json']);
   assert.equal(before.code, 0, before.stderr);
   const statusBefore = JSON.parse(before.stdout);
-  assert.equal(statusBefore.orders.dueForPoll, 3);
-  assert.deepEqual(statusBefore.orders.byStatus, { PENDING: 3 });
+  assert.equal(statusBefore.orders.due_for_poll, 3);
+  assert.deepEqual(statusBefore.orders.by_status, { PENDING: 3 });
   assert.deepEqual(statusBefore.queues.reconcile, { waiting: 0, active: 0, delayed: 0, failed: 0 });
-  assert.equal(statusBefore.failedEvents, 0);
+  assert.equal(statusBefore.failed_events, 0);
   assert.deepEqual(statusBefore.audit, {
-    windowDays: 7,
-    successOrders: 0,
-    checkedLastDay: 0,
+    window_days: 7,
+    success_orders: 0,
+    checked_last_day: 0,
     coverage: null,
   });
-  assert.deepEqual(statusBefore.firstPoll, {
+  assert.deepEqual(statusBefore.first_poll, {
     learned: false,
-    delayS: 30,
+    delay_s: 30,
     reason: 'fewer than 50 final webhooks known yet (RECONCILE_PACE_MIN_SAMPLES)',
   });
 
@@ -79,14 +79,14 @@ test('reconcile --once runs one pass now and prints its summary; status shows or
   // The SUCCESS the pass found taught the pace its time to a final state (by its success_at).
   const learned = await cli(env, ['status', '--json'], { RECONCILE_PACE_MIN_SAMPLES: '1' });
   assert.equal(learned.code, 0, learned.stderr);
-  const { firstPoll } = JSON.parse(learned.stdout);
+  const { first_poll: firstPoll } = JSON.parse(learned.stdout);
   const order = (await env.store.queries.getOrder('cli-1'))!;
   const took = (Date.parse(order.successAt!) - Date.parse(order.createdAt!)) / 1000;
   assert.equal(firstPoll.learned, true);
   assert.equal(firstPoll.samples, 1);
   assert.ok(
-    firstPoll.finalS >= took && firstPoll.finalS <= took * 1.1 + 0.001,
-    `${firstPoll.finalS} s for ${took} s`,
+    firstPoll.final_s >= took && firstPoll.final_s <= took * 1.1 + 0.001,
+    `${firstPoll.final_s} s for ${took} s`,
   );
 });
 

@@ -17,12 +17,16 @@ import { configuredRateBudget } from '../../upstream/create-upstream.js';
 import { fixFor } from '../../upstream/errors.js';
 import { openContext } from '../context.js';
 import { renderTable, runAction } from '../output.js';
+import { toPublicJson } from '../public-json.js';
 
 const JOB_STATES = ['waiting', 'active', 'delayed', 'failed'] as const;
 type JobState = (typeof JOB_STATES)[number];
 type QueueDepth = Record<JobState, number>;
 
-/** What `h2h-sync status --json` prints. */
+/**
+ * The state `h2h-sync status` shows. `--json` prints it in the public form
+ * (`PublicJson<StatusReport>`: snake_case, ISO times; docs/cli.md).
+ */
 export interface StatusReport {
   orders: OrderCounts & {
     /** Age of the oldest open order in seconds, or null when none is open. */
@@ -199,7 +203,7 @@ export function registerStatusCommand(program: Command): void {
             report.queuesError = (error as Error).message;
           }
           if (flags.json) {
-            process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+            process.stdout.write(`${JSON.stringify(toPublicJson(report), null, 2)}\n`);
             return;
           }
           printStatus(report);
