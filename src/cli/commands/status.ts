@@ -16,8 +16,7 @@ import type { OpenCircuit } from '../../store/upstream-circuit.js';
 import { configuredRateBudget } from '../../upstream/create-upstream.js';
 import { fixFor } from '../../upstream/errors.js';
 import { openContext } from '../context.js';
-import { renderTable, runAction } from '../output.js';
-import { toPublicJson } from '../public-json.js';
+import { printPublicJson, renderTable, runAction } from '../output.js';
 
 const JOB_STATES = ['waiting', 'active', 'delayed', 'failed'] as const;
 type JobState = (typeof JOB_STATES)[number];
@@ -203,7 +202,7 @@ export function registerStatusCommand(program: Command): void {
             report.queuesError = (error as Error).message;
           }
           if (flags.json) {
-            process.stdout.write(`${JSON.stringify(toPublicJson(report), null, 2)}\n`);
+            printPublicJson(report);
             return;
           }
           printStatus(report);
