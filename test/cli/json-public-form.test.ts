@@ -2,8 +2,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { StatusReport } from '../../src/cli/commands/status.js';
 import type { PublicJson } from '../../src/cli/public-json.js';
+import type { ApiToken } from '../../src/store/api-tokens.js';
 import { runCli } from '../helpers/cli.js';
-import { publicFormBreaches } from '../helpers/public-json.js';
+import { ISO_UTC, publicFormBreaches } from '../helpers/public-json.js';
 import { privateRedis } from '../helpers/redis.js';
 import { snapshot, tempStore } from '../helpers/store.js';
 
@@ -57,4 +58,33 @@ test('status --json prints only snake_case keys and ISO 8601 UTC times, with eve
     delay_s: 30,
     reason: 'fewer than 50 final webhooks known yet (RECONCILE_PACE_MIN_SAMPLES)',
   });
+});
+
+test('tokens list --json prints only snake_case keys and ISO 8601 UTC times, never a secret', async (t) => {
+  const { store, path } = await tempStore(t, { now: Date.now });
+  const used = await store.tokens.create('web shop', ['orders:read']);
+  assert.equal((await store.tokens.authenticate(used.token)).ok, true);
+  const revoked = await store.tokens.create('old till', ['orders:write']);
+  await store.tokens.revoke(revoked.info.id);
+  const stored = await store.tokens.list();
+
+  const run = await runCli(['tokens', 'list', '--json'], { H2H_DB_PATH: path });
+
+  assert.equal(run.code, 0, run.stderr);
+  const listed = JSON.parse(run.stdout) as PublicJson<ApiToken>[];
+  assert.deepEqual(publicFormBreaches(listed), []);
+  const isoOrNull = (ms: number | null) => (ms === null ? null : iso(ms));
+  assert.deepEqual(
+    listed,
+    stored.map((token) => ({
+      id: token.id,
+      name: token.name,
+      scopes: token.scopes,
+      created_at: iso(token.createdAt),
+      last_used_at: isoOrNull(token.lastUsedAt),
+      revoked_at: isoOrNull(token.revokedAt),
+    })),
+  );
+  assert.match(listed[0]!.last_used_at ?? '', ISO_UTC);
+  assert.match(listed[1]!.revoked_at ?? '', ISO_UTC);
 });
