@@ -54,11 +54,11 @@ test('an endpoint disabled by a 410 is enabled again from the next event on; wha
   const result = JSON.parse(enabled.stdout) as {
     state: string;
     changed: boolean;
-    missed: { fromSeq: number; toSeq: number } | null;
+    missed: { from_seq: number; to_seq: number } | null;
   };
   assert.equal(result.state, 'enabled');
   assert.equal(result.changed, true);
-  assert.deepEqual(result.missed, { fromSeq: 1, toSeq: 8 });
+  assert.deepEqual(result.missed, { from_seq: 1, to_seq: 8 });
   const again = await runCli(['endpoints', 'enable', String(endpoint.id)], env);
   assert.equal(again.code, 0, again.stderr);
   assert.match(again.stdout, /was enabled already: nothing changed/);
