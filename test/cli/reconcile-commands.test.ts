@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import { createProgressLine } from '../../src/cli/progress.js';
 import { PassLock } from '../../src/reconciler/pass-lock.js';
 import { runCli } from '../helpers/cli.js';
+import { ISO_UTC, publicFormBreaches } from '../helpers/public-json.js';
 import { createUpstreamOrder, type ReconcilerEnv, reconcilerEnv } from '../helpers/reconciler.js';
 
 /** Runs the CLI as a user would, in a child process, against the test's simulator, Redis and store. */
@@ -51,10 +52,12 @@ test('reconcile --once runs one pass now and prints its summary; status shows or
   assert.equal(pass.code, 0, pass.stderr);
   const summary = JSON.parse(pass.stdout);
   assert.deepEqual(
-    [summary.checked, summary.changed, summary.stillOpen, summary.errors, summary.stoppedBy],
+    [summary.checked, summary.changed, summary.still_open, summary.errors, summary.stopped_by],
     [3, 2, 1, 0, 'done'],
   );
   assert.equal(summary.budget.poll, 3);
+  assert.match(summary.started_at, ISO_UTC);
+  assert.match(summary.finished_at, ISO_UTC);
   assert.equal(pass.stderr, '', 'no progress line when stderr is not a terminal');
   assert.equal((await env.store.queries.getOrder('cli-1'))!.status, 'SUCCESS');
   assert.equal((await env.store.queries.getOrder('cli-2'))!.status, 'FAILED');
@@ -103,8 +106,10 @@ test('reconcile --once says so and exits 1 when another pass holds the lock, and
   const refused = await cli(env, ['reconcile', '--once', '--json'], { H2H_API_KEY: 'sim_key_noh2h_M0003' });
   assert.equal(refused.code, 2, 'a configuration problem');
   const summary = JSON.parse(refused.stdout);
-  assert.equal(summary.stoppedBy, 'unauthorized');
+  assert.equal(summary.stopped_by, 'unauthorized');
   assert.equal(summary.error.code, 'INVALID_API_KEY');
+  assert.match(summary.circuit.opened_at, ISO_UTC);
+  assert.deepEqual(publicFormBreaches(summary), []);
   assert.equal((await env.store.queries.getOrder('busy-1'))!.lastPolledAt, null, 'the order keeps its place');
 
   const status = await cli(env, ['status']);

@@ -7,7 +7,7 @@ import {
   runReconcilePass,
 } from '../../reconciler/reconcile-pass.js';
 import { openContext } from '../context.js';
-import { EXIT, renderTable, runAction } from '../output.js';
+import { EXIT, printPublicJson, renderTable, runAction } from '../output.js';
 import { createProgressLine } from '../progress.js';
 
 function budgetLine(summary: ReconcilePassSummary): string {
@@ -70,7 +70,7 @@ export function registerReconcileCommand(program: Command): void {
           );
           progress.done();
           if (flags.json) {
-            process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+            printPublicJson(summary);
           } else {
             process.stdout.write(
               `${renderTable(
