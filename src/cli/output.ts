@@ -18,7 +18,10 @@ export function renderTable<T>(rows: readonly T[], columns: readonly Column<T>[]
   return table.toString();
 }
 
-/** Prints `value` as JSON (for `--json`) or as a table. */
+/**
+ * Prints `value` as JSON (for `--json`) or as a table. The JSON is `value` as it is: for a value in
+ * the public form already (an upstream answer); the CLI's own values go through {@link printPublicJson}.
+ */
 export function printResult<T>(value: T | readonly T[], json: boolean, columns: readonly Column<T>[]): void {
   if (json) {
     process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
