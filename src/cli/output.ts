@@ -3,6 +3,7 @@ import { ConfigError } from '../config/config.js';
 import { NotifyError } from '../notify/notify-error.js';
 import { StoreError } from '../store/store-error.js';
 import { UpstreamError, UpstreamUnreachableError } from '../upstream/errors.js';
+import { toPublicJson } from './public-json.js';
 
 /** A column of a human-readable table: the header and how to read the cell from a row. */
 export interface Column<T> {
@@ -17,7 +18,10 @@ export function renderTable<T>(rows: readonly T[], columns: readonly Column<T>[]
   return table.toString();
 }
 
-/** Prints `value` as JSON (for `--json`) or as a table. */
+/**
+ * Prints `value` as JSON (for `--json`) or as a table. The JSON is `value` as it is: for a value in
+ * the public form already (an upstream answer); the CLI's own values go through {@link printPublicJson}.
+ */
 export function printResult<T>(value: T | readonly T[], json: boolean, columns: readonly Column<T>[]): void {
   if (json) {
     process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
@@ -25,6 +29,11 @@ export function printResult<T>(value: T | readonly T[], json: boolean, columns: 
   }
   const rows = (Array.isArray(value) ? value : [value]) as readonly T[];
   process.stdout.write(`${renderTable(rows, columns)}\n`);
+}
+
+/** Prints one of the CLI's own values (a report, a token, a delivery) for `--json`, in the public form. */
+export function printPublicJson(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(toPublicJson(value), null, 2)}\n`);
 }
 
 /**

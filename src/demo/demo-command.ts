@@ -1,6 +1,7 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { EXIT, renderTable, runAction } from '../cli/output.js';
 import { createProgressLine } from '../cli/progress.js';
+import { toPublicJson } from '../cli/public-json.js';
 import { DEMO_FAULTS, DEMO_TIME_SCALE, type DemoReport, runDemo } from './demo.js';
 
 function wholeNumber(value: string): number {
@@ -33,6 +34,18 @@ export function summaryLines({ counts, shop }: DemoReport): string[] {
     `shop: ${n.received} notifications received, ${n.verified} verified with standardwebhooks, ${n.rejected} rejected; ` +
       `${n.duplicates} duplicates and ${n.outOfDate} out of date (by version) discarded`,
   ];
+}
+
+/**
+ * What `demo --json` prints: the report in the public form (snake_case, like everything the CLI
+ * prints with `--json`); the shop's orders are public already, and their `data` keys are the
+ * shop's own, so they go out as they are.
+ */
+export function publicDemoReport({ shop, ...rest }: DemoReport) {
+  return {
+    ...toPublicJson(rest),
+    shop: { notifications: toPublicJson(shop.notifications), orders: shop.orders },
+  };
 }
 
 /** Registers `h2h-sync demo`. */
@@ -103,7 +116,7 @@ export function registerDemoCommand(program: Command): void {
           });
           tty.done();
           if (flags.json) {
-            process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+            process.stdout.write(`${JSON.stringify(publicDemoReport(report), null, 2)}\n`);
           } else {
             process.stdout.write(
               `${renderTable(report.rows, [

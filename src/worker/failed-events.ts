@@ -6,7 +6,7 @@ import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE, type WebhookJobData } from '../que
 /** Characters of the body shown by {@link FailedEvent.bodyPreview}. */
 export const BODY_PREVIEW_LENGTH = 80;
 
-/** A webhook job in the failed set, as `h2h-sync events failed` shows it. */
+/** A webhook job in the failed set, as `h2h-sync events failed` shows it (`--json`: snake_case). */
 export interface FailedEvent {
   /** The BullMQ job id (`ev-<event id>`, `evh-<hash>` or `body-<sha256>`): what `events retry` takes. */
   jobId: string;

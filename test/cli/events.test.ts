@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { PublicJson } from '../../src/cli/public-json.js';
 import { sha256Hex } from '../../src/queue/job-ids.js';
 import type { FailedEvent, RetrySummary } from '../../src/worker/failed-events.js';
 import { runCli } from '../helpers/cli.js';
+import { ISO_UTC } from '../helpers/public-json.js';
 import { privateRedis } from '../helpers/redis.js';
 import { openTestStore, scheduleSettings, snapshot, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
@@ -37,26 +39,32 @@ test('events failed lists parked events with their reason; events retry requeues
 
   const listed = await runCli(['events', 'failed', '--json'], env);
   assert.equal(listed.code, 0, listed.stderr);
-  const { total, events } = JSON.parse(listed.stdout) as { total: number; events: FailedEvent[] };
+  const { total, events } = JSON.parse(listed.stdout) as {
+    total: number;
+    events: PublicJson<FailedEvent>[];
+  };
   assert.equal(total, 2);
-  const byId = new Map(events.map((e) => [e.jobId, e]));
+  const byId = new Map(events.map((e) => [e.job_id, e]));
+  const shown = byId.get(garbled)!;
   assert.deepEqual(
-    { ...byId.get(garbled)!, receivedAt: 'set', failedAt: 'set' },
+    { ...shown, received_at: 'set', failed_at: 'set' },
     {
-      jobId: garbled,
-      failedReason: byId.get(garbled)!.failedReason,
-      attemptsMade: 1,
-      receivedAt: 'set',
-      failedAt: 'set',
-      eventId: null,
-      headerEventId: 'evt_garbled',
-      dedupeKey: `body-sha256:${sha256Hex('not json at all')}`,
-      bodyPreview: 'not json at all',
+      job_id: garbled,
+      failed_reason: shown.failed_reason,
+      attempts_made: 1,
+      received_at: 'set',
+      failed_at: 'set',
+      event_id: null,
+      header_event_id: 'evt_garbled',
+      dedupe_key: `body-sha256:${sha256Hex('not json at all')}`,
+      body_preview: 'not json at all',
     },
   );
-  assert.match(byId.get(garbled)!.failedReason, /^UNPARSEABLE_BODY: the body is not JSON/);
-  assert.match(byId.get(early)!.failedReason, /^INVALID_SNAPSHOT: order INV-late-1 is unknown locally/);
-  assert.match(byId.get(early)!.bodyPreview, /^\{"event_id":"evt_early",/);
+  assert.match(shown.received_at ?? '', ISO_UTC);
+  assert.match(shown.failed_at ?? '', ISO_UTC);
+  assert.match(shown.failed_reason, /^UNPARSEABLE_BODY: the body is not JSON/);
+  assert.match(byId.get(early)!.failed_reason, /^INVALID_SNAPSHOT: order INV-late-1 is unknown locally/);
+  assert.match(byId.get(early)!.body_preview, /^\{"event_id":"evt_early",/);
 
   const table = await runCli(['events', 'failed', '--limit', '1'], env);
   assert.equal(table.code, 0, table.stderr);

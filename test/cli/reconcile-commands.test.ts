@@ -5,6 +5,7 @@ import { createProgressLine } from '../../src/cli/progress.js';
 import { RECONCILE_PASS_LOCK_KEY } from '../../src/reconciler/reconcile-queue.js';
 import { RedisLease } from '../../src/shared/redis-lease.js';
 import { runCli } from '../helpers/cli.js';
+import { ISO_UTC, publicFormBreaches } from '../helpers/public-json.js';
 import { createUpstreamOrder, type ReconcilerEnv, reconcilerEnv } from '../helpers/reconciler.js';
 
 /** Runs the CLI as a user would, in a child process, against the test's simulator, Redis and store. */
@@ -32,19 +33,19 @@ test('reconcile --once runs one pass now and prints its summary; status shows or
   const before = await cli(env, ['status', '--json']);
   assert.equal(before.code, 0, before.stderr);
   const statusBefore = JSON.parse(before.stdout);
-  assert.equal(statusBefore.orders.dueForPoll, 3);
-  assert.deepEqual(statusBefore.orders.byStatus, { PENDING: 3 });
+  assert.equal(statusBefore.orders.due_for_poll, 3);
+  assert.deepEqual(statusBefore.orders.by_status, { PENDING: 3 });
   assert.deepEqual(statusBefore.queues.reconcile, { waiting: 0, active: 0, delayed: 0, failed: 0 });
-  assert.equal(statusBefore.failedEvents, 0);
+  assert.equal(statusBefore.failed_events, 0);
   assert.deepEqual(statusBefore.audit, {
-    windowDays: 7,
-    successOrders: 0,
-    checkedLastDay: 0,
+    window_days: 7,
+    success_orders: 0,
+    checked_last_day: 0,
     coverage: null,
   });
-  assert.deepEqual(statusBefore.firstPoll, {
+  assert.deepEqual(statusBefore.first_poll, {
     learned: false,
-    delayS: 30,
+    delay_s: 30,
     reason: 'fewer than 50 final webhooks known yet (RECONCILE_PACE_MIN_SAMPLES)',
   });
 
@@ -52,10 +53,12 @@ test('reconcile --once runs one pass now and prints its summary; status shows or
   assert.equal(pass.code, 0, pass.stderr);
   const summary = JSON.parse(pass.stdout);
   assert.deepEqual(
-    [summary.checked, summary.changed, summary.stillOpen, summary.errors, summary.stoppedBy],
+    [summary.checked, summary.changed, summary.still_open, summary.errors, summary.stopped_by],
     [3, 2, 1, 0, 'done'],
   );
   assert.equal(summary.budget.poll, 3);
+  assert.match(summary.started_at, ISO_UTC);
+  assert.match(summary.finished_at, ISO_UTC);
   assert.equal(pass.stderr, '', 'no progress line when stderr is not a terminal');
   assert.equal((await env.store.queries.getOrder('cli-1'))!.status, 'SUCCESS');
   assert.equal((await env.store.queries.getOrder('cli-2'))!.status, 'FAILED');
@@ -80,14 +83,14 @@ test('reconcile --once runs one pass now and prints its summary; status shows or
   // The SUCCESS the pass found taught the pace its time to a final state (by its success_at).
   const learned = await cli(env, ['status', '--json'], { RECONCILE_PACE_MIN_SAMPLES: '1' });
   assert.equal(learned.code, 0, learned.stderr);
-  const { firstPoll } = JSON.parse(learned.stdout);
+  const { first_poll: firstPoll } = JSON.parse(learned.stdout);
   const order = (await env.store.queries.getOrder('cli-1'))!;
   const took = (Date.parse(order.successAt!) - Date.parse(order.createdAt!)) / 1000;
   assert.equal(firstPoll.learned, true);
   assert.equal(firstPoll.samples, 1);
   assert.ok(
-    firstPoll.finalS >= took && firstPoll.finalS <= took * 1.1 + 0.001,
-    `${firstPoll.finalS} s for ${took} s`,
+    firstPoll.final_s >= took && firstPoll.final_s <= took * 1.1 + 0.001,
+    `${firstPoll.final_s} s for ${took} s`,
   );
 });
 
@@ -104,8 +107,10 @@ test('reconcile --once says so and exits 1 when another pass holds the lock, and
   const refused = await cli(env, ['reconcile', '--once', '--json'], { H2H_API_KEY: 'sim_key_noh2h_M0003' });
   assert.equal(refused.code, 2, 'a configuration problem');
   const summary = JSON.parse(refused.stdout);
-  assert.equal(summary.stoppedBy, 'unauthorized');
+  assert.equal(summary.stopped_by, 'unauthorized');
   assert.equal(summary.error.code, 'INVALID_API_KEY');
+  assert.match(summary.circuit.opened_at, ISO_UTC);
+  assert.deepEqual(publicFormBreaches(summary), []);
   assert.equal((await env.store.queries.getOrder('busy-1'))!.lastPolledAt, null, 'the order keeps its place');
 
   const status = await cli(env, ['status']);

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { type TestContext, test } from 'node:test';
 import { request } from 'undici';
 import { runCli, spawnCli } from '../helpers/cli.js';
+import { ISO_UTC } from '../helpers/public-json.js';
 import { snapshot, tempDbPath, tempStore } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -13,9 +14,11 @@ test('tokens create prints the token once; list never shows a secret; revoke ref
     env,
   );
   assert.equal(created.code, 0, created.stderr);
-  const { token, id, scopes } = JSON.parse(created.stdout);
+  const { token, id, scopes, created_at, last_used_at, revoked_at } = JSON.parse(created.stdout);
   assert.match(token, /^h2h_[A-Za-z0-9]{12}_[A-Za-z0-9_-]{43}$/);
   assert.deepEqual(scopes, ['orders:read', 'orders:write']);
+  assert.match(created_at, ISO_UTC);
+  assert.deepEqual([last_used_at, revoked_at], [null, null]);
 
   const listed = await runCli(['tokens', 'list'], env);
   assert.equal(listed.code, 0, listed.stderr);

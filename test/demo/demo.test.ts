@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { test } from 'node:test';
 import { DEMO_TIMELINES, runDemo } from '../../src/demo/demo.js';
+import { publicDemoReport } from '../../src/demo/demo-command.js';
+import { publicFormBreaches } from '../helpers/public-json.js';
 
 const redisServers = () => {
   try {
@@ -84,5 +86,9 @@ test('the demo shop places an order on every timeline through the API under faul
   ]) {
     assert.ok(Number.isInteger(value) && value >= 0, `a count is a whole number: ${value}`);
   }
+  const printed = publicDemoReport(report);
+  assert.deepEqual(publicFormBreaches(printed), [], 'demo --json prints the public form');
+  assert.equal(printed.all_equal, true);
+  assert.equal(printed.shop.orders, report.shop.orders, 'the shop’s orders as they are');
   assert.equal(redisServers(), '', 'the demo stops its private redis-server');
 });

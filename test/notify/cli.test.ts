@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { runCli } from '../helpers/cli.js';
 import { liveOrder, seqOf, startTestNotifier, verifyNotification } from '../helpers/notify.js';
+import { ISO_UTC, publicFormBreaches } from '../helpers/public-json.js';
 import { privateRedis } from '../helpers/redis.js';
 import { openTestStore, scheduleSettings, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
@@ -23,6 +24,13 @@ test('endpoints add prints the secret once; given-up notifications are listed, r
   assert.equal(endpoint.state, 'enabled');
   const listed = await runCli(['endpoints', 'list', '--json'], env);
   assert.ok(!listed.stdout.includes(endpoint.secret), 'list never shows a secret');
+  const [shown] = JSON.parse(listed.stdout) as Array<{
+    id: number;
+    created_at: string;
+    rotation_until: null;
+  }>;
+  assert.deepEqual([shown!.id, shown!.rotation_until], [endpoint.id, null]);
+  assert.match(shown!.created_at, ISO_UTC);
 
   const store = await openTestStore(dbPath, scheduleSettings(), { now: Date.now });
   scope.after(() => store.close());
@@ -38,14 +46,13 @@ test('endpoints add prints the secret once; given-up notifications are listed, r
   });
   const failed = await runCli(['notifications', 'failed', '--since', start, '--json'], env);
   assert.equal(failed.code, 0, failed.stderr);
+  const given = JSON.parse(failed.stdout) as Array<Record<string, unknown>>;
   assert.deepEqual(
-    (JSON.parse(failed.stdout) as Array<{ seq: number; attempt: number; status: number }>).map((f) => [
-      f.seq,
-      f.attempt,
-      f.status,
-    ]),
-    seqs.map((seq) => [seq, 3, 503]),
+    given.map((f) => [f.endpoint_id, f.seq, f.attempt, f.status, f.outcome]),
+    seqs.map((seq) => [endpoint.id, seq, 3, 503, 'gave_up']),
   );
+  assert.deepEqual(publicFormBreaches(given), []);
+  for (const f of given) assert.equal(typeof f.duration_ms, 'number');
 
   up = true;
   const retried = await runCli(

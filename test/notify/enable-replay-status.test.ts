@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { EndpointBacklogView } from '../../src/notify/operations.js';
+import type { StatusReport } from '../../src/cli/commands/status.js';
+import type { PublicJson } from '../../src/cli/public-json.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
 import { runCli } from '../helpers/cli.js';
 import { liveOrder, seqOf, startTestNotifier, verifyNotification } from '../helpers/notify.js';
@@ -40,13 +41,12 @@ test('an endpoint disabled by a 410 is enabled again from the next event on; wha
 
   const whileDisabled = await runCli(['status', '--json'], env);
   assert.equal(whileDisabled.code, 0, whileDisabled.stderr);
-  const [disabledLine] = (JSON.parse(whileDisabled.stdout) as { notifications: EndpointBacklogView[] })
-    .notifications;
+  const [disabledLine] = (JSON.parse(whileDisabled.stdout) as PublicJson<StatusReport>).notifications;
   assert.equal(disabledLine!.state, 'disabled');
-  assert.match(disabledLine!.disabledReason ?? '', /410/);
+  assert.match(disabledLine!.disabled_reason ?? '', /410/);
   assert.equal(disabledLine!.pending, 4, 'E-2 was not sent');
   assert.equal(disabledLine!.failing, 0);
-  assert.equal(typeof disabledLine!.oldestPendingAgeS, 'number');
+  assert.equal(typeof disabledLine!.oldest_pending_age_s, 'number');
 
   gone = false;
   const enabled = await runCli(['endpoints', 'enable', String(endpoint.id), '--json'], env);
@@ -54,11 +54,11 @@ test('an endpoint disabled by a 410 is enabled again from the next event on; wha
   const result = JSON.parse(enabled.stdout) as {
     state: string;
     changed: boolean;
-    missed: { fromSeq: number; toSeq: number } | null;
+    missed: { from_seq: number; to_seq: number } | null;
   };
   assert.equal(result.state, 'enabled');
   assert.equal(result.changed, true);
-  assert.deepEqual(result.missed, { fromSeq: 1, toSeq: 8 });
+  assert.deepEqual(result.missed, { from_seq: 1, to_seq: 8 });
   const again = await runCli(['endpoints', 'enable', String(endpoint.id)], env);
   assert.equal(again.code, 0, again.stderr);
   assert.match(again.stdout, /was enabled already: nothing changed/);
@@ -78,16 +78,16 @@ test('an endpoint disabled by a 410 is enabled again from the next event on; wha
 
   const status = await runCli(['status', '--json'], env);
   assert.equal(status.code, 0, status.stderr);
-  const lines = (JSON.parse(status.stdout) as { notifications: EndpointBacklogView[] }).notifications;
+  const lines = (JSON.parse(status.stdout) as PublicJson<StatusReport>).notifications;
   assert.deepEqual(
-    lines.map((l) => [l.endpointId, l.state, l.pending, l.failing, l.gaveUp]),
+    lines.map((l) => [l.endpoint_id, l.state, l.pending, l.failing, l.gave_up]),
     [
       [endpoint.id, 'enabled', 0, 0, 0],
       [failing.id, 'enabled', 4, 1, 0],
     ],
   );
-  assert.equal(lines[0]!.oldestPendingAgeS, null);
-  assert.equal(typeof lines[1]!.oldestPendingAgeS, 'number');
+  assert.equal(lines[0]!.oldest_pending_age_s, null);
+  assert.equal(typeof lines[1]!.oldest_pending_age_s, 'number');
   const text = await runCli(['status'], env);
   assert.equal(text.code, 0, text.stderr);
   assert.match(text.stdout, /Shop notifications:/);

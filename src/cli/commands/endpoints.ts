@@ -9,7 +9,7 @@ import {
   rotateEndpointSecret,
 } from '../../notify/operations.js';
 import { openContext } from '../context.js';
-import { type Column, printResult, runAction } from '../output.js';
+import { type Column, printPublicJson, printResult, runAction } from '../output.js';
 
 const endpointColumns: Column<EndpointView>[] = [
   { header: 'Id', cell: (e) => e.id },
@@ -46,7 +46,7 @@ export function registerEndpointsCommands(program: Command): void {
         try {
           const endpoint = await addEndpoint(context.store!, url, flags.events);
           if (flags.json) {
-            printResult({ ...endpointView(endpoint), secret: endpoint.secret }, true, []);
+            printPublicJson({ ...endpointView(endpoint), secret: endpoint.secret });
             return;
           }
           printResult(endpointView(endpoint), false, endpointColumns);
@@ -68,11 +68,10 @@ export function registerEndpointsCommands(program: Command): void {
         const context = await openContext({ store: 'existing' });
         try {
           const all = (await context.store!.endpoints.list()).map((e) => endpointView(e));
-          if (!flags.json && all.length === 0) {
+          if (flags.json) printPublicJson(all);
+          else if (all.length === 0)
             process.stdout.write('no endpoints: add one with `h2h-sync endpoints add URL`\n');
-            return;
-          }
-          printResult(all, Boolean(flags.json), endpointColumns);
+          else printResult(all, false, endpointColumns);
         } finally {
           await context.close();
         }
@@ -87,8 +86,9 @@ export function registerEndpointsCommands(program: Command): void {
       await runAction(Boolean(flags.json), async () => {
         const context = await openContext({ store: 'existing' });
         try {
-          const endpoint = await disableEndpoint(context.store!, endpointId(id));
-          printResult(endpointView(endpoint), Boolean(flags.json), endpointColumns);
+          const view = endpointView(await disableEndpoint(context.store!, endpointId(id)));
+          if (flags.json) printPublicJson(view);
+          else printResult(view, false, endpointColumns);
         } finally {
           await context.close();
         }
@@ -107,7 +107,7 @@ export function registerEndpointsCommands(program: Command): void {
         try {
           const { endpoint, changed, missed } = await enableEndpoint(context.store!, endpointId(id));
           if (flags.json) {
-            printResult({ ...endpointView(endpoint), changed, missed }, true, []);
+            printPublicJson({ ...endpointView(endpoint), changed, missed });
             return;
           }
           printResult(endpointView(endpoint), false, endpointColumns);
@@ -141,7 +141,7 @@ export function registerEndpointsCommands(program: Command): void {
           const { rotationGraceMs } = notifySettings(context.config);
           const endpoint = await rotateEndpointSecret(context.store!, endpointId(id), rotationGraceMs);
           if (flags.json) {
-            printResult({ ...endpointView(endpoint), secret: endpoint.secret }, true, []);
+            printPublicJson({ ...endpointView(endpoint), secret: endpoint.secret });
             return;
           }
           process.stdout.write(

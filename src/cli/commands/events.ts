@@ -7,7 +7,7 @@ import {
   listFailedEvents,
   retryFailedEvents,
 } from '../../worker/failed-events.js';
-import { type Column, renderTable, runAction } from '../output.js';
+import { type Column, printPublicJson, renderTable, runAction } from '../output.js';
 
 const failedColumns: Column<FailedEvent>[] = [
   { header: 'Job id', cell: (e) => e.jobId },
@@ -55,7 +55,7 @@ export function registerEventsCommands(program: Command): void {
           listFailedEvents(queue, flags.limit),
         );
         if (flags.json) {
-          process.stdout.write(`${JSON.stringify({ total, events: failed }, null, 2)}\n`);
+          printPublicJson({ total, events: failed });
           return;
         }
         if (failed.length > 0) process.stdout.write(`${renderTable(failed, failedColumns)}\n`);
@@ -81,7 +81,7 @@ export function registerEventsCommands(program: Command): void {
           retryFailedEvents(queue, flags.all ? 'all' : { id: id! }),
         );
         if (flags.json) {
-          process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+          printPublicJson(summary);
           return;
         }
         const n = summary.retried.length;

@@ -12,7 +12,7 @@ import {
 import type { NotifyDelivery } from '../../store/notify-deliveries.js';
 import type { OrderStore } from '../../store/order-store.js';
 import { openContext } from '../context.js';
-import { type Column, printResult, runAction } from '../output.js';
+import { type Column, printPublicJson, printResult, runAction } from '../output.js';
 import { endpointId } from './endpoints.js';
 
 const deliveryColumns: Column<NotifyDelivery>[] = [
@@ -76,7 +76,8 @@ export function registerNotificationsCommands(program: Command): void {
             limit: Math.max(1, Number(flags.limit) || 50),
             ...(id === undefined ? {} : { endpointId: id }),
           });
-          printResult(rows, Boolean(flags.json), deliveryColumns);
+          if (flags.json) printPublicJson(rows);
+          else printResult(rows, false, deliveryColumns);
         } finally {
           await context.close();
         }
@@ -91,7 +92,7 @@ export function registerNotificationsCommands(program: Command): void {
         try {
           const failed = await failedNotifications(context.store!, filterOf(flags));
           if (flags.json) {
-            printResult(failed, true, deliveryColumns);
+            printPublicJson(failed);
             return;
           }
           if (failed.length > 0) printResult(failed, false, deliveryColumns);
@@ -108,7 +109,7 @@ export function registerNotificationsCommands(program: Command): void {
       await runAction(Boolean(flags.json), async () => {
         const filter = filterOf(flags);
         const retried = await withStore((store) => retryFailedNotifications(store, filter));
-        if (flags.json) printResult({ retried }, true, []);
+        if (flags.json) printPublicJson({ retried });
         else process.stdout.write(`requeued ${retried} failed notification${retried === 1 ? '' : 's'}\n`);
       });
     });
@@ -133,7 +134,7 @@ export function registerNotificationsCommands(program: Command): void {
           toSeq: parseSeq(flags.toSeq, '--to-seq'),
         };
         const summary = await withStore((store) => replayNotifications(store, filter));
-        if (flags.json) printResult(summary, true, []);
+        if (flags.json) printPublicJson(summary);
         else
           process.stdout.write(
             `queued ${summary.notifications} notification${summary.notifications === 1 ? '' : 's'} of ${summary.events} event${summary.events === 1 ? '' : 's'}\n`,

@@ -8,7 +8,7 @@ import {
 import { RECONCILE_PASS_LOCK_KEY } from '../../reconciler/reconcile-queue.js';
 import { RedisLease } from '../../shared/redis-lease.js';
 import { openContext } from '../context.js';
-import { EXIT, renderTable, runAction } from '../output.js';
+import { EXIT, printPublicJson, renderTable, runAction } from '../output.js';
 import { createProgressLine } from '../progress.js';
 
 function budgetLine(summary: ReconcilePassSummary): string {
@@ -71,7 +71,7 @@ export function registerReconcileCommand(program: Command): void {
           );
           progress.done();
           if (flags.json) {
-            process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+            printPublicJson(summary);
           } else {
             process.stdout.write(
               `${renderTable(

@@ -16,13 +16,16 @@ import type { OpenCircuit } from '../../store/upstream-circuit.js';
 import { configuredRateBudget } from '../../upstream/create-upstream.js';
 import { fixFor } from '../../upstream/errors.js';
 import { openContext } from '../context.js';
-import { renderTable, runAction } from '../output.js';
+import { printPublicJson, renderTable, runAction } from '../output.js';
 
 const JOB_STATES = ['waiting', 'active', 'delayed', 'failed'] as const;
 type JobState = (typeof JOB_STATES)[number];
 type QueueDepth = Record<JobState, number>;
 
-/** What `h2h-sync status --json` prints. */
+/**
+ * The state `h2h-sync status` shows. `--json` prints it in the public form
+ * (`PublicJson<StatusReport>`: snake_case, ISO times; docs/cli.md).
+ */
 export interface StatusReport {
   orders: OrderCounts & {
     /** Age of the oldest open order in seconds, or null when none is open. */
@@ -199,7 +202,7 @@ export function registerStatusCommand(program: Command): void {
             report.queuesError = (error as Error).message;
           }
           if (flags.json) {
-            process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+            printPublicJson(report);
             return;
           }
           printStatus(report);

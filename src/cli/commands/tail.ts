@@ -6,11 +6,12 @@ import type { OrderEvent } from '../../store/local-order.js';
 import { redactUrl } from '../../store/store-url.js';
 import { openContext } from '../context.js';
 import { runAction } from '../output.js';
+import { toPublicJson } from '../public-json.js';
 
 /** How often the store is read for newly applied events. */
 const STORE_POLL_MS = 250;
 
-/** One line of `h2h-sync tail`. */
+/** One line of `h2h-sync tail`; `--json` prints it in the public form (`event_id`). */
 export interface TailLine {
   /** ISO 8601: when the webhook was queued, or when the event was applied. */
   time: string;
@@ -109,7 +110,7 @@ export function registerTailCommand(program: Command): void {
         let lines = 0;
         const print = (line: TailLine) => {
           lines += 1;
-          process.stdout.write(`${json ? JSON.stringify(line) : humanLine(line)}\n`);
+          process.stdout.write(`${json ? JSON.stringify(toPublicJson(line)) : humanLine(line)}\n`);
         };
         // One job read at a time, so received lines come out in the order the jobs were added.
         let received = Promise.resolve();

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { API_SCOPES, type ApiScope, type ApiToken } from '../../store/api-tokens.js';
 import { StoreError } from '../../store/store-error.js';
 import { openContext } from '../context.js';
-import { type Column, printResult, runAction } from '../output.js';
+import { type Column, printPublicJson, printResult, runAction } from '../output.js';
 
 const iso = (ms: number | null) => (ms === null ? '—' : new Date(ms).toISOString());
 
@@ -44,7 +44,7 @@ export function registerTokensCommands(program: Command): void {
         try {
           const { token, info } = await context.store!.tokens.create(flags.name, flags.scope as ApiScope[]);
           if (flags.json) {
-            process.stdout.write(`${JSON.stringify({ token, ...info }, null, 2)}\n`);
+            printPublicJson({ token, ...info });
             return;
           }
           process.stdout.write(
@@ -65,7 +65,9 @@ export function registerTokensCommands(program: Command): void {
       runAction(Boolean(flags.json), async () => {
         const context = await openContext({ store: 'existing' });
         try {
-          printResult(await context.store!.tokens.list(), Boolean(flags.json), columns);
+          const list = await context.store!.tokens.list();
+          if (flags.json) printPublicJson(list);
+          else printResult(list, false, columns);
         } finally {
           await context.close();
         }
