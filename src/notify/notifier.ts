@@ -1,6 +1,5 @@
 import type { Logger } from 'pino';
 import { Agent } from 'undici';
-import { GroupCommit } from '../shared/group-commit.js';
 import type { FeedEvent } from '../store/feed.js';
 import { orderRefOf } from '../store/feed.js';
 import type { DeliveryOutcome, NotifyDelivery } from '../store/notify-deliveries.js';
