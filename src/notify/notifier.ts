@@ -241,8 +241,14 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
       clearInterval(timer);
       await stopWatching();
       let timedOut: NodeJS.Timeout | undefined;
+      // The look running may still start deliveries: wait for it before taking the ones in flight.
+      const ended = async () => {
+        await looking;
+        await Promise.all(inFlight);
+        return true;
+      };
       const finished = await Promise.race([
-        Promise.all([looking, ...inFlight]).then(() => true),
+        ended(),
         new Promise<boolean>((resolve) => {
           timedOut = setTimeout(() => resolve(false), closeMs);
         }),

@@ -18,7 +18,7 @@ interface OldJobData {
  * the notifications the old queue still held (dispatched, not yet delivered: waiting, delayed for
  * a retry or behind their order's earlier event, or active in a worker that stopped) into the
  * outbox, each at its attempt and due time, then removes the queue. Events after each endpoint's
- * cursor were never dispatched and come from the feed as any new event; the given-up ones are in
+ * cursor (the old dispatcher wrote it late) come from the feed as any new event, at attempt 1; the given-up ones are in
  * the history already (`notifications failed`), so the queue's failed and completed jobs are
  * dropped with it. A queue that is gone costs one Redis call. Returns how many notifications it
  * moved.

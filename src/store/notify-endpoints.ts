@@ -174,10 +174,11 @@ export class NotifyEndpoints {
       const endpoint = toEndpoint(after);
       // Missed: the events after its old cursor (not queued while disabled), and before them any
       // event whose latest attempt there says it was not sent because it was disabled (a 410
-      // answer, or skipped).
+      // answer, or skipped) or was to be tried again when its row was dropped (a delivery that
+      // failed while the endpoint was being disabled).
       const unsent = await tx.get<{ seq: number | null }>(
         `SELECT MIN(d.seq) AS seq FROM notify_deliveries d
-         WHERE d.endpoint_id = @id AND d.seq > @after AND d.outcome IN ('disabled', 'skipped')
+         WHERE d.endpoint_id = @id AND d.seq > @after AND d.outcome IN ('disabled', 'skipped', 'retrying')
            AND d.id = (SELECT MAX(id) FROM notify_deliveries
                        WHERE endpoint_id = d.endpoint_id AND seq = d.seq)`,
         { id, after: before.fromSeq },

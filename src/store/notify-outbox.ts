@@ -13,6 +13,13 @@ import type { Outcome, SqlExecutor } from './sql/executor.js';
  * else holds a delivery's state, so a crash anywhere loses nothing: a row whose sender died is
  * taken again once its lease runs out (its POST may then reach the shop twice: receivers dedupe
  * on `webhook-id`).
+ *
+ * The one rule that keeps an order's events in sequence: while an order has rows for an endpoint,
+ * exactly one of them has a due time (`next_at`), its earliest; the others wait with NULL, and
+ * the row that leaves makes the next one due. Every write of an endpoint's rows (a look, a
+ * settlement, a re-add) first locks the endpoint's row (PostgreSQL; on SQLite the write lock is
+ * that already), so two processes' writes of one endpoint never interleave and each sees the
+ * other's committed rows.
  */
 
 /** A notification picked to be sent: its row, and the event it carries. */
@@ -115,6 +122,7 @@ export class NotifyOutbox {
     }
     if (settled.length === 0 && work.length === 0) return { picked: [], added: 0, more: false };
     const done = await this.#rows.db.write(async (tx) => {
+      await lockEndpoints(tx, [...settled.map((s) => s.item.endpointId), ...endpoints.map((e) => e.id)]);
       for (const settlement of settled) await this.#settle(tx, settlement);
       let added = 0;
       let more = false;
@@ -171,11 +179,19 @@ export class NotifyOutbox {
    * process took the row, or the row is gone) only adds its history row.
    */
   settleBatch(settlements: readonly Settlement[]): Promise<Outcome<void>[]> {
-    return this.#rows.db.writeBatch(settlements.map((s) => (tx: SqlExecutor) => this.#settle(tx, s)));
+    // In endpoint order, as a look locks them: two writers never wait for each other in a circle.
+    const ordered = [...settlements].sort((a, b) => a.item.endpointId - b.item.endpointId);
+    return this.#rows.db.writeBatch(
+      ordered.map((s) => async (tx: SqlExecutor) => {
+        await lockEndpoints(tx, [s.item.endpointId]);
+        await this.#settle(tx, s);
+      }),
+    );
   }
 
   /**
-   * Adds the events `seqs` for the endpoint, due at `nextAt` (default now) as attempt `attempt`
+   * Adds the events `seqs` for the endpoint, if it is enabled, due at `nextAt` (default now; or
+   * behind its order's rows still in the outbox) as attempt `attempt`
    * (default 1: a fresh retry schedule): `notifications retry` and `replay`, and the jobs of the
    * queue before the outbox (old-queue.ts). An event that is in the outbox already stays as it
    * is. Returns how many rows it added.
@@ -186,19 +202,29 @@ export class NotifyOutbox {
     { attempt = 1, nextAt }: { attempt?: number; nextAt?: number } = {},
   ): Promise<number> {
     if (seqs.length === 0) return 0;
-    const { changes } = await this.#rows.db.run(
-      `INSERT INTO notify_outbox (endpoint_id, seq, partner_ref, attempt, next_at)
-       SELECT @id, f.seq, f.partner_ref, @attempt, ${NEXT_AT} FROM feed_events f
-       WHERE f.seq IN (${seqs.map((_, i) => `@s${i}`).join(', ')})
-       ON CONFLICT DO NOTHING`,
-      {
-        id: endpointId,
-        attempt,
-        at: nextAt ?? this.#rows.now(),
-        ...Object.fromEntries(seqs.map((seq, i) => [`s${i}`, seq])),
-      },
-    );
-    return changes;
+    return this.#rows.db.write(async (tx) => {
+      const endpoint = await tx.get<{ cursor: number; disabled_at: number | null }>(
+        `SELECT cursor, disabled_at FROM notify_endpoints WHERE id = @id ${tx.dialect.forUpdate}`,
+        { id: endpointId },
+      );
+      if (!endpoint || endpoint.disabled_at !== null) return 0;
+      // Only events the endpoint's cursor has passed: a later one is added by the next look, in
+      // its order's place.
+      const { changes } = await tx.run(
+        `INSERT INTO notify_outbox (endpoint_id, seq, partner_ref, attempt, next_at)
+         SELECT @id, f.seq, f.partner_ref, @attempt, ${NEXT_AT} FROM feed_events f
+         WHERE f.seq IN (${seqs.map((_, i) => `@s${i}`).join(', ')}) AND f.seq <= @cursor
+         ON CONFLICT DO NOTHING`,
+        {
+          id: endpointId,
+          cursor: endpoint.cursor,
+          attempt,
+          at: nextAt ?? this.#rows.now(),
+          ...Object.fromEntries(seqs.map((seq, i) => [`s${i}`, seq])),
+        },
+      );
+      return changes;
+    });
   }
 
   /**
@@ -353,6 +379,17 @@ export class NotifyOutbox {
       );
     }
   }
+}
+
+/** Locks the rows of `ids` in `notify_endpoints`, in ascending order (PostgreSQL; see the top). */
+async function lockEndpoints(tx: SqlExecutor, ids: readonly number[]): Promise<void> {
+  const unique = [...new Set(ids)].sort((a, b) => a - b);
+  if (unique.length === 0 || tx.dialect.forUpdate === '') return;
+  await tx.all(
+    `SELECT id FROM notify_endpoints WHERE id IN (${unique.map((_, i) => `@e${i}`).join(', ')})
+     ORDER BY id ${tx.dialect.forUpdate}`,
+    Object.fromEntries(unique.map((id, i) => [`e${i}`, id])),
+  );
 }
 
 /**

@@ -37,7 +37,7 @@ test('catalog sync fills the local catalog and the balance, and reports a price 
   const status = await runCli(['status', '--json'], env);
   const { catalog } = JSON.parse(status.stdout);
   assert.equal(catalog.products, sim.fixture.products.length);
-  assert.ok(catalog.ageS >= 0 && catalog.ageS < 600, `synced ${catalog.ageS} s ago`);
+  assert.ok(catalog.age_s >= 0 && catalog.age_s < 600, `synced ${catalog.age_s} s ago`);
   assert.equal(catalog.balance.balance, sim.member.balance);
   assert.match(
     (await runCli(['status'], env)).stdout,

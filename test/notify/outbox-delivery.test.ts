@@ -64,6 +64,8 @@ test('upgrading: the notifications the queue before the outbox still held move i
   });
   await liveOrder(store, 'U-1'); // seq 1-4
   await liveOrder(store, 'U-2'); // seq 5-8
+  // The old dispatcher's cursor: past the events it had made jobs of.
+  await store.db.run('UPDATE notify_endpoints SET cursor = 8 WHERE id = @id', { id: endpoint.id });
   const old = new Queue('h2h-notifications', { connection: { url: redis.url } });
   scope.after(() => old.close());
   await old.add('order.submitted U-1', { endpointId: endpoint.id, seq: 1 });

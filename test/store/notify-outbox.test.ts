@@ -268,7 +268,14 @@ describeEachBackend('the notification outbox', (backend) => {
       ],
     );
     assert.equal(await store.outbox.enqueue(other.id, [1, 2]), 0, 'still in the outbox: left as it is');
-    assert.equal(await store.outbox.enqueue(endpoint.id, [2, 3]), 2);
+    assert.equal(await store.outbox.enqueue(endpoint.id, [2, 3]), 0, 'a disabled endpoint is sent nothing');
+    await store.endpoints.enable(endpoint.id);
+    await liveOrder(store, 'D-2'); // seq 5-8, after the cursor of the enabled endpoint
+    assert.equal(
+      await store.outbox.enqueue(endpoint.id, [2, 3, 5]),
+      2,
+      'a re-add takes only events the cursor has passed: 5 comes with the next look, in its order',
+    );
     assert.deepEqual(
       (await rowsOf(store)).filter((r) => r.endpoint_id === endpoint.id).map((r) => [r.seq, r.attempt]),
       [

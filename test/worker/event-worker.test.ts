@@ -191,6 +191,8 @@ test('a transient SQLite failure (the write lock held past the busy timeout) is 
   const delayed = await jobIn(producer, jobIdOf(eventId), 'delayed');
   assert.equal(delayed.attemptsMade, 1);
   assert.match(delayed.failedReason, /database is locked/);
+  // The worker's 'failed' event may come a moment after Redis shows the job delayed.
+  await waitFor(() => failures.length > 0, { message: "the worker's failed event" });
   assert.deepEqual(failures, ['SQLITE_BUSY']);
 
   db.exec('COMMIT');
