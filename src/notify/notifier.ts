@@ -242,13 +242,9 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
       await stopWatching();
       let timedOut: NodeJS.Timeout | undefined;
       // The look running may still start deliveries: wait for it before taking the ones in flight.
-      const ended = async () => {
-        await looking;
-        await Promise.all(inFlight);
-        return true;
-      };
+      const ended = (async () => Promise.all([await looking, ...inFlight]).then(() => true))();
       const finished = await Promise.race([
-        ended(),
+        ended,
         new Promise<boolean>((resolve) => {
           timedOut = setTimeout(() => resolve(false), closeMs);
         }),
