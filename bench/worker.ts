@@ -36,7 +36,8 @@ import {
   webhookIdentity,
 } from '../src/queue/webhook-queue.js';
 import { openStore } from '../src/store/open-store.js';
-import { createEventWorker, DEFAULT_WORKER_CONCURRENCY } from '../src/worker/event-worker.js';
+import { DEFAULT_WORKER_CONCURRENCY } from '../src/worker/defaults.js';
+import { createEventWorker } from '../src/worker/event-worker.js';
 import { benchStore, benchStoreKinds } from './bench-store.js';
 
 const { values: flags } = parseArgs({

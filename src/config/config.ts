@@ -1,11 +1,14 @@
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { DEFAULT_NOTIFY_CONCURRENCY, DEFAULT_NOTIFY_DISPATCH_EVERY_MS } from '../notify/notifier.js';
-import { DEFAULT_NOTIFY_TIMEOUT_MS } from '../notify/post-notification.js';
+import {
+  DEFAULT_NOTIFY_CONCURRENCY,
+  DEFAULT_NOTIFY_DISPATCH_EVERY_MS,
+  DEFAULT_NOTIFY_TIMEOUT_MS,
+} from '../notify/defaults.js';
 import { DEFAULT_NOTIFY_RETRY_S } from '../notify/retry-schedule.js';
-import { DEFAULT_LOG_FORMAT, DEFAULT_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS } from '../observability/logger.js';
-import { DEFAULT_ENQUEUE_TIMEOUT_MS } from '../queue/webhook-producer.js';
+import { DEFAULT_LOG_FORMAT, DEFAULT_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS } from '../observability/defaults.js';
+import { DEFAULT_ENQUEUE_TIMEOUT_MS } from '../queue/defaults.js';
 import { DEFAULT_PRIVATE_REDIS_PORT } from '../queue/webhook-queue.js';
 import {
   DEFAULT_RATE_WINDOW_MS,
@@ -14,12 +17,11 @@ import {
 } from '../rate-budget/rate-budget.js';
 import {
   DEFAULT_RECEIVER_LIMITS,
+  DEFAULT_RECEIVER_METRICS_PORT,
   DEFAULT_WEBHOOK_BODY_LIMIT,
   DEFAULT_WEBHOOK_PATH,
-} from '../receiver/app.js';
-import { DEFAULT_RECEIVER_METRICS_PORT } from '../receiver/metrics-server.js';
-import { DEFAULT_POOL_MAX } from '../store/postgres/postgres-db.js';
-import { DEFAULT_LOCK_TIMEOUT_MS } from '../store/sqlite/sqlite-db.js';
+} from '../receiver/defaults.js';
+import { DEFAULT_LOCK_TIMEOUT_MS, DEFAULT_POOL_MAX } from '../store/defaults.js';
 import { parseStoreUrl, redactUrl, STORE_URL_PATTERN, sqliteUrl } from '../store/store-url.js';
 import {
   AUTH_STYLES,
@@ -27,7 +29,7 @@ import {
   DEFAULT_BODY_TIMEOUT_MS,
   DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_HEADERS_TIMEOUT_MS,
-} from '../upstream/client.js';
+} from '../upstream/defaults.js';
 import { DEFAULT_RATE_LIMIT_PER_MINUTE, WEBHOOK_HEADERS } from '../upstream/model.js';
 import { DEFAULT_RETRY } from '../upstream/retry-policy.js';
 import { DEFAULT_TOLERANCE_S } from '../upstream/signature.js';
@@ -38,7 +40,7 @@ import {
   DEFAULT_STALLED_INTERVAL_MS,
   DEFAULT_STORE_LOCK_WAIT_MS,
   DEFAULT_WORKER_CONCURRENCY,
-} from '../worker/event-worker.js';
+} from '../worker/defaults.js';
 
 /**
  * Every setting of h2h-sync, read once from the environment at start-up and validated here.
@@ -47,7 +49,10 @@ import {
  * their own section of {@link Config}; nothing else reads `process.env`.
  *
  * A default a component also applies on its own is imported from that component (its
- * `DEFAULT_*` constant), never written here a second time; the rest exist only here.
+ * `DEFAULT_*` constant), never written here a second time; the rest exist only here. Such a
+ * constant lives in a module that loads no driver or server (`notify/defaults.ts`,
+ * `store/defaults.ts`, …): every CLI command reads this schema, and one that lists tokens must
+ * not load BullMQ, undici, fastify or a database driver on the way (docs/cli.md, "Adding a command").
  */
 
 const int = (min: number) => z.coerce.number().int().min(min);

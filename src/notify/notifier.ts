@@ -6,16 +6,16 @@ import type { DeliveryOutcome, NotifyDelivery } from '../store/notify-deliveries
 import { type NotifyEndpoint, signingSecrets } from '../store/notify-endpoints.js';
 import type { OutboxItem, Settlement } from '../store/notify-outbox.js';
 import type { OrderStore } from '../store/order-store.js';
+import {
+  DEFAULT_NOTIFY_CONCURRENCY,
+  DEFAULT_NOTIFY_DISPATCH_EVERY_MS,
+  DEFAULT_NOTIFY_TIMEOUT_MS,
+} from './defaults.js';
 import { wantedTypes } from './event-filter.js';
 import { createNotifyMetrics, type NotifyMetrics } from './notify-metrics.js';
-import { DEFAULT_NOTIFY_TIMEOUT_MS, type PostResult, postNotification } from './post-notification.js';
+import { type PostResult, postNotification } from './post-notification.js';
 import { DEFAULT_NOTIFY_RETRY_S, retryDelayMs } from './retry-schedule.js';
 import { signNotification } from './signature.js';
-
-/** Default of {@link NotifierOptions.concurrency}. */
-export const DEFAULT_NOTIFY_CONCURRENCY = 20;
-/** Default of {@link NotifierOptions.dispatchEveryMs}. */
-export const DEFAULT_NOTIFY_DISPATCH_EVERY_MS = 250;
 
 export interface NotifierOptions {
   /** The order store of the process: the feed, the endpoints, the outbox and the history. */

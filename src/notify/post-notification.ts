@@ -1,8 +1,5 @@
 import { type Dispatcher, getGlobalDispatcher, request } from 'undici';
 
-/** Default time a delivery may take, connection, answer headers and body together. */
-export const DEFAULT_NOTIFY_TIMEOUT_MS = 15_000;
-
 /** The most of an answer's body read (and dropped) before the connection is given up instead. */
 const MAX_ANSWER_BYTES = 65_536;
 

@@ -1,6 +1,7 @@
 import { type Logger, pino } from 'pino';
 import pinoPretty from 'pino-pretty';
 import { WEBHOOK_HEADERS } from '../upstream/model.js';
+import { DEFAULT_LOG_FORMAT, DEFAULT_LOG_LEVEL, type LogFormat } from './defaults.js';
 
 /**
  * Request headers that carry a credential: the upstream API key, the webhook signature (its
@@ -63,22 +64,6 @@ function errorWithoutRawPacket(error: unknown): unknown {
   strip(serialized, 0);
   return serialized;
 }
-
-/** The levels a logger can be set to; `silent` logs nothing. */
-export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-export type LogLevel = (typeof LOG_LEVELS)[number];
-/** Default of {@link LoggerOptions.level}. */
-export const DEFAULT_LOG_LEVEL: LogLevel = 'info';
-
-/**
- * How log lines are written: `json` (one object a line, for pm2, files and collectors), `pretty`
- * (pino-pretty: coloured, one readable line a record, for a person) or `auto`: pretty when the
- * destination is a terminal, JSON otherwise.
- */
-export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
-export type LogFormat = (typeof LOG_FORMATS)[number];
-/** Default of {@link LoggerOptions.format}. */
-export const DEFAULT_LOG_FORMAT: LogFormat = 'auto';
 
 /** Whether `format` means pretty lines on `destination` (`auto`: when it is a terminal). */
 export function prettyLogs(format: LogFormat, destination: { isTTY?: boolean } | undefined): boolean {

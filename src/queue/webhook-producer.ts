@@ -2,6 +2,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { withDeadline } from '../shared/deadline.js';
+import { DEFAULT_ENQUEUE_TIMEOUT_MS } from './defaults.js';
 import {
   POLL_REQUEST_JOB_NAME,
   POLL_REQUEST_JOB_OPTIONS,
@@ -19,9 +20,6 @@ import {
   type WebhookJobData,
   webhookIdentity,
 } from './webhook-queue.js';
-
-/** Default of {@link WebhookProducerOptions.enqueueTimeoutMs}. */
-export const DEFAULT_ENQUEUE_TIMEOUT_MS = 2_000;
 
 /** Redis did not acknowledge in time, or refused: nothing can be promised about the add. */
 export class QueueUnavailableError extends Error {

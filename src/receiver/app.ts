@@ -16,32 +16,9 @@ import { QueueUnavailableError, type WebhookProducer } from '../queue/webhook-pr
 import { type ClientErrorKind, jsonClientErrorHandler } from '../shared/client-error.js';
 import { WEBHOOK_HEADERS } from '../upstream/model.js';
 import { DEFAULT_TOLERANCE_S, verifyWebhookSignature } from '../upstream/signature.js';
+import { DEFAULT_RECEIVER_LIMITS, DEFAULT_WEBHOOK_BODY_LIMIT, DEFAULT_WEBHOOK_PATH } from './defaults.js';
 import { type ReceiverErrorCode, ReceiverHttpError, receiverErrorBody } from './errors.js';
 import { createReceiverMetrics, type ReceiverMetrics, type WebhookOutcome } from './metrics.js';
-
-/** Default of {@link ReceiverAppOptions.path}. */
-export const DEFAULT_WEBHOOK_PATH = '/webhooks/h2h';
-/** Default of {@link ReceiverAppOptions.bodyLimit}: 256 KiB. */
-export const DEFAULT_WEBHOOK_BODY_LIMIT = 256 * 1024;
-
-/**
- * Defaults of {@link ReceiverAppOptions.limits}, sized for an upstream that gives up on a
- * delivery after 10 s (decisions.md): a real delivery (a few KB) arrives in milliseconds, so
- * anything slower is a broken or hostile client, and each such connection pins up to the body
- * limit of memory until it is cut off.
- */
-export const DEFAULT_RECEIVER_LIMITS = {
-  /** Whole request, headers and body (Node's `requestTimeout`): 408 and closed past it. */
-  requestTimeoutMs: 10_000,
-  /** Headers alone (Node's `headersTimeout`); at most `requestTimeoutMs`. */
-  headersTimeoutMs: 5_000,
-  /** A connection with nothing arriving (the socket time-out, Fastify's `connectionTimeout`). */
-  idleTimeoutMs: 10_000,
-  /** An idle keep-alive connection after an answer. */
-  keepAliveTimeoutMs: 5_000,
-  /** Connections held at once; Node closes further ones on arrival. */
-  maxConnections: 1_024,
-} as const;
 
 export type ReceiverLimits = { [K in keyof typeof DEFAULT_RECEIVER_LIMITS]: number };
 

@@ -2,13 +2,6 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import { listeningOrigin } from '../shared/listening-origin.js';
 
-/**
- * Default port of the receiver's metrics listener. Under pm2 cluster mode each instance adds
- * its `NODE_APP_INSTANCE` (see {@link receiverMetricsPort}), so a scrape of every port counts
- * every instance: a scrape of the shared webhook port would reach one at random.
- */
-export const DEFAULT_RECEIVER_METRICS_PORT = 9_464;
-
 /** The metrics port of this process: `base` + pm2's `NODE_APP_INSTANCE` (0 outside pm2); 0 stays 0. */
 export function receiverMetricsPort(base: number, env: NodeJS.ProcessEnv = process.env): number {
   if (base === 0) return 0;

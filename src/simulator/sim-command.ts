@@ -1,6 +1,6 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { pino } from 'pino';
-import { DEFAULT_LOG_LEVEL, LOG_LEVELS } from '../observability/logger.js';
+import { DEFAULT_LOG_LEVEL, LOG_LEVELS } from '../observability/defaults.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';
 import { createSimulator } from './index.js';
 import { PROFILE_NAMES, type ProfileName } from './profile.js';

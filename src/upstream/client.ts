@@ -12,6 +12,14 @@ import {
   DEFAULT_RATE_WINDOW_MS,
   type RateBudget,
 } from '../rate-budget/rate-budget.js';
+import {
+  AUTH_STYLES,
+  type AuthStyle,
+  DEFAULT_AUTH_STYLE,
+  DEFAULT_BODY_TIMEOUT_MS,
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  DEFAULT_HEADERS_TIMEOUT_MS,
+} from './defaults.js';
 import { OrderInputError, type UnreachableCode, UpstreamError, UpstreamUnreachableError } from './errors.js';
 import {
   API_PREFIX,
@@ -31,20 +39,6 @@ import {
   resolveRetryOptions,
   retryDelayMs,
 } from './retry-policy.js';
-
-/** The ways the API key can be sent (spec §5 rule 1). */
-export const AUTH_STYLES = ['x-api-key', 'bearer'] as const;
-/** How the API key is sent (spec §5 rule 1). */
-export type AuthStyle = (typeof AUTH_STYLES)[number];
-
-/** Default of {@link UpstreamClientOptions.authStyle}. */
-export const DEFAULT_AUTH_STYLE: AuthStyle = 'x-api-key';
-/** Default of {@link UpstreamClientOptions.connectTimeoutMs}. */
-export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
-/** Default of {@link UpstreamClientOptions.headersTimeoutMs} (undici's own is 300 s). */
-export const DEFAULT_HEADERS_TIMEOUT_MS = 15_000;
-/** Default of {@link UpstreamClientOptions.bodyTimeoutMs}. */
-export const DEFAULT_BODY_TIMEOUT_MS = 15_000;
 
 /** Options of {@link UpstreamClient}. */
 export interface UpstreamClientOptions {

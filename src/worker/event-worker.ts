@@ -12,20 +12,15 @@ import { watchedRedis } from '../shared/redis-outage.js';
 import type { EventReason } from '../store/local-order.js';
 import type { ApplyItem, ApplyResult, OrderWriter } from '../store/order-writer.js';
 import { StoreError } from '../store/store-error.js';
+import {
+  DEFAULT_CLOSE_TIMEOUT_MS,
+  DEFAULT_LOCK_DURATION_MS,
+  DEFAULT_MAX_STALLED_COUNT,
+  DEFAULT_STALLED_INTERVAL_MS,
+  DEFAULT_STORE_LOCK_WAIT_MS,
+  DEFAULT_WORKER_CONCURRENCY,
+} from './defaults.js';
 import { ParkedEventError, readWebhookJob } from './webhook-event.js';
-
-/** Default of {@link EventWorkerOptions.concurrency}. */
-export const DEFAULT_WORKER_CONCURRENCY = 100;
-/** Default of {@link EventWorkerOptions.lockDurationMs} (BullMQ's own). */
-export const DEFAULT_LOCK_DURATION_MS = 30_000;
-/** Default of {@link EventWorkerOptions.stalledIntervalMs} (BullMQ's own). */
-export const DEFAULT_STALLED_INTERVAL_MS = 30_000;
-/** Default of {@link EventWorkerOptions.maxStalledCount} (BullMQ's own). */
-export const DEFAULT_MAX_STALLED_COUNT = 1;
-/** Default of {@link EventWorkerOptions.storeLockWaitMs}. */
-export const DEFAULT_STORE_LOCK_WAIT_MS = 5_000;
-/** Default of the `timeoutMs` of {@link EventWorker.close}. */
-export const DEFAULT_CLOSE_TIMEOUT_MS = 10_000;
 
 export interface EventWorkerOptions {
   /** The order store's writer; every event is applied by its `applyBatch`, in group commits (see {@link GroupCommit}). */

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { test } from 'node:test';
-import { CREDENTIAL_HEADERS, createLogger, LOG_LEVELS, prettyLogs } from '../../src/observability/logger.js';
+import { LOG_LEVELS } from '../../src/observability/defaults.js';
+import { CREDENTIAL_HEADERS, createLogger, prettyLogs } from '../../src/observability/logger.js';
 import { capturedLogger } from '../helpers/logs.js';
 import { waitFor } from '../helpers/wait.js';
 

@@ -1,4 +1,5 @@
 import postgres from 'postgres';
+import { DEFAULT_POOL_MAX } from '../defaults.js';
 import { runMigrations } from '../migrations.js';
 import type {
   BatchOptions,
@@ -14,9 +15,6 @@ import { StoreError } from '../store-error.js';
 import { redactUrl } from '../store-url.js';
 import { POSTGRES_MIGRATIONS } from './migrations.js';
 import { type CompiledSql, compileNamed, valuesOf } from './named-params.js';
-
-/** Default connections per process (`H2H_DB_POOL_MAX`). */
-export const DEFAULT_POOL_MAX = 10;
 
 /**
  * Advisory lock keys (`pg_advisory_xact_lock`), fixed numbers so every host takes the same lock.

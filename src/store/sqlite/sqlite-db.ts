@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import { existsSync, type FSWatcher, mkdirSync, realpathSync, watch } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import BetterSqlite3, { type Database, type Statement } from 'better-sqlite3';
+import { DEFAULT_LOCK_TIMEOUT_MS } from '../defaults.js';
 import { runMigrations } from '../migrations.js';
 import type {
   BatchOptions,
@@ -22,9 +23,6 @@ import { SQLITE_MIGRATIONS } from './migrations.js';
  * change belongs to is visible once its fsync is done (about 1 ms on a local disk).
  */
 const VISIBLE_AFTER_MS = 10;
-
-/** Default wait for another process's write lock (`H2H_DB_LOCK_TIMEOUT_MS`). */
-export const DEFAULT_LOCK_TIMEOUT_MS = 5000;
 
 export const SQLITE_DIALECT: Dialect = {
   name: 'sqlite',
