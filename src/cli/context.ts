@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { type Config, catalogSettings, loadConfig, reconcilerSettings } from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
 import { type OpenedStore, openStore } from '../store/open-store.js';
-import { createUpstream, type Upstream } from '../upstream/create-upstream.js';
+import type { Upstream } from '../upstream/create-upstream.js';
 
 /** What a CLI command works with; open only the parts it needs and `close()` them at the end. */
 export interface CliContext {
@@ -58,6 +58,9 @@ export async function openContext(options: OpenContextOptions): Promise<CliConte
       context.store = store;
     }
     if (options.upstream) {
+      // Loaded here, not above: the client and its budget's Redis (undici, ioredis) are only for
+      // the commands that call the upstream.
+      const { createUpstream } = await import('../upstream/create-upstream.js');
       const upstream = await createUpstream(config, { logger });
       closers.push(() => upstream.close());
       context.upstream = upstream;

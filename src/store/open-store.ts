@@ -1,9 +1,7 @@
 import type { Database } from 'better-sqlite3';
 import { type OrderStore, openOrderStore } from './order-store.js';
 import type { PollScheduleSettings } from './poll-schedule.js';
-import { openPostgresDb } from './postgres/postgres-db.js';
 import type { StoreDb } from './sql/executor.js';
-import { openSqliteDb, SqliteDb } from './sqlite/sqlite-db.js';
 import { StoreError } from './store-error.js';
 import { parseStoreUrl } from './store-url.js';
 
@@ -64,15 +62,24 @@ export async function openStore(
     ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
     ...(mustExist === undefined ? {} : { mustExist }),
   };
-  const db =
-    location.backend === 'postgres'
-      ? await openPostgresDb({
-          url: location.url,
-          applicationName: `h2h-sync ${role ?? 'cli'}`,
-          ...common,
-          ...(poolMax === undefined ? {} : { poolMax }),
-        })
-      : await openSqliteDb({ path: location.path, ...common });
+  // Only the driver of this store's backend is loaded: a CLI command on a SQLite store never
+  // loads postgres, and a process on PostgreSQL never needs better-sqlite3's native module.
+  let db: StoreDb;
+  let sqlite: Database | undefined;
+  if (location.backend === 'postgres') {
+    const { openPostgresDb } = await import('./postgres/postgres-db.js');
+    db = await openPostgresDb({
+      url: location.url,
+      applicationName: `h2h-sync ${role ?? 'cli'}`,
+      ...common,
+      ...(poolMax === undefined ? {} : { poolMax }),
+    });
+  } else {
+    const { openSqliteDb } = await import('./sqlite/sqlite-db.js');
+    const sqliteDb = await openSqliteDb({ path: location.path, ...common });
+    db = sqliteDb;
+    sqlite = sqliteDb.connection;
+  }
   let store: OrderStore;
   try {
     store = openOrderStore(db, settings, {
@@ -88,7 +95,7 @@ export async function openStore(
     ...store,
     backend: location.backend,
     db,
-    sqlite: db instanceof SqliteDb ? db.connection : undefined,
+    sqlite,
     close: () => db.close(),
   };
 }
