@@ -1,5 +1,5 @@
 import postgres from 'postgres';
-import { DEFAULT_POOL_MAX } from '../defaults.js';
+import { DEFAULT_LOCK_TIMEOUT_MS, DEFAULT_POOL_MAX } from '../defaults.js';
 import { runMigrations } from '../migrations.js';
 import type {
   BatchOptions,
@@ -164,7 +164,7 @@ class PostgresTx implements SqlExecutor {
 export interface OpenPostgresOptions {
   /** `postgres://user:password@host:port/db`; a password left out is taken from `PGPASSWORD`. */
   url: string;
-  /** The wait for another transaction's lock (`lock_timeout`), ms. Default: 5000. */
+  /** The wait for another transaction's lock (`lock_timeout`), ms. Default: {@link DEFAULT_LOCK_TIMEOUT_MS} (5 s). */
   lockTimeoutMs?: number;
   /** Refuse a database without an h2h-sync store (no `schema_version`): for commands that only read. */
   mustExist?: boolean;
@@ -372,7 +372,7 @@ async function bootstrap(sql: Sql, label: string, mustExist: boolean): Promise<v
  */
 export async function openPostgresDb({
   url,
-  lockTimeoutMs = 5000,
+  lockTimeoutMs = DEFAULT_LOCK_TIMEOUT_MS,
   mustExist = false,
   poolMax = DEFAULT_POOL_MAX,
   applicationName = 'h2h-sync',
