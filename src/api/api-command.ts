@@ -1,6 +1,4 @@
 import type { Command } from 'commander';
-import { runService } from '../cli/output.js';
-import { runApi } from './server.js';
 
 /**
  * Registers `h2h-sync api`: runs the shop API (docs/api.md) until SIGINT or SIGTERM. Every
@@ -10,9 +8,14 @@ export function registerApiCommand(program: Command): void {
   program
     .command('api')
     .description('run the shop API (docs/api.md): orders and the change feed over HTTP with bearer tokens')
-    .action(() =>
-      runService(async () => {
+    // The service and the CLI's error handling are loaded when it runs, never for `--help`.
+    .action(async () => {
+      const [{ runService }, { runApi }] = await Promise.all([
+        import('../cli/output.js'),
+        import('./server.js'),
+      ]);
+      await runService(async () => {
         await runApi();
-      }),
-    );
+      });
+    });
 }

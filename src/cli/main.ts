@@ -15,7 +15,7 @@ import { registerStatusCommand } from './commands/status.js';
 import { registerStoreCommands } from './commands/store.js';
 import { registerTailCommand } from './commands/tail.js';
 import { registerTokensCommands } from './commands/tokens.js';
-import { EXIT } from './output.js';
+import { EXIT } from './exit-codes.js';
 
 const program = new Command('h2h-sync')
   .description('Reseller-side sync for the upstream H2H top-up API')

@@ -3,6 +3,7 @@ import { ConfigError } from '../config/config.js';
 import { NotifyError } from '../notify/notify-error.js';
 import { StoreError } from '../store/store-error.js';
 import { UpstreamError, UpstreamUnreachableError } from '../upstream/errors.js';
+import { EXIT } from './exit-codes.js';
 import { toPublicJson } from './public-json.js';
 
 /** A column of a human-readable table: the header and how to read the cell from a row. */
@@ -35,12 +36,6 @@ export function printResult<T>(value: T | readonly T[], json: boolean, columns: 
 export function printPublicJson(value: unknown): void {
   process.stdout.write(`${JSON.stringify(toPublicJson(value), null, 2)}\n`);
 }
-
-/**
- * Exit codes of the CLI, documented in docs/cli.md: `config` also for an upstream refusal of our
- * configuration (401/403, a 404 of a route that always exists) and a blocked order.
- */
-export const EXIT = { ok: 0, failed: 1, config: 2, unknownOutcome: 3 } as const;
 
 /** What to do when a server cannot listen, by error code. */
 const LISTEN_FIXES: Record<string, string> = {

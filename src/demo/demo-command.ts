@@ -1,8 +1,5 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
-import { EXIT, renderTable, runAction } from '../cli/output.js';
-import { createProgressLine } from '../cli/progress.js';
-import { toPublicJson } from '../cli/public-json.js';
-import { DEMO_FAULTS, DEMO_TIME_SCALE, type DemoReport, runDemo } from './demo.js';
+import { DEMO_TIME_SCALE } from './defaults.js';
 
 function wholeNumber(value: string): number {
   const n = Number(value);
@@ -18,35 +15,8 @@ function timeScaleArg(value: string): number {
   return n;
 }
 
-/** The demo's summary of what the faults did, what reconciling cost and what the shop was sent. */
-export function summaryLines({ counts, shop }: DemoReport): string[] {
-  const { webhooks: w, receiver: r, reconciler: p } = counts;
-  const n = shop.notifications;
-  const share = (part: number, whole: number) =>
-    whole === 0 ? '0 %' : `${Math.round((100 * part) / whole)} %`;
-  return [
-    `webhooks: ${w.events} events, ${w.attempts} attempts, ${w.delivered} delivered; ` +
-      `${w.dropped} dropped, ${w.duplicated} duplicated, ${w.badSignature} with a bad signature ` +
-      `(${r.refusedBadSignature} refused by the receiver), ${w.reordered} reordered`,
-    `receiver: ${r.accepted} accepted, ${r.duplicate} recognised as duplicates`,
-    `reconciler: ${p.polls} polls, ${p.changed} found a change, ${p.wasted} wasted (no change, ${share(p.wasted, p.polls)}), ` +
-      `${p.otherPolls} other; ${p.auditReads} audit reads (${p.auditChanged} found a change); ${counts.stuckOrders} orders stuck in PROCESSING for a while`,
-    `shop: ${n.received} notifications received, ${n.verified} verified with standardwebhooks, ${n.rejected} rejected; ` +
-      `${n.duplicates} duplicates and ${n.outOfDate} out of date (by version) discarded`,
-  ];
-}
-
-/**
- * What `demo --json` prints: the report in the public form (snake_case, like everything the CLI
- * prints with `--json`); the shop's orders are public already, and their `data` keys are the
- * shop's own, so they go out as they are.
- */
-export function publicDemoReport({ shop, ...rest }: DemoReport) {
-  return {
-    ...toPublicJson(rest),
-    shop: { notifications: toPublicJson(shop.notifications), orders: shop.orders },
-  };
-}
+/** What the command does, loaded when it runs (docs/cli.md, "Adding a command"). */
+const actions = () => import('./demo-actions.js');
 
 /** Registers `h2h-sync demo`. */
 export function registerDemoCommand(program: Command): void {
@@ -69,85 +39,5 @@ export function registerDemoCommand(program: Command): void {
       DEMO_TIME_SCALE,
     )
     .option('--json', 'print the report as JSON')
-    .action(
-      async (flags: {
-        perTimeline: number;
-        seed: number;
-        profile: 'fast' | 'realistic';
-        timeScale: number;
-        json?: boolean;
-      }) => {
-        await runAction(Boolean(flags.json), async () => {
-          const tty = createProgressLine(process.stderr, { enabled: !flags.json });
-          const say = (line: string) => {
-            if (!flags.json) process.stderr.write(`${line}\n`);
-          };
-          say(
-            'h2h-sync demo: private Redis, simulator, receiver, worker and reconciler, shop API and a small shop, all on this machine',
-          );
-          say(
-            `simulator: ${flags.profile} profile, ${Math.round(1 / flags.timeScale)} simulated seconds per real second, seed ${flags.seed}`,
-          );
-          say(
-            `faults: ${Object.entries(DEMO_FAULTS)
-              .map(([k, v]) => `${k}=${v}`)
-              .join(' ')}`,
-          );
-          let lastLine = 0;
-          const report = await runDemo({
-            perTimeline: flags.perTimeline,
-            seed: flags.seed,
-            profile: flags.profile,
-            timeScale: flags.timeScale,
-            onProgress: (equal, total, elapsedMs) => {
-              tty.update(
-                equal,
-                total,
-                `store, upstream and shop equal after ${Math.round(elapsedMs / 1000)} s`,
-              );
-              // Without a terminal, a plain line every 5 s.
-              if (!process.stderr.isTTY && elapsedMs - lastLine >= 5000) {
-                lastLine = elapsedMs;
-                say(
-                  `${equal}/${total} orders equal in store, upstream and shop after ${Math.round(elapsedMs / 1000)} s`,
-                );
-              }
-            },
-          });
-          tty.done();
-          if (flags.json) {
-            process.stdout.write(`${JSON.stringify(publicDemoReport(report), null, 2)}\n`);
-          } else {
-            process.stdout.write(
-              `${renderTable(report.rows, [
-                { header: 'Partner ref', cell: (r) => r.partnerRef },
-                { header: 'Timeline', cell: (r) => r.timeline },
-                { header: 'Store', cell: (r) => r.local },
-                { header: 'Upstream', cell: (r) => r.upstream },
-                { header: 'Shop', cell: (r) => r.shop },
-                { header: 'Equal', cell: (r) => (r.converged && r.shopAgrees ? 'yes' : 'NO') },
-              ])}\n`,
-            );
-            const diverged = report.rows.filter((r) => !r.converged || !r.shopAgrees);
-            const seconds = (report.elapsedMs / 1000).toFixed(1);
-            if (diverged.length === 0) {
-              say(
-                `all three equal: store, upstream and shop agree on all ${report.rows.length} orders after ${seconds} s; everything the demo started is stopped`,
-              );
-            } else {
-              say(
-                `not all three equal: ${diverged.length} of ${report.rows.length} orders differ after ${seconds} s:`,
-              );
-              for (const r of diverged) {
-                say(
-                  `  ${r.partnerRef}: store ${r.local}, upstream ${r.upstream}, shop ${r.shop} (version ${r.shopVersion ?? 'none'})`,
-                );
-              }
-            }
-            for (const line of summaryLines(report)) say(line);
-          }
-          process.exitCode = report.allEqual ? EXIT.ok : EXIT.failed;
-        });
-      },
-    );
+    .action(async (flags) => (await actions()).demo(flags));
 }

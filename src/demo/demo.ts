@@ -17,6 +17,7 @@ import type { ReconcilerMetrics } from '../reconciler/metrics.js';
 import { createSimulator } from '../simulator/index.js';
 import type { Order } from '../upstream/model.js';
 import { startWorkerProcess } from '../worker/server.js';
+import { DEMO_TIME_SCALE } from './defaults.js';
 import { type ShopNotificationCounts, startDemoShop } from './demo-shop.js';
 
 /** The demo fixture, found from src/demo and dist/demo alike. */
@@ -45,13 +46,6 @@ export const DEMO_FAULTS = {
   create_response_delay_ms: 300,
   create_drop_response: 0.05,
 };
-
-/**
- * The demo's simulator time: 50 simulated seconds per real second, so a realistic completion
- * (median 20 s, p99 3 min) takes 0.4 s median and 3.6 s at p99, and a webhook retry after
- * 1 minute comes after 1.2 s.
- */
-export const DEMO_TIME_SCALE = 0.02;
 
 /**
  * The realistic profile's defaults (docs/simulator.md, "Profiles and time scale") except the

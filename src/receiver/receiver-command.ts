@@ -1,6 +1,4 @@
 import type { Command } from 'commander';
-import { runService } from '../cli/output.js';
-import { runReceiver } from './server.js';
 
 /**
  * Registers `h2h-sync receiver`: runs the webhook receiver (docs/receiver.md) until SIGINT or
@@ -10,9 +8,14 @@ export function registerReceiverCommand(program: Command): void {
   program
     .command('receiver')
     .description('run the webhook receiver (docs/receiver.md); settings from the environment')
-    .action(() =>
-      runService(async () => {
+    // The service and the CLI's error handling are loaded when it runs, never for `--help`.
+    .action(async () => {
+      const [{ runService }, { runReceiver }] = await Promise.all([
+        import('../cli/output.js'),
+        import('./server.js'),
+      ]);
+      await runService(async () => {
         await runReceiver();
-      }),
-    );
+      });
+    });
 }

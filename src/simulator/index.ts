@@ -7,12 +7,13 @@ import { buildSimApp } from './sim-app.js';
 import { SimEngine } from './sim-engine.js';
 import { resolveSimulatorOptions, type SimulatorOptions } from './simulator-options.js';
 
+export type { ProfileName } from './defaults.js';
+export { SIMULATOR_DEFAULTS } from './defaults.js';
 export type { Fixture } from './fixture.js';
 export { FixtureError } from './fixture.js';
-export type { ProfileName, RealisticSettings } from './profile.js';
+export type { RealisticSettings } from './profile.js';
 export { REALISTIC_DEFAULTS } from './profile.js';
 export type { SimulatorOptions } from './simulator-options.js';
-export { SIMULATOR_DEFAULTS } from './simulator-options.js';
 export type { WebhookAttemptRecord } from './webhook-dispatcher.js';
 
 /** A running simulator. */

@@ -2,17 +2,9 @@ import { uniformFloat64 } from 'pure-rand/distribution/uniformFloat64';
 import { xoroshiro128plus } from 'pure-rand/generator/xoroshiro128plus';
 import type { RandomGenerator } from 'pure-rand/types/RandomGenerator';
 import { z } from 'zod';
+import type { ProfileName } from './defaults.js';
 import type { ProgressionStep } from './status-progression.js';
 import { STATUS_STEP_MS } from './status-progression.js';
-
-/**
- * Timing profiles of the simulator (docs/simulator.md, "Profiles"). `fast`: every status step
- * 2 s after the previous one and webhooks sent at once (the timelines the tests are written
- * against). `realistic`: completion times, webhook delivery delays and stuck orders drawn from
- * seeded log-normal distributions, so a run repeats with the same seed.
- */
-export const PROFILE_NAMES = ['fast', 'realistic'] as const;
-export type ProfileName = (typeof PROFILE_NAMES)[number];
 
 /** z of the standard normal distribution at 0.99. */
 const Z_99 = 2.326_347_874_040_841;

@@ -1,14 +1,7 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
-import { pino } from 'pino';
 import { DEFAULT_LOG_LEVEL, LOG_LEVELS } from '../observability/defaults.js';
-import { exitGracefully } from '../shared/graceful-shutdown.js';
-import { createSimulator } from './index.js';
-import { PROFILE_NAMES, type ProfileName } from './profile.js';
+import { PROFILE_NAMES, SIMULATOR_DEFAULTS } from './defaults.js';
 import { registerSimTriggerCommand } from './sim-trigger-command.js';
-import { SIMULATOR_DEFAULTS } from './simulator-options.js';
-
-/** Longest stop of `h2h-sync sim` (webhooks in flight are cut off); close-with-grace's own default. */
-const SIM_STOP_TIMEOUT_MS = 10_000;
 
 /** A commander argument parser for a number in [min, max] (an integer unless `fraction`). */
 function numberIn(flag: string, min: number, max: number, fraction = false) {
@@ -23,25 +16,13 @@ function numberIn(flag: string, min: number, max: number, fraction = false) {
   };
 }
 
-interface SimFlags {
-  port: number;
-  host: string;
-  fixture: string;
-  timeScale?: number;
-  speed?: number;
-  profile: ProfileName;
-  scaleRateWindow: boolean;
-  seed: number;
-  rateLimit: number;
-  rateWindowMs: number;
-  webhookTimeoutMs: number;
-  logLevel: string;
-}
+/** What the command does, loaded when it runs (docs/cli.md, "Adding a command"). */
+const actions = () => import('./sim-actions.js');
 
 /**
  * Registers `h2h-sync sim`: runs the upstream simulator (docs/simulator.md) until SIGINT or
  * SIGTERM, after printing `simulator listening: <base URL>`, and stops like the receiver and the
- * worker ({@link exitGracefully}).
+ * worker (`exitGracefully`).
  */
 export function registerSimCommand(program: Command): void {
   const sim = program
@@ -100,45 +81,6 @@ export function registerSimCommand(program: Command): void {
     .addOption(
       new Option('--log-level <level>', 'pino log level').choices(LOG_LEVELS).default(DEFAULT_LOG_LEVEL),
     )
-    .action(async (flags: SimFlags, command: Command) => {
-      // Checked here, not with requiredOption: commander would demand it of `sim trigger` too.
-      if (flags.fixture === undefined)
-        command.error("error: required option '--fixture <path>' not specified");
-      const logger = pino({ level: flags.logLevel });
-      let sim: Awaited<ReturnType<typeof createSimulator>>;
-      try {
-        sim = await createSimulator({
-          fixture: flags.fixture,
-          host: flags.host,
-          port: flags.port,
-          ...(flags.timeScale !== undefined ? { timeScale: flags.timeScale } : {}),
-          ...(flags.speed !== undefined ? { speed: flags.speed } : {}),
-          profile: flags.profile,
-          scaleRateWindow: flags.scaleRateWindow,
-          seed: flags.seed,
-          rateLimit: flags.rateLimit,
-          rateWindowMs: flags.rateWindowMs,
-          webhookTimeoutMs: flags.webhookTimeoutMs,
-          logger,
-        });
-      } catch (error) {
-        process.stderr.write(`h2h-sync sim: ${(error as Error).message}\n`);
-        process.exitCode = 1;
-        return;
-      }
-      // Before the lines that say it listens: a signal sent on them is always handled.
-      exitGracefully({
-        name: 'simulator',
-        logger,
-        timeoutMs: SIM_STOP_TIMEOUT_MS,
-        close: async () => {
-          await sim.close();
-          process.stdout.write('simulator stopped\n');
-          return true;
-        },
-      });
-      process.stdout.write(`simulator listening: ${sim.baseUrl}\n`);
-      process.stdout.write(`control API: ${sim.origin}/__sim\n`);
-    });
+    .action(async (flags, command) => (await actions()).sim(flags, command));
   registerSimTriggerCommand(sim);
 }

@@ -1,13 +1,8 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { DEFAULT_RATE_LIMIT_PER_MINUTE } from '../upstream/model.js';
+import { PROFILE_NAMES, type ProfileName, SIMULATOR_DEFAULTS } from './defaults.js';
 import type { Fixture } from './fixture.js';
-import {
-  PROFILE_NAMES,
-  type ProfileName,
-  type RealisticSettings,
-  realisticSettingsSchema,
-} from './profile.js';
+import { type RealisticSettings, realisticSettingsSchema } from './profile.js';
 
 /** Options of {@link createSimulator}. Every one but `fixture` has a default. */
 export interface SimulatorOptions {
@@ -52,18 +47,6 @@ export interface SimulatorOptions {
   /** Where the simulator logs (and Fastify its requests). Default: nothing is logged. */
   logger?: Logger;
 }
-
-export const SIMULATOR_DEFAULTS = {
-  host: '127.0.0.1',
-  port: 0,
-  timeScale: 1,
-  profile: 'fast',
-  scaleRateWindow: false,
-  seed: 1,
-  rateLimit: DEFAULT_RATE_LIMIT_PER_MINUTE,
-  rateWindowMs: 60_000,
-  webhookTimeoutMs: 10_000,
-} as const;
 
 const scalarOptionsSchema = z.object({
   host: z.string().min(1, 'must be a non-empty host name or address').default(SIMULATOR_DEFAULTS.host),

@@ -1,6 +1,4 @@
 import type { Command } from 'commander';
-import { runService } from '../cli/output.js';
-import { runWorker } from './server.js';
 
 /**
  * Registers `h2h-sync worker`: runs the event worker (docs/worker.md) until SIGINT or SIGTERM.
@@ -12,9 +10,14 @@ export function registerWorkerCommand(program: Command): void {
     .description(
       'run the event worker (apply queued webhooks to the order store) and the reconciler (docs/worker.md, docs/reconciler.md)',
     )
-    .action(() =>
-      runService(async () => {
+    // The service and the CLI's error handling are loaded when it runs, never for `--help`.
+    .action(async () => {
+      const [{ runService }, { runWorker }] = await Promise.all([
+        import('../cli/output.js'),
+        import('./server.js'),
+      ]);
+      await runService(async () => {
         await runWorker();
-      }),
-    );
+      });
+    });
 }

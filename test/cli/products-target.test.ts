@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { TARGET_NOT_PUBLISHED } from '../../src/cli/commands/catalog.js';
+import { TARGET_NOT_PUBLISHED } from '../../src/cli/commands/catalog-actions.js';
 import { runCli } from '../helpers/cli.js';
 import { privateRedis } from '../helpers/redis.js';
 import { demoFixture, fixtureProduct, startSimulator } from '../helpers/simulator.js';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { TriggerResult } from '../../src/simulator/sim-trigger-command.js';
+import type { TriggerResult } from '../../src/simulator/sim-trigger-actions.js';
 import { runCli } from '../helpers/cli.js';
 import { SECRET } from '../helpers/receiver.js';
 import { startSimulator, uniqueRef } from '../helpers/simulator.js';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { TailLine } from '../../src/cli/commands/tail.js';
+import type { TailLine } from '../../src/cli/commands/tail-actions.js';
 import type { PublicJson } from '../../src/cli/public-json.js';
 import { loadConfig, receiverSettings } from '../../src/config/config.js';
 import { startReceiver } from '../../src/receiver/server.js';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { test } from 'node:test';
 import { DEMO_TIMELINES, runDemo } from '../../src/demo/demo.js';
-import { publicDemoReport } from '../../src/demo/demo-command.js';
+import { publicDemoReport } from '../../src/demo/demo-actions.js';
 import { publicFormBreaches } from '../helpers/public-json.js';
 
 const redisServers = () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { StatusReport } from '../../src/cli/commands/status.js';
+import type { StatusReport } from '../../src/cli/commands/status-actions.js';
 import type { PublicJson } from '../../src/cli/public-json.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
 import { runCli } from '../helpers/cli.js';

@@ -1,33 +1,7 @@
-import { type Command, InvalidArgumentError } from 'commander';
-import { notifySettings } from '../../config/config.js';
-import {
-  addEndpoint,
-  disableEndpoint,
-  type EndpointView,
-  enableEndpoint,
-  endpointView,
-  rotateEndpointSecret,
-} from '../../notify/operations.js';
-import { openContext } from '../context.js';
-import { type Column, printPublicJson, printResult, runAction } from '../output.js';
+import type { Command } from 'commander';
 
-const endpointColumns: Column<EndpointView>[] = [
-  { header: 'Id', cell: (e) => e.id },
-  { header: 'URL', cell: (e) => e.url },
-  { header: 'Events', cell: (e) => e.events.join(',') },
-  { header: 'State', cell: (e) => (e.disabledReason ? `${e.state}: ${e.disabledReason}` : e.state) },
-  { header: 'Rotation until', cell: (e) => e.rotationUntil ?? '' },
-  { header: 'Cursor', cell: (e) => e.cursor },
-  { header: 'Created', cell: (e) => e.createdAt },
-];
-
-/** An endpoint id argument. */
-export function endpointId(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1)
-    throw new InvalidArgumentError('expected an endpoint id (see `endpoints list`)');
-  return n;
-}
+/** What the commands do, loaded when one of them runs (docs/cli.md, "Adding a command"). */
+const actions = () => import('./endpoints-actions.js');
 
 /** Registers `endpoints add|list|disable|enable|rotate-secret` (docs/cli.md, docs/api.md "Notifications"). */
 export function registerEndpointsCommands(program: Command): void {
@@ -40,60 +14,19 @@ export function registerEndpointsCommands(program: Command): void {
     .description('add an endpoint; prints its whsec_ secret once')
     .option('--events <patterns>', "event types, comma-separated: 'order.*', 'order.updated', '*'", 'order.*')
     .option('--json', 'print JSON')
-    .action(async (url: string, flags: { events: string; json?: boolean }) => {
-      await runAction(Boolean(flags.json), async () => {
-        const context = await openContext({ store: 'create' });
-        try {
-          const endpoint = await addEndpoint(context.store!, url, flags.events);
-          if (flags.json) {
-            printPublicJson({ ...endpointView(endpoint), secret: endpoint.secret });
-            return;
-          }
-          printResult(endpointView(endpoint), false, endpointColumns);
-          process.stdout.write(
-            `secret: ${endpoint.secret}\nKeep it now: it is not shown again (give it to the shop to verify the webhook-signature header).\n`,
-          );
-        } finally {
-          await context.close();
-        }
-      });
-    });
+    .action(async (url, flags) => (await actions()).endpointsAdd(url, flags));
 
   endpoints
     .command('list')
     .description('every endpoint, enabled or not (never the secrets)')
     .option('--json', 'print JSON')
-    .action(async (flags: { json?: boolean }) => {
-      await runAction(Boolean(flags.json), async () => {
-        const context = await openContext({ store: 'existing' });
-        try {
-          const all = (await context.store!.endpoints.list()).map((e) => endpointView(e));
-          if (flags.json) printPublicJson(all);
-          else if (all.length === 0)
-            process.stdout.write('no endpoints: add one with `h2h-sync endpoints add URL`\n');
-          else printResult(all, false, endpointColumns);
-        } finally {
-          await context.close();
-        }
-      });
-    });
+    .action(async (flags) => (await actions()).endpointsList(flags));
 
   endpoints
     .command('disable <id>')
     .description('stop notifying an endpoint (its queued notifications are skipped)')
     .option('--json', 'print JSON')
-    .action(async (id: string, flags: { json?: boolean }) => {
-      await runAction(Boolean(flags.json), async () => {
-        const context = await openContext({ store: 'existing' });
-        try {
-          const view = endpointView(await disableEndpoint(context.store!, endpointId(id)));
-          if (flags.json) printPublicJson(view);
-          else printResult(view, false, endpointColumns);
-        } finally {
-          await context.close();
-        }
-      });
-    });
+    .action(async (id, flags) => (await actions()).endpointsDisable(id, flags));
 
   endpoints
     .command('enable <id>')
@@ -101,55 +34,11 @@ export function registerEndpointsCommands(program: Command): void {
       'notify a disabled endpoint again (also one disabled by a 410), from the next event on; prints what it missed',
     )
     .option('--json', 'print JSON')
-    .action(async (id: string, flags: { json?: boolean }) => {
-      await runAction(Boolean(flags.json), async () => {
-        const context = await openContext({ store: 'existing' });
-        try {
-          const { endpoint, changed, missed } = await enableEndpoint(context.store!, endpointId(id));
-          if (flags.json) {
-            printPublicJson({ ...endpointView(endpoint), changed, missed });
-            return;
-          }
-          printResult(endpointView(endpoint), false, endpointColumns);
-          if (!changed) {
-            process.stdout.write(`endpoint ${endpoint.id} was enabled already: nothing changed\n`);
-          } else if (missed) {
-            process.stdout.write(
-              `It is sent the events from seq ${endpoint.fromSeq + 1} on. Events ${missed.fromSeq} to ${missed.toSeq} ` +
-                'were not sent while it was disabled; to send them (those it wants):\n' +
-                `  h2h-sync notifications replay --endpoint ${endpoint.id} --from-seq ${missed.fromSeq} --to-seq ${missed.toSeq}\n`,
-            );
-          } else {
-            process.stdout.write(
-              `It is sent the events from seq ${endpoint.fromSeq + 1} on; it missed none.\n`,
-            );
-          }
-        } finally {
-          await context.close();
-        }
-      });
-    });
+    .action(async (id, flags) => (await actions()).endpointsEnable(id, flags));
 
   endpoints
     .command('rotate-secret <id>')
     .description('give an endpoint a new secret; the old one signs beside it for H2H_NOTIFY_ROTATION_GRACE_H')
     .option('--json', 'print JSON')
-    .action(async (id: string, flags: { json?: boolean }) => {
-      await runAction(Boolean(flags.json), async () => {
-        const context = await openContext({ store: 'existing' });
-        try {
-          const { rotationGraceMs } = notifySettings(context.config);
-          const endpoint = await rotateEndpointSecret(context.store!, endpointId(id), rotationGraceMs);
-          if (flags.json) {
-            printPublicJson({ ...endpointView(endpoint), secret: endpoint.secret });
-            return;
-          }
-          process.stdout.write(
-            `new secret: ${endpoint.secret}\nBoth secrets sign until ${endpointView(endpoint).rotationUntil ?? 'now'}: give the new one to the shop before then.\n`,
-          );
-        } finally {
-          await context.close();
-        }
-      });
-    });
+    .action(async (id, flags) => (await actions()).endpointsRotateSecret(id, flags));
 }

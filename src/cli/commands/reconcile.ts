@@ -1,46 +1,7 @@
 import type { Command } from 'commander';
-import { reconcilerSettings } from '../../config/config.js';
-import {
-  type PassStop,
-  type ReconcilePassSummary,
-  runReconcilePass,
-} from '../../reconciler/reconcile-pass.js';
-import { RECONCILE_PASS_LOCK_KEY } from '../../reconciler/reconcile-queue.js';
-import { RedisLease } from '../../shared/redis-lease.js';
-import { openContext } from '../context.js';
-import { EXIT, printPublicJson, renderTable, runAction } from '../output.js';
-import { createProgressLine } from '../progress.js';
 
-function budgetLine(summary: ReconcilePassSummary): string {
-  const window = summary.budget
-    ? `; window ${summary.budget.used}/${summary.budget.limit} (polls ${summary.budget.poll}/${summary.budget.pollCeiling}, audit ${summary.budget.audit})`
-    : '';
-  return `${summary.calls} call${summary.calls === 1 ? '' : 's'}${window}`;
-}
-
-const STOP_TEXT: Record<PassStop, (s: ReconcilePassSummary) => string> = {
-  done: () => 'no order left due',
-  pass_size: (s) => `pass size reached; ${s.dueAfter} still due, the next pass takes them first`,
-  budget: (s) =>
-    `the poll share of the rate budget is spent for now (a slot frees in ${Math.ceil((s.retryAfterMs ?? 0) / 1000)} s); ` +
-    `${s.dueAfter} still due, the next pass takes them first`,
-  locked: (s) => `another reconciliation pass is running (${s.lockHolder ?? 'unknown holder'}); nothing done`,
-  lock_lost: () => 'the pass lock expired (the process stalled); stopped before the next order',
-  unauthorized: (s) => `stopped, circuit open: ${s.error?.message}`,
-  base_url: (s) => `stopped, circuit open: ${s.error?.message}`,
-  rate_limited: (s) => `stopped: the upstream answered 429 — ${s.error?.fix ?? ''}`,
-  upstream_failing: (s) =>
-    `stopped, circuit open: the upstream keeps failing (${s.error?.code}); the next pass probes it first`,
-};
-
-/**
- * Exit code by how the pass ended: 0 when it did its work (or the budget ended it), 2 when the
- * configuration must be fixed (the key, the whitelist, the base URL), 1 otherwise.
- */
-function exitCodeFor(stoppedBy: PassStop): number {
-  if (stoppedBy === 'done' || stoppedBy === 'budget' || stoppedBy === 'pass_size') return EXIT.ok;
-  return stoppedBy === 'unauthorized' || stoppedBy === 'base_url' ? EXIT.config : EXIT.failed;
-}
+/** What the command does, loaded when it runs (docs/cli.md, "Adding a command"). */
+const actions = () => import('./reconcile-actions.js');
 
 /** Registers `reconcile --once`. */
 export function registerReconcileCommand(program: Command): void {
@@ -49,52 +10,5 @@ export function registerReconcileCommand(program: Command): void {
     .description('poll due orders now: one reconciliation pass in this process (docs/reconciler.md)')
     .requiredOption('--once', 'run one pass and exit (the scheduled passes run in `h2h-sync worker`)')
     .option('--json', 'print the pass summary as JSON')
-    .action(async (flags: { once: boolean; json?: boolean }) => {
-      await runAction(Boolean(flags.json), async () => {
-        const context = await openContext({ upstream: true, store: 'existing' });
-        const { store, upstream } = context as Required<typeof context>;
-        try {
-          const progress = createProgressLine(process.stderr, { enabled: !flags.json });
-          const summary = await runReconcilePass(
-            { store, client: upstream.client, settings: reconcilerSettings(context.config) },
-            {
-              lock: new RedisLease(upstream.redis, { key: RECONCILE_PASS_LOCK_KEY }),
-              budget: upstream.budget,
-              trigger: 'cli',
-              onProgress: (p) =>
-                progress.update(
-                  p.attempted,
-                  p.total,
-                  `checked ${p.checked}, changed ${p.changed}, errors ${p.errors}`,
-                ),
-            },
-          );
-          progress.done();
-          if (flags.json) {
-            printPublicJson(summary);
-          } else {
-            process.stdout.write(
-              `${renderTable(
-                [summary],
-                [
-                  { header: 'Checked', cell: (s) => s.checked },
-                  { header: 'Changed', cell: (s) => s.changed },
-                  { header: 'Still open', cell: (s) => s.stillOpen },
-                  { header: 'Stuck', cell: (s) => s.stuck },
-                  { header: 'Errors', cell: (s) => s.errors },
-                  { header: 'Audited', cell: (s) => `${s.audited} (${s.auditFound} changed)` },
-                  { header: 'Budget used', cell: budgetLine },
-                ],
-              )}\n`,
-            );
-            const line = STOP_TEXT[summary.stoppedBy](summary);
-            if (exitCodeFor(summary.stoppedBy) === EXIT.ok) process.stdout.write(`${line}\n`);
-            else process.stderr.write(`error: ${line}\n`);
-          }
-          process.exitCode = exitCodeFor(summary.stoppedBy);
-        } finally {
-          await context.close();
-        }
-      });
-    });
+    .action(async (flags) => (await actions()).reconcile(flags));
 }

@@ -1,0 +1,121 @@
+import { NotifyError } from '../../notify/notify-error.js';
+import {
+  failedNotifications,
+  type NotificationFilter,
+  parseSeq,
+  parseSince,
+  type ReplayRange,
+  replayNotifications,
+  retryFailedNotifications,
+} from '../../notify/operations.js';
+import type { NotifyDelivery } from '../../store/notify-deliveries.js';
+import type { OrderStore } from '../../store/order-store.js';
+import { openContext } from '../context.js';
+import { type Column, printPublicJson, printResult, runAction } from '../output.js';
+import { endpointId } from './endpoints-actions.js';
+
+const deliveryColumns: Column<NotifyDelivery>[] = [
+  { header: 'Endpoint', cell: (d) => d.endpointId },
+  { header: 'webhook-id', cell: (d) => `evt_${d.seq}` },
+  { header: 'Type', cell: (d) => d.type },
+  { header: 'Order', cell: (d) => d.partnerRef ?? '' },
+  { header: 'Attempt', cell: (d) => d.attempt },
+  { header: 'Requested', cell: (d) => new Date(d.requestedAt).toISOString() },
+  { header: 'Status', cell: (d) => d.status ?? '' },
+  { header: 'ms', cell: (d) => d.durationMs ?? '' },
+  { header: 'Outcome', cell: (d) => d.outcome },
+  { header: 'Error', cell: (d) => d.error ?? '' },
+];
+
+interface FilterFlags {
+  since?: string;
+  endpoint?: string;
+  json?: boolean;
+}
+
+function filterOf(flags: FilterFlags): NotificationFilter {
+  return {
+    since: parseSince(flags.since),
+    endpointId: flags.endpoint === undefined ? undefined : endpointId(flags.endpoint),
+  };
+}
+
+/** Runs `use` with the store of the deployment. */
+async function withStore<T>(use: (store: OrderStore) => Promise<T>): Promise<T> {
+  const context = await openContext({ store: 'existing' });
+  try {
+    return await use(context.store!);
+  } finally {
+    await context.close();
+  }
+}
+
+/** `notifications history`: delivery attempts, newest first. */
+export const notificationsHistory = async (flags: FilterFlags & { limit: string }) => {
+  await runAction(Boolean(flags.json), async () => {
+    const context = await openContext({ store: 'existing' });
+    try {
+      const { since, endpointId: id } = filterOf(flags);
+      const rows = await context.store!.deliveries.history({
+        since,
+        limit: Math.max(1, Number(flags.limit) || 50),
+        ...(id === undefined ? {} : { endpointId: id }),
+      });
+      if (flags.json) printPublicJson(rows);
+      else printResult(rows, false, deliveryColumns);
+    } finally {
+      await context.close();
+    }
+  });
+};
+
+/** `notifications failed`: those given up after the whole retry schedule. */
+export const notificationsFailed = async (flags: FilterFlags) => {
+  await runAction(Boolean(flags.json), async () => {
+    const context = await openContext({ store: 'existing' });
+    try {
+      const failed = await failedNotifications(context.store!, filterOf(flags));
+      if (flags.json) {
+        printPublicJson(failed);
+        return;
+      }
+      if (failed.length > 0) printResult(failed, false, deliveryColumns);
+      process.stdout.write(`${failed.length} failed notification${failed.length === 1 ? '' : 's'}\n`);
+    } finally {
+      await context.close();
+    }
+  });
+};
+
+/** `notifications retry`: sends the failed ones again. */
+export const notificationsRetry = async (flags: FilterFlags) => {
+  await runAction(Boolean(flags.json), async () => {
+    const filter = filterOf(flags);
+    const retried = await withStore((store) => retryFailedNotifications(store, filter));
+    if (flags.json) printPublicJson({ retried });
+    else process.stdout.write(`requeued ${retried} failed notification${retried === 1 ? '' : 's'}\n`);
+  });
+};
+
+/** `notifications replay`: sends every event of a range of the feed again. */
+export const notificationsReplay = async (flags: FilterFlags & { fromSeq?: string; toSeq?: string }) => {
+  await runAction(Boolean(flags.json), async () => {
+    if (flags.since === undefined && flags.fromSeq === undefined) {
+      throw new NotifyError(
+        'REPLAY_RANGE_MISSING',
+        'give --since ISO or --from-seq N (or both): where in the feed to start sending the events again',
+      );
+    }
+    const filter: ReplayRange = {
+      ...filterOf(flags),
+      fromSeq: parseSeq(flags.fromSeq, '--from-seq'),
+      toSeq: parseSeq(flags.toSeq, '--to-seq'),
+    };
+    const summary = await withStore((store) => replayNotifications(store, filter));
+    if (flags.json) printPublicJson(summary);
+    else
+      process.stdout.write(
+        `queued ${summary.notifications} notification${summary.notifications === 1 ? '' : 's'} of ${summary.events} event${summary.events === 1 ? '' : 's'}\n`,
+      );
+  });
+};

@@ -1,0 +1,344 @@
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { PublicBalance } from '../../catalog/public-catalog.js';
+import { reconcilerSettings } from '../../config/config.js';
+import { type EndpointBacklogView, notificationBacklog } from '../../notify/operations.js';
+import { POLL_REQUEST_QUEUE } from '../../queue/poll-request-queue.js';
+import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE } from '../../queue/webhook-queue.js';
+import type { BudgetUsage } from '../../rate-budget/rate-budget.js';
+import { RECONCILE_QUEUE } from '../../reconciler/reconcile-queue.js';
+import { connectRedis } from '../../shared/redis-connection.js';
+import { GAVE_UP_WINDOW } from '../../store/notify-deliveries.js';
+import type { AuditCoverage, OrderCounts } from '../../store/order-queries.js';
+import type { OrderStore } from '../../store/order-store.js';
+import type { OpenCircuit } from '../../store/upstream-circuit.js';
+import { configuredRateBudget } from '../../upstream/create-upstream.js';
+import { fixFor } from '../../upstream/errors.js';
+import { openContext } from '../context.js';
+import { printPublicJson, renderTable, runAction } from '../output.js';
+
+const JOB_STATES = ['waiting', 'active', 'delayed', 'failed'] as const;
+type JobState = (typeof JOB_STATES)[number];
+type QueueDepth = Record<JobState, number>;
+
+/**
+ * The state `h2h-sync status` shows. `--json` prints it in the public form
+ * (`PublicJson<StatusReport>`: snake_case, ISO times; docs/cli.md).
+ */
+export interface StatusReport {
+  orders: OrderCounts & {
+    /** Age of the oldest open order in seconds, or null when none is open. */
+    oldestOpenAgeS: number | null;
+  };
+  /** Job counts per queue; null when Redis is unreachable (`queuesError` says why). */
+  queues: { webhooks: QueueDepth; reconcile: QueueDepth; pollRequests: QueueDepth } | null;
+  queuesError?: string;
+  /** Webhook events in the failed set (`h2h-sync events failed`). */
+  failedEvents: number | null;
+  /** The shared rate budget's current window, when an API key is configured and Redis answers. */
+  budget: BudgetUsage | null;
+  /** The reconciler's circuit: null while it may call the upstream, else why not and the fix. */
+  circuit: OpenCircuit | null;
+  /**
+   * Orders refused for our configuration, with the newest one's code and the fix (H2H_API_KEY,
+   * the IP to whitelist); null when none is blocked.
+   */
+  blocked: { count: number; code: string; detail: string; fix: string } | null;
+  /**
+   * The audit of SUCCESS orders (docs/reconciler.md, "The audit"): of the window's SUCCESS
+   * orders, how many were checked with the upstream in the last day; null when it is off.
+   */
+  audit: (AuditCoverage & { windowDays: number; coverage: number | null }) | null;
+  /**
+   * When a new order is first polled (docs/reconciler.md, "When the first poll comes"): the pace
+   * learned from every product's final webhooks (each product uses its own once it has enough),
+   * or the fixed delay while too few are known or learning is off.
+   */
+  firstPoll:
+    | { learned: true; quantile: number; finalS: number; deliveryS: number; samples: number }
+    | { learned: false; delayS: number; reason: string };
+  /**
+   * The shop notifications' backlog, per endpoint (docs/api.md, "Notifications"): events not
+   * yet delivered (nor given up), the oldest one's age, those being retried, those given up.
+   */
+  notifications: EndpointBacklogView[];
+  /**
+   * The local catalog and balance the shop API answers from (docs/api.md, "Catalog and
+   * balance"): when the catalog was last synced and how long ago, how many products, and the
+   * balance as accounted locally since the last profile read; null values before the first sync.
+   */
+  catalog: {
+    syncedAt: string | null;
+    ageS: number | null;
+    products: number;
+    balance: PublicBalance;
+  };
+}
+
+/** "3 d 4 h", "2 h 5 min", "42 s". */
+export function formatAge(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  if (s < 86_400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+  return `${Math.floor(s / 86_400)} d ${Math.floor((s % 86_400) / 3600)} h`;
+}
+
+async function queueDepths(redis: Redis): Promise<NonNullable<StatusReport['queues']>> {
+  const depth = async (name: string): Promise<QueueDepth> => {
+    const queue = new Queue(name, { connection: redis, prefix: DEFAULT_QUEUE_PREFIX });
+    try {
+      const counts = await queue.getJobCounts(...JOB_STATES);
+      return Object.fromEntries(JOB_STATES.map((state) => [state, counts[state] ?? 0])) as QueueDepth;
+    } finally {
+      await queue.close().catch(() => {});
+    }
+  };
+  const [webhooks, reconcile, pollRequests] = await Promise.all([
+    depth(WEBHOOK_QUEUE),
+    depth(RECONCILE_QUEUE),
+    depth(POLL_REQUEST_QUEUE),
+  ]);
+  return { webhooks, reconcile, pollRequests };
+}
+
+async function blockedOrders(store: OrderStore, counts: OrderCounts): Promise<StatusReport['blocked']> {
+  const count = counts.bySubmissionState.blocked;
+  const [newest] = count > 0 ? await store.queries.listOrders({ status: 'blocked', limit: 1 }) : [];
+  if (!newest) return null;
+  const code = newest.blockedCode ?? 'UNAUTHORIZED';
+  const detail = newest.blockedDetail ?? '';
+  return { count, code, detail, fix: fixFor(code, 401, detail) };
+}
+
+async function auditCoverage(
+  store: OrderStore,
+  windowMs: number,
+  now: number,
+): Promise<StatusReport['audit']> {
+  if (windowMs === 0) return null;
+  const coverage = await store.queries.auditCoverage(windowMs, now);
+  return {
+    windowDays: windowMs / 86_400_000,
+    ...coverage,
+    coverage: coverage.successOrders === 0 ? null : coverage.checkedLastDay / coverage.successOrders,
+  };
+}
+
+async function firstPoll(store: OrderStore): Promise<StatusReport['firstPoll']> {
+  const { firstPollDelayMs, firstPollQuantile = 0, paceMinSamples } = store.schedule.settings;
+  const pace = await store.schedule.pace.estimate(null);
+  if (pace) {
+    return {
+      learned: true,
+      quantile: firstPollQuantile,
+      finalS: Math.round(pace.finalMs) / 1000,
+      deliveryS: Math.round(pace.deliveryMs) / 1000,
+      samples: Math.round(pace.samples),
+    };
+  }
+  const reason =
+    firstPollQuantile === 0
+      ? 'learning is off (RECONCILE_FIRST_POLL_QUANTILE=0)'
+      : `fewer than ${paceMinSamples} final webhooks known yet (RECONCILE_PACE_MIN_SAMPLES)`;
+  return { learned: false, delayS: firstPollDelayMs / 1000, reason };
+}
+
+async function catalogState(store: OrderStore, now: number): Promise<StatusReport['catalog']> {
+  const syncedAt = await store.catalog.syncedAt();
+  return {
+    syncedAt: syncedAt === null ? null : new Date(syncedAt).toISOString(),
+    ageS: syncedAt === null ? null : Math.round((now - syncedAt) / 1000),
+    products: (await store.catalog.products()).length,
+    balance: await store.balance.view(),
+  };
+}
+
+function printStatus(report: StatusReport): void {
+  const { orders } = report;
+  const byStatus = Object.entries(orders.byStatus).map(([status, n]) => ({ status, n }));
+  const unresolved = (['queued', 'pending', 'unknown', 'blocked', 'rejected', 'cancelled'] as const)
+    .filter((state) => orders.bySubmissionState[state] > 0)
+    .map((state) => ({ status: `submission ${state}`, n: orders.bySubmissionState[state] }));
+  const out: string[] = [];
+  out.push(
+    renderTable(
+      [...byStatus, ...unresolved, { status: 'total', n: orders.total }],
+      [
+        { header: 'Status', cell: (r) => r.status },
+        { header: 'Orders', cell: (r) => r.n },
+      ],
+    ),
+  );
+  out.push(
+    renderTable(
+      [orders],
+      [
+        { header: 'Open', cell: (o) => o.open },
+        {
+          header: 'Oldest open',
+          cell: (o) => (o.oldestOpenAgeS === null ? '-' : formatAge(o.oldestOpenAgeS)),
+        },
+        { header: 'Due for a poll', cell: (o) => o.dueForPoll },
+        { header: 'Stuck', cell: (o) => o.stuck },
+      ],
+    ),
+  );
+  if (report.queues) {
+    const rows = [
+      { queue: WEBHOOK_QUEUE, ...report.queues.webhooks },
+      { queue: RECONCILE_QUEUE, ...report.queues.reconcile },
+      { queue: POLL_REQUEST_QUEUE, ...report.queues.pollRequests },
+    ];
+    out.push(
+      renderTable(rows, [
+        { header: 'Queue', cell: (r) => r.queue },
+        { header: 'Waiting', cell: (r) => r.waiting },
+        { header: 'Active', cell: (r) => r.active },
+        { header: 'Delayed', cell: (r) => r.delayed },
+        { header: 'Failed', cell: (r) => r.failed },
+      ]),
+    );
+    out.push(
+      `Failed events: ${report.failedEvents}${report.failedEvents ? ' (h2h-sync events failed lists them)' : ''}`,
+    );
+  } else {
+    out.push(`Queues: unavailable (${report.queuesError})`);
+  }
+  if (report.budget) {
+    const b = report.budget;
+    out.push(
+      `Rate budget: ${b.used}/${b.limit} in the last ${b.windowMs / 1000} s (polls ${b.poll}/${b.pollCeiling}` +
+        (b.pollsWaiting ? `; polls waiting: creation leaves them ${b.pollFloor} a window)` : ')'),
+    );
+  }
+  if (report.audit) {
+    const a = report.audit;
+    out.push(
+      `Audit of SUCCESS orders (last ${a.windowDays} d, on idle budget): ` +
+        (a.coverage === null
+          ? 'none in the window'
+          : `${a.checkedLastDay} of ${a.successOrders} checked in the last day (${Math.floor(a.coverage * 100)} %)`),
+    );
+  } else {
+    out.push('Audit of SUCCESS orders: off (RECONCILE_AUDIT_WINDOW_D=0)');
+  }
+  const f = report.firstPoll;
+  out.push(
+    f.learned
+      ? `First poll: learned, p${Math.round(f.quantile * 100)} of the time to a final state ${formatAge(f.finalS)} ` +
+          `+ delivery ${formatAge(f.deliveryS)} (${f.samples} samples, all products; each product uses its own once it has enough)`
+      : `First poll: ${formatAge(f.delayS)} after a change, fixed: ${f.reason}`,
+  );
+  const c = report.catalog;
+  out.push(
+    c.ageS === null
+      ? 'Catalog: never synced (the worker syncs it at start and every CATALOG_REFRESH_S; or run `h2h-sync catalog sync`)'
+      : `Catalog: ${c.products} products, synced ${formatAge(c.ageS)} ago; balance ${c.balance.balance?.toLocaleString('en-US') ?? 'unknown'}` +
+          ` (profile ${c.balance.profile_balance?.toLocaleString('en-US') ?? 'unknown'}, −${c.balance.debited.toLocaleString('en-US')} +${c.balance.credited.toLocaleString('en-US')} since)`,
+  );
+  if (report.notifications.length > 0) {
+    out.push('Shop notifications:');
+    out.push(
+      renderTable(report.notifications, [
+        { header: 'Endpoint', cell: (e) => `${e.endpointId} ${e.url}` },
+        { header: 'State', cell: (e) => (e.disabledReason ? `${e.state}: ${e.disabledReason}` : e.state) },
+        { header: 'Pending', cell: (e) => e.pending },
+        {
+          header: 'Oldest pending',
+          cell: (e) => (e.oldestPendingAgeS === null ? '-' : formatAge(e.oldestPendingAgeS)),
+        },
+        { header: 'Failing', cell: (e) => e.failing },
+        { header: 'Given up', cell: (e) => atLeast(e, e.gaveUp) },
+      ]),
+    );
+    if (report.notifications.some((e) => e.capped)) {
+      out.push(
+        `≥: given-up notifications counted up to ${GAVE_UP_WINDOW.toLocaleString('en-US')} only (status reads a bounded part of the history)`,
+      );
+    }
+    if (report.notifications.some((e) => e.gaveUp > 0)) {
+      out.push('Given-up notifications: h2h-sync notifications failed lists them, retry sends them again');
+    }
+    if (report.notifications.some((e) => e.state === 'disabled')) {
+      out.push('A disabled endpoint is sent nothing: h2h-sync endpoints enable ID');
+    }
+  } else {
+    out.push('Shop notifications: no endpoints (h2h-sync endpoints add URL)');
+  }
+  if (report.circuit) {
+    const c = report.circuit;
+    out.push(
+      `Reconciler circuit OPEN (${c.cause}) for ${formatAge((Date.now() - c.openedAt) / 1000)}: no order is polled; ` +
+        `each pass probes the upstream once (${c.probes} failed so far). ${c.code}: ${c.fix ?? c.message}`,
+    );
+  }
+  if (report.blocked) {
+    const b = report.blocked;
+    out.push(
+      `${b.count} blocked order(s): the upstream refused our configuration (${b.code}) — ${b.fix}. ` +
+        'Each is submitted again with its partner_ref once a probe shows the configuration works.',
+    );
+  }
+  if (orders.stuck > 0) {
+    out.push(
+      `${orders.stuck} stuck order(s): no final state after the maximum age; docs/reconciler.md shows how to list them`,
+    );
+  }
+  process.stdout.write(`${out.join('\n')}\n`);
+}
+
+/** A given-up count, "≥ n" when its read stopped at its bound (NotifyDeliveries.gaveUp). */
+function atLeast(line: { capped: boolean }, figure: number | string): string | number {
+  return line.capped ? `≥ ${figure}` : figure;
+}
+
+/** `status`: the state of orders, polls, the circuit, the queues, the budget, the catalog and the notifications. */
+export const status = async (flags: { json?: boolean }) => {
+  await runAction(Boolean(flags.json), async () => {
+    const context = await openContext({ store: 'existing' });
+    try {
+      const now = Date.now();
+      const counts = await context.store!.queries.countByStatus(now);
+      const report: StatusReport = {
+        orders: {
+          ...counts,
+          oldestOpenAgeS:
+            counts.oldestOpenLocalCreatedAt === null
+              ? null
+              : Math.round((now - counts.oldestOpenLocalCreatedAt) / 1000),
+        },
+        queues: null,
+        failedEvents: null,
+        budget: null,
+        circuit: await context.store!.circuit.state(),
+        blocked: await blockedOrders(context.store!, counts),
+        audit: await auditCoverage(context.store!, reconcilerSettings(context.config).auditWindowMs, now),
+        firstPoll: await firstPoll(context.store!),
+        notifications: await notificationBacklog(context.store!, now),
+        catalog: await catalogState(context.store!, now),
+      };
+      // The store answers without Redis; the queue part says why it is missing.
+      try {
+        const redis = await connectRedis(context.config.redisUrl);
+        try {
+          report.queues = await queueDepths(redis);
+          report.failedEvents = report.queues.webhooks.failed;
+          const apiKey = context.config.settings.H2H_API_KEY;
+          if (apiKey) report.budget = await configuredRateBudget(context.config, redis, apiKey).used();
+        } finally {
+          redis.disconnect();
+        }
+      } catch (error) {
+        report.queuesError = (error as Error).message;
+      }
+      if (flags.json) {
+        printPublicJson(report);
+        return;
+      }
+      printStatus(report);
+    } finally {
+      await context.close();
+    }
+  });
+};
