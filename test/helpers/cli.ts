@@ -1,4 +1,7 @@
 import { type ChildProcessWithoutNullStreams, execFile, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 
 const execFileAsync = promisify(execFile);
@@ -14,12 +17,51 @@ export interface CliRun {
  * Runs the CLI as a user would, in a child process, with only PATH and the given settings in its
  * environment. A non-zero exit is returned as `code`, not thrown.
  */
-export async function runCli(args: string[], env: Record<string, string>): Promise<CliRun> {
+export function runCli(args: string[], env: Record<string, string>): Promise<CliRun> {
+  return execCli(['--import', 'tsx'], args, env);
+}
+
+/** A CLI run, and the npm packages its process loaded (`bullmq`, `@fastify/error`), sorted. */
+export interface CliRunModules extends CliRun {
+  packages: string[];
+}
+
+/**
+ * Runs the CLI as {@link runCli} does, with test/helpers/module-log.mjs preloaded to record every
+ * module the process loads, and returns the packages among them: each file under `node_modules/`
+ * counts for the package of its innermost `node_modules/` folder.
+ */
+export async function runCliLoggingModules(
+  args: string[],
+  env: Record<string, string>,
+): Promise<CliRunModules> {
+  const dir = mkdtempSync(join(tmpdir(), 'h2h-module-log-'));
+  const logPath = join(dir, 'modules.log');
+  try {
+    const run = await execCli(
+      ['--import', 'tsx', '--import', new URL('./module-log.mjs', import.meta.url).href],
+      args,
+      { ...env, H2H_TEST_MODULE_LOG: logPath },
+    );
+    const packages = new Set<string>();
+    for (const line of readFileSync(logPath, 'utf8').split('\n')) {
+      const name = /.*\/node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(line)?.[1];
+      if (name !== undefined) packages.add(name);
+    }
+    return { ...run, packages: [...packages].sort() };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function execCli(nodeArgs: string[], args: string[], env: Record<string, string>): Promise<CliRun> {
   try {
     const { stdout, stderr } = await execFileAsync(
       process.execPath,
-      ['--import', 'tsx', 'src/cli/main.ts', ...args],
-      { env: { PATH: process.env.PATH ?? '', ...env } },
+      [...nodeArgs, 'src/cli/main.ts', ...args],
+      {
+        env: { PATH: process.env.PATH ?? '', ...env },
+      },
     );
     return { code: 0, stdout, stderr };
   } catch (err) {
