@@ -1,7 +1,6 @@
 import type { Logger } from 'pino';
 import { Agent } from 'undici';
-import type { FeedEvent } from '../store/feed.js';
-import { orderRefOf } from '../store/feed.js';
+import { type FeedEvent, orderRefOf } from '../store/feed.js';
 import type { DeliveryOutcome, NotifyDelivery } from '../store/notify-deliveries.js';
 import { type NotifyEndpoint, signingSecrets } from '../store/notify-endpoints.js';
 import type { OutboxItem, Settlement } from '../store/notify-outbox.js';

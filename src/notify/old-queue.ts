@@ -34,17 +34,10 @@ export async function moveOldNotificationQueue(options: {
     ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
   });
   try {
-    const counts = await queue.getJobCounts(
-      'waiting',
-      'delayed',
-      'active',
-      'prioritized',
-      'waiting-children',
-      'completed',
-      'failed',
-    );
+    const unfinished = ['waiting', 'delayed', 'active', 'prioritized', 'waiting-children'] as const;
+    const counts = await queue.getJobCounts(...unfinished, 'completed', 'failed');
     if (Object.values(counts).every((n) => n === 0)) return 0;
-    const jobs = (await queue.getJobs(['waiting', 'delayed', 'active', 'prioritized', 'waiting-children']))
+    const jobs = (await queue.getJobs([...unfinished]))
       .filter((job) => job?.data)
       // In feed order: an order's later event then waits in the outbox behind its earlier one.
       .sort((a, b) => a.data.seq - b.data.seq);
