@@ -2,8 +2,9 @@ import fastifySwagger from '@fastify/swagger';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { jsonClientErrorHandler } from '../shared/client-error.js';
+import { jsonBodyParser } from '../shared/request-errors.js';
 import { authPlugin } from './auth.js';
-import { ApiHttpError, answerApiError, clientErrorAnswer, frameworkErrorAnswer } from './errors.js';
+import { ApiHttpError, apiErrorHandler, clientErrorAnswer, frameworkErrorAnswer } from './errors.js';
 import { requestTextProblem } from './input-rules.js';
 import { balanceRoutes } from './routes/balance.js';
 import { catalogRoutes } from './routes/catalog.js';
@@ -22,6 +23,9 @@ import {
 export { API_ERRORS, type ApiErrorCode, ApiHttpError } from './errors.js';
 export { ORDER_PAGE } from './routes/orders.js';
 
+/** The largest request body, in bytes: Fastify's default, named so its refusal can say it. */
+const BODY_LIMIT = 1_048_576;
+
 export interface ApiAppOptions extends OrderRoutesOptions {
   logger?: Logger;
 }
@@ -37,6 +41,7 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
   const app = Fastify({
     ...(loggerInstance ? { loggerInstance } : { logger: false }),
     http: { requireHostHeader: false },
+    bodyLimit: BODY_LIMIT,
     clientErrorHandler: jsonClientErrorHandler(clientErrorAnswer, logger),
     frameworkErrors: frameworkErrorAnswer,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: true, allErrors: false } },
@@ -69,12 +74,17 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
     app.addSchema(schema);
   }
 
+  // JSON only: text/plain is 415 like any other type, a body that does not parse is INVALID_JSON.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonBodyParser(parseJson));
+
   await app.register(authPlugin, { tokens: store.tokens });
   app.addHook('preValidation', async (request) => {
     const problem = requestTextProblem(request);
     if (problem) throw new ApiHttpError('VALIDATION_ERROR', problem);
   });
-  app.setErrorHandler(answerApiError);
+  app.setErrorHandler(apiErrorHandler(BODY_LIMIT));
   app.setNotFoundHandler(async (request) => {
     throw new ApiHttpError(
       'NOT_FOUND',

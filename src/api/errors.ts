@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { CLIENT_ERROR_STATUS, type ClientErrorKind } from '../shared/client-error.js';
+import { type RequestErrorKind, requestErrorOf } from '../shared/request-errors.js';
 
 /**
  * Every error answer of the shop API: its HTTP status and what to do. The body is always
@@ -9,6 +10,7 @@ export const API_ERRORS = {
   VALIDATION_ERROR: 400,
   INVALID_CURSOR: 400,
   BAD_REQUEST: 400,
+  INVALID_JSON: 400,
   TOKEN_MISSING: 401,
   TOKEN_INVALID: 401,
   TOKEN_REVOKED: 401,
@@ -68,34 +70,35 @@ export function frameworkErrorAnswer(
   void reply.code(400).send(apiErrorBody('BAD_REQUEST', `the request URL is malformed (${error.code})`));
 }
 
+/** The API's code of each refusal of a request's body or content type (shared/request-errors.ts). */
+const REQUEST_ERROR_CODES: Record<RequestErrorKind, ApiErrorCode> = {
+  body_not_json: 'INVALID_JSON',
+  payload_too_large: 'PAYLOAD_TOO_LARGE',
+  unsupported_media_type: 'UNSUPPORTED_MEDIA_TYPE',
+  bad_request: 'BAD_REQUEST',
+};
+
 /**
  * The API's error handler: an {@link ApiHttpError} as it says (401s with `WWW-Authenticate`), a
- * schema's refusal as `VALIDATION_ERROR`, Fastify's own 4xx in their codes, and anything else as
- * a logged `INTERNAL_ERROR`.
+ * schema's refusal as `VALIDATION_ERROR`, a refused body or content type as the receiver's are
+ * (`requestErrorOf`), and anything else as a logged `INTERNAL_ERROR`. `bodyLimit`: the app's, in bytes.
  */
-export function answerApiError(
-  error: FastifyError | ApiHttpError,
-  request: FastifyRequest,
-  reply: FastifyReply,
-) {
-  if (error instanceof ApiHttpError) {
-    const status = API_ERRORS[error.code];
-    if (status === 401) reply.header('www-authenticate', 'Bearer realm="h2h-sync"');
-    return reply.code(status).send(apiErrorBody(error.code, error.message));
-  }
-  if (error.validation) {
-    return reply.code(400).send(apiErrorBody('VALIDATION_ERROR', `${error.message}; see /openapi.json`));
-  }
-  const status = error.statusCode ?? 500;
-  if (status === 413) return reply.code(413).send(apiErrorBody('PAYLOAD_TOO_LARGE', 'the body is too large'));
-  if (status === 415) {
+export function apiErrorHandler(bodyLimit: number) {
+  return (error: FastifyError | ApiHttpError, request: FastifyRequest, reply: FastifyReply) => {
+    if (error instanceof ApiHttpError) {
+      const status = API_ERRORS[error.code];
+      if (status === 401) reply.header('www-authenticate', 'Bearer realm="h2h-sync"');
+      return reply.code(status).send(apiErrorBody(error.code, error.message));
+    }
+    if (error.validation) {
+      return reply.code(400).send(apiErrorBody('VALIDATION_ERROR', `${error.message}; see /openapi.json`));
+    }
+    const refused = requestErrorOf(error, bodyLimit);
+    if (refused)
+      return reply.code(refused.status).send(apiErrorBody(REQUEST_ERROR_CODES[refused.kind], refused.detail));
+    request.log.error({ reqId: request.id, err: error }, 'api failure');
     return reply
-      .code(415)
-      .send(apiErrorBody('UNSUPPORTED_MEDIA_TYPE', 'send the body as Content-Type: application/json'));
-  }
-  if (status >= 400 && status < 500) return reply.code(400).send(apiErrorBody('BAD_REQUEST', error.message));
-  request.log.error({ reqId: request.id, err: error }, 'api failure');
-  return reply
-    .code(500)
-    .send(apiErrorBody('INTERNAL_ERROR', 'the API failed; retry, and report it if it persists'));
+      .code(500)
+      .send(apiErrorBody('INTERNAL_ERROR', 'the API failed; retry, and report it if it persists'));
+  };
 }

@@ -608,3 +608,53 @@ describeEachBackend('what refs, data and cursors may hold', (backend) => {
     assert.equal(unknown.body.error.code, 'ORDER_NOT_FOUND');
   });
 });
+
+test('a body that is not JSON is 400 INVALID_JSON saying why, another content type 415, both in the error shape; an empty JSON body is no body', async (t) => {
+  const { store, origin } = await startApi(t);
+  const { token } = await store.tokens.create('till', ['orders:read', 'orders:write']);
+  await placeOrders(store, 1);
+  const send = async (path: string, contentType: string | undefined, body: string) => {
+    const answer = await request(`${origin}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, ...(contentType ? { 'content-type': contentType } : {}) },
+      body,
+    });
+    assert.match(String(answer.headers['content-type']), /^application\/json/);
+    // biome-ignore lint/suspicious/noExplicitAny: an error answer or an order
+    return { status: answer.statusCode, body: (await answer.body.json()) as any };
+  };
+
+  for (const [body, why] of [
+    [
+      '{"product_code": "MLBB-86",',
+      /^the body is not JSON \(.*JSON.*\): send a JSON object with Content-Type: application\/json$/,
+    ],
+    ['product_code=MLBB-86', /^the body is not JSON \(Unexpected token/],
+    [
+      '{"__proto__": {"admin": true}, "data": {"user_id": "1"}, "product_code": "MLBB-86"}',
+      /__proto__ .* prototype poisoning/,
+    ],
+  ] as const) {
+    const refused = await send('/v1/orders', 'application/json', body);
+    assert.equal(refused.status, 400, body);
+    assert.deepEqual(Object.keys(refused.body), ['error'], body);
+    assert.equal(refused.body.error.code, 'INVALID_JSON', body);
+    assert.match(refused.body.error.message, why, body);
+  }
+  for (const contentType of ['text/plain', 'application/x-www-form-urlencoded', undefined]) {
+    const refused = await send(
+      '/v1/orders',
+      contentType,
+      '{"product_code": "MLBB-86", "data": {"user_id": "1"}}',
+    );
+    assert.equal(refused.status, 415, String(contentType));
+    assert.equal(refused.body.error.code, 'UNSUPPORTED_MEDIA_TYPE', String(contentType));
+    assert.equal(refused.body.error.message, 'send the body as Content-Type: application/json');
+  }
+  const refresh = await send('/v1/orders/O1/refresh', 'application/json', '');
+  assert.equal(refresh.status, 202, JSON.stringify(refresh.body));
+  const emptyOrder = await send('/v1/orders', 'application/json', '');
+  assert.equal(emptyOrder.status, 400);
+  assert.equal(emptyOrder.body.error.code, 'VALIDATION_ERROR');
+  assert.deepEqual(await store.queries.pageOrders({ limit: 100 }).then((p) => p.length), 1, 'nothing stored');
+});
