@@ -91,7 +91,11 @@ export function apiErrorHandler(bodyLimit: number) {
       return reply.code(status).send(apiErrorBody(error.code, error.message));
     }
     if (error.validation) {
-      return reply.code(400).send(apiErrorBody('VALIDATION_ERROR', `${error.message}; see /openapi.json`));
+      const allowed = error.validation[0]?.params.allowedValues;
+      const message = Array.isArray(allowed)
+        ? `${error.validationContext}/${error.validation[0]!.instancePath.slice(1)} must be one of ${allowed.join(', ')}`
+        : error.message;
+      return reply.code(400).send(apiErrorBody('VALIDATION_ERROR', `${message}; see /openapi.json`));
     }
     const refused = requestErrorOf(error, bodyLimit);
     if (refused)

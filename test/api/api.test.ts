@@ -658,3 +658,36 @@ test('a body that is not JSON is 400 INVALID_JSON saying why, another content ty
   assert.equal(emptyOrder.body.error.code, 'VALIDATION_ERROR');
   assert.deepEqual(await store.queries.pageOrders({ limit: 100 }).then((p) => p.length), 1, 'nothing stored');
 });
+
+test('GET /v1/orders refuses a status it does not know with 400 naming the allowed ones, filters an upstream status string by upstream_status, and refuses created_from not before created_to', async (t) => {
+  const { store, call } = await startApi(t);
+  await placeOrders(store, 2);
+  await store.writer.applyOrderSnapshot(snapshot('O1', 'ON_HOLD'), { source: 'poll' });
+
+  for (const status of ['DONE', 'success', 'ON_HOLD']) {
+    const refused = await call(`/v1/orders?status=${status}`);
+    assert.equal(refused.status, 400, status);
+    assert.equal(refused.body.error.code, 'VALIDATION_ERROR');
+    assert.match(
+      refused.body.error.message,
+      /^querystring\/status must be one of PENDING, PROCESSING, SUCCESS, FAILED, REFUNDED, queued, pending, accepted, rejected, unknown, blocked, cancelled; /,
+    );
+  }
+  const held = await call('/v1/orders?upstream_status=ON_HOLD');
+  assert.deepEqual(
+    held.body.data.map((o: { partner_ref: string }) => o.partner_ref),
+    ['O1'],
+  );
+  assert.deepEqual(
+    (await call('/v1/orders?status=accepted')).body.data.map((o: { partner_ref: string }) => o.partner_ref),
+    ['O2', 'O1'],
+  );
+
+  const now = Date.now();
+  const from = new Date(now).toISOString();
+  for (const to of [from, new Date(now - 60_000).toISOString()]) {
+    const inverted = await call(`/v1/orders?created_from=${from}&created_to=${to}`);
+    assert.equal(inverted.status, 400, to);
+    assert.match(inverted.body.error.message, /^created_from must be before created_to/);
+  }
+});

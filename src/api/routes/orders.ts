@@ -2,8 +2,9 @@ import type { FastifyPluginAsync } from 'fastify';
 import { AcceptOrderError, acceptOrder } from '../../orders/accept-order.js';
 import { newPartnerRef } from '../../orders/partner-ref.js';
 import type { PublicOrder } from '../../orders/public-order.js';
+import { SUBMISSION_STATES } from '../../store/local-order.js';
 import type { OrderStore } from '../../store/order-store.js';
-import { partnerRefProblem } from '../../upstream/model.js';
+import { ORDER_STATUSES, partnerRefProblem } from '../../upstream/model.js';
 import { readIsoTime } from '../../upstream/upstream-time.js';
 import { ApiHttpError } from '../errors.js';
 import type { FromSchema, SchemaTypes } from '../schema-types.js';
@@ -70,8 +71,13 @@ const orderListQuery = {
   properties: {
     status: {
       type: 'string',
+      enum: [...ORDER_STATUSES, ...SUBMISSION_STATES],
+      description: 'A status (SUCCESS …) or a submission state (blocked …).',
+    },
+    upstream_status: {
+      type: 'string',
       minLength: 1,
-      description: 'A status (SUCCESS …), a submission state (blocked …) or a status string of the upstream.',
+      description: 'The status string the upstream last sent, even one outside the statuses above.',
     },
     created_from: { type: 'string', description: 'Written here at or after this ISO 8601 time.' },
     created_to: { type: 'string', description: 'Written here before this ISO 8601 time.' },
@@ -329,11 +335,21 @@ export const orderRoutes: FastifyPluginAsync<OrderRoutesOptions> = async (base, 
     },
     async (request) => {
       const q = request.query;
+      const createdFrom =
+        q.created_from === undefined ? undefined : parseTime('created_from', q.created_from);
+      const createdTo = q.created_to === undefined ? undefined : parseTime('created_to', q.created_to);
+      if (createdFrom !== undefined && createdTo !== undefined && createdFrom >= createdTo) {
+        throw new ApiHttpError(
+          'VALIDATION_ERROR',
+          'created_from must be before created_to (created_to is exclusive): swap them, or drop one',
+        );
+      }
       const page = await store.queries.pageOrders({
         limit: q.limit,
         ...(q.status === undefined ? {} : { status: q.status }),
-        ...(q.created_from === undefined ? {} : { createdFrom: parseTime('created_from', q.created_from) }),
-        ...(q.created_to === undefined ? {} : { createdTo: parseTime('created_to', q.created_to) }),
+        ...(q.upstream_status === undefined ? {} : { upstreamStatus: q.upstream_status }),
+        ...(createdFrom === undefined ? {} : { createdFrom }),
+        ...(createdTo === undefined ? {} : { createdTo }),
         ...(q.cursor === undefined ? {} : { beforeId: decodeCursor(q.cursor) }),
       });
       const more = page.length > q.limit;
