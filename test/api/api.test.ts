@@ -691,3 +691,60 @@ test('GET /v1/orders refuses a status it does not know with 400 naming the allow
     assert.match(inverted.body.error.message, /^created_from must be before created_to/);
   }
 });
+
+test('POST /v1/orders/:ref/refresh of a settled order answers it with 200 requested: false and queues no early poll; a SUCCESS still without its serial is polled', async (t) => {
+  const { store } = await tempStore(t, { now: Date.now });
+  const asked: string[] = [];
+  const app = await buildApiApp({
+    store,
+    ...defaultApiLimits(),
+    requestPoll: async (ref) => void asked.push(ref),
+  });
+  t.after(() => app.close());
+  const writer = (await store.tokens.create('till', ['orders:write'])).token;
+  const refresh = async (ref: string) => {
+    const answer = await app.inject({
+      method: 'POST',
+      url: `/v1/orders/${ref}/refresh`,
+      headers: { authorization: `Bearer ${writer}` },
+    });
+    return { status: answer.statusCode, body: answer.json() };
+  };
+  const order = async (ref: string, status: string, serial: string | null) => {
+    await store.writer.createLocalOrder({
+      partnerRef: ref,
+      productCode: 'ML86',
+      data: { user_id: '12345678', server_id: '2001' },
+    });
+    const applied = await store.writer.applyOrderSnapshot(snapshot(ref, status, { serial_number: serial }), {
+      source: 'create',
+    });
+    assert.equal(applied.order.status, status, ref);
+  };
+  await order('DELIVERED', 'SUCCESS', 'SN-1');
+  await order('NO-SERIAL', 'SUCCESS', null);
+  await order('FAILED-1', 'FAILED', null);
+  await order('REFUNDED-1', 'REFUNDED', 'SN-2');
+  await store.writer.createLocalOrder({
+    partnerRef: 'GAVE-UP',
+    productCode: 'ML86',
+    data: { user_id: '1' },
+    queued: true,
+  });
+  assert.equal(
+    (await store.writer.cancelOrder('GAVE-UP', { code: 'CANCELLED', detail: 'test' })).cancelled,
+    true,
+  );
+
+  for (const ref of ['DELIVERED', 'INV-FAILED-1', 'REFUNDED-1', 'GAVE-UP']) {
+    const settled = await refresh(ref);
+    assert.equal(settled.status, 200, ref);
+    assert.equal(settled.body.requested, false, ref);
+    assert.deepEqual(settled.body.order, await store.queries.getPublicOrder(ref), ref);
+  }
+  assert.deepEqual(asked, [], 'no early poll queued for a settled order');
+  const open = await refresh('NO-SERIAL');
+  assert.equal(open.status, 202);
+  assert.equal(open.body.requested, true);
+  assert.deepEqual(asked, ['NO-SERIAL']);
+});

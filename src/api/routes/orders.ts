@@ -87,6 +87,21 @@ const orderListQuery = {
 } as const;
 
 /**
+ * Whether the upstream has nothing more to tell of an order, so a refresh spends no poll on it:
+ * it ended (`outcome`), and a delivered one has its serial number (which may follow a SUCCESS).
+ * The reconciler's rule for settled orders (store/rules/poll-rules.ts, `isSettled`) in the public
+ * form; a refund of a delivered order is the audit's to find (docs/reconciler.md).
+ */
+const isSettled = (order: PublicOrder) =>
+  order.outcome !== null && !(order.outcome === 'delivered' && order.serial_number === null);
+
+const refreshAnswer = {
+  type: 'object',
+  required: ['requested', 'order'],
+  properties: { requested: { type: 'boolean' }, order: { $ref: 'Order#' } },
+} as const;
+
+/**
  * Refuses, before the schema's validation could coerce it, a `data` value that is not a string:
  * the spec's data values are strings, and a game id sent as a number beyond 2^53 has already lost
  * digits (a top-up of the wrong account).
@@ -260,10 +275,13 @@ export const orderRoutes: FastifyPluginAsync<OrderRoutesOptions> = async (base, 
           'Ask for an early poll of an order: its status is read from the upstream as soon as the budget allows',
         params: refParams,
         response: {
+          200: {
+            ...refreshAnswer,
+            description: 'The order is final (outcome set): nothing is asked upstream.',
+          },
           202: {
-            type: 'object',
-            required: ['requested', 'order'],
-            properties: { requested: { type: 'boolean' }, order: { $ref: 'Order#' } },
+            ...refreshAnswer,
+            description: 'An early poll is asked; its answer lands in the order and the feed.',
           },
           404: { $ref: 'Error#' },
           409: { $ref: 'Error#' },
@@ -280,6 +298,7 @@ export const orderRoutes: FastifyPluginAsync<OrderRoutesOptions> = async (base, 
           `order ${order.partner_ref} still waits in the submission queue: there is nothing to read upstream yet`,
         );
       }
+      if (isSettled(order)) return reply.code(200).send({ requested: false, order });
       if (!requestPoll) {
         throw new ApiHttpError(
           'QUEUE_UNAVAILABLE',
