@@ -9,6 +9,7 @@ import { startSubmissionPump } from '../../src/orders/submission-pump.js';
 import type { OrderStore } from '../../src/store/order-store.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { defaultApiLimits, sendApi } from '../helpers/api.js';
+import { catalogSnapshot } from '../helpers/catalog.js';
 import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
 import { snapshot, tempStore } from '../helpers/store.js';
 import { describeEachBackend, type StoreBackend } from '../helpers/store-backends.js';
@@ -747,4 +748,59 @@ test('POST /v1/orders/:ref/refresh of a settled order answers it with 200 reques
   assert.equal(open.status, 202);
   assert.equal(open.body.requested, true);
   assert.deepEqual(asked, ['NO-SERIAL']);
+});
+
+test('a queued order shows the catalog product_name and price (amount) it was accepted at, until the upstream sends its own; without a synced catalog they are null', async (t) => {
+  const { store, origin } = await startApi(t);
+  const { token } = await store.tokens.create('till', ['orders:read', 'orders:write']);
+  const data = { user_id: '12345678', server_id: '2001' };
+  const unsynced = await sendApi(origin, token, 'POST', '/v1/orders', {
+    product_code: 'ML86',
+    data,
+    partner_ref: 'early',
+  });
+  assert.equal(unsynced.status, 202);
+  assert.equal(unsynced.body.product_name, null);
+  assert.equal(unsynced.body.amount, null);
+
+  await store.catalog.applySync(catalogSnapshot({ price: 15_500, balance: 1_000_000 }));
+  const byCode = await sendApi(origin, token, 'POST', '/v1/orders', {
+    product_code: 'ML86',
+    data,
+    partner_ref: 'by-code',
+  });
+  assert.equal(byCode.status, 202);
+  assert.equal(byCode.body.submission, 'queued');
+  assert.equal(byCode.body.product_name, 'ML 86');
+  assert.equal(byCode.body.amount, 15_500);
+  const byId = await sendApi(origin, token, 'POST', '/v1/orders', {
+    product_id: '11111111-1111-4111-8111-111111111111',
+    data,
+    partner_ref: 'by-id',
+  });
+  assert.equal(byId.body.product_name, 'ML 86');
+  assert.equal(byId.body.amount, 15_500);
+  assert.deepEqual((await sendApi(origin, token, 'GET', '/v1/orders/by-code')).body, byCode.body);
+
+  await store.catalog.applySync(catalogSnapshot({ price: 16_000, balance: 1_000_000 }));
+  assert.equal(
+    (await sendApi(origin, token, 'GET', '/v1/orders/by-code')).body.amount,
+    15_500,
+    'the price it was accepted at',
+  );
+  const claimed = (await store.schedule.claimForPoll('by-code'))!;
+  assert.ok(claimed.claimed);
+  assert.ok(await store.writer.startSubmission('by-code', claimed.order.claim));
+  await store.writer.applyOrderSnapshot(
+    snapshot('by-code', 'PENDING', {
+      product_name: 'ml 86',
+      amount: 15_250,
+      created_at: new Date().toISOString(),
+    }),
+    { source: 'create' },
+  );
+  const answered = (await sendApi(origin, token, 'GET', '/v1/orders/by-code')).body;
+  assert.equal(answered.submission, 'accepted');
+  assert.equal(answered.product_name, 'ml 86', "the upstream's own");
+  assert.equal(answered.amount, 15_250);
 });
