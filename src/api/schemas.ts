@@ -179,3 +179,10 @@ export const errorSchema = {
     },
   },
 } as const;
+
+/** The error answers every route with a token may give. */
+export const errorResponses = {
+  400: { $ref: 'Error#' },
+  401: { $ref: 'Error#' },
+  403: { $ref: 'Error#' },
+} as const;

@@ -5,7 +5,7 @@
  * nothing else, so every other module stays private and may change without notice.
  */
 
-import type { ApiErrorCode } from '../api/app.js';
+import type { ApiErrorCode } from '../api/errors.js';
 
 export type {
   ProductPriceChange,

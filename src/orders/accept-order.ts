@@ -1,3 +1,4 @@
+import type { PublicProduct } from '../catalog/public-catalog.js';
 import { targetProblem } from '../catalog/target-rules.js';
 import type { OrderStore } from '../store/order-store.js';
 import type { OrderRequest } from './order-request.js';
@@ -43,8 +44,8 @@ export type AcceptResult = { replayed: boolean; order: PublicOrder };
  *   accepted, final, rejected or cancelled. Another request under it is `IDEMPOTENCY_CONFLICT`.
  * - A new one is checked against the local catalog once it was synced (an unknown or inactive
  *   product, data that misses the product's published target rules) and refused before anything
- *   is stored or sent; then queued for the submission pump unless `submissionBacklog` orders
- *   already wait (`BACKLOG_FULL`).
+ *   is stored or sent; then queued for the submission pump, with the catalog's name and price
+ *   of its product, unless `submissionBacklog` orders already wait (`BACKLOG_FULL`).
  * Two requests with one new partner_ref race on the store's unique key: one queues, the other
  * is answered as a repeat of it.
  */
@@ -56,7 +57,7 @@ export async function acceptOrder(
 ): Promise<AcceptResult> {
   const known = await store.queries.getOrderByPartnerRef(partnerRef);
   if (known) return replay(store, partnerRef, known, request);
-  await checkAgainstCatalog(store, request);
+  const product = await checkAgainstCatalog(store, request);
   if ((await store.queries.countQueued()) >= options.submissionBacklog) {
     throw new AcceptOrderError(
       'BACKLOG_FULL',
@@ -68,6 +69,7 @@ export async function acceptOrder(
     ...(request.product_code === undefined ? {} : { productCode: request.product_code }),
     ...(request.product_id === undefined ? {} : { productId: request.product_id }),
     data: request.data,
+    ...(product ? { catalog: { name: product.name, price: product.price } } : {}),
     queued: true,
   });
   // Another request with the same ref may have won the insert.
@@ -93,10 +95,14 @@ async function replay(
 /**
  * Refuses, before anything is stored or sent, an order the local catalog knows the upstream
  * would refuse: an unknown product, an inactive one, or target data that does not match the
- * product's published rules. A catalog never synced checks nothing (docs/api.md).
+ * product's published rules; else returns the product, whose name and price the queued order
+ * shows. A catalog never synced checks nothing and returns nothing (docs/api.md).
  */
-async function checkAgainstCatalog(store: OrderStore, request: OrderRequest): Promise<void> {
-  if ((await store.catalog.syncedAt()) === null) return;
+async function checkAgainstCatalog(
+  store: OrderStore,
+  request: OrderRequest,
+): Promise<PublicProduct | undefined> {
+  if ((await store.catalog.syncedAt()) === null) return undefined;
   const { product_code: code, product_id: id } = request;
   const named = code !== undefined ? `product_code ${code}` : `product_id ${id}`;
   const byCode = code === undefined ? undefined : await store.catalog.find({ code });
@@ -127,4 +133,5 @@ async function checkAgainstCatalog(store: OrderStore, request: OrderRequest): Pr
       `${problem.message}; ${product.code} publishes its rules in GET /v1/products`,
     );
   }
+  return product;
 }

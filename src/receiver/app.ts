@@ -14,6 +14,7 @@ import type { Logger } from 'pino';
 import { findOrderInWebhook, parseWebhookBody } from '../queue/webhook-order.js';
 import { QueueUnavailableError, type WebhookProducer } from '../queue/webhook-producer.js';
 import { type ClientErrorKind, jsonClientErrorHandler } from '../shared/client-error.js';
+import { type RequestErrorKind, requestErrorOf } from '../shared/request-errors.js';
 import { WEBHOOK_HEADERS } from '../upstream/model.js';
 import { DEFAULT_TOLERANCE_S, verifyWebhookSignature } from '../upstream/signature.js';
 import { DEFAULT_RECEIVER_LIMITS, DEFAULT_WEBHOOK_BODY_LIMIT, DEFAULT_WEBHOOK_PATH } from './defaults.js';
@@ -122,6 +123,18 @@ function clientErrorBody(kind: ClientErrorKind, error: NodeJS.ErrnoException) {
   return { status: body.statusCode, body };
 }
 
+/**
+ * The receiver's code of each refusal of a request's body or content type (as the shop API's
+ * are: shared/request-errors.ts). Its own parser never refuses a body that is not JSON (an
+ * authentic one is queued as received), so `body_not_json` comes only from elsewhere.
+ */
+const REQUEST_ERROR_CODES: Record<RequestErrorKind, ReceiverErrorCode> = {
+  body_not_json: 'BAD_REQUEST',
+  payload_too_large: 'PAYLOAD_TOO_LARGE',
+  unsupported_media_type: 'UNSUPPORTED_MEDIA_TYPE',
+  bad_request: 'BAD_REQUEST',
+};
+
 function validateOptions(options: ReceiverAppOptions): void {
   if (options.secrets.length === 0 || options.secrets.some((s) => s === '')) {
     throw new TypeError('buildReceiverApp: secrets must list at least one non-empty webhook secret');
@@ -217,20 +230,16 @@ export async function buildReceiverApp(options: ReceiverAppOptions): Promise<Fas
   app.setErrorHandler((error: FastifyError | ReceiverHttpError | QueueUnavailableError, request, reply) => {
     let code: ReceiverErrorCode;
     let detail: string | undefined;
+    const refused = requestErrorOf(error, bodyLimit);
     if (error instanceof ReceiverHttpError) {
       code = error.code;
       detail = error.body.error;
     } else if (error instanceof QueueUnavailableError) {
       code = 'QUEUE_UNAVAILABLE';
       request.log.error({ reqId: request.id, err: error }, 'webhook not queued: Redis unavailable');
-    } else if (error.statusCode === 413) {
-      code = 'PAYLOAD_TOO_LARGE';
-      detail = `the body is over the limit of ${bodyLimit} bytes`;
-    } else if (error.statusCode === 415) {
-      code = 'UNSUPPORTED_MEDIA_TYPE';
-    } else if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
-      code = 'BAD_REQUEST';
-      detail = error.message;
+    } else if (refused) {
+      code = REQUEST_ERROR_CODES[refused.kind];
+      detail = refused.detail;
     } else {
       code = 'INTERNAL_ERROR';
       request.log.error({ reqId: request.id, err: error }, 'receiver failure');

@@ -1,3 +1,4 @@
+import { SEND_JSON } from '../shared/request-errors.js';
 import { SIGNATURE_FAILURES } from '../upstream/signature.js';
 
 /**
@@ -17,7 +18,7 @@ export const RECEIVER_ERRORS = {
     fix: 'the request was not received in full in time (H2H_RECEIVER_REQUEST_TIMEOUT_MS); send it again',
   },
   PAYLOAD_TOO_LARGE: { status: 413, fix: 'the body is over the size limit (H2H_WEBHOOK_BODY_LIMIT)' },
-  UNSUPPORTED_MEDIA_TYPE: { status: 415, fix: 'send the body as Content-Type: application/json' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, fix: SEND_JSON },
   HEADERS_TOO_LARGE: {
     status: 431,
     fix: 'the request headers are over the size limit; send fewer or shorter ones',

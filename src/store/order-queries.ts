@@ -106,6 +106,8 @@ export class OrderQueries {
    */
   async pageOrders(input: {
     status?: string;
+    /** The status string the upstream last sent, whatever it is. */
+    upstreamStatus?: string;
     createdFrom?: number;
     createdTo?: number;
     beforeId?: number;
@@ -116,6 +118,10 @@ export class OrderQueries {
     if (input.status !== undefined) {
       where.push(`${statusColumn(input.status)} = @status`);
       params.status = input.status;
+    }
+    if (input.upstreamStatus !== undefined) {
+      where.push('upstream_status = @upstreamStatus');
+      params.upstreamStatus = input.upstreamStatus;
     }
     if (input.createdFrom !== undefined) {
       where.push('local_created_at >= @createdFrom');

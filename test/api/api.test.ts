@@ -9,6 +9,7 @@ import { startSubmissionPump } from '../../src/orders/submission-pump.js';
 import type { OrderStore } from '../../src/store/order-store.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { defaultApiLimits, sendApi } from '../helpers/api.js';
+import { catalogSnapshot } from '../helpers/catalog.js';
 import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
 import { snapshot, tempStore } from '../helpers/store.js';
 import { describeEachBackend, type StoreBackend } from '../helpers/store-backends.js';
@@ -607,4 +608,199 @@ describeEachBackend('what refs, data and cursors may hold', (backend) => {
     assert.equal(unknown.status, 404);
     assert.equal(unknown.body.error.code, 'ORDER_NOT_FOUND');
   });
+});
+
+test('a body that is not JSON is 400 INVALID_JSON saying why, another content type 415, both in the error shape; an empty JSON body is no body', async (t) => {
+  const { store, origin } = await startApi(t);
+  const { token } = await store.tokens.create('till', ['orders:read', 'orders:write']);
+  await placeOrders(store, 1);
+  const send = async (path: string, contentType: string | undefined, body: string) => {
+    const answer = await request(`${origin}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, ...(contentType ? { 'content-type': contentType } : {}) },
+      body,
+    });
+    assert.match(String(answer.headers['content-type']), /^application\/json/);
+    // biome-ignore lint/suspicious/noExplicitAny: an error answer or an order
+    return { status: answer.statusCode, body: (await answer.body.json()) as any };
+  };
+
+  for (const [body, why] of [
+    [
+      '{"product_code": "MLBB-86",',
+      /^the body is not JSON \(.*JSON.*\): send a JSON object with Content-Type: application\/json$/,
+    ],
+    ['product_code=MLBB-86', /^the body is not JSON \(Unexpected token/],
+    [
+      '{"__proto__": {"admin": true}, "data": {"user_id": "1"}, "product_code": "MLBB-86"}',
+      /__proto__ .* prototype poisoning/,
+    ],
+  ] as const) {
+    const refused = await send('/v1/orders', 'application/json', body);
+    assert.equal(refused.status, 400, body);
+    assert.deepEqual(Object.keys(refused.body), ['error'], body);
+    assert.equal(refused.body.error.code, 'INVALID_JSON', body);
+    assert.match(refused.body.error.message, why, body);
+  }
+  for (const contentType of ['text/plain', 'application/x-www-form-urlencoded', undefined]) {
+    const refused = await send(
+      '/v1/orders',
+      contentType,
+      '{"product_code": "MLBB-86", "data": {"user_id": "1"}}',
+    );
+    assert.equal(refused.status, 415, String(contentType));
+    assert.equal(refused.body.error.code, 'UNSUPPORTED_MEDIA_TYPE', String(contentType));
+    assert.equal(refused.body.error.message, 'send the body as Content-Type: application/json');
+  }
+  const refresh = await send('/v1/orders/O1/refresh', 'application/json', '');
+  assert.equal(refresh.status, 202, JSON.stringify(refresh.body));
+  const emptyOrder = await send('/v1/orders', 'application/json', '');
+  assert.equal(emptyOrder.status, 400);
+  assert.equal(emptyOrder.body.error.code, 'VALIDATION_ERROR');
+  assert.deepEqual(await store.queries.pageOrders({ limit: 100 }).then((p) => p.length), 1, 'nothing stored');
+});
+
+test('GET /v1/orders refuses a status it does not know with 400 naming the allowed ones, filters an upstream status string by upstream_status, and refuses created_from not before created_to', async (t) => {
+  const { store, call } = await startApi(t);
+  await placeOrders(store, 2);
+  await store.writer.applyOrderSnapshot(snapshot('O1', 'ON_HOLD'), { source: 'poll' });
+
+  for (const status of ['DONE', 'success', 'ON_HOLD']) {
+    const refused = await call(`/v1/orders?status=${status}`);
+    assert.equal(refused.status, 400, status);
+    assert.equal(refused.body.error.code, 'VALIDATION_ERROR');
+    assert.match(
+      refused.body.error.message,
+      /^querystring\/status must be one of PENDING, PROCESSING, SUCCESS, FAILED, REFUNDED, queued, pending, accepted, rejected, unknown, blocked, cancelled; /,
+    );
+  }
+  const held = await call('/v1/orders?upstream_status=ON_HOLD');
+  assert.deepEqual(
+    held.body.data.map((o: { partner_ref: string }) => o.partner_ref),
+    ['O1'],
+  );
+  assert.deepEqual(
+    (await call('/v1/orders?status=accepted')).body.data.map((o: { partner_ref: string }) => o.partner_ref),
+    ['O2', 'O1'],
+  );
+
+  const now = Date.now();
+  const from = new Date(now).toISOString();
+  for (const to of [from, new Date(now - 60_000).toISOString()]) {
+    const inverted = await call(`/v1/orders?created_from=${from}&created_to=${to}`);
+    assert.equal(inverted.status, 400, to);
+    assert.match(inverted.body.error.message, /^created_from must be before created_to/);
+  }
+});
+
+test('POST /v1/orders/:ref/refresh of a settled order answers it with 200 requested: false and queues no early poll; a SUCCESS still without its serial is polled', async (t) => {
+  const { store } = await tempStore(t, { now: Date.now });
+  const asked: string[] = [];
+  const app = await buildApiApp({
+    store,
+    ...defaultApiLimits(),
+    requestPoll: async (ref) => void asked.push(ref),
+  });
+  t.after(() => app.close());
+  const writer = (await store.tokens.create('till', ['orders:write'])).token;
+  const refresh = async (ref: string) => {
+    const answer = await app.inject({
+      method: 'POST',
+      url: `/v1/orders/${ref}/refresh`,
+      headers: { authorization: `Bearer ${writer}` },
+    });
+    return { status: answer.statusCode, body: answer.json() };
+  };
+  const order = async (ref: string, status: string, serial: string | null) => {
+    await store.writer.createLocalOrder({
+      partnerRef: ref,
+      productCode: 'ML86',
+      data: { user_id: '12345678', server_id: '2001' },
+    });
+    const applied = await store.writer.applyOrderSnapshot(snapshot(ref, status, { serial_number: serial }), {
+      source: 'create',
+    });
+    assert.equal(applied.order.status, status, ref);
+  };
+  await order('DELIVERED', 'SUCCESS', 'SN-1');
+  await order('NO-SERIAL', 'SUCCESS', null);
+  await order('FAILED-1', 'FAILED', null);
+  await order('REFUNDED-1', 'REFUNDED', 'SN-2');
+  await store.writer.createLocalOrder({
+    partnerRef: 'GAVE-UP',
+    productCode: 'ML86',
+    data: { user_id: '1' },
+    queued: true,
+  });
+  assert.equal(
+    (await store.writer.cancelOrder('GAVE-UP', { code: 'CANCELLED', detail: 'test' })).cancelled,
+    true,
+  );
+
+  for (const ref of ['DELIVERED', 'INV-FAILED-1', 'REFUNDED-1', 'GAVE-UP']) {
+    const settled = await refresh(ref);
+    assert.equal(settled.status, 200, ref);
+    assert.equal(settled.body.requested, false, ref);
+    assert.deepEqual(settled.body.order, await store.queries.getPublicOrder(ref), ref);
+  }
+  assert.deepEqual(asked, [], 'no early poll queued for a settled order');
+  const open = await refresh('NO-SERIAL');
+  assert.equal(open.status, 202);
+  assert.equal(open.body.requested, true);
+  assert.deepEqual(asked, ['NO-SERIAL']);
+});
+
+test('a queued order shows the catalog product_name and price (amount) it was accepted at, until the upstream sends its own; without a synced catalog they are null', async (t) => {
+  const { store, origin } = await startApi(t);
+  const { token } = await store.tokens.create('till', ['orders:read', 'orders:write']);
+  const data = { user_id: '12345678', server_id: '2001' };
+  const unsynced = await sendApi(origin, token, 'POST', '/v1/orders', {
+    product_code: 'ML86',
+    data,
+    partner_ref: 'early',
+  });
+  assert.equal(unsynced.status, 202);
+  assert.equal(unsynced.body.product_name, null);
+  assert.equal(unsynced.body.amount, null);
+
+  await store.catalog.applySync(catalogSnapshot({ price: 15_500, balance: 1_000_000 }));
+  const byCode = await sendApi(origin, token, 'POST', '/v1/orders', {
+    product_code: 'ML86',
+    data,
+    partner_ref: 'by-code',
+  });
+  assert.equal(byCode.status, 202);
+  assert.equal(byCode.body.submission, 'queued');
+  assert.equal(byCode.body.product_name, 'ML 86');
+  assert.equal(byCode.body.amount, 15_500);
+  const byId = await sendApi(origin, token, 'POST', '/v1/orders', {
+    product_id: '11111111-1111-4111-8111-111111111111',
+    data,
+    partner_ref: 'by-id',
+  });
+  assert.equal(byId.body.product_name, 'ML 86');
+  assert.equal(byId.body.amount, 15_500);
+  assert.deepEqual((await sendApi(origin, token, 'GET', '/v1/orders/by-code')).body, byCode.body);
+
+  await store.catalog.applySync(catalogSnapshot({ price: 16_000, balance: 1_000_000 }));
+  assert.equal(
+    (await sendApi(origin, token, 'GET', '/v1/orders/by-code')).body.amount,
+    15_500,
+    'the price it was accepted at',
+  );
+  const claimed = (await store.schedule.claimForPoll('by-code'))!;
+  assert.ok(claimed.claimed);
+  assert.ok(await store.writer.startSubmission('by-code', claimed.order.claim));
+  await store.writer.applyOrderSnapshot(
+    snapshot('by-code', 'PENDING', {
+      product_name: 'ml 86',
+      amount: 15_250,
+      created_at: new Date().toISOString(),
+    }),
+    { source: 'create' },
+  );
+  const answered = (await sendApi(origin, token, 'GET', '/v1/orders/by-code')).body;
+  assert.equal(answered.submission, 'accepted');
+  assert.equal(answered.product_name, 'ml 86', "the upstream's own");
+  assert.equal(answered.amount, 15_250);
 });

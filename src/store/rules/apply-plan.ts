@@ -49,6 +49,11 @@ export interface CreateLocalOrderInput {
   data: OrderData;
   callbackUrl?: string;
   /**
+   * The local catalog's name and price of the product when the order was taken, shown as its
+   * `product_name` and `amount` until the upstream sends its own. Default: unknown (null).
+   */
+  catalog?: { name: string; price: number };
+  /**
    * Queue it for the submission pump (submission `queued`: the shop API's orders, sent in arrival
    * order as the budget allows) instead of submitting it now (`pending`). Default: false.
    */
@@ -188,6 +193,8 @@ export function planLocalOrder(
     ...newOrderRow(input.partnerRef, now, input.queued ? 'queued' : 'pending'),
     product_code: input.productCode ?? null,
     product_id: input.productId ?? null,
+    product_name: input.catalog?.name ?? null,
+    amount: input.catalog?.price ?? null,
     target_data: JSON.stringify(input.data),
     callback_url: input.callbackUrl ?? null,
     request: orderRequestJson({

@@ -1,0 +1,58 @@
+import type { FastifyPluginAsync } from 'fastify';
+import { MAX_FEED_PAGE } from '../../store/feed.js';
+import type { OrderStore } from '../../store/order-store.js';
+import { MAX_FEED_SEQ } from '../input-rules.js';
+import type { SchemaTypes } from '../schema-types.js';
+import { errorResponses } from '../schemas.js';
+
+const feedQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    after: {
+      type: 'integer',
+      minimum: 0,
+      maximum: MAX_FEED_SEQ,
+      default: 0,
+      description: 'The last seq you handled; 0: from the oldest kept. At most 2^53 − 1.',
+    },
+    limit: { type: 'integer', minimum: 1, maximum: MAX_FEED_PAGE, default: 100 },
+  },
+} as const;
+
+/** The change feed (docs/api.md, "The change feed"), a page at a time from the reader's cursor. */
+export const eventRoutes: FastifyPluginAsync<{ store: OrderStore }> = async (base, { store }) => {
+  const app = base.withTypeProvider<SchemaTypes>();
+  app.get(
+    '/v1/events',
+    {
+      config: { scope: 'orders:read' },
+      schema: {
+        summary:
+          'The change feed: every change of every order, price change and low balance, oldest first, after a cursor',
+        querystring: feedQuery,
+        response: {
+          200: {
+            type: 'object',
+            required: ['data', 'next_after', 'has_more'],
+            properties: {
+              data: { type: 'array', items: { $ref: 'Event#' } },
+              next_after: {
+                type: 'integer',
+                description: 'Pass as after to read on (unchanged when data is empty).',
+              },
+              has_more: { type: 'boolean' },
+            },
+          },
+          ...errorResponses,
+        },
+      },
+    },
+    async (request) => {
+      const { after, limit } = request.query;
+      const data = await store.feed.after(after, limit);
+      const nextAfter = data.at(-1)?.seq ?? after;
+      return { data, next_after: nextAfter, has_more: (await store.feed.lastSeq()) > nextAfter };
+    },
+  );
+};
