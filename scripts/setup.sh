@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what h2h-sync needs beyond `npm ci`: a redis-server binary and the PostgreSQL server
 # binaries (initdb, postgres), never started here: tests and the demo start private instances;
-# and a loadable better-sqlite3 build.
+# php-cli and python3, for the test of docs/shop.md's verification snippets; and a loadable
+# better-sqlite3 build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -83,6 +84,27 @@ if [ -z "$(find_postgres_bin)" ]; then
   fi
 fi
 echo "setup: postgres: $(find_postgres_bin)/postgres ($("$(find_postgres_bin)/postgres" --version | awk '{print $3}'))"
+
+# The interpreters of docs/shop.md's verification snippets, which its test runs
+# (test/docs/shop-snippets.test.ts): Debian's package for a command that is missing.
+install_missing_command() {
+  local command=$1 package=$2 wanted=$3
+  command -v "$command" >/dev/null 2>&1 && return
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "setup: $command not found; installing Debian's $package package with apt-get" >&2
+    apt_install "$package"
+  elif command -v apt-get >/dev/null 2>&1; then
+    echo "setup: $command is missing. Fix: sudo apt-get install -y $package (or put $wanted on PATH)" >&2
+    exit 1
+  else
+    echo "setup: $command is missing and apt-get is not available. Fix: install $wanted so that $command is on PATH" >&2
+    exit 1
+  fi
+}
+install_missing_command php php-cli 'PHP >= 8.0'
+echo "setup: php: $(command -v php) ($(php -r 'echo PHP_VERSION;'))"
+install_missing_command python3 python3 'Python >= 3.8'
+echo "setup: python3: $(command -v python3) ($(python3 -c 'import platform; print(platform.python_version())'))"
 
 # npm can skip dependency install scripts; make sure the native SQLite binding really loads.
 if ! node -e "new (require('better-sqlite3'))(':memory:').close()" 2>/dev/null; then

@@ -70,14 +70,15 @@ function notFound(id: number): NotifyError {
   return new NotifyError('ENDPOINT_NOT_FOUND', `no endpoint ${id}: see \`h2h-sync endpoints list\``);
 }
 
-async function mustFind(store: Store, id: number): Promise<NotifyEndpoint> {
+/** The endpoint `id`; throws `ENDPOINT_NOT_FOUND` naming `endpoints list`. */
+export async function findEndpoint(store: Store, id: number): Promise<NotifyEndpoint> {
   const endpoint = await store.endpoints.get(id);
   if (!endpoint) throw notFound(id);
   return endpoint;
 }
 
 export async function disableEndpoint(store: Store, id: number): Promise<NotifyEndpoint> {
-  await mustFind(store, id);
+  await findEndpoint(store, id);
   return (await store.endpoints.disable(id, 'disabled with h2h-sync endpoints disable'))!;
 }
 
@@ -146,7 +147,7 @@ export async function rotateEndpointSecret(
   id: number,
   graceMs: number,
 ): Promise<NotifyEndpoint> {
-  await mustFind(store, id);
+  await findEndpoint(store, id);
   return (await store.endpoints.rotateSecret(id, generateEndpointSecret(), graceMs))!;
 }
 
@@ -192,7 +193,7 @@ export async function failedNotifications(
   store: Store,
   { since, endpointId }: NotificationFilter,
 ): Promise<NotifyDelivery[]> {
-  if (endpointId !== undefined) await mustFind(store, endpointId);
+  if (endpointId !== undefined) await findEndpoint(store, endpointId);
   return store.deliveries.failed({ since, ...(endpointId === undefined ? {} : { endpointId }) });
 }
 
@@ -223,7 +224,7 @@ export async function replayNotifications(
     throw new NotifyError('INVALID_SEQ', `--to-seq ${toSeq} is below --from-seq ${fromSeq}: swap them`);
   }
   const endpoints =
-    endpointId === undefined ? await store.endpoints.enabled() : [await mustFind(store, endpointId)];
+    endpointId === undefined ? await store.endpoints.enabled() : [await findEndpoint(store, endpointId)];
   let notifications = 0;
   let events = 0;
   let after = fromSeq === undefined ? 0 : fromSeq - 1;

@@ -6,9 +6,11 @@ import {
   type EndpointView,
   enableEndpoint,
   endpointView,
+  findEndpoint,
   rotateEndpointSecret,
 } from '../../notify/operations.js';
 import { openContext } from '../context.js';
+import { EXIT } from '../exit-codes.js';
 import { type Column, printPublicJson, printResult, runAction } from '../output.js';
 
 const endpointColumns: Column<EndpointView>[] = [
@@ -121,6 +123,44 @@ export const endpointsRotateSecret = async (id: string, flags: { json?: boolean 
       process.stdout.write(
         `new secret: ${endpoint.secret}\nBoth secrets sign until ${endpointView(endpoint).rotationUntil ?? 'now'}: give the new one to the shop before then.\n`,
       );
+    } finally {
+      await context.close();
+    }
+  });
+};
+
+/**
+ * `endpoints test ID`: one signed `endpoint.test` notification now (src/notify/test-notification.ts),
+ * the answer printed; exit 1 with the fix unless it was a 2xx. Writes nothing to the store.
+ */
+export const endpointsTest = async (id: string, flags: { json?: boolean }) => {
+  await runAction(Boolean(flags.json), async () => {
+    const context = await openContext({ store: 'existing' });
+    try {
+      const endpoint = await findEndpoint(context.store!, endpointId(id));
+      // Loaded here: the HTTP client is for this command only.
+      const { sendTestNotification } = await import('../../notify/test-notification.js');
+      const result = await sendTestNotification(endpoint, {
+        timeoutMs: notifySettings(context.config).timeoutMs,
+      });
+      if (!result.ok) process.exitCode = EXIT.failed;
+      if (flags.json) {
+        printPublicJson(result);
+        return;
+      }
+      const answered =
+        result.status === null ? 'gave no answer' : `answered ${result.status} in ${result.durationMs} ms`;
+      process.stdout.write(
+        `endpoint ${result.endpointId} (${result.url}) ${answered} to ${result.type} ${result.webhookId}\n`,
+      );
+      if (result.state === 'disabled') {
+        process.stdout.write(
+          `note: endpoint ${result.endpointId} is disabled: no notification is sent to it until \`h2h-sync endpoints enable ${result.endpointId}\`\n`,
+        );
+      }
+      const { error } = result;
+      if (error) process.stderr.write(`error: ${error.code}: ${error.message}. Fix: ${error.fix}\n`);
+      else process.stdout.write('ok: the endpoint accepted a notification signed with its secret\n');
     } finally {
       await context.close();
     }

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 /** What the commands do, loaded when one of them runs (docs/cli.md, "Adding a command"). */
 const actions = () => import('./endpoints-actions.js');
 
-/** Registers `endpoints add|list|disable|enable|rotate-secret` (docs/cli.md, docs/api.md "Notifications"). */
+/** Registers `endpoints add|list|disable|enable|rotate-secret|test` (docs/cli.md, docs/api.md "Notifications"). */
 export function registerEndpointsCommands(program: Command): void {
   const endpoints = program
     .command('endpoints')
@@ -41,4 +41,12 @@ export function registerEndpointsCommands(program: Command): void {
     .description('give an endpoint a new secret; the old one signs beside it for H2H_NOTIFY_ROTATION_GRACE_H')
     .option('--json', 'print JSON')
     .action(async (id, flags) => (await actions()).endpointsRotateSecret(id, flags));
+
+  endpoints
+    .command('test <id>')
+    .description(
+      'send one signed endpoint.test notification now and print the answer; exits 0 on a 2xx, 1 naming the fix otherwise',
+    )
+    .option('--json', 'print JSON')
+    .action(async (id, flags) => (await actions()).endpointsTest(id, flags));
 }
