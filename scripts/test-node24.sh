@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# Runs the whole test suite again on Node 24 (a live LTS line), next to the machine's Node.
+# Runs the files that prove what differs between Node lines again on Node 24 (a live LTS line),
+# next to the machine's Node, which runs the whole suite (`npm test`): the SQLite addon built for
+# Node 24's ABI (store, worker, feed and outbox on SQLite), PostgreSQL's driver, the HTTP client
+# and servers (undici, Fastify), child processes and signals (the CLI, the receiver process, a
+# crash), and the test runner's own behaviour. `bash scripts/test-node24.sh --all` runs every file.
 # The official Node 24 binary comes from the npm registry's node-linux-<arch> package, which also
 # ships Node's headers. better-sqlite3 12 is rebuilt against the headers of Node 24.18.1, not of
 # the newest 24: Node 24.19 changed node::ObjectWrap so that an addon compiled against its headers
@@ -32,4 +36,18 @@ trap 'echo "test-node24: rebuilding better-sqlite3 for $(node --version) again" 
 
 echo "test-node24: rebuilding better-sqlite3 with Node $HEADERS_VERSION headers; running on Node $("$node24/bin/node" --version)" >&2
 PATH="$node24/bin:$PATH" npm_config_nodedir="$headers" npm rebuild better-sqlite3 >/dev/null
-PATH="$node24/bin:$PATH" node scripts/run-tests.mjs
+# One file per reason (docs/development.md, "CI").
+NODE24_FILES=(
+  test/store/apply-order-snapshot.test.ts   # the SQLite addon under load, both backends
+  test/store/change-feed.test.ts            # the feed on SQLite and PostgreSQL
+  test/store/notify-outbox.test.ts          # the outbox's write transactions
+  test/worker/simulator-end-to-end.test.ts  # receiver, queue, worker, store against the simulator
+  test/worker/crash-recovery.test.ts        # a worker killed mid-apply, child processes and signals
+  test/upstream/client.test.ts              # undici's client: time-outs, retries, keep-alive
+  test/notify/outbox-delivery.test.ts       # notifications over real HTTP
+  test/api/api.test.ts                      # the shop API (Fastify)
+  test/receiver/receiver-server.test.ts     # the receiver process
+  test/cli/cli.test.ts                      # the built CLI
+)
+if [ "${1:-}" = --all ]; then NODE24_FILES=(); fi
+PATH="$node24/bin:$PATH" node scripts/run-tests.mjs ${NODE24_FILES[@]+"${NODE24_FILES[@]}"}  # empty-array safe under set -u on bash < 4.4

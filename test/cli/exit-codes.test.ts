@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { test } from 'node:test';
 import { DEFAULT_DB_PATH, loadConfig } from '../../src/config/config.js';
-import { runCli } from '../helpers/cli.js';
+import { BUILT_CLI, runCli } from '../helpers/cli.js';
 import { privateRedis } from '../helpers/redis.js';
 
 const root = resolve(import.meta.dirname, '..', '..');
@@ -75,7 +75,7 @@ test('a service that fails at start-up exits with its code even with an IPC chan
     ['worker', { H2H_WORKER_CONCURRENCY: '0' }, /H2H_WORKER_CONCURRENCY="0" is not valid/],
   ] as const;
   for (const [command, env, named] of cases) {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', command], {
+    const child = spawn(process.execPath, [BUILT_CLI, command], {
       env: { PATH: process.env.PATH ?? '', REDIS_URL: 'redis://127.0.0.1:9', ADMIN_PORT: '0', ...env },
       // The IPC channel pm2 opens to each app keeps a process alive after its work is done.
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],

@@ -2,9 +2,13 @@ import { type ChildProcessWithoutNullStreams, execFile, spawn } from 'node:child
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 
 const execFileAsync = promisify(execFile);
+
+/** The built CLI: what the package's bin runs (dist/, written by scripts/run-tests.mjs before the tests). */
+export const BUILT_CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
 
 /** What one CLI run left behind: its exit code and everything it printed. */
 export interface CliRun {
@@ -18,7 +22,7 @@ export interface CliRun {
  * environment. A non-zero exit is returned as `code`, not thrown.
  */
 export function runCli(args: string[], env: Record<string, string>): Promise<CliRun> {
-  return execCli(['--import', 'tsx'], args, env);
+  return execCli([], args, env);
 }
 
 /** A CLI run, and the npm packages its process loaded (`bullmq`, `@fastify/error`), sorted. */
@@ -38,11 +42,10 @@ export async function runCliLoggingModules(
   const dir = mkdtempSync(join(tmpdir(), 'h2h-module-log-'));
   const logPath = join(dir, 'modules.log');
   try {
-    const run = await execCli(
-      ['--import', 'tsx', '--import', new URL('./module-log.mjs', import.meta.url).href],
-      args,
-      { ...env, H2H_TEST_MODULE_LOG: logPath },
-    );
+    const run = await execCli(['--import', new URL('./module-log.mjs', import.meta.url).href], args, {
+      ...env,
+      H2H_TEST_MODULE_LOG: logPath,
+    });
     const packages = new Set<string>();
     for (const line of readFileSync(logPath, 'utf8').split('\n')) {
       const name = /.*\/node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(line)?.[1];
@@ -56,13 +59,9 @@ export async function runCliLoggingModules(
 
 async function execCli(nodeArgs: string[], args: string[], env: Record<string, string>): Promise<CliRun> {
   try {
-    const { stdout, stderr } = await execFileAsync(
-      process.execPath,
-      [...nodeArgs, 'src/cli/main.ts', ...args],
-      {
-        env: { PATH: process.env.PATH ?? '', ...env },
-      },
-    );
+    const { stdout, stderr } = await execFileAsync(process.execPath, [...nodeArgs, BUILT_CLI, ...args], {
+      env: { PATH: process.env.PATH ?? '', ...env },
+    });
     return { code: 0, stdout, stderr };
   } catch (err) {
     const e = err as { code: number; stdout: string; stderr: string };
@@ -91,7 +90,7 @@ export function spawnCli(
   args: string[],
   env: Record<string, string>,
 ): SpawnedCli {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+  const child = spawn(process.execPath, [BUILT_CLI, ...args], {
     env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   });

@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import type { TestContext } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import type { Database } from 'better-sqlite3';
 import { createWebhookProducer, type WebhookProducer } from '../../src/queue/webhook-producer.js';
 import type { OpenedStore } from '../../src/store/open-store.js';
@@ -13,6 +12,7 @@ import {
   type EventWorker,
   type EventWorkerOptions,
 } from '../../src/worker/event-worker.js';
+import { BUILT_CLI } from './cli.js';
 import { nextMessage, openTestStore, scheduleSettings, snapshot } from './store.js';
 
 /**
@@ -166,10 +166,6 @@ export async function queueBacklog(producer: WebhookProducer, n: number, prefix:
   }
 }
 
-const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
-/** tsx by file URL, so a process started in another working directory finds it. */
-const TSX = import.meta.resolve('tsx');
-
 /**
  * Starts `h2h-sync <command>` (worker, receiver, api) as pm2 would, with exactly `env`, in `cwd`
  * (default: this one), and waits for its `ready` message; killed when the test ends.
@@ -179,7 +175,7 @@ export async function spawnReady(
   command: string,
   { env, cwd }: { env: NodeJS.ProcessEnv; cwd?: string },
 ): Promise<{ child: ChildProcess; output: () => string }> {
-  const child = spawn(process.execPath, ['--import', TSX, MAIN, command], {
+  const child = spawn(process.execPath, [BUILT_CLI, command], {
     env,
     ...(cwd === undefined ? {} : { cwd }),
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],

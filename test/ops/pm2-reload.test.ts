@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { before, test } from 'node:test';
+import { test } from 'node:test';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { settingsSchema } from '../../src/config/config.js';
@@ -52,11 +52,8 @@ function pm2(env: NodeJS.ProcessEnv, ...args: string[]): Promise<string> {
 const processes = async (env: NodeJS.ProcessEnv): Promise<Pm2Process[]> =>
   JSON.parse(await pm2(env, 'jlist')) as Pm2Process[];
 
-// The ecosystem reads the settings schema from dist/ (as pm2 runs dist/cli/main.js): build once.
-before(() => {
-  const build = spawnSync('npm', ['run', 'build'], { cwd: root, encoding: 'utf8' });
-  assert.equal(build.status, 0, `npm run build failed:\n${build.stdout}${build.stderr}`);
-});
+// The ecosystem reads the settings schema from dist/ and pm2 runs dist/cli/main.js: the build
+// scripts/run-tests.mjs makes before the tests.
 
 interface Ecosystem {
   apps: Array<Record<string, unknown>>;

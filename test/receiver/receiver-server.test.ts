@@ -5,6 +5,7 @@ import { type TestContext, test } from 'node:test';
 import { loadConfig, receiverSettings } from '../../src/config/config.js';
 import { decodeWebhookRawBody } from '../../src/queue/webhook-queue.js';
 import { startReceiver } from '../../src/receiver/server.js';
+import { BUILT_CLI } from '../helpers/cli.js';
 import { deliveryHeaders, SECRET, webhookBody } from '../helpers/receiver.js';
 import { privateRedis } from '../helpers/redis.js';
 import { httpRequest as undiciRequest } from '../helpers/simulator.js';
@@ -78,7 +79,7 @@ test('a request in flight when the receiver closes is finished and queued; new c
  * resolves once it said it is ready and where it listens.
  */
 async function spawnReceiver(t: TestContext, env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'receiver'], {
+  const child = spawn(process.execPath, [BUILT_CLI, 'receiver'], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
@@ -137,7 +138,7 @@ test('h2h-sync receiver started with H2H_API_SECRET=new,old accepts webhooks sig
 });
 
 test('h2h-sync receiver without a webhook secret stops at once naming H2H_API_SECRET (exit 2)', async () => {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'receiver'], {
+  const child = spawn(process.execPath, [BUILT_CLI, 'receiver'], {
     env: { ...process.env, H2H_API_SECRET: '', PORT: '0' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
