@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what h2h-sync needs beyond `npm ci`: a redis-server binary and the PostgreSQL server
 # binaries (initdb, postgres), never started here: tests and the demo start private instances;
-# php-cli and python3, for the test of docs/shop.md's verification snippets; and a loadable
-# better-sqlite3 build.
+# a loadable better-sqlite3 build; and with --tests (`npm test`) php-cli and python3, for the
+# test of docs/shop.md's verification snippets, which a production host does not need.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+FOR_TESTS=
+if [ "${1:-}" = --tests ]; then FOR_TESTS=1; fi
 
 find_redis() {
   command -v redis-server 2>/dev/null || { [ -x /usr/bin/redis-server ] && echo /usr/bin/redis-server; } || true
@@ -101,10 +103,12 @@ install_missing_command() {
     exit 1
   fi
 }
-install_missing_command php php-cli 'PHP >= 8.0'
-echo "setup: php: $(command -v php) ($(php -r 'echo PHP_VERSION;'))"
-install_missing_command python3 python3 'Python >= 3.8'
-echo "setup: python3: $(command -v python3) ($(python3 -c 'import platform; print(platform.python_version())'))"
+if [ -n "$FOR_TESTS" ]; then
+  install_missing_command php php-cli 'PHP >= 8.0'
+  echo "setup: php: $(command -v php) ($(php -r 'echo PHP_VERSION;'))"
+  install_missing_command python3 python3 'Python >= 3.8'
+  echo "setup: python3: $(command -v python3) ($(python3 -c 'import platform; print(platform.python_version())'))"
+fi
 
 # npm can skip dependency install scripts; make sure the native SQLite binding really loads.
 if ! node -e "new (require('better-sqlite3'))(':memory:').close()" 2>/dev/null; then
