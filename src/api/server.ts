@@ -72,6 +72,7 @@ export async function startApi(
       store,
       submissionBacklog: settings.submissionBacklog,
       retryAfterS: settings.retryAfterS,
+      rateLimit: { perMinute: settings.rateLimitPerMin, redis },
       requestPoll: async (partnerRef) => {
         const request: PollRequestData = { partnerRef, reason: 'shop_request' };
         await pollQueue.add(POLL_REQUEST_JOB_NAME, request, { jobId: pollRequestJobId(request) });
