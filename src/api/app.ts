@@ -6,7 +6,7 @@ import { jsonBodyParser } from '../shared/request-errors.js';
 import { authPlugin } from './auth.js';
 import { ApiHttpError, apiErrorHandler, clientErrorAnswer, frameworkErrorAnswer } from './errors.js';
 import { requestTextProblem } from './input-rules.js';
-import { type ApiRateLimitOptions, apiRateLimitPlugin } from './rate-limit.js';
+import { type ApiRateLimitOptions, apiRateLimitPlugin, documentRateLimit } from './rate-limit.js';
 import { balanceRoutes } from './routes/balance.js';
 import { catalogRoutes } from './routes/catalog.js';
 import { eventRoutes } from './routes/events.js';
@@ -64,6 +64,8 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
     },
     // Shared schemas keep their names (Order, Product, Event, Error …) in the document.
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
+    transformObject: (document) =>
+      'openapiObject' in document ? documentRateLimit(document.openapiObject) : document.swaggerObject,
   });
   for (const schema of [
     publicOrderSchema,

@@ -54,3 +54,63 @@ export const apiRateLimitPlugin: FastifyPluginAsync<ApiRateLimitOptions> = async
   });
 };
 Object.assign(apiRateLimitPlugin, { [Symbol.for('skip-override')]: true });
+
+const integer = { type: 'integer', minimum: 0 } as const;
+
+/** The headers of {@link apiRateLimitPlugin}, as the OpenAPI document's `components.headers`. */
+const RATE_LIMIT_HEADERS = {
+  'x-ratelimit-limit': {
+    description: 'Requests a minute this token may make (API_RATE_LIMIT_PER_MIN; absent when 0, no limit).',
+    schema: integer,
+  },
+  'x-ratelimit-remaining': { description: 'Requests left in this window.', schema: integer },
+  'x-ratelimit-reset': {
+    description: 'Seconds until this window ends and the budget is whole again.',
+    schema: integer,
+  },
+  'Retry-After': { description: 'Seconds to wait before the next request.', schema: integer },
+} as const;
+
+interface OpenApiResponse {
+  headers?: Record<string, unknown>;
+  [field: string]: unknown;
+}
+interface OpenApiDocument {
+  components?: { headers?: Record<string, unknown> };
+  paths?: Record<string, Record<string, { responses?: Record<string, OpenApiResponse> }>>;
+}
+
+/** Answers given before the budget is counted (the token's refusals): they carry no rate-limit headers. */
+const UNCOUNTED = new Set(['401', '403']);
+
+const headerRefs = (names: readonly string[]) =>
+  Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${name}` }]));
+
+/**
+ * `document` (an OpenAPI 3 document of the API, @fastify/swagger's `transformObject`) with the
+ * rate limit on every operation, all of which need a token: the `x-ratelimit-*` headers on each
+ * of its answers but a refusal of the token, and its 429 `RATE_LIMITED` answer with `Retry-After`.
+ */
+export function documentRateLimit<T extends object>(document: T): T {
+  const counted = ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset'];
+  const result: T & OpenApiDocument = structuredClone(document);
+  result.components = {
+    ...result.components,
+    headers: { ...result.components?.headers, ...RATE_LIMIT_HEADERS },
+  };
+  for (const operations of Object.values(result.paths ?? {})) {
+    for (const operation of Object.values(operations)) {
+      const responses = operation.responses ?? {};
+      for (const [status, response] of Object.entries(responses)) {
+        if (!UNCOUNTED.has(status)) response.headers = { ...response.headers, ...headerRefs(counted) };
+      }
+      responses['429'] = {
+        description: `RATE_LIMITED: the token made its API_RATE_LIMIT_PER_MIN requests of this minute (docs/api.md, "Rate limit")`,
+        headers: headerRefs(['Retry-After', ...counted]),
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+      };
+      operation.responses = responses;
+    }
+  }
+  return result;
+}

@@ -104,6 +104,39 @@ test('a request refused for its token is answered 401 or 403 as before and spend
   assert.equal(placed.headers['x-ratelimit-remaining'], '1');
 });
 
+test('the OpenAPI document gives every operation its 429 RATE_LIMITED answer with Retry-After, and the rate-limit headers on every answer but a refusal of the token', async (t) => {
+  const { origin } = await startLimitedApp(t, 3);
+  const doc = (await get(origin, '/openapi.json', null)).body;
+  const counted = ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset'];
+  for (const name of [...counted, 'Retry-After']) {
+    assert.equal(doc.components.headers[name].schema.type, 'integer', name);
+  }
+  const operations = Object.entries(doc.paths).flatMap(([path, methods]) =>
+    Object.entries(methods as object).map(([method, operation]) => ({
+      name: `${method} ${path}`,
+      operation,
+    })),
+  );
+  assert.equal(operations.length, 9);
+  for (const { name, operation } of operations) {
+    const limited = operation.responses['429'];
+    assert.deepEqual(
+      limited.content['application/json'].schema,
+      { $ref: '#/components/schemas/Error' },
+      name,
+    );
+    assert.deepEqual(Object.keys(limited.headers), ['Retry-After', ...counted], name);
+    for (const [status, response] of Object.entries(operation.responses) as [
+      string,
+      { headers?: object },
+    ][]) {
+      const headers = Object.keys(response.headers ?? {});
+      if (status === '401' || status === '403') assert.deepEqual(headers, [], `${name} ${status}`);
+      else for (const header of counted) assert.ok(headers.includes(header), `${name} ${status} ${header}`);
+    }
+  }
+});
+
 /**
  * The API process (`startApi`) on the store at `path` and the Redis at `redisUrl`, with
  * API_RATE_LIMIT_PER_MIN `perMinute`; stopped when the test ends.
