@@ -6,6 +6,7 @@ import { buildApiApp } from '../../src/api/app.js';
 import { startApi } from '../../src/api/server.js';
 import { apiSettings, ConfigError, loadConfig } from '../../src/config/config.js';
 import { defaultApiLimits } from '../helpers/api.js';
+import { freezableProxy } from '../helpers/receiver.js';
 import { privateRedis } from '../helpers/redis.js';
 import { tempStore } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
@@ -190,6 +191,28 @@ test('two API processes on one Redis draw a token from one budget; its count is 
   assert.ok(keys.includes(`h2h-sync:api-rate:token:${info.id}`), keys.join(', '));
   const secret = token.slice(`h2h_${info.id}_`.length);
   assert.ok(!keys.some((key) => key.includes(secret)), 'no secret in a key');
+});
+
+test('with Redis frozen (connections accepted, nothing answered) the API still answers, uncounted, instead of waiting on it', {
+  timeout: 30_000,
+}, async (test) => {
+  const t = cleanupScope(test);
+  const redis = await privateRedis(t);
+  const proxy = await freezableProxy(t, { port: Number(new URL(redis.url).port) });
+  const { store, path } = await tempStore(t, { now: Date.now });
+  const api = await startApiProcess(t, proxy.url, path, '2');
+  const { token } = await store.tokens.create('till', ['orders:read']);
+  await waitFor(
+    async () => (await get(api.origin, '/v1/balance', token)).headers['x-ratelimit-remaining'] === '1',
+    { message: 'the API counting in Redis' },
+  );
+  proxy.freeze();
+
+  for (let i = 0; i < 3; i++) {
+    const answer = await get(api.origin, '/v1/balance', token);
+    assert.equal(answer.status, 200);
+    assert.equal(answer.headers['x-ratelimit-remaining'], '2', 'not counted: the whole budget shows');
+  }
 });
 
 test('API_RATE_LIMIT_PER_MIN=0 turns the limit off: no 429 and no rate-limit headers', async (test) => {
