@@ -6,6 +6,7 @@ import { jsonBodyParser } from '../shared/request-errors.js';
 import { authPlugin } from './auth.js';
 import { ApiHttpError, apiErrorHandler, clientErrorAnswer, frameworkErrorAnswer } from './errors.js';
 import { requestTextProblem } from './input-rules.js';
+import { type ApiRateLimitOptions, apiRateLimitPlugin, documentRateLimit } from './rate-limit.js';
 import { balanceRoutes } from './routes/balance.js';
 import { catalogRoutes } from './routes/catalog.js';
 import { eventRoutes } from './routes/events.js';
@@ -28,6 +29,8 @@ const BODY_LIMIT = 1_048_576;
 
 export interface ApiAppOptions extends OrderRoutesOptions {
   logger?: Logger;
+  /** Each token's requests a minute (`apiSettings`, rate-limit.ts); without it, no limit. */
+  rateLimit?: ApiRateLimitOptions;
 }
 
 /**
@@ -61,6 +64,8 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
     },
     // Shared schemas keep their names (Order, Product, Event, Error …) in the document.
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
+    transformObject: (document) =>
+      'openapiObject' in document ? documentRateLimit(document.openapiObject) : document.swaggerObject,
   });
   for (const schema of [
     publicOrderSchema,
@@ -80,6 +85,7 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
   app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonBodyParser(parseJson));
 
   await app.register(authPlugin, { tokens: store.tokens });
+  if (options.rateLimit) await app.register(apiRateLimitPlugin, options.rateLimit);
   app.addHook('preValidation', async (request) => {
     const problem = requestTextProblem(request);
     if (problem) throw new ApiHttpError('VALIDATION_ERROR', problem);

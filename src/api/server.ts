@@ -25,6 +25,9 @@ import { type OpenedStore, openStore } from '../store/open-store.js';
 import { redactUrl } from '../store/store-url.js';
 import { buildApiApp } from './app.js';
 
+/** Longest wait for one Redis command of the API process (a count, an early-poll request). */
+const REDIS_COMMAND_TIMEOUT_MS = 1_000;
+
 export interface RunningApi {
   app: FastifyInstance;
   store: OpenedStore;
@@ -48,13 +51,19 @@ export async function startApi(
     poolMax: settings.dbPoolMax,
     balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
   });
-  // Only early polls need Redis: the API serves the store without it, and a refresh asked
-  // while Redis is away fails at once (503) instead of waiting in ioredis' offline queue.
+  // Only early polls and the rate limit's counts need Redis: the API serves the store without it,
+  // and a refresh asked while Redis is away fails at once (503) instead of waiting in ioredis'
+  // offline queue. A frozen Redis accepts connections and never answers: every request's count
+  // waits on it, so each command has a bound (then the request is served uncounted).
   const { connection: redis, outage } = watchedRedis({
     url: config.redisUrl,
     component: 'api',
     logger: options.logger,
-    redis: { maxRetriesPerRequest: null, enableOfflineQueue: false },
+    redis: {
+      maxRetriesPerRequest: null,
+      enableOfflineQueue: false,
+      commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
+    },
   });
   const pollQueue = new Queue<PollRequestData>(POLL_REQUEST_QUEUE, {
     connection: redis,
@@ -72,6 +81,7 @@ export async function startApi(
       store,
       submissionBacklog: settings.submissionBacklog,
       retryAfterS: settings.retryAfterS,
+      rateLimit: { perMinute: settings.rateLimitPerMin, redis },
       requestPoll: async (partnerRef) => {
         const request: PollRequestData = { partnerRef, reason: 'shop_request' };
         await pollQueue.add(POLL_REQUEST_JOB_NAME, request, { jobId: pollRequestJobId(request) });

@@ -402,6 +402,11 @@ export const settingsSchema = z.object({
     .describe(
       'Seconds an order may wait to be sent (queued, or blocked after a 401, with no create in doubt); older, `h2h-sync worker` cancels it with code `EXPIRED` (`order.cancelled`) instead of sending it, so no top-up reaches a customer long after the shop gave up (docs/api.md, "Cancelling"); `0` = never.',
     ),
+  API_RATE_LIMIT_PER_MIN: int(0)
+    .default(600)
+    .describe(
+      'Requests a minute each shop API token may make, counted in Redis so that every API process draws from the same budget (docs/api.md, "Rate limit"); beyond, 429 `RATE_LIMITED` with Retry-After. `0` = no limit.',
+    ),
   ADMIN_USER: z
     .string()
     .min(1)
@@ -671,6 +676,8 @@ export function apiSettings(config: Config) {
     submissionBacklog: s.API_SUBMISSION_BACKLOG,
     /** API_SUBMISSION_MAX_AGE_S in ms (the worker's submission pump expires older orders); 0: never. */
     submissionMaxAgeMs: s.API_SUBMISSION_MAX_AGE_S * 1000,
+    /** API_RATE_LIMIT_PER_MIN: requests a minute per token; 0: no limit. */
+    rateLimitPerMin: s.API_RATE_LIMIT_PER_MIN,
     /** A full backlog's Retry-After: one budget window, after which about a window's worth has left. */
     retryAfterS: Math.ceil(s.H2H_RATE_WINDOW_MS / 1000),
     dbUrl: config.dbUrl,
