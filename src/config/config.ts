@@ -23,15 +23,8 @@ import {
 } from '../receiver/defaults.js';
 import { DEFAULT_LOCK_TIMEOUT_MS, DEFAULT_POOL_MAX } from '../store/defaults.js';
 import { parseStoreUrl, redactUrl, STORE_URL_PATTERN, sqliteUrl } from '../store/store-url.js';
-import {
-  AUTH_STYLES,
-  DEFAULT_AUTH_STYLE,
-  DEFAULT_BODY_TIMEOUT_MS,
-  DEFAULT_CONNECT_TIMEOUT_MS,
-  DEFAULT_HEADERS_TIMEOUT_MS,
-} from '../upstream/defaults.js';
 import { DEFAULT_RATE_LIMIT_PER_MINUTE, WEBHOOK_HEADERS } from '../upstream/model.js';
-import { DEFAULT_RETRY } from '../upstream/retry-policy.js';
+import { upstreamVariables } from '../upstream/settings.js';
 import { DEFAULT_TOLERANCE_S } from '../upstream/signature.js';
 import {
   DEFAULT_CLOSE_TIMEOUT_MS,
@@ -41,35 +34,26 @@ import {
   DEFAULT_STORE_LOCK_WAIT_MS,
   DEFAULT_WORKER_CONCURRENCY,
 } from '../worker/defaults.js';
+import { ConfigError } from './config-error.js';
+import { header, int, LOOPBACK, list, type SharedSettings } from './variables.js';
 
 /**
  * Every setting of h2h-sync, read once from the environment at start-up and validated here.
- * Each entry's description and default feed the settings table of the README
- * (`npm run docs:config` prints it; a test keeps the README in step). Components receive only
+ * Each component owns its section in `src/<component>/settings.ts`: its variables (description,
+ * default) and the function that turns them into the component's options. This module composes
+ * the sections into {@link settingsSchema} (whose order is the README table's: `npm run
+ * docs:config`), holds the variables several components share (Redis, the store, logs), the rules
+ * that tie variables of different sections together, and secret redaction. Components receive only
  * their own section of {@link Config}; nothing else reads `process.env`.
  *
- * A default a component also applies on its own is imported from that component (its
- * `DEFAULT_*` constant), never written here a second time; the rest exist only here. Such a
- * constant lives in a module that loads no driver or server (`notify/defaults.ts`,
- * `store/defaults.ts`, …): every CLI command reads this schema, and one that lists tokens must
- * not load BullMQ, undici, fastify or a database driver on the way (docs/cli.md, "Adding a command").
+ * A section module is a leaf: it imports zod and modules that load no package, never this one
+ * (every CLI command reads the schema, and one that lists tokens must not load BullMQ, undici,
+ * fastify or a database driver: docs/cli.md, "Adding a command").
  */
 
-const int = (min: number) => z.coerce.number().int().min(min);
-/** An HTTP header name, compared in lower case as Node delivers them. */
-const header = z
-  .string()
-  .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'must be an HTTP header name')
-  .transform((name) => name.toLowerCase());
-const list = z.string().transform((s) =>
-  s
-    .split(',')
-    .map((part) => part.trim())
-    .filter(Boolean),
-);
-const LOOPBACK = '127.0.0.1';
+export { SIMULATOR_BASE_URL, type UpstreamSettings, upstreamSettings } from '../upstream/settings.js';
+export { ConfigError } from './config-error.js';
 
-/** The base URL of the simulator as `npm run sim` starts it: the development value of `H2H_BASE_URL`. */
 /**
  * The installation directory (the package root: this file is `src/config/` or `dist/config/`).
  * Defaults that name files are resolved from it, not from the working directory, so a command
@@ -80,37 +64,13 @@ export const INSTALL_DIR = fileURLToPath(new URL('../..', import.meta.url));
 /** Where the order store is when neither H2H_DB_URL nor H2H_DB_PATH is set. */
 export const DEFAULT_DB_PATH = join(INSTALL_DIR, 'var', 'h2h-sync.db');
 
-export const SIMULATOR_BASE_URL = `http://${LOOPBACK}:4010/v1/member-api`;
-
 export const settingsSchema = z.object({
-  H2H_BASE_URL: z
-    .url({ protocol: /^https?$/ })
-    .optional()
-    .describe('Upstream base URL including `/v1/member-api`. Required by commands that call the upstream.'),
-  H2H_API_KEY: z
-    .string()
-    .min(1)
-    .optional()
-    .describe('Upstream API key. Required by commands that call the upstream.'),
+  ...upstreamVariables.shape,
   H2H_API_SECRET: list
     .optional()
     .describe(
       'Webhook secrets, comma-separated, newest first (two during a rotation). Required by the receiver.',
     ),
-  H2H_AUTH_STYLE: z
-    .enum(AUTH_STYLES)
-    .default(DEFAULT_AUTH_STYLE)
-    .describe('How the API key is sent: `x-api-key` header or `Authorization: Bearer`.'),
-  H2H_CONNECT_TIMEOUT_MS: int(1).default(DEFAULT_CONNECT_TIMEOUT_MS).describe('Upstream connect timeout.'),
-  H2H_HEADERS_TIMEOUT_MS: int(1)
-    .default(DEFAULT_HEADERS_TIMEOUT_MS)
-    .describe('Upstream timeout until response headers arrive.'),
-  H2H_BODY_TIMEOUT_MS: int(1)
-    .default(DEFAULT_BODY_TIMEOUT_MS)
-    .describe('Upstream timeout between body chunks.'),
-  H2H_RETRY_MAX_ATTEMPTS: int(1)
-    .default(DEFAULT_RETRY.maxAttempts)
-    .describe('Attempts per upstream call, first one included.'),
   H2H_RATE_LIMIT: int(1)
     .default(DEFAULT_RATE_LIMIT_PER_MINUTE)
     .describe('Upstream calls allowed per rate window, shared by every process.'),
@@ -503,24 +463,9 @@ export type Settings = z.output<typeof validSettings>;
 /** Settings whose values never appear in messages or logs. */
 const SECRET_SETTINGS = new Set(['H2H_API_KEY', 'H2H_API_SECRET', 'ADMIN_PASSWORD']);
 
-/** A setting is missing or malformed; the message names the variable and the fix. */
-export class ConfigError extends Error {
-  override name = 'ConfigError';
-  readonly code = 'CONFIG_INVALID';
-}
-
-/** The validated configuration, one section per component. */
-export interface Config {
+/** The validated configuration: every setting, and the values several sections share. */
+export interface Config extends SharedSettings {
   settings: Settings;
-  redisUrl: string;
-  /** The order store's URL (`H2H_DB_URL`, or `sqlite://` + `H2H_DB_PATH`, or the default file). */
-  dbUrl: string;
-  /** The wait for another process's write lock, ms (`H2H_DB_LOCK_TIMEOUT_MS`). */
-  dbLockTimeoutMs: number;
-  /** PostgreSQL connections per process (`H2H_DB_POOL_MAX`). */
-  dbPoolMax: number;
-  logLevel: Settings['LOG_LEVEL'];
-  logFormat: Settings['LOG_FORMAT'];
   budget: { limit: number; windowMs: number; reservedForCreate: number; pollFloor: number };
 }
 
@@ -589,27 +534,6 @@ function storeUrl(s: Settings): string {
 
 // The sections below map settings to the options of one component each; what a setting means
 // and its default are in the schema above (and the README table generated from it).
-
-/** The upstream client's section; throws {@link ConfigError} when the URL or key a command needs is missing. */
-export function upstreamSettings(config: Config) {
-  const s = config.settings;
-  if (!s.H2H_BASE_URL || !s.H2H_API_KEY) {
-    const missing = [!s.H2H_BASE_URL && 'H2H_BASE_URL', !s.H2H_API_KEY && 'H2H_API_KEY'].filter(Boolean);
-    throw new ConfigError(
-      `${missing.join(' and ')} must be set to call the upstream (for the simulator: H2H_BASE_URL=${SIMULATOR_BASE_URL} H2H_API_KEY=sim_key_demo_M0001)`,
-    );
-  }
-  return {
-    baseUrl: s.H2H_BASE_URL,
-    apiKey: s.H2H_API_KEY,
-    authStyle: s.H2H_AUTH_STYLE,
-    connectTimeoutMs: s.H2H_CONNECT_TIMEOUT_MS,
-    headersTimeoutMs: s.H2H_HEADERS_TIMEOUT_MS,
-    bodyTimeoutMs: s.H2H_BODY_TIMEOUT_MS,
-    retryMaxAttempts: s.H2H_RETRY_MAX_ATTEMPTS,
-  };
-}
-export type UpstreamSettings = ReturnType<typeof upstreamSettings>;
 
 /** The webhook secrets, newest first; throws {@link ConfigError} when none is configured. */
 export function webhookSecrets(config: Config): string[] {
