@@ -8,24 +8,13 @@ import {
 } from '../notify/defaults.js';
 import { DEFAULT_NOTIFY_RETRY_S } from '../notify/retry-schedule.js';
 import { DEFAULT_LOG_FORMAT, DEFAULT_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS } from '../observability/defaults.js';
-import { DEFAULT_ENQUEUE_TIMEOUT_MS } from '../queue/defaults.js';
 import { DEFAULT_PRIVATE_REDIS_PORT } from '../queue/webhook-queue.js';
-import {
-  DEFAULT_RATE_WINDOW_MS,
-  defaultPollFloor,
-  defaultReservedForCreate,
-} from '../rate-budget/rate-budget.js';
-import {
-  DEFAULT_RECEIVER_LIMITS,
-  DEFAULT_RECEIVER_METRICS_PORT,
-  DEFAULT_WEBHOOK_BODY_LIMIT,
-  DEFAULT_WEBHOOK_PATH,
-} from '../receiver/defaults.js';
+import { defaultPollFloor, defaultReservedForCreate } from '../rate-budget/rate-budget.js';
+import { budgetVariables } from '../rate-budget/settings.js';
+import { receiverVariables } from '../receiver/settings.js';
 import { DEFAULT_LOCK_TIMEOUT_MS, DEFAULT_POOL_MAX } from '../store/defaults.js';
 import { parseStoreUrl, redactUrl, STORE_URL_PATTERN, sqliteUrl } from '../store/store-url.js';
-import { DEFAULT_RATE_LIMIT_PER_MINUTE, WEBHOOK_HEADERS } from '../upstream/model.js';
 import { upstreamVariables } from '../upstream/settings.js';
-import { DEFAULT_TOLERANCE_S } from '../upstream/signature.js';
 import {
   DEFAULT_CLOSE_TIMEOUT_MS,
   DEFAULT_LOCK_DURATION_MS,
@@ -35,7 +24,7 @@ import {
   DEFAULT_WORKER_CONCURRENCY,
 } from '../worker/defaults.js';
 import { ConfigError } from './config-error.js';
-import { header, int, LOOPBACK, list, type SharedSettings } from './variables.js';
+import { int, LOOPBACK, type SharedSettings } from './variables.js';
 
 /**
  * Every setting of h2h-sync, read once from the environment at start-up and validated here.
@@ -51,6 +40,7 @@ import { header, int, LOOPBACK, list, type SharedSettings } from './variables.js
  * fastify or a database driver: docs/cli.md, "Adding a command").
  */
 
+export { type ReceiverSettings, receiverSettings, webhookSecrets } from '../receiver/settings.js';
 export { SIMULATOR_BASE_URL, type UpstreamSettings, upstreamSettings } from '../upstream/settings.js';
 export { ConfigError } from './config-error.js';
 
@@ -66,27 +56,7 @@ export const DEFAULT_DB_PATH = join(INSTALL_DIR, 'var', 'h2h-sync.db');
 
 export const settingsSchema = z.object({
   ...upstreamVariables.shape,
-  H2H_API_SECRET: list
-    .optional()
-    .describe(
-      'Webhook secrets, comma-separated, newest first (two during a rotation). Required by the receiver.',
-    ),
-  H2H_RATE_LIMIT: int(1)
-    .default(DEFAULT_RATE_LIMIT_PER_MINUTE)
-    .describe('Upstream calls allowed per rate window, shared by every process.'),
-  H2H_RATE_WINDOW_MS: int(1000)
-    .default(DEFAULT_RATE_WINDOW_MS)
-    .describe('Length of the rolling rate window.'),
-  H2H_RATE_RESERVE_CREATE: int(0)
-    .optional()
-    .describe(
-      'Calls per window that status polling may never use, kept for order creation; below `H2H_RATE_LIMIT`. Default: a third of `H2H_RATE_LIMIT`, rounded.',
-    ),
-  H2H_RATE_POLL_FLOOR: int(0)
-    .optional()
-    .describe(
-      'Calls per window that creation leaves to status polls while polls are waiting, so a burst of orders at the whole limit cannot stop polling (docs/reconciler.md, "The poll floor"); 0 turns it off; at most `H2H_RATE_LIMIT - H2H_RATE_RESERVE_CREATE`. Default: 15 % of `H2H_RATE_LIMIT`, rounded (9 of 60).',
-    ),
+  ...budgetVariables.shape,
   REDIS_URL: z
     .url({ protocol: /^rediss?$/ })
     .optional()
@@ -125,73 +95,12 @@ export const settingsSchema = z.object({
     .describe(
       'How logs are written: `json` (one object a line), `pretty` (pino-pretty, for a person), or `auto`: pretty when the log stream is a terminal, JSON otherwise (under pm2, in files and pipes).',
     ),
-  HOST: z.string().min(1).default(LOOPBACK).describe('Address the webhook receiver listens on.'),
-  PORT: int(0).max(65_535).default(3000).describe('Port the webhook receiver listens on; `0` = a free one.'),
-  H2H_WEBHOOK_PATH: z
-    .string()
-    .regex(/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/, 'must be a URL path starting with /')
-    .default(DEFAULT_WEBHOOK_PATH)
-    .describe('Path the receiver accepts webhooks on (`POST`).'),
-  H2H_WEBHOOK_TOLERANCE_S: int(1)
-    .default(DEFAULT_TOLERANCE_S)
-    .describe('Seconds a webhook timestamp may be from this clock, either way, before it is refused.'),
-  H2H_WEBHOOK_BODY_LIMIT: int(1)
-    .default(DEFAULT_WEBHOOK_BODY_LIMIT)
-    .describe('Largest webhook body the receiver accepts, in bytes; larger is 413.'),
-  H2H_RECEIVER_REQUEST_TIMEOUT_MS: int(1)
-    .default(DEFAULT_RECEIVER_LIMITS.requestTimeoutMs)
-    .describe(
-      'Longest time the receiver waits for a whole webhook request, headers and body; a slower one is answered 408 and closed. The upstream itself gives up after 10 s.',
-    ),
-  H2H_RECEIVER_HEADERS_TIMEOUT_MS: int(1)
-    .default(DEFAULT_RECEIVER_LIMITS.headersTimeoutMs)
-    .describe(
-      'Longest time the receiver waits for the headers of a request; at most H2H_RECEIVER_REQUEST_TIMEOUT_MS.',
-    ),
-  H2H_RECEIVER_IDLE_TIMEOUT_MS: int(1)
-    .default(DEFAULT_RECEIVER_LIMITS.idleTimeoutMs)
-    .describe('A receiver connection on which nothing arrives for this long is closed.'),
-  H2H_RECEIVER_KEEP_ALIVE_TIMEOUT_MS: int(1)
-    .default(DEFAULT_RECEIVER_LIMITS.keepAliveTimeoutMs)
-    .describe('How long the receiver keeps an idle keep-alive connection open after an answer.'),
-  H2H_RECEIVER_MAX_CONNECTIONS: int(1)
-    .default(DEFAULT_RECEIVER_LIMITS.maxConnections)
-    .describe(
-      'Most connections one receiver process holds open; further ones are closed at once (the sender retries).',
-    ),
-  H2H_RECEIVER_METRICS_HOST: z
-    .string()
-    .min(1)
-    .default(LOOPBACK)
-    .describe(
-      "Address of the receiver's own metrics listener (`GET /metrics`), apart from the internet-facing webhook port.",
-    ),
-  H2H_RECEIVER_METRICS_PORT: int(0)
-    .max(65_535)
-    .default(DEFAULT_RECEIVER_METRICS_PORT)
-    .describe(
-      "Port of the receiver's metrics listener; under pm2 instance N listens on this port + N (`NODE_APP_INSTANCE`), so each is scraped. `0` = none.",
-    ),
-  H2H_TIMESTAMP_HEADER: header
-    .default(WEBHOOK_HEADERS.timestamp)
-    .describe('Webhook header carrying the signed timestamp.'),
-  H2H_SIGNATURE_HEADER: header
-    .default(WEBHOOK_HEADERS.signature)
-    .describe('Webhook header carrying the signature.'),
-  H2H_EVENT_ID_HEADER: header
-    .default(WEBHOOK_HEADERS.eventId)
-    .describe('Webhook header carrying the event id the receiver dedupes on.'),
-  H2H_EVENT_TYPE_HEADER: header
-    .default(WEBHOOK_HEADERS.eventType)
-    .describe('Webhook header carrying the event type.'),
-  H2H_ENQUEUE_TIMEOUT_MS: int(1)
-    .default(DEFAULT_ENQUEUE_TIMEOUT_MS)
-    .describe('Longest wait for Redis to acknowledge a queued webhook before the receiver answers 503.'),
   H2H_SHUTDOWN_TIMEOUT_MS: int(1)
     .default(10_000)
     .describe(
       'Longest graceful drain of the receiver and the shop API on SIGINT/SIGTERM before they exit anyway.',
     ),
+  ...receiverVariables.shape,
   H2H_WORKER_CONCURRENCY: int(1)
     .default(DEFAULT_WORKER_CONCURRENCY)
     .describe(
@@ -372,9 +281,6 @@ export const settingsSchema = z.object({
     .min(1)
     .optional()
     .describe('Basic-auth password of the admin server, set together with ADMIN_USER.'),
-  H2H_RECEIVER_INSTANCES: int(1)
-    .default(2)
-    .describe('pm2 only (`ecosystem.config.js`): receiver processes in cluster mode, sharing `PORT`.'),
   H2H_PRIVATE_REDIS_PORT: int(1)
     .max(65_535)
     .default(DEFAULT_PRIVATE_REDIS_PORT)
@@ -534,48 +440,6 @@ function storeUrl(s: Settings): string {
 
 // The sections below map settings to the options of one component each; what a setting means
 // and its default are in the schema above (and the README table generated from it).
-
-/** The webhook secrets, newest first; throws {@link ConfigError} when none is configured. */
-export function webhookSecrets(config: Config): string[] {
-  const secrets = config.settings.H2H_API_SECRET ?? [];
-  if (secrets.length === 0) {
-    throw new ConfigError('H2H_API_SECRET must be set (comma-separated, newest first) to verify webhooks');
-  }
-  return secrets;
-}
-
-/** The webhook receiver's section (docs/receiver.md); throws {@link ConfigError} when no webhook secret is configured. */
-export function receiverSettings(config: Config) {
-  const s = config.settings;
-  return {
-    host: s.HOST,
-    port: s.PORT,
-    path: s.H2H_WEBHOOK_PATH,
-    secrets: webhookSecrets(config),
-    toleranceS: s.H2H_WEBHOOK_TOLERANCE_S,
-    bodyLimit: s.H2H_WEBHOOK_BODY_LIMIT,
-    headers: {
-      timestamp: s.H2H_TIMESTAMP_HEADER,
-      signature: s.H2H_SIGNATURE_HEADER,
-      eventId: s.H2H_EVENT_ID_HEADER,
-      eventType: s.H2H_EVENT_TYPE_HEADER,
-    },
-    timeouts: {
-      requestMs: s.H2H_RECEIVER_REQUEST_TIMEOUT_MS,
-      headersMs: s.H2H_RECEIVER_HEADERS_TIMEOUT_MS,
-      idleMs: s.H2H_RECEIVER_IDLE_TIMEOUT_MS,
-      keepAliveMs: s.H2H_RECEIVER_KEEP_ALIVE_TIMEOUT_MS,
-    },
-    maxConnections: s.H2H_RECEIVER_MAX_CONNECTIONS,
-    metrics: { host: s.H2H_RECEIVER_METRICS_HOST, port: s.H2H_RECEIVER_METRICS_PORT },
-    enqueueTimeoutMs: s.H2H_ENQUEUE_TIMEOUT_MS,
-    shutdownTimeoutMs: s.H2H_SHUTDOWN_TIMEOUT_MS,
-    redisUrl: config.redisUrl,
-    logLevel: config.logLevel,
-    logFormat: config.logFormat,
-  };
-}
-export type ReceiverSettings = ReturnType<typeof receiverSettings>;
 
 /** The admin server's section (docs/deployment.md, "Admin view"); `auth` undefined = none (loopback only). */
 export function adminSettings(config: Config) {
