@@ -1,12 +1,7 @@
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import {
-  DEFAULT_NOTIFY_CONCURRENCY,
-  DEFAULT_NOTIFY_DISPATCH_EVERY_MS,
-  DEFAULT_NOTIFY_TIMEOUT_MS,
-} from '../notify/defaults.js';
-import { DEFAULT_NOTIFY_RETRY_S } from '../notify/retry-schedule.js';
+import { notifyVariables } from '../notify/settings.js';
 import { DEFAULT_LOG_FORMAT, DEFAULT_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS } from '../observability/defaults.js';
 import { DEFAULT_PRIVATE_REDIS_PORT } from '../queue/webhook-queue.js';
 import { defaultPollFloor, defaultReservedForCreate } from '../rate-budget/rate-budget.js';
@@ -15,14 +10,7 @@ import { receiverVariables } from '../receiver/settings.js';
 import { DEFAULT_LOCK_TIMEOUT_MS, DEFAULT_POOL_MAX } from '../store/defaults.js';
 import { parseStoreUrl, redactUrl, STORE_URL_PATTERN, sqliteUrl } from '../store/store-url.js';
 import { upstreamVariables } from '../upstream/settings.js';
-import {
-  DEFAULT_CLOSE_TIMEOUT_MS,
-  DEFAULT_LOCK_DURATION_MS,
-  DEFAULT_MAX_STALLED_COUNT,
-  DEFAULT_STALLED_INTERVAL_MS,
-  DEFAULT_STORE_LOCK_WAIT_MS,
-  DEFAULT_WORKER_CONCURRENCY,
-} from '../worker/defaults.js';
+import { workerVariables } from '../worker/settings.js';
 import { ConfigError } from './config-error.js';
 import { int, LOOPBACK, type SharedSettings } from './variables.js';
 
@@ -40,8 +28,10 @@ import { int, LOOPBACK, type SharedSettings } from './variables.js';
  * fastify or a database driver: docs/cli.md, "Adding a command").
  */
 
+export { type NotifySettings, notifySettings } from '../notify/settings.js';
 export { type ReceiverSettings, receiverSettings, webhookSecrets } from '../receiver/settings.js';
 export { SIMULATOR_BASE_URL, type UpstreamSettings, upstreamSettings } from '../upstream/settings.js';
+export { type WorkerSettings, workerSettings } from '../worker/settings.js';
 export { ConfigError } from './config-error.js';
 
 /**
@@ -101,69 +91,8 @@ export const settingsSchema = z.object({
       'Longest graceful drain of the receiver and the shop API on SIGINT/SIGTERM before they exit anyway.',
     ),
   ...receiverVariables.shape,
-  H2H_WORKER_CONCURRENCY: int(1)
-    .default(DEFAULT_WORKER_CONCURRENCY)
-    .describe(
-      'Webhook jobs one event worker process holds at once; they share group commits, so also the most events one commit holds.',
-    ),
-  H2H_WORKER_BATCH_SIZE: int(1)
-    .optional()
-    .describe(
-      'Events at which the worker commits a batch without waiting for the next event-loop turn. Default and maximum: `H2H_WORKER_CONCURRENCY`.',
-    ),
-  H2H_WORKER_LOCK_DURATION_MS: int(1)
-    .default(DEFAULT_LOCK_DURATION_MS)
-    .describe(
-      'How long a webhook job stays locked to its worker without a renewal; a crashed worker’s jobs are taken over after it.',
-    ),
-  H2H_WORKER_STALLED_INTERVAL_MS: int(1)
-    .default(DEFAULT_STALLED_INTERVAL_MS)
-    .describe('How often a worker returns stalled jobs (their lock expired: the worker died) to the queue.'),
-  H2H_WORKER_MAX_STALLED_COUNT: int(0)
-    .default(DEFAULT_MAX_STALLED_COUNT)
-    .describe('Times a webhook job may stall and be taken over before it is parked in the failed set.'),
-  H2H_WORKER_STORE_LOCK_WAIT_MS: int(1)
-    .default(DEFAULT_STORE_LOCK_WAIT_MS)
-    .describe(
-      'Longest wait of the event worker for another process’s write lock on the store, on timers (its event loop keeps renewing job locks); past it the batch’s jobs are retried by BullMQ.',
-    ),
-  H2H_FEED_RETENTION_D: int(1)
-    .default(30)
-    .describe(
-      'Days the change feed keeps an event (docs/api.md, "The change feed"): a shop that was away longer reads the orders themselves instead. The worker prunes older ones every hour.',
-    ),
-  H2H_NOTIFY_TIMEOUT_MS: int(1)
-    .default(DEFAULT_NOTIFY_TIMEOUT_MS)
-    .describe(
-      "Longest time one notification to the shop's endpoint may take (connection, answer and its body); a slower one counts as failed and is retried.",
-    ),
-  H2H_NOTIFY_RETRY_S: z
-    .string()
-    .regex(/^\s*\d+(\.\d+)?\s*(,\s*\d+(\.\d+)?\s*)*$/, 'must be seconds, comma-separated')
-    .default(DEFAULT_NOTIFY_RETRY_S.join(','))
-    .describe(
-      'Seconds before each retry of a notification that was not answered 2xx, one entry per retry (up to 20 % more at random); after the last, it is given up (`h2h-sync notifications failed`). The default adds up to 3.6 days.',
-    ),
-  H2H_NOTIFY_CONCURRENCY: int(1)
-    .default(DEFAULT_NOTIFY_CONCURRENCY)
-    .describe('Notifications the worker process sends at once, over every endpoint.'),
-  H2H_NOTIFY_DISPATCH_EVERY_MS: int(1)
-    .default(DEFAULT_NOTIFY_DISPATCH_EVERY_MS)
-    .describe(
-      "How often the worker looks at the change feed and the notification outbox without being woken. It looks at once when the store reports new feed commits (every process's on this host on SQLite, every host's on PostgreSQL) and when a delivery settles; the timer covers retries coming due, an order's next event after another host delivered the one before, and places where those reports cannot come (PgBouncer in transaction mode).",
-    ),
-  H2H_NOTIFY_ROTATION_GRACE_H: z.coerce
-    .number()
-    .min(0)
-    .default(24)
-    .describe(
-      'Hours the old secret of an endpoint keeps signing beside the new one after `h2h-sync endpoints rotate-secret` (two signatures in `webhook-signature`).',
-    ),
-  H2H_WORKER_SHUTDOWN_TIMEOUT_MS: int(1)
-    .default(DEFAULT_CLOSE_TIMEOUT_MS)
-    .describe(
-      'Longest graceful stop of the worker on SIGINT/SIGTERM (finish and commit active jobs) before it exits anyway.',
-    ),
+  ...workerVariables.shape,
+  ...notifyVariables.shape,
   RECONCILE_ENABLED: z
     .stringbool()
     .default(true)
@@ -353,13 +282,10 @@ const validSettings = settingsSchema.transform((s, ctx) => {
       `RECONCILE_FIRST_POLL_MIN_S (${s.RECONCILE_FIRST_POLL_MIN_S}) must not exceed RECONCILE_FIRST_POLL_MAX_S (${s.RECONCILE_FIRST_POLL_MAX_S})`,
     );
   }
-  // Each job in flight waits for its batch's commit, so a larger batch could never fill.
-  const batchSize = Math.min(s.H2H_WORKER_BATCH_SIZE ?? s.H2H_WORKER_CONCURRENCY, s.H2H_WORKER_CONCURRENCY);
   return {
     ...s,
     H2H_RATE_RESERVE_CREATE: reservedForCreate,
     H2H_RATE_POLL_FLOOR: pollFloor,
-    H2H_WORKER_BATCH_SIZE: batchSize,
   };
 });
 
@@ -470,41 +396,6 @@ export function apiSettings(config: Config) {
   };
 }
 export type ApiSettings = ReturnType<typeof apiSettings>;
-
-/** The event worker's section (docs/worker.md). */
-export function workerSettings(config: Config) {
-  const s = config.settings;
-  return {
-    redisUrl: config.redisUrl,
-    dbUrl: config.dbUrl,
-    dbLockTimeoutMs: config.dbLockTimeoutMs,
-    dbPoolMax: config.dbPoolMax,
-    concurrency: s.H2H_WORKER_CONCURRENCY,
-    batchSize: s.H2H_WORKER_BATCH_SIZE,
-    lockDurationMs: s.H2H_WORKER_LOCK_DURATION_MS,
-    stalledIntervalMs: s.H2H_WORKER_STALLED_INTERVAL_MS,
-    maxStalledCount: s.H2H_WORKER_MAX_STALLED_COUNT,
-    storeLockWaitMs: s.H2H_WORKER_STORE_LOCK_WAIT_MS,
-    shutdownTimeoutMs: s.H2H_WORKER_SHUTDOWN_TIMEOUT_MS,
-    feedRetentionMs: s.H2H_FEED_RETENTION_D * 86_400_000,
-    logLevel: config.logLevel,
-    logFormat: config.logFormat,
-  };
-}
-export type WorkerSettings = ReturnType<typeof workerSettings>;
-
-/** The shop notifications' section (docs/api.md, "Notifications"), durations in ms. */
-export function notifySettings(config: Config) {
-  const s = config.settings;
-  return {
-    timeoutMs: s.H2H_NOTIFY_TIMEOUT_MS,
-    retryScheduleMs: s.H2H_NOTIFY_RETRY_S.split(',').map((part) => Math.round(Number(part.trim()) * 1000)),
-    concurrency: s.H2H_NOTIFY_CONCURRENCY,
-    dispatchEveryMs: s.H2H_NOTIFY_DISPATCH_EVERY_MS,
-    rotationGraceMs: Math.round(s.H2H_NOTIFY_ROTATION_GRACE_H * 3_600_000),
-  };
-}
-export type NotifySettings = ReturnType<typeof notifySettings>;
 
 /** The reconciler's section (docs/reconciler.md), every duration in ms; `backoffMs` is one entry per poll, the last repeating. */
 export function reconcilerSettings(config: Config) {
