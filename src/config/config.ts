@@ -1,12 +1,16 @@
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
+import { adminVariables } from '../admin/settings.js';
+import { apiVariables } from '../api/settings.js';
+import { catalogVariables } from '../catalog/settings.js';
 import { notifyVariables } from '../notify/settings.js';
 import { DEFAULT_LOG_FORMAT, DEFAULT_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS } from '../observability/defaults.js';
-import { DEFAULT_PRIVATE_REDIS_PORT } from '../queue/webhook-queue.js';
+import { DEFAULT_PRIVATE_REDIS_PORT } from '../queue/defaults.js';
 import { defaultPollFloor, defaultReservedForCreate } from '../rate-budget/rate-budget.js';
 import { budgetVariables } from '../rate-budget/settings.js';
 import { receiverVariables } from '../receiver/settings.js';
+import { reconcilerVariables } from '../reconciler/settings.js';
 import { DEFAULT_LOCK_TIMEOUT_MS, DEFAULT_POOL_MAX } from '../store/defaults.js';
 import { parseStoreUrl, redactUrl, STORE_URL_PATTERN, sqliteUrl } from '../store/store-url.js';
 import { upstreamVariables } from '../upstream/settings.js';
@@ -28,8 +32,12 @@ import { int, LOOPBACK, type SharedSettings } from './variables.js';
  * fastify or a database driver: docs/cli.md, "Adding a command").
  */
 
+export { type AdminSettings, adminSettings } from '../admin/settings.js';
+export { type ApiSettings, apiSettings } from '../api/settings.js';
+export { type CatalogSettings, catalogSettings } from '../catalog/settings.js';
 export { type NotifySettings, notifySettings } from '../notify/settings.js';
 export { type ReceiverSettings, receiverSettings, webhookSecrets } from '../receiver/settings.js';
+export { type ReconcilerSettings, reconcilerSettings } from '../reconciler/settings.js';
 export { SIMULATOR_BASE_URL, type UpstreamSettings, upstreamSettings } from '../upstream/settings.js';
 export { type WorkerSettings, workerSettings } from '../worker/settings.js';
 export { ConfigError } from './config-error.js';
@@ -44,14 +52,19 @@ export const INSTALL_DIR = fileURLToPath(new URL('../..', import.meta.url));
 /** Where the order store is when neither H2H_DB_URL nor H2H_DB_PATH is set. */
 export const DEFAULT_DB_PATH = join(INSTALL_DIR, 'var', 'h2h-sync.db');
 
-export const settingsSchema = z.object({
-  ...upstreamVariables.shape,
-  ...budgetVariables.shape,
+/** The variables of more than one component: Redis, the store, logs, the HTTP services' drain. */
+const sharedVariables = z.object({
   REDIS_URL: z
     .url({ protocol: /^rediss?$/ })
     .optional()
     .describe(
       "Redis for the queues and the shared rate budget. Default: the deployment's private Redis, `redis://127.0.0.1:<H2H_PRIVATE_REDIS_PORT>`, the one pm2's ecosystem runs when REDIS_URL is not set, so the CLI finds it too.",
+    ),
+  H2H_PRIVATE_REDIS_PORT: int(1)
+    .max(65_535)
+    .default(DEFAULT_PRIVATE_REDIS_PORT)
+    .describe(
+      "Port of the private `h2h-redis` app (loopback, AOF, data in `var/redis`) pm2's ecosystem runs when REDIS_URL is not set; without REDIS_URL every process and command uses `redis://127.0.0.1:<port>`.",
     ),
   H2H_DB_URL: z
     .string()
@@ -90,132 +103,23 @@ export const settingsSchema = z.object({
     .describe(
       'Longest graceful drain of the receiver and the shop API on SIGINT/SIGTERM before they exit anyway.',
     ),
+});
+
+/**
+ * Every setting, section by section: the README table's order. A component's variables are in
+ * its `src/<component>/settings.ts` (README, "Settings", "Adding a setting").
+ */
+export const settingsSchema = z.object({
+  ...upstreamVariables.shape,
+  ...budgetVariables.shape,
+  ...sharedVariables.shape,
   ...receiverVariables.shape,
   ...workerVariables.shape,
   ...notifyVariables.shape,
-  RECONCILE_ENABLED: z
-    .stringbool()
-    .default(true)
-    .describe(
-      'Whether `h2h-sync worker` also reconciles and sends the shop API’s queued orders (needs H2H_BASE_URL and H2H_API_KEY). `false` runs a worker that only applies webhooks and delivers notifications, e.g. an extra event worker.',
-    ),
-  RECONCILE_EVERY_S: int(1)
-    .default(60)
-    .describe('Seconds between two reconciliation passes (a BullMQ job scheduler, one pass at a time).'),
-  RECONCILE_FIRST_POLL_DELAY_S: int(0)
-    .default(30)
-    .describe(
-      'Seconds after an order is created or changes before its first poll: its webhook is overdue then. Every process that writes orders must use the same value.',
-    ),
-  RECONCILE_FIRST_POLL_QUANTILE: z.coerce
-    .number()
-    .min(0)
-    .lt(1)
-    .default(0.9)
-    .describe(
-      "Learned first poll: an order is first polled when this share of the product's orders have reached a final state (learned from the webhooks that arrive), plus the usual webhook delivery delay; `0` = always `RECONCILE_FIRST_POLL_DELAY_S`, which also applies until `RECONCILE_PACE_MIN_SAMPLES` are known. Every process that writes orders must use the same value.",
-    ),
-  RECONCILE_FIRST_POLL_MIN_S: int(0)
-    .default(5)
-    .describe('Earliest first poll after a creation or change, in seconds, whatever the learned pace says.'),
-  RECONCILE_FIRST_POLL_MAX_S: int(1)
-    .default(900)
-    .describe('Latest first poll after a creation or change, in seconds, whatever the learned pace says.'),
-  RECONCILE_PACE_MIN_SAMPLES: int(1)
-    .default(50)
-    .describe(
-      "Final-state webhooks of a product needed before its own pace is used (before that, every product's together, then `RECONCILE_FIRST_POLL_DELAY_S`).",
-    ),
-  RECONCILE_BACKOFF_S: z
-    .string()
-    .regex(/^\s*[1-9]\d*\s*(,\s*[1-9]\d*\s*)*$/, 'must be positive whole seconds, comma-separated')
-    .default('60,120,300,600,1800,3600')
-    .describe(
-      'Seconds between polls of an order that does not change, one entry per poll; the last repeats (the cap).',
-    ),
-  RECONCILE_REFUND_WATCH_S: int(0)
-    .optional()
-    .describe(
-      'Deprecated and ignored: the audit from idle budget (`RECONCILE_AUDIT_WINDOW_D`) replaced the refund watch and finds refunds whose webhooks were all lost. Remove it.',
-    ),
-  RECONCILE_AUDIT_WINDOW_D: int(0)
-    .default(7)
-    .describe(
-      'Days after it became final that a SUCCESS order is still re-read by the audit, which uses only poll capacity that creation and due polls leave idle, to find refunds (and late serials) whose webhooks were all lost; `0` = no audit.',
-    ),
-  RECONCILE_AUDIT_EVERY_S: int(1)
-    .default(86_400)
-    .describe(
-      'Seconds before the audit reads the same SUCCESS order again; it takes the least recently checked first.',
-    ),
-  RECONCILE_STUCK_AFTER_H: int(1)
-    .default(48)
-    .describe('Hours without a final state after which an order is marked stuck (it is still polled).'),
-  RECONCILE_PASS_SIZE: int(1)
-    .default(500)
-    .describe('Most orders one pass polls; the poll share of the rate budget usually ends a pass first.'),
-  RECONCILE_LEASE_S: int(1)
-    .default(45)
-    .describe(
-      'Seconds a claim on an order (a poll, or a create by the submission pump, the reconciler or the CLI) keeps it out of reach of every other process; renewed every third of it while a create waits for a budget slot or an answer, so a dead process’s orders are free again within it (docs/reconciler.md, "Claims"). At least twice H2H_CONNECT_TIMEOUT_MS + H2H_HEADERS_TIMEOUT_MS: nothing is sent with less than half of it left, and every attempt is answered or given up within those two.',
-    ),
-  CATALOG_REFRESH_S: int(0)
-    .default(900)
-    .describe(
-      'Seconds between two refreshes of the local catalog and the profile balance by `h2h-sync worker` (a BullMQ job scheduler; three upstream calls from the poll share of the rate budget); `0` = only `h2h-sync catalog sync`.',
-    ),
-  BALANCE_LOW_THRESHOLD: z.coerce
-    .number()
-    .min(0)
-    .default(0)
-    .describe(
-      'The accounted balance under which a `balance.low` event is sent, once each time it falls under (docs/api.md, "Balance"); `0` = never. Every process that writes orders must use the same value.',
-    ),
-  ADMIN_HOST: z
-    .string()
-    .min(1)
-    .default(LOOPBACK)
-    .describe(
-      'Address the admin server of `h2h-sync worker` (Bull Board, `/metrics`, `/healthz`) listens on. Anything but loopback requires ADMIN_USER and ADMIN_PASSWORD.',
-    ),
-  ADMIN_PORT: int(0)
-    .max(65_535)
-    .default(3001)
-    .describe('Port of the admin server of `h2h-sync worker`; `0` = no admin server.'),
-  API_HOST: z
-    .string()
-    .min(1)
-    .default(LOOPBACK)
-    .describe(
-      'Address the shop API (`h2h-sync api`, docs/api.md) listens on. Every route but /openapi.json needs a bearer token; put TLS in front of it before you open it beyond this host.',
-    ),
-  API_PORT: int(0).max(65_535).default(3002).describe('Port of the shop API; `0` = a free one.'),
-  API_SUBMISSION_BACKLOG: int(1)
-    .default(1000)
-    .describe(
-      'Most orders the shop API keeps queued for the upstream (sent in arrival order at the rate budget’s pace, about 40 a minute); beyond it POST /v1/orders answers 503 with Retry-After and stores nothing.',
-    ),
-  API_SUBMISSION_MAX_AGE_S: int(0)
-    .default(3600)
-    .describe(
-      'Seconds an order may wait to be sent (queued, or blocked after a 401, with no create in doubt); older, `h2h-sync worker` cancels it with code `EXPIRED` (`order.cancelled`) instead of sending it, so no top-up reaches a customer long after the shop gave up (docs/api.md, "Cancelling"); `0` = never.',
-    ),
-  ADMIN_USER: z
-    .string()
-    .min(1)
-    .optional()
-    .describe('Basic-auth user of the admin server; when set (with ADMIN_PASSWORD) every request needs it.'),
-  ADMIN_PASSWORD: z
-    .string()
-    .min(1)
-    .optional()
-    .describe('Basic-auth password of the admin server, set together with ADMIN_USER.'),
-  H2H_PRIVATE_REDIS_PORT: int(1)
-    .max(65_535)
-    .default(DEFAULT_PRIVATE_REDIS_PORT)
-    .describe(
-      "Port of the private `h2h-redis` app (loopback, AOF, data in `var/redis`) pm2's ecosystem runs when REDIS_URL is not set; without REDIS_URL every process and command uses `redis://127.0.0.1:<port>`.",
-    ),
+  ...reconcilerVariables.shape,
+  ...catalogVariables.shape,
+  ...adminVariables.shape,
+  ...apiVariables.shape,
 });
 
 /** The name of every setting, in the order of the README table. */
@@ -366,67 +270,6 @@ function storeUrl(s: Settings): string {
 
 // The sections below map settings to the options of one component each; what a setting means
 // and its default are in the schema above (and the README table generated from it).
-
-/** The admin server's section (docs/deployment.md, "Admin view"); `auth` undefined = none (loopback only). */
-export function adminSettings(config: Config) {
-  const s = config.settings;
-  const auth =
-    s.ADMIN_USER && s.ADMIN_PASSWORD ? { user: s.ADMIN_USER, password: s.ADMIN_PASSWORD } : undefined;
-  return { host: s.ADMIN_HOST, port: s.ADMIN_PORT, auth };
-}
-export type AdminSettings = ReturnType<typeof adminSettings>;
-
-/** The shop API's section (docs/api.md). */
-export function apiSettings(config: Config) {
-  const s = config.settings;
-  return {
-    host: s.API_HOST,
-    port: s.API_PORT,
-    submissionBacklog: s.API_SUBMISSION_BACKLOG,
-    /** API_SUBMISSION_MAX_AGE_S in ms (the worker's submission pump expires older orders); 0: never. */
-    submissionMaxAgeMs: s.API_SUBMISSION_MAX_AGE_S * 1000,
-    /** A full backlog's Retry-After: one budget window, after which about a window's worth has left. */
-    retryAfterS: Math.ceil(s.H2H_RATE_WINDOW_MS / 1000),
-    dbUrl: config.dbUrl,
-    dbLockTimeoutMs: config.dbLockTimeoutMs,
-    dbPoolMax: config.dbPoolMax,
-    logLevel: config.logLevel,
-    logFormat: config.logFormat,
-    shutdownTimeoutMs: s.H2H_SHUTDOWN_TIMEOUT_MS,
-  };
-}
-export type ApiSettings = ReturnType<typeof apiSettings>;
-
-/** The reconciler's section (docs/reconciler.md), every duration in ms; `backoffMs` is one entry per poll, the last repeating. */
-export function reconcilerSettings(config: Config) {
-  const s = config.settings;
-  return {
-    everyMs: s.RECONCILE_EVERY_S * 1000,
-    firstPollDelayMs: s.RECONCILE_FIRST_POLL_DELAY_S * 1000,
-    firstPollQuantile: s.RECONCILE_FIRST_POLL_QUANTILE,
-    firstPollMinMs: s.RECONCILE_FIRST_POLL_MIN_S * 1000,
-    firstPollMaxMs: s.RECONCILE_FIRST_POLL_MAX_S * 1000,
-    paceMinSamples: s.RECONCILE_PACE_MIN_SAMPLES,
-    backoffMs: s.RECONCILE_BACKOFF_S.split(',').map((part) => Number(part.trim()) * 1000),
-    auditWindowMs: s.RECONCILE_AUDIT_WINDOW_D * 86_400_000,
-    auditEveryMs: s.RECONCILE_AUDIT_EVERY_S * 1000,
-    stuckAfterMs: s.RECONCILE_STUCK_AFTER_H * 3_600_000,
-    passSize: s.RECONCILE_PASS_SIZE,
-    leaseMs: s.RECONCILE_LEASE_S * 1000,
-  };
-}
-export type ReconcilerSettings = ReturnType<typeof reconcilerSettings>;
-
-/** The local catalog's and balance's section (docs/api.md, "Catalog and balance"), in ms. */
-export function catalogSettings(config: Config) {
-  const s = config.settings;
-  return {
-    /** 0: no scheduled refresh. */
-    refreshEveryMs: s.CATALOG_REFRESH_S * 1000,
-    balanceLowThreshold: s.BALANCE_LOW_THRESHOLD,
-  };
-}
-export type CatalogSettings = ReturnType<typeof catalogSettings>;
 
 /** The settings table of the README, generated from the schema. */
 export function settingsTable(): string {
