@@ -1,75 +1,47 @@
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import {
-  DEFAULT_NOTIFY_CONCURRENCY,
-  DEFAULT_NOTIFY_DISPATCH_EVERY_MS,
-  DEFAULT_NOTIFY_TIMEOUT_MS,
-} from '../notify/defaults.js';
-import { DEFAULT_NOTIFY_RETRY_S } from '../notify/retry-schedule.js';
+import { adminVariables } from '../admin/settings.js';
+import { apiVariables } from '../api/settings.js';
+import { catalogVariables } from '../catalog/settings.js';
+import { notifyVariables } from '../notify/settings.js';
 import { DEFAULT_LOG_FORMAT, DEFAULT_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS } from '../observability/defaults.js';
-import { DEFAULT_ENQUEUE_TIMEOUT_MS } from '../queue/defaults.js';
-import { DEFAULT_PRIVATE_REDIS_PORT } from '../queue/webhook-queue.js';
-import {
-  DEFAULT_RATE_WINDOW_MS,
-  defaultPollFloor,
-  defaultReservedForCreate,
-} from '../rate-budget/rate-budget.js';
-import {
-  DEFAULT_RECEIVER_LIMITS,
-  DEFAULT_RECEIVER_METRICS_PORT,
-  DEFAULT_WEBHOOK_BODY_LIMIT,
-  DEFAULT_WEBHOOK_PATH,
-} from '../receiver/defaults.js';
+import { DEFAULT_PRIVATE_REDIS_PORT } from '../queue/defaults.js';
+import { defaultPollFloor, defaultReservedForCreate } from '../rate-budget/rate-budget.js';
+import { budgetVariables } from '../rate-budget/settings.js';
+import { receiverVariables } from '../receiver/settings.js';
+import { reconcilerVariables } from '../reconciler/settings.js';
 import { DEFAULT_LOCK_TIMEOUT_MS, DEFAULT_POOL_MAX } from '../store/defaults.js';
 import { parseStoreUrl, redactUrl, STORE_URL_PATTERN, sqliteUrl } from '../store/store-url.js';
-import {
-  AUTH_STYLES,
-  DEFAULT_AUTH_STYLE,
-  DEFAULT_BODY_TIMEOUT_MS,
-  DEFAULT_CONNECT_TIMEOUT_MS,
-  DEFAULT_HEADERS_TIMEOUT_MS,
-} from '../upstream/defaults.js';
-import { DEFAULT_RATE_LIMIT_PER_MINUTE, WEBHOOK_HEADERS } from '../upstream/model.js';
-import { DEFAULT_RETRY } from '../upstream/retry-policy.js';
-import { DEFAULT_TOLERANCE_S } from '../upstream/signature.js';
-import {
-  DEFAULT_CLOSE_TIMEOUT_MS,
-  DEFAULT_LOCK_DURATION_MS,
-  DEFAULT_MAX_STALLED_COUNT,
-  DEFAULT_STALLED_INTERVAL_MS,
-  DEFAULT_STORE_LOCK_WAIT_MS,
-  DEFAULT_WORKER_CONCURRENCY,
-} from '../worker/defaults.js';
+import { upstreamVariables } from '../upstream/settings.js';
+import { workerVariables } from '../worker/settings.js';
+import { ConfigError } from './config-error.js';
+import { int, LOOPBACK, type SharedSettings } from './variables.js';
 
 /**
  * Every setting of h2h-sync, read once from the environment at start-up and validated here.
- * Each entry's description and default feed the settings table of the README
- * (`npm run docs:config` prints it; a test keeps the README in step). Components receive only
+ * Each component owns its section in `src/<component>/settings.ts`: its variables (description,
+ * default) and the function that turns them into the component's options. This module composes
+ * the sections into {@link settingsSchema} (whose order is the README table's: `npm run
+ * docs:config`), holds the variables several components share (Redis, the store, logs), the rules
+ * that tie variables of different sections together, and secret redaction. Components receive only
  * their own section of {@link Config}; nothing else reads `process.env`.
  *
- * A default a component also applies on its own is imported from that component (its
- * `DEFAULT_*` constant), never written here a second time; the rest exist only here. Such a
- * constant lives in a module that loads no driver or server (`notify/defaults.ts`,
- * `store/defaults.ts`, …): every CLI command reads this schema, and one that lists tokens must
- * not load BullMQ, undici, fastify or a database driver on the way (docs/cli.md, "Adding a command").
+ * A section module is a leaf: it imports zod and modules that load no package, never this one
+ * (every CLI command reads the schema, and one that lists tokens must not load BullMQ, undici,
+ * fastify or a database driver: docs/cli.md, "Adding a command").
  */
 
-const int = (min: number) => z.coerce.number().int().min(min);
-/** An HTTP header name, compared in lower case as Node delivers them. */
-const header = z
-  .string()
-  .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'must be an HTTP header name')
-  .transform((name) => name.toLowerCase());
-const list = z.string().transform((s) =>
-  s
-    .split(',')
-    .map((part) => part.trim())
-    .filter(Boolean),
-);
-const LOOPBACK = '127.0.0.1';
+export { type AdminSettings, adminSettings } from '../admin/settings.js';
+export { type ApiSettings, apiSettings } from '../api/settings.js';
+export { type CatalogSettings, catalogSettings } from '../catalog/settings.js';
+export { type NotifySettings, notifySettings } from '../notify/settings.js';
+export { type ReceiverSettings, receiverSettings, webhookSecrets } from '../receiver/settings.js';
+export { type ReconcilerSettings, reconcilerSettings } from '../reconciler/settings.js';
+export { SIMULATOR_BASE_URL, type UpstreamSettings, upstreamSettings } from '../upstream/settings.js';
+export { type WorkerSettings, workerSettings } from '../worker/settings.js';
+export { ConfigError } from './config-error.js';
 
-/** The base URL of the simulator as `npm run sim` starts it: the development value of `H2H_BASE_URL`. */
 /**
  * The installation directory (the package root: this file is `src/config/` or `dist/config/`).
  * Defaults that name files are resolved from it, not from the working directory, so a command
@@ -80,58 +52,19 @@ export const INSTALL_DIR = fileURLToPath(new URL('../..', import.meta.url));
 /** Where the order store is when neither H2H_DB_URL nor H2H_DB_PATH is set. */
 export const DEFAULT_DB_PATH = join(INSTALL_DIR, 'var', 'h2h-sync.db');
 
-export const SIMULATOR_BASE_URL = `http://${LOOPBACK}:4010/v1/member-api`;
-
-export const settingsSchema = z.object({
-  H2H_BASE_URL: z
-    .url({ protocol: /^https?$/ })
-    .optional()
-    .describe('Upstream base URL including `/v1/member-api`. Required by commands that call the upstream.'),
-  H2H_API_KEY: z
-    .string()
-    .min(1)
-    .optional()
-    .describe('Upstream API key. Required by commands that call the upstream.'),
-  H2H_API_SECRET: list
-    .optional()
-    .describe(
-      'Webhook secrets, comma-separated, newest first (two during a rotation). Required by the receiver.',
-    ),
-  H2H_AUTH_STYLE: z
-    .enum(AUTH_STYLES)
-    .default(DEFAULT_AUTH_STYLE)
-    .describe('How the API key is sent: `x-api-key` header or `Authorization: Bearer`.'),
-  H2H_CONNECT_TIMEOUT_MS: int(1).default(DEFAULT_CONNECT_TIMEOUT_MS).describe('Upstream connect timeout.'),
-  H2H_HEADERS_TIMEOUT_MS: int(1)
-    .default(DEFAULT_HEADERS_TIMEOUT_MS)
-    .describe('Upstream timeout until response headers arrive.'),
-  H2H_BODY_TIMEOUT_MS: int(1)
-    .default(DEFAULT_BODY_TIMEOUT_MS)
-    .describe('Upstream timeout between body chunks.'),
-  H2H_RETRY_MAX_ATTEMPTS: int(1)
-    .default(DEFAULT_RETRY.maxAttempts)
-    .describe('Attempts per upstream call, first one included.'),
-  H2H_RATE_LIMIT: int(1)
-    .default(DEFAULT_RATE_LIMIT_PER_MINUTE)
-    .describe('Upstream calls allowed per rate window, shared by every process.'),
-  H2H_RATE_WINDOW_MS: int(1000)
-    .default(DEFAULT_RATE_WINDOW_MS)
-    .describe('Length of the rolling rate window.'),
-  H2H_RATE_RESERVE_CREATE: int(0)
-    .optional()
-    .describe(
-      'Calls per window that status polling may never use, kept for order creation; below `H2H_RATE_LIMIT`. Default: a third of `H2H_RATE_LIMIT`, rounded.',
-    ),
-  H2H_RATE_POLL_FLOOR: int(0)
-    .optional()
-    .describe(
-      'Calls per window that creation leaves to status polls while polls are waiting, so a burst of orders at the whole limit cannot stop polling (docs/reconciler.md, "The poll floor"); 0 turns it off; at most `H2H_RATE_LIMIT - H2H_RATE_RESERVE_CREATE`. Default: 15 % of `H2H_RATE_LIMIT`, rounded (9 of 60).',
-    ),
+/** The variables of more than one component: Redis, the store, logs, the HTTP services' drain. */
+const sharedVariables = z.object({
   REDIS_URL: z
     .url({ protocol: /^rediss?$/ })
     .optional()
     .describe(
       "Redis for the queues and the shared rate budget. Default: the deployment's private Redis, `redis://127.0.0.1:<H2H_PRIVATE_REDIS_PORT>`, the one pm2's ecosystem runs when REDIS_URL is not set, so the CLI finds it too.",
+    ),
+  H2H_PRIVATE_REDIS_PORT: int(1)
+    .max(65_535)
+    .default(DEFAULT_PRIVATE_REDIS_PORT)
+    .describe(
+      "Port of the private `h2h-redis` app (loopback, AOF, data in `var/redis`) pm2's ecosystem runs when REDIS_URL is not set; without REDIS_URL every process and command uses `redis://127.0.0.1:<port>`.",
     ),
   H2H_DB_URL: z
     .string()
@@ -165,267 +98,28 @@ export const settingsSchema = z.object({
     .describe(
       'How logs are written: `json` (one object a line), `pretty` (pino-pretty, for a person), or `auto`: pretty when the log stream is a terminal, JSON otherwise (under pm2, in files and pipes).',
     ),
-  HOST: z.string().min(1).default(LOOPBACK).describe('Address the webhook receiver listens on.'),
-  PORT: int(0).max(65_535).default(3000).describe('Port the webhook receiver listens on; `0` = a free one.'),
-  H2H_WEBHOOK_PATH: z
-    .string()
-    .regex(/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/, 'must be a URL path starting with /')
-    .default(DEFAULT_WEBHOOK_PATH)
-    .describe('Path the receiver accepts webhooks on (`POST`).'),
-  H2H_WEBHOOK_TOLERANCE_S: int(1)
-    .default(DEFAULT_TOLERANCE_S)
-    .describe('Seconds a webhook timestamp may be from this clock, either way, before it is refused.'),
-  H2H_WEBHOOK_BODY_LIMIT: int(1)
-    .default(DEFAULT_WEBHOOK_BODY_LIMIT)
-    .describe('Largest webhook body the receiver accepts, in bytes; larger is 413.'),
-  H2H_RECEIVER_REQUEST_TIMEOUT_MS: int(1)
-    .default(DEFAULT_RECEIVER_LIMITS.requestTimeoutMs)
-    .describe(
-      'Longest time the receiver waits for a whole webhook request, headers and body; a slower one is answered 408 and closed. The upstream itself gives up after 10 s.',
-    ),
-  H2H_RECEIVER_HEADERS_TIMEOUT_MS: int(1)
-    .default(DEFAULT_RECEIVER_LIMITS.headersTimeoutMs)
-    .describe(
-      'Longest time the receiver waits for the headers of a request; at most H2H_RECEIVER_REQUEST_TIMEOUT_MS.',
-    ),
-  H2H_RECEIVER_IDLE_TIMEOUT_MS: int(1)
-    .default(DEFAULT_RECEIVER_LIMITS.idleTimeoutMs)
-    .describe('A receiver connection on which nothing arrives for this long is closed.'),
-  H2H_RECEIVER_KEEP_ALIVE_TIMEOUT_MS: int(1)
-    .default(DEFAULT_RECEIVER_LIMITS.keepAliveTimeoutMs)
-    .describe('How long the receiver keeps an idle keep-alive connection open after an answer.'),
-  H2H_RECEIVER_MAX_CONNECTIONS: int(1)
-    .default(DEFAULT_RECEIVER_LIMITS.maxConnections)
-    .describe(
-      'Most connections one receiver process holds open; further ones are closed at once (the sender retries).',
-    ),
-  H2H_RECEIVER_METRICS_HOST: z
-    .string()
-    .min(1)
-    .default(LOOPBACK)
-    .describe(
-      "Address of the receiver's own metrics listener (`GET /metrics`), apart from the internet-facing webhook port.",
-    ),
-  H2H_RECEIVER_METRICS_PORT: int(0)
-    .max(65_535)
-    .default(DEFAULT_RECEIVER_METRICS_PORT)
-    .describe(
-      "Port of the receiver's metrics listener; under pm2 instance N listens on this port + N (`NODE_APP_INSTANCE`), so each is scraped. `0` = none.",
-    ),
-  H2H_TIMESTAMP_HEADER: header
-    .default(WEBHOOK_HEADERS.timestamp)
-    .describe('Webhook header carrying the signed timestamp.'),
-  H2H_SIGNATURE_HEADER: header
-    .default(WEBHOOK_HEADERS.signature)
-    .describe('Webhook header carrying the signature.'),
-  H2H_EVENT_ID_HEADER: header
-    .default(WEBHOOK_HEADERS.eventId)
-    .describe('Webhook header carrying the event id the receiver dedupes on.'),
-  H2H_EVENT_TYPE_HEADER: header
-    .default(WEBHOOK_HEADERS.eventType)
-    .describe('Webhook header carrying the event type.'),
-  H2H_ENQUEUE_TIMEOUT_MS: int(1)
-    .default(DEFAULT_ENQUEUE_TIMEOUT_MS)
-    .describe('Longest wait for Redis to acknowledge a queued webhook before the receiver answers 503.'),
   H2H_SHUTDOWN_TIMEOUT_MS: int(1)
     .default(10_000)
     .describe(
       'Longest graceful drain of the receiver and the shop API on SIGINT/SIGTERM before they exit anyway.',
     ),
-  H2H_WORKER_CONCURRENCY: int(1)
-    .default(DEFAULT_WORKER_CONCURRENCY)
-    .describe(
-      'Webhook jobs one event worker process holds at once; they share group commits, so also the most events one commit holds.',
-    ),
-  H2H_WORKER_BATCH_SIZE: int(1)
-    .optional()
-    .describe(
-      'Events at which the worker commits a batch without waiting for the next event-loop turn. Default and maximum: `H2H_WORKER_CONCURRENCY`.',
-    ),
-  H2H_WORKER_LOCK_DURATION_MS: int(1)
-    .default(DEFAULT_LOCK_DURATION_MS)
-    .describe(
-      'How long a webhook job stays locked to its worker without a renewal; a crashed worker’s jobs are taken over after it.',
-    ),
-  H2H_WORKER_STALLED_INTERVAL_MS: int(1)
-    .default(DEFAULT_STALLED_INTERVAL_MS)
-    .describe('How often a worker returns stalled jobs (their lock expired: the worker died) to the queue.'),
-  H2H_WORKER_MAX_STALLED_COUNT: int(0)
-    .default(DEFAULT_MAX_STALLED_COUNT)
-    .describe('Times a webhook job may stall and be taken over before it is parked in the failed set.'),
-  H2H_WORKER_STORE_LOCK_WAIT_MS: int(1)
-    .default(DEFAULT_STORE_LOCK_WAIT_MS)
-    .describe(
-      'Longest wait of the event worker for another process’s write lock on the store, on timers (its event loop keeps renewing job locks); past it the batch’s jobs are retried by BullMQ.',
-    ),
-  H2H_FEED_RETENTION_D: int(1)
-    .default(30)
-    .describe(
-      'Days the change feed keeps an event (docs/api.md, "The change feed"): a shop that was away longer reads the orders themselves instead. The worker prunes older ones every hour.',
-    ),
-  H2H_NOTIFY_TIMEOUT_MS: int(1)
-    .default(DEFAULT_NOTIFY_TIMEOUT_MS)
-    .describe(
-      "Longest time one notification to the shop's endpoint may take (connection, answer and its body); a slower one counts as failed and is retried.",
-    ),
-  H2H_NOTIFY_RETRY_S: z
-    .string()
-    .regex(/^\s*\d+(\.\d+)?\s*(,\s*\d+(\.\d+)?\s*)*$/, 'must be seconds, comma-separated')
-    .default(DEFAULT_NOTIFY_RETRY_S.join(','))
-    .describe(
-      'Seconds before each retry of a notification that was not answered 2xx, one entry per retry (up to 20 % more at random); after the last, it is given up (`h2h-sync notifications failed`). The default adds up to 3.6 days.',
-    ),
-  H2H_NOTIFY_CONCURRENCY: int(1)
-    .default(DEFAULT_NOTIFY_CONCURRENCY)
-    .describe('Notifications the worker process sends at once, over every endpoint.'),
-  H2H_NOTIFY_DISPATCH_EVERY_MS: int(1)
-    .default(DEFAULT_NOTIFY_DISPATCH_EVERY_MS)
-    .describe(
-      "How often the worker looks at the change feed and the notification outbox without being woken. It looks at once when the store reports new feed commits (every process's on this host on SQLite, every host's on PostgreSQL) and when a delivery settles; the timer covers retries coming due, an order's next event after another host delivered the one before, and places where those reports cannot come (PgBouncer in transaction mode).",
-    ),
-  H2H_NOTIFY_ROTATION_GRACE_H: z.coerce
-    .number()
-    .min(0)
-    .default(24)
-    .describe(
-      'Hours the old secret of an endpoint keeps signing beside the new one after `h2h-sync endpoints rotate-secret` (two signatures in `webhook-signature`).',
-    ),
-  H2H_WORKER_SHUTDOWN_TIMEOUT_MS: int(1)
-    .default(DEFAULT_CLOSE_TIMEOUT_MS)
-    .describe(
-      'Longest graceful stop of the worker on SIGINT/SIGTERM (finish and commit active jobs) before it exits anyway.',
-    ),
-  RECONCILE_ENABLED: z
-    .stringbool()
-    .default(true)
-    .describe(
-      'Whether `h2h-sync worker` also reconciles and sends the shop API’s queued orders (needs H2H_BASE_URL and H2H_API_KEY). `false` runs a worker that only applies webhooks and delivers notifications, e.g. an extra event worker.',
-    ),
-  RECONCILE_EVERY_S: int(1)
-    .default(60)
-    .describe('Seconds between two reconciliation passes (a BullMQ job scheduler, one pass at a time).'),
-  RECONCILE_FIRST_POLL_DELAY_S: int(0)
-    .default(30)
-    .describe(
-      'Seconds after an order is created or changes before its first poll: its webhook is overdue then. Every process that writes orders must use the same value.',
-    ),
-  RECONCILE_FIRST_POLL_QUANTILE: z.coerce
-    .number()
-    .min(0)
-    .lt(1)
-    .default(0.9)
-    .describe(
-      "Learned first poll: an order is first polled when this share of the product's orders have reached a final state (learned from the webhooks that arrive), plus the usual webhook delivery delay; `0` = always `RECONCILE_FIRST_POLL_DELAY_S`, which also applies until `RECONCILE_PACE_MIN_SAMPLES` are known. Every process that writes orders must use the same value.",
-    ),
-  RECONCILE_FIRST_POLL_MIN_S: int(0)
-    .default(5)
-    .describe('Earliest first poll after a creation or change, in seconds, whatever the learned pace says.'),
-  RECONCILE_FIRST_POLL_MAX_S: int(1)
-    .default(900)
-    .describe('Latest first poll after a creation or change, in seconds, whatever the learned pace says.'),
-  RECONCILE_PACE_MIN_SAMPLES: int(1)
-    .default(50)
-    .describe(
-      "Final-state webhooks of a product needed before its own pace is used (before that, every product's together, then `RECONCILE_FIRST_POLL_DELAY_S`).",
-    ),
-  RECONCILE_BACKOFF_S: z
-    .string()
-    .regex(/^\s*[1-9]\d*\s*(,\s*[1-9]\d*\s*)*$/, 'must be positive whole seconds, comma-separated')
-    .default('60,120,300,600,1800,3600')
-    .describe(
-      'Seconds between polls of an order that does not change, one entry per poll; the last repeats (the cap).',
-    ),
-  RECONCILE_REFUND_WATCH_S: int(0)
-    .optional()
-    .describe(
-      'Deprecated and ignored: the audit from idle budget (`RECONCILE_AUDIT_WINDOW_D`) replaced the refund watch and finds refunds whose webhooks were all lost. Remove it.',
-    ),
-  RECONCILE_AUDIT_WINDOW_D: int(0)
-    .default(7)
-    .describe(
-      'Days after it became final that a SUCCESS order is still re-read by the audit, which uses only poll capacity that creation and due polls leave idle, to find refunds (and late serials) whose webhooks were all lost; `0` = no audit.',
-    ),
-  RECONCILE_AUDIT_EVERY_S: int(1)
-    .default(86_400)
-    .describe(
-      'Seconds before the audit reads the same SUCCESS order again; it takes the least recently checked first.',
-    ),
-  RECONCILE_STUCK_AFTER_H: int(1)
-    .default(48)
-    .describe('Hours without a final state after which an order is marked stuck (it is still polled).'),
-  RECONCILE_PASS_SIZE: int(1)
-    .default(500)
-    .describe('Most orders one pass polls; the poll share of the rate budget usually ends a pass first.'),
-  RECONCILE_LEASE_S: int(1)
-    .default(45)
-    .describe(
-      'Seconds a claim on an order (a poll, or a create by the submission pump, the reconciler or the CLI) keeps it out of reach of every other process; renewed every third of it while a create waits for a budget slot or an answer, so a dead process’s orders are free again within it (docs/reconciler.md, "Claims"). At least twice H2H_CONNECT_TIMEOUT_MS + H2H_HEADERS_TIMEOUT_MS: nothing is sent with less than half of it left, and every attempt is answered or given up within those two.',
-    ),
-  CATALOG_REFRESH_S: int(0)
-    .default(900)
-    .describe(
-      'Seconds between two refreshes of the local catalog and the profile balance by `h2h-sync worker` (a BullMQ job scheduler; three upstream calls from the poll share of the rate budget); `0` = only `h2h-sync catalog sync`.',
-    ),
-  BALANCE_LOW_THRESHOLD: z.coerce
-    .number()
-    .min(0)
-    .default(0)
-    .describe(
-      'The accounted balance under which a `balance.low` event is sent, once each time it falls under (docs/api.md, "Balance"); `0` = never. Every process that writes orders must use the same value.',
-    ),
-  ADMIN_HOST: z
-    .string()
-    .min(1)
-    .default(LOOPBACK)
-    .describe(
-      'Address the admin server of `h2h-sync worker` (Bull Board, `/metrics`, `/healthz`) listens on. Anything but loopback requires ADMIN_USER and ADMIN_PASSWORD.',
-    ),
-  ADMIN_PORT: int(0)
-    .max(65_535)
-    .default(3001)
-    .describe('Port of the admin server of `h2h-sync worker`; `0` = no admin server.'),
-  API_HOST: z
-    .string()
-    .min(1)
-    .default(LOOPBACK)
-    .describe(
-      'Address the shop API (`h2h-sync api`, docs/api.md) listens on. Every route but /openapi.json needs a bearer token; put TLS in front of it before you open it beyond this host.',
-    ),
-  API_PORT: int(0).max(65_535).default(3002).describe('Port of the shop API; `0` = a free one.'),
-  API_SUBMISSION_BACKLOG: int(1)
-    .default(1000)
-    .describe(
-      'Most orders the shop API keeps queued for the upstream (sent in arrival order at the rate budget’s pace, about 40 a minute); beyond it POST /v1/orders answers 503 with Retry-After and stores nothing.',
-    ),
-  API_SUBMISSION_MAX_AGE_S: int(0)
-    .default(3600)
-    .describe(
-      'Seconds an order may wait to be sent (queued, or blocked after a 401, with no create in doubt); older, `h2h-sync worker` cancels it with code `EXPIRED` (`order.cancelled`) instead of sending it, so no top-up reaches a customer long after the shop gave up (docs/api.md, "Cancelling"); `0` = never.',
-    ),
-  API_RATE_LIMIT_PER_MIN: int(0)
-    .default(600)
-    .describe(
-      'Requests a minute each shop API token may make, counted in Redis so that every API process draws from the same budget (docs/api.md, "Rate limit"); beyond, 429 `RATE_LIMITED` with Retry-After. `0` = no limit.',
-    ),
-  ADMIN_USER: z
-    .string()
-    .min(1)
-    .optional()
-    .describe('Basic-auth user of the admin server; when set (with ADMIN_PASSWORD) every request needs it.'),
-  ADMIN_PASSWORD: z
-    .string()
-    .min(1)
-    .optional()
-    .describe('Basic-auth password of the admin server, set together with ADMIN_USER.'),
-  H2H_RECEIVER_INSTANCES: int(1)
-    .default(2)
-    .describe('pm2 only (`ecosystem.config.js`): receiver processes in cluster mode, sharing `PORT`.'),
-  H2H_PRIVATE_REDIS_PORT: int(1)
-    .max(65_535)
-    .default(DEFAULT_PRIVATE_REDIS_PORT)
-    .describe(
-      "Port of the private `h2h-redis` app (loopback, AOF, data in `var/redis`) pm2's ecosystem runs when REDIS_URL is not set; without REDIS_URL every process and command uses `redis://127.0.0.1:<port>`.",
-    ),
+});
+
+/**
+ * Every setting, section by section: the README table's order. A component's variables are in
+ * its `src/<component>/settings.ts` (README, "Settings", "Adding a setting").
+ */
+export const settingsSchema = z.object({
+  ...upstreamVariables.shape,
+  ...budgetVariables.shape,
+  ...sharedVariables.shape,
+  ...receiverVariables.shape,
+  ...workerVariables.shape,
+  ...notifyVariables.shape,
+  ...reconcilerVariables.shape,
+  ...catalogVariables.shape,
+  ...adminVariables.shape,
+  ...apiVariables.shape,
 });
 
 /** The name of every setting, in the order of the README table. */
@@ -492,13 +186,10 @@ const validSettings = settingsSchema.transform((s, ctx) => {
       `RECONCILE_FIRST_POLL_MIN_S (${s.RECONCILE_FIRST_POLL_MIN_S}) must not exceed RECONCILE_FIRST_POLL_MAX_S (${s.RECONCILE_FIRST_POLL_MAX_S})`,
     );
   }
-  // Each job in flight waits for its batch's commit, so a larger batch could never fill.
-  const batchSize = Math.min(s.H2H_WORKER_BATCH_SIZE ?? s.H2H_WORKER_CONCURRENCY, s.H2H_WORKER_CONCURRENCY);
   return {
     ...s,
     H2H_RATE_RESERVE_CREATE: reservedForCreate,
     H2H_RATE_POLL_FLOOR: pollFloor,
-    H2H_WORKER_BATCH_SIZE: batchSize,
   };
 });
 
@@ -508,24 +199,9 @@ export type Settings = z.output<typeof validSettings>;
 /** Settings whose values never appear in messages or logs. */
 const SECRET_SETTINGS = new Set(['H2H_API_KEY', 'H2H_API_SECRET', 'ADMIN_PASSWORD']);
 
-/** A setting is missing or malformed; the message names the variable and the fix. */
-export class ConfigError extends Error {
-  override name = 'ConfigError';
-  readonly code = 'CONFIG_INVALID';
-}
-
-/** The validated configuration, one section per component. */
-export interface Config {
+/** The validated configuration: every setting, and the values several sections share. */
+export interface Config extends SharedSettings {
   settings: Settings;
-  redisUrl: string;
-  /** The order store's URL (`H2H_DB_URL`, or `sqlite://` + `H2H_DB_PATH`, or the default file). */
-  dbUrl: string;
-  /** The wait for another process's write lock, ms (`H2H_DB_LOCK_TIMEOUT_MS`). */
-  dbLockTimeoutMs: number;
-  /** PostgreSQL connections per process (`H2H_DB_POOL_MAX`). */
-  dbPoolMax: number;
-  logLevel: Settings['LOG_LEVEL'];
-  logFormat: Settings['LOG_FORMAT'];
   budget: { limit: number; windowMs: number; reservedForCreate: number; pollFloor: number };
 }
 
@@ -594,167 +270,6 @@ function storeUrl(s: Settings): string {
 
 // The sections below map settings to the options of one component each; what a setting means
 // and its default are in the schema above (and the README table generated from it).
-
-/** The upstream client's section; throws {@link ConfigError} when the URL or key a command needs is missing. */
-export function upstreamSettings(config: Config) {
-  const s = config.settings;
-  if (!s.H2H_BASE_URL || !s.H2H_API_KEY) {
-    const missing = [!s.H2H_BASE_URL && 'H2H_BASE_URL', !s.H2H_API_KEY && 'H2H_API_KEY'].filter(Boolean);
-    throw new ConfigError(
-      `${missing.join(' and ')} must be set to call the upstream (for the simulator: H2H_BASE_URL=${SIMULATOR_BASE_URL} H2H_API_KEY=sim_key_demo_M0001)`,
-    );
-  }
-  return {
-    baseUrl: s.H2H_BASE_URL,
-    apiKey: s.H2H_API_KEY,
-    authStyle: s.H2H_AUTH_STYLE,
-    connectTimeoutMs: s.H2H_CONNECT_TIMEOUT_MS,
-    headersTimeoutMs: s.H2H_HEADERS_TIMEOUT_MS,
-    bodyTimeoutMs: s.H2H_BODY_TIMEOUT_MS,
-    retryMaxAttempts: s.H2H_RETRY_MAX_ATTEMPTS,
-  };
-}
-export type UpstreamSettings = ReturnType<typeof upstreamSettings>;
-
-/** The webhook secrets, newest first; throws {@link ConfigError} when none is configured. */
-export function webhookSecrets(config: Config): string[] {
-  const secrets = config.settings.H2H_API_SECRET ?? [];
-  if (secrets.length === 0) {
-    throw new ConfigError('H2H_API_SECRET must be set (comma-separated, newest first) to verify webhooks');
-  }
-  return secrets;
-}
-
-/** The webhook receiver's section (docs/receiver.md); throws {@link ConfigError} when no webhook secret is configured. */
-export function receiverSettings(config: Config) {
-  const s = config.settings;
-  return {
-    host: s.HOST,
-    port: s.PORT,
-    path: s.H2H_WEBHOOK_PATH,
-    secrets: webhookSecrets(config),
-    toleranceS: s.H2H_WEBHOOK_TOLERANCE_S,
-    bodyLimit: s.H2H_WEBHOOK_BODY_LIMIT,
-    headers: {
-      timestamp: s.H2H_TIMESTAMP_HEADER,
-      signature: s.H2H_SIGNATURE_HEADER,
-      eventId: s.H2H_EVENT_ID_HEADER,
-      eventType: s.H2H_EVENT_TYPE_HEADER,
-    },
-    timeouts: {
-      requestMs: s.H2H_RECEIVER_REQUEST_TIMEOUT_MS,
-      headersMs: s.H2H_RECEIVER_HEADERS_TIMEOUT_MS,
-      idleMs: s.H2H_RECEIVER_IDLE_TIMEOUT_MS,
-      keepAliveMs: s.H2H_RECEIVER_KEEP_ALIVE_TIMEOUT_MS,
-    },
-    maxConnections: s.H2H_RECEIVER_MAX_CONNECTIONS,
-    metrics: { host: s.H2H_RECEIVER_METRICS_HOST, port: s.H2H_RECEIVER_METRICS_PORT },
-    enqueueTimeoutMs: s.H2H_ENQUEUE_TIMEOUT_MS,
-    shutdownTimeoutMs: s.H2H_SHUTDOWN_TIMEOUT_MS,
-    redisUrl: config.redisUrl,
-    logLevel: config.logLevel,
-    logFormat: config.logFormat,
-  };
-}
-export type ReceiverSettings = ReturnType<typeof receiverSettings>;
-
-/** The admin server's section (docs/deployment.md, "Admin view"); `auth` undefined = none (loopback only). */
-export function adminSettings(config: Config) {
-  const s = config.settings;
-  const auth =
-    s.ADMIN_USER && s.ADMIN_PASSWORD ? { user: s.ADMIN_USER, password: s.ADMIN_PASSWORD } : undefined;
-  return { host: s.ADMIN_HOST, port: s.ADMIN_PORT, auth };
-}
-export type AdminSettings = ReturnType<typeof adminSettings>;
-
-/** The shop API's section (docs/api.md). */
-export function apiSettings(config: Config) {
-  const s = config.settings;
-  return {
-    host: s.API_HOST,
-    port: s.API_PORT,
-    submissionBacklog: s.API_SUBMISSION_BACKLOG,
-    /** API_SUBMISSION_MAX_AGE_S in ms (the worker's submission pump expires older orders); 0: never. */
-    submissionMaxAgeMs: s.API_SUBMISSION_MAX_AGE_S * 1000,
-    /** API_RATE_LIMIT_PER_MIN: requests a minute per token; 0: no limit. */
-    rateLimitPerMin: s.API_RATE_LIMIT_PER_MIN,
-    /** A full backlog's Retry-After: one budget window, after which about a window's worth has left. */
-    retryAfterS: Math.ceil(s.H2H_RATE_WINDOW_MS / 1000),
-    dbUrl: config.dbUrl,
-    dbLockTimeoutMs: config.dbLockTimeoutMs,
-    dbPoolMax: config.dbPoolMax,
-    logLevel: config.logLevel,
-    logFormat: config.logFormat,
-    shutdownTimeoutMs: s.H2H_SHUTDOWN_TIMEOUT_MS,
-  };
-}
-export type ApiSettings = ReturnType<typeof apiSettings>;
-
-/** The event worker's section (docs/worker.md). */
-export function workerSettings(config: Config) {
-  const s = config.settings;
-  return {
-    redisUrl: config.redisUrl,
-    dbUrl: config.dbUrl,
-    dbLockTimeoutMs: config.dbLockTimeoutMs,
-    dbPoolMax: config.dbPoolMax,
-    concurrency: s.H2H_WORKER_CONCURRENCY,
-    batchSize: s.H2H_WORKER_BATCH_SIZE,
-    lockDurationMs: s.H2H_WORKER_LOCK_DURATION_MS,
-    stalledIntervalMs: s.H2H_WORKER_STALLED_INTERVAL_MS,
-    maxStalledCount: s.H2H_WORKER_MAX_STALLED_COUNT,
-    storeLockWaitMs: s.H2H_WORKER_STORE_LOCK_WAIT_MS,
-    shutdownTimeoutMs: s.H2H_WORKER_SHUTDOWN_TIMEOUT_MS,
-    feedRetentionMs: s.H2H_FEED_RETENTION_D * 86_400_000,
-    logLevel: config.logLevel,
-    logFormat: config.logFormat,
-  };
-}
-export type WorkerSettings = ReturnType<typeof workerSettings>;
-
-/** The shop notifications' section (docs/api.md, "Notifications"), durations in ms. */
-export function notifySettings(config: Config) {
-  const s = config.settings;
-  return {
-    timeoutMs: s.H2H_NOTIFY_TIMEOUT_MS,
-    retryScheduleMs: s.H2H_NOTIFY_RETRY_S.split(',').map((part) => Math.round(Number(part.trim()) * 1000)),
-    concurrency: s.H2H_NOTIFY_CONCURRENCY,
-    dispatchEveryMs: s.H2H_NOTIFY_DISPATCH_EVERY_MS,
-    rotationGraceMs: Math.round(s.H2H_NOTIFY_ROTATION_GRACE_H * 3_600_000),
-  };
-}
-export type NotifySettings = ReturnType<typeof notifySettings>;
-
-/** The reconciler's section (docs/reconciler.md), every duration in ms; `backoffMs` is one entry per poll, the last repeating. */
-export function reconcilerSettings(config: Config) {
-  const s = config.settings;
-  return {
-    everyMs: s.RECONCILE_EVERY_S * 1000,
-    firstPollDelayMs: s.RECONCILE_FIRST_POLL_DELAY_S * 1000,
-    firstPollQuantile: s.RECONCILE_FIRST_POLL_QUANTILE,
-    firstPollMinMs: s.RECONCILE_FIRST_POLL_MIN_S * 1000,
-    firstPollMaxMs: s.RECONCILE_FIRST_POLL_MAX_S * 1000,
-    paceMinSamples: s.RECONCILE_PACE_MIN_SAMPLES,
-    backoffMs: s.RECONCILE_BACKOFF_S.split(',').map((part) => Number(part.trim()) * 1000),
-    auditWindowMs: s.RECONCILE_AUDIT_WINDOW_D * 86_400_000,
-    auditEveryMs: s.RECONCILE_AUDIT_EVERY_S * 1000,
-    stuckAfterMs: s.RECONCILE_STUCK_AFTER_H * 3_600_000,
-    passSize: s.RECONCILE_PASS_SIZE,
-    leaseMs: s.RECONCILE_LEASE_S * 1000,
-  };
-}
-export type ReconcilerSettings = ReturnType<typeof reconcilerSettings>;
-
-/** The local catalog's and balance's section (docs/api.md, "Catalog and balance"), in ms. */
-export function catalogSettings(config: Config) {
-  const s = config.settings;
-  return {
-    /** 0: no scheduled refresh. */
-    refreshEveryMs: s.CATALOG_REFRESH_S * 1000,
-    balanceLowThreshold: s.BALANCE_LOW_THRESHOLD,
-  };
-}
-export type CatalogSettings = ReturnType<typeof catalogSettings>;
 
 /** The settings table of the README, generated from the schema. */
 export function settingsTable(): string {

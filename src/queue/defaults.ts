@@ -1,7 +1,13 @@
 /**
- * The webhook producer's defaults, in a module that imports nothing: the config schema names them
- * without loading BullMQ and ioredis.
+ * The queue's defaults (the webhook producer's, the private Redis's port), in a module that
+ * imports nothing: the config schema names them without loading BullMQ and ioredis.
  */
 
 /** Default of `WebhookProducerOptions.enqueueTimeoutMs`. */
 export const DEFAULT_ENQUEUE_TIMEOUT_MS = 2_000;
+
+/**
+ * Port of the deployment's private Redis: the one pm2's ecosystem runs when REDIS_URL is not set
+ * (H2H_PRIVATE_REDIS_PORT), off Redis's standard 6379 so it never meets a system Redis.
+ */
+export const DEFAULT_PRIVATE_REDIS_PORT = 6380;

@@ -1,5 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import type { JobsOptions } from 'bullmq';
+import { DEFAULT_PRIVATE_REDIS_PORT } from './defaults.js';
 import { jobIdFor, sha256Hex } from './job-ids.js';
 import { findOrderInWebhook, parseWebhookBody } from './webhook-order.js';
 
@@ -18,12 +19,6 @@ export const WEBHOOK_QUEUE = 'h2h-webhooks';
  * finds an order's events by name in Bull Board; nothing reads the name back.
  */
 export const UNPARSED_WEBHOOK_JOB_NAME = 'unparsed';
-
-/**
- * Port of the deployment's private Redis: the one pm2's ecosystem runs when REDIS_URL is not set
- * (H2H_PRIVATE_REDIS_PORT), off Redis's standard 6379 so it never meets a system Redis.
- */
-export const DEFAULT_PRIVATE_REDIS_PORT = 6380;
 
 /** The Redis of the queues when none is given: the deployment's private one. */
 export const DEFAULT_REDIS_URL = `redis://127.0.0.1:${DEFAULT_PRIVATE_REDIS_PORT}`;

@@ -1,0 +1,29 @@
+import { z } from 'zod';
+import { int } from '../config/variables.js';
+import { DEFAULT_RATE_LIMIT_PER_MINUTE } from '../upstream/model.js';
+// rate-budget.ts loads no package (ioredis is a type import there), so its defaults are read from it.
+import { DEFAULT_RATE_WINDOW_MS } from './rate-budget.js';
+
+/**
+ * The shared rate budget's variables (README, "Settings"). The defaults of the two shares follow
+ * from `H2H_RATE_LIMIT`, and their bounds tie them together: both are applied by the config's
+ * cross-field rules (src/config/config.ts), which give `Config.budget`.
+ */
+export const budgetVariables = z.object({
+  H2H_RATE_LIMIT: int(1)
+    .default(DEFAULT_RATE_LIMIT_PER_MINUTE)
+    .describe('Upstream calls allowed per rate window, shared by every process.'),
+  H2H_RATE_WINDOW_MS: int(1000)
+    .default(DEFAULT_RATE_WINDOW_MS)
+    .describe('Length of the rolling rate window.'),
+  H2H_RATE_RESERVE_CREATE: int(0)
+    .optional()
+    .describe(
+      'Calls per window that status polling may never use, kept for order creation; below `H2H_RATE_LIMIT`. Default: a third of `H2H_RATE_LIMIT`, rounded.',
+    ),
+  H2H_RATE_POLL_FLOOR: int(0)
+    .optional()
+    .describe(
+      'Calls per window that creation leaves to status polls while polls are waiting, so a burst of orders at the whole limit cannot stop polling (docs/reconciler.md, "The poll floor"); 0 turns it off; at most `H2H_RATE_LIMIT - H2H_RATE_RESERVE_CREATE`. Default: 15 % of `H2H_RATE_LIMIT`, rounded (9 of 60).',
+    ),
+});
