@@ -160,6 +160,12 @@ export const feedEventSchema = {
     seq: { type: 'integer', minimum: 1, description: 'The cursor: read on with after=seq.' },
     type: { type: 'string', enum: [...FEED_EVENT_TYPES] },
     timestamp: time,
+    previous_status: nullable({
+      type: 'string',
+      enum: [...ORDER_STATUSES, null],
+      description:
+        'order.* only: the order’s status before this change (null when it had none, and in events recorded before h2h-sync kept it). Absent from the other types.',
+    }),
     data: { anyOf: [{ $ref: 'Order#' }, { $ref: 'ProductPriceChange#' }, { $ref: 'Balance#' }] },
   },
 } as const;

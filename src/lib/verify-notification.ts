@@ -1,10 +1,10 @@
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
-import type { FeedEventData, FeedEventType } from '../store/feed.js';
+import type { FeedEventData, FeedEventType, PreviousStatus } from '../store/feed.js';
 
 /**
  * A notification's body (docs/api.md, "Notifications"): one change of one order (`data` the
- * order's whole public representation after it, with its `version`), a product's price change,
- * or a low balance; `type` tells which.
+ * order's whole public representation after it, with its `version`; `previous_status` its
+ * status before), a product's price change, or a low balance; `type` tells which.
  */
 export type Notification = {
   [T in FeedEventType]: {
@@ -12,7 +12,7 @@ export type Notification = {
     /** When the change was committed, ISO 8601 UTC. */
     timestamp: string;
     data: FeedEventData[T];
-  };
+  } & PreviousStatus<T>;
 }[FeedEventType];
 
 /** The headers of a notification as a Node server gets them (any case, arrays allowed). */

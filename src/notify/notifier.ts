@@ -48,9 +48,9 @@ export interface Notifier {
   close(options?: { timeoutMs?: number }): Promise<boolean>;
 }
 
-/** The Standard Webhooks body: `{type, timestamp, data}`, `data` the whole public order (or product, balance). */
+/** The body: the feed event but its `seq` (in `webhook-id`): `{type, timestamp, previous_status, data}`. */
 export function notificationBody(event: FeedEvent): string {
-  return JSON.stringify({ type: event.type, timestamp: event.timestamp, data: event.data });
+  return JSON.stringify({ ...event, seq: undefined });
 }
 
 /** The message id of an event, the same on every attempt and replay: receivers dedupe on it. */

@@ -43,6 +43,15 @@ export interface FeedEventData {
   'balance.low': PublicBalance;
 }
 
+/**
+ * What an event of type `T` carries beside `data`: an order event, `previous_status`, the order's
+ * public `status` just before the change, recorded in the change's transaction (null when it had
+ * none, and in every event written before schema version 18); the others, nothing.
+ */
+export type PreviousStatus<T extends FeedEventType> = T extends OrderEventType
+  ? { previous_status: PublicOrder['status'] }
+  : unknown;
+
 /** One event of the feed, as readers get it; `type` tells what `data` is. */
 export type FeedEvent = {
   [T in FeedEventType]: {
@@ -56,7 +65,7 @@ export type FeedEvent = {
      * `version`. The others: see {@link FeedEventData}.
      */
     data: FeedEventData[T];
-  };
+  } & PreviousStatus<T>;
 }[FeedEventType];
 
 /** The order an event is about (its partner_ref), or undefined for an event of no order. */
@@ -76,6 +85,7 @@ export interface FeedRow {
   version: number | null;
   timestamp: number;
   data: string;
+  previous_status: PublicOrder['status'];
 }
 
 export function toFeedEvent(row: FeedRow): FeedEvent {
@@ -83,6 +93,9 @@ export function toFeedEvent(row: FeedRow): FeedEvent {
     seq: row.seq,
     type: row.type,
     timestamp: new Date(row.timestamp).toISOString(),
+    ...((ORDER_EVENT_TYPES as readonly string[]).includes(row.type)
+      ? { previous_status: row.previous_status }
+      : {}),
     data: JSON.parse(row.data),
   } as FeedEvent;
 }
@@ -90,8 +103,8 @@ export function toFeedEvent(row: FeedRow): FeedEvent {
 /** The most events one read returns. */
 export const MAX_FEED_PAGE = 1000;
 
-const INSERT = `INSERT INTO feed_events (type, partner_ref, version, timestamp, data)
-  VALUES (@type, @partner_ref, @version, @timestamp, @data)`;
+const INSERT = `INSERT INTO feed_events (type, partner_ref, version, timestamp, data, previous_status)
+  VALUES (@type, @partner_ref, @version, @timestamp, @data, @previous_status)`;
 
 export class ChangeFeed {
   readonly #rows: OrderRows;
@@ -102,15 +115,23 @@ export class ChangeFeed {
 
   /**
    * Appends the event of a change: `order` is the order's public representation after it, at its
-   * new `version`. Only the order writer calls it, inside the transaction `tx` of the change.
+   * new `version`, and `previousStatus` its `status` before it, as the transaction `tx` of the
+   * change read the order. Only the order writer calls it, inside that transaction.
    */
-  async append(tx: SqlExecutor, type: OrderEventType, order: PublicOrder, now: number): Promise<void> {
+  async append(
+    tx: SqlExecutor,
+    type: OrderEventType,
+    order: PublicOrder,
+    previousStatus: PublicOrder['status'],
+    now: number,
+  ): Promise<void> {
     await tx.run(INSERT, {
       type,
       partner_ref: order.partner_ref,
       version: order.version,
       timestamp: now,
       data: JSON.stringify(order),
+      previous_status: previousStatus,
     });
   }
 
@@ -130,6 +151,7 @@ export class ChangeFeed {
       version: null,
       timestamp: now,
       data: JSON.stringify(data),
+      previous_status: null,
     });
   }
 

@@ -459,6 +459,6 @@ export class OrderWriter {
   }
 
   async #append(tx: SqlExecutor, change: FeedChange | null, now: number): Promise<void> {
-    if (change) await this.#feed.append(tx, change.type, change.order, now);
+    if (change) await this.#feed.append(tx, change.type, change.order, change.previousStatus, now);
   }
 }

@@ -203,6 +203,16 @@ test('GET /v1/events reads the change feed from any cursor: the pages together a
   }
   assert.deepEqual(read, await store.feed.after(0, 1000));
   assert.equal(read.length, 5);
+  assert.deepEqual(
+    (read as Array<{ type: string; previous_status: unknown; data: { partner_ref: string } }>)
+      .filter((e) => e.data.partner_ref === 'O1')
+      .map((e) => [e.type, e.previous_status]),
+    [
+      ['order.submitted', null],
+      ['order.updated', 'PENDING'],
+    ],
+    'each order event says the status its order had before it',
+  );
   const empty = await call(`/v1/events?after=${after}`);
   assert.deepEqual(empty.body, { data: [], next_after: after, has_more: false });
 });
@@ -232,6 +242,13 @@ test('/openapi.json is the OpenAPI 3 document of the routes, and docs/openapi.js
     '/v1/orders/{ref}/refresh',
     '/v1/products',
   ]);
+  const { description, ...previousStatus } = doc.body.components.schemas.Event.properties.previous_status;
+  assert.deepEqual(previousStatus, {
+    type: 'string',
+    enum: ['PENDING', 'PROCESSING', 'SUCCESS', 'FAILED', 'REFUNDED', null],
+    nullable: true,
+  });
+  assert.match(description, /status before this change/);
   assert.deepEqual(
     doc.body,
     JSON.parse(readFileSync('docs/openapi.json', 'utf8')),

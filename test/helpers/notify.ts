@@ -17,6 +17,8 @@ import { cleanupScope } from './worker.js';
 export interface NotificationBody {
   type: string;
   timestamp: string;
+  /** An order event's: the order's status before the change. */
+  previous_status?: string | null;
   data: { partner_ref: string; status: string | null; version: number; [key: string]: unknown };
 }
 

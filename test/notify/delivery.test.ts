@@ -12,7 +12,7 @@ import {
   startTestNotifier,
   verifyNotification,
 } from '../helpers/notify.js';
-import { tempStore } from '../helpers/store.js';
+import { snapshot, tempStore } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
 import { failFirst, hangFirst, startWebhookSink, type WebhookDelivery } from '../helpers/webhook-sink.js';
 import { cleanupScope } from '../helpers/worker.js';
@@ -61,11 +61,15 @@ function historySettled(store: OrderStore, endpointId: number, n: number) {
 
 const delivered = (d: WebhookDelivery) => typeof d.answer === 'number' && d.answer < 300;
 
-test('every event of the feed reaches the endpoint signed per Standard Webhooks, with the whole order', async (t) => {
+test('every event of the feed reaches the endpoint signed per Standard Webhooks, with the whole order and the status it had before', async (t) => {
   const { scope, store, sink, secret, endpoint } = await notifySetup(t);
   await startTestNotifier(scope, { store });
   await liveOrder(store, 'N-1');
   await liveOrder(store, 'N-2');
+  await store.writer.applyOrderSnapshot(snapshot('N-1', 'REFUNDED', { serial_number: 'SN-N-1' }), {
+    source: 'webhook',
+    eventId: 'N-1-r',
+  });
   const seqs = (await store.feed.after(0, 1000)).map((e) => e.seq);
   await sink.waitForDeliveries(delivered, seqs.length);
 
@@ -74,13 +78,26 @@ test('every event of the feed reaches the endpoint signed per Standard Webhooks,
   assert.equal(first.headers['content-type'], 'application/json');
   assert.match(String(first.headers['webhook-timestamp']), /^\d{10}$/);
   assert.deepEqual(
-    bodies.find((b) => b.data.version === 4 && b.data.partner_ref === 'N-1'),
+    bodies.find((b) => b.data.version === 5 && b.data.partner_ref === 'N-1'),
     {
       type: 'order.updated',
-      timestamp: (await store.feed.get(seqs[3]!))!.timestamp,
+      timestamp: (await store.feed.get(seqs.at(-1)!))!.timestamp,
+      previous_status: 'SUCCESS',
       data: await store.queries.getPublicOrder('N-1'),
     },
   );
+  const transitions = (ref: string) =>
+    bodies
+      .filter((b) => b.data.partner_ref === ref)
+      .map((b) => [b.data.version, b.type, b.previous_status, b.data.status]);
+  assert.deepEqual(transitions('N-1'), [
+    [1, 'order.submitted', null, 'PENDING'],
+    [2, 'order.updated', 'PENDING', 'PROCESSING'],
+    [3, 'order.updated', 'PROCESSING', 'SUCCESS'],
+    [4, 'order.updated', 'SUCCESS', 'SUCCESS'],
+    [5, 'order.updated', 'SUCCESS', 'REFUNDED'],
+  ]);
+  assert.deepEqual(transitions('N-2'), transitions('N-1').slice(0, 4));
   // The worker records an attempt once the answer is in: just after the sink has counted it.
   const history = await historySettled(store, endpoint.id, seqs.length);
   assert.equal(history.length, seqs.length);
@@ -112,7 +129,12 @@ test('an order the shop cancels reaches an endpoint subscribed to order.* as a s
   const body = verifyNotification(secret, delivery!);
   const [event] = await store.feed.after(0, 10);
   assert.equal(delivery!.headers['webhook-id'], `evt_${event!.seq}`);
-  assert.deepEqual(body, { type: 'order.cancelled', timestamp: event!.timestamp, data: cancelled.json() });
+  assert.deepEqual(body, {
+    type: 'order.cancelled',
+    timestamp: event!.timestamp,
+    previous_status: null,
+    data: cancelled.json(),
+  });
   assert.equal(body.data.submission, 'cancelled');
   assert.equal(body.data.outcome, 'cancelled');
   assert.equal((body.data.cancellation as { code: string }).code, 'CANCELLED');

@@ -8,11 +8,11 @@ import { waitFor } from '../helpers/wait.js';
 
 const DATA = { user_id: '12345678', server_id: '2001' };
 
-/** The feed's events of one order, as (type, status, version). */
+/** The feed's events of one order, as (type, previous_status, status, version). */
 async function eventsOf(store: OrderStore, ref: string) {
   return orderEvents(await store.feed.after(0, 1000))
     .filter((e) => e.data.partner_ref === ref)
-    .map((e) => [e.type, e.data.status, e.data.version]);
+    .map((e) => [e.type, e.previous_status, e.data.status, e.data.version]);
 }
 
 describeEachBackend('the change feed', (backend) => {
@@ -43,11 +43,11 @@ describeEachBackend('the change feed', (backend) => {
       );
     }
     assert.deepEqual(await eventsOf(store, 'R1'), [
-      ['order.submitted', 'PENDING', 1],
-      ['order.updated', 'PROCESSING', 2],
-      ['order.updated', 'SUCCESS', 3],
-      ['order.updated', 'SUCCESS', 4],
-      ['order.updated', 'REFUNDED', 5],
+      ['order.submitted', null, 'PENDING', 1],
+      ['order.updated', 'PENDING', 'PROCESSING', 2],
+      ['order.updated', 'PROCESSING', 'SUCCESS', 3],
+      ['order.updated', 'SUCCESS', 'SUCCESS', 4],
+      ['order.updated', 'SUCCESS', 'REFUNDED', 5],
     ]);
     const events = orderEvents(await store.feed.after(0));
     assert.equal(events[3]!.data.serial_number, 'SN-1');
@@ -70,17 +70,86 @@ describeEachBackend('the change feed', (backend) => {
     await store.writer.markRejected('REJ', 'INVALID_TARGET', 'again'); // settled: no change, no event
     await store.writer.applyOrderSnapshot(snapshot('BLK', 'PENDING'), { source: 'create' });
 
-    assert.deepEqual(await eventsOf(store, 'REJ'), [['order.rejected', null, 1]]);
+    assert.deepEqual(await eventsOf(store, 'REJ'), [['order.rejected', null, null, 1]]);
     assert.deepEqual(await eventsOf(store, 'BLK'), [
-      ['order.blocked', null, 1],
-      ['order.submitted', 'PENDING', 2],
+      ['order.blocked', null, null, 1],
+      ['order.submitted', null, 'PENDING', 2],
     ]);
-    assert.deepEqual(await eventsOf(store, 'UNK'), [['order.updated', null, 1]]);
+    assert.deepEqual(await eventsOf(store, 'UNK'), [['order.updated', null, null, 1]]);
     const rejected = (await store.feed.after(0)).find((e) => e.type === 'order.rejected')!;
     assert.deepEqual(rejected.data.rejection, { code: 'INVALID_TARGET', detail: 'user_id must be 8 digits' });
     assert.equal(rejected.data.submission, 'rejected');
     const blocked = (await store.feed.after(0)).find((e) => e.type === 'order.blocked')!;
     assert.deepEqual(blocked.data.blocked, { code: 'IP_NOT_WHITELISTED', detail: '203.0.113.7' });
+  });
+
+  test("each order event carries previous_status, its own order's status just before that change, kept when the earlier events are pruned; other events carry none", async (t) => {
+    const { store, clock } = await backend.tempStore(t);
+    // Two orders interleaved: A placed here, B known first from a webhook; ON_HOLD is outside
+    // decisions.md's table (upstream_status changes, status stays).
+    const steps: Array<[string, string]> = [
+      ['A', 'PENDING'],
+      ['B', 'PROCESSING'],
+      ['A', 'PROCESSING'],
+      ['A', 'ON_HOLD'],
+      ['B', 'SUCCESS'],
+      ['A', 'FAILED'],
+      ['B', 'REFUNDED'],
+    ];
+    await store.writer.createLocalOrder({ partnerRef: 'A', productCode: 'ML86', data: DATA });
+    for (const [i, [ref, status]] of steps.entries()) {
+      clock.advance(1000);
+      await store.writer.applyOrderSnapshot(snapshot(ref, status), { source: 'webhook', eventId: `e${i}` });
+    }
+    const asRead = async () =>
+      orderEvents(await store.feed.after(0, 1000)).map((e) => [
+        e.data.partner_ref,
+        e.type,
+        e.previous_status,
+        e.data.status,
+      ]);
+    const expected = [
+      ['A', 'order.submitted', null, 'PENDING'],
+      ['B', 'order.submitted', null, 'PROCESSING'],
+      ['A', 'order.updated', 'PENDING', 'PROCESSING'],
+      ['A', 'order.updated', 'PROCESSING', 'PROCESSING'],
+      ['B', 'order.updated', 'PROCESSING', 'SUCCESS'],
+      ['A', 'order.updated', 'PROCESSING', 'FAILED'],
+      ['B', 'order.updated', 'SUCCESS', 'REFUNDED'],
+    ];
+    assert.deepEqual(await asRead(), expected);
+
+    // Only the last two are kept: each still says what its order was before it.
+    assert.equal(await store.feed.prune(1500), 5);
+    assert.deepEqual(await asRead(), expected.slice(5));
+
+    await store.db.write(
+      async (tx) => store.feed.appendOther(tx, 'balance.low', await store.balance.view(), clock.now()),
+      { feed: true },
+    );
+    const low = (await store.feed.after(0, 1000)).at(-1)!;
+    assert.equal(low.type, 'balance.low');
+    assert.equal('previous_status' in low, false, 'an event of no order has no previous_status');
+  });
+
+  test('migration 18 keeps the events written before it, whose previous_status reads null; the events after it record theirs', async (t) => {
+    const { store, url } = await backend.tempStore(t);
+    await store.writer.applyOrderSnapshot(snapshot('M1', 'PENDING'), { source: 'create' });
+    await store.writer.applyOrderSnapshot(snapshot('M1', 'PROCESSING'), { source: 'webhook', eventId: 'm1' });
+    // The store as schema 17 left it: no previous_status column, version 17.
+    await store.db.write(async (tx) => {
+      await tx.exec('ALTER TABLE feed_events DROP COLUMN previous_status');
+      await tx.exec(tx.dialect.setSchemaVersionSql(17));
+    });
+    await store.close();
+
+    const reopened = await backend.open(t, url);
+    await reopened.writer.applyOrderSnapshot(snapshot('M1', 'SUCCESS'), { source: 'webhook', eventId: 'm2' });
+    assert.deepEqual(await eventsOf(reopened, 'M1'), [
+      ['order.submitted', null, 'PENDING', 1],
+      ['order.updated', null, 'PROCESSING', 2],
+      ['order.updated', 'PROCESSING', 'SUCCESS', 3],
+    ]);
   });
 
   test("whatever arrives in whatever order, each order's last event is the order itself and its versions count up by one", async (t) => {
@@ -129,7 +198,7 @@ describeEachBackend('the change feed', (backend) => {
     const publicOrder = (await store.queries.getPublicOrder('H1'))!;
     assert.equal(order.partnerRef, 'H1');
     const appendThenFail = async (tx: Parameters<Parameters<typeof store.db.write>[0]>[0]) => {
-      await store.feed.append(tx, 'order.updated', publicOrder, clock.now());
+      await store.feed.append(tx, 'order.updated', publicOrder, null, clock.now());
       throw new Error('the write failed after its append');
     };
     await assert.rejects(store.db.write(appendThenFail, { feed: true }), /failed after its append/);

@@ -1,5 +1,5 @@
 import type { Migration } from '../sql/migration.js';
-import { SHARED_MIGRATIONS_FROM_13 } from '../sql/shared-migrations.js';
+import { SHARED_MIGRATIONS_FROM_13, SHARED_MIGRATIONS_FROM_18 } from '../sql/shared-migrations.js';
 
 /**
  * Every schema step of the PostgreSQL store, in order (run by `runMigrations`, ../migrations.ts),
@@ -264,4 +264,5 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX notify_outbox_due ON notify_outbox (endpoint_id, next_at);
     `,
   },
+  ...SHARED_MIGRATIONS_FROM_18,
 ];

@@ -14,6 +14,8 @@ export interface FeedChange {
   type: OrderEventType;
   /** The order's public representation after the write, at its new version. */
   order: PublicOrder;
+  /** The order's public `status` before the write (null for a new row, or one without a status). */
+  previousStatus: PublicOrder['status'];
 }
 
 /**
@@ -29,7 +31,7 @@ export function publish(current: OrderRow | null, next: NewOrderRow, now: number
   if (type === null) return null;
   next.version = version;
   next.updated_at = now;
-  return { type, order: after };
+  return { type, order: after, previousStatus: current === null ? null : toPublicOrder(current).status };
 }
 
 /**

@@ -26,3 +26,15 @@ export const SHARED_MIGRATIONS_FROM_13: readonly Migration[] = [
     `,
   },
 ];
+
+/** The steps from 18 on whose SQL is the same on both backends, listed last by both. */
+export const SHARED_MIGRATIONS_FROM_18: readonly Migration[] = [
+  {
+    version: 18,
+    description:
+      "feed_events.previous_status: an order event's public status of the order before the change, recorded in the change's transaction; NULL for an order that had none, for an event of no order, and for every event written before this step",
+    sql: `
+      ALTER TABLE feed_events ADD COLUMN previous_status TEXT;
+    `,
+  },
+];
