@@ -108,7 +108,7 @@ function upstreamInput(order: LocalOrder): OrderInput {
 
 /**
  * Places an order at most once per partner_ref: the local order is written first (submission
- * `pending`), claimed, then created upstream with that partner_ref ({@link resubmitOrder}). A
+ * `pending`), claimed, then created upstream with that partner_ref ({@link sendClaimedOrder}). A
  * partner_ref that is already known locally is the same order only when asked for the same way
  * (`sameOrderRequest`: product code or id, data, callback URL as first sent); otherwise it throws
  * `IDEMPOTENCY_CONFLICT` and nothing is sent. The same order is never sent a second, different
@@ -147,12 +147,12 @@ export async function placeOrder(deps: PlaceOrderDeps, input: PlaceOrderInput): 
   if (local.submissionState === 'accepted' || local.submissionState === 'rejected') {
     return settledResult(local);
   }
-  const claim = await store.schedule.claimForPoll(partnerRef);
+  const claim = await store.schedule.claimOrder(partnerRef);
   if (!claim?.claimed) return claimedElsewhere(claim?.order ?? local);
   try {
-    return await resubmitOrder(deps, claim.order);
+    return await sendClaimedOrder(deps, claim.order);
   } finally {
-    await store.schedule.releasePollClaim(partnerRef, claim.order.claim).catch(() => undefined);
+    await store.schedule.releaseClaim(partnerRef, claim.order.claim).catch(() => undefined);
   }
 }
 
@@ -201,7 +201,7 @@ function claimedElsewhere(order: LocalOrder, lost?: ClaimLostError): PlaceOrderR
  * it is ours (target, product, creation time: ref-reuse.ts); another order under our partner_ref
  * rejects it with PARTNER_REF_REUSED.
  */
-export async function resubmitOrder(
+export async function sendClaimedOrder(
   deps: PlaceOrderDeps,
   claimed: ClaimedOrder,
   { knownAbsent = false }: { knownAbsent?: boolean } = {},

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { OrderStore } from '../store/order-store.js';
 import type { UpstreamClient } from '../upstream/client.js';
-import { resubmitOrder } from './place-order.js';
+import { sendClaimedOrder } from './place-order.js';
 
 /** How often an idle pump looks for newly queued orders. */
 export const DEFAULT_PUMP_IDLE_MS = 200;
@@ -34,7 +34,7 @@ export interface SubmissionPump {
 
 /**
  * The submission pump (docs/api.md, "Placing orders"): sends the orders the shop API queued, one
- * at a time in arrival order, each with `resubmitOrder` (its own partner_ref, creation's share of
+ * at a time in arrival order, each with `sendClaimedOrder` (its own partner_ref, creation's share of
  * the rate budget: the client waits for a create slot), so a flash sale turns into a steady
  * stream at the budget's pace instead of 429s. Each order's outcome goes through the store like
  * any placement (accepted, rejected, blocked, unknown for the reconciler). While the reconciler's
@@ -97,7 +97,7 @@ export function startSubmissionPump(options: SubmissionPumpOptions): SubmissionP
         continue;
       }
       try {
-        const result = await resubmitOrder({ client, store, ...(logger ? { logger } : {}) }, order);
+        const result = await sendClaimedOrder({ client, store, ...(logger ? { logger } : {}) }, order);
         sent[result.outcome] += 1;
       } catch (err) {
         // A store error (the create answer, if any, is then unknown to us): the order stays
@@ -108,7 +108,7 @@ export function startSubmissionPump(options: SubmissionPumpOptions): SubmissionP
         await idle();
       }
       try {
-        await store.schedule.releasePollClaim(order.partnerRef, order.claim);
+        await store.schedule.releaseClaim(order.partnerRef, order.claim);
       } catch {
         // The lease runs out on its own.
       }

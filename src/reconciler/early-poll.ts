@@ -33,19 +33,19 @@ export type EarlyPollResult =
  * Polls one order now, ahead of its schedule: a stale but authentic webhook named it, or a user
  * asked (`h2h-sync order show REF --refresh`). `ref` is a partner_ref or an invoice number.
  *
- * A local order is claimed first (`claimForPoll`), settled ones too (a stale webhook may carry a
+ * A local order is claimed first (`claimOrder`), settled ones too (a stale webhook may carry a
  * refund), so it is never polled twice at once; it is then polled and resolved exactly as in a
  * pass. An order unknown locally (placed elsewhere) is read from the upstream and, if it exists,
  * stored through the same apply function. Takes a `poll` slot of the budget, never waits for one.
  */
 export async function pollOrderNow(deps: ReconcilerDeps, ref: string): Promise<EarlyPollResult> {
   const { store } = deps;
-  const claim = await store.schedule.claimForPoll(ref);
+  const claim = await store.schedule.claimOrder(ref);
   if (claim && !claim.claimed) return { kind: 'busy', order: claim.order };
   if (claim) {
     const result = await pollClaimedOrder(deps, claim.order);
     if (result.kind === 'polled') return result;
-    await store.schedule.releasePollClaim(claim.order.partnerRef, claim.order.claim);
+    await store.schedule.releaseClaim(claim.order.partnerRef, claim.order.claim);
     return kept(result.reason, result.error, result.retryAfterMs);
   }
   return pollUnknownOrder(deps, ref);

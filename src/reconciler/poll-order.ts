@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { ReconcilerSettings } from '../config/config.js';
-import { resubmitOrder, type UnknownCause } from '../orders/place-order.js';
+import { sendClaimedOrder, type UnknownCause } from '../orders/place-order.js';
 import { BudgetExhaustedError } from '../rate-budget/rate-budget.js';
 import type { LocalOrder } from '../store/local-order.js';
 import type { OrderStore } from '../store/order-store.js';
@@ -136,7 +136,7 @@ const KEPT_OUTCOME: Record<Exclude<PollStopReason, 'budget' | 'base_url' | 'clai
 
 /**
  * Repeats the create of an unresolved or blocked submission with its own partner_ref, through
- * `resubmitOrder`, the one create path, under the poll's claim. `calls` is what the poll spent
+ * `sendClaimedOrder`, the one create path, under the poll's claim. `calls` is what the poll spent
  * before (a read that answered 404, or nothing for a blocked order); `knownAbsent`: that read
  * answered 404, so no earlier create left an order upstream.
  */
@@ -148,7 +148,7 @@ async function submitAgain(
 ): Promise<PollResult> {
   const { store, client, logger, metrics } = deps;
   const ref = current.partnerRef;
-  const result = await resubmitOrder({ client, store, ...(logger ? { logger } : {}) }, current, {
+  const result = await sendClaimedOrder({ client, store, ...(logger ? { logger } : {}) }, current, {
     knownAbsent,
   });
   if (result.outcome === 'unknown' && result.cause === 'claimed') {
@@ -213,12 +213,12 @@ const RESUBMISSION_FAILURE: Record<Exclude<UnknownCause, 'refused_in_doubt'>, Po
 };
 
 /**
- * Polls one order that the caller has claimed (`claimDueForPoll` / `claimForPoll`) and resolves
+ * Polls one order that the caller has claimed (`claimDueForPoll` / `claimOrder`) and resolves
  * it, by the rules of docs/reconciler.md:
  * - `GET /orders/:partner_ref`, applied with `applyOrderSnapshot(…, { source: 'poll' })`, the
  *   one apply function of webhooks too; a pending or unknown submission is adopted by it;
  * - 404 for a pending or unknown submission → the create is repeated with the same partner_ref
- *   (spec §4 rule 7, through `resubmitOrder`), never under a new one;
+ *   (spec §4 rule 7, through `sendClaimedOrder`), never under a new one;
  * - a blocked submission (refused for our configuration) → the create is repeated at once, with
  *   no read first: a 401 proves the upstream never took it (the pass probes before);
  * - 404 for an order the upstream had confirmed → an anomaly: logged at error, counted,
@@ -349,7 +349,7 @@ async function notFound(
   if (current.submissionState !== 'accepted') {
     // An early poll of an order the upstream never had, as expected: refused or cancelled, or
     // still queued, which the submission pump sends in its turn.
-    await store.schedule.releasePollClaim(ref, claimed.claim);
+    await store.schedule.releaseClaim(ref, claimed.claim);
     count('not_found');
     return { kind: 'polled', outcome: 'not_found', order: current, changed: false, anomaly: false, calls: 1 };
   }

@@ -334,7 +334,7 @@ async function pollDueOrders(
 
     if (summary.stoppedBy === 'done') await auditOnIdleCapacity(deps, pass, summary, kept, attempted);
   } finally {
-    for (const order of kept) await store.schedule.releasePollClaim(order.partnerRef, order.claim);
+    for (const order of kept) await store.schedule.releaseClaim(order.partnerRef, order.claim);
   }
 
   const counts = await store.queries.countByStatus(now());

@@ -1,5 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { OrderRows } from './order-rows.js';
+import type { StoreContext } from './store-context.js';
 import { StoreError } from './store-error.js';
 
 /**
@@ -55,10 +55,10 @@ function toApiToken(row: TokenRow): ApiToken {
 }
 
 export class ApiTokens {
-  readonly #rows: OrderRows;
+  readonly #context: StoreContext;
 
-  constructor(rows: OrderRows) {
-    this.#rows = rows;
+  constructor(context: StoreContext) {
+    this.#context = context;
   }
 
   /** Creates a token; the returned `token` is the only copy of its secret. */
@@ -78,11 +78,11 @@ export class ApiTokens {
       name: name.trim(),
       scopes: [...new Set(scopes)].join(' '),
       secret_hash: sha256(secret).toString('hex'),
-      created_at: this.#rows.now(),
+      created_at: this.#context.now(),
       last_used_at: null,
       revoked_at: null,
     };
-    await this.#rows.db.run(
+    await this.#context.db.run(
       `INSERT INTO api_tokens (id, name, scopes, secret_hash, created_at, last_used_at, revoked_at)
        VALUES (@id, @name, @scopes, @secret_hash, @created_at, @last_used_at, @revoked_at)`,
       row,
@@ -91,7 +91,7 @@ export class ApiTokens {
   }
 
   async list(): Promise<ApiToken[]> {
-    const { db } = this.#rows;
+    const { db } = this.#context;
     return (
       await db.all<TokenRow>(`SELECT * FROM api_tokens ORDER BY created_at, ${db.dialect.byteOrder('id')}`)
     ).map(toApiToken);
@@ -99,9 +99,9 @@ export class ApiTokens {
 
   /** Revokes a token: every later request with it is refused. False when no live token has this id. */
   async revoke(id: string): Promise<boolean> {
-    const { changes } = await this.#rows.db.run(
+    const { changes } = await this.#context.db.run(
       'UPDATE api_tokens SET revoked_at = @now WHERE id = @id AND revoked_at IS NULL',
-      { now: this.#rows.now(), id },
+      { now: this.#context.now(), id },
     );
     return changes === 1;
   }
@@ -117,17 +117,17 @@ export class ApiTokens {
     const parts = TOKEN_FORMAT.exec(bearer);
     if (!parts) return { ok: false, refusal: 'malformed' };
     const [, id, secret] = parts as unknown as [string, string, string];
-    const row = await this.#rows.db.get<TokenRow>('SELECT * FROM api_tokens WHERE id = @id', { id });
+    const row = await this.#context.db.get<TokenRow>('SELECT * FROM api_tokens WHERE id = @id', { id });
     const given = sha256(secret);
     // Compared even for an unknown id, against a digest of nothing, so both take the same time.
     const stored = row ? Buffer.from(row.secret_hash, 'hex') : sha256('');
     const equal = timingSafeEqual(given, stored);
     if (!row || !equal) return { ok: false, refusal: 'unknown' };
     if (row.revoked_at !== null) return { ok: false, refusal: 'revoked' };
-    const now = this.#rows.now();
+    const now = this.#context.now();
     if (row.last_used_at === null || now - row.last_used_at >= LAST_USE_EVERY_MS) {
       try {
-        await this.#rows.db.run('UPDATE api_tokens SET last_used_at = @now WHERE id = @id', { now, id });
+        await this.#context.db.run('UPDATE api_tokens SET last_used_at = @now WHERE id = @id', { now, id });
         row.last_used_at = now;
       } catch {
         // A store busy with another writer: the last use is a convenience, never a refusal.

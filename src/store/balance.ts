@@ -1,6 +1,5 @@
 import type { PublicBalance } from '../catalog/public-catalog.js';
 import type { ChangeFeed } from './feed.js';
-import type { OrderRows } from './order-rows.js';
 import {
   type AccountedOrder,
   accountingOf,
@@ -10,6 +9,7 @@ import {
   lowBalanceChange,
 } from './rules/balance-rules.js';
 import type { SqlExecutor } from './sql/executor.js';
+import type { StoreContext } from './store-context.js';
 
 /**
  * The balance without spending budget (docs/api.md, "Balance"): the `member_balance` of the last
@@ -31,25 +31,25 @@ export interface OrderAccounting {
 }
 
 export class BalanceLedger {
-  readonly #rows: OrderRows;
+  readonly #context: StoreContext;
   readonly #feed: ChangeFeed;
   /** Whether this process has seen the ledger row ({@link recordInLedger}). */
   #ledgerSeen = false;
   /** BALANCE_LOW_THRESHOLD; 0 = no `balance.low`. */
   readonly lowThreshold: number;
 
-  constructor(rows: OrderRows, feed: ChangeFeed, lowThreshold = 0) {
+  constructor(context: StoreContext, feed: ChangeFeed, lowThreshold = 0) {
     if (!(Number.isFinite(lowThreshold) && lowThreshold >= 0)) {
       throw new RangeError(`the low balance threshold must be a number ≥ 0, got ${lowThreshold}`);
     }
-    this.#rows = rows;
+    this.#context = context;
     this.#feed = feed;
     this.lowThreshold = lowThreshold;
   }
 
   /** The balance now (all null before the first profile read). */
   async view(): Promise<PublicBalance> {
-    return this.#toPublic(await this.#rows.db.get<LedgerRow>(GET));
+    return this.#toPublic(await this.#context.db.get<LedgerRow>(GET));
   }
 
   /**
@@ -146,7 +146,7 @@ export class BalanceLedger {
     const change = lowBalanceChange(view.balance!, this.lowThreshold, row.low_alerted === 1);
     if (change === 'alert') {
       await tx.run('UPDATE balance_ledger SET low_alerted = 1 WHERE id = 1');
-      await this.#feed.appendOther(tx, 'balance.low', view, this.#rows.now());
+      await this.#feed.appendOther(tx, 'balance.low', view, this.#context.now());
     } else if (change === 'clear') {
       await tx.run('UPDATE balance_ledger SET low_alerted = 0 WHERE id = 1');
     }

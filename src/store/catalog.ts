@@ -2,8 +2,8 @@ import type { ProductPriceChange, PublicCategory, PublicProduct } from '../catal
 import type { Category, Product, ProductTarget } from '../upstream/model.js';
 import type { BalanceLedger } from './balance.js';
 import type { ChangeFeed } from './feed.js';
-import type { OrderRows } from './order-rows.js';
 import type { SqlExecutor } from './sql/executor.js';
+import type { StoreContext } from './store-context.js';
 
 /**
  * The local catalog (docs/api.md, "Catalog and balance"): the categories and products of the
@@ -94,12 +94,12 @@ const productOrder = ({ dialect }: Pick<SqlExecutor, 'dialect'>) =>
   `ORDER BY ${dialect.byteOrder('category_code')}, price, ${dialect.byteOrder('code')}`;
 
 export class LocalCatalog {
-  readonly #rows: OrderRows;
+  readonly #context: StoreContext;
   readonly #feed: ChangeFeed;
   readonly #ledger: BalanceLedger;
 
-  constructor(rows: OrderRows, feed: ChangeFeed, ledger: BalanceLedger) {
-    this.#rows = rows;
+  constructor(context: StoreContext, feed: ChangeFeed, ledger: BalanceLedger) {
+    this.#context = context;
     this.#feed = feed;
     this.#ledger = ledger;
   }
@@ -114,7 +114,7 @@ export class LocalCatalog {
    * price back and forth.
    */
   applySync(snapshot: CatalogSnapshot): Promise<CatalogSyncResult> {
-    return this.#rows.db.write((tx) => this.#applySync(tx, snapshot), { feed: true });
+    return this.#context.db.write((tx) => this.#applySync(tx, snapshot), { feed: true });
   }
 
   /**
@@ -122,14 +122,14 @@ export class LocalCatalog {
    * commit), or null when never synced: then nothing is checked locally.
    */
   async syncedAt(): Promise<number | null> {
-    const row = await this.#rows.db.get<{ synced_at: number }>(
+    const row = await this.#context.db.get<{ synced_at: number }>(
       'SELECT synced_at FROM catalog_sync WHERE id = 1',
     );
     return row?.synced_at ?? null;
   }
 
   async categories(): Promise<PublicCategory[]> {
-    const { db } = this.#rows;
+    const { db } = this.#context;
     const rows = await db.all<CategoryRow>(
       `SELECT * FROM catalog_categories ORDER BY ${db.dialect.byteOrder('code')}`,
     );
@@ -138,7 +138,7 @@ export class LocalCatalog {
 
   /** The products, by category, price and code; of one category when given. */
   async products(categoryCode?: string): Promise<PublicProduct[]> {
-    const { db } = this.#rows;
+    const { db } = this.#context;
     const rows =
       categoryCode === undefined
         ? await db.all<ProductRow>(`SELECT * FROM catalog_products ${productOrder(db)}`)
@@ -151,7 +151,7 @@ export class LocalCatalog {
 
   /** The product of this code or id (the code first), if the last sync listed it. */
   async find(ref: { code?: string | null; id?: string | null }): Promise<PublicProduct | undefined> {
-    const { db } = this.#rows;
+    const { db } = this.#context;
     const row =
       (ref.code
         ? await db.get<ProductRow>('SELECT * FROM catalog_products WHERE code = @code', { code: ref.code })
@@ -166,7 +166,7 @@ export class LocalCatalog {
   }
 
   async #applySync(tx: SqlExecutor, snapshot: CatalogSnapshot): Promise<CatalogSyncResult> {
-    const now = this.#rows.now();
+    const now = this.#context.now();
     const stored = await tx.get<{ synced_at: number }>('SELECT synced_at FROM catalog_sync WHERE id = 1');
     if (stored && snapshot.readAt < stored.synced_at) {
       return { categories: 0, products: 0, priceChanges: [], syncedAt: stored.synced_at, skipped: true };

@@ -1,7 +1,7 @@
 import type { ProductPriceChange, PublicBalance } from '../catalog/public-catalog.js';
 import type { PublicOrder } from '../orders/public-order.js';
-import type { OrderRows } from './order-rows.js';
 import type { SqlExecutor } from './sql/executor.js';
+import type { StoreContext } from './store-context.js';
 
 /**
  * The change feed (docs/api.md, "The change feed"): every change of every order, and the price
@@ -107,10 +107,10 @@ const INSERT = `INSERT INTO feed_events (type, partner_ref, version, timestamp, 
   VALUES (@type, @partner_ref, @version, @timestamp, @data, @previous_status)`;
 
 export class ChangeFeed {
-  readonly #rows: OrderRows;
+  readonly #context: StoreContext;
 
-  constructor(rows: OrderRows) {
-    this.#rows = rows;
+  constructor(context: StoreContext) {
+    this.#context = context;
   }
 
   /**
@@ -162,7 +162,7 @@ export class ChangeFeed {
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_FEED_PAGE) {
       throw new RangeError(`limit must be a whole number from 1 to ${MAX_FEED_PAGE}, got ${limit}`);
     }
-    const rows = await this.#rows.db.all<FeedRow>(
+    const rows = await this.#context.db.all<FeedRow>(
       'SELECT * FROM feed_events WHERE seq > @after ORDER BY seq LIMIT @limit',
       { after, limit },
     );
@@ -171,7 +171,7 @@ export class ChangeFeed {
 
   /** The event `seq`, or undefined when there is none (never written, or pruned). */
   async get(seq: number): Promise<FeedEvent | undefined> {
-    const row = await this.#rows.db.get<FeedRow>('SELECT * FROM feed_events WHERE seq = @seq', { seq });
+    const row = await this.#context.db.get<FeedRow>('SELECT * FROM feed_events WHERE seq = @seq', { seq });
     return row ? toFeedEvent(row) : undefined;
   }
 
@@ -180,7 +180,7 @@ export class ChangeFeed {
     partnerRef: string,
     { after = 0, before = Number.MAX_SAFE_INTEGER } = {},
   ): Promise<Array<{ seq: number; type: FeedEventType }>> {
-    return this.#rows.db.all(
+    return this.#context.db.all(
       `SELECT seq, type FROM feed_events
        WHERE partner_ref = @partnerRef AND seq > @after AND seq < @before ORDER BY seq`,
       { partnerRef, after, before },
@@ -189,7 +189,7 @@ export class ChangeFeed {
 
   /** Up to `limit` events committed at or after `since` (ms) with seq above `after`, oldest first. */
   async since(since: number, after = 0, limit = 100): Promise<FeedEvent[]> {
-    const rows = await this.#rows.db.all<FeedRow>(
+    const rows = await this.#context.db.all<FeedRow>(
       'SELECT * FROM feed_events WHERE timestamp >= @since AND seq > @after ORDER BY seq LIMIT @limit',
       { since, after, limit },
     );
@@ -199,7 +199,8 @@ export class ChangeFeed {
   /** The cursor of the newest event (0 when there is none): where a reader of new events starts. */
   async lastSeq(): Promise<number> {
     return (
-      (await this.#rows.db.get<{ seq: number | null }>('SELECT MAX(seq) AS seq FROM feed_events'))?.seq ?? 0
+      (await this.#context.db.get<{ seq: number | null }>('SELECT MAX(seq) AS seq FROM feed_events'))?.seq ??
+      0
     );
   }
 
@@ -210,13 +211,13 @@ export class ChangeFeed {
    * cannot reach. Resolves to a function that stops it.
    */
   watch(onCommit: () => void): Promise<() => Promise<void>> {
-    return this.#rows.db.watchFeed(onCommit);
+    return this.#context.db.watchFeed(onCommit);
   }
 
   /** Deletes the events older than `retentionMs`; returns how many. */
   async prune(retentionMs: number): Promise<number> {
-    const { changes } = await this.#rows.db.run('DELETE FROM feed_events WHERE timestamp < @before', {
-      before: this.#rows.now() - retentionMs,
+    const { changes } = await this.#context.db.run('DELETE FROM feed_events WHERE timestamp < @before', {
+      before: this.#context.now() - retentionMs,
     });
     return changes;
   }

@@ -1,5 +1,5 @@
-import type { OrderRows } from './order-rows.js';
 import type { SqlExecutor } from './sql/executor.js';
+import type { StoreContext } from './store-context.js';
 
 /**
  * What one delivery attempt came to:
@@ -109,10 +109,10 @@ function toDeliveryRow(attempt: Omit<NotifyDelivery, 'id'>) {
  * shop was sent.
  */
 export class NotifyDeliveries {
-  readonly #rows: OrderRows;
+  readonly #context: StoreContext;
 
-  constructor(rows: OrderRows) {
-    this.#rows = rows;
+  constructor(context: StoreContext) {
+    this.#context = context;
   }
 
   /**
@@ -120,7 +120,7 @@ export class NotifyDeliveries {
    * to) and returns it with its id; an attempt recorded already is not added twice.
    */
   record(attempt: Omit<NotifyDelivery, 'id'>): Promise<NotifyDelivery> {
-    return this.#rows.db.write(async (tx) => {
+    return this.#context.db.write(async (tx) => {
       await insertDelivery(tx, attempt);
       const row = toDeliveryRow(attempt);
       const { id } = (await tx.get<{ id: number }>(
@@ -136,7 +136,7 @@ export class NotifyDeliveries {
 
   /** Attempts, newest first. */
   async history({ since = 0, endpointId, limit = 100 }: DeliveryFilter = {}): Promise<NotifyDelivery[]> {
-    const rows = await this.#rows.db.all<DeliveryRow>(
+    const rows = await this.#context.db.all<DeliveryRow>(
       `SELECT * FROM notify_deliveries
        WHERE requested_at >= @since AND (CAST(@endpoint AS BIGINT) IS NULL OR endpoint_id = @endpoint)
        ORDER BY id DESC LIMIT @limit`,
@@ -149,7 +149,7 @@ export class NotifyDeliveries {
   async failed({ since = 0, endpointId, limit = 1000 }: DeliveryFilter = {}): Promise<NotifyDelivery[]> {
     // An event whose latest attempt at an endpoint gave up (a later retry or replay may have
     // delivered it since: then it is not failed any more).
-    const rows = await this.#rows.db.all<DeliveryRow>(
+    const rows = await this.#context.db.all<DeliveryRow>(
       `SELECT d.* FROM notify_deliveries d
        WHERE d.outcome = 'gave_up' AND d.requested_at >= @since
          AND (CAST(@endpoint AS BIGINT) IS NULL OR d.endpoint_id = @endpoint)
@@ -171,7 +171,7 @@ export class NotifyDeliveries {
     fromSeq: number,
     { window = GAVE_UP_WINDOW }: { window?: number } = {},
   ): Promise<{ count: number; capped: boolean }> {
-    const row = await this.#rows.db.get<{ n: number }>(
+    const row = await this.#context.db.get<{ n: number }>(
       `SELECT COUNT(*) AS n FROM (
          SELECT 1 FROM notify_deliveries d
          WHERE d.endpoint_id = @endpoint AND d.outcome = 'gave_up' AND d.seq > @fromSeq

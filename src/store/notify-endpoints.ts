@@ -1,5 +1,5 @@
 import { dropEndpointRows } from './notify-outbox.js';
-import type { OrderRows } from './order-rows.js';
+import type { StoreContext } from './store-context.js';
 
 /**
  * The shop's notification endpoints (docs/api.md, "Notifications"): where the change feed is
@@ -83,35 +83,42 @@ export interface EnableOutcome {
 }
 
 export class NotifyEndpoints {
-  readonly #rows: OrderRows;
+  readonly #context: StoreContext;
 
-  constructor(rows: OrderRows) {
-    this.#rows = rows;
+  constructor(context: StoreContext) {
+    this.#context = context;
   }
 
   /** Adds an enabled endpoint whose cursor is the feed's newest event. */
   async add(input: { url: string; events: readonly string[]; secret: string }): Promise<NotifyEndpoint> {
     // A new endpoint starts at the feed's newest event: it is sent what changes from now on.
-    const inserted = await this.#rows.db.write((tx) =>
+    const inserted = await this.#context.db.write((tx) =>
       tx.get<{ id: number }>(
         `INSERT INTO notify_endpoints (url, events, secret, created_at, from_seq, cursor)
          SELECT @url, @events, @secret, @now, last, last
          FROM (SELECT COALESCE(MAX(seq), 0) AS last FROM feed_events) AS feed
          RETURNING id`,
-        { url: input.url, events: JSON.stringify(input.events), secret: input.secret, now: this.#rows.now() },
+        {
+          url: input.url,
+          events: JSON.stringify(input.events),
+          secret: input.secret,
+          now: this.#context.now(),
+        },
       ),
     );
     return (await this.get(inserted!.id))!;
   }
 
   async get(id: number): Promise<NotifyEndpoint | undefined> {
-    const row = await this.#rows.db.get<EndpointRow>('SELECT * FROM notify_endpoints WHERE id = @id', { id });
+    const row = await this.#context.db.get<EndpointRow>('SELECT * FROM notify_endpoints WHERE id = @id', {
+      id,
+    });
     return row ? toEndpoint(row) : undefined;
   }
 
   /** Every endpoint, enabled or not, oldest first. */
   async list(): Promise<NotifyEndpoint[]> {
-    return (await this.#rows.db.all<EndpointRow>('SELECT * FROM notify_endpoints ORDER BY id')).map(
+    return (await this.#context.db.all<EndpointRow>('SELECT * FROM notify_endpoints ORDER BY id')).map(
       toEndpoint,
     );
   }
@@ -127,8 +134,8 @@ export class NotifyEndpoints {
    * when unknown.
    */
   async disable(id: number, reason: string): Promise<NotifyEndpoint | undefined> {
-    await this.#rows.db.write(async (tx) => {
-      const now = this.#rows.now();
+    await this.#context.db.write(async (tx) => {
+      const now = this.#context.now();
       const { changes } = await tx.run(
         `UPDATE notify_endpoints SET disabled_at = @now, disabled_reason = @reason
          WHERE id = @id AND disabled_at IS NULL`,
@@ -150,7 +157,7 @@ export class NotifyEndpoints {
    * changes it.
    */
   async enable(id: number): Promise<EnableOutcome | undefined> {
-    return this.#rows.db.write(async (tx) => {
+    return this.#context.db.write(async (tx) => {
       // Locked (PostgreSQL; SQLite's BEGIN IMMEDIATE is the lock already): a second enable at
       // once waits here and then reads the endpoint enabled, instead of enabling it again.
       const row = await tx.get<EndpointRow>(
@@ -195,8 +202,8 @@ export class NotifyEndpoints {
    * (two signatures in `webhook-signature`). Undefined when the endpoint is unknown.
    */
   async rotateSecret(id: number, secret: string, graceMs: number): Promise<NotifyEndpoint | undefined> {
-    const until = this.#rows.now() + graceMs;
-    await this.#rows.db.run(
+    const until = this.#context.now() + graceMs;
+    await this.#context.db.run(
       `UPDATE notify_endpoints
        SET previous_secret = secret, previous_secret_until = @until, secret = @secret
        WHERE id = @id`,

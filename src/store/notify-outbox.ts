@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { type FeedEvent, type FeedRow, toFeedEvent } from './feed.js';
 import { insertDelivery, type NotifyDelivery, SETTLED_OUTCOMES } from './notify-deliveries.js';
-import type { OrderRows } from './order-rows.js';
 import type { Outcome, SqlExecutor } from './sql/executor.js';
+import type { StoreContext } from './store-context.js';
 
 /**
  * The notification outbox (docs/api.md, "Notifications"): one row per notification still to
@@ -88,10 +88,10 @@ function typeList(types: readonly string[]): { sql: string; params: Record<strin
 }
 
 export class NotifyOutbox {
-  readonly #rows: OrderRows;
+  readonly #context: StoreContext;
 
-  constructor(rows: OrderRows) {
-    this.#rows = rows;
+  constructor(context: StoreContext) {
+    this.#context = context;
   }
 
   /**
@@ -121,7 +121,7 @@ export class NotifyOutbox {
         work.push(endpoint);
     }
     if (settled.length === 0 && work.length === 0) return { picked: [], added: 0, more: false };
-    const done = await this.#rows.db.write(async (tx) => {
+    const done = await this.#context.db.write(async (tx) => {
       await lockEndpoints(tx, [...settled.map((s) => s.item.endpointId), ...endpoints.map((e) => e.id)]);
       for (const settlement of settled) await this.#settle(tx, settlement);
       let added = 0;
@@ -155,7 +155,7 @@ export class NotifyOutbox {
   ): Promise<{ added: number; upTo?: number; more: boolean }> {
     // A read first, outside a transaction: a write would take the lock the order writers need.
     if (!(await this.#hasNewEvents(endpoint.cursor))) return { added: 0, more: false };
-    return this.#rows.db.write((tx) => this.#fill(tx, endpoint, types, page));
+    return this.#context.db.write((tx) => this.#fill(tx, endpoint, types, page));
   }
 
   /**
@@ -166,7 +166,7 @@ export class NotifyOutbox {
    */
   async pick(endpointId: number, limit: number, leaseMs: number): Promise<OutboxItem[]> {
     if (!(await this.#hasDue(endpointId))) return [];
-    const leased = await this.#rows.db.write((tx) => this.#pick(tx, endpointId, limit, leaseMs));
+    const leased = await this.#context.db.write((tx) => this.#pick(tx, endpointId, limit, leaseMs));
     return this.#withEvents(leased);
   }
 
@@ -181,7 +181,7 @@ export class NotifyOutbox {
   settleBatch(settlements: readonly Settlement[]): Promise<Outcome<void>[]> {
     // In endpoint order, as a look locks them: two writers never wait for each other in a circle.
     const ordered = [...settlements].sort((a, b) => a.item.endpointId - b.item.endpointId);
-    return this.#rows.db.writeBatch(
+    return this.#context.db.writeBatch(
       ordered.map((s) => async (tx: SqlExecutor) => {
         await lockEndpoints(tx, [s.item.endpointId]);
         await this.#settle(tx, s);
@@ -202,7 +202,7 @@ export class NotifyOutbox {
     { attempt = 1, nextAt }: { attempt?: number; nextAt?: number } = {},
   ): Promise<number> {
     if (seqs.length === 0) return 0;
-    return this.#rows.db.write(async (tx) => {
+    return this.#context.db.write(async (tx) => {
       const endpoint = await tx.get<{ cursor: number; disabled_at: number | null }>(
         `SELECT cursor, disabled_at FROM notify_endpoints WHERE id = @id ${tx.dialect.forUpdate}`,
         { id: endpointId },
@@ -219,7 +219,7 @@ export class NotifyOutbox {
           id: endpointId,
           cursor: endpoint.cursor,
           attempt,
-          at: nextAt ?? this.#rows.now(),
+          at: nextAt ?? this.#context.now(),
           ...Object.fromEntries(seqs.map((seq, i) => [`s${i}`, seq])),
         },
       );
@@ -232,7 +232,7 @@ export class NotifyOutbox {
    * that no process has added yet (a worker that is not running).
    */
   async backlog(endpoint: { id: number; cursor: number }, types: readonly string[]): Promise<OutboxBacklog> {
-    const { db } = this.#rows;
+    const { db } = this.#context;
     const queued = await db.get<{ n: number; failing: number; oldest: number | null }>(
       `SELECT COUNT(*) AS n, COALESCE(SUM(CASE WHEN o.attempt > 1 THEN 1 ELSE 0 END), 0) AS failing,
               MIN(f.timestamp) AS oldest
@@ -260,15 +260,15 @@ export class NotifyOutbox {
   }
 
   #hasNewEvents(cursor: number): Promise<boolean> {
-    return this.#rows.db
+    return this.#context.db
       .get('SELECT 1 AS found FROM feed_events WHERE seq > @cursor LIMIT 1', { cursor })
       .then(Boolean);
   }
 
   #hasDue(endpointId: number): Promise<boolean> {
-    return this.#rows.db
+    return this.#context.db
       .get(`SELECT 1 AS found FROM notify_outbox o WHERE ${DUE} LIMIT 1`, {
-        now: this.#rows.now(),
+        now: this.#context.now(),
         endpoint: endpointId,
       })
       .then(Boolean);
@@ -301,7 +301,7 @@ export class NotifyOutbox {
            AND NOT EXISTS (SELECT 1 FROM notify_deliveries d
                            WHERE d.endpoint_id = @id AND d.seq = f.seq AND d.outcome IN ${SETTLED})
          ON CONFLICT DO NOTHING`,
-        { id: endpoint.id, cursor: row.cursor, upTo: span.upTo, at: this.#rows.now(), ...wanted.params },
+        { id: endpoint.id, cursor: row.cursor, upTo: span.upTo, at: this.#context.now(), ...wanted.params },
       ));
     }
     await tx.run('UPDATE notify_endpoints SET cursor = @upTo WHERE id = @id', {
@@ -312,7 +312,7 @@ export class NotifyOutbox {
   }
 
   async #pick(tx: SqlExecutor, endpointId: number, limit: number, leaseMs: number): Promise<Leased[]> {
-    const now = this.#rows.now();
+    const now = this.#context.now();
     const rows = await tx.all<{ endpoint_id: number; seq: number; attempt: number }>(
       `SELECT o.endpoint_id, o.seq, o.attempt FROM notify_outbox o WHERE ${DUE}
        ORDER BY o.next_at, o.seq LIMIT @limit ${tx.dialect.skipLocked}`,
@@ -333,7 +333,7 @@ export class NotifyOutbox {
   async #withEvents(leased: readonly Leased[]): Promise<OutboxItem[]> {
     if (leased.length === 0) return [];
     const seqs = [...new Set(leased.map((p) => p.seq))];
-    const rows = await this.#rows.db.all<FeedRow>(
+    const rows = await this.#context.db.all<FeedRow>(
       `SELECT * FROM feed_events WHERE seq IN (${seqs.map((_, i) => `@s${i}`).join(', ')})`,
       Object.fromEntries(seqs.map((seq, i) => [`s${i}`, seq])),
     );
@@ -362,9 +362,9 @@ export class NotifyOutbox {
       await tx.run(
         `UPDATE notify_endpoints SET disabled_at = @now, disabled_reason = @reason
          WHERE id = @endpoint AND disabled_at IS NULL`,
-        { endpoint: item.endpointId, now: this.#rows.now(), reason: settlement.reason },
+        { endpoint: item.endpointId, now: this.#context.now(), reason: settlement.reason },
       );
-      await dropEndpointRows(tx, item.endpointId, this.#rows.now(), { except: item.seq });
+      await dropEndpointRows(tx, item.endpointId, this.#context.now(), { except: item.seq });
     }
     await tx.run('DELETE FROM notify_outbox WHERE endpoint_id = @endpoint AND seq = @seq', key);
     if (row.partner_ref !== null) {
@@ -375,7 +375,7 @@ export class NotifyOutbox {
            AND seq = (SELECT MIN(seq) FROM notify_outbox m WHERE m.endpoint_id = @endpoint AND m.partner_ref = @ref)
            AND NOT EXISTS (SELECT 1 FROM notify_outbox r
                            WHERE r.endpoint_id = @endpoint AND r.partner_ref = @ref AND r.next_at IS NOT NULL)`,
-        { endpoint: item.endpointId, ref: row.partner_ref, now: this.#rows.now() },
+        { endpoint: item.endpointId, ref: row.partner_ref, now: this.#context.now() },
       );
     }
   }

@@ -1,4 +1,3 @@
-import type { OrderRows } from './order-rows.js';
 import type { PaceSample } from './rules/apply-plan.js';
 import {
   estimatePace,
@@ -11,6 +10,7 @@ import {
 import type { PaceInput } from './rules/poll-rules.js';
 import type { SqlExecutor } from './sql/executor.js';
 import { together } from './sql/together.js';
+import type { StoreContext } from './store-context.js';
 
 export {
   bucketMs,
@@ -106,11 +106,11 @@ interface SampleKey {
 /** The learned pace: {@link recordStateReached} in the writer's transactions, {@link estimate} for the schedule. */
 export class OrderPace {
   readonly settings: Readonly<PaceSettings> | null;
-  readonly #rows: OrderRows;
+  readonly #context: StoreContext;
   readonly #cache = new Map<string, { at: number; estimate: PaceEstimate | null }>();
 
   /** `settings` null: samples are still recorded, but {@link estimate} always answers null. */
-  constructor(rows: OrderRows, settings: PaceSettings | null) {
+  constructor(context: StoreContext, settings: PaceSettings | null) {
     if (settings) {
       if (!(settings.quantile > 0 && settings.quantile < 1)) {
         throw new RangeError(`the pace quantile must be between 0 and 1, got ${settings.quantile}`);
@@ -120,7 +120,7 @@ export class OrderPace {
       }
     }
     this.settings = settings ? { ...settings } : null;
-    this.#rows = rows;
+    this.#context = context;
   }
 
   /**
@@ -177,11 +177,14 @@ export class OrderPace {
    * Read from the store at most every 5 s per product by this process; `ex` is what it reads on
    * (a write transaction's `tx` inside one; default: the store's last commit).
    */
-  async estimate(productCode: string | null, ex: SqlExecutor = this.#rows.db): Promise<PaceEstimate | null> {
+  async estimate(
+    productCode: string | null,
+    ex: SqlExecutor = this.#context.db,
+  ): Promise<PaceEstimate | null> {
     const cached = this.cached(productCode);
     if (cached !== undefined) return cached;
     const estimate = await this.#read(ex, productCode);
-    this.#cache.set(productCode ?? ANY_PRODUCT, { at: this.#rows.now(), estimate });
+    this.#cache.set(productCode ?? ANY_PRODUCT, { at: this.#context.now(), estimate });
     return estimate;
   }
 
@@ -194,7 +197,7 @@ export class OrderPace {
     const cached = this.#cache.get(productCode ?? ANY_PRODUCT);
     // "Not enough samples yet" is kept too, for the same 5 s or until this process records a sample: before, every
     // write read the histograms again until the 50th sample arrived.
-    if (cached && this.#rows.now() - cached.at < ESTIMATE_TTL_MS) return cached.estimate;
+    if (cached && this.#context.now() - cached.at < ESTIMATE_TTL_MS) return cached.estimate;
     return undefined;
   }
 

@@ -10,8 +10,8 @@ import {
   toLocalOrder,
   toOrderEvent,
 } from './local-order.js';
-import type { OrderRows } from './order-rows.js';
 import { checkedAtSql } from './poll-schedule.js';
+import type { StoreContext } from './store-context.js';
 
 /** The column a status filter reads: a status of decisions.md, else a submission state, else the upstream's string. */
 function statusColumn(status: string): 'status' | 'submission_state' | 'upstream_status' {
@@ -64,15 +64,15 @@ export interface AuditCoverage {
 
 /** The order store's reads, for the CLI, the metrics and the reconciler. Never writes. */
 export class OrderQueries {
-  readonly #rows: OrderRows;
+  readonly #context: StoreContext;
 
-  constructor(rows: OrderRows) {
-    this.#rows = rows;
+  constructor(context: StoreContext) {
+    this.#context = context;
   }
 
   /** Events of every order applied after event `afterId`, in the order they were applied. */
   async eventsAfter(afterId: number, limit = 500): Promise<OrderEvent[]> {
-    const rows = await this.#rows.db.all<OrderEventRow>(
+    const rows = await this.#context.db.all<OrderEventRow>(
       'SELECT * FROM order_events WHERE id > @afterId ORDER BY id LIMIT @limit',
       { afterId, limit },
     );
@@ -82,19 +82,19 @@ export class OrderQueries {
   /** The id of the last event applied (0 when none was): where a follower starts. */
   async lastEventId(): Promise<number> {
     return (
-      (await this.#rows.db.get<{ id: number | null }>('SELECT MAX(id) AS id FROM order_events'))?.id ?? 0
+      (await this.#context.db.get<{ id: number | null }>('SELECT MAX(id) AS id FROM order_events'))?.id ?? 0
     );
   }
 
   /** The order with this partner_ref, else with this invoice number. */
   async getOrder(ref: string): Promise<LocalOrder | undefined> {
-    const row = await this.#rows.find(this.#rows.db, ref, ref);
+    const row = await this.#context.find(this.#context.db, ref, ref);
     return row && toLocalOrder(row);
   }
 
   /** The public representation of the order with this partner_ref, else invoice number (docs/api.md). */
   async getPublicOrder(ref: string): Promise<PublicOrder | undefined> {
-    const row = await this.#rows.find(this.#rows.db, ref, ref);
+    const row = await this.#context.find(this.#context.db, ref, ref);
     return row && toPublicOrder(row);
   }
 
@@ -136,13 +136,13 @@ export class OrderQueries {
       params.beforeId = input.beforeId;
     }
     const sql = `SELECT * FROM orders ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT @limit`;
-    const rows = await this.#rows.db.all<OrderRow>(sql, params);
+    const rows = await this.#context.db.all<OrderRow>(sql, params);
     return rows.map((row) => ({ id: row.id, order: toPublicOrder(row) }));
   }
 
   /** How many orders wait in the submission queue (submission `queued`). */
   async countQueued(): Promise<number> {
-    const { db } = this.#rows;
+    const { db } = this.#context;
     const row = await db.get<{ n: number }>(
       `SELECT COUNT(*) AS n FROM orders ${db.dialect.indexedBy('orders_queued')} WHERE submission_state = 'queued'`,
     );
@@ -151,13 +151,13 @@ export class OrderQueries {
 
   /** The order with exactly this partner_ref (never one whose invoice number it is). */
   async getOrderByPartnerRef(partnerRef: string): Promise<LocalOrder | undefined> {
-    const row = await this.#rows.find(this.#rows.db, partnerRef, null);
+    const row = await this.#context.find(this.#context.db, partnerRef, null);
     return row && toLocalOrder(row);
   }
 
   /** The public representation of the order with exactly this partner_ref. */
   async getPublicOrderByPartnerRef(partnerRef: string): Promise<PublicOrder | undefined> {
-    const row = await this.#rows.find(this.#rows.db, partnerRef, null);
+    const row = await this.#context.find(this.#context.db, partnerRef, null);
     return row && toPublicOrder(row);
   }
 
@@ -175,7 +175,7 @@ export class OrderQueries {
     if (!Number.isInteger(limit) || limit < 1) {
       throw new RangeError(`limit must be a whole number ≥ 1, got ${limit}`);
     }
-    const { db } = this.#rows;
+    const { db } = this.#context;
     const order = 'ORDER BY local_created_at DESC, id DESC LIMIT @limit';
     if (status === undefined) return db.all<OrderRow>(`SELECT * FROM orders ${order}`, { limit });
     const column = statusColumn(status);
@@ -184,8 +184,8 @@ export class OrderQueries {
 
   /** The audit trail of an order (by partner_ref or invoice number), oldest first. */
   async listEvents(ref: string): Promise<OrderEvent[]> {
-    const { db } = this.#rows;
-    const row = await this.#rows.find(db, ref, ref);
+    const { db } = this.#context;
+    const row = await this.#context.find(db, ref, ref);
     if (!row) return [];
     const events = await db.all<OrderEventRow>(
       'SELECT * FROM order_events WHERE partner_ref = @partnerRef ORDER BY id',
@@ -199,8 +199,8 @@ export class OrderQueries {
    * `now`, how many were checked with the upstream within the last day (their last poll or
    * audit read, or their becoming final, is that recent: {@link CHECKED_AT_SQL}).
    */
-  async auditCoverage(windowMs: number, now: number = this.#rows.now()): Promise<AuditCoverage> {
-    const { db } = this.#rows;
+  async auditCoverage(windowMs: number, now: number = this.#context.now()): Promise<AuditCoverage> {
+    const { db } = this.#context;
     const row = await db.get<{ successOrders: number; checkedLastDay: number }>(
       `SELECT COUNT(*) AS "successOrders",
               COALESCE(SUM(CASE WHEN ${checkedAtSql(db)} > @checkedSince THEN 1 ELSE 0 END), 0) AS "checkedLastDay"
@@ -211,8 +211,8 @@ export class OrderQueries {
   }
 
   /** Counts for `h2h-sync status`. */
-  async countByStatus(now: number = this.#rows.now()): Promise<OrderCounts> {
-    const { db } = this.#rows;
+  async countByStatus(now: number = this.#context.now()): Promise<OrderCounts> {
+    const { db } = this.#context;
     const byStatus: Record<string, number> = {};
     for (const { key, n } of await db.all<{ key: string; n: number }>(
       `SELECT COALESCE(status, upstream_status) AS key, COUNT(*) AS n FROM orders

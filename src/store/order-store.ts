@@ -6,10 +6,10 @@ import { NotifyDeliveries } from './notify-deliveries.js';
 import { NotifyEndpoints } from './notify-endpoints.js';
 import { NotifyOutbox } from './notify-outbox.js';
 import { OrderQueries } from './order-queries.js';
-import { OrderRows } from './order-rows.js';
 import { OrderWriter } from './order-writer.js';
 import { PollSchedule, type PollScheduleSettings } from './poll-schedule.js';
 import type { StoreDb } from './sql/executor.js';
+import { StoreContext } from './store-context.js';
 import { UpstreamCircuit } from './upstream-circuit.js';
 
 /** The order store: one part for each job, on one database and clock. Every method is async. */
@@ -64,21 +64,21 @@ export function openOrderStore(
   settings: PollScheduleSettings,
   { now = Date.now, balanceLowThreshold = 0 }: OpenOrderStoreOptions = {},
 ): OrderStore {
-  const rows = new OrderRows(db, now);
-  const schedule = new PollSchedule(rows, settings);
-  const feed = new ChangeFeed(rows);
-  const balance = new BalanceLedger(rows, feed, balanceLowThreshold);
+  const context = new StoreContext(db, now);
+  const schedule = new PollSchedule(context, settings);
+  const feed = new ChangeFeed(context);
+  const balance = new BalanceLedger(context, feed, balanceLowThreshold);
   return {
-    writer: new OrderWriter(rows, schedule, feed, balance),
-    catalog: new LocalCatalog(rows, feed, balance),
+    writer: new OrderWriter(context, schedule, feed, balance),
+    catalog: new LocalCatalog(context, feed, balance),
     balance,
     schedule,
     feed,
-    tokens: new ApiTokens(rows),
-    queries: new OrderQueries(rows),
-    circuit: new UpstreamCircuit(rows),
-    endpoints: new NotifyEndpoints(rows),
-    outbox: new NotifyOutbox(rows),
-    deliveries: new NotifyDeliveries(rows),
+    tokens: new ApiTokens(context),
+    queries: new OrderQueries(context),
+    circuit: new UpstreamCircuit(context),
+    endpoints: new NotifyEndpoints(context),
+    outbox: new NotifyOutbox(context),
+    deliveries: new NotifyDeliveries(context),
   };
 }

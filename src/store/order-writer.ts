@@ -4,7 +4,6 @@ import type { BalanceLedger } from './balance.js';
 import type { ChangeFeed } from './feed.js';
 import { type EventReason, type LocalOrder, type OrderRow, toLocalOrder } from './local-order.js';
 import { PaceBatch } from './order-pace.js';
-import type { OrderRows, StoredOrderRow } from './order-rows.js';
 import type { PollSchedule } from './poll-schedule.js';
 import {
   type ApplyOptions,
@@ -25,6 +24,7 @@ import {
 } from './rules/submission-plan.js';
 import type { Outcome, SqlExecutor, WriteOptions } from './sql/executor.js';
 import { together } from './sql/together.js';
+import type { StoreContext, StoredOrderRow } from './store-context.js';
 import { StoreError } from './store-error.js';
 
 export type { ApplyOptions, CreateLocalOrderInput } from './rules/apply-plan.js';
@@ -96,13 +96,13 @@ const INSERT_EVENT = `INSERT INTO order_events
  * plan and carries it out in one transaction.
  */
 export class OrderWriter {
-  readonly #rows: OrderRows;
+  readonly #context: StoreContext;
   readonly #schedule: PollSchedule;
   readonly #feed: ChangeFeed;
   readonly #ledger: BalanceLedger;
 
-  constructor(rows: OrderRows, schedule: PollSchedule, feed: ChangeFeed, ledger: BalanceLedger) {
-    this.#rows = rows;
+  constructor(context: StoreContext, schedule: PollSchedule, feed: ChangeFeed, ledger: BalanceLedger) {
+    this.#context = context;
     this.#schedule = schedule;
     this.#feed = feed;
     this.#ledger = ledger;
@@ -115,9 +115,9 @@ export class OrderWriter {
    * before the create answer is still resolved by the reconciler.
    */
   createLocalOrder(input: CreateLocalOrderInput): Promise<{ order: LocalOrder; created: boolean }> {
-    return this.#rows.db.write(
+    return this.#context.db.write(
       async (tx) => {
-        const now = this.#rows.now();
+        const now = this.#context.now();
         const row = await this.#schedule.pace.planWith(tx, (pace) =>
           planLocalOrder(input, now, { schedule: this.#schedule.settings, pace }),
         );
@@ -125,7 +125,7 @@ export class OrderWriter {
         // the one that was there.
         const [inserted, stored] = await together([
           tx.run(INSERT_ORDER_IF_NEW, row),
-          this.#rows.find(tx, row.partner_ref, null),
+          this.#context.find(tx, row.partner_ref, null),
         ]);
         return { order: toLocalOrder(stored!), created: inserted.changes === 1 };
       },
@@ -152,7 +152,7 @@ export class OrderWriter {
    */
   async applyOrderSnapshot(snapshot: Order, options: ApplyOptions): Promise<ApplyResult> {
     const fields = this.#read(snapshot);
-    return this.#rows.db.write((tx) => this.#apply(tx, snapshot, fields, options), { feed: true });
+    return this.#context.db.write((tx) => this.#apply(tx, snapshot, fields, options), { feed: true });
   }
 
   /**
@@ -171,7 +171,7 @@ export class OrderWriter {
   ): Promise<Outcome<ApplyResult>[]> {
     // The batch's pace samples are written once per transaction, before its COMMIT (PaceBatch).
     const pace = new PaceBatch(this.#schedule.pace);
-    return this.#rows.db.writeBatch(
+    return this.#context.db.writeBatch(
       items.map(({ snapshot, options }, index) => async (tx: SqlExecutor) => {
         pace.startUnit(index);
         try {
@@ -259,9 +259,9 @@ export class OrderWriter {
     claim: string,
     { knownAbsent = false }: { knownAbsent?: boolean } = {},
   ): Promise<StartedSubmission | undefined> {
-    return this.#rows.db.write(async (tx) => {
-      const now = this.#rows.now();
-      const row = await this.#rows.mustFindForWrite(tx, partnerRef);
+    return this.#context.db.write(async (tx) => {
+      const now = this.#context.now();
+      const row = await this.#context.mustFindForWrite(tx, partnerRef);
       if (row.lease_token !== claim || (row.poll_leased_until ?? 0) <= now) return undefined;
       const leasedUntil = now + this.#schedule.settings.leaseMs;
       await tx.run(START_SUBMISSION, { id: row.id, now, until: leasedUntil });
@@ -281,10 +281,10 @@ export class OrderWriter {
    * (`FOR UPDATE` on PostgreSQL), so never both. Throws `ORDER_NOT_FOUND` for an unknown ref.
    */
   cancelOrder(ref: string, cancellation: Cancellation): Promise<CancelResult> {
-    return this.#rows.db.write(
+    return this.#context.db.write(
       async (tx) => {
-        const now = this.#rows.now();
-        const row = await this.#rows.mustFindForWrite(tx, ref);
+        const now = this.#context.now();
+        const row = await this.#context.mustFindForWrite(tx, ref);
         const why = whyNotCancellable(row, now);
         if (why !== null) return { cancelled: false, order: toLocalOrder(row), why };
         return {
@@ -304,9 +304,9 @@ export class OrderWriter {
    * top-up reaches a customer hours after the shop gave up on it.
    */
   expireWaitingOrders(writtenBefore: number, limit = 100): Promise<string[]> {
-    return this.#rows.db.write(
+    return this.#context.db.write(
       async (tx) => {
-        const now = this.#rows.now();
+        const now = this.#context.now();
         const rows = await tx.all<StoredOrderRow>(
           `SELECT * FROM orders ${tx.dialect.indexedBy('orders_waiting')}
            WHERE submission_state IN ('queued', 'blocked') AND local_created_at < @writtenBefore
@@ -345,7 +345,7 @@ export class OrderWriter {
     options: ApplyOptions,
     batch?: PaceBatch,
   ): Promise<ApplyResult> {
-    const now = this.#rows.now();
+    const now = this.#context.now();
     const eventId = options.eventId ?? null;
     // The look-up is issued with the check, before its answer (it only reads, and locks a row
     // the transaction would lock next anyway; a duplicate's lock is held to the commit too).
@@ -353,11 +353,13 @@ export class OrderWriter {
       eventId === null
         ? Promise.resolve(undefined)
         : tx.get<{ partner_ref: string }>(EVENT_BY_KEY, { source: options.source, eventId }),
-      this.#rows.findForWrite(tx, fields.partner_ref, fields.invoice_number),
+      this.#context.findForWrite(tx, fields.partner_ref, fields.invoice_number),
     ]);
     if (seen) {
       const row =
-        found?.partner_ref === seen.partner_ref ? found : await this.#rows.find(tx, seen.partner_ref, null);
+        found?.partner_ref === seen.partner_ref
+          ? found
+          : await this.#context.find(tx, seen.partner_ref, null);
       return {
         order: toLocalOrder(row!),
         changed: false,
@@ -436,10 +438,10 @@ export class OrderWriter {
   }
 
   #settleSubmission(ref: string, outcome: SubmissionOutcome, claim: string | undefined): Promise<LocalOrder> {
-    return this.#rows.db.write(
+    return this.#context.db.write(
       async (tx) => {
-        const now = this.#rows.now();
-        const row = await this.#rows.mustFindForWrite(tx, ref);
+        const now = this.#context.now();
+        const row = await this.#context.mustFindForWrite(tx, ref);
         const held = claim === undefined || row.lease_token === claim;
         const plan = planSettlement(row, outcome, now, { held });
         return this.#writeSettlement(tx, plan, now);

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { type LocalOrder, type OrderRow, toLocalOrder } from './local-order.js';
 import { OrderPace } from './order-pace.js';
-import type { OrderRows } from './order-rows.js';
 import type { PaceEstimate } from './rules/pace-math.js';
 import {
   afterChange,
@@ -17,6 +16,7 @@ import {
   type SettledFields,
 } from './rules/poll-rules.js';
 import type { SqlExecutor } from './sql/executor.js';
+import type { StoreContext } from './store-context.js';
 
 export type { PollingColumns, PollScheduleSettings } from './rules/poll-rules.js';
 
@@ -75,9 +75,9 @@ export class PollSchedule {
   readonly settings: Readonly<PollScheduleSettings>;
   /** The upstream's learned pace, which the writer feeds and the first poll reads. */
   readonly pace: OrderPace;
-  readonly #rows: OrderRows;
+  readonly #context: StoreContext;
 
-  constructor(rows: OrderRows, settings: PollScheduleSettings) {
+  constructor(context: StoreContext, settings: PollScheduleSettings) {
     checkScheduleSettings(settings);
     const { firstPollDelayMs, backoffMs, stuckAfterMs, leaseMs, auditWindowMs, auditEveryMs } = settings;
     const { firstPollQuantile = 0, firstPollMinMs, firstPollMaxMs, paceMinSamples = 1 } = settings;
@@ -94,10 +94,10 @@ export class PollSchedule {
       paceMinSamples,
     };
     this.pace = new OrderPace(
-      rows,
+      context,
       firstPollQuantile > 0 ? { quantile: firstPollQuantile, minSamples: paceMinSamples } : null,
     );
-    this.#rows = rows;
+    this.#context = context;
   }
 
   /**
@@ -140,8 +140,8 @@ export class PollSchedule {
   }
 
   /** Up to `limit` orders whose next poll time has come by `now`, the longest-due first. Reads only. */
-  async dueForPoll(limit: number, now: number = this.#rows.now()): Promise<LocalOrder[]> {
-    const rows = await this.#rows.db.all<OrderRow>(
+  async dueForPoll(limit: number, now: number = this.#context.now()): Promise<LocalOrder[]> {
+    const rows = await this.#context.db.all<OrderRow>(
       'SELECT * FROM orders WHERE next_poll_at <= @now ORDER BY next_poll_at, id LIMIT @limit',
       { now, limit },
     );
@@ -153,7 +153,7 @@ export class PollSchedule {
    * transaction: each gets a lease (`poll_leased_until = now + leaseMs`) and orders under
    * another live lease are skipped, so two reconcilers never poll the same order at once. The
    * schedule (`next_poll_at`) is untouched: an order whose claim is released keeps its place.
-   * {@link recordPoll} and {@link releasePollClaim} end the lease; a crashed poller's lease
+   * {@link recordPoll} and {@link releaseClaim} end the lease; a crashed poller's lease
    * simply expires. `dueBy` (default now) bounds which orders count as due: a pass passes its
    * start time, so an order it polled and rescheduled is not due again within the same pass.
    */
@@ -161,8 +161,8 @@ export class PollSchedule {
     if (!Number.isInteger(limit) || limit < 1) {
       throw new RangeError(`limit must be a whole number ≥ 1, got ${limit}`);
     }
-    return this.#rows.db.write(async (tx) => {
-      const now = this.#rows.now();
+    return this.#context.db.write(async (tx) => {
+      const now = this.#context.now();
       const due = await tx.all<OrderRow>(
         `SELECT * FROM orders
          WHERE next_poll_at <= @dueBy AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
@@ -176,16 +176,16 @@ export class PollSchedule {
   }
 
   /**
-   * Claims one order (by partner_ref, else invoice number) for an early poll, due or not, open
-   * or settled: `claimed: false` when another poller holds a live lease on it; undefined when
-   * the order is unknown locally.
+   * Claims one order (by partner_ref, else invoice number), due or not, open or settled: for an
+   * early poll, or for `placeOrder` to send its create. `claimed: false` when another process
+   * holds a live claim on it; undefined when the order is unknown locally.
    */
-  claimForPoll(
+  claimOrder(
     ref: string,
   ): Promise<{ order: ClaimedOrder; claimed: true } | { order: LocalOrder; claimed: false } | undefined> {
-    return this.#rows.db.write(async (tx) => {
-      const now = this.#rows.now();
-      const row = await this.#rows.findForWrite(tx, ref, ref);
+    return this.#context.db.write(async (tx) => {
+      const now = this.#context.now();
+      const row = await this.#context.findForWrite(tx, ref, ref);
       if (!row) return undefined;
       const { poll_leased_until: leasedUntil } = row;
       if (leasedUntil !== null && leasedUntil > now) return { order: toLocalOrder(row), claimed: false };
@@ -203,8 +203,8 @@ export class PollSchedule {
    */
   async claimForAudit({ checkedBefore }: { checkedBefore?: number } = {}): Promise<ClaimedOrder | undefined> {
     if (this.settings.auditWindowMs === 0) return undefined;
-    return this.#rows.db.write(async (tx) => {
-      const now = this.#rows.now();
+    return this.#context.db.write(async (tx) => {
+      const now = this.#context.now();
       const bound = Math.min(now - this.settings.auditEveryMs + 1, checkedBefore ?? now);
       // The audit's order: least recently checked first, from the partial index orders_audit.
       // Named on SQLite, since without ANALYZE figures its planner prefers orders_status and
@@ -233,11 +233,11 @@ export class PollSchedule {
    * cancelled nor expired and is sent again with its partner_ref, so the upstream answers with
    * the order it has. Undefined when none is queued. The submission's outcome
    * (accepted, rejected, blocked, unknown) ends the queued state; a pump that gives up releases
-   * the claim ({@link releasePollClaim}).
+   * the claim ({@link releaseClaim}).
    */
   claimNextQueued({ writtenSince }: { writtenSince?: number } = {}): Promise<ClaimedOrder | undefined> {
-    return this.#rows.db.write(async (tx) => {
-      const now = this.#rows.now();
+    return this.#context.db.write(async (tx) => {
+      const now = this.#context.now();
       const row = await tx.get<OrderRow>(
         `SELECT * FROM orders ${tx.dialect.indexedBy('orders_queued')}
          WHERE submission_state = 'queued' AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
@@ -253,8 +253,8 @@ export class PollSchedule {
    * Ends a claim without recording a poll: the order keeps its place in the schedule. Only the
    * claim named `claim` ends: a claim that ran out and was taken by another process stays.
    */
-  async releasePollClaim(partnerRef: string, claim: string): Promise<void> {
-    await this.#rows.db.run(
+  async releaseClaim(partnerRef: string, claim: string): Promise<void> {
+    await this.#context.db.run(
       'UPDATE orders SET poll_leased_until = NULL, lease_token = NULL WHERE partner_ref = @partnerRef AND lease_token = @claim',
       { partnerRef, claim },
     );
@@ -267,8 +267,8 @@ export class PollSchedule {
    * ended.
    */
   renewClaim(partnerRef: string, claim: string): Promise<number | undefined> {
-    return this.#rows.db.write(async (tx) => {
-      const until = this.#rows.now() + this.settings.leaseMs;
+    return this.#context.db.write(async (tx) => {
+      const until = this.#context.now() + this.settings.leaseMs;
       const { changes } = await tx.run(
         'UPDATE orders SET poll_leased_until = @until WHERE partner_ref = @partnerRef AND lease_token = @claim',
         { until, partnerRef, claim },
@@ -279,7 +279,7 @@ export class PollSchedule {
 
   /** The store's clock, in ms: what leases are counted on. */
   now(): number {
-    return this.#rows.now();
+    return this.#context.now();
   }
 
   /**
@@ -326,9 +326,9 @@ export class PollSchedule {
   }
 
   #recordPoll(ref: string, outcome: PollOutcome, claim: string | undefined): Promise<LocalOrder> {
-    return this.#rows.db.write(async (tx) => {
-      const now = this.#rows.now();
-      const current = await this.#rows.mustFindForWrite(tx, ref);
+    return this.#context.db.write(async (tx) => {
+      const now = this.#context.now();
+      const current = await this.#context.mustFindForWrite(tx, ref);
       const record = await this.pace.planWith(tx, (pace) =>
         planPollRecord(this.settings, current, outcome, now, pace),
       );

@@ -1,5 +1,5 @@
-import type { OrderRows } from './order-rows.js';
 import type { SqlExecutor } from './sql/executor.js';
+import type { StoreContext } from './store-context.js';
 
 /**
  * Why the reconciler stopped calling the upstream (docs/reconciler.md, "The circuit"): causes
@@ -63,15 +63,15 @@ function toOpenCircuit(row: CircuitRow): OpenCircuit {
 const READ = 'SELECT * FROM upstream_circuit WHERE id = 1';
 
 export class UpstreamCircuit {
-  readonly #rows: OrderRows;
+  readonly #context: StoreContext;
 
-  constructor(rows: OrderRows) {
-    this.#rows = rows;
+  constructor(context: StoreContext) {
+    this.#context = context;
   }
 
   /** The open circuit, or null while it is closed. Reads only. */
   async state(): Promise<OpenCircuit | null> {
-    const row = await this.#rows.db.get<CircuitRow>(READ);
+    const row = await this.#context.db.get<CircuitRow>(READ);
     return row ? toOpenCircuit(row) : null;
   }
 
@@ -87,7 +87,7 @@ export class UpstreamCircuit {
 
   /** Closes the circuit; returns the circuit that was open, or null when it was closed already. */
   close(): Promise<OpenCircuit | null> {
-    return this.#rows.db.write(async (tx) => {
+    return this.#context.db.write(async (tx) => {
       const current = await tx.get<CircuitRow>(`${READ} ${tx.dialect.forUpdate}`);
       await tx.run('DELETE FROM upstream_circuit WHERE id = 1');
       return current ? toOpenCircuit(current) : null;
@@ -95,8 +95,8 @@ export class UpstreamCircuit {
   }
 
   #write(cause: CircuitCause, error: CircuitError, probe: boolean): Promise<OpenCircuit> {
-    return this.#rows.db.write(async (tx: SqlExecutor) => {
-      const now = this.#rows.now();
+    return this.#context.db.write(async (tx: SqlExecutor) => {
+      const now = this.#context.now();
       const current = await tx.get<CircuitRow>(`${READ} ${tx.dialect.forUpdate}`);
       const row: CircuitRow = {
         cause,

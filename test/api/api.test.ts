@@ -805,7 +805,7 @@ test('a queued order shows the catalog product_name and price (amount) it was ac
     15_500,
     'the price it was accepted at',
   );
-  const claimed = (await store.schedule.claimForPoll('by-code'))!;
+  const claimed = (await store.schedule.claimOrder('by-code'))!;
   assert.ok(claimed.claimed);
   assert.ok(await store.writer.startSubmission('by-code', claimed.order.claim));
   await store.writer.applyOrderSnapshot(

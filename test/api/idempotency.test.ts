@@ -56,7 +56,7 @@ async function moveTo(
     );
     return;
   }
-  const claimed = (await store.schedule.claimForPoll(ref))!;
+  const claimed = (await store.schedule.claimOrder(ref))!;
   assert.ok(claimed.claimed);
   assert.ok(await store.writer.startSubmission(ref, claimed.order.claim));
   if (state === 'rejected') {

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
 import { test } from 'node:test';
-import { type PlaceOrderResult, placeOrder, resubmitOrder } from '../../src/orders/place-order.js';
+import { type PlaceOrderResult, placeOrder, sendClaimedOrder } from '../../src/orders/place-order.js';
 import { pollOrderNow } from '../../src/reconciler/early-poll.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { type Script, scriptedUpstream } from '../helpers/scripted-upstream.js';
@@ -161,11 +161,11 @@ test('a create marked sent by a sender that died leaves the next sender’s 400 
   // The first sender claims it and marks its create sent, then dies before any answer.
   const dead = (await store.schedule.claimNextQueued())!;
   assert.ok(await store.writer.startSubmission('R-4', dead.claim));
-  await store.schedule.releasePollClaim('R-4', dead.claim);
+  await store.schedule.releaseClaim('R-4', dead.claim);
 
   const next = (await store.schedule.claimNextQueued())!;
   assert.equal(next.partnerRef, 'R-4');
-  const result = unknown(await resubmitOrder(deps, next));
+  const result = unknown(await sendClaimedOrder(deps, next));
   assert.equal(result.cause, 'refused_in_doubt');
   assert.equal((await store.queries.getOrder('R-4'))?.submissionState, 'unknown');
 });

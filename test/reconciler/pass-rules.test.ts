@@ -283,12 +283,12 @@ test('claims are exclusive across connections, end with the poll or a release, a
   assert.deepEqual(mine, ['c-1', 'c-2']);
   assert.deepEqual(theirs, ['c-3', 'c-4']);
   assert.equal(
-    (await env.store.schedule.claimForPoll('c-3'))?.claimed,
+    (await env.store.schedule.claimOrder('c-3'))?.claimed,
     false,
     'an early poll waits for the holder',
   );
 
-  await env.store.schedule.releasePollClaim('c-1', mineClaimed[0]!.claim);
+  await env.store.schedule.releaseClaim('c-1', mineClaimed[0]!.claim);
   await other.schedule.recordPoll('c-3');
   env.clock.advance(env.settings.backoffMs[0]!); // c-3 is due again after the first backoff interval
   assert.deepEqual(

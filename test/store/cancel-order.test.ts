@@ -71,14 +71,14 @@ describeEachBackend('cancelling an order', (backend) => {
       inDoubt: true,
     });
     await place('old-claimed');
-    assert.equal((await store.schedule.claimForPoll('old-claimed'))?.claimed, true);
+    assert.equal((await store.schedule.claimOrder('old-claimed'))?.claimed, true);
     clock.advance(1_000);
     const bound = clock.now();
     await place('young');
 
     const next = await store.schedule.claimNextQueued({ writtenSince: bound });
     assert.equal(next?.partnerRef, 'young', 'the pump passes over the older queued order');
-    await store.schedule.releasePollClaim('young', next!.claim);
+    await store.schedule.releaseClaim('young', next!.claim);
     clock.advance(1_000);
 
     assert.deepEqual(await store.writer.expireWaitingOrders(bound), ['old-queued', 'old-blocked']);

@@ -14,7 +14,7 @@ const HOUR = 3_600_000;
 /** A local order of ML86 for {@link DATA}, claimed and its create marked sent, as a sender does. */
 async function sent(store: OpenedStore, ref: string) {
   await store.writer.createLocalOrder({ partnerRef: ref, productCode: 'ML86', data: DATA });
-  const claim = (await store.schedule.claimForPoll(ref))!;
+  const claim = (await store.schedule.claimOrder(ref))!;
   assert.ok(claim.claimed);
   assert.ok(await store.writer.startSubmission(ref, claim.order.claim));
 }

@@ -264,9 +264,9 @@ describeEachBackend('claims', (backend) => {
     clock.advance(1_000);
     const [second] = await other.schedule.claimDueForPoll(1);
     assert.equal(second?.partnerRef, 'R1', 'the lease ran out: another process claims the order');
-    const takenByNobodyElse = async () => (await store.schedule.claimForPoll('R1'))?.claimed === false;
+    const takenByNobodyElse = async () => (await store.schedule.claimOrder('R1'))?.claimed === false;
 
-    await store.schedule.releasePollClaim('R1', first!.claim);
+    await store.schedule.releaseClaim('R1', first!.claim);
     assert.ok(await takenByNobodyElse(), 'the first holder’s release left the new claim');
     await store.schedule.recordPoll('R1', { claim: first!.claim });
     assert.ok(await takenByNobodyElse(), 'so did its poll record');
@@ -274,7 +274,7 @@ describeEachBackend('claims', (backend) => {
     assert.ok(await takenByNobodyElse(), 'and its failed poll record');
 
     await other.schedule.recordPoll('R1', { claim: second!.claim });
-    assert.equal((await store.schedule.claimForPoll('R1'))?.claimed, true, 'the holder’s own record ends it');
+    assert.equal((await store.schedule.claimOrder('R1'))?.claimed, true, 'the holder’s own record ends it');
   });
 
   test('only a claim’s live holder renews it or marks its create as sent', async (t) => {

@@ -36,7 +36,7 @@ export type StoredOrderRow = OrderRow & {
  * reference finds an order. Reads take the executor to read on: the database outside a
  * transaction, the transaction's `tx` inside one.
  */
-export class OrderRows {
+export class StoreContext {
   readonly db: StoreDb;
   /** The clock, in ms since the epoch. */
   readonly now: () => number;
