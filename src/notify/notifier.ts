@@ -53,7 +53,7 @@ export function notificationBody(event: FeedEvent): string {
   return JSON.stringify({ ...event, seq: undefined });
 }
 
-/** The message id of an event, the same on every attempt and replay: receivers dedupe on it. */
+/** The message id of an event, the same on every attempt and resend: receivers dedupe on it. */
 export const notificationId = (seq: number): string => `evt_${seq}`;
 
 /**

@@ -10,8 +10,8 @@ export type NotifyErrorCode =
   | 'INVALID_SINCE'
   /** `--from-seq`/`--to-seq` is not a feed sequence number, or they are the wrong way round. */
   | 'INVALID_SEQ'
-  /** `notifications replay` without `--since` or `--from-seq`. */
-  | 'REPLAY_RANGE_MISSING';
+  /** `notifications resend` without `--since` or `--from-seq`. */
+  | 'RESEND_RANGE_MISSING';
 
 export class NotifyError extends Error {
   override readonly name = 'NotifyError';

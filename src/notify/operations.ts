@@ -89,7 +89,7 @@ export type EnableResult = EnableOutcome;
  * Enables a disabled endpoint again (disabled by `endpoints disable` or by a 410 answer). It is
  * sent the events committed from now on, as a new endpoint is: those committed while it was
  * disabled were not queued, and the ones queued then were skipped; both are in `missed`, for
- * the operator to replay if the shop wants them (docs/api.md, "Enabling an endpoint again").
+ * the operator to resend if the shop wants them (docs/api.md, "Enabling an endpoint again").
  * One write transaction in the store (NotifyEndpoints.enable).
  */
 export async function enableEndpoint(store: Store, id: number): Promise<EnableResult> {
@@ -182,8 +182,8 @@ export interface NotificationFilter {
   endpointId?: number | undefined;
 }
 
-/** Which events `notifications replay` sends: committed at or after `since`, seq within `fromSeq`..`toSeq`. */
-export interface ReplayRange extends NotificationFilter {
+/** Which events `notifications resend` sends: committed at or after `since`, seq within `fromSeq`..`toSeq`. */
+export interface ResendRange extends NotificationFilter {
   fromSeq?: number | undefined;
   toSeq?: number | undefined;
 }
@@ -216,9 +216,9 @@ export async function retryFailedNotifications(store: Store, filter: Notificatio
  * into the outbox like a new event (one still there is left as it is), so an order's events are
  * sent again in their order. Returns the notifications added and the events read.
  */
-export async function replayNotifications(
+export async function resendNotifications(
   store: Store,
-  { since, endpointId, fromSeq, toSeq }: ReplayRange,
+  { since, endpointId, fromSeq, toSeq }: ResendRange,
 ): Promise<{ notifications: number; events: number }> {
   if (fromSeq !== undefined && toSeq !== undefined && toSeq < fromSeq) {
     throw new NotifyError('INVALID_SEQ', `--to-seq ${toSeq} is below --from-seq ${fromSeq}: swap them`);

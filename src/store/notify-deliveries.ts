@@ -147,7 +147,7 @@ export class NotifyDeliveries {
 
   /** Events whose last attempt gave up, by endpoint and seq. */
   async failed({ since = 0, endpointId, limit = 1000 }: DeliveryFilter = {}): Promise<NotifyDelivery[]> {
-    // An event whose latest attempt at an endpoint gave up (a later retry or replay may have
+    // An event whose latest attempt at an endpoint gave up (a later retry or resend may have
     // delivered it since: then it is not failed any more).
     const rows = await this.#context.db.all<DeliveryRow>(
       `SELECT d.* FROM notify_deliveries d

@@ -25,7 +25,7 @@ export interface NotifyEndpoint {
   disabledReason: string | null;
   /**
    * The feed's newest `seq` when the endpoint was added or last enabled: it is sent the events
-   * after it (older ones only by `notifications replay`).
+   * after it (older ones only by `notifications resend`).
    */
   fromSeq: number;
   /** The last feed `seq` added to the outbox (when the endpoint wanted it). */
@@ -77,7 +77,7 @@ export interface EnableOutcome {
   changed: boolean;
   /**
    * The feed range not sent to it while it was disabled (`fromSeq`..`toSeq`, inclusive), which
-   * `notifications replay --endpoint ID --from-seq … --to-seq …` sends; null when none.
+   * `notifications resend --endpoint ID --from-seq … --to-seq …` sends; null when none.
    */
   missed: { fromSeq: number; toSeq: number } | null;
 }

@@ -68,6 +68,7 @@ test('endpoints add prints the secret once; given-up notifications are listed, r
   });
   assert.equal((await runCli(['notifications', 'failed', '--json'], env)).stdout.trim(), '[]');
 
+  // By its old name, `replay`, which scripts written before `resend` still use.
   const replayed = await runCli(['notifications', 'replay', '--since', start], env);
   assert.equal(replayed.code, 0, replayed.stderr);
   assert.match(replayed.stdout, /queued 4 notifications of 4 events/);

@@ -94,14 +94,14 @@ test('an endpoint disabled by a 410 is enabled again from the next event on; wha
   assert.match(text.stdout, new RegExp(`${failing.id} ${failingShop.url}.*enabled.*4.*1.*0`));
 
   // What it missed, by seq: E-2 only (1-4 went to the 410 and its skips, which stay so).
-  const usage = await runCli(['notifications', 'replay'], env);
+  const usage = await runCli(['notifications', 'resend'], env);
   assert.notEqual(usage.code, 0);
   assert.match(usage.stderr + usage.stdout, /--since ISO or --from-seq N/);
-  const badSeq = await runCli(['notifications', 'replay', '--from-seq', '0'], env);
+  const badSeq = await runCli(['notifications', 'resend', '--from-seq', '0'], env);
   assert.notEqual(badSeq.code, 0);
   assert.match(badSeq.stderr + badSeq.stdout, /--from-seq "0" is not a feed sequence number/);
   const replayed = await runCli(
-    ['notifications', 'replay', '--endpoint', String(endpoint.id), '--from-seq', '5', '--to-seq', '8'],
+    ['notifications', 'resend', '--endpoint', String(endpoint.id), '--from-seq', '5', '--to-seq', '8'],
     env,
   );
   assert.equal(replayed.code, 0, replayed.stderr);

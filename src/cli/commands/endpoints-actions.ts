@@ -98,7 +98,7 @@ export const endpointsEnable = async (id: string, flags: { json?: boolean }) => 
         process.stdout.write(
           `It is sent the events from seq ${endpoint.fromSeq + 1} on. Events ${missed.fromSeq} to ${missed.toSeq} ` +
             'were not sent while it was disabled; to send them (those it wants):\n' +
-            `  h2h-sync notifications replay --endpoint ${endpoint.id} --from-seq ${missed.fromSeq} --to-seq ${missed.toSeq}\n`,
+            `  h2h-sync notifications resend --endpoint ${endpoint.id} --from-seq ${missed.fromSeq} --to-seq ${missed.toSeq}\n`,
         );
       } else {
         process.stdout.write(`It is sent the events from seq ${endpoint.fromSeq + 1} on; it missed none.\n`);

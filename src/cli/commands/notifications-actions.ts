@@ -4,8 +4,8 @@ import {
   type NotificationFilter,
   parseSeq,
   parseSince,
-  type ReplayRange,
-  replayNotifications,
+  type ResendRange,
+  resendNotifications,
   retryFailedNotifications,
 } from '../../notify/operations.js';
 import type { NotifyDelivery } from '../../store/notify-deliveries.js';
@@ -97,21 +97,21 @@ export const notificationsRetry = async (flags: FilterFlags) => {
   });
 };
 
-/** `notifications replay`: sends every event of a range of the feed again. */
-export const notificationsReplay = async (flags: FilterFlags & { fromSeq?: string; toSeq?: string }) => {
+/** `notifications resend`: sends every event of a range of the feed again. */
+export const notificationsResend = async (flags: FilterFlags & { fromSeq?: string; toSeq?: string }) => {
   await runAction(Boolean(flags.json), async () => {
     if (flags.since === undefined && flags.fromSeq === undefined) {
       throw new NotifyError(
-        'REPLAY_RANGE_MISSING',
+        'RESEND_RANGE_MISSING',
         'give --since ISO or --from-seq N (or both): where in the feed to start sending the events again',
       );
     }
-    const filter: ReplayRange = {
+    const filter: ResendRange = {
       ...filterOf(flags),
       fromSeq: parseSeq(flags.fromSeq, '--from-seq'),
       toSeq: parseSeq(flags.toSeq, '--to-seq'),
     };
-    const summary = await withStore((store) => replayNotifications(store, filter));
+    const summary = await withStore((store) => resendNotifications(store, filter));
     if (flags.json) printPublicJson(summary);
     else
       process.stdout.write(

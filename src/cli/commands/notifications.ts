@@ -9,7 +9,7 @@ const withFilter = (command: Command) =>
 /** What the commands do, loaded when one of them runs (docs/cli.md, "Adding a command"). */
 const actions = () => import('./notifications-actions.js');
 
-/** Registers `notifications history|failed|retry|replay` (docs/cli.md). */
+/** Registers `notifications history|failed|retry|resend` (docs/cli.md). */
 export function registerNotificationsCommands(program: Command): void {
   const notifications = program
     .command('notifications')
@@ -28,11 +28,12 @@ export function registerNotificationsCommands(program: Command): void {
     .description('send the failed notifications again, each with a fresh retry schedule')
     .action(async (flags) => (await actions()).notificationsRetry(flags));
 
-  withFilter(notifications.command('replay'))
+  // `replay` was its name until the API's idempotent replay made the word mean two things.
+  withFilter(notifications.command('resend').alias('replay'))
     .description(
       'send the events since --since and/or from --from-seq (to --to-seq) again (same webhook-id), delivered or not',
     )
     .option('--from-seq <n>', 'from this feed seq on (webhook-id evt_<seq>)')
     .option('--to-seq <n>', 'up to this feed seq (with --from-seq or --since)')
-    .action(async (flags) => (await actions()).notificationsReplay(flags));
+    .action(async (flags) => (await actions()).notificationsResend(flags));
 }
