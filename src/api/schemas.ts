@@ -1,4 +1,4 @@
-import { ORDER_OUTCOMES } from '../orders/public-order.js';
+import { ORDER_OUTCOMES } from '../domain/public-order.js';
 import { FEED_EVENT_TYPES } from '../store/feed.js';
 import { SUBMISSION_STATES } from '../store/local-order.js';
 import { ORDER_STATUSES } from '../upstream/model.js';

@@ -13,7 +13,7 @@ export type {
   PublicCategory,
   PublicProduct,
 } from '../catalog/public-catalog.js';
-export type { PublicOrder } from '../orders/public-order.js';
+export type { PublicOrder } from '../domain/public-order.js';
 export type { FeedEvent, FeedEventData, FeedEventType, OrderEventType } from '../store/feed.js';
 export { FEED_EVENT_TYPES, ORDER_EVENT_TYPES } from '../store/feed.js';
 export type { GetOrderOptions, UpstreamClientOptions } from '../upstream/client.js';

@@ -1,9 +1,9 @@
 import type { PublicProduct } from '../catalog/public-catalog.js';
 import { targetProblem } from '../catalog/target-rules.js';
+import type { PublicOrder } from '../domain/public-order.js';
 import type { OrderStore } from '../store/order-store.js';
 import type { OrderRequest } from './order-request.js';
 import { sameOrderRequest } from './order-request.js';
-import type { PublicOrder } from './public-order.js';
 
 /** Why the shop's order was not accepted: each is one answer of the shop API (docs/api.md). */
 export type AcceptRefusal =

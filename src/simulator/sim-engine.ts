@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import { decideTransition, type TransitionVerdict } from '../upstream/model.js';
+import { decideTransition, type TransitionVerdict } from '../domain/state-machine.js';
 import { Catalog, priceFor } from './catalog.js';
 import { FaultInjector } from './faults.js';
 import type { LoadedFixture } from './fixture.js';

@@ -1,5 +1,4 @@
 import type { PublicBalance } from '../catalog/public-catalog.js';
-import type { ChangeFeed } from './feed.js';
 import {
   type AccountedOrder,
   accountingOf,
@@ -7,7 +6,8 @@ import {
   type LedgerRow,
   ledgerEntry,
   lowBalanceChange,
-} from './rules/balance-rules.js';
+} from '../domain/balance-rules.js';
+import type { ChangeFeed } from './feed.js';
 import type { SqlExecutor } from './sql/executor.js';
 import type { StoreContext } from './store-context.js';
 

@@ -1,7 +1,10 @@
 import type { ProductPriceChange, PublicBalance } from '../catalog/public-catalog.js';
-import type { PublicOrder } from '../orders/public-order.js';
+import { ORDER_EVENT_TYPES, type OrderEventType } from '../domain/feed-change.js';
+import type { PublicOrder } from '../domain/public-order.js';
 import type { SqlExecutor } from './sql/executor.js';
 import type { StoreContext } from './store-context.js';
+
+export { ORDER_EVENT_TYPES, type OrderEventType };
 
 /**
  * The change feed (docs/api.md, "The change feed"): every change of every order, and the price
@@ -15,16 +18,6 @@ import type { StoreContext } from './store-context.js';
  * oldest events are pruned. One writer commits at a time, so a reader never sees seq n + 1
  * before seq n.
  */
-
-/** The order events of decisions.md ("Notifications to the reseller's shop"). */
-export const ORDER_EVENT_TYPES = [
-  'order.submitted',
-  'order.updated',
-  'order.rejected',
-  'order.blocked',
-  'order.cancelled',
-] as const;
-export type OrderEventType = (typeof ORDER_EVENT_TYPES)[number];
 
 /** Every event type of the feed (decisions.md): the order events, a price change, a low balance. */
 export const FEED_EVENT_TYPES = [...ORDER_EVENT_TYPES, 'product.price_changed', 'balance.low'] as const;

@@ -1,5 +1,6 @@
+import { isKnownStatus } from '../domain/state-machine.js';
 import { type OrderRequest, parseOrderRequest } from '../orders/order-request.js';
-import { isKnownStatus, type OrderData, type OrderStatus } from '../upstream/model.js';
+import type { OrderData, OrderStatus } from '../upstream/model.js';
 
 /**
  * Where the create call of an order stands, apart from the order's status:

@@ -1,4 +1,4 @@
-import type { PaceSample } from './rules/apply-plan.js';
+import type { PaceSample } from '../domain/apply-plan.js';
 import {
   estimatePace,
   type PaceEstimate,
@@ -6,8 +6,8 @@ import {
   type PaceState,
   paceBucket,
   quantileOf,
-} from './rules/pace-math.js';
-import type { PaceInput } from './rules/poll-rules.js';
+} from '../domain/pace-math.js';
+import type { PaceInput } from '../domain/poll-rules.js';
 import type { SqlExecutor } from './sql/executor.js';
 import { together } from './sql/together.js';
 import type { StoreContext } from './store-context.js';
@@ -19,7 +19,7 @@ export {
   type PaceEstimate,
   type PaceState,
   paceBucket,
-} from './rules/pace-math.js';
+} from '../domain/pace-math.js';
 
 /**
  * The upstream's pace, learned from the events that arrive (docs/reconciler.md, "When the first

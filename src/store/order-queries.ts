@@ -1,5 +1,5 @@
-import { type PublicOrder, toPublicOrder } from '../orders/public-order.js';
-import { isKnownStatus } from '../upstream/model.js';
+import { type PublicOrder, toPublicOrder } from '../domain/public-order.js';
+import { isKnownStatus } from '../domain/state-machine.js';
 import {
   type LocalOrder,
   type OrderEvent,

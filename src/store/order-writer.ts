@@ -1,10 +1,3 @@
-import type { Order } from '../upstream/model.js';
-import { type OrderSnapshot, readOrderSnapshot } from '../upstream/order-snapshot.js';
-import type { BalanceLedger } from './balance.js';
-import type { ChangeFeed } from './feed.js';
-import { type EventReason, type LocalOrder, type OrderRow, toLocalOrder } from './local-order.js';
-import { PaceBatch } from './order-pace.js';
-import type { PollSchedule } from './poll-schedule.js';
 import {
   type ApplyOptions,
   type CreateLocalOrderInput,
@@ -12,7 +5,7 @@ import {
   ORDER_COLUMNS,
   planApply,
   planLocalOrder,
-} from './rules/apply-plan.js';
+} from '../domain/apply-plan.js';
 import {
   type Cancellation,
   type NotCancellable,
@@ -21,14 +14,21 @@ import {
   type SettlementPlan,
   type SubmissionOutcome,
   whyNotCancellable,
-} from './rules/submission-plan.js';
+} from '../domain/submission-plan.js';
+import type { Order } from '../upstream/model.js';
+import { type OrderSnapshot, readOrderSnapshot } from '../upstream/order-snapshot.js';
+import type { BalanceLedger } from './balance.js';
+import type { ChangeFeed } from './feed.js';
+import { type EventReason, type LocalOrder, type OrderRow, toLocalOrder } from './local-order.js';
+import { PaceBatch } from './order-pace.js';
+import type { PollSchedule } from './poll-schedule.js';
 import type { Outcome, SqlExecutor, WriteOptions } from './sql/executor.js';
 import { together } from './sql/together.js';
 import type { StoreContext, StoredOrderRow } from './store-context.js';
 import { StoreError } from './store-error.js';
 
-export type { ApplyOptions, CreateLocalOrderInput } from './rules/apply-plan.js';
-export type { Cancellation, NotCancellable } from './rules/submission-plan.js';
+export type { ApplyOptions, CreateLocalOrderInput } from '../domain/apply-plan.js';
+export type { Cancellation, NotCancellable } from '../domain/submission-plan.js';
 
 /** What {@link OrderWriter.cancelOrder} did: cancelled it now, or why not. */
 export type CancelResult =

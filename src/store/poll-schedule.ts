@@ -1,7 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type LocalOrder, type OrderRow, toLocalOrder } from './local-order.js';
-import { OrderPace } from './order-pace.js';
-import type { PaceEstimate } from './rules/pace-math.js';
+import type { PaceEstimate } from '../domain/pace-math.js';
 import {
   afterChange,
   afterSubmissionOutcome,
@@ -14,11 +12,13 @@ import {
   type PollScheduleSettings,
   planPollRecord,
   type SettledFields,
-} from './rules/poll-rules.js';
+} from '../domain/poll-rules.js';
+import { type LocalOrder, type OrderRow, toLocalOrder } from './local-order.js';
+import { OrderPace } from './order-pace.js';
 import type { SqlExecutor } from './sql/executor.js';
 import type { StoreContext } from './store-context.js';
 
-export type { PollingColumns, PollScheduleSettings } from './rules/poll-rules.js';
+export type { PollingColumns, PollScheduleSettings } from '../domain/poll-rules.js';
 
 export interface RecordPollInput {
   /**

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { type TestContext, test } from 'node:test';
 import { request } from 'undici';
 import { buildApiApp } from '../../src/api/app.js';
-import type { PublicOrder } from '../../src/orders/public-order.js';
+import type { PublicOrder } from '../../src/domain/public-order.js';
 import type { OrderStore } from '../../src/store/order-store.js';
 import { defaultApiLimits } from '../helpers/api.js';
 import { snapshot, tempStore } from '../helpers/store.js';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { PublicOrder } from '../../src/orders/public-order.js';
+import type { PublicOrder } from '../../src/domain/public-order.js';
 import type { OrderStore } from '../../src/store/order-store.js';
 import { runCli } from '../helpers/cli.js';
 import { snapshot, tempStore } from '../helpers/store.js';

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { ALLOWED_TRANSITIONS } from '../../src/domain/state-machine.js';
 import { StoreError } from '../../src/store/store-error.js';
-import { ALLOWED_TRANSITIONS, ORDER_STATUSES, type Order } from '../../src/upstream/model.js';
+import { ORDER_STATUSES, type Order } from '../../src/upstream/model.js';
 import { snapshot } from '../helpers/store.js';
 import { describeEachBackend } from '../helpers/store-backends.js';
 

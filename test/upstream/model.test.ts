@@ -1,11 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import {
-  decideSnapshot,
-  decideTransition,
-  isFinalStatus,
-  partnerRefProblem,
-} from '../../src/upstream/model.js';
+import { decideSnapshot, decideTransition, isFinalStatus } from '../../src/domain/state-machine.js';
+import { partnerRefProblem } from '../../src/upstream/model.js';
 
 const at = (status: string, serial_number: string | null = null) => ({ status, serial_number });
 

@@ -3,10 +3,10 @@ process.env.TZ = 'Asia/Jakarta';
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { pollBaseOf } from '../../src/domain/poll-rules.js';
 import { createReconcilerMetrics } from '../../src/reconciler/metrics.js';
 import type { LocalOrder } from '../../src/store/local-order.js';
 import { GROWTH } from '../../src/store/order-pace.js';
-import { pollBaseOf } from '../../src/store/rules/poll-rules.js';
 import { parseUpstreamTime } from '../../src/upstream/upstream-time.js';
 import { readWebhookJob } from '../../src/worker/webhook-event.js';
 import { snapshot, tempStore } from '../helpers/store.js';

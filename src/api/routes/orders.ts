@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
+import type { PublicOrder } from '../../domain/public-order.js';
 import { AcceptOrderError, acceptOrder } from '../../orders/accept-order.js';
 import { newPartnerRef } from '../../orders/partner-ref.js';
-import type { PublicOrder } from '../../orders/public-order.js';
 import { SUBMISSION_STATES } from '../../store/local-order.js';
 import type { OrderStore } from '../../store/order-store.js';
 import { ORDER_STATUSES, partnerRefProblem } from '../../upstream/model.js';

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { SubmissionState } from '../../../src/store/local-order.js';
-import { type ApplyOptions, planApply } from '../../../src/store/rules/apply-plan.js';
-import type { ScheduleRuleSettings } from '../../../src/store/rules/poll-rules.js';
-import { planSettlement, type SubmissionOutcome } from '../../../src/store/rules/submission-plan.js';
-import { readOrderSnapshot } from '../../../src/upstream/order-snapshot.js';
-import { NOW, orderRow } from '../../helpers/order-row.js';
-import { snapshot } from '../../helpers/store.js';
+import { type ApplyOptions, planApply } from '../../src/domain/apply-plan.js';
+import type { ScheduleRuleSettings } from '../../src/domain/poll-rules.js';
+import { planSettlement, type SubmissionOutcome } from '../../src/domain/submission-plan.js';
+import type { SubmissionState } from '../../src/store/local-order.js';
+import { readOrderSnapshot } from '../../src/upstream/order-snapshot.js';
+import { NOW, orderRow } from '../helpers/order-row.js';
+import { snapshot } from '../helpers/store.js';
 
 const SCHEDULE: ScheduleRuleSettings = {
   firstPollDelayMs: 120_000,

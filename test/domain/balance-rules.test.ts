@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { SubmissionState } from '../../../src/store/local-order.js';
-import { accountingOf, ledgerEntry, lowBalanceChange } from '../../../src/store/rules/balance-rules.js';
+import { accountingOf, ledgerEntry, lowBalanceChange } from '../../src/domain/balance-rules.js';
+import type { SubmissionState } from '../../src/store/local-order.js';
 
 const order = (submission_state: SubmissionState, status: string | null) => ({
   submission_state,

@@ -1,5 +1,5 @@
-import type { PublicBalance } from '../../catalog/public-catalog.js';
-import type { OrderRow } from '../local-order.js';
+import type { PublicBalance } from '../catalog/public-catalog.js';
+import type { OrderRow } from '../store/local-order.js';
 
 /**
  * The balance's accounting (docs/api.md, "Balance"), as pure functions: what an order write

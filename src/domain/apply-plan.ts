@@ -1,16 +1,5 @@
-import { orderRequestJson } from '../../orders/order-request.js';
-import { otherOrderReason, PARTNER_REF_REUSED } from '../../orders/ref-reuse.js';
-import {
-  decideSnapshot,
-  isFinalStatus,
-  isKnownStatus,
-  type Order,
-  type OrderData,
-  type OrderStatus,
-  partnerRefProblem,
-} from '../../upstream/model.js';
-import type { OrderSnapshot } from '../../upstream/order-snapshot.js';
-import { parseUpstreamTime } from '../../upstream/upstream-time.js';
+import { orderRequestJson } from '../orders/order-request.js';
+import { otherOrderReason, PARTNER_REF_REUSED } from '../orders/ref-reuse.js';
 import type {
   EventReason,
   EventSource,
@@ -18,8 +7,11 @@ import type {
   NewOrderRow,
   OrderRow,
   SubmissionState,
-} from '../local-order.js';
-import { StoreError } from '../store-error.js';
+} from '../store/local-order.js';
+import { StoreError } from '../store/store-error.js';
+import { type Order, type OrderData, type OrderStatus, partnerRefProblem } from '../upstream/model.js';
+import type { OrderSnapshot } from '../upstream/order-snapshot.js';
+import { parseUpstreamTime } from '../upstream/upstream-time.js';
 import { type FeedChange, publish } from './feed-change.js';
 import type { PaceState } from './pace-math.js';
 import {
@@ -28,6 +20,7 @@ import {
   type PaceInput,
   type ScheduleRuleSettings,
 } from './poll-rules.js';
+import { decideSnapshot, isFinalStatus, isKnownStatus } from './state-machine.js';
 import { OPEN_SUBMISSIONS } from './submission-plan.js';
 
 export type { FeedChange } from './feed-change.js';

@@ -1,6 +1,5 @@
-import { type PublicOrder, samePublicOrder, toPublicOrder } from '../../orders/public-order.js';
-import type { OrderEventType } from '../feed.js';
-import type { NewOrderRow, OrderRow, SubmissionState } from '../local-order.js';
+import type { NewOrderRow, OrderRow, SubmissionState } from '../store/local-order.js';
+import { type PublicOrder, samePublicOrder, toPublicOrder } from './public-order.js';
 
 /**
  * The change feed's part of an order write (feed.ts; docs/api.md, "The change feed"), as pure
@@ -8,6 +7,16 @@ import type { NewOrderRow, OrderRow, SubmissionState } from '../local-order.js';
  * order's new version. Every plan that writes an order (apply-plan.ts, submission-plan.ts) asks
  * {@link publish}.
  */
+
+/** The order events of the change feed (docs/api.md, "The change feed"). */
+export const ORDER_EVENT_TYPES = [
+  'order.submitted',
+  'order.updated',
+  'order.rejected',
+  'order.blocked',
+  'order.cancelled',
+] as const;
+export type OrderEventType = (typeof ORDER_EVENT_TYPES)[number];
 
 /** The change feed's event of a write: appended in the write's transaction. */
 export interface FeedChange {

@@ -1,4 +1,4 @@
-import type { EventReason, NewEventRow, OrderRow, SubmissionState } from '../local-order.js';
+import type { EventReason, NewEventRow, OrderRow, SubmissionState } from '../store/local-order.js';
 import { type FeedChange, publish } from './feed-change.js';
 import { afterSubmissionOutcome } from './poll-rules.js';
 

@@ -1,7 +1,7 @@
-import { isFinalStatus } from '../../upstream/model.js';
-import { parseUpstreamTime } from '../../upstream/upstream-time.js';
-import type { OrderRow } from '../local-order.js';
+import type { OrderRow } from '../store/local-order.js';
+import { parseUpstreamTime } from '../upstream/upstream-time.js';
 import type { PaceEstimate } from './pace-math.js';
+import { isFinalStatus } from './state-machine.js';
 
 /**
  * When an order is polled (docs/reconciler.md, "Which orders, and when"), as pure functions of

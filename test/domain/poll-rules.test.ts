@@ -7,8 +7,8 @@ import {
   isSettled,
   planPollRecord,
   type ScheduleRuleSettings,
-} from '../../../src/store/rules/poll-rules.js';
-import { NOW, orderRow } from '../../helpers/order-row.js';
+} from '../../src/domain/poll-rules.js';
+import { NOW, orderRow } from '../helpers/order-row.js';
 
 const SCHEDULE: ScheduleRuleSettings = {
   firstPollDelayMs: 120_000,

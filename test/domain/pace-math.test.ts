@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { uniformFloat64 } from 'pure-rand/distribution/uniformFloat64';
 import { xoroshiro128plus } from 'pure-rand/generator/xoroshiro128plus';
-import { normalQuantile } from '../../../src/store/rules/normal.js';
+import { normalQuantile } from '../../src/domain/normal.js';
 import {
   GROWTH,
   type Histogram,
@@ -12,7 +12,7 @@ import {
   outlierBoundMs,
   paceBucket,
   quantileOf,
-} from '../../../src/store/rules/pace-math.js';
+} from '../../src/domain/pace-math.js';
 
 /** `n` log-normal durations (median `medianMs`, log-scale spread `sigma`) from a seeded stream, in ms. */
 function logNormalSamples(seed: number, n: number, medianMs: number, sigma: number): number[] {
