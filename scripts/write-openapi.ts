@@ -1,5 +1,5 @@
 /**
- * Writes docs/openapi.json: the shop API's OpenAPI 3 document, generated from its route schemas
+ * Writes docs/openapi.json: the shop API's OpenAPI 3.1 document, generated from its route schemas
  * (the same one `GET /openapi.json` serves). `npm run docs:openapi`; a test checks it is current.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';

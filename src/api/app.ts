@@ -6,7 +6,8 @@ import { jsonBodyParser } from '../shared/request-errors.js';
 import { authPlugin } from './auth.js';
 import { ApiHttpError, apiErrorHandler, clientErrorAnswer, frameworkErrorAnswer } from './errors.js';
 import { requestTextProblem } from './input-rules.js';
-import { type ApiRateLimitOptions, apiRateLimitPlugin, documentRateLimit } from './rate-limit.js';
+import { openapiOptions } from './openapi.js';
+import { type ApiRateLimitOptions, apiRateLimitPlugin } from './rate-limit.js';
 import { balanceRoutes } from './routes/balance.js';
 import { catalogRoutes } from './routes/catalog.js';
 import { eventRoutes } from './routes/events.js';
@@ -35,8 +36,8 @@ export interface ApiAppOptions extends OrderRoutesOptions {
 
 /**
  * The shop-facing HTTP API (docs/api.md): bearer tokens with scopes (auth.ts), one plugin per
- * resource (routes/), errors in one shape (errors.ts), and its OpenAPI 3 document at
- * `/openapi.json`, generated from the route schemas.
+ * resource (routes/), errors in one shape (errors.ts), and its OpenAPI 3.1 document at
+ * `/openapi.json`, generated from the route schemas (openapi.ts).
  */
 export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstance> {
   const { store, logger } = options;
@@ -50,23 +51,7 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
     ajv: { customOptions: { removeAdditional: false, coerceTypes: true, allErrors: false } },
   });
 
-  await app.register(fastifySwagger, {
-    openapi: {
-      openapi: '3.0.3',
-      info: {
-        title: 'h2h-sync shop API',
-        version: '1',
-        description:
-          'Orders and their changes for the reseller’s own shop. Every route but this document needs `Authorization: Bearer <token>` with the scope it names (docs/api.md).',
-      },
-      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
-      security: [{ bearer: [] }],
-    },
-    // Shared schemas keep their names (Order, Product, Event, Error …) in the document.
-    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
-    transformObject: (document) =>
-      'openapiObject' in document ? documentRateLimit(document.openapiObject) : document.swaggerObject,
-  });
+  await app.register(fastifySwagger, openapiOptions());
   for (const schema of [
     publicOrderSchema,
     productSchema,

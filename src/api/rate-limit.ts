@@ -2,6 +2,7 @@ import fastifyRateLimit from '@fastify/rate-limit';
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
 import { ApiHttpError } from './errors.js';
+import { RESPONSE_HEADERS } from './schemas.js';
 
 /** The shop API's limit on each token's requests (docs/api.md, "Rate limit"). */
 export interface ApiRateLimitOptions {
@@ -68,7 +69,7 @@ const RATE_LIMIT_HEADERS = {
     description: 'Seconds until this window ends and the budget is whole again.',
     schema: integer,
   },
-  'Retry-After': { description: 'Seconds to wait before the next request.', schema: integer },
+  'Retry-After': RESPONSE_HEADERS['Retry-After'],
 } as const;
 
 interface OpenApiResponse {

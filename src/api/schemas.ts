@@ -2,6 +2,7 @@ import { ORDER_OUTCOMES } from '../domain/public-order.js';
 import { FEED_EVENT_TYPES } from '../store/feed.js';
 import { SUBMISSION_STATES } from '../store/local-order.js';
 import { ORDER_STATUSES } from '../upstream/model.js';
+import { API_ERRORS, type ApiErrorCode } from './errors.js';
 
 /**
  * The JSON Schemas of the shop API (docs/api.md): Fastify validates requests and serialises
@@ -173,22 +174,115 @@ export const feedEventSchema = {
 export const errorSchema = {
   $id: 'Error',
   type: 'object',
+  description: 'Every error answer (docs/api.md, "Errors"); each answer lists the codes it may carry.',
   required: ['error'],
   properties: {
     error: {
       type: 'object',
       required: ['code', 'message'],
       properties: {
-        code: { ...text, description: 'Stable, for programs: docs/api.md lists every one.' },
+        code: {
+          type: 'string',
+          enum: Object.keys(API_ERRORS) as ApiErrorCode[],
+          description: 'Stable, for programs: docs/api.md lists every one.',
+        },
         message: { ...text, description: 'For people: what was wrong and how to fix it.' },
       },
     },
   },
 } as const;
 
-/** The error answers every route with a token may give. */
-export const errorResponses = {
-  400: { $ref: 'Error#' },
-  401: { $ref: 'Error#' },
-  403: { $ref: 'Error#' },
+/**
+ * The headers an answer of the API may carry beside the rate limit's (rate-limit.ts), as the
+ * OpenAPI document's `components.headers`; an answer names them with {@link answerHeaders}.
+ * `required`: sent on every answer that names it.
+ */
+export const RESPONSE_HEADERS = {
+  'Idempotent-Replayed': {
+    description:
+      'true: this answers a repeat of an order placed before with the same partner_ref and body; nothing new was placed (docs/api.md, "Placing orders").',
+    required: true,
+    schema: { type: 'string', enum: ['true'] },
+  },
+  'Retry-After': {
+    description: 'Seconds to wait before the next request.',
+    required: true,
+    schema: { type: 'integer', minimum: 0 },
+  },
+  'WWW-Authenticate': {
+    description: 'The scheme to authenticate with: `Bearer realm="h2h-sync"`.',
+    required: true,
+    schema: { type: 'string', pattern: '^Bearer ' },
+  },
 } as const;
+export type ResponseHeaderName = keyof typeof RESPONSE_HEADERS;
+
+/** The `headers` of an answer's schema, as @fastify/swagger reads them; the document refers each to its component. */
+export const answerHeaders = (...names: ResponseHeaderName[]) =>
+  Object.fromEntries(
+    names.map((name) => [
+      name,
+      { description: RESPONSE_HEADERS[name].description, ...RESPONSE_HEADERS[name].schema },
+    ]),
+  );
+
+/** What each error code an operation may answer means there (docs/api.md, "Errors"). */
+export type ErrorMeanings = Partial<Record<ApiErrorCode, string>>;
+
+/** The refusals any operation may give: its parameters, its URL, our failure. */
+export const REQUEST_REFUSALS = {
+  VALIDATION_ERROR:
+    'a parameter its schema refuses, or a control character or lone surrogate in any text of the request (docs/api.md, "What refs and data may contain")',
+  BAD_REQUEST: 'a malformed URL',
+  INTERNAL_ERROR: 'a failure of ours (logged); retry, and report it if it persists',
+} as const satisfies ErrorMeanings;
+
+/** The refusals of an operation's token (auth.ts): never counted against the rate limit. */
+export const TOKEN_REFUSALS = {
+  TOKEN_MISSING: 'no `Authorization: Bearer <token>`',
+  TOKEN_INVALID: 'a token this h2h-sync does not know',
+  TOKEN_REVOKED: 'a revoked token',
+  SCOPE_MISSING: 'the token lacks the scope this operation needs',
+} as const satisfies ErrorMeanings;
+
+/** The refusals of a request body (shared/request-errors.ts): any POST. */
+export const BODY_REFUSALS = {
+  INVALID_JSON: 'a body sent as application/json that does not parse, or has a `__proto__` key',
+  PAYLOAD_TOO_LARGE: 'a body over 1 MiB',
+  UNSUPPORTED_MEDIA_TYPE: 'a body in any content type but application/json',
+} as const satisfies ErrorMeanings;
+
+/** The header each error code is sent with (errors.ts: 401s; routes/orders.ts: a full backlog). */
+const ERROR_HEADERS: Partial<Record<ApiErrorCode, ResponseHeaderName>> = {
+  TOKEN_MISSING: 'WWW-Authenticate',
+  TOKEN_INVALID: 'WWW-Authenticate',
+  TOKEN_REVOKED: 'WWW-Authenticate',
+  BACKLOG_FULL: 'Retry-After',
+};
+
+/**
+ * The error answers of an operation, by status (API_ERRORS): each in the error shape, described
+ * by the codes it may carry and what they mean there, with the header those codes are sent with.
+ * Throws when codes of one status disagree on a header: the document could not say it is sent.
+ */
+export function errorAnswers(meanings: ErrorMeanings) {
+  const byStatus = new Map<number, ApiErrorCode[]>();
+  for (const code of Object.keys(meanings) as ApiErrorCode[]) {
+    byStatus.set(API_ERRORS[code], [...(byStatus.get(API_ERRORS[code]) ?? []), code]);
+  }
+  return Object.fromEntries(
+    [...byStatus].map(([status, codes]) => {
+      const headers = new Set(codes.map((code) => ERROR_HEADERS[code]));
+      if (headers.size > 1) {
+        throw new Error(`error codes ${codes.join(', ')} share status ${status} but not a header`);
+      }
+      const [header] = headers;
+      const answer = {
+        $ref: 'Error#',
+        description: codes.map((code) => `\`${code}\`: ${meanings[code]}.`).join('\n'),
+        ...(header ? { headers: answerHeaders(header) } : {}),
+      };
+      return [status, answer];
+    }),
+  );
+}

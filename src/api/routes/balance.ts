@@ -1,6 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { OrderStore } from '../../store/order-store.js';
-import { errorResponses } from '../schemas.js';
+import { errorAnswers, REQUEST_REFUSALS, TOKEN_REFUSALS } from '../schemas.js';
 
 /** The balance (docs/api.md, "Catalog and balance"), read from the store, never from the upstream. */
 export const balanceRoutes: FastifyPluginAsync<{ store: OrderStore }> = async (app, { store }) => {
@@ -9,8 +9,15 @@ export const balanceRoutes: FastifyPluginAsync<{ store: OrderStore }> = async (a
     {
       config: { scope: 'orders:read' },
       schema: {
-        summary: 'The balance: the last profile read, corrected by the orders seen since (no upstream call)',
-        response: { 200: { $ref: 'Balance#' }, ...errorResponses },
+        operationId: 'getBalance',
+        tags: ['catalog'],
+        summary: 'The balance',
+        description:
+          'The balance the last profile read showed, corrected by the orders seen since; read from the store, never from the upstream (docs/api.md, "Catalog and balance").',
+        response: {
+          200: { $ref: 'Balance#', description: 'The balance.' },
+          ...errorAnswers({ ...REQUEST_REFUSALS, ...TOKEN_REFUSALS }),
+        },
       },
     },
     async () => store.balance.view(),

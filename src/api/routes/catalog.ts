@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { OrderStore } from '../../store/order-store.js';
 import type { SchemaTypes } from '../schema-types.js';
-import { errorResponses } from '../schemas.js';
+import { errorAnswers, REQUEST_REFUSALS, TOKEN_REFUSALS } from '../schemas.js';
 
 const syncedAt = {
   type: 'string',
@@ -17,7 +17,8 @@ const productQuery = {
 } as const;
 
 /** A page of the local catalog: `data` items of the named schema, with when it was synced. */
-const catalogPage = (items: 'Category#' | 'Product#') => ({
+const catalogPage = (items: 'Category#' | 'Product#', description: string) => ({
+  description,
   type: 'object',
   required: ['data', 'synced_at'],
   properties: { data: { type: 'array', items: { $ref: items } }, synced_at: syncedAt },
@@ -39,8 +40,15 @@ export const catalogRoutes: FastifyPluginAsync<{ store: OrderStore }> = async (b
     {
       config: { scope: 'orders:read' },
       schema: {
-        summary: 'The categories of the local catalog (no upstream call), with when it was synced',
-        response: { 200: catalogPage('Category#'), ...errorResponses },
+        operationId: 'listCategories',
+        tags: ['catalog'],
+        summary: 'The categories of the local catalog',
+        description:
+          'Read from the local copy the worker refreshes every CATALOG_REFRESH_S, never from the upstream; `synced_at` says when the upstream was read for it (docs/api.md, "Catalog and balance").',
+        response: {
+          200: catalogPage('Category#', 'Every category, with when the catalog was synced.'),
+          ...errorAnswers({ ...REQUEST_REFUSALS, ...TOKEN_REFUSALS }),
+        },
       },
     },
     async () => ({ data: await store.catalog.categories(), synced_at: await lastSync() }),
@@ -51,9 +59,16 @@ export const catalogRoutes: FastifyPluginAsync<{ store: OrderStore }> = async (b
     {
       config: { scope: 'orders:read' },
       schema: {
-        summary: 'The products of the local catalog with this account’s prices (no upstream call)',
+        operationId: 'listProducts',
+        tags: ['catalog'],
+        summary: 'The products of the local catalog',
+        description:
+          'With this account’s prices and each product’s target rules, by category, price and code; read from the local copy, never from the upstream (docs/api.md, "Catalog and balance").',
         querystring: productQuery,
-        response: { 200: catalogPage('Product#'), ...errorResponses },
+        response: {
+          200: catalogPage('Product#', 'The products, with when the catalog was synced.'),
+          ...errorAnswers({ ...REQUEST_REFUSALS, ...TOKEN_REFUSALS }),
+        },
       },
     },
     async (request) => ({

@@ -3,7 +3,7 @@ import { MAX_FEED_PAGE } from '../../store/feed.js';
 import type { OrderStore } from '../../store/order-store.js';
 import { MAX_FEED_SEQ } from '../input-rules.js';
 import type { SchemaTypes } from '../schema-types.js';
-import { errorResponses } from '../schemas.js';
+import { errorAnswers, REQUEST_REFUSALS, TOKEN_REFUSALS } from '../schemas.js';
 
 const feedQuery = {
   type: 'object',
@@ -28,11 +28,15 @@ export const eventRoutes: FastifyPluginAsync<{ store: OrderStore }> = async (bas
     {
       config: { scope: 'orders:read' },
       schema: {
-        summary:
-          'The change feed: every change of every order, price change and low balance, oldest first, after a cursor',
+        operationId: 'listEvents',
+        tags: ['events'],
+        summary: 'The change feed, after a cursor',
+        description:
+          'Every change of every order, price change and low balance, oldest first, in one total order: keep the last `seq` you handled and read on with `after=seq`. Events are kept H2H_FEED_RETENTION_D days (docs/api.md, "The change feed").',
         querystring: feedQuery,
         response: {
           200: {
+            description: 'A page of events.',
             type: 'object',
             required: ['data', 'next_after', 'has_more'],
             properties: {
@@ -44,7 +48,7 @@ export const eventRoutes: FastifyPluginAsync<{ store: OrderStore }> = async (bas
               has_more: { type: 'boolean' },
             },
           },
-          ...errorResponses,
+          ...errorAnswers({ ...REQUEST_REFUSALS, ...TOKEN_REFUSALS }),
         },
       },
     },

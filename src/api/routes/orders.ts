@@ -8,7 +8,7 @@ import { ORDER_STATUSES, partnerRefProblem } from '../../upstream/model.js';
 import { readIsoTime } from '../../upstream/upstream-time.js';
 import { ApiHttpError } from '../errors.js';
 import type { FromSchema, SchemaTypes } from '../schema-types.js';
-import { errorResponses } from '../schemas.js';
+import { answerHeaders, BODY_REFUSALS, errorAnswers, REQUEST_REFUSALS, TOKEN_REFUSALS } from '../schemas.js';
 
 export interface OrderRoutesOptions {
   store: OrderStore;
@@ -191,16 +191,37 @@ export const orderRoutes: FastifyPluginAsync<OrderRoutesOptions> = async (base, 
       config: { scope: 'orders:write' },
       preValidation: async (request) => refuseNonStringData(request.body),
       schema: {
-        summary: 'Place an order: accepted at once, submitted in arrival order as the upstream budget allows',
+        operationId: 'placeOrder',
+        tags: ['orders'],
+        summary: 'Place an order',
+        description:
+          'Accepted at once (written to the store, submission `queued`) and sent upstream by the worker in arrival order, at the pace of the upstream budget. Idempotent on `partner_ref` (or `Idempotency-Key`): the same ref and body answer the same order in any state, another body is 409. Checked against the local catalog first (422). Beyond API_SUBMISSION_BACKLOG waiting orders, 503 and nothing stored (docs/api.md, "Placing orders").',
         headers: placeOrderHeaders,
         body: placeOrderBody,
         response: {
-          200: { $ref: 'Order#' },
-          202: { $ref: 'Order#' },
-          409: { $ref: 'Error#' },
-          422: { $ref: 'Error#' },
-          503: { $ref: 'Error#' },
-          ...errorResponses,
+          200: {
+            $ref: 'Order#',
+            description:
+              'A repeat of an order placed before with this partner_ref and body: that order, as it is now.',
+            headers: answerHeaders('Idempotent-Replayed'),
+          },
+          202: { $ref: 'Order#', description: 'Accepted: the order, queued for submission.' },
+          ...errorAnswers({
+            ...REQUEST_REFUSALS,
+            VALIDATION_ERROR:
+              'a body its schema refuses, a data value that is not a string, a partner_ref over 64 characters, an Idempotency-Key that differs from partner_ref, or a control character or lone surrogate in any text',
+            ...BODY_REFUSALS,
+            ...TOKEN_REFUSALS,
+            IDEMPOTENCY_CONFLICT:
+              'this partner_ref was used for another product or other data: use a new ref for a new order',
+            UNKNOWN_PRODUCT:
+              'the local catalog does not list the product (or product_code and product_id name different ones)',
+            PRODUCT_INACTIVE: 'the product is not active',
+            INVALID_TARGET:
+              'data does not match the product’s published rules; the message names the field and the pattern',
+            BACKLOG_FULL:
+              'API_SUBMISSION_BACKLOG orders already wait; nothing was stored: retry after Retry-After seconds',
+          }),
         },
       },
     },
@@ -238,14 +259,22 @@ export const orderRoutes: FastifyPluginAsync<OrderRoutesOptions> = async (base, 
     {
       config: { scope: 'orders:write' },
       schema: {
-        summary:
-          'Cancel an order that was never sent: it becomes cancelled and is never sent; one already sent answers 409',
+        operationId: 'cancelOrder',
+        tags: ['orders'],
+        summary: 'Cancel an order never sent',
+        description:
+          'An order never sent (submission `queued`, or `blocked` with nothing in doubt) becomes `cancelled` and is never sent; cancelling it again answers the same order. One whose create was sent or is being sent is 409: follow it to its outcome (docs/api.md, "Cancelling").',
         params: refParams,
         response: {
-          200: { $ref: 'Order#' },
-          404: { $ref: 'Error#' },
-          409: { $ref: 'Error#' },
-          ...errorResponses,
+          200: { $ref: 'Order#', description: 'The order, cancelled (now or before).' },
+          ...errorAnswers({
+            ...REQUEST_REFUSALS,
+            ...BODY_REFUSALS,
+            ...TOKEN_REFUSALS,
+            ORDER_NOT_FOUND: 'no order has this partner_ref or invoice number',
+            ORDER_ALREADY_SUBMITTED:
+              'the order’s create was sent or is being sent: it can only be followed to its outcome',
+          }),
         },
       },
     },
@@ -271,22 +300,31 @@ export const orderRoutes: FastifyPluginAsync<OrderRoutesOptions> = async (base, 
     {
       config: { scope: 'orders:write' },
       schema: {
-        summary:
-          'Ask for an early poll of an order: its status is read from the upstream as soon as the budget allows',
+        operationId: 'refreshOrder',
+        tags: ['orders'],
+        summary: 'Ask for an early poll of an order',
+        description:
+          'The order’s status is read from the upstream as soon as a poll slot frees; the answer lands in the order and the change feed. A settled order is answered at once, with nothing spent of the upstream’s budget (docs/api.md, "Routes").',
         params: refParams,
         response: {
           200: {
             ...refreshAnswer,
-            description: 'The order is final (outcome set): nothing is asked upstream.',
+            description:
+              'The order is settled (an outcome, and a delivered one has its serial number): nothing is asked upstream.',
           },
           202: {
             ...refreshAnswer,
             description: 'An early poll is asked; its answer lands in the order and the feed.',
           },
-          404: { $ref: 'Error#' },
-          409: { $ref: 'Error#' },
-          503: { $ref: 'Error#' },
-          ...errorResponses,
+          ...errorAnswers({
+            ...REQUEST_REFUSALS,
+            ...BODY_REFUSALS,
+            ...TOKEN_REFUSALS,
+            ORDER_NOT_FOUND: 'no order has this partner_ref or invoice number',
+            ORDER_NOT_SUBMITTED:
+              'the order still waits in the submission queue: there is nothing to read upstream yet',
+            QUEUE_UNAVAILABLE: 'the early-poll queue (Redis) cannot be reached; retry later',
+          }),
         },
       },
     },
@@ -324,9 +362,20 @@ export const orderRoutes: FastifyPluginAsync<OrderRoutesOptions> = async (base, 
     {
       config: { scope: 'orders:read' },
       schema: {
-        summary: 'One order, by partner_ref or invoice number',
+        operationId: 'getOrder',
+        tags: ['orders'],
+        summary: 'One order',
+        description:
+          'The order whose partner_ref or upstream invoice number is `ref` (docs/api.md, "The order").',
         params: refParams,
-        response: { 200: { $ref: 'Order#' }, 404: { $ref: 'Error#' }, ...errorResponses },
+        response: {
+          200: { $ref: 'Order#', description: 'The order.' },
+          ...errorAnswers({
+            ...REQUEST_REFUSALS,
+            ...TOKEN_REFUSALS,
+            ORDER_NOT_FOUND: 'no order has this partner_ref or invoice number',
+          }),
+        },
       },
     },
     async (request) => mustFindOrder(request.params.ref),
@@ -337,10 +386,15 @@ export const orderRoutes: FastifyPluginAsync<OrderRoutesOptions> = async (base, 
     {
       config: { scope: 'orders:read' },
       schema: {
+        operationId: 'listOrders',
+        tags: ['orders'],
         summary: 'Orders, newest first, a page at a time',
+        description:
+          'Filtered by status or submission state, by the upstream’s status string and by when they were written here. `next_cursor` is the position of the last order of the page, so orders added meanwhile never shift a page (docs/api.md, "Routes").',
         querystring: orderListQuery,
         response: {
           200: {
+            description: 'A page of orders.',
             type: 'object',
             required: ['data', 'next_cursor'],
             properties: {
@@ -348,7 +402,13 @@ export const orderRoutes: FastifyPluginAsync<OrderRoutesOptions> = async (base, 
               next_cursor: { type: 'string', nullable: true, description: 'null on the last page.' },
             },
           },
-          ...errorResponses,
+          ...errorAnswers({
+            ...REQUEST_REFUSALS,
+            VALIDATION_ERROR:
+              'a parameter its schema refuses (a status it does not know, a limit out of range), a time without Z or an offset, created_from not before created_to, or a control character or lone surrogate in any text',
+            INVALID_CURSOR: 'a cursor this API did not give: pass next_cursor unchanged',
+            ...TOKEN_REFUSALS,
+          }),
         },
       },
     },
