@@ -45,7 +45,9 @@ export type AcceptResult = { replayed: boolean; order: PublicOrder };
  * - A new one is checked against the local catalog once it was synced (an unknown or inactive
  *   product, data that misses the product's published target rules) and refused before anything
  *   is stored or sent; then queued for the submission pump, with the catalog's name and price
- *   of its product, unless `submissionBacklog` orders already wait (`BACKLOG_FULL`).
+ *   of its product, unless `submissionBacklog` orders already wait (`BACKLOG_FULL`): counted
+ *   in the insert's transaction, which admissions take one at a time, so the backlog never
+ *   grows past it however many requests arrive together.
  * Two requests with one new partner_ref race on the store's unique key: one queues, the other
  * is answered as a repeat of it.
  */
@@ -58,21 +60,24 @@ export async function acceptOrder(
   const known = await store.queries.getOrderByPartnerRef(partnerRef);
   if (known) return replay(store, partnerRef, known, request);
   const product = await checkAgainstCatalog(store, request);
-  if ((await store.queries.countQueued()) >= options.submissionBacklog) {
+  const admitted = await store.writer.admitQueuedOrder(
+    {
+      partnerRef,
+      ...(request.product_code === undefined ? {} : { productCode: request.product_code }),
+      ...(request.product_id === undefined ? {} : { productId: request.product_id }),
+      data: request.data,
+      ...(product ? { catalog: { name: product.name, price: product.price } } : {}),
+    },
+    options.submissionBacklog,
+  );
+  if ('full' in admitted) {
     throw new AcceptOrderError(
       'BACKLOG_FULL',
       `${options.submissionBacklog} orders already wait for the upstream's rate budget: retry after ${options.retryAfterS} s (nothing was stored)`,
     );
   }
-  const { created, order } = await store.writer.createLocalOrder({
-    partnerRef,
-    ...(request.product_code === undefined ? {} : { productCode: request.product_code }),
-    ...(request.product_id === undefined ? {} : { productId: request.product_id }),
-    data: request.data,
-    ...(product ? { catalog: { name: product.name, price: product.price } } : {}),
-    queued: true,
-  });
   // Another request with the same ref may have won the insert.
+  const { created, order } = admitted;
   if (!created) return replay(store, partnerRef, order, request);
   return { replayed: false, order: (await store.queries.getPublicOrderByPartnerRef(partnerRef))! };
 }

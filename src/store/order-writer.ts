@@ -115,23 +115,50 @@ export class OrderWriter {
    * before the create answer is still resolved by the reconciler.
    */
   createLocalOrder(input: CreateLocalOrderInput): Promise<{ order: LocalOrder; created: boolean }> {
-    return this.#context.db.write(
-      async (tx) => {
-        const now = this.#context.now();
-        const row = await this.#schedule.pace.planWith(tx, (pace) =>
-          planLocalOrder(input, now, { schedule: this.#schedule.settings, pace }),
-        );
-        // The read is issued with the insert (sql/together.ts) and runs after it: the new row, or
-        // the one that was there.
-        const [inserted, stored] = await together([
-          tx.run(INSERT_ORDER_IF_NEW, row),
-          this.#context.find(tx, row.partner_ref, null),
-        ]);
-        return { order: toLocalOrder(stored!), created: inserted.changes === 1 };
-      },
-      // No feed event (an order not yet submitted has none), so no feed lock: on PostgreSQL a
-      // shop's order is not held up behind a worker's batch; the unique partner_ref decides a race.
+    // No feed event (an order not yet submitted has none), so no feed lock: on PostgreSQL a
+    // shop's order is not held up behind a worker's batch; the unique partner_ref decides a race.
+    return this.#context.db.write((tx) => this.#insertLocal(tx, input));
+  }
+
+  /**
+   * {@link createLocalOrder} of a queued order (the shop API's), admitted only while fewer than
+   * `backlog` orders are queued: the count and the insert in one transaction that every
+   * admission takes in turn (PostgreSQL's admission lock; SQLite's write lock), so two requests
+   * never both take the last place. An order its partner_ref already names is answered as it is,
+   * whether the backlog is full or not; `full` when it is and the order is new: nothing written.
+   */
+  admitQueuedOrder(
+    input: Omit<CreateLocalOrderInput, 'queued'>,
+    backlog: number,
+  ): Promise<{ order: LocalOrder; created: boolean } | { full: true }> {
+    return this.#context.db.write(async (tx) => {
+      if (tx.dialect.admissionLockSql) await tx.get(tx.dialect.admissionLockSql);
+      const known = await this.#context.find(tx, input.partnerRef, null);
+      if (known) return { order: toLocalOrder(known), created: false };
+      const queued = await tx.get<{ n: number }>(
+        `SELECT COUNT(*) AS n FROM orders ${tx.dialect.indexedBy('orders_queued')} WHERE submission_state = 'queued'`,
+      );
+      if (Number(queued?.n ?? 0) >= backlog) return { full: true };
+      return this.#insertLocal(tx, { ...input, queued: true });
+    });
+  }
+
+  /** Inserts the order unless its partner_ref is taken: the new row, or the one that was there. */
+  async #insertLocal(
+    tx: SqlExecutor,
+    input: CreateLocalOrderInput,
+  ): Promise<{ order: LocalOrder; created: boolean }> {
+    const now = this.#context.now();
+    const row = await this.#schedule.pace.planWith(tx, (pace) =>
+      planLocalOrder(input, now, { schedule: this.#schedule.settings, pace }),
     );
+    // The read is issued with the insert (sql/together.ts) and runs after it: the new row, or
+    // the one that was there.
+    const [inserted, stored] = await together([
+      tx.run(INSERT_ORDER_IF_NEW, row),
+      this.#context.find(tx, row.partner_ref, null),
+    ]);
+    return { order: toLocalOrder(stored!), created: inserted.changes === 1 };
   }
 
   /**

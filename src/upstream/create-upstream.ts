@@ -22,11 +22,6 @@ export interface CreateUpstreamOptions {
   logger?: Logger;
 }
 
-/** The shared rate budget of `apiKey` on `redis`, with the configured limit, window and reserve (H2H_RATE_*). */
-export function configuredRateBudget(config: Config, redis: Redis, apiKey: string): RateBudget {
-  return new RateBudget({ redis, apiKey, ...config.budget });
-}
-
 /**
  * Opens the upstream of `config`: an {@link UpstreamClient} with the configured URL, key,
  * timeouts and retries, drawing from the shared rate budget on a Redis connection of its own
@@ -41,7 +36,7 @@ export async function createUpstream(config: Config, options: CreateUpstreamOpti
     connectionName: 'h2h-budget',
     logger,
   });
-  const budget = configuredRateBudget(config, redis, settings.apiKey);
+  const budget = new RateBudget({ redis, apiKey: settings.apiKey, ...config.budget });
   let client: UpstreamClient;
   try {
     client = new UpstreamClient({

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { runCliLoggingModules } from '../helpers/cli.js';
+import { privateRedis } from '../helpers/redis.js';
 import { tempStore } from '../helpers/store.js';
 
 /** The queue, the HTTP client, the HTTP server and both database drivers: what only some commands need. */
@@ -47,4 +48,19 @@ test('tokens list on a PostgreSQL URL loads the PostgreSQL driver, not the SQLit
   assert.equal(list.code, 2, list.stderr);
   assert.match(list.stderr, /127\.0\.0\.1:1/);
   assert.deepEqual(heavyAmong(list.packages), ['postgres']);
+});
+
+test('status reads the queues and the rate budget without loading the HTTP client or server', async (t) => {
+  const redis = await privateRedis(t);
+  const { path } = await tempStore(t);
+
+  const status = await runCliLoggingModules(['status', '--json'], {
+    H2H_DB_PATH: path,
+    REDIS_URL: redis.url,
+    H2H_API_KEY: 'key-for-the-budget',
+  });
+
+  assert.equal(status.code, 0, status.stderr);
+  assert.ok('budget' in JSON.parse(status.stdout), 'the budget is reported');
+  assert.deepEqual(heavyAmong(status.packages), ['bullmq', 'ioredis', 'better-sqlite3']);
 });

@@ -5,14 +5,13 @@ import { reconcilerSettings } from '../../config/config.js';
 import { type EndpointBacklogView, notificationBacklog } from '../../notify/operations.js';
 import { POLL_REQUEST_QUEUE } from '../../queue/poll-request-queue.js';
 import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE } from '../../queue/webhook-queue.js';
-import type { BudgetUsage } from '../../rate-budget/rate-budget.js';
+import { type BudgetUsage, RateBudget } from '../../rate-budget/rate-budget.js';
 import { RECONCILE_QUEUE } from '../../reconciler/reconcile-queue.js';
 import { connectRedis } from '../../shared/redis-connection.js';
 import { GAVE_UP_WINDOW } from '../../store/notify-deliveries.js';
 import type { AuditCoverage, OrderCounts } from '../../store/order-queries.js';
 import type { OrderStore } from '../../store/order-store.js';
 import type { OpenCircuit } from '../../store/upstream-circuit.js';
-import { configuredRateBudget } from '../../upstream/create-upstream.js';
 import { fixFor } from '../../upstream/errors.js';
 import { openContext } from '../context.js';
 import { printPublicJson, renderTable, runAction } from '../output.js';
@@ -325,7 +324,8 @@ export const status = async (flags: { json?: boolean }) => {
           report.queues = await queueDepths(redis);
           report.failedEvents = report.queues.webhooks.failed;
           const apiKey = context.config.settings.H2H_API_KEY;
-          if (apiKey) report.budget = await configuredRateBudget(context.config, redis, apiKey).used();
+          if (apiKey)
+            report.budget = await new RateBudget({ redis, apiKey, ...context.config.budget }).used();
         } finally {
           redis.disconnect();
         }

@@ -21,10 +21,12 @@ import { type CompiledSql, compileNamed, valuesOf } from './named-params.js';
  * FEED: taken first by every transaction that appends to the change feed, held to COMMIT, so feed
  * seqs become visible in the order they are taken (docs/store-backends.md, "The feed without
  * gaps"). MIGRATE: taken by each migration step and the schema_version bootstrap, so two hosts
- * starting at once apply each step once.
+ * starting at once apply each step once. ADMISSION: taken by each admission of a queued order,
+ * so the backlog's count and the insert are one step for every process.
  */
 export const FEED_LOCK_KEY = 72_085_001;
 export const MIGRATE_LOCK_KEY = 72_085_002;
+export const ADMISSION_LOCK_KEY = 72_085_003;
 
 /** The channel feed-appending transactions `NOTIFY` (delivered at their commit, collapsed per transaction). */
 export const FEED_CHANNEL = 'h2h_feed';
@@ -39,6 +41,7 @@ export const POSTGRES_DIALECT: Dialect = {
   schemaVersionSql: 'SELECT version FROM schema_version',
   setSchemaVersionSql: (version) => `UPDATE schema_version SET version = ${Math.trunc(version)}`,
   migrationLockSql: `SELECT pg_advisory_xact_lock(${MIGRATE_LOCK_KEY})`,
+  admissionLockSql: `SELECT pg_advisory_xact_lock(${ADMISSION_LOCK_KEY})`,
 };
 
 /**

@@ -40,6 +40,12 @@ export interface Dialect {
    * is that lock already).
    */
   readonly migrationLockSql: string;
+  /**
+   * The first statement of a transaction that admits a queued order only while the backlog has
+   * room (`OrderWriter.admitQueuedOrder`), so two admissions never both count the last place:
+   * PostgreSQL's admission advisory lock; empty on SQLite (`BEGIN IMMEDIATE` is that lock).
+   */
+  readonly admissionLockSql: string;
 }
 
 export interface SqlExecutor {

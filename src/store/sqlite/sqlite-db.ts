@@ -34,6 +34,7 @@ export const SQLITE_DIALECT: Dialect = {
   schemaVersionSql: 'SELECT user_version AS version FROM pragma_user_version',
   setSchemaVersionSql: (version) => `PRAGMA user_version = ${Math.trunc(version)}`,
   migrationLockSql: '',
+  admissionLockSql: '',
 };
 
 export interface OpenSqliteOptions {
