@@ -8,8 +8,7 @@
 # ships Node's headers. better-sqlite3 12 is rebuilt against the headers of Node 24.18.1, not of
 # the newest 24: Node 24.19 changed node::ObjectWrap so that an addon compiled against its headers
 # aborts in Statement::~Statement during GC (nodejs/node#65446); compiled against 24.18.1 headers
-# it runs cleanly on every 24.x (docs/deployment.md). Afterwards better-sqlite3 is rebuilt for the
-# machine's Node again, so the working tree is left as it was.
+# it runs cleanly on every 24.x (docs/deployment.md). Afterwards the machine's build is put back.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,7 +31,14 @@ install_node() { # $1: folder under var/, $2: version spec
 node24="$(install_node node24 24)"
 headers="$(install_node node24-headers "$HEADERS_VERSION")"
 
-trap 'echo "test-node24: rebuilding better-sqlite3 for $(node --version) again" >&2; npm rebuild better-sqlite3 >/dev/null' EXIT
+# The machine's build of the addon is kept aside and put back afterwards, so the working tree is
+# left as it was without compiling SQLite a second time (about 90 s); should it be missing, the
+# next `npm test` (scripts/setup.sh) rebuilds it.
+addon=node_modules/better-sqlite3/build/Release/better_sqlite3.node
+kept="var/better_sqlite3.node.$(node -p process.versions.modules)"
+mkdir -p var
+cp "$addon" "$kept"
+trap 'echo "test-node24: putting back better-sqlite3 built for $(node --version)" >&2; cp "$kept" "$addon"' EXIT
 
 echo "test-node24: rebuilding better-sqlite3 with Node $HEADERS_VERSION headers; running on Node $("$node24/bin/node" --version)" >&2
 PATH="$node24/bin:$PATH" npm_config_nodedir="$headers" npm rebuild better-sqlite3 >/dev/null
