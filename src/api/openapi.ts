@@ -141,7 +141,7 @@ const WEBHOOK_PARAMETERS = {
     name: 'webhook-id',
     required: true,
     description:
-      '`evt_<seq>`: the event (its seq in the change feed); the same on every retry and replay of it, so dedupe on it.',
+      '`evt_<seq>`: the event (its seq in the change feed); the same on every retry and resend of it, so dedupe on it.',
     schema: { type: 'string', pattern: '^evt_[1-9][0-9]*$' },
   },
   WebhookTestId: {

@@ -7,7 +7,7 @@ import { API_ERRORS, type ApiErrorCode } from './errors.js';
 /**
  * The JSON Schemas of the shop API (docs/api.md): Fastify validates requests and serialises
  * answers with them, and @fastify/swagger builds the OpenAPI document from them. The order's
- * schema mirrors `PublicOrder` (src/orders/public-order.ts) field for field: an answer
+ * schema mirrors `PublicOrder` (src/domain/public-order.ts) field for field: an answer
  * serialiser drops any field a schema does not name, and the API test compares the two.
  */
 

@@ -1,7 +1,8 @@
 import { ORDER_STATUSES, type OrderStatus } from '../upstream/model.js';
 
 /**
- * The order state machine (docs/store.md, "The state machine"): which status changes an order
+ * The order state machine (docs/store.md, "Applying a snapshot"; docs/shop.md, "The order's
+ * states"): which status changes an order
  * takes, whatever their source (a create answer, a webhook, a poll). The single source of these
  * rules; pure, like the rest of src/domain/.
  */

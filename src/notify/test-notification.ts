@@ -6,7 +6,7 @@ import { type PostResult, postNotification } from './post-notification.js';
 import { signNotification } from './signature.js';
 
 /**
- * `h2h-sync endpoints test ID` (docs/cli.md; docs/shop.md, "Testing your endpoint"): one
+ * `h2h-sync endpoints test ID` (docs/cli.md; docs/shop.md, "Five commands", step 5): one
  * notification of type {@link TEST_EVENT_TYPE}, signed and POSTed exactly as the notifier sends
  * an order's (the endpoint's secrets, two during a rotation; the same headers, client and time
  * limit), now, whatever the endpoint's event filter or state. It is no event of the change feed:
@@ -101,7 +101,7 @@ export function endpointTestProblem(
   };
 }
 
-/** The test notification's body: the notification shape, `{type, timestamp, data}`, of no order. */
+/** The test notification's body: the notification shape of an event of no order, `{type, timestamp, data}`. */
 export function testNotificationBody(endpoint: NotifyEndpoint, at: number): string {
   return JSON.stringify({
     type: TEST_EVENT_TYPE,

@@ -1,7 +1,8 @@
 /**
  * The upstream H2H API's data model: the spec's resources (`shared/upstream-api.md` §2), the
- * order state machine and the error codes fixed in `shared/decisions.md`. The simulator, the
- * client, the store and the receiver all import these; nothing else defines them.
+ * order statuses and the error codes fixed in `shared/decisions.md` (the state machine over
+ * these statuses is src/domain/state-machine.ts). The simulator, the client, the store and the
+ * receiver all import these; nothing else defines them.
  */
 
 /** Path prefix of every member endpoint (spec §1). */

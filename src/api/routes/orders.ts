@@ -89,10 +89,11 @@ const orderListQuery = {
 /**
  * Whether the upstream has nothing more to tell of an order, so a refresh spends no poll on it:
  * it ended (`outcome`), and a delivered one has its serial number (which may follow a SUCCESS).
- * The reconciler's rule for settled orders (store/rules/poll-rules.ts, `isSettled`) in the public
- * form; a refund of a delivered order is the audit's to find (docs/reconciler.md).
+ * The reconciler's rule for settled orders (src/domain/poll-rules.ts, `isSettled`) in the public
+ * form, without its stuck marking; a refund of a delivered order is the audit's to find
+ * (docs/reconciler.md).
  */
-const isSettled = (order: PublicOrder) =>
+const nothingLeftToLearn = (order: PublicOrder) =>
   order.outcome !== null && !(order.outcome === 'delivered' && order.serial_number === null);
 
 const refreshAnswer = {
@@ -336,7 +337,7 @@ export const orderRoutes: FastifyPluginAsync<OrderRoutesOptions> = async (base, 
           `order ${order.partner_ref} still waits in the submission queue: there is nothing to read upstream yet`,
         );
       }
-      if (isSettled(order)) return reply.code(200).send({ requested: false, order });
+      if (nothingLeftToLearn(order)) return reply.code(200).send({ requested: false, order });
       if (!requestPoll) {
         throw new ApiHttpError(
           'QUEUE_UNAVAILABLE',
