@@ -146,7 +146,8 @@ export async function applyWebhookJob(data: unknown, groupCommit: ApplyCommit): 
 
 /**
  * The event worker (docs/worker.md): a BullMQ worker on {@link WEBHOOK_QUEUE} that applies each
- * verified webhook to the order store with `applyOrderSnapshot` (source `webhook`).
+ * verified webhook to the order store (source `webhook`) through `OrderWriter.applyBatch`, the
+ * group commit's form of `applyOrderSnapshot`.
  *
  * - Jobs are applied by group commit: the jobs in flight share one SQLite transaction, each in
  *   its own savepoint, and a job completes only after that transaction has committed.
