@@ -179,7 +179,7 @@ const notificationOperationId = (type: string) =>
 
 /**
  * `document` with a `webhooks` entry for every notification type: its body is the change feed's
- * `Event` without its `seq` (notifier.ts, `notificationBody`), with the type's own `data`.
+ * `Event` without its `seq` (post-notification.ts, `notificationBody`), with the type's own `data`.
  */
 function documentNotifications<T extends Document>(document: T): T {
   const schemas = document.components?.schemas ?? {};

@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
 import { Agent } from 'undici';
-import { type FeedEvent, orderRefOf } from '../store/feed.js';
+import { orderRefOf } from '../store/feed.js';
 import type { DeliveryOutcome, NotifyDelivery } from '../store/notify-deliveries.js';
-import { type NotifyEndpoint, signingSecrets } from '../store/notify-endpoints.js';
+import type { NotifyEndpoint } from '../store/notify-endpoints.js';
 import type { OutboxItem, Settlement } from '../store/notify-outbox.js';
 import type { OrderStore } from '../store/order-store.js';
 import {
@@ -12,9 +12,8 @@ import {
 } from './defaults.js';
 import { wantedTypes } from './event-filter.js';
 import { createNotifyMetrics, type NotifyMetrics } from './notify-metrics.js';
-import { type PostResult, postNotification } from './post-notification.js';
+import { notificationBody, notificationId, type PostResult, sendNotification } from './post-notification.js';
 import { DEFAULT_NOTIFY_RETRY_S, retryDelayMs } from './retry-schedule.js';
-import { signNotification } from './signature.js';
 
 export interface NotifierOptions {
   /** The order store of the process: the feed, the endpoints, the outbox and the history. */
@@ -47,14 +46,6 @@ export interface Notifier {
   /** Stops picking; waits for the deliveries in flight; `false` when it had to give up waiting. */
   close(options?: { timeoutMs?: number }): Promise<boolean>;
 }
-
-/** The body: the feed event but its `seq` (in `webhook-id`): `{type, timestamp, previous_status, data}`. */
-export function notificationBody(event: FeedEvent): string {
-  return JSON.stringify({ ...event, seq: undefined });
-}
-
-/** The message id of an event, the same on every attempt and resend: receivers dedupe on it. */
-export const notificationId = (seq: number): string => `evt_${seq}`;
 
 /**
  * Delivers the shop notifications from the outbox (docs/api.md, "Notifications"), in the worker
@@ -117,15 +108,9 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
   const deliver = async (item: OutboxItem): Promise<void> => {
     const endpoint = endpoints.get(item.endpointId);
     if (!item.event || !endpoint) return settle(item, 'skipped');
-    const body = notificationBody(item.event);
     const requestedAt = now();
-    const headers = signNotification(
-      signingSecrets(endpoint, requestedAt),
-      notificationId(item.seq),
-      Math.floor(requestedAt / 1000),
-      body,
-    );
-    const answer = await postNotification(endpoint.url, { ...headers }, body, {
+    const answer = await sendNotification(endpoint, notificationId(item.seq), notificationBody(item.event), {
+      at: requestedAt,
       timeoutMs,
       dispatcher: agent,
     });

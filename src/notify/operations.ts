@@ -82,9 +82,6 @@ export async function disableEndpoint(store: Store, id: number): Promise<NotifyE
   return (await store.endpoints.disable(id, 'disabled with h2h-sync endpoints disable'))!;
 }
 
-/** What `endpoints enable` did: the endpoint, and the events it missed while disabled. */
-export type EnableResult = EnableOutcome;
-
 /**
  * Enables a disabled endpoint again (disabled by `endpoints disable` or by a 410 answer). It is
  * sent the events committed from now on, as a new endpoint is: those committed while it was
@@ -92,7 +89,7 @@ export type EnableResult = EnableOutcome;
  * the operator to resend if the shop wants them (docs/api.md, "Enabling an endpoint again").
  * One write transaction in the store (NotifyEndpoints.enable).
  */
-export async function enableEndpoint(store: Store, id: number): Promise<EnableResult> {
+export async function enableEndpoint(store: Store, id: number): Promise<EnableOutcome> {
   const result = await store.endpoints.enable(id);
   if (!result) throw notFound(id);
   return result;

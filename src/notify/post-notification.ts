@@ -1,4 +1,20 @@
 import { type Dispatcher, getGlobalDispatcher, request } from 'undici';
+import type { FeedEvent } from '../store/feed.js';
+import { type NotifyEndpoint, signingSecrets } from '../store/notify-endpoints.js';
+import { signNotification } from './signature.js';
+
+/** A feed event, or the test notification's: no `seq`, its own type and data, a feed event's other fields. */
+export type NotificationEvent =
+  | FeedEvent
+  | (Omit<FeedEvent, 'seq' | 'type' | 'data'> & { type: string; data: Record<string, unknown> });
+
+/** The body: the event but its `seq` (in `webhook-id`): `{type, timestamp, previous_status, data}`. */
+export function notificationBody(event: NotificationEvent): string {
+  return JSON.stringify({ ...event, seq: undefined });
+}
+
+/** The message id of an event, the same on every attempt and resend: receivers dedupe on it. */
+export const notificationId = (seq: number): string => `evt_${seq}`;
 
 /** The most of an answer's body read (and dropped) before the connection is given up instead. */
 const MAX_ANSWER_BYTES = 65_536;
@@ -44,4 +60,18 @@ export async function postNotification(
       : `${e.cause?.code ?? e.code ?? e.name}: ${e.cause?.message ?? e.message}`;
     return { status: null, durationMs: durationMs(), error };
   }
+}
+
+/**
+ * Signs `body` with `endpoint`'s secrets at `at` (ms; two during a rotation) as message `id` and
+ * POSTs it to the endpoint ({@link postNotification}).
+ */
+export function sendNotification(
+  endpoint: NotifyEndpoint,
+  id: string,
+  body: string,
+  { at, ...options }: { at: number; timeoutMs: number; dispatcher: Dispatcher },
+): Promise<PostResult> {
+  const headers = signNotification(signingSecrets(endpoint, at), id, Math.floor(at / 1000), body);
+  return postNotification(endpoint.url, { ...headers }, body, options);
 }

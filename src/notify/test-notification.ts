@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Agent } from 'undici';
-import { type NotifyEndpoint, signingSecrets } from '../store/notify-endpoints.js';
+import type { NotifyEndpoint } from '../store/notify-endpoints.js';
 import { DEFAULT_NOTIFY_TIMEOUT_MS } from './defaults.js';
-import { type PostResult, postNotification } from './post-notification.js';
-import { signNotification } from './signature.js';
+import { notificationBody, type PostResult, sendNotification } from './post-notification.js';
 
 /**
  * `h2h-sync endpoints test ID` (docs/cli.md; docs/shop.md, "Five commands", step 5): one
@@ -101,9 +100,9 @@ export function endpointTestProblem(
   };
 }
 
-/** The test notification's body: the notification shape of an event of no order, `{type, timestamp, data}`. */
+/** The test notification's body: a notification's, of an event of no order, `{type, timestamp, data}`. */
 export function testNotificationBody(endpoint: NotifyEndpoint, at: number): string {
-  return JSON.stringify({
+  return notificationBody({
     type: TEST_EVENT_TYPE,
     timestamp: new Date(at).toISOString(),
     data: {
@@ -124,16 +123,10 @@ export async function sendTestNotification(
 ): Promise<EndpointTestResult> {
   const sentAt = now();
   const webhookId = `test_${randomUUID()}`;
-  const body = testNotificationBody(endpoint, sentAt);
-  const headers = signNotification(
-    signingSecrets(endpoint, sentAt),
-    webhookId,
-    Math.floor(sentAt / 1000),
-    body,
-  );
   const agent = new Agent({ connect: { timeout: timeoutMs } });
   try {
-    const answer = await postNotification(endpoint.url, { ...headers }, body, {
+    const answer = await sendNotification(endpoint, webhookId, testNotificationBody(endpoint, sentAt), {
+      at: sentAt,
       timeoutMs,
       dispatcher: agent,
     });
