@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
 import { sendTestNotification } from '../../src/notify/test-notification.js';
+import { spawnProcess } from '../helpers/cli.js';
 import { liveOrder, notifySetup, startTestNotifier } from '../helpers/notify.js';
 import type { WebhookDelivery } from '../helpers/webhook-sink.js';
 
@@ -87,33 +87,22 @@ function captured(delivery: WebhookDelivery): Notification {
 }
 
 async function runSnippet(
+  t: { after(fn: () => unknown): void },
   dir: string,
   language: Language,
   secret: string,
   notification: Notification,
 ): Promise<Verdict> {
   const { command, file } = DRIVERS[language];
-  const child = spawn(command, [join(dir, `driver-${file}`), join(dir, file)], { stdio: 'pipe' });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk) => {
-    stdout += chunk;
-  });
-  child.stderr.on('data', (chunk) => {
-    stderr += chunk;
-  });
-  const exited = new Promise<number | null>((resolve, reject) => {
-    child.once('error', (err) =>
-      reject(new Error(`${command} cannot run (${err.message}): run bash scripts/setup.sh`)),
-    );
-    child.once('close', resolve);
-  });
-  child.stdin.end(
+  const run = spawnProcess(t, command, [join(dir, `driver-${file}`), join(dir, file)]);
+  run.child.stdin.end(
     JSON.stringify({ secret, headers: notification.headers, body: notification.body.toString('base64') }),
   );
-  const code = await exited;
-  assert.equal(code, 0, `${command} ${file} failed: ${stderr}${stdout}`);
-  return JSON.parse(stdout) as Verdict;
+  const code = await run.exited.catch((err: Error) => {
+    throw new Error(`${err.message}: run bash scripts/setup.sh`);
+  });
+  assert.equal(code, 0, `${command} ${file} failed: ${run.stderr()}${run.stdout()}`);
+  return JSON.parse(run.stdout()) as Verdict;
 }
 
 test("docs/shop.md's PHP and Python snippets accept a genuine notification under either secret of a rotation, and reject a tampered body, a wrong secret and a stale timestamp", async (t) => {
@@ -150,18 +139,18 @@ test("docs/shop.md's PHP and Python snippets accept a genuine notification under
 
   for (const language of LANGUAGES) {
     for (const secret of [newSecret, oldSecret]) {
-      const verdict = await runSnippet(dir, language, secret, genuine);
+      const verdict = await runSnippet(scope, dir, language, secret, genuine);
       assert.equal(verdict.accepted, true, `${language} accepts the genuine one: ${verdict.reason}`);
       assert.equal(verdict.event?.type, 'order.submitted');
       assert.equal(verdict.event?.data.partner_ref, 'SHOP-1');
     }
-    const forged = await runSnippet(dir, language, newSecret, tampered);
+    const forged = await runSnippet(scope, dir, language, newSecret, tampered);
     assert.equal(forged.accepted, false, `${language}: a tampered body`);
     assert.match(forged.reason!, /no signature matches/);
-    const wrong = await runSnippet(dir, language, generateEndpointSecret(), genuine);
+    const wrong = await runSnippet(scope, dir, language, generateEndpointSecret(), genuine);
     assert.equal(wrong.accepted, false, `${language}: a wrong secret`);
     assert.match(wrong.reason!, /no signature matches/);
-    const old = await runSnippet(dir, language, newSecret, stale);
+    const old = await runSnippet(scope, dir, language, newSecret, stale);
     assert.equal(old.accepted, false, `${language}: a stale timestamp`);
     assert.match(old.reason!, /webhook-timestamp/);
   }

@@ -1,4 +1,9 @@
-import { type ChildProcessWithoutNullStreams, execFile, spawn } from 'node:child_process';
+import {
+  type ChildProcessWithoutNullStreams,
+  execFile,
+  type SpawnOptionsWithoutStdio,
+  spawn,
+} from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -69,10 +74,13 @@ async function execCli(nodeArgs: string[], args: string[], env: Record<string, s
   }
 }
 
-/** A long-running CLI command (`api`, `tail`, `worker` …) started as a child process. */
-export interface SpawnedCli {
+/** A child process a test started, and everything it printed. */
+export interface SpawnedProcess {
   child: ChildProcessWithoutNullStreams;
-  /** Resolves with the exit code (null after a signal). */
+  /**
+   * Resolves with the exit code (null after a signal) once its output has ended too, so what it
+   * printed is complete then; rejects when the command cannot be started.
+   */
   exited: Promise<number | null>;
   /** Everything written so far. */
   stdout(): string;
@@ -82,18 +90,16 @@ export interface SpawnedCli {
 }
 
 /**
- * Starts the CLI as a user would, with only PATH and the given settings in its environment, and
+ * Starts `command` with `args` in a child process whose stdin, stdout and stderr are pipes, and
  * collects what it prints; it is killed when the test ends if it is still running.
  */
-export function spawnCli(
+export function spawnProcess(
   t: { after(fn: () => unknown): void },
+  command: string,
   args: string[],
-  env: Record<string, string>,
-): SpawnedCli {
-  const child = spawn(process.execPath, [BUILT_CLI, ...args], {
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
+  options: SpawnOptionsWithoutStdio = {},
+): SpawnedProcess {
+  const child = spawn(command, args, { ...options, stdio: 'pipe' });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk) => {
@@ -102,7 +108,10 @@ export function spawnCli(
   child.stderr.on('data', (chunk) => {
     stderr += chunk;
   });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const exited = new Promise<number | null>((resolve, reject) => {
+    child.once('error', (err) => reject(new Error(`${command} cannot run (${err.message})`)));
+    child.once('close', (code) => resolve(code));
+  });
   t.after(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });
@@ -118,4 +127,18 @@ export function spawnCli(
         .filter((line) => line !== '')
         .map((line) => JSON.parse(line) as T),
   };
+}
+
+/**
+ * Starts a long-running CLI command (`api`, `tail`, `worker` …) as a user would, with only PATH and the given settings in its environment, and
+ * collects what it prints ({@link spawnProcess}).
+ */
+export function spawnCli(
+  t: { after(fn: () => unknown): void },
+  args: string[],
+  env: Record<string, string>,
+): SpawnedProcess {
+  return spawnProcess(t, process.execPath, [BUILT_CLI, ...args], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+  });
 }
