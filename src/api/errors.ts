@@ -40,6 +40,8 @@ export class ApiHttpError extends Error {
   constructor(
     readonly code: ApiErrorCode,
     message: string,
+    /** The answer's `Retry-After`, in seconds: for a refusal that waiting ends. */
+    readonly retryAfterS?: number,
   ) {
     super(message);
   }
@@ -80,7 +82,7 @@ const REQUEST_ERROR_CODES: Record<RequestErrorKind, ApiErrorCode> = {
 };
 
 /**
- * The API's error handler: an {@link ApiHttpError} as it says (401s with `WWW-Authenticate`), a
+ * The API's error handler: an {@link ApiHttpError} as it says (401s with `WWW-Authenticate`, and its `Retry-After`), a
  * schema's refusal as `VALIDATION_ERROR`, a refused body or content type as the receiver's are
  * (`requestErrorOf`), and anything else as a logged `INTERNAL_ERROR`. `bodyLimit`: the app's, in bytes.
  */
@@ -89,6 +91,7 @@ export function apiErrorHandler(bodyLimit: number) {
     if (error instanceof ApiHttpError) {
       const status = API_ERRORS[error.code];
       if (status === 401) reply.header('www-authenticate', 'Bearer realm="h2h-sync"');
+      if (error.retryAfterS !== undefined) reply.header('retry-after', String(error.retryAfterS));
       return reply.code(status).send(apiErrorBody(error.code, error.message));
     }
     if (error.validation) {

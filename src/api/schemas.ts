@@ -252,12 +252,13 @@ export const BODY_REFUSALS = {
   UNSUPPORTED_MEDIA_TYPE: 'a body in any content type but application/json',
 } as const satisfies ErrorMeanings;
 
-/** The header each error code is sent with (errors.ts: 401s; routes/orders.ts: a full backlog). */
+/** The header each error code is sent with (errors.ts: 401s; routes/orders.ts: a full backlog, a refresh without Redis). */
 const ERROR_HEADERS: Partial<Record<ApiErrorCode, ResponseHeaderName>> = {
   TOKEN_MISSING: 'WWW-Authenticate',
   TOKEN_INVALID: 'WWW-Authenticate',
   TOKEN_REVOKED: 'WWW-Authenticate',
   BACKLOG_FULL: 'Retry-After',
+  QUEUE_UNAVAILABLE: 'Retry-After',
 };
 
 /**

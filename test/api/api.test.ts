@@ -479,13 +479,16 @@ test('POST /v1/orders queues an order at once; the same ref and body answer the 
   assert.equal(await store.queries.getPublicOrder('one-too-many'), undefined, 'nothing stored');
 });
 
-test('POST /v1/orders/:ref/refresh asks for an early poll of a submitted order; a queued or unknown one is refused', async (t) => {
+test('POST /v1/orders/:ref/refresh asks for an early poll of a submitted order; a queued or unknown one is refused; one the queue cannot take is 503 with Retry-After', async (t) => {
   const { store } = await tempStore(t, { now: Date.now });
   const asked: string[] = [];
   const app = await buildApiApp({
     store,
     ...defaultApiLimits(),
-    requestPoll: async (ref) => void asked.push(ref),
+    requestPoll: async (ref) => {
+      if (ref === 'O3') throw new Error('Redis is away');
+      asked.push(ref);
+    },
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   t.after(() => app.close());
@@ -497,9 +500,9 @@ test('POST /v1/orders/:ref/refresh asks for an early poll of a submitted order; 
       headers: { authorization: `Bearer ${token}` },
     });
     // biome-ignore lint/suspicious/noExplicitAny: answers of many shapes
-    return { status: answer.statusCode, body: (await answer.body.json()) as any };
+    return { status: answer.statusCode, headers: answer.headers, body: (await answer.body.json()) as any };
   };
-  await placeOrders(store, 1);
+  await placeOrders(store, 3);
   await store.writer.createLocalOrder({
     partnerRef: 'WAITING',
     productCode: 'ML86',
@@ -517,6 +520,11 @@ test('POST /v1/orders/:ref/refresh asks for an early poll of a submitted order; 
   assert.equal(
     (await refresh('O1', (await store.tokens.create('reader', ['orders:read'])).token)).status,
     403,
+  );
+  const unqueued = await refresh('O3');
+  assert.deepEqual(
+    [unqueued.status, unqueued.body.error.code, unqueued.headers['retry-after']],
+    [503, 'QUEUE_UNAVAILABLE', '5'],
   );
   assert.deepEqual(asked, ['O1']);
 });

@@ -137,6 +137,8 @@ test('the OpenAPI document is a valid OpenAPI 3.1 document: a described default 
   const placeOrder = operations.find((o) => o.operation.operationId === 'placeOrder')!.operation;
   assert.ok(placeOrder.responses['200'].headers['Idempotent-Replayed']);
   assert.ok(placeOrder.responses['503'].headers['Retry-After']);
+  const refreshOrder = operations.find((o) => o.operation.operationId === 'refreshOrder')!.operation;
+  assert.ok(refreshOrder.responses['503'].headers['Retry-After']);
   for (const name of ['Idempotent-Replayed', 'Retry-After', 'WWW-Authenticate']) {
     assert.equal(doc.components.headers[name].required, true, `${name} is sent on every answer naming it`);
   }

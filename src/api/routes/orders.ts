@@ -20,6 +20,12 @@ export interface OrderRoutesOptions {
   requestPoll?: (partnerRef: string) => Promise<void>;
 }
 
+/**
+ * The Retry-After of a refresh refused while Redis cannot be reached, in seconds: the API's
+ * connection tries Redis again at least every 2 s (ioredis' default), so a few seconds suffice.
+ */
+const QUEUE_RETRY_AFTER_S = 5;
+
 /** Default and largest page of `GET /v1/orders`. */
 export const ORDER_PAGE = { default: 20, max: 100 } as const;
 
@@ -243,8 +249,11 @@ export const orderRoutes: FastifyPluginAsync<OrderRoutesOptions> = async (base, 
         );
       } catch (error) {
         if (!(error instanceof AcceptOrderError)) throw error;
-        if (error.code === 'BACKLOG_FULL') reply.header('retry-after', String(retryAfterS));
-        throw new ApiHttpError(error.code, error.message);
+        throw new ApiHttpError(
+          error.code,
+          error.message,
+          error.code === 'BACKLOG_FULL' ? retryAfterS : undefined,
+        );
       }
       if (accepted.replayed) {
         reply.header('idempotent-replayed', 'true');
@@ -324,7 +333,8 @@ export const orderRoutes: FastifyPluginAsync<OrderRoutesOptions> = async (base, 
             ORDER_NOT_FOUND: 'no order has this partner_ref or invoice number',
             ORDER_NOT_SUBMITTED:
               'the order still waits in the submission queue: there is nothing to read upstream yet',
-            QUEUE_UNAVAILABLE: 'the early-poll queue (Redis) cannot be reached; retry later',
+            QUEUE_UNAVAILABLE:
+              'the early-poll queue (Redis) cannot be reached; retry after Retry-After seconds',
           }),
         },
       },
@@ -342,6 +352,7 @@ export const orderRoutes: FastifyPluginAsync<OrderRoutesOptions> = async (base, 
         throw new ApiHttpError(
           'QUEUE_UNAVAILABLE',
           'early polls are not available here: the API has no Redis',
+          QUEUE_RETRY_AFTER_S,
         );
       }
       try {
@@ -350,7 +361,8 @@ export const orderRoutes: FastifyPluginAsync<OrderRoutesOptions> = async (base, 
         request.log.error({ err, partnerRef: order.partner_ref }, 'early poll not requested');
         throw new ApiHttpError(
           'QUEUE_UNAVAILABLE',
-          'the poll request could not be queued (Redis); retry later',
+          'the poll request could not be queued (Redis); retry after Retry-After seconds',
+          QUEUE_RETRY_AFTER_S,
         );
       }
       // The answer lands in the order and the change feed; read either.
