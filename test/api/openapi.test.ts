@@ -302,6 +302,7 @@ test('every answer of the real API, for every operation and every status, is doc
     ['GET', '/v1/categories', '/v1/categories', {}, 200],
     ['GET', '/v1/products', '/v1/products?category_code=ML', {}, 200],
     ['GET', '/v1/products', '/v1/products?colour=red', {}, 400],
+    ['GET', '/v1/products', '/v1/products?category_code=NOPE', {}, 400],
     ['GET', '/v1/balance', '/v1/balance', { token: reader }, 200],
     ['GET', '/v1/balance', '/v1/balance', { token: null }, 401],
   ];

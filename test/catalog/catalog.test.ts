@@ -184,7 +184,7 @@ test('the balance: debited when the upstream accepts an order, credited on FAILE
   );
 });
 
-test('GET /v1/categories, /v1/products and /v1/balance answer from the local catalog; POST /v1/orders refuses an unknown or inactive product and mistargeted data before storing anything', async (t) => {
+test('GET /v1/categories, /v1/products and /v1/balance answer from the local catalog, an unknown category_code 400 naming the known ones once it is synced; POST /v1/orders refuses an unknown or inactive product and mistargeted data before storing anything', async (t) => {
   const scope = cleanupScope(t);
   const sim = await startSimulator(scope);
   const { client } = await budgetedClient(scope, sim);
@@ -193,6 +193,8 @@ test('GET /v1/categories, /v1/products and /v1/balance answer from the local cat
 
   const never = await call('/v1/products');
   assert.deepEqual(never.body, { data: [], synced_at: null });
+  const neverGi = await call('/v1/products?category_code=GI');
+  assert.deepEqual(neverGi.body, { data: [], synced_at: null }, 'a catalog never synced checks nothing');
   const early = await call('/v1/orders', { product_code: 'NOPE', data: { user_id: '1' } });
   assert.equal(early.status, 202, 'a catalog never synced checks nothing');
 
@@ -205,6 +207,13 @@ test('GET /v1/categories, /v1/products and /v1/balance answer from the local cat
   assert.deepEqual(
     gi.body.data.map((p: { code: string }) => p.code),
     ['GI-60', 'GI-330'],
+  );
+  const typo = await call('/v1/products?category_code=G1');
+  assert.equal(typo.status, 400);
+  assert.equal(typo.body.error.code, 'VALIDATION_ERROR');
+  assert.match(
+    typo.body.error.message,
+    /^category_code G1 .* one of FF, GI, MLBB, PUBGM, VAL \(GET \/v1\/categories\)$/,
   );
   const categories = await call('/v1/categories');
   assert.deepEqual(

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { OrderStore } from '../../store/order-store.js';
+import { ApiHttpError } from '../errors.js';
 import type { SchemaTypes } from '../schema-types.js';
 import { errorAnswers, REQUEST_REFUSALS, TOKEN_REFUSALS } from '../schemas.js';
 
@@ -15,6 +16,9 @@ const productQuery = {
   additionalProperties: false,
   properties: { category_code: { type: 'string', minLength: 1, description: 'Only this category.' } },
 } as const;
+
+/** The most category codes a refusal of an unknown one names. */
+const NAMED_CATEGORIES = 20;
 
 /** A page of the local catalog: `data` items of the named schema, with when it was synced. */
 const catalogPage = (items: 'Category#' | 'Product#', description: string) => ({
@@ -63,17 +67,36 @@ export const catalogRoutes: FastifyPluginAsync<{ store: OrderStore }> = async (b
         tags: ['catalog'],
         summary: 'The products of the local catalog',
         description:
-          'With this account’s prices and each product’s target rules, by category, price and code; read from the local copy, never from the upstream (docs/api.md, "Catalog and balance").',
+          'With this account’s prices and each product’s target rules, by category, price and code; read from the local copy, never from the upstream (docs/api.md, "Catalog and balance"). A `category_code` the synced catalog does not list is 400, never an empty list.',
         querystring: productQuery,
         response: {
           200: catalogPage('Product#', 'The products, with when the catalog was synced.'),
-          ...errorAnswers({ ...REQUEST_REFUSALS, ...TOKEN_REFUSALS }),
+          ...errorAnswers({
+            ...REQUEST_REFUSALS,
+            VALIDATION_ERROR: `${REQUEST_REFUSALS.VALIDATION_ERROR}, or a category_code the synced catalog does not list (the message names the codes it lists)`,
+            ...TOKEN_REFUSALS,
+          }),
         },
       },
     },
-    async (request) => ({
-      data: await store.catalog.products(request.query.category_code),
-      synced_at: await lastSync(),
-    }),
+    async (request) => {
+      const code = request.query.category_code;
+      const data = await store.catalog.products(code);
+      const syncedAt = await lastSync();
+      // A typo must not read as "no products"; before the first sync nothing is checked, as for orders.
+      if (code !== undefined && data.length === 0 && syncedAt !== null) {
+        const known = (await store.catalog.categories()).map((category) => category.code);
+        if (!known.includes(code)) {
+          const more = known.length > NAMED_CATEGORIES ? ` and ${known.length - NAMED_CATEGORIES} more` : '';
+          throw new ApiHttpError(
+            'VALIDATION_ERROR',
+            known.length === 0
+              ? `category_code ${code}: the local catalog lists no categories; leave category_code out`
+              : `category_code ${code} is no category of the local catalog: give one of ${known.slice(0, NAMED_CATEGORIES).join(', ')}${more} (GET /v1/categories)`,
+          );
+        }
+      }
+      return { data, synced_at: syncedAt };
+    },
   );
 };
