@@ -32,6 +32,11 @@ export interface ApiAppOptions extends OrderRoutesOptions {
   logger?: Logger;
   /** Each token's requests a minute (`apiSettings`, rate-limit.ts); without it, no limit. */
   rateLimit?: ApiRateLimitOptions;
+  /**
+   * Whose `X-Forwarded-For` gives a request's address (`request.ip`: its rate-limit key without a
+   * token, its log lines): Fastify's `trustProxy`, from API_TRUST_PROXY. Default: false, nobody's.
+   */
+  trustProxy?: boolean | string[];
 }
 
 /**
@@ -45,6 +50,7 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
   const app = Fastify({
     ...(loggerInstance ? { loggerInstance } : { logger: false }),
     http: { requireHostHeader: false },
+    trustProxy: options.trustProxy ?? false,
     bodyLimit: BODY_LIMIT,
     clientErrorHandler: jsonClientErrorHandler(clientErrorAnswer, logger),
     frameworkErrors: frameworkErrorAnswer,

@@ -82,6 +82,7 @@ export async function startApi(
       submissionBacklog: settings.submissionBacklog,
       retryAfterS: settings.retryAfterS,
       rateLimit: { perMinute: settings.rateLimitPerMin, redis },
+      trustProxy: settings.trustProxy,
       requestPoll: async (partnerRef) => {
         const request: PollRequestData = { partnerRef, reason: 'shop_request' };
         await pollQueue.add(POLL_REQUEST_JOB_NAME, request, { jobId: pollRequestJobId(request) });

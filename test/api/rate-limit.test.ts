@@ -152,9 +152,16 @@ async function startApiProcess(
   redisUrl: string,
   path: string,
   perMinute: string,
+  env: Record<string, string> = {},
 ) {
   const api = await startApi(
-    loadConfig({ REDIS_URL: redisUrl, H2H_DB_PATH: path, API_PORT: '0', API_RATE_LIMIT_PER_MIN: perMinute }),
+    loadConfig({
+      REDIS_URL: redisUrl,
+      H2H_DB_PATH: path,
+      API_PORT: '0',
+      API_RATE_LIMIT_PER_MIN: perMinute,
+      ...env,
+    }),
   );
   t.after(() => api.close());
   return api;
@@ -233,6 +240,53 @@ test('API_RATE_LIMIT_PER_MIN=0 turns the limit off: no 429 and no rate-limit hea
     assert.equal(answer.headers['x-ratelimit-remaining'], undefined);
   }
   assert.deepEqual(await redisKeys(redis.url, 'h2h-sync:api-rate:*'), []);
+});
+
+test('behind a proxy API_TRUST_PROXY names, a request is counted under the client address its X-Forwarded-For gives; without the setting, under the address it came from', async (test) => {
+  const t = cleanupScope(test);
+  const redis = await privateRedis(t);
+  const { path } = await tempStore(t, { now: Date.now });
+  const client = '203.0.113.7';
+  // The OpenAPI document needs no token: its requests are counted under the request's address.
+  const countedUnder = async (env: Record<string, string>) => {
+    const api = await startApiProcess(t, redis.url, path, '600', env);
+    const connection = new Redis(redis.url);
+    t.after(() => connection.disconnect());
+    await connection.flushall();
+    // Until the process's connection to Redis is open a request is not counted: ask until one is.
+    return waitFor(
+      async () => {
+        const answer = await request(`${api.origin}/openapi.json`, {
+          headers: { 'x-forwarded-for': client },
+        });
+        await answer.body.dump();
+        const keys = await redisKeys(redis.url, 'h2h-sync:api-rate:*');
+        return keys.length > 0 ? keys : undefined;
+      },
+      { message: 'a request counted in Redis' },
+    );
+  };
+
+  assert.deepEqual(await countedUnder({ API_TRUST_PROXY: '127.0.0.1' }), [`h2h-sync:api-rate:ip:${client}`]);
+  assert.deepEqual(await countedUnder({}), ['h2h-sync:api-rate:ip:127.0.0.1']);
+  assert.deepEqual(await countedUnder({ API_TRUST_PROXY: '10.0.0.0/8' }), ['h2h-sync:api-rate:ip:127.0.0.1']);
+});
+
+test('API_TRUST_PROXY is off by default; true, or addresses and ranges, turn it on; anything else stops the start naming the variable', () => {
+  assert.equal(apiSettings(loadConfig({})).trustProxy, false);
+  assert.equal(apiSettings(loadConfig({ API_TRUST_PROXY: 'true' })).trustProxy, true);
+  assert.deepEqual(apiSettings(loadConfig({ API_TRUST_PROXY: '10.0.0.0/8, ::1,loopback' })).trustProxy, [
+    '10.0.0.0/8',
+    '::1',
+    'loopback',
+  ]);
+  for (const value of ['yes', 'proxy.local', '10.0.0.0/33']) {
+    assert.throws(
+      () => loadConfig({ API_TRUST_PROXY: value }),
+      (err: unknown) => err instanceof ConfigError && err.message.includes(`API_TRUST_PROXY="${value}"`),
+      value,
+    );
+  }
 });
 
 test('API_RATE_LIMIT_PER_MIN is 600 by default, 0 is off, and a negative or fractional one stops the start naming the variable', () => {
