@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { int, LOOPBACK, type SharedSettings } from '../config/variables.js';
+import { budgetSettings, type budgetVariables } from '../rate-budget/settings.js';
 
 /** The names of address ranges Fastify's `trustProxy` list takes beside addresses (proxy-addr). */
 const ADDRESS_RANGES = ['loopback', 'linklocal', 'uniquelocal'];
@@ -67,7 +68,8 @@ export const apiVariables = z.object({
 /** The shop API's section (docs/api.md). */
 export function apiSettings(
   config: SharedSettings & {
-    settings: z.output<typeof apiVariables> & { H2H_RATE_WINDOW_MS: number; H2H_SHUTDOWN_TIMEOUT_MS: number };
+    settings: z.output<typeof apiVariables> &
+      z.output<typeof budgetVariables> & { H2H_SHUTDOWN_TIMEOUT_MS: number };
   },
 ) {
   const s = config.settings;
@@ -82,7 +84,7 @@ export function apiSettings(
     /** API_RATE_LIMIT_PER_MIN: requests a minute per token; 0: no limit. */
     rateLimitPerMin: s.API_RATE_LIMIT_PER_MIN,
     /** A full backlog's Retry-After: one budget window, after which about a window's worth has left. */
-    retryAfterS: Math.ceil(s.H2H_RATE_WINDOW_MS / 1000),
+    retryAfterS: Math.ceil(budgetSettings(config).windowMs / 1000),
     dbUrl: config.dbUrl,
     dbLockTimeoutMs: config.dbLockTimeoutMs,
     dbPoolMax: config.dbPoolMax,

@@ -7,8 +7,7 @@ import { catalogVariables } from '../catalog/settings.js';
 import { notifyVariables } from '../notify/settings.js';
 import { DEFAULT_LOG_FORMAT, DEFAULT_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS } from '../observability/defaults.js';
 import { DEFAULT_PRIVATE_REDIS_PORT } from '../queue/defaults.js';
-import { defaultPollFloor, defaultReservedForCreate } from '../rate-budget/rate-budget.js';
-import { budgetVariables } from '../rate-budget/settings.js';
+import { type BudgetSettings, budgetSettings, budgetVariables } from '../rate-budget/settings.js';
 import { receiverVariables } from '../receiver/settings.js';
 import { reconcilerVariables } from '../reconciler/settings.js';
 import { DEFAULT_LOCK_TIMEOUT_MS, DEFAULT_POOL_MAX } from '../store/defaults.js';
@@ -36,6 +35,7 @@ export { type AdminSettings, adminSettings } from '../admin/settings.js';
 export { type ApiSettings, apiSettings } from '../api/settings.js';
 export { type CatalogSettings, catalogSettings } from '../catalog/settings.js';
 export { type NotifySettings, notifySettings } from '../notify/settings.js';
+export { type BudgetSettings, budgetSettings } from '../rate-budget/settings.js';
 export { type ReceiverSettings, receiverSettings, webhookSecrets } from '../receiver/settings.js';
 export { type ReconcilerSettings, reconcilerSettings } from '../reconciler/settings.js';
 export { SIMULATOR_BASE_URL, type UpstreamSettings, upstreamSettings } from '../upstream/settings.js';
@@ -138,14 +138,13 @@ function isLoopbackHost(host: string): boolean {
 const validSettings = settingsSchema.transform((s, ctx) => {
   const refuse = (name: keyof typeof s, message: string) =>
     ctx.issues.push({ code: 'custom', path: [name], message, input: s[name] });
-  const reservedForCreate = s.H2H_RATE_RESERVE_CREATE ?? defaultReservedForCreate(s.H2H_RATE_LIMIT);
+  const { reservedForCreate, pollFloor } = budgetSettings({ settings: s });
   if (reservedForCreate >= s.H2H_RATE_LIMIT) {
     refuse(
       'H2H_RATE_RESERVE_CREATE',
       `H2H_RATE_RESERVE_CREATE (${reservedForCreate}) must be below H2H_RATE_LIMIT (${s.H2H_RATE_LIMIT}), or polling could never run`,
     );
   }
-  const pollFloor = s.H2H_RATE_POLL_FLOOR ?? defaultPollFloor(s.H2H_RATE_LIMIT);
   if (pollFloor > s.H2H_RATE_LIMIT - reservedForCreate) {
     refuse(
       'H2H_RATE_POLL_FLOOR',
@@ -202,7 +201,8 @@ const SECRET_SETTINGS = new Set(['H2H_API_KEY', 'H2H_API_SECRET', 'ADMIN_PASSWOR
 /** The validated configuration: every setting, and the values several sections share. */
 export interface Config extends SharedSettings {
   settings: Settings;
-  budget: { limit: number; windowMs: number; reservedForCreate: number; pollFloor: number };
+  /** The rate budget's section, {@link budgetSettings}. */
+  budget: BudgetSettings;
 }
 
 /**
@@ -237,12 +237,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dbPoolMax: s.H2H_DB_POOL_MAX,
     logLevel: s.LOG_LEVEL,
     logFormat: s.LOG_FORMAT,
-    budget: {
-      limit: s.H2H_RATE_LIMIT,
-      windowMs: s.H2H_RATE_WINDOW_MS,
-      reservedForCreate: s.H2H_RATE_RESERVE_CREATE,
-      pollFloor: s.H2H_RATE_POLL_FLOOR,
-    },
+    budget: budgetSettings({ settings: s }),
   };
 }
 

@@ -2,12 +2,12 @@ import { z } from 'zod';
 import { int } from '../config/variables.js';
 import { DEFAULT_RATE_LIMIT_PER_MINUTE } from '../upstream/model.js';
 // rate-budget.ts loads no package (ioredis is a type import there), so its defaults are read from it.
-import { DEFAULT_RATE_WINDOW_MS } from './rate-budget.js';
+import { DEFAULT_RATE_WINDOW_MS, defaultPollFloor, defaultReservedForCreate } from './rate-budget.js';
 
 /**
  * The shared rate budget's variables (README, "Settings"). The defaults of the two shares follow
- * from `H2H_RATE_LIMIT`, and their bounds tie them together: both are applied by the config's
- * cross-field rules (src/config/config.ts), which give `Config.budget`.
+ * from `H2H_RATE_LIMIT` ({@link budgetSettings}), and their bounds tie them together: the
+ * config's cross-field rules (src/config/config.ts) check them.
  */
 export const budgetVariables = z.object({
   H2H_RATE_LIMIT: int(1)
@@ -27,3 +27,15 @@ export const budgetVariables = z.object({
       'Calls per window that creation leaves to status polls while polls are waiting, so a burst of orders at the whole limit cannot stop polling (docs/reconciler.md, "The poll floor"); 0 turns it off; at most `H2H_RATE_LIMIT - H2H_RATE_RESERVE_CREATE`. Default: 15 % of `H2H_RATE_LIMIT`, rounded (9 of 60).',
     ),
 });
+
+/** The shared rate budget's section: `RateBudget`'s options but the Redis and the API key. */
+export function budgetSettings(config: { settings: z.output<typeof budgetVariables> }) {
+  const s = config.settings;
+  return {
+    limit: s.H2H_RATE_LIMIT,
+    windowMs: s.H2H_RATE_WINDOW_MS,
+    reservedForCreate: s.H2H_RATE_RESERVE_CREATE ?? defaultReservedForCreate(s.H2H_RATE_LIMIT),
+    pollFloor: s.H2H_RATE_POLL_FLOOR ?? defaultPollFloor(s.H2H_RATE_LIMIT),
+  };
+}
+export type BudgetSettings = ReturnType<typeof budgetSettings>;

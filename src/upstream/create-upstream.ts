@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { type Config, upstreamSettings } from '../config/config.js';
+import { budgetSettings, type Config, upstreamSettings } from '../config/config.js';
 import { RateBudget } from '../rate-budget/rate-budget.js';
 import { connectRedis } from '../shared/redis-connection.js';
 import { UpstreamClient } from './client.js';
@@ -36,7 +36,7 @@ export async function createUpstream(config: Config, options: CreateUpstreamOpti
     connectionName: 'h2h-budget',
     logger,
   });
-  const budget = new RateBudget({ redis, apiKey: settings.apiKey, ...config.budget });
+  const budget = new RateBudget({ redis, apiKey: settings.apiKey, ...budgetSettings(config) });
   let client: UpstreamClient;
   try {
     client = new UpstreamClient({

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import {
   apiSettings,
+  budgetSettings,
   ConfigError,
   DEFAULT_DB_PATH,
   loadConfig,
@@ -17,7 +18,12 @@ test('with no environment every setting has its documented default', () => {
   assert.equal(config.redisUrl, 'redis://127.0.0.1:6380');
   assert.equal(config.dbUrl, `sqlite://${DEFAULT_DB_PATH}`);
   assert.equal(config.dbLockTimeoutMs, 5000);
-  assert.deepEqual(config.budget, { limit: 60, windowMs: 60_000, reservedForCreate: 20, pollFloor: 9 });
+  assert.deepEqual(budgetSettings(config), {
+    limit: 60,
+    windowMs: 60_000,
+    reservedForCreate: 20,
+    pollFloor: 9,
+  });
   assert.equal(config.settings.H2H_AUTH_STYLE, 'x-api-key');
 });
 
@@ -74,15 +80,19 @@ test('a poll floor that would leave creation nothing is refused, naming both set
     () => loadConfig({ H2H_RATE_LIMIT: '30', H2H_RATE_POLL_FLOOR: '21' }),
     /H2H_RATE_POLL_FLOOR \(21\) must not exceed H2H_RATE_LIMIT - H2H_RATE_RESERVE_CREATE \(20\)/,
   );
-  assert.equal(loadConfig({ H2H_RATE_LIMIT: '40' }).budget.pollFloor, 6, 'default: 15 % of the limit');
-  assert.equal(loadConfig({ H2H_RATE_POLL_FLOOR: '0' }).budget.pollFloor, 0);
+  assert.equal(
+    budgetSettings(loadConfig({ H2H_RATE_LIMIT: '40' })).pollFloor,
+    6,
+    'default: 15 % of the limit',
+  );
+  assert.equal(budgetSettings(loadConfig({ H2H_RATE_POLL_FLOOR: '0' })).pollFloor, 0);
 });
 
 test('without H2H_RATE_RESERVE_CREATE the reserve is the rate budget’s own default, a third of the limit', () => {
-  assert.equal(loadConfig({ H2H_RATE_LIMIT: '30' }).budget.reservedForCreate, 10);
-  assert.equal(loadConfig({ H2H_RATE_LIMIT: '10' }).budget.reservedForCreate, 3);
+  assert.equal(budgetSettings(loadConfig({ H2H_RATE_LIMIT: '30' })).reservedForCreate, 10);
+  assert.equal(budgetSettings(loadConfig({ H2H_RATE_LIMIT: '10' })).reservedForCreate, 3);
   assert.equal(
-    loadConfig({ H2H_RATE_LIMIT: '30', H2H_RATE_RESERVE_CREATE: '0' }).budget.reservedForCreate,
+    budgetSettings(loadConfig({ H2H_RATE_LIMIT: '30', H2H_RATE_RESERVE_CREATE: '0' })).reservedForCreate,
     0,
   );
 });
