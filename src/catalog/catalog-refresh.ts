@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { DEFAULT_QUEUE_PREFIX } from '../queue/webhook-queue.js';
 import { BudgetExhaustedError } from '../rate-budget/rate-budget.js';
 import { settlesWithin } from '../shared/deadline.js';
+import { DEFAULT_SHUTDOWN_TIMEOUT_MS } from '../shared/defaults.js';
 import { watchedRedis } from '../shared/redis-outage.js';
 import type { OrderStore } from '../store/order-store.js';
 import type { UpstreamClient } from '../upstream/client.js';
@@ -121,7 +122,7 @@ export async function startCatalogRefresh(
 
   let closing: Promise<boolean> | undefined;
   return {
-    close({ timeoutMs = 10_000 } = {}) {
+    close({ timeoutMs = DEFAULT_SHUTDOWN_TIMEOUT_MS } = {}) {
       closing ??= (async () => {
         const graceful = await settlesWithin(worker.close(), timeoutMs);
         await settlesWithin(queue.close(), 1_000);

@@ -10,6 +10,7 @@ import { DEFAULT_PRIVATE_REDIS_PORT } from '../queue/defaults.js';
 import { type BudgetSettings, budgetSettings, budgetVariables } from '../rate-budget/settings.js';
 import { receiverVariables } from '../receiver/settings.js';
 import { reconcilerVariables } from '../reconciler/settings.js';
+import { DEFAULT_SHUTDOWN_TIMEOUT_MS } from '../shared/defaults.js';
 import { DEFAULT_LOCK_TIMEOUT_MS, DEFAULT_POOL_MAX } from '../store/defaults.js';
 import { parseStoreUrl, redactUrl, STORE_URL_PATTERN, sqliteUrl } from '../store/store-url.js';
 import { upstreamVariables } from '../upstream/settings.js';
@@ -99,7 +100,7 @@ const sharedVariables = z.object({
       'How logs are written: `json` (one object a line), `pretty` (pino-pretty, for a person), or `auto`: pretty when the log stream is a terminal, JSON otherwise (under pm2, in files and pipes).',
     ),
   H2H_SHUTDOWN_TIMEOUT_MS: int(1)
-    .default(10_000)
+    .default(DEFAULT_SHUTDOWN_TIMEOUT_MS)
     .describe(
       'Longest graceful drain of the receiver and the shop API on SIGINT/SIGTERM before they exit anyway.',
     ),

@@ -1,11 +1,9 @@
 import type { Command } from 'commander';
 import { pino } from 'pino';
+import { DEFAULT_SHUTDOWN_TIMEOUT_MS } from '../shared/defaults.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';
 import type { ProfileName } from './defaults.js';
 import { createSimulator } from './index.js';
-
-/** Longest stop of `h2h-sync sim` (webhooks in flight are cut off); close-with-grace's own default. */
-const SIM_STOP_TIMEOUT_MS = 10_000;
 
 interface SimFlags {
   port: number;
@@ -52,7 +50,8 @@ export const sim = async (flags: SimFlags, command: Command) => {
   exitGracefully({
     name: 'simulator',
     logger,
-    timeoutMs: SIM_STOP_TIMEOUT_MS,
+    // Webhooks still in flight past it are cut off.
+    timeoutMs: DEFAULT_SHUTDOWN_TIMEOUT_MS,
     close: async () => {
       await simulator.close();
       process.stdout.write('simulator stopped\n');

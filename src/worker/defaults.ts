@@ -13,5 +13,3 @@ export const DEFAULT_STALLED_INTERVAL_MS = 30_000;
 export const DEFAULT_MAX_STALLED_COUNT = 1;
 /** Default of `EventWorkerOptions.storeLockWaitMs`. */
 export const DEFAULT_STORE_LOCK_WAIT_MS = 5_000;
-/** Default of the `timeoutMs` of `EventWorker.close`. */
-export const DEFAULT_CLOSE_TIMEOUT_MS = 10_000;

@@ -7,13 +7,13 @@ import {
   type WebhookJobData,
 } from '../queue/webhook-queue.js';
 import { settlesWithin } from '../shared/deadline.js';
+import { DEFAULT_SHUTDOWN_TIMEOUT_MS } from '../shared/defaults.js';
 import { GroupCommit, type GroupCommitStats } from '../shared/group-commit.js';
 import { watchedRedis } from '../shared/redis-outage.js';
 import type { EventReason } from '../store/local-order.js';
 import type { ApplyItem, ApplyResult, OrderWriter } from '../store/order-writer.js';
 import { StoreError } from '../store/store-error.js';
 import {
-  DEFAULT_CLOSE_TIMEOUT_MS,
   DEFAULT_LOCK_DURATION_MS,
   DEFAULT_MAX_STALLED_COUNT,
   DEFAULT_STALLED_INTERVAL_MS,
@@ -85,7 +85,7 @@ export interface EventWorker {
   /**
    * Stops taking jobs, lets the active ones finish (their batch commits and they are marked
    * completed), and closes the Redis connection; resolves to `true`. When that has not happened
-   * within `timeoutMs` (default {@link DEFAULT_CLOSE_TIMEOUT_MS}; Redis unreachable: BullMQ's
+   * within `timeoutMs` (default {@link DEFAULT_SHUTDOWN_TIMEOUT_MS}; Redis unreachable: BullMQ's
    * close has no timeout of its own), it stops waiting and resolves to `false`: jobs whose
    * completion never reached Redis are taken over as stalled later and apply as duplicates.
    * Does not close the database. Safe to call twice.
@@ -220,7 +220,7 @@ export function createEventWorker(options: EventWorkerOptions): EventWorker {
     worker,
     stats: () => groupCommit.stats,
     waitUntilReady: () => worker.waitUntilReady(),
-    close({ timeoutMs = DEFAULT_CLOSE_TIMEOUT_MS } = {}) {
+    close({ timeoutMs = DEFAULT_SHUTDOWN_TIMEOUT_MS } = {}) {
       closing ??= (async () => {
         const closed = worker.close();
         try {

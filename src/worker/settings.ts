@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { int, type SharedSettings } from '../config/variables.js';
+import { DEFAULT_SHUTDOWN_TIMEOUT_MS } from '../shared/defaults.js';
 import {
-  DEFAULT_CLOSE_TIMEOUT_MS,
   DEFAULT_LOCK_DURATION_MS,
   DEFAULT_MAX_STALLED_COUNT,
   DEFAULT_STALLED_INTERVAL_MS,
@@ -43,7 +43,7 @@ export const workerVariables = z.object({
       'Days the change feed keeps an event (docs/api.md, "The change feed"): a shop that was away longer reads the orders themselves instead. The worker prunes older ones every hour.',
     ),
   H2H_WORKER_SHUTDOWN_TIMEOUT_MS: int(1)
-    .default(DEFAULT_CLOSE_TIMEOUT_MS)
+    .default(DEFAULT_SHUTDOWN_TIMEOUT_MS)
     .describe(
       'Longest graceful stop of the worker on SIGINT/SIGTERM (finish and commit active jobs) before it exits anyway.',
     ),
