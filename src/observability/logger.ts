@@ -1,5 +1,6 @@
+import { createRequire } from 'node:module';
 import { type Logger, pino } from 'pino';
-import pinoPretty from 'pino-pretty';
+import type PinoPretty from 'pino-pretty';
 import { WEBHOOK_HEADERS } from '../upstream/model.js';
 import { DEFAULT_LOG_FORMAT, DEFAULT_LOG_LEVEL, type LogFormat } from './defaults.js';
 
@@ -65,6 +66,9 @@ function errorWithoutRawPacket(error: unknown): unknown {
   return serialized;
 }
 
+/** pino-pretty, loaded only for pretty lines: a process that logs JSON (any under pm2) never loads it. */
+const loadPinoPretty = (): typeof PinoPretty => createRequire(import.meta.url)('pino-pretty');
+
 /** Whether `format` means pretty lines on `destination` (`auto`: when it is a terminal). */
 export function prettyLogs(format: LogFormat, destination: { isTTY?: boolean } | undefined): boolean {
   if (format === 'auto') return destination?.isTTY === true;
@@ -110,7 +114,7 @@ export function createLogger(options: LoggerOptions = {}): Logger {
       timestamp: pino.stdTimeFunctions.isoTime,
     },
     pretty
-      ? pinoPretty({
+      ? loadPinoPretty()({
           ...(destination ? { destination } : {}),
           colorize: target.isTTY === true,
           translateTime: 'SYS:HH:MM:ss.l',

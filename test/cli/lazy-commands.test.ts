@@ -39,6 +39,21 @@ test('tokens list on a SQLite store loads the SQLite driver and nothing of the q
   assert.deepEqual(heavyAmong(list.packages), ['better-sqlite3']);
 });
 
+test('a command whose logs are JSON does not load pino-pretty; one whose logs are pretty does', async (t) => {
+  const { path } = await tempStore(t);
+  const loaded = async (LOG_FORMAT: string) => {
+    const run = await runCliLoggingModules(['tokens', 'list'], { H2H_DB_PATH: path, LOG_FORMAT });
+    assert.equal(run.code, 0, run.stderr);
+    return run.packages.includes('pino-pretty');
+  };
+
+  // `auto` is JSON here: the CLI logs to stderr, a pipe, not a terminal.
+  assert.deepEqual(
+    [await loaded('json'), await loaded('auto'), await loaded('pretty')],
+    [false, false, true],
+  );
+});
+
 test('tokens list on a PostgreSQL URL loads the PostgreSQL driver, not the SQLite one', async () => {
   // Nothing listens on port 1: the driver is loaded, the connection refused.
   const list = await runCliLoggingModules(['tokens', 'list'], {
