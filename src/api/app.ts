@@ -25,6 +25,11 @@ import {
 export { API_ERRORS, type ApiErrorCode, ApiHttpError } from './errors.js';
 export { ORDER_PAGE } from './routes/orders.js';
 
+/**
+ * The shop API as a Fastify instance, built by a function so that tests drive it with `inject`
+ * or a port of their own; the process around it (settings, Redis, listen, signals) is server.ts.
+ */
+
 /** The largest request body, in bytes: Fastify's default, named so its refusal can say it. */
 const BODY_LIMIT = 1_048_576;
 

@@ -25,6 +25,11 @@ import { type OpenedStore, openStore } from '../store/open-store.js';
 import { redactUrl } from '../store/store-url.js';
 import { buildApiApp } from './app.js';
 
+/**
+ * The `h2h-sync api` process: the settings, the store and Redis connections the app (app.ts)
+ * runs on, listening, and the graceful stop on a signal.
+ */
+
 /** Longest wait for one Redis command of the API process (a count, an early-poll request). */
 const REDIS_COMMAND_TIMEOUT_MS = 1_000;
 

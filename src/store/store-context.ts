@@ -2,6 +2,12 @@ import type { OrderRow } from './local-order.js';
 import type { SqlExecutor, StoreDb } from './sql/executor.js';
 import { StoreError } from './store-error.js';
 
+/**
+ * What every part of the order store (order-store.ts) is built on: the database and the clock
+ * they share, and the one way a reference (partner_ref, else invoice number) finds an order's row,
+ * for reading or, locked, for rewriting.
+ */
+
 const BY_PARTNER_REF = 'SELECT * FROM orders WHERE partner_ref = @ref';
 const BY_INVOICE_NUMBER = 'SELECT * FROM orders WHERE invoice_number = @ref';
 /**

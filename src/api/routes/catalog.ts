@@ -4,6 +4,8 @@ import { ApiHttpError } from '../errors.js';
 import type { SchemaTypes } from '../schema-types.js';
 import { errorAnswers, REQUEST_REFUSALS, TOKEN_REFUSALS } from '../schemas.js';
 
+/** The local catalog's routes: `GET /v1/categories` and `GET /v1/products`, read from the store. */
+
 const syncedAt = {
   type: 'string',
   format: 'date-time',

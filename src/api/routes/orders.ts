@@ -10,6 +10,8 @@ import { ApiHttpError } from '../errors.js';
 import type { FromSchema, SchemaTypes } from '../schema-types.js';
 import { answerHeaders, BODY_REFUSALS, errorAnswers, REQUEST_REFUSALS, TOKEN_REFUSALS } from '../schemas.js';
 
+/** The orders' routes: place, cancel, refresh, read and list (docs/api.md, "Routes"). */
+
 export interface OrderRoutesOptions {
   store: OrderStore;
   /** Most orders waiting in the submission queue; beyond, POST /v1/orders answers 503 (`apiSettings`). */
