@@ -66,6 +66,7 @@ import { startReconciler } from '../src/reconciler/reconciler.js';
 import { connectRedis } from '../src/shared/redis-connection.js';
 import { createSimulator, REALISTIC_DEFAULTS } from '../src/simulator/index.js';
 import { openStore } from '../src/store/open-store.js';
+import { withSchedule } from '../src/store/order-store.js';
 import { checkedAtSql } from '../src/store/poll-schedule.js';
 import { UpstreamClient } from '../src/upstream/client.js';
 import type { Order } from '../src/upstream/model.js';
@@ -378,7 +379,7 @@ async function runDay(
     const storeAt = await benchStore(storeKind, dir);
     stops.push(() => storeAt.stop());
     // The default lock wait, as in production (waits are on timers, the event loop runs on).
-    const store = await openStore(storeAt.url, settings, { role: 'bench' });
+    const store = withSchedule(await openStore(storeAt.url, { role: 'bench' }), settings);
     stops.push(() => store.close());
 
     const worker = workerSettings(config);
@@ -518,7 +519,7 @@ async function runDay(
       return row.total === 0 ? 1 : row.checked / row.total;
     };
     const coverageEndOfDay = await coverage();
-    const pace = await store.schedule.pace.estimate(PRODUCT);
+    const pace = (await store.pollPlans.all()).get(PRODUCT) ?? null;
 
     // The tail: until every order matches the simulator's truth and every refund is found, or
     // the last refund has left the audit window.
@@ -673,7 +674,7 @@ async function runDay(
       stuckReads,
       learned: pace && {
         finalS: simS(pace.finalMs),
-        outlierS: simS(pace.outlierMs),
+        outlierS: pace.outlierMs === null ? Number.POSITIVE_INFINITY : simS(pace.outlierMs),
         deliveryS: simS(pace.deliveryMs),
         samples: pace.samples,
         trueFinalS: quantile > 0 ? lognormalQuantile(COMPLETION, quantile) : Number.NaN,

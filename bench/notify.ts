@@ -40,7 +40,7 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Webhook } from 'standardwebhooks';
-import { loadConfig, reconcilerSettings } from '../src/config/config.js';
+import { loadConfig } from '../src/config/config.js';
 import { startRedisServer } from '../src/dev/redis-server.js';
 import { generateEndpointSecret } from '../src/notify/signature.js';
 import { openStore, sqliteUrl } from '../src/store/open-store.js';
@@ -229,7 +229,7 @@ async function bench(): Promise<number> {
   const dbPath = join(dir, 'h2h-sync.db');
   const children: Array<ReturnType<typeof fork>> = [];
   try {
-    const store = await openStore(sqliteUrl(dbPath), reconcilerSettings(loadConfig({})), { role: 'bench' });
+    const store = await openStore(sqliteUrl(dbPath), { role: 'bench' });
     const secret = generateEndpointSecret();
 
     const shopProcess = fork(import.meta.filename, ['--role', 'shop'], {

@@ -26,7 +26,6 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
-import { loadConfig, reconcilerSettings } from '../src/config/config.js';
 import { startRedisServer } from '../src/dev/redis-server.js';
 import {
   encodeWebhookRawBody,
@@ -171,7 +170,7 @@ async function main(): Promise<number> {
     for (const kind of STORES) {
       const { url, stop } = await benchStore(kind, dir);
       try {
-        const store = await openStore(url, reconcilerSettings(loadConfig({})), { role: 'bench' });
+        const store = await openStore(url, { role: 'bench' });
         const events = createEventWorker({
           writer: store.writer,
           redisUrl: redis.url,

@@ -6,12 +6,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildApiApp } from '../src/api/app.js';
-import { apiSettings, loadConfig, reconcilerSettings } from '../src/config/config.js';
+import { apiSettings, loadConfig } from '../src/config/config.js';
 import { openStore, sqliteUrl } from '../src/store/open-store.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'h2h-openapi-'));
 const config = loadConfig({});
-const store = await openStore(sqliteUrl(join(dir, 'h2h-sync.db')), reconcilerSettings(config));
+const store = await openStore(sqliteUrl(join(dir, 'h2h-sync.db')));
 try {
   const { submissionBacklog, retryAfterS } = apiSettings(config);
   const app = await buildApiApp({

@@ -1,14 +1,7 @@
 import { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import {
-  type ApiSettings,
-  apiSettings,
-  type Config,
-  catalogSettings,
-  loadConfig,
-  reconcilerSettings,
-} from '../config/config.js';
+import { type ApiSettings, apiSettings, type Config, catalogSettings, loadConfig } from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
 import {
   POLL_REQUEST_JOB_NAME,
@@ -42,15 +35,15 @@ export interface RunningApi {
 }
 
 /**
- * Starts the shop API on its own store connection: the poll schedule of every process that
- * writes orders (`reconcilerSettings`), since placing orders through it (to come) writes them.
+ * Starts the shop API on its own store connection. It queues the shop's orders for the worker's
+ * submission pump and asks the worker for early polls: it sends nothing upstream itself.
  */
 export async function startApi(
   config: Config,
   options: { logger?: Logger; settings?: ApiSettings } = {},
 ): Promise<RunningApi> {
   const settings = options.settings ?? apiSettings(config);
-  const store = await openStore(settings.dbUrl, reconcilerSettings(config), {
+  const store = await openStore(settings.dbUrl, {
     role: 'api',
     lockTimeoutMs: settings.dbLockTimeoutMs,
     poolMax: settings.dbPoolMax,

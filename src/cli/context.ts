@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { type Config, catalogSettings, loadConfig, reconcilerSettings } from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
 import { type OpenedStore, openStore } from '../store/open-store.js';
+import { type ScheduledStore, withSchedule } from '../store/order-store.js';
 import type { Upstream } from '../upstream/create-upstream.js';
 
 /** What a CLI command works with; open only the parts it needs and `close()` them at the end. */
@@ -11,7 +12,7 @@ export interface CliContext {
   /** The upstream client, its rate budget and their Redis (with `upstream`). */
   upstream?: Upstream;
   /** Opened with the reconciler's settings (its poll schedule), as in every process that writes orders. */
-  store?: OpenedStore;
+  store?: ScheduledStore<OpenedStore>;
   close(): Promise<void>;
 }
 
@@ -47,15 +48,15 @@ export async function openContext(options: OpenContextOptions): Promise<CliConte
   };
   try {
     if (options.store) {
-      const store = await openStore(config.dbUrl, reconcilerSettings(config), {
+      const opened = await openStore(config.dbUrl, {
         role: 'cli',
         lockTimeoutMs: config.dbLockTimeoutMs,
         poolMax: config.dbPoolMax,
         mustExist: options.store === 'existing',
         balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
       });
-      closers.push(() => store.close());
-      context.store = store;
+      closers.push(() => opened.close());
+      context.store = withSchedule(opened, reconcilerSettings(config));
     }
     if (options.upstream) {
       // Loaded here, not above: the client and its budget's Redis (undici, ioredis) are only for

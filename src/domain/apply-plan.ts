@@ -11,25 +11,18 @@ import type {
 import { StoreError } from '../store/store-error.js';
 import { type Order, type OrderData, type OrderStatus, partnerRefProblem } from '../upstream/model.js';
 import type { OrderSnapshot } from '../upstream/order-snapshot.js';
-import { parseUpstreamTime } from '../upstream/upstream-time.js';
 import { type FeedChange, publish } from './feed-change.js';
-import type { PaceState } from './pace-math.js';
-import {
-  afterChange,
-  afterSubmissionOutcome,
-  type PaceInput,
-  type ScheduleRuleSettings,
-} from './poll-rules.js';
+import { afterChange, afterSubmissionOutcome, type PlanLookup } from './poll-rules.js';
 import { decideSnapshot, isFinalStatus, isKnownStatus } from './state-machine.js';
 import { OPEN_SUBMISSIONS } from './submission-plan.js';
 
 export type { FeedChange } from './feed-change.js';
 
 /**
- * What an order write does, as pure functions of the order's row as it is, what arrived, the time,
- * the schedule's settings and the learned pace: no SQL. The store's `OrderWriter`
- * (order-writer.ts) finds the row, asks these for a plan, and carries it out in one transaction:
- * the feed event, the row, the audit event, the pace samples. Every backend goes through the same
+ * What an order write does, as pure functions of the order's row as it is, what arrived, the time
+ * and the first-poll plans: no SQL. The store's `OrderWriter` (order-writer.ts) finds the row,
+ * asks these for a plan, and carries it out in one transaction: the feed event, the row, the
+ * audit event. Every backend goes through the same
  * plans, so the state machine's use, the merge, the schedule and the feed event exist once.
  */
 
@@ -63,15 +56,25 @@ export interface ApplyOptions {
   receivedAt?: number;
   /**
    * When the upstream reached the state the snapshot shows, in ms, if the source says (a
-   * webhook's `created_at`): with `receivedAt`, it teaches the store the upstream's pace.
+   * webhook's `created_at`): recorded with the event, the reconciler learns the upstream's pace
+   * from it (reconciler/learn-pace.ts).
    */
   occurredAt?: number;
 }
 
-/** A sample for the learned pace (order-pace.ts), recorded in the write's transaction. */
-export type PaceSample =
-  | { kind: 'delivery'; ms: number }
-  | { kind: 'state'; productCode: string | null; state: PaceState; ms: number };
+/**
+ * The columns of a submission's outcome short of acceptance (a rejection, a block, a cancel, a
+ * create in doubt): none on a new order, and none once the upstream has the order.
+ */
+const NO_SUBMISSION_OUTCOME = {
+  rejection_code: null,
+  rejection_detail: null,
+  blocked_code: null,
+  blocked_detail: null,
+  cancel_code: null,
+  cancel_detail: null,
+  create_in_doubt_at: null,
+} as const;
 
 /** Upstream facts that a snapshot carries and an order keeps once known. */
 const KEPT_FIELDS = [
@@ -147,14 +150,8 @@ function newOrderRow(partnerRef: string, now: number, submission: SubmissionStat
     local_created_at: now,
     updated_at: now,
     submission_state: submission,
-    rejection_code: null,
-    rejection_detail: null,
-    blocked_code: null,
-    blocked_detail: null,
-    cancel_code: null,
-    cancel_detail: null,
+    ...NO_SUBMISSION_OUTCOME,
     first_sent_at: null,
-    create_in_doubt_at: null,
     last_polled_at: null,
     next_poll_at: null,
     poll_count: 0,
@@ -164,22 +161,12 @@ function newOrderRow(partnerRef: string, now: number, submission: SubmissionStat
   };
 }
 
-/** What the schedule and the pace say, for the plans that schedule a poll. */
-export interface ScheduleInput {
-  schedule: ScheduleRuleSettings;
-  pace: PaceInput;
-}
-
 /**
  * The row of an order written before it is submitted upstream (submission `pending`, or `queued`
  * for the submission pump), scheduled like any new order. To be inserted unless its partner_ref
  * exists already. Throws `INVALID_PARTNER_REF` for a partner_ref the upstream would refuse.
  */
-export function planLocalOrder(
-  input: CreateLocalOrderInput,
-  now: number,
-  { schedule, pace }: ScheduleInput,
-): NewOrderRow {
+export function planLocalOrder(input: CreateLocalOrderInput, now: number, plans: PlanLookup): NewOrderRow {
   const problem = partnerRefProblem(input.partnerRef);
   if (problem) throw new StoreError('INVALID_PARTNER_REF', problem);
   const row: NewOrderRow = {
@@ -197,10 +184,10 @@ export function planLocalOrder(
       ...(input.callbackUrl === undefined ? {} : { callback_url: input.callbackUrl }),
     }),
   };
-  return withSchedule(row, null, true, now, schedule, pace);
+  return withSchedule(row, null, true, now, plans);
 }
 
-export interface ApplyInput extends ScheduleInput {
+export interface ApplyInput {
   /** The order the snapshot is of (by partner_ref, else invoice number), or null when none is known. */
   current: OrderRow | null;
   /** The snapshot as it arrived: the audit trail's payload unless `options.payload` is given. */
@@ -209,6 +196,8 @@ export interface ApplyInput extends ScheduleInput {
   fields: OrderSnapshot;
   options: ApplyOptions;
   now: number;
+  /** Each product's first-poll plan (store/poll-plans.ts). */
+  plans: PlanLookup;
   /**
    * The catalog's name of the product `current` asked for, when the catalog knows it: compared
    * with the snapshot's before the snapshot adopts an order not yet accepted ({@link mustAdopt}).
@@ -225,8 +214,6 @@ export interface ApplyPlan {
   feed: FeedChange | null;
   /** The audit trail's row. */
   event: NewEventRow;
-  /** Pace samples to record, in order. */
-  pace: PaceSample[];
   /** True when the snapshot moved the order (or created it). */
   changed: boolean;
   reason: EventReason;
@@ -240,11 +227,11 @@ export interface ApplyPlan {
  * decides; the order is created from the snapshot when none is known, else merged
  * ({@link mergeSnapshot}); `final_at` and the schedule's columns follow ({@link afterChange}); the
  * version goes up and a feed event is due when the public representation changed
- * ({@link changeType}); and the pace learns from it. Throws `INVALID_SNAPSHOT` when no order is
+ * ({@link changeType}). Throws `INVALID_SNAPSHOT` when no order is
  * known and the snapshot has no partner_ref.
  */
 export function planApply(input: ApplyInput): ApplyPlan {
-  const { current, snapshot, fields, options, now, schedule, pace } = input;
+  const { current, snapshot, fields, options, now, plans } = input;
   let row: OrderRow;
   let write: ApplyPlan['write'];
   let feed: FeedChange | null;
@@ -265,11 +252,11 @@ export function planApply(input: ApplyInput): ApplyPlan {
     fields,
   );
   if (current === null) {
-    row = withSchedule(newRowFrom(fields, now), null, verdict.apply, now, schedule, pace);
+    row = withSchedule(newRowFrom(fields, now), null, verdict.apply, now, plans);
     feed = publish(null, row, now);
     write = 'insert';
   } else {
-    row = withSchedule(mergeSnapshot(current, fields, verdict), current, verdict.apply, now, schedule, pace);
+    row = withSchedule(mergeSnapshot(current, fields, verdict), current, verdict.apply, now, plans);
     feed = publish(current, row, now);
     write = 'none';
     if (ORDER_COLUMNS.some((c) => row[c] !== current[c])) {
@@ -284,7 +271,6 @@ export function planApply(input: ApplyInput): ApplyPlan {
     row,
     feed,
     event: snapshotEvent(row.partner_ref, snapshot, fields, options, now, changed, verdict.reason),
-    pace: paceSamples(row, current?.status ?? null, fields, verdict.apply, options),
     changed,
     reason: verdict.reason,
     created,
@@ -308,6 +294,7 @@ function snapshotEvent(
     status: fields.status,
     payload: JSON.stringify(options.payload ?? snapshot),
     received_at: options.receivedAt ?? now,
+    occurred_at: options.occurredAt ?? null,
     applied_at: now,
     changed: changed ? 1 : 0,
     reason,
@@ -377,49 +364,10 @@ function planOtherOrder(
     row,
     feed,
     event: snapshotEvent(current.partner_ref, snapshot, fields, options, now, changed, 'partner_ref_reused'),
-    pace: [],
     changed,
     reason: 'partner_ref_reused',
     created: false,
   };
-}
-
-/**
- * What the upstream's pace learns from an applied event: the time from the order's upstream
- * creation to a new PROCESSING, SUCCESS or FAILED (SUCCESS by its `success_at`, the others by the
- * webhook's event time; a poll that finds them says nothing of when), once per order and state;
- * and, for a webhook, its delivery delay.
- */
-export function paceSamples(
-  row: Pick<OrderRow, 'status' | 'created_at' | 'product_code'>,
-  previous: string | null,
-  fields: Pick<OrderSnapshot, 'success_at'>,
-  applied: boolean,
-  options: Pick<ApplyOptions, 'occurredAt' | 'receivedAt' | 'source'>,
-): PaceSample[] {
-  const samples: PaceSample[] = [];
-  const { occurredAt, receivedAt, source } = options;
-  if (source === 'webhook' && occurredAt !== undefined && receivedAt !== undefined) {
-    samples.push({ kind: 'delivery', ms: receivedAt - occurredAt });
-  }
-  const state = row.status;
-  if (
-    !applied ||
-    state === previous ||
-    (state !== 'PROCESSING' && state !== 'SUCCESS' && state !== 'FAILED')
-  ) {
-    return samples;
-  }
-  const reachedAt =
-    state === 'SUCCESS' && fields.success_at !== null ? parseUpstreamTime(fields.success_at) : occurredAt;
-  if (reachedAt === undefined || row.created_at === null) return samples;
-  samples.push({
-    kind: 'state',
-    productCode: row.product_code,
-    state,
-    ms: reachedAt - parseUpstreamTime(row.created_at),
-  });
-  return samples;
 }
 
 /** The order a snapshot creates: the upstream has it (submission `accepted`), with what it says. */
@@ -441,13 +389,7 @@ export function mergeSnapshot(
   const next: OrderRow = {
     ...current,
     submission_state: 'accepted',
-    rejection_code: null,
-    rejection_detail: null,
-    blocked_code: null,
-    blocked_detail: null,
-    cancel_code: null,
-    cancel_detail: null,
-    create_in_doubt_at: null,
+    ...NO_SUBMISSION_OUTCOME,
   };
   if (verdict.apply) {
     next.status = fields.status;
@@ -472,9 +414,8 @@ function withSchedule<R extends NewOrderRow>(
   current: OrderRow | null,
   changed: boolean,
   now: number,
-  schedule: ScheduleRuleSettings,
-  pace: PaceInput,
+  plans: PlanLookup,
 ): R {
   if (next.status !== null && isFinalStatus(next.status)) next.final_at = current?.final_at ?? now;
-  return Object.assign(next, afterChange(schedule, next, current, changed, now, pace));
+  return Object.assign(next, afterChange(next, current, changed, now, plans));
 }

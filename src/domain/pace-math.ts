@@ -1,15 +1,11 @@
 import { normalDensity, normalQuantile } from './normal.js';
 
 /**
- * The arithmetic of the learned pace (order-pace.ts), without storage: which bucket a duration
- * falls in, what a bucket stands for, a quantile of a histogram, and the outlier time (a
- * confidence bound of a high quantile). Each backend keeps the
- * histograms in its own table and reads them back through these functions.
+ * The arithmetic of the learned pace (reconciler/learn-pace.ts): which bucket a duration falls
+ * in, what a bucket stands for, a quantile of a histogram, and the outlier time (a confidence
+ * bound of a high quantile). The reconciler fills the histograms from the store's recorded times
+ * and reads them through these functions.
  */
-
-/** The states whose time from creation is learned; SUCCESS and FAILED together make "final". */
-export const PACE_STATES = ['PROCESSING', 'SUCCESS', 'FAILED'] as const;
-export type PaceState = (typeof PACE_STATES)[number];
 
 /** How much wider each bucket is than the one before: quantiles within about ±5 %. */
 export const GROWTH = 1.1;
@@ -148,13 +144,13 @@ export interface PaceSettings {
 
 /**
  * The pace of a product's orders from its histograms: its own time to a final state (`own`,
- * SUCCESS and FAILED together; null for a product-less order) once it holds `minSamples`, else
- * every product's together (`all`, or a function that reads it: called only when `own` is not
- * enough), else null; with the median webhook delivery delay (0 until `minSamples` arrived).
+ * SUCCESS and FAILED together; null for none) once it holds `minSamples`, else every product's
+ * together (`all`), else null; with the median webhook delivery delay (0 until `minSamples`
+ * arrived).
  */
 export function estimatePace(
   { quantile, minSamples }: PaceSettings,
-  histograms: { delivery: Histogram; own: Histogram | null; all: Histogram | (() => Histogram) },
+  histograms: { delivery: Histogram; own: Histogram | null; all: Histogram },
 ): PaceEstimate | null {
   const delivery = quantileOf(histograms.delivery, 0.5, minSamples) ?? 0;
   const { own } = histograms;
@@ -165,7 +161,7 @@ export function estimatePace(
       return { finalMs, outlierMs, deliveryMs: delivery, samples: sumOf(own), scope: 'product' };
     }
   }
-  const all = typeof histograms.all === 'function' ? histograms.all() : histograms.all;
+  const { all } = histograms;
   const finalMs = quantileOf(all, quantile, minSamples);
   if (finalMs === null) return null;
   const outlierMs = outlierBoundMs(all) ?? Number.POSITIVE_INFINITY;

@@ -5,16 +5,18 @@ import { isFinalStatus } from './state-machine.js';
 
 /**
  * When an order is polled (docs/reconciler.md, "Which orders, and when"), as pure functions of
- * the order's row, the schedule's settings, the time and the learned pace: no SQL. The store's
- * `PollSchedule` (poll-schedule.ts) reads the rows, asks these, and writes what they answer; every
- * backend goes through the same functions, so the rule exists once.
+ * the order's row, the time, the first-poll plan of its product and, for the reconciler's own
+ * records, the schedule's settings: no SQL. The writer asks {@link afterChange} in the
+ * transaction of its write; the reconciler's `PollSchedule` (poll-schedule.ts) asks
+ * {@link planPollRecord}. Every backend goes through the same functions, so the rule exists once.
  */
 
 /**
- * The settings of the schedule, in ms, as `reconcilerSettings(config)` gives them (their
- * defaults are in the config schema). Every process that writes orders must use the same ones,
- * or the schedules they write disagree. The store declares them itself rather than importing the
- * config's type, so that the config, which imports components, is never imported back by one.
+ * The reconciler's schedule settings, in ms, as `reconcilerSettings(config)` gives them (their
+ * defaults are in the config schema). Only the reconciler, the submission pump and the CLI's
+ * polls and creates read them: a writer needs none (its first polls come from `poll_plans`, which
+ * the reconciler writes). Declared here rather than imported from the config, so that the config,
+ * which imports components, is never imported back by one.
  */
 export interface PollScheduleSettings {
   /** `RECONCILE_FIRST_POLL_DELAY_S`: the first poll after a creation or change, when no pace is learned. */
@@ -42,23 +44,67 @@ export interface PollScheduleSettings {
   paceMinSamples?: number;
 }
 
-/** The settings the rules below read. */
-export type ScheduleRuleSettings = Pick<
-  PollScheduleSettings,
-  'firstPollDelayMs' | 'backoffMs' | 'stuckAfterMs' | 'firstPollMinMs' | 'firstPollMaxMs'
->;
+/** The settings {@link planPollRecord} reads. */
+export type ScheduleRuleSettings = Pick<PollScheduleSettings, 'backoffMs' | 'stuckAfterMs'>;
 
 /**
- * The pace estimate of the order's product (null: none learned, or pace off), or a function that
- * reads a product's. The function is called only when a first poll is computed or an answered
- * poll of an open order is recorded (the outlier check), with the product of the order as
- * written, so a store whose estimate is a cached read reads it only then; a caller that must
- * read it beforehand (an async backend) passes the value.
+ * When the first poll of a product's orders comes after a creation or change (a row of
+ * `poll_plans`, which the reconciler writes from its learned pace: reconciler/learn-pace.ts):
+ * at the order's creation ({@link pollBaseOf}) + `finalMs` + `deliveryMs`, but no sooner than
+ * `minMs` and no later than `maxMs` after the change. Without a learned pace `finalMs` and
+ * `deliveryMs` are 0 and both bounds the fixed delay, so the first poll comes that long after
+ * the change.
  */
-export type PaceInput = PaceEstimate | null | ((productCode: string | null) => PaceEstimate | null);
+export interface FirstPollPlan {
+  /** The learned quantile of the product's time from creation to a final state, in ms (0: none learned). */
+  finalMs: number;
+  /** The median delivery delay of a webhook, in ms. */
+  deliveryMs: number;
+  /** The earliest first poll after the change, in ms. */
+  minMs: number;
+  /** The latest first poll after the change, in ms. */
+  maxMs: number;
+  /**
+   * The product's own outlier time (`outlierBoundMs`, pace-math.ts), or null: not learned from
+   * the product's own orders. An answered poll of an order open longer goes to the backoff's cap.
+   */
+  outlierMs: number | null;
+  /** The samples the pace rests on (0: none learned). */
+  samples: number;
+}
 
-function paceOf(pace: PaceInput, productCode: string | null): PaceEstimate | null {
-  return typeof pace === 'function' ? pace(productCode) : pace;
+/** The plan of every product, as the writer reads it (store/poll-plans.ts). */
+export type PlanLookup = (productCode: string | null) => FirstPollPlan;
+
+/** The first poll before any reconciler has planned one: 30 s after the change (the default delay). */
+export const FIXED_FIRST_POLL: FirstPollPlan = fixedFirstPoll(30_000);
+
+/** The plan of a fixed delay: the first poll comes `delayMs` after the change. */
+export function fixedFirstPoll(delayMs: number): FirstPollPlan {
+  return { finalMs: 0, deliveryMs: 0, minMs: delayMs, maxMs: delayMs, outlierMs: null, samples: 0 };
+}
+
+/**
+ * The plan of a learned pace (`estimate`, null when too few samples or the pace is off): its
+ * quantile and delivery delay within the bounds of the settings; else the fixed delay.
+ */
+export function firstPollPlan(
+  settings: Pick<PollScheduleSettings, 'firstPollDelayMs' | 'firstPollMinMs' | 'firstPollMaxMs'>,
+  estimate: PaceEstimate | null,
+): FirstPollPlan {
+  if (!estimate) return fixedFirstPoll(settings.firstPollDelayMs);
+  const { firstPollMinMs = 0, firstPollMaxMs = Number.POSITIVE_INFINITY } = settings;
+  return {
+    finalMs: Math.round(estimate.finalMs),
+    deliveryMs: Math.round(estimate.deliveryMs),
+    minMs: firstPollMinMs,
+    maxMs: firstPollMaxMs,
+    outlierMs:
+      estimate.scope === 'product' && Number.isFinite(estimate.outlierMs)
+        ? Math.round(estimate.outlierMs)
+        : null,
+    samples: Math.round(estimate.samples),
+  };
 }
 
 /**
@@ -146,24 +192,16 @@ export function isSettled(row: SettledFields): boolean {
 }
 
 /**
- * When an order created or changed at `now` is first polled: when its final webhook is
- * overdue (docs/reconciler.md, "When the first poll comes"):
- * - with a learned pace: at its creation ({@link pollBaseOf}) + the `firstPollQuantile` of its product's time
- *   to a final state + the median webhook delivery delay, but no sooner than `firstPollMinMs` and
- *   no later than `firstPollMaxMs` from now;
- * - else (pace off, or too few samples yet) `firstPollDelayMs` from now.
+ * When an order created or changed at `now` is first polled: when its final webhook is overdue
+ * (docs/reconciler.md, "When the first poll comes"), as its product's plan says
+ * ({@link FirstPollPlan}): at its creation ({@link pollBaseOf}) + the learned quantile of the
+ * product's time to a final state + the median webhook delivery delay, within the plan's bounds
+ * from now; without a learned pace, the fixed delay from now.
  */
-export function firstPollAt(
-  settings: ScheduleRuleSettings,
-  row: FirstPollFields,
-  now: number,
-  pace: PaceInput,
-): number {
-  const estimate = paceOf(pace, row.product_code);
-  if (!estimate) return now + settings.firstPollDelayMs;
-  const { firstPollMinMs = 0, firstPollMaxMs = Number.POSITIVE_INFINITY } = settings;
-  const overdueAt = Math.round(pollBaseOf(row, now) + estimate.finalMs + estimate.deliveryMs);
-  return Math.min(Math.max(overdueAt, now + firstPollMinMs), now + firstPollMaxMs);
+export function firstPollAt(row: FirstPollFields, now: number, plans: PlanLookup): number {
+  const { finalMs, deliveryMs, minMs, maxMs } = plans(row.product_code);
+  const overdueAt = Math.round(pollBaseOf(row, now) + finalMs + deliveryMs);
+  return Math.min(Math.max(overdueAt, now + minMs), now + maxMs);
 }
 
 /**
@@ -176,16 +214,15 @@ export function firstPollAt(
  * - otherwise (a duplicate or older event) the schedule stays as it was.
  */
 export function afterChange(
-  settings: ScheduleRuleSettings,
   next: SettledFields & FirstPollFields & Pick<OrderRow, 'poll_count'>,
   current: Pick<OrderRow, 'next_poll_at'> | null,
   changed: boolean,
   now: number,
-  pace: PaceInput,
+  plans: PlanLookup,
 ): PollingColumns {
   if (isSettled(next)) return { next_poll_at: null, poll_count: next.poll_count };
   if (next.submission_state === 'queued') return { next_poll_at: null, poll_count: 0 };
-  const first = firstPollAt(settings, next, now, pace);
+  const first = firstPollAt(next, now, plans);
   if (changed || current === null) return { next_poll_at: first, poll_count: 0 };
   return { next_poll_at: current.next_poll_at ?? first, poll_count: next.poll_count };
 }
@@ -202,18 +239,17 @@ export function afterSubmissionOutcome(row: SettledFields, now: number): Pick<Or
 
 /**
  * Whether an order the upstream has, still without its final state, has been open longer than
- * its product's own learned outlier time (`PaceEstimate.outlierMs`: with 95 % confidence, longer
+ * its product's own learned outlier time (`FirstPollPlan.outlierMs`: with 95 % confidence, longer
  * than all but one in a thousand of its kind; pace-math.ts, `outlierBoundMs`). False without a
  * learned pace; false for a SUCCESS waiting for its serial, whose wait is not the time to final,
  * and for a submission still to be resolved, whose polls are not about the pace.
  */
-function isOutlier(current: OrderRow, now: number, pace: PaceInput): boolean {
+function isOutlier(current: OrderRow, now: number, plans: PlanLookup): boolean {
   if (current.final_at !== null || current.submission_state !== 'accepted') return false;
-  const estimate = paceOf(pace, current.product_code);
-  // Only the product's own pace: every product's together says little of a slow one.
-  return (
-    estimate !== null && estimate.scope === 'product' && now - pollBaseOf(current, now) > estimate.outlierMs
-  );
+  // Only the product's own pace (outlierMs is null otherwise): every product's together says
+  // little of a slow one.
+  const { outlierMs } = plans(current.product_code);
+  return outlierMs !== null && now - pollBaseOf(current, now) > outlierMs;
 }
 
 /**
@@ -237,7 +273,7 @@ export function planPollRecord(
   current: OrderRow,
   outcome: PollOutcome,
   now: number,
-  pace: PaceInput,
+  plans: PlanLookup,
 ): PollRecord {
   const { backoffMs, stuckAfterMs } = settings;
   const changed = outcome === 'changed';
@@ -246,8 +282,8 @@ export function planPollRecord(
   const nextPollAt = stuck
     ? now + cap
     : changed
-      ? firstPollAt(settings, current, now, pace)
-      : outcome === 'unchanged' && isOutlier(current, now, pace)
+      ? firstPollAt(current, now, plans)
+      : outcome === 'unchanged' && isOutlier(current, now, plans)
         ? now + cap
         : now + backoffMs[Math.min(current.poll_count, backoffMs.length - 1)]!;
   const stuckAt = stuck ? (current.stuck_at ?? now) : current.stuck_at;

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { BudgetExhaustedError } from '../rate-budget/rate-budget.js';
 import type { LocalOrder } from '../store/local-order.js';
-import type { OrderStore } from '../store/order-store.js';
+import type { ScheduledStore } from '../store/order-store.js';
 import type { StartedSubmission } from '../store/order-writer.js';
 import type { ClaimedOrder } from '../store/poll-schedule.js';
 import type { UpstreamClient } from '../upstream/client.js';
@@ -80,7 +80,7 @@ export interface PlaceOrderDeps {
    * The store: the local order and its claim (only the claim's holder sends its create), the
    * create answer and the create outcomes go through it.
    */
-  store: Pick<OrderStore, 'writer' | 'schedule'>;
+  store: Pick<ScheduledStore, 'writer' | 'schedule'>;
   logger?: Logger;
 }
 
@@ -226,7 +226,10 @@ export async function sendClaimedOrder(
         signal: guard.signal,
         beforeSend: async () => {
           guard.check();
-          started ??= await writer.startSubmission(partnerRef, claim, { knownAbsent });
+          started ??= await writer.startSubmission(partnerRef, claim, {
+            leaseMs: store.schedule.settings.leaseMs,
+            knownAbsent,
+          });
           if (!started) throw new ClaimLostError(`the claim on order ${partnerRef} is another process's now`);
         },
         onUnanswered: () => {

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { OrderStore } from '../store/order-store.js';
+import type { ScheduledStore } from '../store/order-store.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { sendClaimedOrder } from './place-order.js';
 
@@ -10,7 +10,7 @@ export const DEFAULT_PUMP_IDLE_MS = 200;
 export const EXPIRY_SWEEP_MS = 5_000;
 
 export interface SubmissionPumpOptions {
-  store: OrderStore;
+  store: ScheduledStore;
   client: UpstreamClient;
   logger?: Logger;
   /** How often an idle pump looks for queued orders. Default {@link DEFAULT_PUMP_IDLE_MS}. */
@@ -77,7 +77,7 @@ export function startSubmissionPump(options: SubmissionPumpOptions): SubmissionP
 
   const loop = async () => {
     while (!stopping) {
-      let order: Awaited<ReturnType<OrderStore['schedule']['claimNextQueued']>>;
+      let order: Awaited<ReturnType<ScheduledStore['schedule']['claimNextQueued']>>;
       // A sweep the store cannot take now never holds up sending: it is tried again next turn.
       await expireOld().catch((err: unknown) =>
         logger?.warn({ err }, 'submission pump: expiring old orders failed; trying again'),

@@ -3,7 +3,7 @@ import type { ReconcilerSettings } from '../config/config.js';
 import { sendClaimedOrder, type UnknownCause } from '../orders/place-order.js';
 import { BudgetExhaustedError } from '../rate-budget/rate-budget.js';
 import type { LocalOrder } from '../store/local-order.js';
-import type { OrderStore } from '../store/order-store.js';
+import type { ScheduledStore } from '../store/order-store.js';
 import type { ApplyResult } from '../store/order-writer.js';
 import type { ClaimedOrder } from '../store/poll-schedule.js';
 import { StoreError } from '../store/store-error.js';
@@ -18,7 +18,7 @@ export interface ReconcilerDeps {
    * Every answer goes through its writer; orders are claimed, and polls recorded, in its
    * schedule, which also decides when each order is polled next.
    */
-  store: OrderStore;
+  store: ScheduledStore;
   /** The upstream client, with the shared rate budget: a poll takes a `poll` slot or ends the pass. */
   client: UpstreamClient;
   /** `reconcilerSettings(config)`, of which a pass reads its size. */

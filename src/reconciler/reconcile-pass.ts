@@ -4,6 +4,7 @@ import type { RedisLease } from '../shared/redis-lease.js';
 import type { ClaimedOrder } from '../store/poll-schedule.js';
 import type { CircuitCause, OpenCircuit } from '../store/upstream-circuit.js';
 import { CIRCUIT_OPENS_AFTER, closeCircuit, openCircuit, probeFailed, probeUpstream } from './circuit.js';
+import { relearnPace } from './learn-pace.js';
 import { type PollError, pollClaimedOrder, type ReconcilerDeps } from './poll-order.js';
 
 /**
@@ -95,7 +96,8 @@ export interface RunPassOptions {
 }
 
 /**
- * One reconciliation pass: under the pass lock (when given), probes the upstream first when the
+ * One reconciliation pass: under the pass lock (when given), learns the upstream's pace and
+ * writes each product's first-poll plan ({@link relearnPace}), probes the upstream first when the
  * circuit is open or blocked orders wait (one `GET /profile`: a success closes the circuit, a
  * failure opens it or keeps it open and ends the pass), then claims
  * due orders one at a time, longest-due first (`claimDueForPoll`), and polls each with
@@ -131,6 +133,9 @@ export async function runReconcilePass(
 
   try {
     const signals = [options.signal, held?.signal].filter((s): s is AbortSignal => s !== undefined);
+    // First the first-poll plans, from what the store recorded since the last pass: the orders
+    // this pass reschedules, and every write after it, follow the newest pace.
+    await relearnPace(deps.store, deps.logger);
     return await pollDueOrders(deps, { ...options, passId, trigger, startedAt, signals });
   } finally {
     await held?.release();

@@ -8,9 +8,10 @@ import type { RateBudget } from '../rate-budget/rate-budget.js';
 import { settlesWithin } from '../shared/deadline.js';
 import { RedisLease } from '../shared/redis-lease.js';
 import { watchedRedis } from '../shared/redis-outage.js';
-import type { OrderStore } from '../store/order-store.js';
+import type { ScheduledStore } from '../store/order-store.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { type EarlyPollResult, pollOrderNow } from './early-poll.js';
+import { relearnPace } from './learn-pace.js';
 import { createReconcilerMetrics, type ReconcilerMetrics } from './metrics.js';
 import type { ReconcilerDeps } from './poll-order.js';
 import { type ReconcilePassSummary, runReconcilePass } from './reconcile-pass.js';
@@ -34,7 +35,7 @@ export interface StartReconcilerOptions {
    */
   settings: Pick<ReconcilerSettings, 'everyMs' | 'passSize'>;
   /** Opened with `reconcilerSettings(config)`, like every store that writes orders. */
-  store: OrderStore;
+  store: ScheduledStore;
   /** The upstream client with the shared rate budget. */
   client: UpstreamClient;
   /** The budget the client draws from; read for the pass summaries. Default: none. */
@@ -181,6 +182,9 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
   );
   pollWorker.on('error', outage.error);
 
+  // The first-poll plans of this reconciler's settings and the pace recorded so far, before the
+  // submission pump or anything else writes an order with them; each pass learns again.
+  await relearnPace(store, logger);
   try {
     await queue.upsertJobScheduler(
       RECONCILE_SCHEDULER_ID,

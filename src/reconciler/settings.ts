@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { int } from '../config/variables.js';
 
-/** The reconciler's variables (README, "Settings"); every process that writes orders uses them (docs/reconciler.md). */
+/** The reconciler's variables (README, "Settings"): the reconciler's, the submission pump's and the CLI's polls and creates (docs/reconciler.md). */
 export const reconcilerVariables = z.object({
   RECONCILE_ENABLED: z
     .stringbool()
@@ -15,7 +15,7 @@ export const reconcilerVariables = z.object({
   RECONCILE_FIRST_POLL_DELAY_S: int(0)
     .default(30)
     .describe(
-      'Seconds after an order is created or changes before its first poll: its webhook is overdue then. Every process that writes orders must use the same value.',
+      'Seconds after an order is created or changes before its first poll while no pace is learned: its webhook is overdue then. Until a reconcile pass has run on a store, its orders are first polled 30 s after a change.',
     ),
   RECONCILE_FIRST_POLL_QUANTILE: z.coerce
     .number()
@@ -23,7 +23,7 @@ export const reconcilerVariables = z.object({
     .lt(1)
     .default(0.9)
     .describe(
-      "Learned first poll: an order is first polled when this share of the product's orders have reached a final state (learned from the webhooks that arrive), plus the usual webhook delivery delay; `0` = always `RECONCILE_FIRST_POLL_DELAY_S`, which also applies until `RECONCILE_PACE_MIN_SAMPLES` are known. Every process that writes orders must use the same value.",
+      "Learned first poll: an order is first polled when this share of the product's orders have reached a final state (learned from the webhooks that arrive), plus the usual webhook delivery delay; `0` = always `RECONCILE_FIRST_POLL_DELAY_S`, which also applies until `RECONCILE_PACE_MIN_SAMPLES` are known. Each reconcile pass learns it from the last 20,000 order events and writes every product's first poll for the processes that write orders (docs/reconciler.md).",
     ),
   RECONCILE_FIRST_POLL_MIN_S: int(0)
     .default(5)

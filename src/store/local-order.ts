@@ -189,6 +189,8 @@ export interface OrderEventRow {
   status: string | null;
   payload: string | null;
   received_at: number;
+  /** When the upstream says the event happened (a webhook's `created_at`), in ms; else null (migration 19). */
+  occurred_at: number | null;
   applied_at: number;
   changed: number;
   reason: EventReason;

@@ -12,8 +12,7 @@ import { StoreError } from './store-error.js';
 export const COPY_ORDER = [
   'orders',
   'order_events',
-  'order_pace',
-  'order_pace_totals',
+  'poll_plans',
   'feed_events',
   'api_tokens',
   'upstream_circuit',

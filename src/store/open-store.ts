@@ -1,6 +1,5 @@
 import type { Database } from 'better-sqlite3';
 import { type OrderStore, openOrderStore } from './order-store.js';
-import type { PollScheduleSettings } from './poll-schedule.js';
 import type { StoreDb } from './sql/executor.js';
 import { StoreError } from './store-error.js';
 import { parseStoreUrl } from './store-url.js';
@@ -44,12 +43,10 @@ export interface OpenedStore extends OrderStore {
 
 /**
  * Opens the store at `url` (`H2H_DB_URL`: `sqlite://…` or `postgres://…`) and brings its schema
- * up to date. `settings` is the poll schedule, as for `openOrderStore`. Throws a StoreError naming
- * the store (never a password) and the fix.
+ * up to date. Throws a StoreError naming the store (never a password) and the fix.
  */
 export async function openStore(
   url: string,
-  settings: PollScheduleSettings,
   { now, role, lockTimeoutMs, mustExist, balanceLowThreshold, poolMax }: OpenStoreOptions = {},
 ): Promise<OpenedStore> {
   let location: ReturnType<typeof parseStoreUrl>;
@@ -80,17 +77,10 @@ export async function openStore(
     db = sqliteDb;
     sqlite = sqliteDb.connection;
   }
-  let store: OrderStore;
-  try {
-    store = openOrderStore(db, settings, {
-      ...(now === undefined ? {} : { now }),
-      ...(balanceLowThreshold === undefined ? {} : { balanceLowThreshold }),
-    });
-  } catch (error) {
-    // A schedule that cannot work: the pool (PostgreSQL) would otherwise keep the process alive.
-    await db.close();
-    throw error;
-  }
+  const store = openOrderStore(db, {
+    ...(now === undefined ? {} : { now }),
+    ...(balanceLowThreshold === undefined ? {} : { balanceLowThreshold }),
+  });
   return {
     ...store,
     backend: location.backend,

@@ -11,6 +11,7 @@ import {
   toOrderEvent,
 } from './local-order.js';
 import { checkedAtSql } from './poll-schedule.js';
+import type { SqlExecutor } from './sql/executor.js';
 import type { StoreContext } from './store-context.js';
 
 /** The column a status filter reads: a status of decisions.md, else a submission state, else the upstream's string. */
@@ -141,12 +142,8 @@ export class OrderQueries {
   }
 
   /** How many orders wait in the submission queue (submission `queued`). */
-  async countQueued(): Promise<number> {
-    const { db } = this.#context;
-    const row = await db.get<{ n: number }>(
-      `SELECT COUNT(*) AS n FROM orders ${db.dialect.indexedBy('orders_queued')} WHERE submission_state = 'queued'`,
-    );
-    return row?.n ?? 0;
+  countQueued(): Promise<number> {
+    return countQueued(this.#context.db);
   }
 
   /** The order with exactly this partner_ref (never one whose invoice number it is). */
@@ -257,4 +254,12 @@ export class OrderQueries {
       stuck: totals.stuck ?? 0,
     };
   }
+}
+
+/** How many orders wait in the submission queue, read on `ex` (the writer's admission reads it in its transaction). */
+export async function countQueued(ex: SqlExecutor): Promise<number> {
+  const row = await ex.get<{ n: number }>(
+    `SELECT COUNT(*) AS n FROM orders ${ex.dialect.indexedBy('orders_queued')} WHERE submission_state = 'queued'`,
+  );
+  return Number(row?.n ?? 0);
 }

@@ -7,6 +7,7 @@ import { NotifyEndpoints } from './notify-endpoints.js';
 import { NotifyOutbox } from './notify-outbox.js';
 import { OrderQueries } from './order-queries.js';
 import { OrderWriter } from './order-writer.js';
+import { PollPlans } from './poll-plans.js';
 import { PollSchedule, type PollScheduleSettings } from './poll-schedule.js';
 import type { StoreDb } from './sql/executor.js';
 import { StoreContext } from './store-context.js';
@@ -19,8 +20,13 @@ export interface OrderStore {
    * source), `createLocalOrder`, `markRejected`, `markSubmissionUnknown`.
    */
   readonly writer: OrderWriter;
-  /** When each order is polled: the rule, and the reconciler's claims and poll records. */
-  readonly schedule: PollSchedule;
+  /**
+   * The database handle every part above shares, and the store's clock: for the parts a process
+   * adds with settings of its own (the reconciler's `PollSchedule`, poll-schedule.ts).
+   */
+  readonly context: StoreContext;
+  /** Each product's first-poll plan: the reconciler writes them, every writer reads them. */
+  readonly pollPlans: PollPlans;
   /** Reads for the CLI, the metrics and the reconciler. */
   readonly queries: OrderQueries;
   /** Whether the reconciler has stopped calling the upstream, and why (not order state). */
@@ -54,25 +60,23 @@ export interface OpenOrderStoreOptions {
 
 /**
  * The order store's parts on a database (sql/executor.ts); processes open it with `openStore`
- * (open-store.ts), which opens the database too. `settings` is the poll schedule:
- * `reconcilerSettings(config)` in every process that writes orders (worker, reconciler, CLI),
- * since each write sets the order's next poll time and their schedules must agree. Throws a
- * RangeError naming the first setting that cannot make a schedule.
+ * (open-store.ts), which opens the database too. The processes that poll or send orders add the
+ * reconciler's schedule (poll-schedule.ts, `withSchedule`).
  */
 export function openOrderStore(
   db: StoreDb,
-  settings: PollScheduleSettings,
   { now = Date.now, balanceLowThreshold = 0 }: OpenOrderStoreOptions = {},
 ): OrderStore {
   const context = new StoreContext(db, now);
-  const schedule = new PollSchedule(context, settings);
+  const pollPlans = new PollPlans(context);
   const feed = new ChangeFeed(context);
   const balance = new BalanceLedger(context, feed, balanceLowThreshold);
   return {
-    writer: new OrderWriter(context, schedule, feed, balance),
+    writer: new OrderWriter(context, pollPlans, feed, balance),
     catalog: new LocalCatalog(context, feed, balance),
     balance,
-    schedule,
+    context,
+    pollPlans,
     feed,
     tokens: new ApiTokens(context),
     queries: new OrderQueries(context),
@@ -81,4 +85,15 @@ export function openOrderStore(
     outbox: new NotifyOutbox(context),
     deliveries: new NotifyDeliveries(context),
   };
+}
+
+/** A store with the reconciler's schedule: what the processes that poll or send orders open. */
+export type ScheduledStore<S extends OrderStore = OrderStore> = S & { readonly schedule: PollSchedule };
+
+/** `store` with a {@link PollSchedule} of `settings` (`reconcilerSettings(config)`). */
+export function withSchedule<S extends OrderStore>(
+  store: S,
+  settings: PollScheduleSettings,
+): ScheduledStore<S> {
+  return { ...store, schedule: new PollSchedule(store, settings) };
 }

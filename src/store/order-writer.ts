@@ -20,8 +20,8 @@ import { type OrderSnapshot, readOrderSnapshot } from '../upstream/order-snapsho
 import type { BalanceLedger } from './balance.js';
 import type { ChangeFeed } from './feed.js';
 import { type EventReason, type LocalOrder, type OrderRow, toLocalOrder } from './local-order.js';
-import { PaceBatch } from './order-pace.js';
-import type { PollSchedule } from './poll-schedule.js';
+import { countQueued } from './order-queries.js';
+import type { PollPlans } from './poll-plans.js';
 import type { Outcome, SqlExecutor, WriteOptions } from './sql/executor.js';
 import { together } from './sql/together.js';
 import type { StoreContext, StoredOrderRow } from './store-context.js';
@@ -82,28 +82,28 @@ const CATALOG_NAME = `SELECT name FROM catalog_products WHERE code = @code
 const START_SUBMISSION = `UPDATE orders SET first_sent_at = COALESCE(first_sent_at, @now), create_in_doubt_at = @now,
   poll_leased_until = @until WHERE id = @id`;
 const INSERT_EVENT = `INSERT INTO order_events
-    (partner_ref, source, event_id, status, payload, received_at, applied_at, changed, reason)
+    (partner_ref, source, event_id, status, payload, received_at, occurred_at, applied_at, changed, reason)
   VALUES
-    (@partner_ref, @source, @event_id, @status, @payload, @received_at, @applied_at, @changed, @reason)`;
+    (@partner_ref, @source, @event_id, @status, @payload, @received_at, @occurred_at, @applied_at, @changed, @reason)`;
 
 /**
  * The only writer of order state: the orders themselves and their audit trail (`order_events`).
  * Every change to an order's status goes through {@link OrderWriter.applyOrderSnapshot},
  * whatever its source; the create call's other outcomes are recorded by {@link markRejected},
  * {@link markBlocked} and {@link markSubmissionUnknown}. What each write does (the state machine's
- * verdict, the merged row, its schedule, its feed event, its audit row, its pace samples) is
- * planned by the pure functions of rules/apply-plan.ts; this class finds the rows, asks for the
+ * verdict, the merged row, its schedule, its feed event, its audit row) is planned by the pure
+ * functions of domain/apply-plan.ts; this class finds the rows, asks for the
  * plan and carries it out in one transaction.
  */
 export class OrderWriter {
   readonly #context: StoreContext;
-  readonly #schedule: PollSchedule;
+  readonly #plans: PollPlans;
   readonly #feed: ChangeFeed;
   readonly #ledger: BalanceLedger;
 
-  constructor(context: StoreContext, schedule: PollSchedule, feed: ChangeFeed, ledger: BalanceLedger) {
+  constructor(context: StoreContext, plans: PollPlans, feed: ChangeFeed, ledger: BalanceLedger) {
     this.#context = context;
-    this.#schedule = schedule;
+    this.#plans = plans;
     this.#feed = feed;
     this.#ledger = ledger;
   }
@@ -135,10 +135,7 @@ export class OrderWriter {
       if (tx.dialect.admissionLockSql) await tx.get(tx.dialect.admissionLockSql);
       const known = await this.#context.find(tx, input.partnerRef, null);
       if (known) return { order: toLocalOrder(known), created: false };
-      const queued = await tx.get<{ n: number }>(
-        `SELECT COUNT(*) AS n FROM orders ${tx.dialect.indexedBy('orders_queued')} WHERE submission_state = 'queued'`,
-      );
-      if (Number(queued?.n ?? 0) >= backlog) return { full: true };
+      if ((await countQueued(tx)) >= backlog) return { full: true };
       return this.#insertLocal(tx, { ...input, queued: true });
     });
   }
@@ -149,9 +146,7 @@ export class OrderWriter {
     input: CreateLocalOrderInput,
   ): Promise<{ order: LocalOrder; created: boolean }> {
     const now = this.#context.now();
-    const row = await this.#schedule.pace.planWith(tx, (pace) =>
-      planLocalOrder(input, now, { schedule: this.#schedule.settings, pace }),
-    );
+    const row = planLocalOrder(input, now, await this.#plans.lookup(tx));
     // The read is issued with the insert (sql/together.ts) and runs after it: the new row, or
     // the one that was there.
     const [inserted, stored] = await together([
@@ -170,8 +165,8 @@ export class OrderWriter {
    * 3. decides with decisions.md's state machine (see `decideSnapshot`): an order with no status
    *    yet takes any known status (`initial`), a newer state may skip late or lost ones, and a
    *    status outside the table is kept in `upstream_status` only;
-   * 4. marks the submission accepted, records the event, and sets the order's next poll as the
-   *    schedule says ({@link PollSchedule.afterChange});
+   * 4. marks the submission accepted, records the event, and sets the order's next poll as its
+   *    product's first-poll plan says (domain/poll-rules.ts, `afterChange`; store/poll-plans.ts);
    * 5. accounts the balance: a debit when the upstream first accepts the order, a credit when it
    *    first becomes FAILED or REFUNDED ({@link BalanceLedger.accountOrderWrite} and {@link BalanceLedger.recordInLedger}).
    *
@@ -188,32 +183,18 @@ export class OrderWriter {
    * that fails (`INVALID_SNAPSHOT`, a constraint) rolls back only its own writes and fails only
    * its own outcome. The outcomes come after COMMIT has returned; when the transaction as a whole
    * fails (the write lock not taken in `lockTimeoutMs`, COMMIT, I/O), the call rejects and
-   * nothing of the batch is written. The pace samples of the items are written once per
-   * transaction, before its COMMIT (order-pace.ts, `PaceBatch`), as the applies one by one
-   * would have written them.
+   * nothing of the batch is written.
    */
   applyBatch(
     items: readonly ApplyItem[],
     { lockTimeoutMs }: Pick<WriteOptions, 'lockTimeoutMs'> = {},
   ): Promise<Outcome<ApplyResult>[]> {
-    // The batch's pace samples are written once per transaction, before its COMMIT (PaceBatch).
-    const pace = new PaceBatch(this.#schedule.pace);
     return this.#context.db.writeBatch(
-      items.map(({ snapshot, options }, index) => async (tx: SqlExecutor) => {
-        pace.startUnit(index);
-        try {
-          const fields = this.#read(snapshot);
-          return await this.#apply(tx, snapshot, fields, options, pace);
-        } catch (error) {
-          pace.unitFailed();
-          throw error;
-        }
+      items.map(({ snapshot, options }) => async (tx: SqlExecutor) => {
+        const fields = this.#read(snapshot);
+        return this.#apply(tx, snapshot, fields, options);
       }),
-      {
-        feed: true,
-        ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
-        beforeCommit: (tx) => pace.flush(tx),
-      },
+      { feed: true, ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }) },
     );
   }
 
@@ -278,19 +259,20 @@ export class OrderWriter {
    * "never reject what may exist"): `first_sent_at` on the first, and `create_in_doubt_at` until
    * the call's outcome settles it; the claim's lease is renewed with it. Only the holder of the
    * order's live claim (`claim`, from the schedule's claims) may send: undefined when it ran out
-   * or another holds it now. `knownAbsent`: a read by partner_ref has just answered 404, so no
-   * earlier create left an order upstream.
+   * or another holds it now; the lease is renewed for `leaseMs` (`RECONCILE_LEASE_S`).
+   * `knownAbsent`: a read by partner_ref has just answered 404, so no earlier create left an
+   * order upstream.
    */
   startSubmission(
     partnerRef: string,
     claim: string,
-    { knownAbsent = false }: { knownAbsent?: boolean } = {},
+    { leaseMs, knownAbsent = false }: { leaseMs: number; knownAbsent?: boolean },
   ): Promise<StartedSubmission | undefined> {
     return this.#context.db.write(async (tx) => {
       const now = this.#context.now();
       const row = await this.#context.mustFindForWrite(tx, partnerRef);
       if (row.lease_token !== claim || (row.poll_leased_until ?? 0) <= now) return undefined;
-      const leasedUntil = now + this.#schedule.settings.leaseMs;
+      const leasedUntil = now + leaseMs;
       await tx.run(START_SUBMISSION, { id: row.id, now, until: leasedUntil });
       return {
         order: toLocalOrder({ ...row, first_sent_at: row.first_sent_at ?? now, create_in_doubt_at: now }),
@@ -361,16 +343,14 @@ export class OrderWriter {
    * The apply's statements in two round trips on PostgreSQL (docs/store-backends.md, "Round trips
    * per apply"): the event-id check with the order's look-up, then every write of the plan issued
    * together (sql/together.ts), in the plan's order: feed event, order row (with its debit),
-   * ledger, pace samples (in a group commit's `batch`: gathered, written before its COMMIT),
-   * audit row. A statement more only when the plan needs one: a pace
-   * estimate past its cache, a price from the catalog, a distribution to halve, a low balance.
+   * ledger, audit row. A statement more only when the plan needs one: the first-poll plans past
+   * their cache, a name from the catalog, a low balance.
    */
   async #apply(
     tx: SqlExecutor,
     snapshot: Order,
     fields: OrderSnapshot,
     options: ApplyOptions,
-    batch?: PaceBatch,
   ): Promise<ApplyResult> {
     const now = this.#context.now();
     const eventId = options.eventId ?? null;
@@ -411,21 +391,15 @@ export class OrderWriter {
             })
           )?.name ?? null)
         : null;
-    const plan = await this.#schedule.pace.planWith(
-      tx,
-      (pace) =>
-        planApply({
-          current,
-          snapshot,
-          fields,
-          options,
-          now,
-          schedule: this.#schedule.settings,
-          pace,
-          catalogName,
-        }),
-      batch,
-    );
+    const plan = planApply({
+      current,
+      snapshot,
+      fields,
+      options,
+      now,
+      plans: await this.#plans.lookup(tx),
+      catalogName,
+    });
     const { row } = plan;
     const accounting = await this.#ledger.accountOrderWrite(tx, current, row);
     const debit = accounting?.debitedAmount ?? null;
@@ -433,15 +407,11 @@ export class OrderWriter {
       this.#append(tx, plan.feed, now),
       this.#writeRow(tx, plan.write, row, debit),
       accounting ? this.#ledger.recordInLedger(tx, accounting) : Promise.resolve(),
-      batch ? Promise.resolve() : this.#schedule.pace.recordSamples(tx, plan.pace),
       tx.run(INSERT_EVENT, plan.event),
     ]);
     if (id !== undefined) row.id = id;
     const { changed, reason, created } = plan;
-    const order = toLocalOrder(row);
-    // Last: a unit that fails adds no samples to its batch.
-    batch?.add(plan.pace);
-    return { order, changed, reason, duplicate: false, created };
+    return { order: toLocalOrder(row), changed, reason, duplicate: false, created };
   }
 
   /**

@@ -1,20 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import type { PaceEstimate } from '../domain/pace-math.js';
 import {
-  afterChange,
-  afterSubmissionOutcome,
   checkScheduleSettings,
-  type FirstPollFields,
-  firstPollAt,
-  isSettled,
-  type PollingColumns,
   type PollOutcome,
   type PollScheduleSettings,
   planPollRecord,
-  type SettledFields,
 } from '../domain/poll-rules.js';
 import { type LocalOrder, type OrderRow, toLocalOrder } from './local-order.js';
-import { OrderPace } from './order-pace.js';
+import type { PollPlans } from './poll-plans.js';
 import type { SqlExecutor } from './sql/executor.js';
 import type { StoreContext } from './store-context.js';
 
@@ -59,84 +51,31 @@ const SET_LEASE = 'UPDATE orders SET poll_leased_until = @until, lease_token = @
 export type ClaimedOrder = LocalOrder & { readonly claim: string; readonly leasedUntil: number };
 
 /**
- * When each order is polled (docs/reconciler.md, "Which orders, and when"): the bookkeeping in
- * `orders` (`next_poll_at`, `poll_count`, `last_polled_at`, `stuck_at`, the lease) of the rule,
- * which lives as pure functions in rules/poll-rules.ts.
+ * The reconciler's side of when each order is polled (docs/reconciler.md, "Which orders, and
+ * when"), with its settings: the claims on orders (polls, creates, the audit) and the record of
+ * each poll (`last_polled_at`, `poll_count`, `next_poll_at`, `stuck_at`, the lease). The rules are
+ * pure functions in domain/poll-rules.ts; a writer sets a new or moved order's first poll by its
+ * product's plan (poll-plans.ts) and needs none of these settings, so the store is opened without
+ * them and the processes that poll or send add a schedule (order-store.ts, `withSchedule`).
  *
- * Invariant: `next_poll_at` is null exactly when the order is settled (see {@link isSettled}) or
- * queued for the submission pump ({@link claimNextQueued}), so the reconciler never loses an
- * open order. Every value of `next_poll_at` comes from here: the
- * order writer asks {@link afterChange} and {@link afterSubmissionOutcome} in the transaction of
- * its write, and the reconciler records its polls with {@link recordPoll}.
+ * Invariant: `next_poll_at` is null exactly when the order is settled (`isSettled`) or queued for
+ * the submission pump ({@link claimNextQueued}), so the reconciler never loses an open order.
  *
  * Settings are validated at construction: a RangeError names the first unusable one.
  */
 export class PollSchedule {
   readonly settings: Readonly<PollScheduleSettings>;
-  /** The upstream's learned pace, which the writer feeds and the first poll reads. */
-  readonly pace: OrderPace;
   readonly #context: StoreContext;
+  readonly #plans: PollPlans;
 
-  constructor(context: StoreContext, settings: PollScheduleSettings) {
+  constructor(
+    store: { readonly context: StoreContext; readonly pollPlans: PollPlans },
+    settings: PollScheduleSettings,
+  ) {
     checkScheduleSettings(settings);
-    const { firstPollDelayMs, backoffMs, stuckAfterMs, leaseMs, auditWindowMs, auditEveryMs } = settings;
-    const { firstPollQuantile = 0, firstPollMinMs, firstPollMaxMs, paceMinSamples = 1 } = settings;
-    this.settings = {
-      firstPollDelayMs,
-      backoffMs: [...backoffMs],
-      stuckAfterMs,
-      leaseMs,
-      auditWindowMs,
-      auditEveryMs,
-      firstPollQuantile,
-      firstPollMinMs,
-      firstPollMaxMs,
-      paceMinSamples,
-    };
-    this.pace = new OrderPace(
-      context,
-      firstPollQuantile > 0 ? { quantile: firstPollQuantile, minSamples: paceMinSamples } : null,
-    );
-    this.#context = context;
-  }
-
-  /**
-   * True when due polling ends: FAILED, REFUNDED, or SUCCESS with its serial number
-   * (decisions.md: a serial may follow a SUCCESS). A SUCCESS still without its serial is settled
-   * once it is stuck: its outcome is final, and a late serial still applies when it comes. A
-   * rejected submission never existed upstream and is settled too. A SUCCESS may still be
-   * refunded: the audit re-reads settled SUCCESS orders on idle capacity ({@link claimForAudit}).
-   */
-  isSettled(row: SettledFields): boolean {
-    return isSettled(row);
-  }
-
-  /**
-   * The polling columns of an order the writer creates or applies a snapshot to (`current` is
-   * null for a new order; `changed` says the snapshot moved it):
-   * - settled → no next poll;
-   * - new or moved → first poll when its final webhook is overdue ({@link firstPollAt}), and the
-   *   poll count restarts;
-   * - otherwise (a duplicate or older event) the schedule stays as it was.
-   */
-  afterChange(
-    next: SettledFields & FirstPollFields & Pick<OrderRow, 'poll_count'>,
-    current: Pick<OrderRow, 'next_poll_at'> | null,
-    changed: boolean,
-    now: number,
-    pace: PaceEstimate | null,
-  ): PollingColumns {
-    return afterChange(this.settings, next, current, changed, now, pace);
-  }
-
-  /**
-   * The next poll of an order whose create call just ended without an order: none once the
-   * submission is rejected; at once when its outcome is unknown, since only a poll can tell, or
-   * when it is blocked (the reconciler submits it again once a probe shows the configuration
-   * works, and takes it before the orders due after it).
-   */
-  afterSubmissionOutcome(row: SettledFields, now: number): Pick<OrderRow, 'next_poll_at'> {
-    return afterSubmissionOutcome(row, now);
+    this.settings = { ...settings, backoffMs: [...settings.backoffMs] };
+    this.#context = store.context;
+    this.#plans = store.pollPlans;
   }
 
   /** Up to `limit` orders whose next poll time has come by `now`, the longest-due first. Reads only. */
@@ -291,7 +230,8 @@ export class PollSchedule {
    *   stuck (`stuck_at`, the first marking kept) and polled at the longest backoff interval;
    *   a SUCCESS still without its serial is marked stuck the same way, and then settled (its
    *   outcome is final: it is not polled on for the serial, which still applies when it comes);
-   * - changed → at {@link firstPollAt}, as after a webhook: when the final webhook is overdue;
+   * - changed → at its product's first poll (poll-rules.ts, `firstPollAt`), as after a webhook:
+   *   when the final webhook is overdue;
    * - otherwise the n-th poll in a row without a change → after `backoffMs[n - 1]`, the last
    *   entry repeating.
    *
@@ -312,26 +252,11 @@ export class PollSchedule {
     return this.#recordPoll(partnerRef, 'failed', claim);
   }
 
-  /**
-   * When an order created or changed at `now` is first polled: when its final webhook is
-   * overdue. Every first poll, after a write of the writer or a poll that found a change, is
-   * computed here (docs/reconciler.md, "When the first poll comes"):
-   * - with a learned pace ({@link OrderPace.estimate}): at its local creation + the
-   *   `firstPollQuantile` of its product's time to a final state + the median webhook delivery
-   *   delay, but no sooner than `firstPollMinMs` and no later than `firstPollMaxMs` from now;
-   * - else (pace off, or too few samples yet) `firstPollDelayMs` from now.
-   */
-  firstPollAt(row: FirstPollFields, now: number, pace: PaceEstimate | null): number {
-    return firstPollAt(this.settings, row, now, pace);
-  }
-
   #recordPoll(ref: string, outcome: PollOutcome, claim: string | undefined): Promise<LocalOrder> {
     return this.#context.db.write(async (tx) => {
       const now = this.#context.now();
       const current = await this.#context.mustFindForWrite(tx, ref);
-      const record = await this.pace.planWith(tx, (pace) =>
-        planPollRecord(this.settings, current, outcome, now, pace),
-      );
+      const record = planPollRecord(this.settings, current, outcome, now, await this.#plans.lookup(tx));
       const ends = claim === undefined || current.lease_token === claim;
       await tx.run(
         `UPDATE orders SET last_polled_at = @last_polled_at, poll_count = @poll_count,

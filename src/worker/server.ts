@@ -23,6 +23,7 @@ import { exitGracefully } from '../shared/graceful-shutdown.js';
 import { redactRedisUrl } from '../shared/redis-outage.js';
 import { openStore } from '../store/open-store.js';
 import type { OrderStore } from '../store/order-store.js';
+import { type ScheduledStore, withSchedule } from '../store/order-store.js';
 import { redactUrl } from '../store/store-url.js';
 import { createUpstream } from '../upstream/create-upstream.js';
 import { createEventWorker, type EventWorker } from './event-worker.js';
@@ -71,7 +72,7 @@ export interface StartWorkerProcessOptions {
  */
 async function startProcessReconciler(
   config: Config,
-  store: OrderStore,
+  store: ScheduledStore,
   options: StartWorkerProcessOptions,
 ): Promise<{ metrics: ReconcilerMetrics; stop: () => Promise<boolean> }> {
   const upstream = await createUpstream(config, { logger: options.logger });
@@ -180,13 +181,15 @@ export async function startWorkerProcess(
   // queue), so a store held elsewhere never blocks the event loop and the event worker keeps
   // renewing its job locks; the event worker's batches wait up to storeLockWaitMs, the other
   // writes (the reconciler's, the notifier's) up to H2H_DB_LOCK_TIMEOUT_MS.
-  // The reconciler's schedule (first poll, backoff) applies to orders a webhook moves, too.
-  const store = await openStore(settings.dbUrl, reconcilerSettings(config), {
+  // With the reconciler's schedule: the reconciler, the submission pump and early polls claim and
+  // record polls with it (poll-schedule.ts).
+  const opened = await openStore(settings.dbUrl, {
     role: 'worker',
     lockTimeoutMs: settings.dbLockTimeoutMs,
     poolMax: settings.dbPoolMax,
     balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
   });
+  const store = withSchedule(opened, reconcilerSettings(config));
   /** Stops of the started components, run last-started first. Each resolves to "stopped gracefully". */
   const stops: Array<() => Promise<boolean>> = [];
   const stopAll = async (): Promise<boolean> => {

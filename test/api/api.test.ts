@@ -814,7 +814,11 @@ test('a queued order shows the catalog product_name and price (amount) it was ac
   );
   const claimed = (await store.schedule.claimOrder('by-code'))!;
   assert.ok(claimed.claimed);
-  assert.ok(await store.writer.startSubmission('by-code', claimed.order.claim));
+  assert.ok(
+    await store.writer.startSubmission('by-code', claimed.order.claim, {
+      leaseMs: store.schedule.settings.leaseMs,
+    }),
+  );
   await store.writer.applyOrderSnapshot(
     snapshot('by-code', 'PENDING', {
       product_name: 'ml 86',

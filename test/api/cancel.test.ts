@@ -141,7 +141,9 @@ describeEachBackend('POST /v1/orders/:ref/cancel', (backend) => {
     const after = await Promise.all(refs.map(async (ref) => (await call('GET', `/v1/orders/${ref}`)).body));
     assert.deepEqual(after, before, 'each order as it was');
     assert.deepEqual(await store.feed.after(0, 1000), feedBefore, 'no event');
-    const stillClaimed = await store.writer.startSubmission('claimed', claim!.claim);
+    const stillClaimed = await store.writer.startSubmission('claimed', claim!.claim, {
+      leaseMs: store.schedule.settings.leaseMs,
+    });
     assert.ok(stillClaimed, 'the claim’s holder may still send it');
   });
 

@@ -6,7 +6,7 @@ import { type TestContext, test } from 'node:test';
 import { request } from 'undici';
 import { buildApiApp } from '../../src/api/app.js';
 import type { PublicOrder } from '../../src/domain/public-order.js';
-import type { OrderStore } from '../../src/store/order-store.js';
+import type { ScheduledStore } from '../../src/store/order-store.js';
 import { defaultApiLimits } from '../helpers/api.js';
 import { snapshot, tempStore } from '../helpers/store.js';
 
@@ -44,7 +44,7 @@ async function startApi(t: TestContext) {
  * and product_name, whatever the shop sent), or refused.
  */
 async function moveTo(
-  store: OrderStore,
+  store: ScheduledStore,
   ref: string,
   state: 'queued' | 'accepted' | 'final' | 'rejected' | 'cancelled',
 ) {
@@ -58,7 +58,11 @@ async function moveTo(
   }
   const claimed = (await store.schedule.claimOrder(ref))!;
   assert.ok(claimed.claimed);
-  assert.ok(await store.writer.startSubmission(ref, claimed.order.claim));
+  assert.ok(
+    await store.writer.startSubmission(ref, claimed.order.claim, {
+      leaseMs: store.schedule.settings.leaseMs,
+    }),
+  );
   if (state === 'rejected') {
     await store.writer.markRejected(ref, 'INVALID_TARGET', 'user_id');
     return;

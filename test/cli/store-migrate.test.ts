@@ -4,12 +4,20 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { wantedTypes } from '../../src/notify/event-filter.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
+import { learnPace } from '../../src/reconciler/learn-pace.js';
 import { COPY_ORDER, migrateToPostgres } from '../../src/store/migrate-to-postgres.js';
-import type { OpenedStore } from '../../src/store/open-store.js';
+import { type OpenedStore, openStore } from '../../src/store/open-store.js';
 import { redactUrl } from '../../src/store/store-url.js';
 import { catalogSnapshot } from '../helpers/catalog.js';
 import { runCli } from '../helpers/cli.js';
-import { type ManualClock, openTestStore, snapshot, tempDbPath, tempStore } from '../helpers/store.js';
+import {
+  type ManualClock,
+  openTestStore,
+  scheduleSettings,
+  snapshot,
+  tempDbPath,
+  tempStore,
+} from '../helpers/store.js';
 import { storeBackends } from '../helpers/store-backends.js';
 
 const [backend] = storeBackends({ H2H_TEST_STORE: 'postgres' });
@@ -21,7 +29,7 @@ const BULK_ORDERS = 320;
 /**
  * A store with something in every table, through the store's public API: orders in each
  * submission state and several statuses (with their webhook, poll and manual events, feed events
- * and pace samples), tokens (one revoked), an endpoint with notifications waiting and deliveries, a
+ * and the first-poll plans learned from them), tokens (one revoked), an endpoint with notifications waiting and deliveries, a
  * catalog sync with a balance, and an open circuit. Returns the refs and the live token.
  */
 async function fillStore(store: OpenedStore, clock: ManualClock) {
@@ -92,6 +100,7 @@ async function fillStore(store: OpenedStore, clock: ManualClock) {
     });
   }
   await store.circuit.open('upstream_failing', { code: 'UPSTREAM_5XX', message: '503 for a minute' });
+  await learnPace(store.pollPlans, scheduleSettings({ paceMinSamples: 1 }));
   return { refs, token };
 }
 
@@ -115,7 +124,7 @@ async function answers(store: OpenedStore, refs: readonly string[]) {
     syncedAt: await store.catalog.syncedAt(),
     balance: await store.balance.view(),
     circuit: await store.circuit.state(),
-    pace: await store.schedule.pace.estimate('ML86'),
+    plans: await store.pollPlans.all(),
   };
 }
 
@@ -150,7 +159,6 @@ describe('h2h-sync store migrate', () => {
 
     const target = await pg.open(t, url, { now: clock.now });
     assert.equal(target.backend, 'postgres');
-    // A fresh reader of the SQLite file (the writer's pace estimate is cached from before its last samples).
     const reader = await openTestStore(path, undefined, { now: clock.now });
     t.after(() => reader.close());
     assert.deepEqual(await answers(target, refs), await answers(reader, refs));
@@ -205,7 +213,9 @@ describe('h2h-sync store migrate', () => {
     const { store: source, path, clock } = await tempStore(t);
     await source.writer.createLocalOrder({ partnerRef: 'A', productCode: 'ML86', data: {} });
     const url = await pg.emptyUrl(t);
-    const target = await pg.open(t, url, { now: clock.now });
+    // Opened as `store migrate` opens it: migrated, and empty (no reconciler's plans).
+    const target = await openStore(url, { role: 'test', now: clock.now });
+    t.after(() => target.close());
     // Another process (an app left running) writes while the orders are copied.
     const app = await openTestStore(path);
     t.after(() => app.close());

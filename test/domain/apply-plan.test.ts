@@ -1,18 +1,15 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { type ApplyOptions, planApply } from '../../src/domain/apply-plan.js';
-import type { ScheduleRuleSettings } from '../../src/domain/poll-rules.js';
+import { fixedFirstPoll } from '../../src/domain/poll-rules.js';
 import { planSettlement, type SubmissionOutcome } from '../../src/domain/submission-plan.js';
 import type { SubmissionState } from '../../src/store/local-order.js';
 import { readOrderSnapshot } from '../../src/upstream/order-snapshot.js';
 import { NOW, orderRow } from '../helpers/order-row.js';
 import { snapshot } from '../helpers/store.js';
 
-const SCHEDULE: ScheduleRuleSettings = {
-  firstPollDelayMs: 120_000,
-  backoffMs: [60_000, 300_000],
-  stuckAfterMs: 86_400_000,
-};
+/** Every product's first poll 120 s after a change. */
+const PLANS = () => fixedFirstPoll(120_000);
 
 function plan(
   current: ReturnType<typeof orderRow> | null,
@@ -27,8 +24,7 @@ function plan(
     fields: read.snapshot,
     options,
     now: NOW,
-    schedule: SCHEDULE,
-    pace: null,
+    plans: PLANS,
   });
 }
 
@@ -154,7 +150,6 @@ test('an older snapshot plans no write and no feed event, keeps the schedule, an
   assert.equal(planned.feed, null);
   assert.equal(planned.changed, false);
   assert.equal(planned.event.changed, 0);
-  assert.deepEqual(planned.pace, []);
   assert.deepEqual(current, before);
 });
 
@@ -166,15 +161,18 @@ test('a status outside the table is kept in upstream_status only', () => {
   assert.equal(planned.changed, false);
 });
 
-test('a webhook that moves an order plans its pace samples: the delivery delay, then the time to the new state', () => {
+test('a webhook records its event time beside its arrival: the facts the reconciler learns the pace from', () => {
   const occurredAt = Date.parse('2026-11-01T11:02:00.000Z');
   const planned = plan(orderRow(), snapshot('R1', 'FAILED', { created_at: '2026-11-01T11:00:00.000Z' }), {
     source: 'webhook',
     occurredAt,
     receivedAt: occurredAt + 1500,
   });
-  assert.deepEqual(planned.pace, [
-    { kind: 'delivery', ms: 1500 },
-    { kind: 'state', productCode: 'ML86', state: 'FAILED', ms: 120_000 },
-  ]);
+  assert.equal(planned.event.occurred_at, occurredAt);
+  assert.equal(planned.event.received_at, occurredAt + 1500);
+  assert.equal(
+    plan(orderRow(), snapshot('R1', 'FAILED')).event.occurred_at,
+    null,
+    'a poll says nothing of when',
+  );
 });

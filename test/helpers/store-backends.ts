@@ -5,15 +5,17 @@
 import { after, describe, type TestContext } from 'node:test';
 import postgres from 'postgres';
 import { type PostgresServer, startPostgresServer } from '../../src/dev/postgres-server.js';
-import { type OpenedStore, openStore } from '../../src/store/open-store.js';
+import { openStore } from '../../src/store/open-store.js';
 import { FEED_LOCK_KEY } from '../../src/store/postgres/postgres-db.js';
 import { parseStoreUrl, sqliteUrl } from '../../src/store/store-url.js';
 import {
   type ManualClock,
   manualClock,
   otherConnection,
+  scheduled,
   scheduleSettings,
   type TempStoreOptions,
+  type TestStore,
   tempDbPath,
   tempStore,
 } from './store.js';
@@ -35,7 +37,7 @@ export interface StoreBackend {
   tempStore(
     t: Pick<TestContext, 'after'>,
     options?: TempStoreOptions,
-  ): Promise<{ store: OpenedStore; url: string; clock: ManualClock }>;
+  ): Promise<{ store: TestStore; url: string; clock: ManualClock }>;
   /**
    * The URL of an empty database of its own, not migrated (SQLite: a file not yet created in a
    * temp directory), removed when the test ends: for tests whose processes race through opening
@@ -47,7 +49,7 @@ export interface StoreBackend {
    * closed when the test ends; the default schedule with the overrides of `options`, on
    * `options.now` (default `Date.now`).
    */
-  open(t: Pick<TestContext, 'after'>, url: string, options?: TempStoreOptions): Promise<OpenedStore>;
+  open(t: Pick<TestContext, 'after'>, url: string, options?: TempStoreOptions): Promise<TestStore>;
   /**
    * Takes the write lock of the database at `url` from a connection of its own, as another
    * process in a long write would (SQLite: `BEGIN IMMEDIATE`; PostgreSQL: the feed lock),
@@ -121,7 +123,7 @@ function postgresHost(): Promise<PostgresHost> {
     const server = await startPostgresServer();
     const admin = postgres(server.url, { max: 1, onnotice: () => {} });
     await admin.unsafe(`CREATE DATABASE ${TEMPLATE}`);
-    const template = await openStore(databaseUrl(server.url, TEMPLATE), scheduleSettings(), { role: 'test' });
+    const template = await openStore(databaseUrl(server.url, TEMPLATE), { role: 'test' });
     await template.close();
     return { server, admin };
   })();
@@ -229,13 +231,14 @@ async function openOther(
   t: Pick<TestContext, 'after'>,
   url: string,
   { now, balanceLowThreshold, lockTimeoutMs, ...overrides }: TempStoreOptions = {},
-): Promise<OpenedStore> {
-  const store = await openStore(url, scheduleSettings(overrides), {
+): Promise<TestStore> {
+  const opened = await openStore(url, {
     role: 'test',
     ...(now === undefined ? {} : { now }),
     ...(balanceLowThreshold === undefined ? {} : { balanceLowThreshold }),
     ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
   });
+  const store = await scheduled(opened, scheduleSettings(overrides));
   t.after(() => store.close());
   return store;
 }

@@ -5,10 +5,12 @@ import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import type { Database } from 'better-sqlite3';
 import { loadConfig, reconcilerSettings } from '../../src/config/config.js';
+import { learnPace } from '../../src/reconciler/learn-pace.js';
 import { type FeedEvent, isOrderEvent } from '../../src/store/feed.js';
 import type { LocalOrder } from '../../src/store/local-order.js';
 import { type OpenedStore, type OpenStoreOptions, openStore, sqliteUrl } from '../../src/store/open-store.js';
 import type { OrderStore } from '../../src/store/order-store.js';
+import { type ScheduledStore, withSchedule } from '../../src/store/order-store.js';
 import type { PollScheduleSettings } from '../../src/store/poll-schedule.js';
 import { openSqliteConnection } from '../../src/store/sqlite/sqlite-db.js';
 import type { Order } from '../../src/upstream/model.js';
@@ -41,6 +43,20 @@ export function scheduleSettings(overrides: Partial<PollScheduleSettings> = {}):
   return { ...reconcilerSettings(loadConfig({})), ...overrides };
 }
 
+/** A store as the worker opens it: with the reconciler's schedule. */
+export type TestStore = ScheduledStore<OpenedStore>;
+
+/**
+ * `opened` with the schedule of `settings`, its first-poll plans written as the reconciler's
+ * first pass writes them (learn-pace.ts): so that every write follows `settings`' first-poll
+ * delay from the start, as in a worker whose reconciler runs.
+ */
+export async function scheduled(opened: OpenedStore, settings: PollScheduleSettings): Promise<TestStore> {
+  const store = withSchedule(opened, settings);
+  await learnPace(store.pollPlans, settings);
+  return store;
+}
+
 /** The options of {@link tempStore}: the poll schedule's overrides, and the store's clock and settings. */
 export type TempStoreOptions = Partial<PollScheduleSettings> & {
   now?: () => number;
@@ -58,7 +74,7 @@ export type TempStoreOptions = Partial<PollScheduleSettings> & {
 export async function tempStore(
   t: Pick<TestContext, 'after'>,
   { now, balanceLowThreshold = 0, lockTimeoutMs, ...overrides }: TempStoreOptions = {},
-): Promise<{ store: OpenedStore; db: Database; path: string; clock: ManualClock }> {
+): Promise<{ store: TestStore; db: Database; path: string; clock: ManualClock }> {
   const path = tempDbPath(t);
   const clock = manualClock();
   const store = await openTestStore(path, scheduleSettings(overrides), {
@@ -74,12 +90,12 @@ export async function tempStore(
  * The store on the SQLite file `path` (created and migrated when new), with the default schedule
  * unless `settings` is given. The caller closes it.
  */
-export function openTestStore(
+export async function openTestStore(
   path: string,
   settings: PollScheduleSettings = scheduleSettings(),
   options: OpenStoreOptions = {},
-): Promise<OpenedStore> {
-  return openStore(sqliteUrl(path), settings, { role: 'test', ...options });
+): Promise<TestStore> {
+  return scheduled(await openStore(sqliteUrl(path), { role: 'test', ...options }), settings);
 }
 
 /**

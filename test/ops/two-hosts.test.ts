@@ -20,7 +20,6 @@ import { seqOf, verifyNotification } from '../helpers/notify.js';
 import { SECRET } from '../helpers/receiver.js';
 import { privateRedis } from '../helpers/redis.js';
 import { DEMO_MEMBERS, startSimulator, userIdEndingIn } from '../helpers/simulator.js';
-import { scheduleSettings } from '../helpers/store.js';
 import { storeBackends } from '../helpers/store-backends.js';
 import { waitFor } from '../helpers/wait.js';
 import { startWebhookSink } from '../helpers/webhook-sink.js';
@@ -133,7 +132,7 @@ test('two hosts on one PostgreSQL and one Redis: one killed with SIGKILL mid-str
   const webhookPath = loadConfig({ H2H_API_SECRET: SECRET }).settings.H2H_WEBHOOK_PATH;
 
   // The shop's side: a token, and an endpoint whose deliveries are verified with standardwebhooks.
-  const store = await openStore(dbUrl, scheduleSettings(), { role: 'test' });
+  const store = await openStore(dbUrl, { role: 'test' });
   t.after(() => store.close());
   const { token } = await store.tokens.create('two hosts', ['orders:write', 'orders:read']);
   const sink = await startWebhookSink(t, { secrets: [] });

@@ -160,7 +160,9 @@ test('a create marked sent by a sender that died leaves the next sender’s 400 
   });
   // The first sender claims it and marks its create sent, then dies before any answer.
   const dead = (await store.schedule.claimNextQueued())!;
-  assert.ok(await store.writer.startSubmission('R-4', dead.claim));
+  assert.ok(
+    await store.writer.startSubmission('R-4', dead.claim, { leaseMs: store.schedule.settings.leaseMs }),
+  );
   await store.schedule.releaseClaim('R-4', dead.claim);
 
   const next = (await store.schedule.claimNextQueued())!;

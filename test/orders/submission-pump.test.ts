@@ -140,7 +140,9 @@ test('a queued order whose create may have reached the upstream before its pump 
   // A pump claimed it, marked its create sent, and died before the answer came back; the create
   // had reached the upstream.
   const claim = await store.schedule.claimNextQueued();
-  assert.ok(await store.writer.startSubmission('crashed', claim!.claim));
+  assert.ok(
+    await store.writer.startSubmission('crashed', claim!.claim, { leaseMs: store.schedule.settings.leaseMs }),
+  );
   const upstream = await sim.createOrder({
     partner_ref: 'crashed',
     product_code: 'MLBB-86',

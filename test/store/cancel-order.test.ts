@@ -48,7 +48,12 @@ describeEachBackend('cancelling an order', (backend) => {
         assert.equal(cancelled.why, 'submitted', ref);
         assert.equal(claimed?.partnerRef, ref, `${ref}: refused, and nobody claimed it`);
         assert.equal(now?.submissionState, blocked ? 'blocked' : 'queued', ref);
-        assert.ok(await other.writer.startSubmission(ref, claimed.claim), `${ref}: its claim may send it`);
+        assert.ok(
+          await other.writer.startSubmission(ref, claimed.claim, {
+            leaseMs: other.schedule.settings.leaseMs,
+          }),
+          `${ref}: its claim may send it`,
+        );
         // Sent now: still not cancellable, by either process.
         assert.equal((await other.writer.cancelOrder(ref, CANCEL)).cancelled, false, ref);
       }

@@ -207,31 +207,32 @@ test('migration 12 records the debit of the orders accepted before it: their amo
   ]);
 });
 
-test("migration 15 starts each pace distribution's running total at the sum of its weights", async (t) => {
+test("migration 19 drops the writers' pace histograms, keeps every order event with its event time unknown, and leaves the first-poll plans to the reconciler", async (t) => {
   const path = tempDbPath(t);
   mkdirSync(join(path, '..'), { recursive: true });
   const old = new BetterSqlite3(path);
-  for (const migration of MIGRATIONS.filter((m) => m.version <= 14)) old.exec(migration.sql);
-  old.pragma('user_version = 14');
-  old
-    .prepare(
-      `INSERT INTO order_pace (product_code, state, bucket, weight)
-       VALUES ('ML86', 'SUCCESS', 100, 3), ('ML86', 'SUCCESS', 101, 0.5), ('ML86', 'FAILED', 90, 2),
-              ('*', 'DELIVERY', 0, 7.25)`,
-    )
-    .run();
+  for (const migration of MIGRATIONS.filter((m) => m.version <= 18)) old.exec(migration.sql);
+  old.pragma('user_version = 18');
+  old.exec(`
+    INSERT INTO order_pace (product_code, state, bucket, weight) VALUES ('ML86', 'SUCCESS', 100, 3);
+    INSERT INTO order_pace_totals (product_code, state, total) VALUES ('ML86', 'SUCCESS', 3);
+    INSERT INTO orders (partner_ref, local_created_at, updated_at, submission_state, poll_count)
+      VALUES ('R1', 1, 1, 'accepted', 0);
+    INSERT INTO order_events (partner_ref, source, event_id, status, payload, received_at, applied_at, changed, reason)
+      VALUES ('R1', 'webhook', 'e1', 'SUCCESS', '{}', 5, 5, 1, 'applied');
+  `);
   old.close();
 
   const db = (await opened(t, path)).connection;
   assert.equal(db.pragma('user_version', { simple: true }), LATEST_SCHEMA_VERSION);
-  assert.deepEqual(
-    db.prepare('SELECT product_code, state, total FROM order_pace_totals ORDER BY product_code, state').all(),
-    [
-      { product_code: '*', state: 'DELIVERY', total: 7.25 },
-      { product_code: 'ML86', state: 'FAILED', total: 2 },
-      { product_code: 'ML86', state: 'SUCCESS', total: 3.5 },
-    ],
-  );
+  const tables = db
+    .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'order_pace%'")
+    .all();
+  assert.deepEqual(tables, []);
+  assert.deepEqual(db.prepare('SELECT partner_ref, received_at, occurred_at FROM order_events').all(), [
+    { partner_ref: 'R1', received_at: 5, occurred_at: null },
+  ]);
+  assert.deepEqual(db.prepare('SELECT * FROM poll_plans').all(), []);
 });
 
 test('migration 16 keeps every order, lets a submission be cancelled, and takes every order still open, queued ones too, as having a create in doubt', async (t) => {

@@ -182,12 +182,16 @@ describeEachBackend('local orders', (backend) => {
     const { store, clock } = await backend.tempStore(t);
     await store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA, queued: true });
     const first = (await store.schedule.claimNextQueued())!;
-    assert.ok(await store.writer.startSubmission('R1', first.claim));
+    assert.ok(
+      await store.writer.startSubmission('R1', first.claim, { leaseMs: store.schedule.settings.leaseMs }),
+    );
     // The first sender stalls past its lease; another claims the order and sends it.
     clock.advance(store.schedule.settings.leaseMs);
     const second = (await store.schedule.claimNextQueued())!;
     assert.equal(second.partnerRef, 'R1');
-    assert.ok(await store.writer.startSubmission('R1', second.claim));
+    assert.ok(
+      await store.writer.startSubmission('R1', second.claim, { leaseMs: store.schedule.settings.leaseMs }),
+    );
 
     // The first sender's late 400 arrives: it may not reject what the second's create may place.
     const late = await store.writer.markRejected('R1', 'INVALID_PRODUCT', 'x', { claim: first.claim });

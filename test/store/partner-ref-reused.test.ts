@@ -3,23 +3,24 @@
 // it its fields.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { OpenedStore } from '../../src/store/open-store.js';
 import type { Order } from '../../src/upstream/model.js';
-import { snapshot } from '../helpers/store.js';
+import { snapshot, type TestStore } from '../helpers/store.js';
 import { describeEachBackend } from '../helpers/store-backends.js';
 
 const DATA = { user_id: '12345678', server_id: '2001' };
 const HOUR = 3_600_000;
 
 /** A local order of ML86 for {@link DATA}, claimed and its create marked sent, as a sender does. */
-async function sent(store: OpenedStore, ref: string) {
+async function sent(store: TestStore, ref: string) {
   await store.writer.createLocalOrder({ partnerRef: ref, productCode: 'ML86', data: DATA });
   const claim = (await store.schedule.claimOrder(ref))!;
   assert.ok(claim.claimed);
-  assert.ok(await store.writer.startSubmission(ref, claim.order.claim));
+  assert.ok(
+    await store.writer.startSubmission(ref, claim.order.claim, { leaseMs: store.schedule.settings.leaseMs }),
+  );
 }
 
-async function catalogNamed(store: OpenedStore, name: string, now: number) {
+async function catalogNamed(store: TestStore, name: string, now: number) {
   await store.catalog.applySync({
     readAt: now,
     categories: [{ code: 'MLBB', name: 'Mobile Legends', sub_name: '', logo: '', is_active: true }],

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { openOrderStore } from '../../src/store/order-store.js';
+import { withSchedule } from '../../src/store/order-store.js';
 import type { PollScheduleSettings } from '../../src/store/poll-schedule.js';
 import { scheduleSettings, snapshot } from '../helpers/store.js';
 import { describeEachBackend } from '../helpers/store-backends.js';
@@ -233,9 +233,7 @@ describeEachBackend('the poll schedule', (backend) => {
     clock.advance(DAY);
     assert.deepEqual(await claimAll(), [], 't0 + 96 h: both have left the three-day window');
 
-    const often = openOrderStore(store.db, scheduleSettings({ auditWindowMs: 10 * DAY, auditEveryMs: 1 }), {
-      now: clock.now,
-    });
+    const often = withSchedule(store, scheduleSettings({ auditWindowMs: 10 * DAY, auditEveryMs: 1 }));
     const passStart = clock.now();
     clock.advance(1000);
     assert.deepEqual(await claimAll(often.schedule, { checkedBefore: passStart }), ['A', 'B']);
@@ -245,16 +243,16 @@ describeEachBackend('the poll schedule', (backend) => {
       [],
       'none twice in one pass, however short auditEveryMs',
     );
-    const off = openOrderStore(store.db, scheduleSettings({ auditWindowMs: 0 }), { now: clock.now });
+    const off = withSchedule(store, scheduleSettings({ auditWindowMs: 0 }));
     clock.advance(10 * DAY);
     assert.equal(await off.schedule.claimForAudit(), undefined);
   });
 });
 
 describeEachBackend('claims', (backend) => {
-  /** A second store on `url`, as another process, on the same clock and lease. */
+  /** A second store on `url`, as another process, on the same clock, lease and first-poll delay. */
   const otherProcess = (t: Parameters<typeof backend.open>[0], url: string, now: () => number) =>
-    backend.open(t, url, { now, leaseMs: 1_000 });
+    backend.open(t, url, { now, leaseMs: 1_000, firstPollDelayMs: 0 });
 
   test('a claim that ran out and was taken by another is not ended by its first holder’s release or poll records', async (t) => {
     const { store, url, clock } = await backend.tempStore(t, { leaseMs: 1_000, firstPollDelayMs: 0 });
@@ -283,15 +281,24 @@ describeEachBackend('claims', (backend) => {
     await store.writer.createLocalOrder({ partnerRef: 'Q1', productCode: 'ML86', data: DATA, queued: true });
     const first = await store.schedule.claimNextQueued();
     clock.advance(1_000);
-    assert.equal(await store.writer.startSubmission('Q1', first!.claim), undefined, 'not once it ran out');
+    assert.equal(
+      await store.writer.startSubmission('Q1', first!.claim, { leaseMs: store.schedule.settings.leaseMs }),
+      undefined,
+      'not once it ran out',
+    );
     const second = await other.schedule.claimNextQueued();
     assert.equal(second?.partnerRef, 'Q1');
 
     assert.equal(await store.schedule.renewClaim('Q1', first!.claim), undefined);
-    assert.equal(await store.writer.startSubmission('Q1', first!.claim), undefined);
+    assert.equal(
+      await store.writer.startSubmission('Q1', first!.claim, { leaseMs: store.schedule.settings.leaseMs }),
+      undefined,
+    );
     clock.advance(500);
     assert.equal(await other.schedule.renewClaim('Q1', second!.claim), clock.now() + 1_000);
-    const started = await other.writer.startSubmission('Q1', second!.claim);
+    const started = await other.writer.startSubmission('Q1', second!.claim, {
+      leaseMs: other.schedule.settings.leaseMs,
+    });
     assert.equal(started?.leasedUntil, clock.now() + 1_000, 'the start renews the lease too');
     assert.equal(started?.order.submissionState, 'queued');
   });

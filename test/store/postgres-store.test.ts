@@ -9,7 +9,7 @@ import { LATEST_SCHEMA_VERSION } from '../../src/store/migrations.js';
 import { openStore } from '../../src/store/open-store.js';
 import { StoreError } from '../../src/store/store-error.js';
 import { catalogSnapshot } from '../helpers/catalog.js';
-import { scheduleSettings, snapshot } from '../helpers/store.js';
+import { snapshot } from '../helpers/store.js';
 import { storeBackends } from '../helpers/store-backends.js';
 
 const [backend] = storeBackends({ H2H_TEST_STORE: 'postgres' });
@@ -19,7 +19,7 @@ describe('the PostgreSQL store', () => {
   test('a server that cannot be reached is named without its password, with the setting to fix', async () => {
     const port = await freePort();
     await assert.rejects(
-      openStore(`postgres://h2h:s3cret@127.0.0.1:${port}/h2h`, scheduleSettings(), { role: 'test' }),
+      openStore(`postgres://h2h:s3cret@127.0.0.1:${port}/h2h`, { role: 'test' }),
       (error: unknown) =>
         error instanceof StoreError &&
         error.code === 'DATABASE_OPEN_FAILED' &&
@@ -30,7 +30,7 @@ describe('the PostgreSQL store', () => {
     // A password with a slash the driver cannot parse: its error (which holds the whole URL) is
     // not passed on.
     await assert.rejects(
-      openStore(`postgres://h2h:pa/s3cret@127.0.0.1:${port}/h2h`, scheduleSettings(), { role: 'test' }),
+      openStore(`postgres://h2h:pa/s3cret@127.0.0.1:${port}/h2h`, { role: 'test' }),
       (error: unknown) =>
         error instanceof StoreError &&
         error.code === 'DATABASE_OPEN_FAILED' &&
@@ -42,7 +42,7 @@ describe('the PostgreSQL store', () => {
   test('a command that only reads refuses a database without a store instead of creating one', async (t) => {
     const url = await pg.emptyUrl(t);
     await assert.rejects(
-      openStore(url, scheduleSettings(), { role: 'test', mustExist: true }),
+      openStore(url, { role: 'test', mustExist: true }),
       (error: unknown) =>
         error instanceof StoreError && error.code === 'STORE_NOT_FOUND' && /H2H_DB_URL/.test(error.message),
     );

@@ -2,14 +2,8 @@ import assert from 'node:assert/strict';
 import { fork } from 'node:child_process';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import {
-  nextMessage,
-  openTestStore,
-  otherConnection,
-  scheduleSettings,
-  snapshot,
-  tempDbPath,
-} from '../helpers/store.js';
+import { openStore, sqliteUrl } from '../../src/store/open-store.js';
+import { nextMessage, otherConnection, snapshot, tempDbPath } from '../helpers/store.js';
 
 const HOLDER = fileURLToPath(new URL('../fixtures/lock-holder-process.ts', import.meta.url));
 
@@ -24,7 +18,8 @@ test("a write waits for another process's transaction to commit, then applies af
   const holder = holdWriteLock(path, 300);
   t.after(() => holder.kill());
   await nextMessage(holder);
-  const store = await openTestStore(path);
+  // Opened as the API opens it: no write at opening, so the apply below is the one that waits.
+  const store = await openStore(sqliteUrl(path), { role: 'test' });
   t.after(() => store.close());
 
   const result = await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
@@ -42,7 +37,7 @@ test('a write gives up with SQLITE_BUSY once the lock timeout has passed, and th
   const holder = holdWriteLock(path);
   t.after(() => holder.kill());
   await nextMessage(holder);
-  const store = await openTestStore(path, scheduleSettings(), { lockTimeoutMs: 100 });
+  const store = await openStore(sqliteUrl(path), { role: 'test', lockTimeoutMs: 100 });
   t.after(() => store.close());
 
   await assert.rejects(

@@ -3,10 +3,11 @@ process.env.TZ = 'Asia/Jakarta';
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { GROWTH } from '../../src/domain/pace-math.js';
 import { pollBaseOf } from '../../src/domain/poll-rules.js';
+import { learnPace } from '../../src/reconciler/learn-pace.js';
 import { createReconcilerMetrics } from '../../src/reconciler/metrics.js';
 import type { LocalOrder } from '../../src/store/local-order.js';
-import { GROWTH } from '../../src/store/order-pace.js';
 import { parseUpstreamTime } from '../../src/upstream/upstream-time.js';
 import { readWebhookJob } from '../../src/worker/webhook-event.js';
 import { snapshot, tempStore } from '../helpers/store.js';
@@ -58,7 +59,7 @@ describe('upstream times mean the same instant on a server in Asia/Jakarta (UTC+
       await store.writer.applyOrderSnapshot(event.order, event.options);
     }
 
-    const pace = await store.schedule.pace.estimate('ML86');
+    const pace = (await learnPace(store.pollPlans, store.schedule.settings)).get('ML86');
 
     assert.ok(pace, 'three samples learned');
     assert.equal(pace.samples, 3);

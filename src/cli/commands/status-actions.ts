@@ -2,6 +2,7 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { PublicBalance } from '../../catalog/public-catalog.js';
 import { reconcilerSettings } from '../../config/config.js';
+import { FIXED_FIRST_POLL } from '../../domain/poll-rules.js';
 import { type EndpointBacklogView, notificationBacklog } from '../../notify/operations.js';
 import { POLL_REQUEST_QUEUE } from '../../queue/poll-request-queue.js';
 import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE } from '../../queue/webhook-queue.js';
@@ -10,7 +11,8 @@ import { RECONCILE_QUEUE } from '../../reconciler/reconcile-queue.js';
 import { connectRedis } from '../../shared/redis-connection.js';
 import { GAVE_UP_WINDOW } from '../../store/notify-deliveries.js';
 import type { AuditCoverage, OrderCounts } from '../../store/order-queries.js';
-import type { OrderStore } from '../../store/order-store.js';
+import type { OrderStore, ScheduledStore } from '../../store/order-store.js';
+import { EVERY_PRODUCT } from '../../store/poll-plans.js';
 import type { OpenCircuit } from '../../store/upstream-circuit.js';
 import { fixFor } from '../../upstream/errors.js';
 import { openContext } from '../context.js';
@@ -124,23 +126,26 @@ async function auditCoverage(
   };
 }
 
-async function firstPoll(store: OrderStore): Promise<StatusReport['firstPoll']> {
-  const { firstPollDelayMs, firstPollQuantile = 0, paceMinSamples } = store.schedule.settings;
-  const pace = await store.schedule.pace.estimate(null);
-  if (pace) {
+async function firstPoll(store: ScheduledStore): Promise<StatusReport['firstPoll']> {
+  const { firstPollQuantile = 0, paceMinSamples } = store.schedule.settings;
+  // The plan every product without its own takes (poll-plans.ts), as the last pass wrote it.
+  const plan = (await store.pollPlans.all()).get(EVERY_PRODUCT);
+  if (plan && plan.samples > 0) {
     return {
       learned: true,
       quantile: firstPollQuantile,
-      finalS: Math.round(pace.finalMs) / 1000,
-      deliveryS: Math.round(pace.deliveryMs) / 1000,
-      samples: Math.round(pace.samples),
+      finalS: plan.finalMs / 1000,
+      deliveryS: plan.deliveryMs / 1000,
+      samples: plan.samples,
     };
   }
   const reason =
     firstPollQuantile === 0
       ? 'learning is off (RECONCILE_FIRST_POLL_QUANTILE=0)'
-      : `fewer than ${paceMinSamples} final webhooks known yet (RECONCILE_PACE_MIN_SAMPLES)`;
-  return { learned: false, delayS: firstPollDelayMs / 1000, reason };
+      : plan === undefined
+        ? 'no reconcile pass has run on this store yet'
+        : `fewer than ${paceMinSamples} final webhooks known yet (RECONCILE_PACE_MIN_SAMPLES)`;
+  return { learned: false, delayS: (plan ?? FIXED_FIRST_POLL).minMs / 1000, reason };
 }
 
 async function catalogState(store: OrderStore, now: number): Promise<StatusReport['catalog']> {

@@ -1,4 +1,3 @@
-import { reconcilerSettings } from '../../config/config.js';
 import { migrateToPostgres } from '../../store/migrate-to-postgres.js';
 import { type OpenedStore, openStore } from '../../store/open-store.js';
 import { StoreError } from '../../store/store-error.js';
@@ -40,12 +39,12 @@ export const storeMigrate = (flags: { to: string; json?: boolean }) =>
       }
       const options = { role: 'cli', lockTimeoutMs: config.dbLockTimeoutMs } as const;
       // Both are brought to the latest schema on opening; the source must exist.
-      const source = await openStore(config.dbUrl, reconcilerSettings(config), {
+      const source = await openStore(config.dbUrl, {
         ...options,
         mustExist: true,
       });
       opened.push(source);
-      const target = await openStore(targetUrl, reconcilerSettings(config), { ...options, poolMax: 2 });
+      const target = await openStore(targetUrl, { ...options, poolMax: 2 });
       opened.push(target);
       const to = redactUrl(targetUrl);
       process.stderr.write(`copying ${from.path} to ${to}\n`);

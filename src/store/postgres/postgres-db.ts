@@ -2,7 +2,6 @@ import postgres from 'postgres';
 import { DEFAULT_LOCK_TIMEOUT_MS, DEFAULT_POOL_MAX } from '../defaults.js';
 import { runMigrations } from '../migrations.js';
 import type {
-  BatchOptions,
   Dialect,
   Outcome,
   Params,
@@ -116,17 +115,6 @@ async function query<R>(
   }
 }
 
-/** Runs a batch's {@link BatchOptions.beforeCommit} on its transaction, after the units. */
-async function beforeCommit(sql: AnySql, options: BatchOptions): Promise<void> {
-  if (!options.beforeCommit) return;
-  const tx = new PostgresTx(sql);
-  try {
-    await options.beforeCommit(tx);
-  } finally {
-    tx.open = false;
-  }
-}
-
 /** The executor of one transaction (or savepoint); refuses statements once it ended. */
 class PostgresTx implements SqlExecutor {
   readonly dialect = POSTGRES_DIALECT;
@@ -233,7 +221,7 @@ export class PostgresDb implements StoreDb {
    * `lock_timeout`), and a unit is a function of the database and its input, so running it again
    * after a rollback is safe.
    */
-  async writeBatch<T>(units: ReadonlyArray<TxWork<T>>, options: BatchOptions = {}): Promise<Outcome<T>[]> {
+  async writeBatch<T>(units: ReadonlyArray<TxWork<T>>, options: WriteOptions = {}): Promise<Outcome<T>[]> {
     try {
       return await this.#begin(options, async (sql) => {
         const outcomes: Outcome<T>[] = [];
@@ -251,7 +239,6 @@ export class PostgresDb implements StoreDb {
             tx.open = false;
           }
         }
-        await beforeCommit(sql, options);
         return outcomes;
       });
     } catch (error) {
@@ -272,7 +259,7 @@ export class PostgresDb implements StoreDb {
     return outcomes;
   }
 
-  #savepointBatch<T>(units: ReadonlyArray<TxWork<T>>, options: BatchOptions): Promise<Outcome<T>[]> {
+  #savepointBatch<T>(units: ReadonlyArray<TxWork<T>>, options: WriteOptions): Promise<Outcome<T>[]> {
     return this.#begin(options, async (sql) => {
       const outcomes: Outcome<T>[] = [];
       for (const unit of units) {
@@ -291,7 +278,6 @@ export class PostgresDb implements StoreDb {
           outcomes.push({ ok: false, error: mapPostgresError(error) });
         }
       }
-      await beforeCommit(sql, options);
       return outcomes;
     });
   }

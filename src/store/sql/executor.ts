@@ -78,18 +78,6 @@ export interface WriteOptions {
   rebuildsTables?: boolean;
 }
 
-/** The options of a {@link StoreDb.writeBatch}. */
-export interface BatchOptions extends WriteOptions {
-  /**
-   * Runs in each transaction of the batch after its units and before its COMMIT, outside every
-   * unit's savepoint: for writes that sum up the units committed in that transaction (the pace
-   * samples of a group commit, order-pace.ts `PaceBatch`). When it throws, that transaction rolls
-   * back as a whole, as when its COMMIT fails. (SQLite runs a batch in one transaction;
-   * PostgreSQL in one, or after a failed unit in chunks, see {@link StoreDb.writeBatch}.)
-   */
-  beforeCommit?: (tx: SqlExecutor) => Promise<void>;
-}
-
 /** What one unit of a {@link StoreDb.writeBatch} came to. */
 export type Outcome<T> = { ok: true; value: T } | { ok: false; error: unknown };
 
@@ -117,7 +105,7 @@ export interface StoreDb extends SqlExecutor {
    * transactions of at most 50 units: there a chunk that fails as a whole fails its own units and
    * the later ones, and the chunks committed before it keep their outcomes.)
    */
-  writeBatch<T>(units: ReadonlyArray<TxWork<T>>, options?: BatchOptions): Promise<Outcome<T>[]>;
+  writeBatch<T>(units: ReadonlyArray<TxWork<T>>, options?: WriteOptions): Promise<Outcome<T>[]>;
   /**
    * Calls `onCommit` after commits of transactions that appended to the feed (written with
    * `feed: true`), so a reader can read at once instead of at its next tick: on SQLite those of

@@ -37,4 +37,24 @@ export const SHARED_MIGRATIONS_FROM_18: readonly Migration[] = [
       ALTER TABLE feed_events ADD COLUMN previous_status TEXT;
     `,
   },
+  {
+    version: 19,
+    description:
+      "poll_plans: each product's first-poll plan, which the reconciler alone writes from the orders' recorded times (its learned pace), in place of the pace histograms every writer kept (order_pace, order_pace_totals, dropped); order_events.occurred_at: a webhook's event time, so its delivery delay is a recorded fact",
+    sql: `
+      DROP TABLE IF EXISTS order_pace_totals;
+      DROP TABLE IF EXISTS order_pace;
+      ALTER TABLE order_events ADD COLUMN occurred_at BIGINT;
+      CREATE TABLE poll_plans (
+        product_code TEXT   PRIMARY KEY,
+        final_ms     BIGINT NOT NULL,
+        delivery_ms  BIGINT NOT NULL,
+        min_ms       BIGINT NOT NULL,
+        max_ms       BIGINT,
+        outlier_ms   BIGINT,
+        samples      BIGINT NOT NULL,
+        planned_at   BIGINT NOT NULL
+      );
+    `,
+  },
 ];

@@ -5,7 +5,6 @@ import BetterSqlite3, { type Database, type Statement } from 'better-sqlite3';
 import { DEFAULT_LOCK_TIMEOUT_MS } from '../defaults.js';
 import { runMigrations } from '../migrations.js';
 import type {
-  BatchOptions,
   Dialect,
   Outcome,
   Params,
@@ -301,7 +300,7 @@ export class SqliteDb implements StoreDb {
     });
   }
 
-  writeBatch<T>(units: ReadonlyArray<TxWork<T>>, options: BatchOptions = {}): Promise<Outcome<T>[]> {
+  writeBatch<T>(units: ReadonlyArray<TxWork<T>>, options: WriteOptions = {}): Promise<Outcome<T>[]> {
     return this.#enqueue(async () => {
       await this.#lock.begin(options.lockTimeoutMs ?? this.lockTimeoutMs);
       const outcomes: Outcome<T>[] = [];
@@ -320,14 +319,6 @@ export class SqliteDb implements StoreDb {
             this.#rollbackTo.run();
             this.#release.run();
             outcomes.push({ ok: false, error });
-          } finally {
-            tx.open = false;
-          }
-        }
-        if (options.beforeCommit) {
-          const tx = new SqliteTx(this.#write, this.#writeStatements);
-          try {
-            await options.beforeCommit(tx);
           } finally {
             tx.open = false;
           }

@@ -2,10 +2,13 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { uniformFloat64 } from 'pure-rand/distribution/uniformFloat64';
 import { xoroshiro128plus } from 'pure-rand/generator/xoroshiro128plus';
-import { bucketMs, GROWTH, PACE_MEMORY, paceBucket } from '../../src/store/order-pace.js';
+import { bucketMs, GROWTH, paceBucket } from '../../src/domain/pace-math.js';
+import { learnPace } from '../../src/reconciler/learn-pace.js';
+import { openStore } from '../../src/store/open-store.js';
 import type { OrderStore } from '../../src/store/order-store.js';
+import { EVERY_PRODUCT } from '../../src/store/poll-plans.js';
 import { readWebhookJob } from '../../src/worker/webhook-event.js';
-import { snapshot } from '../helpers/store.js';
+import { snapshot, type TestStore } from '../helpers/store.js';
 import { describeEachBackend } from '../helpers/store-backends.js';
 
 const CREATED = Date.UTC(2026, 10, 1);
@@ -53,6 +56,11 @@ async function deliverFinal(
   );
 }
 
+/** What a reconcile pass does first: learns the pace from what the store recorded, and writes the plans. */
+function learn(store: TestStore, options: { windowEvents?: number } = {}) {
+  return learnPace(store.pollPlans, store.schedule.settings, options);
+}
+
 /** The exact q-quantile of a sample (nearest rank). */
 function exactQuantile(values: number[], q: number): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -67,7 +75,7 @@ test('a bucket stands for its durations within the growth factor, from 1 ms to d
   assert.equal(bucketMs(paceBucket(0.2)), 1);
 });
 
-describeEachBackend('the learned order pace', (backend) => {
+describeEachBackend('the pace the reconciler learns from recorded facts', (backend) => {
   test('the learned quantile of a log-normal completion time is within 10 % of the exact one', async (t) => {
     const { store } = await backend.tempStore(t, { firstPollQuantile: 0.95, paceMinSamples: 50 });
     const draw = logNormal(7, 20_000, 180_000);
@@ -78,9 +86,9 @@ describeEachBackend('the learned order pace', (backend) => {
       took.push(ms);
       await deliverFinal(store, `R${i}`, { tookMs: ms, status: i % 4 === 0 ? 'FAILED' : 'SUCCESS' });
     }
-    const pace = await store.schedule.pace.estimate('ML86');
+    const pace = (await learn(store)).get('ML86');
     assert.ok(pace);
-    assert.equal(pace.scope, 'product');
+    assert.notEqual(pace.outlierMs, null, "the product's own pace");
     assert.equal(pace.samples, 400);
     for (const q of [0.95]) {
       const exact = exactQuantile(took, q);
@@ -101,10 +109,18 @@ describeEachBackend('the learned order pace', (backend) => {
     });
     for (let i = 0; i < 19; i++)
       await deliverFinal(store, `L${i}`, { tookMs: (i + 1) * 10_000, deliveryMs: 2_000 });
+    await learn(store);
     const early = await store.writer.createLocalOrder({ partnerRef: 'NEW1', productCode: 'ML86', data: {} });
     assert.equal(early.order.nextPollAt, clock.now() + 30_000, '19 samples are not enough: the fixed delay');
 
     await deliverFinal(store, 'L19', { tookMs: 200_000, deliveryMs: 2_000 });
+    const unlearned = await store.writer.createLocalOrder({
+      partnerRef: 'NEW2a',
+      productCode: 'ML86',
+      data: {},
+    });
+    assert.equal(unlearned.order.nextPollAt, clock.now() + 30_000, 'the writer learns nothing itself');
+    await learn(store);
     const later = await store.writer.createLocalOrder({ partnerRef: 'NEW2', productCode: 'ML86', data: {} });
     // 20 samples 10 s … 200 s: the 90th percentile is 180 s; the median delivery 2 s.
     const expected = clock.now() + 180_000 + 2_000;
@@ -124,6 +140,7 @@ describeEachBackend('the learned order pace', (backend) => {
     });
     for (let i = 0; i < 5; i++) await deliverFinal(store, `FAST${i}`, { product: 'FAST', tookMs: 500 });
     for (let i = 0; i < 5; i++) await deliverFinal(store, `SLOW${i}`, { product: 'SLOW', tookMs: 3_600_000 });
+    await learn(store);
     const fast = await store.writer.createLocalOrder({ partnerRef: 'F', productCode: 'FAST', data: {} });
     const slow = await store.writer.createLocalOrder({ partnerRef: 'S', productCode: 'SLOW', data: {} });
     assert.equal(fast.order.nextPollAt, clock.now() + 5_000);
@@ -134,12 +151,11 @@ describeEachBackend('the learned order pace', (backend) => {
     const { store } = await backend.tempStore(t, { firstPollQuantile: 0.5, paceMinSamples: 10 });
     for (let i = 0; i < 10; i++) await deliverFinal(store, `A${i}`, { product: 'A', tookMs: 40_000 });
     for (let i = 0; i < 3; i++) await deliverFinal(store, `B${i}`, { product: 'B', tookMs: 1_000 });
-    const a = await store.schedule.pace.estimate('A');
-    const b = await store.schedule.pace.estimate('B');
-    assert.equal(a?.scope, 'product');
-    assert.equal(b?.scope, 'all');
-    assert.equal(b?.samples, 13);
-    assert.equal((await store.schedule.pace.estimate(null))?.scope, 'all');
+    const plans = await learn(store);
+    assert.equal(plans.get('A')?.samples, 10, 'A has a plan of its own');
+    assert.equal(plans.has('B'), false, 'B has none: it takes every product together');
+    assert.equal(plans.get(EVERY_PRODUCT)?.samples, 13);
+    assert.equal(plans.get(EVERY_PRODUCT)?.outlierMs, null, 'no outlier time from every product together');
   });
 
   test('a duplicate webhook, a serial added later and a poll of a state without a time teach nothing', async (t) => {
@@ -147,8 +163,8 @@ describeEachBackend('the learned order pace', (backend) => {
     await store.writer.applyOrderSnapshot(snapshot('P1', 'PROCESSING'), { source: 'poll' });
     await store.writer.applyOrderSnapshot(snapshot('P2', 'FAILED'), { source: 'poll' });
     assert.equal(
-      await store.schedule.pace.estimate('ML86'),
-      null,
+      (await learn(store)).get(EVERY_PRODUCT)?.samples,
+      0,
       'a poll does not say when PROCESSING or FAILED began',
     );
 
@@ -158,47 +174,37 @@ describeEachBackend('the learned order pace', (backend) => {
     });
     await deliverFinal(store, 'S2', { tookMs: 60_000 });
     await deliverFinal(store, 'S2', { tookMs: 60_000 });
-    assert.equal((await store.schedule.pace.estimate('ML86'))?.samples, 2, 'S1 by its success_at, S2 once');
+    assert.equal((await learn(store)).get('ML86')?.samples, 2, 'S1 by its success_at, S2 once');
   });
 
-  test('old samples fade, so the estimate follows an upstream whose pace changes', async (t) => {
-    const { store, clock } = await backend.tempStore(t, { firstPollQuantile: 0.5, paceMinSamples: 10 });
-    for (let i = 0; i < PACE_MEMORY; i++) await deliverFinal(store, `OLD${i}`, { tookMs: 10_000 });
-    assert.ok((await store.schedule.pace.estimate('ML86'))!.finalMs < 11_000);
-    for (let i = 0; i < PACE_MEMORY; i++) await deliverFinal(store, `NEW${i}`, { tookMs: 100_000 });
-    clock.advance(60_000); // past the process's cached estimate
-    const pace = (await store.schedule.pace.estimate('ML86'))!;
-    assert.ok(pace.finalMs >= 100_000 && pace.finalMs < 110_000, `median now ${pace.finalMs}`);
-    assert.ok(pace.samples <= PACE_MEMORY, `${pace.samples} samples kept`);
-  });
-
-  test('a distribution is halved at the first sample past PACE_MEMORY, and its running total is always the sum of its weights', async (t) => {
+  test('only the most recent events teach, so the pace follows an upstream whose pace changes', async (t) => {
     const { store } = await backend.tempStore(t, { firstPollQuantile: 0.5, paceMinSamples: 10 });
-    const distributions = () =>
-      store.db.all<{ product_code: string; state: string; total: number; sum: number }>(
-        `SELECT t.product_code, t.state, t.total,
-           (SELECT SUM(weight) FROM order_pace p WHERE p.product_code = t.product_code AND p.state = t.state) AS sum
-         FROM order_pace_totals t ORDER BY t.product_code, t.state`,
-      );
-    // Spread over many buckets, so the halving meets weights of 1 as well as larger ones.
-    for (let i = 0; i < PACE_MEMORY; i++)
-      await deliverFinal(store, `P${i}`, { tookMs: 1_000 + 97 * i, deliveryMs: i % 50 });
-    assert.deepEqual(await distributions(), [
-      { product_code: '*', state: 'DELIVERY', total: PACE_MEMORY, sum: PACE_MEMORY },
-      { product_code: 'ML86', state: 'SUCCESS', total: PACE_MEMORY, sum: PACE_MEMORY },
-    ]);
-    await deliverFinal(store, 'PAST', { tookMs: 5_000, deliveryMs: 3 });
-    const half = (PACE_MEMORY + 1) / 2;
-    assert.deepEqual(await distributions(), [
-      { product_code: '*', state: 'DELIVERY', total: half, sum: half },
-      { product_code: 'ML86', state: 'SUCCESS', total: half, sum: half },
-    ]);
-    for (let i = 0; i < 600; i++)
-      await deliverFinal(store, `Q${i}`, { tookMs: 2_000 + 13 * i, deliveryMs: i % 7 });
-    for (const { product_code, state, total, sum } of await distributions()) {
-      assert.equal(total, sum, `${product_code} ${state}`);
-      assert.ok(total <= PACE_MEMORY, `${product_code} ${state}: ${total}`);
-    }
+    for (let i = 0; i < 30; i++) await deliverFinal(store, `OLD${i}`, { tookMs: 10_000 });
+    assert.ok((await learn(store, { windowEvents: 30 })).get('ML86')!.finalMs < 11_000);
+    for (let i = 0; i < 30; i++) await deliverFinal(store, `NEW${i}`, { tookMs: 100_000 });
+    const pace = (await learn(store, { windowEvents: 30 })).get('ML86')!;
+    assert.ok(pace.finalMs >= 100_000 && pace.finalMs < 110_000, `median now ${pace.finalMs}`);
+    assert.equal(pace.samples, 30);
+  });
+
+  test("a process that opens the store without the reconciler's settings (the API, the CLI) writes the plan the reconciler learned", async (t) => {
+    const { store, url, clock } = await backend.tempStore(t, {
+      firstPollQuantile: 0.5,
+      paceMinSamples: 5,
+      firstPollMinMs: 5_000,
+      firstPollMaxMs: 900_000,
+    });
+    for (let i = 0; i < 5; i++) await deliverFinal(store, `R${i}`, { tookMs: 120_000 });
+    await learn(store);
+    const writer = await openStore(url, { role: 'test', now: clock.now });
+    t.after(() => writer.close());
+    const { order } = await writer.writer.createLocalOrder({
+      partnerRef: 'API1',
+      productCode: 'ML86',
+      data: {},
+    });
+    const at = order.nextPollAt! - clock.now();
+    assert.ok(at >= 120_000 && at <= 120_000 * GROWTH, `first poll ${at} ms after the order`);
   });
 
   test('with the quantile at 0 the first poll always waits the fixed delay', async (t) => {
@@ -208,7 +214,7 @@ describeEachBackend('the learned order pace', (backend) => {
       paceMinSamples: 1,
     });
     for (let i = 0; i < 5; i++) await deliverFinal(store, `R${i}`, { tookMs: 1_000 });
-    assert.equal(await store.schedule.pace.estimate('ML86'), null);
+    assert.deepEqual([...(await learn(store)).keys()], [EVERY_PRODUCT], 'one plan: the fixed delay');
     const order = await store.writer.createLocalOrder({ partnerRef: 'NEW', productCode: 'ML86', data: {} });
     assert.equal(order.order.nextPollAt, clock.now() + 30_000);
   });
