@@ -11,7 +11,7 @@ export interface CliContext {
   logger: Logger;
   /** The upstream client, its rate budget and their Redis (with `upstream`). */
   upstream?: Upstream;
-  /** Opened with the reconciler's settings (its poll schedule), as in every process that writes orders. */
+  /** With the reconciler's schedule (`withSchedule`): the CLI's polls and creates claim orders with it. */
   store?: ScheduledStore<OpenedStore>;
   close(): Promise<void>;
 }

@@ -12,7 +12,7 @@ import { StoreError } from '../store/store-error.js';
 import { type Order, type OrderData, type OrderStatus, partnerRefProblem } from '../upstream/model.js';
 import type { OrderSnapshot } from '../upstream/order-snapshot.js';
 import { type FeedChange, publish } from './feed-change.js';
-import { afterChange, afterSubmissionOutcome, type PlanLookup } from './poll-rules.js';
+import { afterChange, afterSubmissionOutcome, type FirstPollLookup } from './poll-rules.js';
 import { decideSnapshot, isFinalStatus, isKnownStatus } from './state-machine.js';
 import { OPEN_SUBMISSIONS } from './submission-plan.js';
 
@@ -20,10 +20,10 @@ export type { FeedChange } from './feed-change.js';
 
 /**
  * What an order write does, as pure functions of the order's row as it is, what arrived, the time
- * and the first-poll plans: no SQL. The store's `OrderWriter` (order-writer.ts) finds the row,
- * asks these for a plan, and carries it out in one transaction: the feed event, the row, the
- * audit event. Every backend goes through the same
- * plans, so the state machine's use, the merge, the schedule and the feed event exist once.
+ * and each product's first poll: no SQL. The store's `OrderWriter` (order-writer.ts) finds the
+ * row, asks these for a plan, and carries it out in one transaction: the feed event, the row, the
+ * audit event. Every backend goes through the same plans, so the state machine's use, the merge,
+ * the schedule and the feed event exist once.
  */
 
 export interface CreateLocalOrderInput {
@@ -166,7 +166,11 @@ function newOrderRow(partnerRef: string, now: number, submission: SubmissionStat
  * for the submission pump), scheduled like any new order. To be inserted unless its partner_ref
  * exists already. Throws `INVALID_PARTNER_REF` for a partner_ref the upstream would refuse.
  */
-export function planLocalOrder(input: CreateLocalOrderInput, now: number, plans: PlanLookup): NewOrderRow {
+export function planLocalOrder(
+  input: CreateLocalOrderInput,
+  now: number,
+  firstPolls: FirstPollLookup,
+): NewOrderRow {
   const problem = partnerRefProblem(input.partnerRef);
   if (problem) throw new StoreError('INVALID_PARTNER_REF', problem);
   const row: NewOrderRow = {
@@ -184,7 +188,7 @@ export function planLocalOrder(input: CreateLocalOrderInput, now: number, plans:
       ...(input.callbackUrl === undefined ? {} : { callback_url: input.callbackUrl }),
     }),
   };
-  return withSchedule(row, null, true, now, plans);
+  return withPollingColumns(row, null, true, now, firstPolls);
 }
 
 export interface ApplyInput {
@@ -197,7 +201,7 @@ export interface ApplyInput {
   options: ApplyOptions;
   now: number;
   /** Each product's first-poll plan (store/poll-plans.ts). */
-  plans: PlanLookup;
+  firstPolls: FirstPollLookup;
   /**
    * The catalog's name of the product `current` asked for, when the catalog knows it: compared
    * with the snapshot's before the snapshot adopts an order not yet accepted ({@link mustAdopt}).
@@ -231,7 +235,7 @@ export interface ApplyPlan {
  * known and the snapshot has no partner_ref.
  */
 export function planApply(input: ApplyInput): ApplyPlan {
-  const { current, snapshot, fields, options, now, plans } = input;
+  const { current, snapshot, fields, options, now, firstPolls } = input;
   let row: OrderRow;
   let write: ApplyPlan['write'];
   let feed: FeedChange | null;
@@ -252,11 +256,17 @@ export function planApply(input: ApplyInput): ApplyPlan {
     fields,
   );
   if (current === null) {
-    row = withSchedule(newRowFrom(fields, now), null, verdict.apply, now, plans);
+    row = withPollingColumns(newRowFrom(fields, now), null, verdict.apply, now, firstPolls);
     feed = publish(null, row, now);
     write = 'insert';
   } else {
-    row = withSchedule(mergeSnapshot(current, fields, verdict), current, verdict.apply, now, plans);
+    row = withPollingColumns(
+      mergeSnapshot(current, fields, verdict),
+      current,
+      verdict.apply,
+      now,
+      firstPolls,
+    );
     feed = publish(current, row, now);
     write = 'none';
     if (ORDER_COLUMNS.some((c) => row[c] !== current[c])) {
@@ -409,13 +419,13 @@ export function mergeSnapshot(
  * The order after a write, on `next`, the plan's own new row: `final_at` the first time it is
  * final, then the schedule's columns.
  */
-function withSchedule<R extends NewOrderRow>(
+function withPollingColumns<R extends NewOrderRow>(
   next: R,
   current: OrderRow | null,
   changed: boolean,
   now: number,
-  plans: PlanLookup,
+  firstPolls: FirstPollLookup,
 ): R {
   if (next.status !== null && isFinalStatus(next.status)) next.final_at = current?.final_at ?? now;
-  return Object.assign(next, afterChange(next, current, changed, now, plans));
+  return Object.assign(next, afterChange(next, current, changed, now, firstPolls));
 }

@@ -74,7 +74,7 @@ export interface FirstPollPlan {
 }
 
 /** The plan of every product, as the writer reads it (store/poll-plans.ts). */
-export type PlanLookup = (productCode: string | null) => FirstPollPlan;
+export type FirstPollLookup = (productCode: string | null) => FirstPollPlan;
 
 /** The first poll before any reconciler has planned one: 30 s after the change (the default delay). */
 export const FIXED_FIRST_POLL: FirstPollPlan = fixedFirstPoll(30_000);
@@ -198,8 +198,8 @@ export function isSettled(row: SettledFields): boolean {
  * product's time to a final state + the median webhook delivery delay, within the plan's bounds
  * from now; without a learned pace, the fixed delay from now.
  */
-export function firstPollAt(row: FirstPollFields, now: number, plans: PlanLookup): number {
-  const { finalMs, deliveryMs, minMs, maxMs } = plans(row.product_code);
+export function firstPollAt(row: FirstPollFields, now: number, firstPolls: FirstPollLookup): number {
+  const { finalMs, deliveryMs, minMs, maxMs } = firstPolls(row.product_code);
   const overdueAt = Math.round(pollBaseOf(row, now) + finalMs + deliveryMs);
   return Math.min(Math.max(overdueAt, now + minMs), now + maxMs);
 }
@@ -218,11 +218,11 @@ export function afterChange(
   current: Pick<OrderRow, 'next_poll_at'> | null,
   changed: boolean,
   now: number,
-  plans: PlanLookup,
+  firstPolls: FirstPollLookup,
 ): PollingColumns {
   if (isSettled(next)) return { next_poll_at: null, poll_count: next.poll_count };
   if (next.submission_state === 'queued') return { next_poll_at: null, poll_count: 0 };
-  const first = firstPollAt(next, now, plans);
+  const first = firstPollAt(next, now, firstPolls);
   if (changed || current === null) return { next_poll_at: first, poll_count: 0 };
   return { next_poll_at: current.next_poll_at ?? first, poll_count: next.poll_count };
 }
@@ -244,11 +244,11 @@ export function afterSubmissionOutcome(row: SettledFields, now: number): Pick<Or
  * learned pace; false for a SUCCESS waiting for its serial, whose wait is not the time to final,
  * and for a submission still to be resolved, whose polls are not about the pace.
  */
-function isOutlier(current: OrderRow, now: number, plans: PlanLookup): boolean {
+function isOutlier(current: OrderRow, now: number, firstPolls: FirstPollLookup): boolean {
   if (current.final_at !== null || current.submission_state !== 'accepted') return false;
   // Only the product's own pace (outlierMs is null otherwise): every product's together says
   // little of a slow one.
-  const { outlierMs } = plans(current.product_code);
+  const { outlierMs } = firstPolls(current.product_code);
   return outlierMs !== null && now - pollBaseOf(current, now) > outlierMs;
 }
 
@@ -273,7 +273,7 @@ export function planPollRecord(
   current: OrderRow,
   outcome: PollOutcome,
   now: number,
-  plans: PlanLookup,
+  firstPolls: FirstPollLookup,
 ): PollRecord {
   const { backoffMs, stuckAfterMs } = settings;
   const changed = outcome === 'changed';
@@ -282,8 +282,8 @@ export function planPollRecord(
   const nextPollAt = stuck
     ? now + cap
     : changed
-      ? firstPollAt(current, now, plans)
-      : outcome === 'unchanged' && isOutlier(current, now, plans)
+      ? firstPollAt(current, now, firstPolls)
+      : outcome === 'unchanged' && isOutlier(current, now, firstPolls)
         ? now + cap
         : now + backoffMs[Math.min(current.poll_count, backoffMs.length - 1)]!;
   const stuckAt = stuck ? (current.stuck_at ?? now) : current.stuck_at;

@@ -6,15 +6,17 @@ import { EVERY_PRODUCT, type PaceFact, type PollPlans } from '../store/poll-plan
 import { parseUpstreamTime } from '../upstream/upstream-time.js';
 
 /**
- * The events the pace is learned from: the most recent ones, so the estimate follows an upstream
- * whose pace changes. At one order a second (about three events each) they span about two hours.
+ * The events the pace is learned from (webhooks, and moves to a final state): the most recent
+ * ones, so the estimate follows an upstream whose pace changes. At one order a second (about
+ * three webhooks each) they span about two hours.
  */
 export const PACE_WINDOW_EVENTS = 20_000;
 
 /**
  * Learns the upstream's pace from what the store recorded (docs/reconciler.md, "When the first
  * poll comes") and writes each product's first-poll plan (store/poll-plans.ts), which every
- * writer then reads. The reconciler does it at the start of each pass, under the pass lock, so
+ * writer then reads. The reconciler does it at its start and at the start of each pass, under the
+ * pass lock, so
  * one process at a time writes the plans. Returns the plans it wrote.
  *
  * From the last {@link PACE_WINDOW_EVENTS} order events: per product, the time from each order's
@@ -80,11 +82,13 @@ function histogramsOf(events: readonly PaceFact[]): {
     const ms = timeToFinal(event);
     if (ms === null || finalSeen.has(event.partner_ref)) continue;
     finalSeen.add(event.partner_ref);
+    all.add(ms);
+    // A product coded like the row for every product has no plan of its own.
     const product = event.product_code!;
+    if (product === EVERY_PRODUCT) continue;
     const own = byProduct.get(product) ?? new Buckets();
     byProduct.set(product, own);
     own.add(ms);
-    all.add(ms);
   }
   return {
     delivery: delivery.histogram(),
@@ -95,12 +99,14 @@ function histogramsOf(events: readonly PaceFact[]): {
 
 /**
  * The time from the order's creation upstream to the final state this event moved it to, in ms,
- * or null when the event says nothing of it: not a change to SUCCESS or FAILED, an order without
+ * or null when the event says nothing of it: not a move to SUCCESS or FAILED, an order without
  * product or creation time, or no time for the state (a poll that found a FAILED says nothing of
  * when), or clocks that disagree (a negative time).
  */
 function timeToFinal(event: PaceFact): number | null {
-  if (event.changed !== 1 || (event.status !== 'SUCCESS' && event.status !== 'FAILED')) return null;
+  // A move to the state: not a serial added to a SUCCESS, a duplicate or an older event.
+  if (event.reason !== 'initial' && event.reason !== 'transition') return null;
+  if (event.status !== 'SUCCESS' && event.status !== 'FAILED') return null;
   if (event.product_code === null || event.created_at === null) return null;
   const reachedAt =
     event.status === 'SUCCESS' && event.success_at !== null

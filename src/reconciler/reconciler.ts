@@ -34,7 +34,7 @@ export interface StartReconcilerOptions {
    * interval and size. When each order is polled is the store's schedule.
    */
   settings: Pick<ReconcilerSettings, 'everyMs' | 'passSize'>;
-  /** Opened with `reconcilerSettings(config)`, like every store that writes orders. */
+  /** A store with the reconciler's schedule (`withSchedule(store, reconcilerSettings(config))`). */
   store: ScheduledStore;
   /** The upstream client with the shared rate budget. */
   client: UpstreamClient;
@@ -183,8 +183,16 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
   pollWorker.on('error', outage.error);
 
   // The first-poll plans of this reconciler's settings and the pace recorded so far, before the
-  // submission pump or anything else writes an order with them; each pass learns again.
-  await relearnPace(store, logger);
+  // submission pump or anything else writes an order with them; each pass learns again. Under the
+  // pass lock, as a pass learns: when another process holds it, its pass is learning now.
+  const held = await lock.acquire();
+  if (held) {
+    try {
+      await relearnPace(store, logger);
+    } finally {
+      await held.release();
+    }
+  }
   try {
     await queue.upsertJobScheduler(
       RECONCILE_SCHEDULER_ID,

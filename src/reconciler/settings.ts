@@ -23,7 +23,7 @@ export const reconcilerVariables = z.object({
     .lt(1)
     .default(0.9)
     .describe(
-      "Learned first poll: an order is first polled when this share of the product's orders have reached a final state (learned from the webhooks that arrive), plus the usual webhook delivery delay; `0` = always `RECONCILE_FIRST_POLL_DELAY_S`, which also applies until `RECONCILE_PACE_MIN_SAMPLES` are known. Each reconcile pass learns it from the last 20,000 order events and writes every product's first poll for the processes that write orders (docs/reconciler.md).",
+      "Learned first poll: an order is first polled when this share of the product's orders have reached a final state (learned from the webhooks that arrive), plus the usual webhook delivery delay; `0` = always `RECONCILE_FIRST_POLL_DELAY_S`, which also applies until `RECONCILE_PACE_MIN_SAMPLES` are known. Each reconcile pass learns it from the last 20,000 webhooks and final states and writes every product's first poll for the processes that write orders (docs/reconciler.md).",
     ),
   RECONCILE_FIRST_POLL_MIN_S: int(0)
     .default(5)
@@ -34,7 +34,7 @@ export const reconcilerVariables = z.object({
   RECONCILE_PACE_MIN_SAMPLES: int(1)
     .default(50)
     .describe(
-      "Final-state webhooks of a product needed before its own pace is used (before that, every product's together, then `RECONCILE_FIRST_POLL_DELAY_S`).",
+      "Final states of a product (among the learned events) needed before its own pace is used (before that, every product's together, then `RECONCILE_FIRST_POLL_DELAY_S`).",
     ),
   RECONCILE_BACKOFF_S: z
     .string()

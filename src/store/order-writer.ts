@@ -397,7 +397,7 @@ export class OrderWriter {
       fields,
       options,
       now,
-      plans: await this.#plans.lookup(tx),
+      firstPolls: await this.#plans.lookup(tx),
       catalogName,
     });
     const { row } = plan;

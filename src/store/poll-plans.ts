@@ -1,4 +1,4 @@
-import { FIXED_FIRST_POLL, type FirstPollPlan, type PlanLookup } from '../domain/poll-rules.js';
+import { FIXED_FIRST_POLL, type FirstPollLookup, type FirstPollPlan } from '../domain/poll-rules.js';
 import type { SqlExecutor } from './sql/executor.js';
 import type { StoreContext } from './store-context.js';
 
@@ -23,7 +23,7 @@ export class PollPlans {
    * one; default: the store's last commit) when older: the product's own row, else the row for
    * every product, else `FIXED_FIRST_POLL`.
    */
-  async lookup(ex: SqlExecutor = this.#context.db): Promise<PlanLookup> {
+  async lookup(ex: SqlExecutor = this.#context.db): Promise<FirstPollLookup> {
     const now = this.#context.now();
     if (this.#cache === null || now - this.#cache.at >= PLANS_TTL_MS) {
       const rows = await ex.all<PlanRow>('SELECT * FROM poll_plans');
@@ -51,14 +51,18 @@ export class PollPlans {
   }
 
   /**
-   * The recorded facts the pace is learned from: the last `limit` events of every order (newest
-   * first), each with its order's product and upstream times. Reads only.
+   * The recorded facts the pace is learned from, newest first: the last `limit` events that say
+   * something of it (a webhook, for its delivery delay; a move to SUCCESS or FAILED, for the time
+   * to a final state), each with its order's product and upstream times. Polls that changed
+   * nothing and the audit's reads are left out, so they cannot crowd the window. Reads only.
    */
   recentEvents(limit: number): Promise<PaceFact[]> {
     return this.#context.db.all<PaceFact>(
-      `SELECT e.partner_ref, e.source, e.status, e.changed, e.received_at, e.occurred_at,
+      `SELECT e.partner_ref, e.source, e.status, e.reason, e.received_at, e.occurred_at,
               o.product_code, o.created_at, o.success_at
        FROM order_events e JOIN orders o ON o.partner_ref = e.partner_ref
+       WHERE e.reason <> 'partner_ref_reused'
+         AND (e.source = 'webhook' OR (e.reason IN ('initial', 'transition') AND e.status IN ('SUCCESS', 'FAILED')))
        ORDER BY e.id DESC LIMIT @limit`,
       { limit },
     );
@@ -76,7 +80,7 @@ export interface PaceFact {
   partner_ref: string;
   source: string;
   status: string | null;
-  changed: number;
+  reason: string;
   received_at: number;
   occurred_at: number | null;
   product_code: string | null;

@@ -189,7 +189,14 @@ export async function startWorkerProcess(
     poolMax: settings.dbPoolMax,
     balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
   });
-  const store = withSchedule(opened, reconcilerSettings(config));
+  let store: ScheduledStore<typeof opened>;
+  try {
+    store = withSchedule(opened, reconcilerSettings(config));
+  } catch (error) {
+    // Settings that cannot make a schedule: the pool (PostgreSQL) would keep the process alive.
+    await opened.close();
+    throw error;
+  }
   /** Stops of the started components, run last-started first. Each resolves to "stopped gracefully". */
   const stops: Array<() => Promise<boolean>> = [];
   const stopAll = async (): Promise<boolean> => {

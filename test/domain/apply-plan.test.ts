@@ -9,7 +9,7 @@ import { NOW, orderRow } from '../helpers/order-row.js';
 import { snapshot } from '../helpers/store.js';
 
 /** Every product's first poll 120 s after a change. */
-const PLANS = () => fixedFirstPoll(120_000);
+const FIRST_POLLS = () => fixedFirstPoll(120_000);
 
 function plan(
   current: ReturnType<typeof orderRow> | null,
@@ -24,7 +24,7 @@ function plan(
     fields: read.snapshot,
     options,
     now: NOW,
-    plans: PLANS,
+    firstPolls: FIRST_POLLS,
   });
 }
 

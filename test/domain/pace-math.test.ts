@@ -24,7 +24,7 @@ function logNormalSamples(seed: number, n: number, medianMs: number, sigma: numb
   });
 }
 
-/** The histogram of durations, as order-pace.ts stores it. */
+/** The histogram of durations, as the reconciler fills it (learn-pace.ts). */
 function histogramOf(durations: number[]): Histogram {
   const weights = new Map<number, number>();
   for (const ms of durations) weights.set(paceBucket(ms), (weights.get(paceBucket(ms)) ?? 0) + 1);

@@ -3,10 +3,10 @@ import { test } from 'node:test';
 import {
   afterChange,
   afterSubmissionOutcome,
+  type FirstPollLookup,
   firstPollAt,
   firstPollPlan,
   isSettled,
-  type PlanLookup,
   planPollRecord,
   type ScheduleRuleSettings,
 } from '../../src/domain/poll-rules.js';
@@ -59,7 +59,7 @@ const plans = (
   finalMs: number | null,
   outlierMs = 20 * (finalMs ?? 0),
   scope: 'product' | 'all' = 'product',
-): PlanLookup => {
+): FirstPollLookup => {
   const plan = firstPollPlan(
     FIRST_POLL,
     finalMs === null ? null : { finalMs, outlierMs, deliveryMs: 1000, samples: 50, scope },
@@ -105,7 +105,7 @@ test('the upstream creation time moves the first poll only later than the local 
 
 test("the first poll is planned by the written product's plan, and only for an open order", () => {
   const asked: Array<string | null> = [];
-  const lookup: PlanLookup = (product) => {
+  const lookup: FirstPollLookup = (product) => {
     asked.push(product);
     return plans(null)(product);
   };
@@ -144,7 +144,7 @@ test('a failed poll keeps last_polled_at; a stuck order waits the longest backof
 test('an order open longer than its learned outlier time is polled at the backoff cap, not up the ladder', () => {
   // SCHEDULE's ladder is 60 s, then 300 s (the cap). The order is 10 minutes old and was polled once.
   const open = orderRow({ local_created_at: NOW - 600_000, created_at: null, poll_count: 0 });
-  const at = (outcome: 'unchanged' | 'failed', lookup: PlanLookup, row = open) =>
+  const at = (outcome: 'unchanged' | 'failed', lookup: FirstPollLookup, row = open) =>
     planPollRecord(SCHEDULE, row, outcome, NOW, lookup).next_poll_at;
   // Past its product's outlier time (4 min): an outlier, the cap.
   assert.equal(at('unchanged', plans(60_000, 240_000)), NOW + 300_000);

@@ -101,7 +101,7 @@ describeEachBackend('the pace the reconciler learns from recorded facts', (backe
 
   test('the first poll waits the fixed delay until enough final webhooks teach the pace, then their quantile plus the usual delivery delay', async (t) => {
     const { store, clock } = await backend.tempStore(t, {
-      firstPollDelayMs: 30_000,
+      firstPollDelayMs: 45_000,
       firstPollQuantile: 0.9,
       paceMinSamples: 20,
       firstPollMinMs: 5_000,
@@ -111,7 +111,7 @@ describeEachBackend('the pace the reconciler learns from recorded facts', (backe
       await deliverFinal(store, `L${i}`, { tookMs: (i + 1) * 10_000, deliveryMs: 2_000 });
     await learn(store);
     const early = await store.writer.createLocalOrder({ partnerRef: 'NEW1', productCode: 'ML86', data: {} });
-    assert.equal(early.order.nextPollAt, clock.now() + 30_000, '19 samples are not enough: the fixed delay');
+    assert.equal(early.order.nextPollAt, clock.now() + 45_000, '19 samples are not enough: the fixed delay');
 
     await deliverFinal(store, 'L19', { tookMs: 200_000, deliveryMs: 2_000 });
     const unlearned = await store.writer.createLocalOrder({
@@ -119,7 +119,7 @@ describeEachBackend('the pace the reconciler learns from recorded facts', (backe
       productCode: 'ML86',
       data: {},
     });
-    assert.equal(unlearned.order.nextPollAt, clock.now() + 30_000, 'the writer learns nothing itself');
+    assert.equal(unlearned.order.nextPollAt, clock.now() + 45_000, 'the writer learns nothing itself');
     await learn(store);
     const later = await store.writer.createLocalOrder({ partnerRef: 'NEW2', productCode: 'ML86', data: {} });
     // 20 samples 10 s … 200 s: the 90th percentile is 180 s; the median delivery 2 s.
@@ -175,6 +175,45 @@ describeEachBackend('the pace the reconciler learns from recorded facts', (backe
     await deliverFinal(store, 'S2', { tookMs: 60_000 });
     await deliverFinal(store, 'S2', { tookMs: 60_000 });
     assert.equal((await learn(store)).get('ML86')?.samples, 2, 'S1 by its success_at, S2 once');
+  });
+
+  test("a serial that follows a SUCCESS without success_at teaches nothing: the time to SUCCESS is the first webhook's", async (t) => {
+    const { store } = await backend.tempStore(t, { firstPollQuantile: 0.5, paceMinSamples: 1 });
+    const order = (serial: string | null) =>
+      snapshot('S3', 'SUCCESS', {
+        product_code: 'LATE',
+        created_at: iso(CREATED),
+        success_at: null,
+        serial_number: serial,
+      });
+    await store.writer.applyOrderSnapshot(order(null), {
+      source: 'webhook',
+      eventId: 's3-success',
+      occurredAt: CREATED + 30_000,
+      receivedAt: CREATED + 30_000,
+    });
+    await store.writer.applyOrderSnapshot(order('SN3'), {
+      source: 'webhook',
+      eventId: 's3-serial',
+      occurredAt: CREATED + 600_000,
+      receivedAt: CREATED + 600_000,
+    });
+    const late = (await learn(store)).get('LATE')!;
+    assert.equal(late.samples, 1);
+    assert.ok(late.finalMs >= 30_000 && late.finalMs <= 30_000 * GROWTH, `learned ${late.finalMs} ms`);
+  });
+
+  test('a store no reconciler has planned yet polls a new order 30 s after it, whatever a setting says', async (t) => {
+    const { url, clock } = await backend.tempStore(t, { firstPollDelayMs: 45_000 });
+    const plain = await openStore(url, { role: 'test', now: clock.now });
+    t.after(() => plain.close());
+    await plain.db.run('DELETE FROM poll_plans');
+    const { order } = await plain.writer.createLocalOrder({
+      partnerRef: 'N1',
+      productCode: 'ML86',
+      data: {},
+    });
+    assert.equal(order.nextPollAt, clock.now() + 30_000);
   });
 
   test('only the most recent events teach, so the pace follows an upstream whose pace changes', async (t) => {
