@@ -3,6 +3,7 @@ import { spawn } from 'node:child_process';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { ClientArgs, ClientReport } from '../fixtures/budget-client-process.js';
+import { FIXTURE_EXEC_ARGV } from '../helpers/fixture-process.js';
 import { privateRedis } from '../helpers/redis.js';
 import { startSimulator } from '../helpers/simulator.js';
 
@@ -11,7 +12,7 @@ const CLIENT = fileURLToPath(new URL('../fixtures/budget-client-process.ts', imp
 /** Runs one budget client process to its end and returns its report; fails on a non-zero exit. */
 function runClient(args: ClientArgs): Promise<ClientReport> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLIENT, JSON.stringify(args)], {
+    const child = spawn(process.execPath, [...FIXTURE_EXEC_ARGV, CLIENT, JSON.stringify(args)], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { placeOrder } from '../../src/orders/place-order.js';
 import type { ReconcilerProcessConfig, ReconcilerProcessReport } from '../fixtures/reconciler-process.js';
+import { FIXTURE_EXEC_ARGV } from '../helpers/fixture-process.js';
 import {
   differencesFromSimulator,
   reconcilerEnv,
@@ -32,7 +33,7 @@ test('two reconciler processes on one store and Redis run one pass at a time, po
   });
   await env.sim.setFaults({ webhook_drop: 1 });
 
-  const children = [0, 1].map(() => fork(CHILD, [], { execArgv: ['--import', 'tsx'], stdio: 'inherit' }));
+  const children = [0, 1].map(() => fork(CHILD, [], { execArgv: FIXTURE_EXEC_ARGV, stdio: 'inherit' }));
   t.after(() => {
     for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
   });

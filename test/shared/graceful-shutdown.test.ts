@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { type TestContext, test } from 'node:test';
+import { FIXTURE_EXEC_ARGV } from '../helpers/fixture-process.js';
 
 interface ShutdownProcess {
   child: ChildProcess;
@@ -16,7 +17,7 @@ interface ShutdownProcess {
 async function startShutdownProcess(t: TestContext, timeoutMs = 60_000): Promise<ShutdownProcess> {
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'test/fixtures/shutdown-process.ts', String(timeoutMs)],
+    [...FIXTURE_EXEC_ARGV, 'test/fixtures/shutdown-process.ts', String(timeoutMs)],
     { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] },
   );
   t.after(() => child.kill('SIGKILL'));

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { ProcessEvent, ProcessReport } from '../fixtures/apply-events-process.js';
+import { FIXTURE_EXEC_ARGV } from '../helpers/fixture-process.js';
 import { nextMessage, snapshot } from '../helpers/store.js';
 import { describeEachBackend } from '../helpers/store-backends.js';
 
@@ -45,7 +46,7 @@ describeEachBackend('two processes on one store', (backend) => {
 
     // Both open the fresh store at once, so they also race through the migrations.
     const children = [forward, backward].map((file) =>
-      fork(CHILD, [url, file], { execArgv: ['--import', 'tsx'], stdio: 'inherit' }),
+      fork(CHILD, [url, file], { execArgv: FIXTURE_EXEC_ARGV, stdio: 'inherit' }),
     );
     t.after(() => {
       for (const child of children) if (child.exitCode === null) child.kill();

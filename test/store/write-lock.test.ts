@@ -3,13 +3,14 @@ import { fork } from 'node:child_process';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { openStore, sqliteUrl } from '../../src/store/open-store.js';
+import { FIXTURE_EXEC_ARGV } from '../helpers/fixture-process.js';
 import { nextMessage, otherConnection, snapshot, tempDbPath } from '../helpers/store.js';
 
 const HOLDER = fileURLToPath(new URL('../fixtures/lock-holder-process.ts', import.meta.url));
 
 function holdWriteLock(path: string, holdMs?: number) {
   const args = holdMs === undefined ? [path] : [path, String(holdMs)];
-  return fork(HOLDER, args, { execArgv: ['--import', 'tsx'], stdio: 'inherit' });
+  return fork(HOLDER, args, { execArgv: FIXTURE_EXEC_ARGV, stdio: 'inherit' });
 }
 
 test("a write waits for another process's transaction to commit, then applies after it", async (t) => {

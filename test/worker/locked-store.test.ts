@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { fork } from 'node:child_process';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { FIXTURE_EXEC_ARGV } from '../helpers/fixture-process.js';
 import { privateRedis } from '../helpers/redis.js';
 import { nextMessage, otherConnection, snapshot, tempDbPath } from '../helpers/store.js';
 import { waitFor } from '../helpers/wait.js';
@@ -39,7 +40,7 @@ test('a store locked by another process for longer than the job lock duration lo
   eventWorker.worker.on('error', (error) => errors.push(error));
 
   // Another process takes the store's write lock and keeps it for the next message.
-  const holder = fork(HOLDER, [dbPath], { execArgv: ['--import', 'tsx'], stdio: 'inherit' });
+  const holder = fork(HOLDER, [dbPath], { execArgv: FIXTURE_EXEC_ARGV, stdio: 'inherit' });
   t.after(() => holder.kill());
   assert.equal(await nextMessage(holder), 'locked');
 
