@@ -8,7 +8,10 @@
 # ships Node's headers. better-sqlite3 12 is rebuilt against the headers of Node 24.18.1, not of
 # the newest 24: Node 24.19 changed node::ObjectWrap so that an addon compiled against its headers
 # aborts in Statement::~Statement during GC (nodejs/node#65446); compiled against 24.18.1 headers
-# it runs cleanly on every 24.x (docs/deployment.md). Afterwards the machine's build is put back.
+# it runs cleanly on every 24.x (docs/deployment.md), in a copy of the package under var/, kept
+# for the next run; the machine's build in node_modules/ is swapped out for the run and put back.
+# `bash scripts/test-node24.sh --build-only` only installs Node 24 and builds the addon: .ci/run
+# does that in the background while the Node 20 suite runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,17 +34,27 @@ install_node() { # $1: folder under var/, $2: version spec
 node24="$(install_node node24 24)"
 headers="$(install_node node24-headers "$HEADERS_VERSION")"
 
-# The machine's build of the addon is kept aside and put back afterwards, so the working tree is
-# left as it was without compiling SQLite a second time (about 90 s); should it be missing, the
-# next `npm test` (scripts/setup.sh) rebuilds it.
+# Built from a copy of the package, so that the machine's build stays in place (the Node 20 suite
+# may be running on it), and kept: the next run with the same better-sqlite3 skips the compile.
+bs3_version="$(node -p "require('./node_modules/better-sqlite3/package.json').version")"
+node24_addon="var/node24-better-sqlite3/$bs3_version-headers-$HEADERS_VERSION"
+if [ ! -f "$node24_addon/build/Release/better_sqlite3.node" ]; then
+  echo "test-node24: building better-sqlite3 $bs3_version with Node $HEADERS_VERSION headers" >&2
+  rm -rf "$node24_addon"
+  mkdir -p "$node24_addon"
+  cp -R node_modules/better-sqlite3/{package.json,binding.gyp,deps,src,lib} "$node24_addon/"
+  (cd "$node24_addon" && PATH="$node24/bin:$PATH" npm_config_nodedir="$headers" npm run build-release >/dev/null)
+fi
+if [ "${1:-}" = --build-only ]; then exit 0; fi
+
+# The machine's build of the addon is kept aside and put back afterwards; should it be missing,
+# the next `npm test` (scripts/setup.sh) rebuilds it.
 addon=node_modules/better-sqlite3/build/Release/better_sqlite3.node
 kept="var/better_sqlite3.node.$(node -p process.versions.modules)"
-mkdir -p var
 cp "$addon" "$kept"
 trap 'echo "test-node24: putting back better-sqlite3 built for $(node --version)" >&2; cp "$kept" "$addon"' EXIT
-
-echo "test-node24: rebuilding better-sqlite3 with Node $HEADERS_VERSION headers; running on Node $("$node24/bin/node" --version)" >&2
-PATH="$node24/bin:$PATH" npm_config_nodedir="$headers" npm rebuild better-sqlite3 >/dev/null
+cp "$node24_addon/build/Release/better_sqlite3.node" "$addon"
+echo "test-node24: running on Node $("$node24/bin/node" --version)" >&2
 # One file per reason (docs/development.md, "CI").
 NODE24_FILES=(
   test/store/apply-order-snapshot.test.ts   # the SQLite addon under load, both backends
