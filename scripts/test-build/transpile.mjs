@@ -49,7 +49,8 @@ function transformOptions(sourcePath) {
 /** True when `sourcePath` has a built file written from its current version. */
 export function isBuilt(sourcePath) {
   const built = statSync(builtPath(sourcePath), { throwIfNoEntry: false });
-  return built !== undefined && Math.trunc(built.mtimeMs) === Math.trunc(statSync(sourcePath).mtimeMs);
+  // Within a millisecond: utimes takes seconds as a double, which rounds the stamp a little.
+  return built !== undefined && Math.abs(built.mtimeMs - statSync(sourcePath).mtimeMs) < 1;
 }
 
 /** Transpiles one source and writes its built file, stamped with the source's mtime. */
