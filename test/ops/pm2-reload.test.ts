@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -59,27 +58,31 @@ interface Ecosystem {
   apps: Array<Record<string, unknown>>;
 }
 
-/** Loads an ecosystem file as pm2 7 does (lib/Common.js: require() of an ES module, Node >= 20.19) under `env`. */
+/**
+ * Loads an ecosystem file as pm2 7 does (lib/Common.js: require() of an ES module, Node >= 20.19)
+ * under `env` (a variable set to undefined is removed), in a process of its own as pm2 does:
+ * Node keeps an ES module that require() loaded for the life of the process, so a second load in
+ * one process would not read the new environment. Throws what the file threw (message and code).
+ */
 function loadEcosystem(
   env: Record<string, string | undefined>,
   path = join(root, 'ecosystem.config.js'),
 ): Ecosystem {
-  const require = createRequire(import.meta.url);
-  const saved = Object.fromEntries(Object.keys(env).map((name) => [name, process.env[name]]));
-  const assign = (values: Record<string, string | undefined>) => {
-    for (const [name, value] of Object.entries(values)) {
-      if (value === undefined) delete process.env[name];
-      else process.env[name] = value;
-    }
-  };
-  assign(env);
-  try {
-    const resolved = require.resolve(path);
-    delete require.cache[resolved];
-    return require(resolved) as Ecosystem;
-  } finally {
-    assign(saved);
+  const childEnv = { ...process.env };
+  for (const [name, value] of Object.entries(env)) {
+    if (value === undefined) delete childEnv[name];
+    else childEnv[name] = value;
   }
+  const loader = `
+    let result;
+    try { result = { apps: require(process.argv[1]).apps }; }
+    catch (error) { result = { error: { message: error.message, code: error.code } }; }
+    process.stdout.write(JSON.stringify(result));`;
+  const child = spawnSync(process.execPath, ['-e', loader, path], { env: childEnv, encoding: 'utf8' });
+  assert.equal(child.status, 0, child.stderr);
+  const result = JSON.parse(child.stdout) as Ecosystem | { error: { message: string; code?: string } };
+  if ('error' in result) throw Object.assign(new Error(result.error.message), { code: result.error.code });
+  return result;
 }
 
 test('ecosystem.config.js names every setting of the schema, runs the receiver in cluster and the worker in fork mode, and adds h2h-redis only without REDIS_URL', () => {
