@@ -20,7 +20,7 @@
  * the rate, and the events of the last 10 s still arrived within a second (p99): a worker that
  * cannot keep up grows a backlog, and its latency grows with it, by seconds over a minute.
  *
- *   npm run bench:notify -- [--rate 50] [--duration 30] [--warmup 3] [--orders 50] [--max-p99 100] [--json] [--keep-store] [--cpu-prof DIR] [--timeline FILE]
+ *   npm run bench:notify -- [--rate 50] [--duration 30] [--warmup 3] [--orders 50] [--max-p99 100] [--store sqlite|postgres] [--json] [--keep-store] [--cpu-prof DIR] [--timeline FILE]
  *
  * `--cpu-prof DIR` writes a V8 CPU profile of the worker process to DIR; `--timeline FILE` writes
  * every event's seq, commit time (ms since the first commit) and latency as CSV.
@@ -43,8 +43,9 @@ import { Webhook } from 'standardwebhooks';
 import { loadConfig } from '../src/config/config.js';
 import { startRedisServer } from '../src/dev/redis-server.js';
 import { generateEndpointSecret } from '../src/notify/signature.js';
-import { openStore, sqliteUrl } from '../src/store/open-store.js';
+import { openStore } from '../src/store/open-store.js';
 import type { Order } from '../src/upstream/model.js';
+import { type BenchStoreKind, benchStore } from './bench-store.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -56,6 +57,7 @@ const { values: flags } = parseArgs({
     'max-p99': { type: 'string', default: '100' },
     json: { type: 'boolean', default: false },
     'keep-store': { type: 'boolean', default: false },
+    store: { type: 'string', default: 'sqlite' },
     'cpu-prof': { type: 'string' },
     timeline: { type: 'string' },
   },
@@ -226,10 +228,13 @@ async function bench(): Promise<number> {
   // On the project's disk (not tmpfs), like the real store; var/ does not exist on a fresh clone.
   mkdirSync(join(process.cwd(), 'var'), { recursive: true });
   const dir = mkdtempSync(join(process.cwd(), 'var', 'bench-notify-'));
-  const dbPath = join(dir, 'h2h-sync.db');
+  if (flags.store !== 'sqlite' && flags.store !== 'postgres') {
+    throw new Error(`--store must be sqlite or postgres, got ${JSON.stringify(flags.store)}`);
+  }
+  const storeAt = await benchStore(flags.store as BenchStoreKind, dir);
   const children: Array<ReturnType<typeof fork>> = [];
   try {
-    const store = await openStore(sqliteUrl(dbPath), { role: 'bench' });
+    const store = await openStore(storeAt.url, { role: 'bench' });
     const secret = generateEndpointSecret();
 
     const shopProcess = fork(import.meta.filename, ['--role', 'shop'], {
@@ -246,7 +251,7 @@ async function bench(): Promise<number> {
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? '',
       REDIS_URL: redis.url,
-      H2H_DB_PATH: dbPath,
+      H2H_DB_URL: storeAt.url,
       ADMIN_PORT: '0',
       RECONCILE_ENABLED: 'false',
       LOG_LEVEL: 'warn',
@@ -507,7 +512,8 @@ async function bench(): Promise<number> {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     }
     await redis.stop();
-    if (flags['keep-store']) console.error(`store kept: ${dbPath}`);
+    await storeAt.stop();
+    if (flags['keep-store']) console.error(`store kept: ${dir}`);
     else rmSync(dir, { recursive: true, force: true });
   }
 }
