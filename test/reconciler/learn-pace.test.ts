@@ -8,6 +8,7 @@ import { openStore } from '../../src/store/open-store.js';
 import type { OrderStore } from '../../src/store/order-store.js';
 import { EVERY_PRODUCT } from '../../src/store/poll-plans.js';
 import { readWebhookJob } from '../../src/worker/webhook-event.js';
+import { reconcilerEnv, startTestReconciler } from '../helpers/reconciler.js';
 import { snapshot, type TestStore } from '../helpers/store.js';
 import { describeEachBackend } from '../helpers/store-backends.js';
 
@@ -273,4 +274,18 @@ test("a webhook's event time comes from its envelope, never from an order sent a
   );
   assert.equal(enveloped.options.occurredAt, CREATED + 3_000);
   assert.equal(readWebhookJob(job(order)).options.occurredAt, undefined);
+});
+
+test('a reconciler writes the first-poll plans of its settings when it starts, before its first pass', async (t) => {
+  // Its first pass is an hour away: only the start can have written them.
+  const env = await reconcilerEnv(t, { settings: { firstPollDelayMs: 7_000, everyMs: 3_600_000 } });
+  env.db.prepare('DELETE FROM poll_plans').run(); // as on a store no reconciler has planned
+  await startTestReconciler(env);
+  const plans = await env.store.pollPlans.all();
+  assert.deepEqual([...plans.keys()], [EVERY_PRODUCT]);
+  assert.equal(
+    plans.get(EVERY_PRODUCT)!.minMs,
+    7_000,
+    'the fixed delay of its settings, nothing learned yet',
+  );
 });
