@@ -76,8 +76,11 @@ export interface FirstPollPlan {
 /** The plan of every product, as the writer reads it (store/poll-plans.ts). */
 export type FirstPollLookup = (productCode: string | null) => FirstPollPlan;
 
-/** The first poll before any reconciler has planned one: 30 s after the change (the default delay). */
-export const FIXED_FIRST_POLL: FirstPollPlan = fixedFirstPoll(30_000);
+/** `RECONCILE_FIRST_POLL_DELAY_S`'s default, in ms: 30 s. */
+export const DEFAULT_FIRST_POLL_DELAY_MS = 30_000;
+
+/** The first poll before any reconciler has planned one: the default delay after the change. */
+export const FIXED_FIRST_POLL: FirstPollPlan = fixedFirstPoll(DEFAULT_FIRST_POLL_DELAY_MS);
 
 /** The plan of a fixed delay: the first poll comes `delayMs` after the change. */
 export function fixedFirstPoll(delayMs: number): FirstPollPlan {

@@ -16,10 +16,9 @@ export const PACE_WINDOW_EVENTS = 20_000;
  * Learns the upstream's pace from what the store recorded (docs/reconciler.md, "When the first
  * poll comes") and writes each product's first-poll plan (store/poll-plans.ts), which every
  * writer then reads. The reconciler does it at its start and at the start of each pass, under the
- * pass lock, so
- * one process at a time writes the plans. Returns the plans it wrote.
+ * pass lock, so one process at a time writes the plans. Returns the plans it wrote.
  *
- * From the last {@link PACE_WINDOW_EVENTS} order events: per product, the time from each order's
+ * From the last {@link PACE_WINDOW_EVENTS} webhooks and moves to a final state: per product, the time from each order's
  * creation upstream to its final state (SUCCESS at its `success_at`, else the event time of the
  * webhook that said so; once per order); and a webhook's delivery delay, from its event time to
  * its arrival. Each distribution is a histogram on logarithmic buckets (pace-math.ts), read as

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { int } from '../config/variables.js';
+import { DEFAULT_FIRST_POLL_DELAY_MS } from '../domain/poll-rules.js';
 
 /** The reconciler's variables (README, "Settings"): the reconciler's, the submission pump's and the CLI's polls and creates (docs/reconciler.md). */
 export const reconcilerVariables = z.object({
@@ -13,9 +14,9 @@ export const reconcilerVariables = z.object({
     .default(60)
     .describe('Seconds between two reconciliation passes (a BullMQ job scheduler, one pass at a time).'),
   RECONCILE_FIRST_POLL_DELAY_S: int(0)
-    .default(30)
+    .default(DEFAULT_FIRST_POLL_DELAY_MS / 1000)
     .describe(
-      'Seconds after an order is created or changes before its first poll while no pace is learned: its webhook is overdue then. Until a reconcile pass has run on a store, its orders are first polled 30 s after a change.',
+      `Seconds after an order is created or changes before its first poll while no pace is learned: its webhook is overdue then. Until a reconcile pass has run on a store, its orders are first polled ${DEFAULT_FIRST_POLL_DELAY_MS / 1000} s after a change.`,
     ),
   RECONCILE_FIRST_POLL_QUANTILE: z.coerce
     .number()

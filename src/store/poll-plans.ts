@@ -26,8 +26,7 @@ export class PollPlans {
   async lookup(ex: SqlExecutor = this.#context.db): Promise<FirstPollLookup> {
     const now = this.#context.now();
     if (this.#cache === null || now - this.#cache.at >= PLANS_TTL_MS) {
-      const rows = await ex.all<PlanRow>('SELECT * FROM poll_plans');
-      this.#cache = { at: now, plans: new Map(rows.map((row) => [row.product_code, fromRow(row)])) };
+      this.#cache = { at: now, plans: await readPlans(ex) };
     }
     const { plans } = this.#cache;
     const fallback = plans.get(EVERY_PRODUCT) ?? FIXED_FIRST_POLL;
@@ -35,9 +34,8 @@ export class PollPlans {
   }
 
   /** Every plan as stored, by product ({@link EVERY_PRODUCT} for every other product): for `status`. */
-  async all(): Promise<Map<string, FirstPollPlan>> {
-    const rows = await this.#context.db.all<PlanRow>('SELECT * FROM poll_plans ORDER BY product_code');
-    return new Map(rows.map((row) => [row.product_code, fromRow(row)]));
+  all(): Promise<Map<string, FirstPollPlan>> {
+    return readPlans(this.#context.db);
   }
 
   /** Replaces every plan with `plans` (the reconciler's, after it learned), in one transaction. */
@@ -100,13 +98,22 @@ interface PlanRow {
   planned_at: number;
 }
 
-/** An UPSERT: two reconcilers starting at once may replace the plans together (their passes take turns). */
+/**
+ * An UPSERT: the reconciler replaces the plans under its pass lock, but a lock that ran out (a
+ * frozen process) may let two replace them at once, and the second must not fail on the first's rows.
+ */
 const INSERT_PLAN = `INSERT INTO poll_plans
     (product_code, final_ms, delivery_ms, min_ms, max_ms, outlier_ms, samples, planned_at)
   VALUES (@product_code, @final_ms, @delivery_ms, @min_ms, @max_ms, @outlier_ms, @samples, @planned_at)
   ON CONFLICT (product_code) DO UPDATE SET final_ms = excluded.final_ms, delivery_ms = excluded.delivery_ms,
     min_ms = excluded.min_ms, max_ms = excluded.max_ms, outlier_ms = excluded.outlier_ms,
     samples = excluded.samples, planned_at = excluded.planned_at`;
+
+/** Every plan as stored, by product, in product order. */
+async function readPlans(ex: SqlExecutor): Promise<Map<string, FirstPollPlan>> {
+  const rows = await ex.all<PlanRow>('SELECT * FROM poll_plans ORDER BY product_code');
+  return new Map(rows.map((row) => [row.product_code, fromRow(row)]));
+}
 
 function fromRow(row: PlanRow): FirstPollPlan {
   return {
