@@ -5,15 +5,15 @@ import type { DeliveryOutcome, NotifyDelivery } from '../store/notify-deliveries
 import type { NotifyEndpoint } from '../store/notify-endpoints.js';
 import type { OutboxItem, Settlement } from '../store/notify-outbox.js';
 import type { OrderStore } from '../store/order-store.js';
-import {
-  DEFAULT_NOTIFY_CONCURRENCY,
-  DEFAULT_NOTIFY_DISPATCH_EVERY_MS,
-  DEFAULT_NOTIFY_TIMEOUT_MS,
-} from './defaults.js';
 import { wantedTypes } from './event-filter.js';
 import { createNotifyMetrics, type NotifyMetrics } from './notify-metrics.js';
 import { notificationBody, notificationId, type PostResult, sendNotification } from './post-notification.js';
 import { DEFAULT_NOTIFY_RETRY_S, retryDelayMs } from './retry-schedule.js';
+import {
+  DEFAULT_NOTIFY_CONCURRENCY,
+  DEFAULT_NOTIFY_DISPATCH_EVERY_MS,
+  DEFAULT_NOTIFY_TIMEOUT_MS,
+} from './settings.js';
 
 export interface NotifierOptions {
   /** The order store of the process: the feed, the endpoints, the outbox and the history. */

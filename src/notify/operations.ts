@@ -1,8 +1,7 @@
 import type { NotifyDelivery } from '../store/notify-deliveries.js';
 import type { EnableOutcome, NotifyEndpoint } from '../store/notify-endpoints.js';
 import type { OrderStore } from '../store/order-store.js';
-import { readIsoTime } from '../upstream/upstream-time.js';
-import { matchesEvent, parseEventPatterns, wantedTypes } from './event-filter.js';
+import { matchesEvent, parseEventPatterns } from './event-filter.js';
 import { NotifyError } from './notify-error.js';
 import { generateEndpointSecret } from './signature.js';
 
@@ -12,35 +11,6 @@ import { generateEndpointSecret } from './signature.js';
  */
 
 type Store = Pick<OrderStore, 'endpoints' | 'deliveries' | 'feed' | 'outbox'>;
-
-/** An endpoint as the CLI shows it: never its secrets (they are printed once, when made). */
-export interface EndpointView {
-  id: number;
-  url: string;
-  events: string[];
-  state: 'enabled' | 'disabled';
-  disabledReason: string | null;
-  createdAt: string;
-  /** Until when the previous secret still signs, when a rotation is under way. */
-  rotationUntil: string | null;
-  cursor: number;
-}
-
-export function endpointView(e: NotifyEndpoint, now = Date.now()): EndpointView {
-  return {
-    id: e.id,
-    url: e.url,
-    events: e.events,
-    state: e.disabledAt === null ? 'enabled' : 'disabled',
-    disabledReason: e.disabledReason,
-    createdAt: new Date(e.createdAt).toISOString(),
-    rotationUntil:
-      e.previousSecretUntil !== null && e.previousSecretUntil > now
-        ? new Date(e.previousSecretUntil).toISOString()
-        : null,
-    cursor: e.cursor,
-  };
-}
 
 /** Adds an endpoint for `url` and `events` (comma-separated patterns) with a new secret. */
 export async function addEndpoint(store: Store, url: string, events: string): Promise<NotifyEndpoint> {
@@ -95,49 +65,6 @@ export async function enableEndpoint(store: Store, id: number): Promise<EnableOu
   return result;
 }
 
-/** One endpoint's line of the notification backlog in `h2h-sync status`. */
-export interface EndpointBacklogView {
-  endpointId: number;
-  url: string;
-  state: 'enabled' | 'disabled';
-  disabledReason: string | null;
-  /** Notifications not delivered yet (in the outbox, or not added to it yet). */
-  pending: number;
-  /** Of those, the ones whose last attempt failed: waiting for the next on the schedule. */
-  failing: number;
-  /** Events given up (`notifications failed`), counted up to a bound (`capped` past it). */
-  gaveUp: number;
-  capped: boolean;
-  /** Age of the oldest pending notification (since its commit), seconds; null when none is pending. */
-  oldestPendingAgeS: number | null;
-}
-
-/** How far behind the feed each endpoint is. */
-export async function notificationBacklog(store: Store, now = Date.now()): Promise<EndpointBacklogView[]> {
-  const views: EndpointBacklogView[] = [];
-  for (const endpoint of await store.endpoints.list()) {
-    // A disabled endpoint's pending are the events it is not sent: what enabling it leaves out.
-    const { oldestPendingAt, pending, failing } = await store.outbox.backlog(
-      endpoint,
-      wantedTypes(endpoint.events),
-    );
-    const gaveUp = await store.deliveries.gaveUp(endpoint.id, endpoint.fromSeq);
-    views.push({
-      endpointId: endpoint.id,
-      url: endpoint.url,
-      state: endpoint.disabledAt === null ? 'enabled' : 'disabled',
-      disabledReason: endpoint.disabledReason,
-      pending,
-      failing,
-      gaveUp: gaveUp.count,
-      capped: gaveUp.capped,
-      oldestPendingAgeS:
-        oldestPendingAt === null ? null : Math.max(0, Math.round((now - oldestPendingAt) / 1000)),
-    });
-  }
-  return views;
-}
-
 /** Gives the endpoint a new secret; the old one signs beside it for `graceMs`. Returns the endpoint, new secret included. */
 export async function rotateEndpointSecret(
   store: Store,
@@ -146,32 +73,6 @@ export async function rotateEndpointSecret(
 ): Promise<NotifyEndpoint> {
   await findEndpoint(store, id);
   return (await store.endpoints.rotateSecret(id, generateEndpointSecret(), graceMs))!;
-}
-
-/** Reads `--since` (an ISO 8601 date-time with `Z` or an offset) as ms; throws `INVALID_SINCE`. */
-export function parseSince(text: string | undefined): number {
-  if (text === undefined) return 0;
-  const time = readIsoTime(text);
-  if (!time?.hasTime || !time.hasOffset) {
-    throw new NotifyError(
-      'INVALID_SINCE',
-      `--since "${text}" is not an ISO 8601 time with Z or an offset (this machine's time zone is not assumed), e.g. 2026-11-25T09:00:00Z`,
-    );
-  }
-  return time.ms;
-}
-
-/** Reads `--from-seq`/`--to-seq` (a feed sequence number, ≥ 1); throws `INVALID_SEQ`. */
-export function parseSeq(text: string | undefined, flag: string): number | undefined {
-  if (text === undefined) return undefined;
-  const n = Number(text);
-  if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < 1) {
-    throw new NotifyError(
-      'INVALID_SEQ',
-      `${flag} "${text}" is not a feed sequence number: give a whole number ≥ 1 (the seq of the feed, webhook-id evt_<seq>)`,
-    );
-  }
-  return n;
 }
 
 export interface NotificationFilter {

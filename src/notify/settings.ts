@@ -1,11 +1,13 @@
 import { z } from 'zod';
 import { int } from '../config/variables.js';
-import {
-  DEFAULT_NOTIFY_CONCURRENCY,
-  DEFAULT_NOTIFY_DISPATCH_EVERY_MS,
-  DEFAULT_NOTIFY_TIMEOUT_MS,
-} from './defaults.js';
 import { DEFAULT_NOTIFY_RETRY_S } from './retry-schedule.js';
+
+/** Default time a delivery may take, connection, answer headers and body together. */
+export const DEFAULT_NOTIFY_TIMEOUT_MS = 15_000;
+/** Default deliveries in flight at once, over every endpoint. */
+export const DEFAULT_NOTIFY_CONCURRENCY = 20;
+/** Default time between looks at the outbox when nothing wakes the notifier. */
+export const DEFAULT_NOTIFY_DISPATCH_EVERY_MS = 250;
 
 /** The shop notifications' variables (README, "Settings"). */
 export const notifyVariables = z.object({

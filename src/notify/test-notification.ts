@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Agent } from 'undici';
 import type { NotifyEndpoint } from '../store/notify-endpoints.js';
-import { DEFAULT_NOTIFY_TIMEOUT_MS } from './defaults.js';
 import { notificationBody, type PostResult, sendNotification } from './post-notification.js';
+import { DEFAULT_NOTIFY_TIMEOUT_MS } from './settings.js';
 
 /**
  * `h2h-sync endpoints test ID` (docs/cli.md; docs/shop.md, "Five commands", step 5): one

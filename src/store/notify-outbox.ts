@@ -193,7 +193,7 @@ export class NotifyOutbox {
    * Adds the events `seqs` for the endpoint, if it is enabled, due at `nextAt` (default now; or
    * behind its order's rows still in the outbox) as attempt `attempt`
    * (default 1: a fresh retry schedule): `notifications retry` and `resend`, and the jobs of the
-   * queue before the outbox (old-queue.ts). An event that is in the outbox already stays as it
+   * queue before the outbox (src/queue/old-notify-queue.ts). An event that is in the outbox already stays as it
    * is. Returns how many rows it added.
    */
   async enqueue(

@@ -14,9 +14,9 @@ import {
 } from '../config/config.js';
 import { type Notifier, startNotifier } from '../notify/notifier.js';
 import type { NotifyMetrics } from '../notify/notify-metrics.js';
-import { moveOldNotificationQueue } from '../notify/old-queue.js';
 import { createLogger } from '../observability/logger.js';
 import { startSubmissionPump } from '../orders/submission-pump.js';
+import { moveOldNotificationQueue } from '../queue/old-notify-queue.js';
 import type { ReconcilerMetrics } from '../reconciler/metrics.js';
 import { startReconciler } from '../reconciler/reconciler.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';

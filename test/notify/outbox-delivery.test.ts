@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Queue } from 'bullmq';
-import { moveOldNotificationQueue } from '../../src/notify/old-queue.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
+import { moveOldNotificationQueue } from '../../src/queue/old-notify-queue.js';
 import { liveOrder, notifySetup, seqOf, startTestNotifier, verifyNotification } from '../helpers/notify.js';
 import { privateRedis } from '../helpers/redis.js';
 import { openTestStore, scheduleSettings, tempStore } from '../helpers/store.js';

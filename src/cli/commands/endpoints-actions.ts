@@ -3,15 +3,43 @@ import { notifySettings } from '../../config/config.js';
 import {
   addEndpoint,
   disableEndpoint,
-  type EndpointView,
   enableEndpoint,
-  endpointView,
   findEndpoint,
   rotateEndpointSecret,
 } from '../../notify/operations.js';
+import type { NotifyEndpoint } from '../../store/notify-endpoints.js';
 import { openContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import { type Column, printPublicJson, printResult, runAction } from '../output.js';
+
+/** An endpoint as the CLI shows it: never its secrets (they are printed once, when made). */
+export interface EndpointView {
+  id: number;
+  url: string;
+  events: string[];
+  state: 'enabled' | 'disabled';
+  disabledReason: string | null;
+  createdAt: string;
+  /** Until when the previous secret still signs, when a rotation is under way. */
+  rotationUntil: string | null;
+  cursor: number;
+}
+
+export function endpointView(e: NotifyEndpoint, now = Date.now()): EndpointView {
+  return {
+    id: e.id,
+    url: e.url,
+    events: e.events,
+    state: e.disabledAt === null ? 'enabled' : 'disabled',
+    disabledReason: e.disabledReason,
+    createdAt: new Date(e.createdAt).toISOString(),
+    rotationUntil:
+      e.previousSecretUntil !== null && e.previousSecretUntil > now
+        ? new Date(e.previousSecretUntil).toISOString()
+        : null,
+    cursor: e.cursor,
+  };
+}
 
 const endpointColumns: Column<EndpointView>[] = [
   { header: 'Id', cell: (e) => e.id },

@@ -2,17 +2,42 @@ import { NotifyError } from '../../notify/notify-error.js';
 import {
   failedNotifications,
   type NotificationFilter,
-  parseSeq,
-  parseSince,
   type ResendRange,
   resendNotifications,
   retryFailedNotifications,
 } from '../../notify/operations.js';
 import type { NotifyDelivery } from '../../store/notify-deliveries.js';
 import type { OrderStore } from '../../store/order-store.js';
+import { readIsoTime } from '../../upstream/upstream-time.js';
 import { openContext } from '../context.js';
 import { type Column, printPublicJson, printResult, runAction } from '../output.js';
 import { endpointId } from './endpoints-actions.js';
+
+/** Reads `--since` (an ISO 8601 date-time with `Z` or an offset) as ms; throws `INVALID_SINCE`. */
+export function parseSince(text: string | undefined): number {
+  if (text === undefined) return 0;
+  const time = readIsoTime(text);
+  if (!time?.hasTime || !time.hasOffset) {
+    throw new NotifyError(
+      'INVALID_SINCE',
+      `--since "${text}" is not an ISO 8601 time with Z or an offset (this machine's time zone is not assumed), e.g. 2026-11-25T09:00:00Z`,
+    );
+  }
+  return time.ms;
+}
+
+/** Reads `--from-seq`/`--to-seq` (a feed sequence number, ≥ 1); throws `INVALID_SEQ`. */
+export function parseSeq(text: string | undefined, flag: string): number | undefined {
+  if (text === undefined) return undefined;
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < 1) {
+    throw new NotifyError(
+      'INVALID_SEQ',
+      `${flag} "${text}" is not a feed sequence number: give a whole number ≥ 1 (the seq of the feed, webhook-id evt_<seq>)`,
+    );
+  }
+  return n;
+}
 
 const deliveryColumns: Column<NotifyDelivery>[] = [
   { header: 'Endpoint', cell: (d) => d.endpointId },

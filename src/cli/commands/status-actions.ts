@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import type { PublicBalance } from '../../catalog/public-catalog.js';
 import { reconcilerSettings } from '../../config/config.js';
 import { FIXED_FIRST_POLL } from '../../domain/poll-rules.js';
-import { type EndpointBacklogView, notificationBacklog } from '../../notify/operations.js';
+import { wantedTypes } from '../../notify/event-filter.js';
 import { POLL_REQUEST_QUEUE } from '../../queue/poll-request-queue.js';
 import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE } from '../../queue/webhook-queue.js';
 import { type BudgetUsage, RateBudget } from '../../rate-budget/rate-budget.js';
@@ -74,6 +74,49 @@ export interface StatusReport {
     products: number;
     balance: PublicBalance;
   };
+}
+
+/** One endpoint's line of the notification backlog in `h2h-sync status`. */
+export interface EndpointBacklogView {
+  endpointId: number;
+  url: string;
+  state: 'enabled' | 'disabled';
+  disabledReason: string | null;
+  /** Notifications not delivered yet (in the outbox, or not added to it yet). */
+  pending: number;
+  /** Of those, the ones whose last attempt failed: waiting for the next on the schedule. */
+  failing: number;
+  /** Events given up (`notifications failed`), counted up to a bound (`capped` past it). */
+  gaveUp: number;
+  capped: boolean;
+  /** Age of the oldest pending notification (since its commit), seconds; null when none is pending. */
+  oldestPendingAgeS: number | null;
+}
+
+/** How far behind the feed each endpoint is. */
+async function notificationBacklog(store: OrderStore, now = Date.now()): Promise<EndpointBacklogView[]> {
+  const views: EndpointBacklogView[] = [];
+  for (const endpoint of await store.endpoints.list()) {
+    // A disabled endpoint's pending are the events it is not sent: what enabling it leaves out.
+    const { oldestPendingAt, pending, failing } = await store.outbox.backlog(
+      endpoint,
+      wantedTypes(endpoint.events),
+    );
+    const gaveUp = await store.deliveries.gaveUp(endpoint.id, endpoint.fromSeq);
+    views.push({
+      endpointId: endpoint.id,
+      url: endpoint.url,
+      state: endpoint.disabledAt === null ? 'enabled' : 'disabled',
+      disabledReason: endpoint.disabledReason,
+      pending,
+      failing,
+      gaveUp: gaveUp.count,
+      capped: gaveUp.capped,
+      oldestPendingAgeS:
+        oldestPendingAt === null ? null : Math.max(0, Math.round((now - oldestPendingAt) / 1000)),
+    });
+  }
+  return views;
 }
 
 /** "3 d 4 h", "2 h 5 min", "42 s". */

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { parseSince } from '../../src/cli/commands/notifications-actions.js';
 import { NotifyError } from '../../src/notify/notify-error.js';
-import { parseSince } from '../../src/notify/operations.js';
 
 test('--since takes an ISO 8601 time with Z or an offset, and refuses one this machine would have to guess the zone of', () => {
   assert.equal(parseSince('2026-11-25T09:00:00Z'), Date.UTC(2026, 10, 25, 9));
