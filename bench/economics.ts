@@ -66,8 +66,8 @@ import { startReconciler } from '../src/reconciler/reconciler.js';
 import { connectRedis } from '../src/shared/redis-connection.js';
 import { createSimulator, REALISTIC_DEFAULTS } from '../src/simulator/index.js';
 import { openStore } from '../src/store/open-store.js';
-import { withSchedule } from '../src/store/order-store.js';
-import { checkedAtSql } from '../src/store/poll-schedule.js';
+import { checkedAtSql } from '../src/store/order-claims.js';
+import { withClaims } from '../src/store/order-store.js';
 import { UpstreamClient } from '../src/upstream/client.js';
 import type { Order } from '../src/upstream/model.js';
 import { createEventWorker } from '../src/worker/event-worker.js';
@@ -379,7 +379,7 @@ async function runDay(
     const storeAt = await benchStore(storeKind, dir);
     stops.push(() => storeAt.stop());
     // The default lock wait, as in production (waits are on timers, the event loop runs on).
-    const store = withSchedule(await openStore(storeAt.url, { role: 'bench' }), settings);
+    const store = withClaims(await openStore(storeAt.url, { role: 'bench' }), settings);
     stops.push(() => store.close());
 
     const worker = workerSettings(config);

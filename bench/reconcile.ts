@@ -33,7 +33,7 @@ import { RateBudget } from '../src/rate-budget/rate-budget.js';
 import { startReconciler } from '../src/reconciler/reconciler.js';
 import { createSimulator } from '../src/simulator/index.js';
 import { openStore, sqliteUrl } from '../src/store/open-store.js';
-import { withSchedule } from '../src/store/order-store.js';
+import { withClaims } from '../src/store/order-store.js';
 import { UpstreamClient } from '../src/upstream/client.js';
 import type { Order } from '../src/upstream/model.js';
 
@@ -122,7 +122,7 @@ async function main(): Promise<number> {
     firstPollDelayMs,
     backoffMs: [2, 4, 10, 20, 60].map((factor) => factor * firstPollDelayMs),
   };
-  const store = withSchedule(await openStore(sqliteUrl(join(dir, 'bench.db')), { role: 'bench' }), settings);
+  const store = withClaims(await openStore(sqliteUrl(join(dir, 'bench.db')), { role: 'bench' }), settings);
   const reconciler = await startReconciler({
     settings,
     store,

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { type Config, catalogSettings, loadConfig, reconcilerSettings } from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
 import { type OpenedStore, openStore } from '../store/open-store.js';
-import { type ScheduledStore, withSchedule } from '../store/order-store.js';
+import { type ClaimingStore, withClaims } from '../store/order-store.js';
 import type { Upstream } from '../upstream/create-upstream.js';
 
 /** What a CLI command works with; open only the parts it needs and `close()` them at the end. */
@@ -11,8 +11,8 @@ export interface CliContext {
   logger: Logger;
   /** The upstream client, its rate budget and their Redis (with `upstream`). */
   upstream?: Upstream;
-  /** With the reconciler's schedule (`withSchedule`): the CLI's polls and creates claim orders with it. */
-  store?: ScheduledStore<OpenedStore>;
+  /** With the claims on orders (`withClaims`): the CLI's polls and creates claim orders with them. */
+  store?: ClaimingStore<OpenedStore>;
   close(): Promise<void>;
 }
 
@@ -56,7 +56,7 @@ export async function openContext(options: OpenContextOptions): Promise<CliConte
         balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
       });
       closers.push(() => opened.close());
-      context.store = withSchedule(opened, reconcilerSettings(config));
+      context.store = withClaims(opened, reconcilerSettings(config));
     }
     if (options.upstream) {
       // Loaded here, not above: the client and its budget's Redis (undici, ioredis) are only for

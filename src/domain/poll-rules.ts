@@ -7,7 +7,7 @@ import { isFinalStatus } from './state-machine.js';
  * When an order is polled (docs/reconciler.md, "Which orders, and when"), as pure functions of
  * the order's row, the time, the first-poll plan of its product and, for the reconciler's own
  * records, the schedule's settings: no SQL. The writer asks {@link afterChange} in the
- * transaction of its write; the reconciler's `PollSchedule` (poll-schedule.ts) asks
+ * transaction of its write; the store's `OrderClaims` (order-claims.ts) asks
  * {@link planPollRecord}. Every backend goes through the same functions, so the rule exists once.
  */
 

@@ -1,4 +1,4 @@
-import type { ClaimedOrder, PollSchedule } from '../store/poll-schedule.js';
+import type { ClaimedOrder, OrderClaims } from '../store/order-claims.js';
 
 /**
  * The claim on an order is gone, or may run out before a request sent now would be answered:
@@ -32,11 +32,11 @@ export interface ClaimGuard {
  * the claim: the caller records or releases it.
  */
 export async function holdClaim<T>(
-  schedule: PollSchedule,
+  claims: OrderClaims,
   claimed: Pick<ClaimedOrder, 'partnerRef' | 'claim' | 'leasedUntil'>,
   work: (guard: ClaimGuard) => Promise<T>,
 ): Promise<T> {
-  const { leaseMs } = schedule.settings;
+  const { leaseMs } = claims.settings;
   const controller = new AbortController();
   let leasedUntil = claimed.leasedUntil;
   const lose = (why: string) => {
@@ -44,14 +44,14 @@ export async function holdClaim<T>(
       controller.abort(new ClaimLostError(`the claim on order ${claimed.partnerRef} ${why}`));
     }
   };
-  const uncertain = () => leasedUntil - schedule.now() < leaseMs / 2;
+  const uncertain = () => leasedUntil - claims.now() < leaseMs / 2;
   const check = () => {
     if (uncertain()) lose('may run out before an answer could come: its renewal failed or was not answered');
     controller.signal.throwIfAborted();
   };
   let renewing: Promise<void> | undefined;
   const renew = () => {
-    renewing = schedule
+    renewing = claims
       .renewClaim(claimed.partnerRef, claimed.claim)
       .then(
         (until) => {
@@ -68,7 +68,7 @@ export async function holdClaim<T>(
   };
   // A claim taken a while ago (a poll that read 404 before its repeated create) is renewed first,
   // as the timer would have renewed it by now.
-  if (leasedUntil - schedule.now() < (leaseMs * 2) / 3) await renew();
+  if (leasedUntil - claims.now() < (leaseMs * 2) / 3) await renew();
   const timer = setInterval(() => {
     if (controller.signal.aborted) return;
     // Before the wait for an unanswered renewal: a renewal the store holds up (another process's

@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
 import { BudgetExhaustedError } from '../rate-budget/rate-budget.js';
 import type { LocalOrder } from '../store/local-order.js';
-import type { ScheduledStore } from '../store/order-store.js';
+import type { ClaimedOrder } from '../store/order-claims.js';
+import type { ClaimingStore } from '../store/order-store.js';
 import type { StartedSubmission } from '../store/order-writer.js';
-import type { ClaimedOrder } from '../store/poll-schedule.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { UpstreamError, UpstreamUnreachableError } from '../upstream/errors.js';
 import { type OrderData, type OrderInput, partnerRefProblem } from '../upstream/model.js';
@@ -80,7 +80,7 @@ export interface PlaceOrderDeps {
    * The store: the local order and its claim (only the claim's holder sends its create), the
    * create answer and the create outcomes go through it.
    */
-  store: Pick<ScheduledStore, 'writer' | 'schedule'>;
+  store: Pick<ClaimingStore, 'writer' | 'claims'>;
   logger?: Logger;
 }
 
@@ -147,12 +147,12 @@ export async function placeOrder(deps: PlaceOrderDeps, input: PlaceOrderInput): 
   if (local.submissionState === 'accepted' || local.submissionState === 'rejected') {
     return settledResult(local);
   }
-  const claim = await store.schedule.claimOrder(partnerRef);
+  const claim = await store.claims.claimOrder(partnerRef);
   if (!claim?.claimed) return claimedElsewhere(claim?.order ?? local);
   try {
     return await sendClaimedOrder(deps, claim.order);
   } finally {
-    await store.schedule.releaseClaim(partnerRef, claim.order.claim).catch(() => undefined);
+    await store.claims.releaseClaim(partnerRef, claim.order.claim).catch(() => undefined);
   }
 }
 
@@ -221,13 +221,13 @@ export async function sendClaimedOrder(
   let unanswered = false;
 
   try {
-    const created = await holdClaim(store.schedule, claimed, (guard) =>
+    const created = await holdClaim(store.claims, claimed, (guard) =>
       client.createOrder(upstreamInput(claimed), {
         signal: guard.signal,
         beforeSend: async () => {
           guard.check();
           started ??= await writer.startSubmission(partnerRef, claim, {
-            leaseMs: store.schedule.settings.leaseMs,
+            leaseMs: store.claims.settings.leaseMs,
             knownAbsent,
           });
           if (!started) throw new ClaimLostError(`the claim on order ${partnerRef} is another process's now`);

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { ScheduledStore } from '../store/order-store.js';
+import type { ClaimingStore } from '../store/order-store.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { sendClaimedOrder } from './place-order.js';
 
@@ -10,7 +10,7 @@ export const DEFAULT_PUMP_IDLE_MS = 200;
 export const EXPIRY_SWEEP_MS = 5_000;
 
 export interface SubmissionPumpOptions {
-  store: ScheduledStore;
+  store: ClaimingStore;
   client: UpstreamClient;
   logger?: Logger;
   /** How often an idle pump looks for queued orders. Default {@link DEFAULT_PUMP_IDLE_MS}. */
@@ -63,7 +63,7 @@ export function startSubmissionPump(options: SubmissionPumpOptions): SubmissionP
    * start, before anything is claimed, and again after a sweep the store could not take.
    */
   const expireOld = async () => {
-    const now = store.schedule.now();
+    const now = store.claims.now();
     if (maxAgeMs === 0 || now - sweptAt < EXPIRY_SWEEP_MS) return;
     const expired = await store.writer.expireWaitingOrders(now - maxAgeMs);
     sweptAt = now;
@@ -77,7 +77,7 @@ export function startSubmissionPump(options: SubmissionPumpOptions): SubmissionP
 
   const loop = async () => {
     while (!stopping) {
-      let order: Awaited<ReturnType<ScheduledStore['schedule']['claimNextQueued']>>;
+      let order: Awaited<ReturnType<ClaimingStore['claims']['claimNextQueued']>>;
       // A sweep the store cannot take now never holds up sending: it is tried again next turn.
       await expireOld().catch((err: unknown) =>
         logger?.warn({ err }, 'submission pump: expiring old orders failed; trying again'),
@@ -85,8 +85,8 @@ export function startSubmissionPump(options: SubmissionPumpOptions): SubmissionP
       try {
         order = (await store.circuit.state())
           ? undefined
-          : await store.schedule.claimNextQueued(
-              maxAgeMs === 0 ? {} : { writtenSince: store.schedule.now() - maxAgeMs },
+          : await store.claims.claimNextQueued(
+              maxAgeMs === 0 ? {} : { writtenSince: store.claims.now() - maxAgeMs },
             );
       } catch (err) {
         logger?.warn({ err }, 'submission pump: the store is busy; trying again');
@@ -108,7 +108,7 @@ export function startSubmissionPump(options: SubmissionPumpOptions): SubmissionP
         await idle();
       }
       try {
-        await store.schedule.releaseClaim(order.partnerRef, order.claim);
+        await store.claims.releaseClaim(order.partnerRef, order.claim);
       } catch {
         // The lease runs out on its own.
       }

@@ -40,12 +40,12 @@ export type EarlyPollResult =
  */
 export async function pollOrderNow(deps: ReconcilerDeps, ref: string): Promise<EarlyPollResult> {
   const { store } = deps;
-  const claim = await store.schedule.claimOrder(ref);
+  const claim = await store.claims.claimOrder(ref);
   if (claim && !claim.claimed) return { kind: 'busy', order: claim.order };
   if (claim) {
     const result = await pollClaimedOrder(deps, claim.order);
     if (result.kind === 'polled') return result;
-    await store.schedule.releaseClaim(claim.order.partnerRef, claim.order.claim);
+    await store.claims.releaseClaim(claim.order.partnerRef, claim.order.claim);
     return kept(result.reason, result.error, result.retryAfterMs);
   }
   return pollUnknownOrder(deps, ref);

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { estimatePace, type Histogram, paceBucket } from '../domain/pace-math.js';
 import { type FirstPollPlan, firstPollPlan, type PollScheduleSettings } from '../domain/poll-rules.js';
-import type { ScheduledStore } from '../store/order-store.js';
+import type { ClaimingStore } from '../store/order-store.js';
 import { EVERY_PRODUCT, type PaceFact, type PollPlans } from '../store/poll-plans.js';
 import { parseUpstreamTime } from '../upstream/upstream-time.js';
 
@@ -51,15 +51,15 @@ export async function learnPace(
 }
 
 /**
- * {@link learnPace} with the store's schedule settings, as the reconciler does at its start and
+ * {@link learnPace} with the settings of `store.claims`, as the reconciler does at its start and
  * each pass: a failure (the store unreachable) is logged and leaves the plans as they were, for
  * the next pass to try again.
  */
 export async function relearnPace(
-  store: Pick<ScheduledStore, 'pollPlans' | 'schedule'>,
+  store: Pick<ClaimingStore, 'pollPlans' | 'claims'>,
   logger: Pick<Logger, 'warn'> | undefined,
 ): Promise<void> {
-  await learnPace(store.pollPlans, store.schedule.settings).catch((error: unknown) =>
+  await learnPace(store.pollPlans, store.claims.settings).catch((error: unknown) =>
     logger?.warn({ err: error }, 'the pace could not be learned: the first-poll plans stay as they were'),
   );
 }

@@ -3,9 +3,9 @@ import type { ReconcilerSettings } from '../config/config.js';
 import { sendClaimedOrder, type UnknownCause } from '../orders/place-order.js';
 import { BudgetExhaustedError } from '../rate-budget/rate-budget.js';
 import type { LocalOrder } from '../store/local-order.js';
-import type { ScheduledStore } from '../store/order-store.js';
+import type { ClaimedOrder } from '../store/order-claims.js';
+import type { ClaimingStore } from '../store/order-store.js';
 import type { ApplyResult } from '../store/order-writer.js';
-import type { ClaimedOrder } from '../store/poll-schedule.js';
 import { StoreError } from '../store/store-error.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { UpstreamError, UpstreamUnreachableError } from '../upstream/errors.js';
@@ -16,9 +16,9 @@ import type { PollOutcome, ReconcilerMetrics } from './metrics.js';
 export interface ReconcilerDeps {
   /**
    * Every answer goes through its writer; orders are claimed, and polls recorded, in its
-   * schedule, which also decides when each order is polled next.
+   * claims, whose record of a poll also decides when the order is polled next.
    */
-  store: ScheduledStore;
+  store: ClaimingStore;
   /** The upstream client, with the shared rate budget: a poll takes a `poll` slot or ends the pass. */
   client: UpstreamClient;
   /** `reconcilerSettings(config)`, of which a pass reads its size. */
@@ -306,14 +306,14 @@ export async function pollClaimedOrder(
   };
 }
 
-/** Records the poll in the schedule, which sets the next poll (or marks the order stuck); ends the claim. */
+/** Records the poll in the claims, which sets the next poll (or marks the order stuck); ends the claim. */
 async function record(
   deps: ReconcilerDeps,
   claimed: ClaimedOrder,
   after: LocalOrder,
   changed: boolean,
 ): Promise<LocalOrder> {
-  const order = await deps.store.schedule.recordPoll(after.partnerRef, { changed, claim: claimed.claim });
+  const order = await deps.store.claims.recordPoll(after.partnerRef, { changed, claim: claimed.claim });
   if (order.stuckAt !== null && after.stuckAt === null && after.nextPollAt !== null) {
     deps.logger?.warn(
       {
@@ -349,7 +349,7 @@ async function notFound(
   if (current.submissionState !== 'accepted') {
     // An early poll of an order the upstream never had, as expected: refused or cancelled, or
     // still queued, which the submission pump sends in its turn.
-    await store.schedule.releaseClaim(ref, claimed.claim);
+    await store.claims.releaseClaim(ref, claimed.claim);
     count('not_found');
     return { kind: 'polled', outcome: 'not_found', order: current, changed: false, anomaly: false, calls: 1 };
   }

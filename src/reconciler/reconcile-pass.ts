@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { BudgetUsage, RateBudget } from '../rate-budget/rate-budget.js';
 import type { RedisLease } from '../shared/redis-lease.js';
-import type { ClaimedOrder } from '../store/poll-schedule.js';
+import type { ClaimedOrder } from '../store/order-claims.js';
 import type { CircuitCause, OpenCircuit } from '../store/upstream-circuit.js';
 import { CIRCUIT_OPENS_AFTER, closeCircuit, openCircuit, probeFailed, probeUpstream } from './circuit.js';
 import { relearnPace } from './learn-pace.js';
@@ -166,8 +166,8 @@ async function auditOnIdleCapacity(
       return;
     }
     // Due polls first, always: an order that became due meanwhile ends the audit.
-    if ((await store.schedule.dueForPoll(1, now())).length > 0) return;
-    const order = await store.schedule.claimForAudit({ checkedBefore: pass.startedAt });
+    if ((await store.claims.dueForPoll(1, now())).length > 0) return;
+    const order = await store.claims.claimForAudit({ checkedBefore: pass.startedAt });
     if (!order) return;
     attempted += 1;
     let result: Awaited<ReturnType<typeof pollClaimedOrder>>;
@@ -282,7 +282,7 @@ async function pollDueOrders(
         break;
       }
       // Due by the pass's start: an order this pass polled and rescheduled is not taken twice.
-      const [order] = await store.schedule.claimDueForPoll(1, { dueBy: pass.startedAt });
+      const [order] = await store.claims.claimDueForPoll(1, { dueBy: pass.startedAt });
       if (!order) break;
       attempted += 1;
 
@@ -320,7 +320,7 @@ async function pollDueOrders(
         stop(result.reason, result.error);
       } else {
         // This order got no answer: its own backoff, so it never holds up the orders behind it.
-        await store.schedule.recordFailedPoll(order.partnerRef, { claim: order.claim });
+        await store.claims.recordFailedPoll(order.partnerRef, { claim: order.claim });
         summary.errors += 1;
         failuresInARow += 1;
         if (failuresInARow >= CIRCUIT_OPENS_AFTER) {
@@ -339,7 +339,7 @@ async function pollDueOrders(
 
     if (summary.stoppedBy === 'done') await auditOnIdleCapacity(deps, pass, summary, kept, attempted);
   } finally {
-    for (const order of kept) await store.schedule.releaseClaim(order.partnerRef, order.claim);
+    for (const order of kept) await store.claims.releaseClaim(order.partnerRef, order.claim);
   }
 
   const counts = await store.queries.countByStatus(now());

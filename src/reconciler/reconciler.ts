@@ -8,7 +8,7 @@ import type { RateBudget } from '../rate-budget/rate-budget.js';
 import { settlesWithin } from '../shared/deadline.js';
 import { RedisLease } from '../shared/redis-lease.js';
 import { watchedRedis } from '../shared/redis-outage.js';
-import type { ScheduledStore } from '../store/order-store.js';
+import type { ClaimingStore } from '../store/order-store.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { type EarlyPollResult, pollOrderNow } from './early-poll.js';
 import { relearnPace } from './learn-pace.js';
@@ -31,11 +31,12 @@ export const DEFAULT_RECONCILER_CLOSE_TIMEOUT_MS = 10_000;
 export interface StartReconcilerOptions {
   /**
    * `reconcilerSettings(config)`, or the same shape in ms (tests scale it down): the pass
-   * interval and size. When each order is polled is the store's schedule.
+   * interval and size. When each order is polled is the store's (`next_poll_at`, by the rules of
+   * domain/poll-rules.ts).
    */
   settings: Pick<ReconcilerSettings, 'everyMs' | 'passSize'>;
-  /** A store with the reconciler's schedule (`withSchedule(store, reconcilerSettings(config))`). */
-  store: ScheduledStore;
+  /** A store with the claims on orders (`withClaims(store, reconcilerSettings(config))`). */
+  store: ClaimingStore;
   /** The upstream client with the shared rate budget. */
   client: UpstreamClient;
   /** The budget the client draws from; read for the pass summaries. Default: none. */
@@ -97,7 +98,7 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
     createReconcilerMetrics({
       queries: store.queries,
       circuit: store.circuit,
-      auditWindowMs: store.schedule.settings.auditWindowMs,
+      auditWindowMs: store.claims.settings.auditWindowMs,
       ...(options.registry ? { registry: options.registry } : {}),
     });
   const deps: ReconcilerDeps = {
@@ -210,7 +211,7 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
   logger?.info(
     {
       everyMs: settings.everyMs,
-      firstPollDelayMs: store.schedule.settings.firstPollDelayMs,
+      firstPollDelayMs: store.claims.settings.firstPollDelayMs,
       passSize: settings.passSize,
     },
     'reconciler started',

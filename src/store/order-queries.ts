@@ -10,7 +10,7 @@ import {
   toLocalOrder,
   toOrderEvent,
 } from './local-order.js';
-import { checkedAtSql } from './poll-schedule.js';
+import { checkedAtSql } from './order-claims.js';
 import type { SqlExecutor } from './sql/executor.js';
 import type { StoreContext } from './store-context.js';
 

@@ -5,10 +5,10 @@ import { ChangeFeed } from './feed.js';
 import { NotifyDeliveries } from './notify-deliveries.js';
 import { NotifyEndpoints } from './notify-endpoints.js';
 import { NotifyOutbox } from './notify-outbox.js';
+import { OrderClaims, type PollScheduleSettings } from './order-claims.js';
 import { OrderQueries } from './order-queries.js';
 import { OrderWriter } from './order-writer.js';
 import { PollPlans } from './poll-plans.js';
-import { PollSchedule, type PollScheduleSettings } from './poll-schedule.js';
 import type { StoreDb } from './sql/executor.js';
 import { StoreContext } from './store-context.js';
 import { UpstreamCircuit } from './upstream-circuit.js';
@@ -22,7 +22,7 @@ export interface OrderStore {
   readonly writer: OrderWriter;
   /**
    * The database handle every part above shares, and the store's clock: for the parts a process
-   * adds with settings of its own (the reconciler's `PollSchedule`, poll-schedule.ts).
+   * adds with settings of its own (the claims on orders, `OrderClaims` in order-claims.ts).
    */
   readonly context: StoreContext;
   /** Each product's first-poll plan: the reconciler writes them, every writer reads them. */
@@ -61,7 +61,7 @@ export interface OpenOrderStoreOptions {
 /**
  * The order store's parts on a database (sql/executor.ts); processes open it with `openStore`
  * (open-store.ts), which opens the database too. The processes that poll or send orders add the
- * reconciler's schedule (poll-schedule.ts, `withSchedule`).
+ * claims on orders (order-claims.ts, `withClaims`).
  */
 export function openOrderStore(
   db: StoreDb,
@@ -87,13 +87,10 @@ export function openOrderStore(
   };
 }
 
-/** A store with the reconciler's schedule: what the processes that poll or send orders open. */
-export type ScheduledStore<S extends OrderStore = OrderStore> = S & { readonly schedule: PollSchedule };
+/** A store with the claims on orders: what the processes that poll, audit or send orders open. */
+export type ClaimingStore<S extends OrderStore = OrderStore> = S & { readonly claims: OrderClaims };
 
-/** `store` with a {@link PollSchedule} of `settings` (`reconcilerSettings(config)`). */
-export function withSchedule<S extends OrderStore>(
-  store: S,
-  settings: PollScheduleSettings,
-): ScheduledStore<S> {
-  return { ...store, schedule: new PollSchedule(store, settings) };
+/** `store` with the {@link OrderClaims} of `settings` (`reconcilerSettings(config)`). */
+export function withClaims<S extends OrderStore>(store: S, settings: PollScheduleSettings): ClaimingStore<S> {
+  return { ...store, claims: new OrderClaims(store, settings) };
 }

@@ -258,7 +258,7 @@ export class OrderWriter {
    * Marks a create of the order as sent, before the request leaves (the durable half of
    * "never reject what may exist"): `first_sent_at` on the first, and `create_in_doubt_at` until
    * the call's outcome settles it; the claim's lease is renewed with it. Only the holder of the
-   * order's live claim (`claim`, from the schedule's claims) may send: undefined when it ran out
+   * order's live claim (`claim`, from `store.claims`) may send: undefined when it ran out
    * or another holds it now; the lease is renewed for `leaseMs` (`RECONCILE_LEASE_S`).
    * `knownAbsent`: a read by partner_ref has just answered 404, so no earlier create left an
    * order upstream.

@@ -33,7 +33,7 @@ const BY_EITHER = `SELECT * FROM orders WHERE id = (
 export type StoredOrderRow = OrderRow & {
   debited_amount: number | null;
   poll_leased_until: number | null;
-  /** Who holds the claim that `poll_leased_until` bounds (poll-schedule.ts). */
+  /** Who holds the claim that `poll_leased_until` bounds (order-claims.ts). */
   lease_token: string | null;
 };
 

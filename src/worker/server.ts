@@ -23,7 +23,7 @@ import { exitGracefully } from '../shared/graceful-shutdown.js';
 import { redactRedisUrl } from '../shared/redis-outage.js';
 import { openStore } from '../store/open-store.js';
 import type { OrderStore } from '../store/order-store.js';
-import { type ScheduledStore, withSchedule } from '../store/order-store.js';
+import { type ClaimingStore, withClaims } from '../store/order-store.js';
 import { redactUrl } from '../store/store-url.js';
 import { createUpstream } from '../upstream/create-upstream.js';
 import { createEventWorker, type EventWorker } from './event-worker.js';
@@ -72,7 +72,7 @@ export interface StartWorkerProcessOptions {
  */
 async function startProcessReconciler(
   config: Config,
-  store: ScheduledStore,
+  store: ClaimingStore,
   options: StartWorkerProcessOptions,
 ): Promise<{ metrics: ReconcilerMetrics; stop: () => Promise<boolean> }> {
   const upstream = await createUpstream(config, { logger: options.logger });
@@ -181,19 +181,19 @@ export async function startWorkerProcess(
   // queue), so a store held elsewhere never blocks the event loop and the event worker keeps
   // renewing its job locks; the event worker's batches wait up to storeLockWaitMs, the other
   // writes (the reconciler's, the notifier's) up to H2H_DB_LOCK_TIMEOUT_MS.
-  // With the reconciler's schedule: the reconciler, the submission pump and early polls claim and
-  // record polls with it (poll-schedule.ts).
+  // With the claims on orders: the reconciler, the submission pump and early polls claim orders
+  // and record polls with them (order-claims.ts).
   const opened = await openStore(settings.dbUrl, {
     role: 'worker',
     lockTimeoutMs: settings.dbLockTimeoutMs,
     poolMax: settings.dbPoolMax,
     balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
   });
-  let store: ScheduledStore<typeof opened>;
+  let store: ClaimingStore<typeof opened>;
   try {
-    store = withSchedule(opened, reconcilerSettings(config));
+    store = withClaims(opened, reconcilerSettings(config));
   } catch (error) {
-    // Settings that cannot make a schedule: the pool (PostgreSQL) would keep the process alive.
+    // Settings the claims refuse: the pool (PostgreSQL) would keep the process alive.
     await opened.close();
     throw error;
   }

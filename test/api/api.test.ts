@@ -436,17 +436,17 @@ test('POST /v1/orders queues an order at once; the same ref and body answer the 
     'a queued order has no event until the upstream answers',
   );
   assert.deepEqual(
-    await store.schedule.claimDueForPoll(10, { dueBy: Date.now() + 86_400_000 }),
+    await store.claims.claimDueForPoll(10, { dueBy: Date.now() + 86_400_000 }),
     [],
     'never polled while queued',
   );
   assert.equal(
-    (await store.schedule.claimNextQueued())?.partnerRef,
+    (await store.claims.claimNextQueued())?.partnerRef,
     generated.body.partner_ref,
     'oldest first',
   );
-  assert.equal((await store.schedule.claimNextQueued())?.partnerRef, 'shop-1');
-  assert.equal(await store.schedule.claimNextQueued(), undefined, 'both are claimed');
+  assert.equal((await store.claims.claimNextQueued())?.partnerRef, 'shop-1');
+  assert.equal(await store.claims.claimNextQueued(), undefined, 'both are claimed');
 
   for (const [bad, code] of [
     [{ data: body.data }, 'VALIDATION_ERROR'],
@@ -812,11 +812,11 @@ test('a queued order shows the catalog product_name and price (amount) it was ac
     15_500,
     'the price it was accepted at',
   );
-  const claimed = (await store.schedule.claimOrder('by-code'))!;
+  const claimed = (await store.claims.claimOrder('by-code'))!;
   assert.ok(claimed.claimed);
   assert.ok(
     await store.writer.startSubmission('by-code', claimed.order.claim, {
-      leaseMs: store.schedule.settings.leaseMs,
+      leaseMs: store.claims.settings.leaseMs,
     }),
   );
   await store.writer.applyOrderSnapshot(

@@ -115,7 +115,7 @@ describeEachBackend('POST /v1/orders/:ref/cancel', (backend) => {
       inDoubt: true,
     });
     await queue(store, 'claimed');
-    const claim = await store.schedule.claimNextQueued();
+    const claim = await store.claims.claimNextQueued();
     assert.equal(claim?.partnerRef, 'claimed', 'the pump’s claim, held now');
 
     const refs = ['accepted', 'unknown', 'pending', 'in-doubt', 'claimed'];
@@ -142,7 +142,7 @@ describeEachBackend('POST /v1/orders/:ref/cancel', (backend) => {
     assert.deepEqual(after, before, 'each order as it was');
     assert.deepEqual(await store.feed.after(0, 1000), feedBefore, 'no event');
     const stillClaimed = await store.writer.startSubmission('claimed', claim!.claim, {
-      leaseMs: store.schedule.settings.leaseMs,
+      leaseMs: store.claims.settings.leaseMs,
     });
     assert.ok(stillClaimed, 'the claim’s holder may still send it');
   });
@@ -168,7 +168,7 @@ describeEachBackend('POST /v1/orders/:ref/cancel', (backend) => {
     assert.equal(cancelled.body.cancellation.code, 'CANCELLED');
     assert.deepEqual(await feedTypesOf(store, 'blocked'), ['order.blocked', 'order.cancelled']);
     assert.deepEqual(
-      await store.schedule.claimDueForPoll(10, { dueBy: Date.now() + 86_400_000 }),
+      await store.claims.claimDueForPoll(10, { dueBy: Date.now() + 86_400_000 }),
       [],
       'the reconciler no longer submits it again',
     );

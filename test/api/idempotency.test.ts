@@ -6,7 +6,7 @@ import { type TestContext, test } from 'node:test';
 import { request } from 'undici';
 import { buildApiApp } from '../../src/api/app.js';
 import type { PublicOrder } from '../../src/domain/public-order.js';
-import type { ScheduledStore } from '../../src/store/order-store.js';
+import type { ClaimingStore } from '../../src/store/order-store.js';
 import { defaultApiLimits } from '../helpers/api.js';
 import { snapshot, tempStore } from '../helpers/store.js';
 
@@ -44,7 +44,7 @@ async function startApi(t: TestContext) {
  * and product_name, whatever the shop sent), or refused.
  */
 async function moveTo(
-  store: ScheduledStore,
+  store: ClaimingStore,
   ref: string,
   state: 'queued' | 'accepted' | 'final' | 'rejected' | 'cancelled',
 ) {
@@ -56,11 +56,11 @@ async function moveTo(
     );
     return;
   }
-  const claimed = (await store.schedule.claimOrder(ref))!;
+  const claimed = (await store.claims.claimOrder(ref))!;
   assert.ok(claimed.claimed);
   assert.ok(
     await store.writer.startSubmission(ref, claimed.order.claim, {
-      leaseMs: store.schedule.settings.leaseMs,
+      leaseMs: store.claims.settings.leaseMs,
     }),
   );
   if (state === 'rejected') {

@@ -9,7 +9,7 @@ import { RateBudget, type RateBudgetOptions } from '../../src/rate-budget/rate-b
 import { createReconcilerMetrics, type ReconcilerMetrics } from '../../src/reconciler/metrics.js';
 import type { ReconcilerDeps } from '../../src/reconciler/poll-order.js';
 import { type RunningReconciler, startReconciler } from '../../src/reconciler/reconciler.js';
-import type { ScheduledStore } from '../../src/store/order-store.js';
+import type { ClaimingStore } from '../../src/store/order-store.js';
 import { UpstreamClient, type UpstreamClientOptions } from '../../src/upstream/client.js';
 import type { Order } from '../../src/upstream/model.js';
 import { type CapturedLogger, capturedLogger } from './logs.js';
@@ -89,7 +89,7 @@ export interface ReconcilerEnv {
   sim: TestSimulator;
   redis: RedisServer;
   redisClient: Redis;
-  store: ScheduledStore;
+  store: ClaimingStore;
   /** The store's connection (the event worker's group commit needs it). */
   db: Database;
   dbPath: string;
@@ -219,7 +219,7 @@ export async function createUpstreamOrder(
 
 /** Local orders that differ from the simulator's truth (status, serial, success_at), or are still open though final upstream. */
 export async function differencesFromSimulator(
-  store: ScheduledStore,
+  store: ClaimingStore,
   sim: TestSimulator,
   refs?: readonly string[],
 ): Promise<string[]> {

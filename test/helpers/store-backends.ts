@@ -12,12 +12,12 @@ import {
   type ManualClock,
   manualClock,
   otherConnection,
-  scheduled,
   scheduleSettings,
   type TempStoreOptions,
   type TestStore,
   tempDbPath,
   tempStore,
+  withTestClaims,
 } from './store.js';
 
 export type StoreBackendName = 'sqlite' | 'postgres';
@@ -238,7 +238,7 @@ async function openOther(
     ...(balanceLowThreshold === undefined ? {} : { balanceLowThreshold }),
     ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
   });
-  const store = await scheduled(opened, scheduleSettings(overrides));
+  const store = await withTestClaims(opened, scheduleSettings(overrides));
   t.after(() => store.close());
   return store;
 }

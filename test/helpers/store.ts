@@ -9,9 +9,9 @@ import { learnPace } from '../../src/reconciler/learn-pace.js';
 import { type FeedEvent, isOrderEvent } from '../../src/store/feed.js';
 import type { LocalOrder } from '../../src/store/local-order.js';
 import { type OpenedStore, type OpenStoreOptions, openStore, sqliteUrl } from '../../src/store/open-store.js';
+import type { PollScheduleSettings } from '../../src/store/order-claims.js';
 import type { OrderStore } from '../../src/store/order-store.js';
-import { type ScheduledStore, withSchedule } from '../../src/store/order-store.js';
-import type { PollScheduleSettings } from '../../src/store/poll-schedule.js';
+import { type ClaimingStore, withClaims } from '../../src/store/order-store.js';
 import { openSqliteConnection } from '../../src/store/sqlite/sqlite-db.js';
 import type { Order } from '../../src/upstream/model.js';
 
@@ -43,16 +43,19 @@ export function scheduleSettings(overrides: Partial<PollScheduleSettings> = {}):
   return { ...reconcilerSettings(loadConfig({})), ...overrides };
 }
 
-/** A store as the worker opens it: with the reconciler's schedule. */
-export type TestStore = ScheduledStore<OpenedStore>;
+/** A store as the worker opens it: with the claims on orders. */
+export type TestStore = ClaimingStore<OpenedStore>;
 
 /**
- * `opened` with the schedule of `settings`, its first-poll plans written as the reconciler's
- * first pass writes them (learn-pace.ts): so that every write follows `settings`' first-poll
- * delay from the start, as in a worker whose reconciler runs.
+ * `opened` with the claims of `settings` (`withClaims`), its first-poll plans written as the
+ * reconciler's first pass writes them (learn-pace.ts): so that every write follows `settings`'
+ * first-poll delay from the start, as in a worker whose reconciler runs.
  */
-export async function scheduled(opened: OpenedStore, settings: PollScheduleSettings): Promise<TestStore> {
-  const store = withSchedule(opened, settings);
+export async function withTestClaims(
+  opened: OpenedStore,
+  settings: PollScheduleSettings,
+): Promise<TestStore> {
+  const store = withClaims(opened, settings);
   await learnPace(store.pollPlans, settings);
   return store;
 }
@@ -95,7 +98,7 @@ export async function openTestStore(
   settings: PollScheduleSettings = scheduleSettings(),
   options: OpenStoreOptions = {},
 ): Promise<TestStore> {
-  return scheduled(await openStore(sqliteUrl(path), { role: 'test', ...options }), settings);
+  return withTestClaims(await openStore(sqliteUrl(path), { role: 'test', ...options }), settings);
 }
 
 /**

@@ -159,13 +159,13 @@ test('a create marked sent by a sender that died leaves the next sender’s 400 
     queued: true,
   });
   // The first sender claims it and marks its create sent, then dies before any answer.
-  const dead = (await store.schedule.claimNextQueued())!;
+  const dead = (await store.claims.claimNextQueued())!;
   assert.ok(
-    await store.writer.startSubmission('R-4', dead.claim, { leaseMs: store.schedule.settings.leaseMs }),
+    await store.writer.startSubmission('R-4', dead.claim, { leaseMs: store.claims.settings.leaseMs }),
   );
-  await store.schedule.releaseClaim('R-4', dead.claim);
+  await store.claims.releaseClaim('R-4', dead.claim);
 
-  const next = (await store.schedule.claimNextQueued())!;
+  const next = (await store.claims.claimNextQueued())!;
   assert.equal(next.partnerRef, 'R-4');
   const result = unknown(await sendClaimedOrder(deps, next));
   assert.equal(result.cause, 'refused_in_doubt');

@@ -3,7 +3,7 @@ import type { TestContext } from 'node:test';
 import { test } from 'node:test';
 import { ClaimLostError, holdClaim } from '../../src/orders/hold-claim.js';
 import type { OpenedStore } from '../../src/store/open-store.js';
-import type { PollSchedule } from '../../src/store/poll-schedule.js';
+import type { OrderClaims } from '../../src/store/order-claims.js';
 import type { TempStoreOptions } from '../helpers/store.js';
 import { describeEachBackend } from '../helpers/store-backends.js';
 import { waitFor } from '../helpers/wait.js';
@@ -29,16 +29,16 @@ async function leaseOf(
 }
 
 /**
- * The store's own schedule, with a count of the renewals it was asked for (started, answered or
+ * The store's own claims, with a count of the renewals it was asked for (started, answered or
  * not): to know that a renewal is in flight.
  */
-function countingRenewals(schedule: PollSchedule): { schedule: PollSchedule; started: () => number } {
+function countingRenewals(claims: OrderClaims): { claims: OrderClaims; started: () => number } {
   let started = 0;
-  const counting = new Proxy(schedule, {
+  const counting = new Proxy(claims, {
     get(target, key) {
       const value = Reflect.get(target, key, target);
       if (key === 'renewClaim') {
-        return (...args: Parameters<PollSchedule['renewClaim']>) => {
+        return (...args: Parameters<OrderClaims['renewClaim']>) => {
           started += 1;
           return target.renewClaim(...args);
         };
@@ -46,7 +46,7 @@ function countingRenewals(schedule: PollSchedule): { schedule: PollSchedule; sta
       return typeof value === 'function' ? value.bind(target) : value;
     },
   });
-  return { schedule: counting, started: () => started };
+  return { claims: counting, started: () => started };
 }
 
 const isClaimLost = (pattern: RegExp) => (error: unknown) =>
@@ -57,7 +57,7 @@ describeEachBackend('holdClaim', (backend) => {
   async function claimedOrder(t: TestContext, options: TempStoreOptions = {}) {
     const { store, url, clock } = await backend.tempStore(t, { leaseMs: LEASE_MS, ...options });
     await store.writer.createLocalOrder({ partnerRef: 'Q1', productCode: 'ML86', data: DATA, queued: true });
-    const claimed = await store.schedule.claimNextQueued();
+    const claimed = await store.claims.claimNextQueued();
     assert.ok(claimed);
     return { store, url, clock, claimed };
   }
@@ -66,7 +66,7 @@ describeEachBackend('holdClaim', (backend) => {
     const { store, url, clock, claimed } = await claimedOrder(t);
     const other = await backend.open(t, url, { now: clock.now, leaseMs: LEASE_MS });
 
-    const result = await holdClaim(store.schedule, claimed, async (guard) => {
+    const result = await holdClaim(store.claims, claimed, async (guard) => {
       for (let step = 1; step <= 6; step++) {
         clock.advance(LEASE_MS / 3);
         const renewedUntil = clock.now() + LEASE_MS;
@@ -76,7 +76,7 @@ describeEachBackend('holdClaim', (backend) => {
         guard.check();
       }
       assert.ok(clock.now() >= claimed.leasedUntil + LEASE_MS, 'a whole lease past the first end');
-      assert.equal(await other.schedule.claimNextQueued(), undefined, 'another process finds it held');
+      assert.equal(await other.claims.claimNextQueued(), undefined, 'another process finds it held');
       assert.equal((await leaseOf(store, 'Q1')).claim, claimed.claim, 'by the same claim');
       assert.equal(guard.signal.aborted, false);
       return 'done';
@@ -85,7 +85,7 @@ describeEachBackend('holdClaim', (backend) => {
     assert.equal(result, 'done');
     clock.advance(LEASE_MS);
     assert.equal(
-      (await other.schedule.claimNextQueued())?.partnerRef,
+      (await other.claims.claimNextQueued())?.partnerRef,
       'Q1',
       'once the work is done it is no longer renewed: a lease later another process takes it',
     );
@@ -95,9 +95,9 @@ describeEachBackend('holdClaim', (backend) => {
     const { store, url, clock, claimed } = await claimedOrder(t);
     const ahead = await backend.open(t, url, { now: () => clock.now() + LEASE_MS, leaseMs: LEASE_MS });
 
-    await holdClaim(store.schedule, claimed, async (guard) => {
+    await holdClaim(store.claims, claimed, async (guard) => {
       guard.check();
-      const taken = await ahead.schedule.claimNextQueued();
+      const taken = await ahead.claims.claimNextQueued();
       assert.equal(taken?.partnerRef, 'Q1', 'by its clock the lease ran out');
       await waitFor(() => guard.signal.aborted, { message: 'the renewal to find the claim taken' });
       assert.ok(isClaimLost(/taken by another process/)(guard.signal.reason));
@@ -110,9 +110,9 @@ describeEachBackend('holdClaim', (backend) => {
     const { store, url, clock, claimed } = await claimedOrder(t);
     const other = await backend.open(t, url, { now: clock.now, leaseMs: LEASE_MS });
 
-    await holdClaim(store.schedule, claimed, async (guard) => {
+    await holdClaim(store.claims, claimed, async (guard) => {
       clock.advance(LEASE_MS);
-      assert.equal((await other.schedule.claimNextQueued())?.partnerRef, 'Q1');
+      assert.equal((await other.claims.claimNextQueued())?.partnerRef, 'Q1');
       assert.throws(() => guard.check(), isClaimLost(/order Q1/));
       await waitFor(() => guard.signal.aborted, { message: 'the signal to abort' });
     });
@@ -122,10 +122,10 @@ describeEachBackend('holdClaim', (backend) => {
     const { store, url, clock } = await backend.tempStore(t, { leaseMs: LEASE_MS });
     await store.writer.createLocalOrder({ partnerRef: 'Q1', productCode: 'ML86', data: DATA, queued: true });
     const holder = await backend.open(t, url, { now: clock.now, leaseMs: LEASE_MS });
-    const claimed = await holder.schedule.claimNextQueued();
+    const claimed = await holder.claims.claimNextQueued();
     assert.ok(claimed);
 
-    await holdClaim(holder.schedule, claimed, async (guard) => {
+    await holdClaim(holder.claims, claimed, async (guard) => {
       await holder.close();
       clock.advance(LEASE_MS / 2);
       guard.check(); // exactly half a lease left: a request sent now is answered in time
@@ -134,7 +134,7 @@ describeEachBackend('holdClaim', (backend) => {
       assert.ok(isClaimLost(/may run out soon/)(guard.signal.reason));
       assert.throws(() => guard.check(), isClaimLost(/may run out soon/));
       assert.ok(clock.now() < claimed.leasedUntil, 'the lease has not run out');
-      assert.equal(await store.schedule.claimNextQueued(), undefined, 'nobody else could take the order yet');
+      assert.equal(await store.claims.claimNextQueued(), undefined, 'nobody else could take the order yet');
     });
   });
 
@@ -142,9 +142,9 @@ describeEachBackend('holdClaim', (backend) => {
     const { store, url, clock, claimed } = await claimedOrder(t, { lockTimeoutMs: 60_000 });
     const lock = await backend.holdOrderLock(t, url, 'Q1');
 
-    const renewals = countingRenewals(store.schedule);
+    const renewals = countingRenewals(store.claims);
     let worked: Promise<void> | undefined;
-    const holding = holdClaim(renewals.schedule, claimed, (guard) => {
+    const holding = holdClaim(renewals.claims, claimed, (guard) => {
       worked = (async () => {
         await waitFor(() => renewals.started() > 0, { message: 'a renewal, which waits for the lock' });
         clock.advance(LEASE_MS / 2 + 1);

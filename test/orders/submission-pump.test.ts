@@ -139,9 +139,9 @@ test('a queued order whose create may have reached the upstream before its pump 
   await queue(store, 'crashed');
   // A pump claimed it, marked its create sent, and died before the answer came back; the create
   // had reached the upstream.
-  const claim = await store.schedule.claimNextQueued();
+  const claim = await store.claims.claimNextQueued();
   assert.ok(
-    await store.writer.startSubmission('crashed', claim!.claim, { leaseMs: store.schedule.settings.leaseMs }),
+    await store.writer.startSubmission('crashed', claim!.claim, { leaseMs: store.claims.settings.leaseMs }),
   );
   const upstream = await sim.createOrder({
     partner_ref: 'crashed',

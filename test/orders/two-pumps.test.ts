@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { Redis } from 'ioredis';
 import { startSubmissionPump } from '../../src/orders/submission-pump.js';
 import { RateBudget, type RateBudgetOptions } from '../../src/rate-budget/rate-budget.js';
-import type { ScheduledStore } from '../../src/store/order-store.js';
+import type { ClaimingStore } from '../../src/store/order-store.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { privateRedis } from '../helpers/redis.js';
 import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
@@ -51,7 +51,7 @@ describeEachBackend('the submission pump', (backend) => {
     // The window is full when the pumps start: the first creates wait for it too.
     await processUpstream().budget.acquire('create');
     const startedAt = Date.now();
-    const pumps = ([store, other] as ScheduledStore[]).map((s) =>
+    const pumps = ([store, other] as ClaimingStore[]).map((s) =>
       startSubmissionPump({ store: s, client: processUpstream().client, idleMs: 20 }),
     );
     for (const pump of pumps) scope.after(() => pump.stop());

@@ -128,7 +128,7 @@ test('with the poll share spent by due polls, or the window already busy, the au
   // A fresh window busy with order creation: nothing is due, yet the audit still reads nothing.
   await env.redisClient.del(env.budget.key);
   for (let i = 0; i < 6; i++) assert.ok(await env.budget.tryAcquire('create'));
-  for (const ref of due.slice(8)) await env.store.schedule.recordPoll(ref); // nothing due any more
+  for (const ref of due.slice(8)) await env.store.claims.recordPoll(ref); // nothing due any more
   const before = requests.gets().length;
   const busy = await runReconcilePass(env.deps, { budget: env.budget });
   assert.deepEqual([busy.stoppedBy, busy.checked, busy.audited, busy.calls], ['done', 0, 0, 0]);

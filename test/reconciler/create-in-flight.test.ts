@@ -30,7 +30,7 @@ test('a reconcile pass leaves alone a due order whose create is in flight in ano
   await upstream.held;
   env.clock.advance(env.settings.firstPollDelayMs + 1_000);
   assert.deepEqual(
-    (await env.store.schedule.dueForPoll(10)).map((o) => o.partnerRef),
+    (await env.store.claims.dueForPoll(10)).map((o) => o.partnerRef),
     [ref],
     'the order is due for its first poll',
   );

@@ -59,7 +59,7 @@ async function deliverFinal(
 
 /** What a reconcile pass does first: learns the pace from what the store recorded, and writes the plans. */
 function learn(store: TestStore, options: { windowEvents?: number } = {}) {
-  return learnPace(store.pollPlans, store.schedule.settings, options);
+  return learnPace(store.pollPlans, store.claims.settings, options);
 }
 
 /** The exact q-quantile of a sample (nearest rank). */

@@ -50,7 +50,7 @@ test('a pass polls due orders oldest-due first and ends when the poll share of t
     );
   }
   assert.deepEqual(
-    (await env.store.schedule.claimDueForPoll(10)).map((o) => o.partnerRef),
+    (await env.store.claims.claimDueForPoll(10)).map((o) => o.partnerRef),
     refs.slice(4),
     'and nothing is left claimed',
   );
@@ -277,27 +277,27 @@ test('claims are exclusive across connections, end with the poll or a release, a
     await env.store.writer.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'create' });
   env.clock.advance(env.settings.firstPollDelayMs);
 
-  const mineClaimed = await env.store.schedule.claimDueForPoll(2);
+  const mineClaimed = await env.store.claims.claimDueForPoll(2);
   const mine = mineClaimed.map((o) => o.partnerRef);
-  const theirs = (await other.schedule.claimDueForPoll(10)).map((o) => o.partnerRef);
+  const theirs = (await other.claims.claimDueForPoll(10)).map((o) => o.partnerRef);
   assert.deepEqual(mine, ['c-1', 'c-2']);
   assert.deepEqual(theirs, ['c-3', 'c-4']);
   assert.equal(
-    (await env.store.schedule.claimOrder('c-3'))?.claimed,
+    (await env.store.claims.claimOrder('c-3'))?.claimed,
     false,
     'an early poll waits for the holder',
   );
 
-  await env.store.schedule.releaseClaim('c-1', mineClaimed[0]!.claim);
-  await other.schedule.recordPoll('c-3');
+  await env.store.claims.releaseClaim('c-1', mineClaimed[0]!.claim);
+  await other.claims.recordPoll('c-3');
   env.clock.advance(env.settings.backoffMs[0]!); // c-3 is due again after the first backoff interval
   assert.deepEqual(
-    (await env.store.schedule.claimDueForPoll(10)).map((o) => o.partnerRef),
+    (await env.store.claims.claimDueForPoll(10)).map((o) => o.partnerRef),
     ['c-1', 'c-3'],
   );
   env.clock.advance(5000);
   assert.deepEqual(
-    (await other.schedule.claimDueForPoll(10)).map((o) => o.partnerRef),
+    (await other.claims.claimDueForPoll(10)).map((o) => o.partnerRef),
     ['c-1', 'c-2', 'c-4', 'c-3'], // longest-due first: c-3's poll moved it back by the backoff
     'every lease expired',
   );

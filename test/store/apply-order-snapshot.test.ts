@@ -207,7 +207,7 @@ describeEachBackend('applying an order snapshot', (backend) => {
     assert.notEqual(result.order.nextPollAt, null);
     clock.advance(25_000);
     assert.deepEqual(
-      (await store.schedule.dueForPoll(10)).map((o) => o.partnerRef),
+      (await store.claims.dueForPoll(10)).map((o) => o.partnerRef),
       ['R1'],
     );
     assert.equal((await store.queries.listEvents('R1')).at(-1)!.status, 'ON_HOLD');

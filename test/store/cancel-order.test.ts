@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { ClaimedOrder } from '../../src/store/poll-schedule.js';
+import type { ClaimedOrder } from '../../src/store/order-claims.js';
 import { describeEachBackend } from '../helpers/store-backends.js';
 
 const DATA = { user_id: '12345678', server_id: '2001' };
@@ -26,8 +26,8 @@ describeEachBackend('cancelling an order', (backend) => {
       const cancel = () => store.writer.cancelOrder(ref, CANCEL);
       const claim = async (): Promise<ClaimedOrder | undefined> =>
         blocked
-          ? (await other.schedule.claimDueForPoll(10)).find((o) => o.partnerRef === ref)
-          : other.schedule.claimNextQueued();
+          ? (await other.claims.claimDueForPoll(10)).find((o) => o.partnerRef === ref)
+          : other.claims.claimNextQueued();
       const [cancelled, claimed] =
         round % 4 < 2
           ? await Promise.all([cancel(), claim()])
@@ -39,7 +39,7 @@ describeEachBackend('cancelling an order', (backend) => {
         assert.equal(claimed, undefined, `${ref}: cancelled, and claimed too`);
         assert.equal(now?.submissionState, 'cancelled', ref);
         assert.equal(
-          (await other.schedule.claimNextQueued()) ?? (await other.schedule.claimDueForPoll(10))[0],
+          (await other.claims.claimNextQueued()) ?? (await other.claims.claimDueForPoll(10))[0],
           undefined,
           `${ref}: nobody can claim it afterwards`,
         );
@@ -50,7 +50,7 @@ describeEachBackend('cancelling an order', (backend) => {
         assert.equal(now?.submissionState, blocked ? 'blocked' : 'queued', ref);
         assert.ok(
           await other.writer.startSubmission(ref, claimed.claim, {
-            leaseMs: other.schedule.settings.leaseMs,
+            leaseMs: other.claims.settings.leaseMs,
           }),
           `${ref}: its claim may send it`,
         );
@@ -76,14 +76,14 @@ describeEachBackend('cancelling an order', (backend) => {
       inDoubt: true,
     });
     await place('old-claimed');
-    assert.equal((await store.schedule.claimOrder('old-claimed'))?.claimed, true);
+    assert.equal((await store.claims.claimOrder('old-claimed'))?.claimed, true);
     clock.advance(1_000);
     const bound = clock.now();
     await place('young');
 
-    const next = await store.schedule.claimNextQueued({ writtenSince: bound });
+    const next = await store.claims.claimNextQueued({ writtenSince: bound });
     assert.equal(next?.partnerRef, 'young', 'the pump passes over the older queued order');
-    await store.schedule.releaseClaim('young', next!.claim);
+    await store.claims.releaseClaim('young', next!.claim);
     clock.advance(1_000);
 
     assert.deepEqual(await store.writer.expireWaitingOrders(bound), ['old-queued', 'old-blocked']);

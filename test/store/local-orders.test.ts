@@ -135,7 +135,7 @@ describeEachBackend('local orders', (backend) => {
     assert.equal(order.status, null);
     assert.equal(order.nextPollAt, clock.now());
     assert.deepEqual(
-      (await store.schedule.dueForPoll(10)).map((o) => o.partnerRef),
+      (await store.claims.dueForPoll(10)).map((o) => o.partnerRef),
       ['R1'],
     );
     assert.deepEqual(
@@ -181,16 +181,16 @@ describeEachBackend('local orders', (backend) => {
   test("a create outcome from a sender whose claim another process took since changes nothing: the new holder's create settles the order", async (t) => {
     const { store, clock } = await backend.tempStore(t);
     await store.writer.createLocalOrder({ partnerRef: 'R1', productCode: 'ML86', data: DATA, queued: true });
-    const first = (await store.schedule.claimNextQueued())!;
+    const first = (await store.claims.claimNextQueued())!;
     assert.ok(
-      await store.writer.startSubmission('R1', first.claim, { leaseMs: store.schedule.settings.leaseMs }),
+      await store.writer.startSubmission('R1', first.claim, { leaseMs: store.claims.settings.leaseMs }),
     );
     // The first sender stalls past its lease; another claims the order and sends it.
-    clock.advance(store.schedule.settings.leaseMs);
-    const second = (await store.schedule.claimNextQueued())!;
+    clock.advance(store.claims.settings.leaseMs);
+    const second = (await store.claims.claimNextQueued())!;
     assert.equal(second.partnerRef, 'R1');
     assert.ok(
-      await store.writer.startSubmission('R1', second.claim, { leaseMs: store.schedule.settings.leaseMs }),
+      await store.writer.startSubmission('R1', second.claim, { leaseMs: store.claims.settings.leaseMs }),
     );
 
     // The first sender's late 400 arrives: it may not reject what the second's create may place.
@@ -213,7 +213,7 @@ describeEachBackend('local orders', (backend) => {
       (error: unknown) => error instanceof StoreError && error.code === 'ORDER_NOT_FOUND',
     );
     await assert.rejects(
-      () => store.schedule.recordPoll('NOPE'),
+      () => store.claims.recordPoll('NOPE'),
       (error: unknown) => error instanceof StoreError && error.code === 'ORDER_NOT_FOUND',
     );
   });

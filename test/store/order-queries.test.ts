@@ -55,7 +55,7 @@ describeEachBackend('order queries', (backend) => {
     await store.writer.createLocalOrder({ partnerRef: 'E', data: DATA });
     await store.writer.markRejected('E', 'INVALID_TARGET', 'user_id');
     clock.advance(1);
-    await store.schedule.recordPoll('A'); // open for stuckAfterMs: marked stuck, next poll in a minute
+    await store.claims.recordPoll('A'); // open for stuckAfterMs: marked stuck, next poll in a minute
 
     const counts = await store.queries.countByStatus(start + 1_000);
 

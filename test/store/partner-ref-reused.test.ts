@@ -13,10 +13,10 @@ const HOUR = 3_600_000;
 /** A local order of ML86 for {@link DATA}, claimed and its create marked sent, as a sender does. */
 async function sent(store: TestStore, ref: string) {
   await store.writer.createLocalOrder({ partnerRef: ref, productCode: 'ML86', data: DATA });
-  const claim = (await store.schedule.claimOrder(ref))!;
+  const claim = (await store.claims.claimOrder(ref))!;
   assert.ok(claim.claimed);
   assert.ok(
-    await store.writer.startSubmission(ref, claim.order.claim, { leaseMs: store.schedule.settings.leaseMs }),
+    await store.writer.startSubmission(ref, claim.order.claim, { leaseMs: store.claims.settings.leaseMs }),
   );
 }
 
@@ -132,7 +132,7 @@ describeEachBackend('an answer under a reused partner_ref', (backend) => {
     assert.equal(applied.reason, 'partner_ref_reused');
     const order = await store.queries.getOrder('Q');
     assert.deepEqual([order?.submissionState, order?.rejectionCode], ['rejected', 'PARTNER_REF_REUSED']);
-    assert.equal(await store.schedule.claimNextQueued(), undefined, 'never sent');
+    assert.equal(await store.claims.claimNextQueued(), undefined, 'never sent');
   });
 
   test('an answer of ours adopts the order: our target, with a nickname after it, and no product name to compare', async (t) => {

@@ -87,7 +87,7 @@ describe('the PostgreSQL store', () => {
     const other = await pg.open(t, url);
     // Twenty claims of two orders each, from two stores at the same moment.
     const claims = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? b : other).schedule.claimDueForPoll(2)),
+      Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? b : other).claims.claimDueForPoll(2)),
     );
     const refs = claims.flat().map((o) => o.partnerRef);
     assert.equal(new Set(refs).size, refs.length, `an order was claimed twice: ${refs.join(' ')}`);

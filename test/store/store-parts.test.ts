@@ -434,7 +434,7 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
     }
     await store.writer.createLocalOrder({ partnerRef: 'NOW', productCode: 'ML86', data: DATA });
     assert.equal(await store.queries.countQueued(), 3);
-    assert.equal((await store.schedule.claimNextQueued())?.partnerRef, 'Q1');
+    assert.equal((await store.claims.claimNextQueued())?.partnerRef, 'Q1');
     await store.writer.applyOrderSnapshot(snapshot('Q1', 'PENDING'), { source: 'create' });
     assert.equal(await store.queries.countQueued(), 2);
   });
@@ -451,7 +451,7 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
     await success('STALE'); // final 3 days before, not checked since
     await store.writer.applyOrderSnapshot(snapshot('FAILED', 'FAILED'), { source: 'poll' });
     clock.advance(2 * DAY + 1);
-    await store.schedule.recordPoll('POLLED');
+    await store.claims.recordPoll('POLLED');
     clock.advance(DAY - 2);
     await success('RECENT'); // final within the day
 

@@ -11,7 +11,7 @@ import { RECONCILE_QUEUE } from '../../reconciler/reconcile-queue.js';
 import { connectRedis } from '../../shared/redis-connection.js';
 import { GAVE_UP_WINDOW } from '../../store/notify-deliveries.js';
 import type { AuditCoverage, OrderCounts } from '../../store/order-queries.js';
-import type { OrderStore, ScheduledStore } from '../../store/order-store.js';
+import type { ClaimingStore, OrderStore } from '../../store/order-store.js';
 import { EVERY_PRODUCT } from '../../store/poll-plans.js';
 import type { OpenCircuit } from '../../store/upstream-circuit.js';
 import { fixFor } from '../../upstream/errors.js';
@@ -169,8 +169,8 @@ async function auditCoverage(
   };
 }
 
-async function firstPoll(store: ScheduledStore): Promise<StatusReport['firstPoll']> {
-  const { firstPollQuantile = 0, paceMinSamples } = store.schedule.settings;
+async function firstPoll(store: ClaimingStore): Promise<StatusReport['firstPoll']> {
+  const { firstPollQuantile = 0, paceMinSamples } = store.claims.settings;
   // The plan every product without its own takes (poll-plans.ts), as the last pass wrote it.
   const plan = (await store.pollPlans.all()).get(EVERY_PRODUCT);
   if (plan && plan.samples > 0) {

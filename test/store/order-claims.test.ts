@@ -1,29 +1,29 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { withSchedule } from '../../src/store/order-store.js';
-import type { PollScheduleSettings } from '../../src/store/poll-schedule.js';
+import type { PollScheduleSettings } from '../../src/store/order-claims.js';
+import { withClaims } from '../../src/store/order-store.js';
 import { scheduleSettings, snapshot } from '../helpers/store.js';
 import { describeEachBackend } from '../helpers/store-backends.js';
 
 const DATA = { user_id: '12345678', server_id: '2001' };
 const refs = (orders: { partnerRef: string }[]) => orders.map((o) => o.partnerRef);
 
-describeEachBackend('the poll schedule', (backend) => {
+describeEachBackend('the claims on orders and the record of their polls', (backend) => {
   test('a non-final order becomes due for a poll firstPollDelayMs after it last changed, not before', async (t) => {
     const { store, clock } = await backend.tempStore(t, { firstPollDelayMs: 30_000 });
     await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
 
     clock.advance(29_999);
-    assert.deepEqual(await store.schedule.dueForPoll(10), []);
+    assert.deepEqual(await store.claims.dueForPoll(10), []);
     clock.advance(1);
-    assert.deepEqual(refs(await store.schedule.dueForPoll(10)), ['R1']);
+    assert.deepEqual(refs(await store.claims.dueForPoll(10)), ['R1']);
   });
 
   test('a change pushes the first poll back and resets the poll count; a non-change keeps the schedule', async (t) => {
     const { store, clock } = await backend.tempStore(t, { firstPollDelayMs: 30_000, backoffMs: [60_000] });
     await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
     clock.advance(30_000);
-    await store.schedule.recordPoll('R1'); // unchanged: the next poll after backoffMs[0]
+    await store.claims.recordPoll('R1'); // unchanged: the next poll after backoffMs[0]
     clock.advance(10_000);
 
     const duplicate = await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'poll' });
@@ -56,7 +56,7 @@ describeEachBackend('the poll schedule', (backend) => {
       assert.equal(order.finalAt, clock.now(), ref);
     }
     clock.advance(86_400_000);
-    assert.deepEqual(await store.schedule.dueForPoll(10), []);
+    assert.deepEqual(await store.claims.dueForPoll(10), []);
   });
 
   test('a SUCCESS without a serial number stays due for a poll until the serial arrives', async (t) => {
@@ -67,7 +67,7 @@ describeEachBackend('the poll schedule', (backend) => {
     });
     assert.equal(success.order.finalAt, clock.now());
     clock.advance(1_000);
-    assert.deepEqual(refs(await store.schedule.dueForPoll(10)), ['R1']);
+    assert.deepEqual(refs(await store.claims.dueForPoll(10)), ['R1']);
 
     clock.advance(5_000);
     const serial = await store.writer.applyOrderSnapshot(snapshot('R1', 'SUCCESS', { serial_number: 'SN' }), {
@@ -76,7 +76,7 @@ describeEachBackend('the poll schedule', (backend) => {
 
     assert.equal(serial.order.nextPollAt, null);
     assert.equal(serial.order.finalAt, success.order.finalAt);
-    assert.deepEqual(await store.schedule.dueForPoll(10), []);
+    assert.deepEqual(await store.claims.dueForPoll(10), []);
   });
 
   test('a pending local order is due for a poll too, so a placement that died is still resolved', async (t) => {
@@ -85,7 +85,7 @@ describeEachBackend('the poll schedule', (backend) => {
 
     clock.advance(30_000);
 
-    assert.deepEqual(refs(await store.schedule.dueForPoll(10)), ['R1']);
+    assert.deepEqual(refs(await store.claims.dueForPoll(10)), ['R1']);
   });
 
   test('due orders come longest-due first, at most limit of them', async (t) => {
@@ -93,28 +93,28 @@ describeEachBackend('the poll schedule', (backend) => {
     for (const ref of ['A', 'B', 'C'])
       await store.writer.applyOrderSnapshot(snapshot(ref, 'PENDING'), { source: 'create' });
     // Polled 1 ms apart, each due 3 ms after its poll: B at now + 1, C at now + 2, A at now + 3.
-    await store.schedule.recordPoll('B');
+    await store.claims.recordPoll('B');
     clock.advance(1);
-    await store.schedule.recordPoll('C');
+    await store.claims.recordPoll('C');
     clock.advance(1);
-    await store.schedule.recordPoll('A');
+    await store.claims.recordPoll('A');
 
-    assert.deepEqual(refs(await store.schedule.dueForPoll(10, clock.now() + 2)), ['B', 'C']);
-    assert.deepEqual(refs(await store.schedule.dueForPoll(2, clock.now() + 10)), ['B', 'C']);
-    assert.deepEqual(refs(await store.schedule.dueForPoll(10, clock.now() + 10)), ['B', 'C', 'A']);
+    assert.deepEqual(refs(await store.claims.dueForPoll(10, clock.now() + 2)), ['B', 'C']);
+    assert.deepEqual(refs(await store.claims.dueForPoll(2, clock.now() + 10)), ['B', 'C']);
+    assert.deepEqual(refs(await store.claims.dueForPoll(10, clock.now() + 10)), ['B', 'C', 'A']);
   });
 
   test('a claim bounded by a pass start takes no order that became due after it, so a pass polls each order once', async (t) => {
     const { store, clock } = await backend.tempStore(t, { firstPollDelayMs: 0, backoffMs: [100] });
     await store.writer.applyOrderSnapshot(snapshot('P1', 'PENDING'), { source: 'create' });
     const passStart = clock.now();
-    const [first] = await store.schedule.claimDueForPoll(1, { dueBy: passStart });
+    const [first] = await store.claims.claimDueForPoll(1, { dueBy: passStart });
     assert.equal(first?.partnerRef, 'P1');
     // Polled and rescheduled 100 ms on (the backoff), while the pass goes on for longer than that.
-    await store.schedule.recordPoll('P1');
+    await store.claims.recordPoll('P1');
     clock.advance(500);
-    assert.deepEqual(await store.schedule.claimDueForPoll(1, { dueBy: passStart }), []);
-    assert.deepEqual(refs(await store.schedule.claimDueForPoll(1)), ['P1'], 'the next pass takes it');
+    assert.deepEqual(await store.claims.claimDueForPoll(1, { dueBy: passStart }), []);
+    assert.deepEqual(refs(await store.claims.claimDueForPoll(1)), ['P1'], 'the next pass takes it');
   });
 
   test('recording a poll counts it, sets the next poll time, and marks the order stuck once', async (t) => {
@@ -126,9 +126,9 @@ describeEachBackend('the poll schedule', (backend) => {
     clock.advance(1_000); // open for stuckAfterMs without a final state: stuck from now on
     const firstPoll = clock.now();
 
-    const once = await store.schedule.recordPoll('R1');
+    const once = await store.claims.recordPoll('R1');
     clock.advance(60_000);
-    const twice = await store.schedule.recordPoll('R1');
+    const twice = await store.claims.recordPoll('R1');
 
     assert.deepEqual([once.pollCount, once.lastPolledAt, once.stuckAt], [1, firstPoll, firstPoll]);
     assert.equal(once.nextPollAt, firstPoll + 3_600_000, 'a stuck order is polled at the longest interval');
@@ -145,7 +145,7 @@ describeEachBackend('the poll schedule', (backend) => {
     const delays: number[] = [];
     const poll = async (changed: boolean) => {
       clock.advance((await store.queries.getOrder('R1'))!.nextPollAt! - clock.now());
-      const order = await store.schedule.recordPoll('R1', { changed });
+      const order = await store.claims.recordPoll('R1', { changed });
       delays.push(order.nextPollAt! - clock.now());
       return order;
     };
@@ -162,16 +162,16 @@ describeEachBackend('the poll schedule', (backend) => {
     const { store, clock } = await backend.tempStore(t, { firstPollDelayMs: 500, backoffMs: [1_000, 2_000] });
     await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
     clock.advance(500);
-    const answered = await store.schedule.recordPoll('R1');
+    const answered = await store.claims.recordPoll('R1');
     clock.advance(1_000);
 
-    const failed = await store.schedule.recordFailedPoll('R1');
+    const failed = await store.claims.recordFailedPoll('R1');
 
     assert.equal(failed.lastPolledAt, answered.lastPolledAt, 'the last answer stays the last poll');
     assert.equal(failed.pollCount, 2);
     assert.equal(failed.nextPollAt, clock.now() + 2_000, 'the next backoff interval');
     assert.equal(
-      (await store.schedule.claimDueForPoll(1)).length,
+      (await store.claims.claimDueForPoll(1)).length,
       0,
       'and its lease ended: nothing is due yet',
     );
@@ -182,7 +182,7 @@ describeEachBackend('the poll schedule', (backend) => {
     await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
     await store.writer.applyOrderSnapshot(snapshot('R1', 'FAILED'), { source: 'poll' });
 
-    const order = await store.schedule.recordPoll('R1');
+    const order = await store.claims.recordPoll('R1');
 
     assert.equal(order.nextPollAt, null);
     assert.equal(order.pollCount, 1);
@@ -210,11 +210,11 @@ describeEachBackend('the poll schedule', (backend) => {
       await store.writer.applyOrderSnapshot(snapshot(ref, 'SUCCESS', { serial_number: `SN-${ref}` }), {
         source: 'webhook',
       });
-    const claimAll = async (schedule = store.schedule, options?: { checkedBefore?: number }) => {
+    const claimAll = async (claims = store.claims, options?: { checkedBefore?: number }) => {
       const claimed: string[] = [];
-      for (let o = await schedule.claimForAudit(options); o; o = await schedule.claimForAudit(options)) {
+      for (let o = await claims.claimForAudit(options); o; o = await claims.claimForAudit(options)) {
         claimed.push(o.partnerRef);
-        await schedule.recordPoll(o.partnerRef);
+        await claims.recordPoll(o.partnerRef);
       }
       return claimed;
     };
@@ -233,19 +233,19 @@ describeEachBackend('the poll schedule', (backend) => {
     clock.advance(DAY);
     assert.deepEqual(await claimAll(), [], 't0 + 96 h: both have left the three-day window');
 
-    const often = withSchedule(store, scheduleSettings({ auditWindowMs: 10 * DAY, auditEveryMs: 1 }));
+    const often = withClaims(store, scheduleSettings({ auditWindowMs: 10 * DAY, auditEveryMs: 1 }));
     const passStart = clock.now();
     clock.advance(1000);
-    assert.deepEqual(await claimAll(often.schedule, { checkedBefore: passStart }), ['A', 'B']);
+    assert.deepEqual(await claimAll(often.claims, { checkedBefore: passStart }), ['A', 'B']);
     clock.advance(1000);
     assert.deepEqual(
-      await claimAll(often.schedule, { checkedBefore: passStart }),
+      await claimAll(often.claims, { checkedBefore: passStart }),
       [],
       'none twice in one pass, however short auditEveryMs',
     );
-    const off = withSchedule(store, scheduleSettings({ auditWindowMs: 0 }));
+    const off = withClaims(store, scheduleSettings({ auditWindowMs: 0 }));
     clock.advance(10 * DAY);
-    assert.equal(await off.schedule.claimForAudit(), undefined);
+    assert.equal(await off.claims.claimForAudit(), undefined);
   });
 });
 
@@ -258,46 +258,46 @@ describeEachBackend('claims', (backend) => {
     const { store, url, clock } = await backend.tempStore(t, { leaseMs: 1_000, firstPollDelayMs: 0 });
     const other = await otherProcess(t, url, clock.now);
     await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
-    const [first] = await store.schedule.claimDueForPoll(1);
+    const [first] = await store.claims.claimDueForPoll(1);
     clock.advance(1_000);
-    const [second] = await other.schedule.claimDueForPoll(1);
+    const [second] = await other.claims.claimDueForPoll(1);
     assert.equal(second?.partnerRef, 'R1', 'the lease ran out: another process claims the order');
-    const takenByNobodyElse = async () => (await store.schedule.claimOrder('R1'))?.claimed === false;
+    const takenByNobodyElse = async () => (await store.claims.claimOrder('R1'))?.claimed === false;
 
-    await store.schedule.releaseClaim('R1', first!.claim);
+    await store.claims.releaseClaim('R1', first!.claim);
     assert.ok(await takenByNobodyElse(), 'the first holder’s release left the new claim');
-    await store.schedule.recordPoll('R1', { claim: first!.claim });
+    await store.claims.recordPoll('R1', { claim: first!.claim });
     assert.ok(await takenByNobodyElse(), 'so did its poll record');
-    await store.schedule.recordFailedPoll('R1', { claim: first!.claim });
+    await store.claims.recordFailedPoll('R1', { claim: first!.claim });
     assert.ok(await takenByNobodyElse(), 'and its failed poll record');
 
-    await other.schedule.recordPoll('R1', { claim: second!.claim });
-    assert.equal((await store.schedule.claimOrder('R1'))?.claimed, true, 'the holder’s own record ends it');
+    await other.claims.recordPoll('R1', { claim: second!.claim });
+    assert.equal((await store.claims.claimOrder('R1'))?.claimed, true, 'the holder’s own record ends it');
   });
 
   test('only a claim’s live holder renews it or marks its create as sent', async (t) => {
     const { store, url, clock } = await backend.tempStore(t, { leaseMs: 1_000 });
     const other = await otherProcess(t, url, clock.now);
     await store.writer.createLocalOrder({ partnerRef: 'Q1', productCode: 'ML86', data: DATA, queued: true });
-    const first = await store.schedule.claimNextQueued();
+    const first = await store.claims.claimNextQueued();
     clock.advance(1_000);
     assert.equal(
-      await store.writer.startSubmission('Q1', first!.claim, { leaseMs: store.schedule.settings.leaseMs }),
+      await store.writer.startSubmission('Q1', first!.claim, { leaseMs: store.claims.settings.leaseMs }),
       undefined,
       'not once it ran out',
     );
-    const second = await other.schedule.claimNextQueued();
+    const second = await other.claims.claimNextQueued();
     assert.equal(second?.partnerRef, 'Q1');
 
-    assert.equal(await store.schedule.renewClaim('Q1', first!.claim), undefined);
+    assert.equal(await store.claims.renewClaim('Q1', first!.claim), undefined);
     assert.equal(
-      await store.writer.startSubmission('Q1', first!.claim, { leaseMs: store.schedule.settings.leaseMs }),
+      await store.writer.startSubmission('Q1', first!.claim, { leaseMs: store.claims.settings.leaseMs }),
       undefined,
     );
     clock.advance(500);
-    assert.equal(await other.schedule.renewClaim('Q1', second!.claim), clock.now() + 1_000);
+    assert.equal(await other.claims.renewClaim('Q1', second!.claim), clock.now() + 1_000);
     const started = await other.writer.startSubmission('Q1', second!.claim, {
-      leaseMs: other.schedule.settings.leaseMs,
+      leaseMs: other.claims.settings.leaseMs,
     });
     assert.equal(started?.leasedUntil, clock.now() + 1_000, 'the start renews the lease too');
     assert.equal(started?.order.submissionState, 'queued');
@@ -306,15 +306,15 @@ describeEachBackend('claims', (backend) => {
   test('a dead holder’s claim runs out at its leasedUntil, 45 s after the claim with the default settings; then another process claims it', async (t) => {
     const { store, url, clock } = await backend.tempStore(t);
     const other = await backend.open(t, url, { now: clock.now });
-    assert.equal(store.schedule.settings.leaseMs, 45_000, 'RECONCILE_LEASE_S defaults to 45');
+    assert.equal(store.claims.settings.leaseMs, 45_000, 'RECONCILE_LEASE_S defaults to 45');
     await store.writer.createLocalOrder({ partnerRef: 'Q1', productCode: 'ML86', data: DATA, queued: true });
-    const dead = await store.schedule.claimNextQueued();
+    const dead = await store.claims.claimNextQueued();
     assert.equal(dead?.leasedUntil, clock.now() + 45_000);
 
     clock.advance(44_999);
-    assert.equal(await other.schedule.claimNextQueued(), undefined, 'held until its leasedUntil');
+    assert.equal(await other.claims.claimNextQueued(), undefined, 'held until its leasedUntil');
     clock.advance(1);
-    const taken = await other.schedule.claimNextQueued();
+    const taken = await other.claims.claimNextQueued();
     assert.equal(taken?.partnerRef, 'Q1');
     assert.notEqual(taken?.claim, dead?.claim);
   });

@@ -45,25 +45,31 @@ const SET_LEASE = 'UPDATE orders SET poll_leased_until = @until, lease_token = @
 /**
  * An order claimed for polling or sending (docs/reconciler.md, "Claims"): while `leasedUntil`
  * (ms, the store's clock) has not passed, no other process claims it. `claim` names this claim:
- * only its holder renews it ({@link PollSchedule.renewClaim}), sends the order's create
+ * only its holder renews it ({@link OrderClaims.renewClaim}), sends the order's create
  * (`OrderWriter.startSubmission`) or ends it.
  */
 export type ClaimedOrder = LocalOrder & { readonly claim: string; readonly leasedUntil: number };
 
 /**
- * The reconciler's side of when each order is polled (docs/reconciler.md, "Which orders, and
- * when"), with its settings: the claims on orders (polls, creates, the audit) and the record of
- * each poll (`last_polled_at`, `poll_count`, `next_poll_at`, `stuck_at`, the lease). The rules are
- * pure functions in domain/poll-rules.ts; a writer sets a new or moved order's first poll by its
- * product's plan (poll-plans.ts) and needs none of these settings, so the store is opened without
- * them and the processes that poll or send add a schedule (order-store.ts, `withSchedule`).
+ * The claims on orders: who may poll, audit or send an order now (docs/reconciler.md, "Claims").
+ * A claim is a lease of `leaseMs` named by a token; while it lasts, no other process takes the
+ * order. They are taken by the reconciler's polls ({@link claimDueForPoll}) and its audit
+ * ({@link claimForAudit}), by the early polls and `placeOrder` ({@link claimOrder}), and by the
+ * submission pump, whose queue of the shop's orders is read here ({@link claimNextQueued}). A
+ * holder renews its claim while it works ({@link renewClaim}, orders/hold-claim.ts) and ends it
+ * by releasing it ({@link releaseClaim}) or by the record of its poll ({@link recordPoll},
+ * {@link recordFailedPoll}: `last_polled_at`, `poll_count`, `next_poll_at`, `stuck_at`), which
+ * sets the order's next poll by the pure rules of domain/poll-rules.ts. The settings are the
+ * reconciler's; a writer sets a new or moved order's first poll by its product's plan
+ * (poll-plans.ts) and needs none of them, so the store is opened without them and the processes
+ * that poll, audit or send add the claims (order-store.ts, `withClaims`).
  *
  * Invariant: `next_poll_at` is null exactly when the order is settled (`isSettled`) or queued for
  * the submission pump ({@link claimNextQueued}), so the reconciler never loses an open order.
  *
  * Settings are validated at construction: a RangeError names the first unusable one.
  */
-export class PollSchedule {
+export class OrderClaims {
   readonly settings: Readonly<PollScheduleSettings>;
   readonly #context: StoreContext;
   readonly #plans: PollPlans;
