@@ -14,6 +14,7 @@ import { DEFAULT_SHUTDOWN_TIMEOUT_MS } from '../shared/defaults.js';
 import { DEFAULT_LOCK_TIMEOUT_MS, DEFAULT_POOL_MAX } from '../store/defaults.js';
 import { parseStoreUrl, redactUrl, STORE_URL_PATTERN, sqliteUrl } from '../store/store-url.js';
 import { upstreamVariables } from '../upstream/settings.js';
+import { readUpstreamAccounts, type UpstreamAccount } from '../upstream/upstreams.js';
 import { workerVariables } from '../worker/settings.js';
 import { ConfigError } from './config-error.js';
 import { int, LOOPBACK, type SharedSettings } from './variables.js';
@@ -37,7 +38,7 @@ export { type ApiSettings, apiSettings } from '../api/settings.js';
 export { type CatalogSettings, catalogSettings } from '../catalog/settings.js';
 export { type NotifySettings, notifySettings } from '../notify/settings.js';
 export { type BudgetSettings, budgetSettings } from '../rate-budget/settings.js';
-export { type ReceiverSettings, receiverSettings, webhookSecrets } from '../receiver/settings.js';
+export { type ReceiverSettings, receiverSettings, webhookUpstreams } from '../receiver/settings.js';
 export { type ReconcilerSettings, reconcilerSettings } from '../reconciler/settings.js';
 export { SIMULATOR_BASE_URL, type UpstreamSettings, upstreamSettings } from '../upstream/settings.js';
 export { type WorkerSettings, workerSettings } from '../worker/settings.js';
@@ -204,6 +205,8 @@ export interface Config extends SharedSettings {
   settings: Settings;
   /** The rate budget's section, {@link budgetSettings}. */
   budget: BudgetSettings;
+  /** Every upstream account, the default one first unless `H2H_UPSTREAMS_FILE` orders them otherwise. */
+  upstreams: UpstreamAccount[];
 }
 
 /**
@@ -239,6 +242,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: s.LOG_LEVEL,
     logFormat: s.LOG_FORMAT,
     budget: budgetSettings({ settings: s }),
+    upstreams: readUpstreamAccounts({
+      file: s.H2H_UPSTREAMS_FILE,
+      baseUrl: s.H2H_BASE_URL,
+      apiKey: s.H2H_API_KEY,
+      secrets: s.H2H_API_SECRET ?? [],
+      rateLimit: s.H2H_RATE_LIMIT,
+      env,
+    }),
   };
 }
 

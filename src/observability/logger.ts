@@ -43,6 +43,11 @@ export const REDACT_PATHS = [
   '*.H2H_API_KEY',
   '*.H2H_API_SECRET',
   '*.ADMIN_PASSWORD',
+  // Every upstream account's (docs/upstreams.md), wherever the list is logged.
+  'upstreams[*].apiKey',
+  'upstreams[*].secrets',
+  '*.upstreams[*].apiKey',
+  '*.upstreams[*].secrets',
   'rawPacket',
   '*.rawPacket',
   ...CREDENTIAL_HEADERS.flatMap(headerPaths),

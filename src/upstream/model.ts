@@ -93,6 +93,12 @@ export interface OrderInput {
 export const PARTNER_REF_MAX_LENGTH = 64;
 
 /**
+ * The upstream of `H2H_BASE_URL`, `H2H_API_KEY` and `H2H_API_SECRET`: every order's when no other
+ * is configured (docs/upstreams.md).
+ */
+export const DEFAULT_UPSTREAM = 'default';
+
+/**
  * The one partner_ref rule, shared by order placement, the client, the store and the simulator:
  * a partner_ref is 1 to {@link PARTNER_REF_MAX_LENGTH} characters (spec §2: "at most 64
  * characters"). Returns what is wrong, as `partner_ref: …` (the simulator's VALIDATION_ERROR

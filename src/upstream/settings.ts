@@ -20,6 +20,13 @@ export const upstreamVariables = z.object({
     .url({ protocol: /^https?$/ })
     .optional()
     .describe('Upstream base URL including `/v1/member-api`. Required by commands that call the upstream.'),
+  H2H_UPSTREAMS_FILE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "A JSON file listing the upstreams to place orders with, when there are several (docs/upstreams.md); each one's key and webhook secrets come from `H2H_UPSTREAM_<NAME>_API_KEY` and `H2H_UPSTREAM_<NAME>_API_SECRET`. Default: one upstream, named `default`, of `H2H_BASE_URL`, `H2H_API_KEY` and `H2H_API_SECRET`.",
+    ),
   H2H_API_KEY: z
     .string()
     .min(1)

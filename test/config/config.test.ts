@@ -10,7 +10,7 @@ import {
   reconcilerSettings,
   settingsTable,
   upstreamSettings,
-  webhookSecrets,
+  webhookUpstreams,
 } from '../../src/config/config.js';
 
 test('with no environment every setting has its documented default', () => {
@@ -64,8 +64,10 @@ test('commands that call the upstream name the missing URL and key', () => {
 });
 
 test('webhook secrets are a comma-separated list, newest first, and required by the receiver', () => {
-  assert.deepEqual(webhookSecrets(loadConfig({ H2H_API_SECRET: ' new , old ' })), ['new', 'old']);
-  assert.throws(() => webhookSecrets(loadConfig({})), /H2H_API_SECRET must be set/);
+  assert.deepEqual(webhookUpstreams(loadConfig({ H2H_API_SECRET: ' new , old ' })), [
+    { name: 'default', secrets: ['new', 'old'] },
+  ]);
+  assert.throws(() => webhookUpstreams(loadConfig({})), /H2H_API_SECRET must be set/);
 });
 
 test('a creation reserve that leaves polling nothing is refused', () => {

@@ -7,7 +7,7 @@ test('the receiver settings have their documented defaults', () => {
     host: '127.0.0.1',
     port: 3000,
     path: '/webhooks/h2h',
-    secrets: ['new', 'old'],
+    upstreams: [{ name: 'default', secrets: ['new', 'old'] }],
     toleranceS: 300,
     bodyLimit: 262_144,
     headers: {
