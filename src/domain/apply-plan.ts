@@ -9,7 +9,13 @@ import type {
   SubmissionState,
 } from '../store/local-order.js';
 import { StoreError } from '../store/store-error.js';
-import { type Order, type OrderData, type OrderStatus, partnerRefProblem } from '../upstream/model.js';
+import {
+  DEFAULT_UPSTREAM,
+  type Order,
+  type OrderData,
+  type OrderStatus,
+  partnerRefProblem,
+} from '../upstream/model.js';
 import type { OrderSnapshot } from '../upstream/order-snapshot.js';
 import { type FeedChange, publish } from './feed-change.js';
 import { afterChange, afterSubmissionOutcome, type FirstPollLookup } from './poll-rules.js';
@@ -34,6 +40,8 @@ export interface CreateLocalOrderInput {
   /** The target data sent upstream. */
   data: OrderData;
   callbackUrl?: string;
+  /** The upstream to place it on (docs/upstreams.md). Default: `default`. */
+  upstream?: string;
   /**
    * The local catalog's name and price of the product when the order was taken, shown as its
    * `product_name` and `amount` until the upstream sends its own. Default: unknown (null).
@@ -60,6 +68,12 @@ export interface ApplyOptions {
    * from it (reconciler/learn-pace.ts).
    */
   occurredAt?: number;
+  /**
+   * The upstream that sent the snapshot, when it is not the order's own client that read it (a
+   * webhook: the upstream whose secret signed it). A snapshot from another upstream than the
+   * order's is recorded and never applied. Default: the order's own; a new order's: `default`.
+   */
+  upstream?: string;
 }
 
 /**
@@ -92,6 +106,7 @@ const KEPT_FIELDS = [
 /** Every column of `orders` that a write sets, in one order: the writer's SQL is built from it. */
 export const ORDER_COLUMNS = [
   'partner_ref',
+  'upstream',
   'invoice_number',
   'product_code',
   'product_id',
@@ -128,9 +143,15 @@ export const ORDER_COLUMNS = [
 ] as const satisfies readonly (keyof OrderRow)[];
 
 /** A new order that nothing is known of yet but its reference, submission state and time. */
-function newOrderRow(partnerRef: string, now: number, submission: SubmissionState): NewOrderRow {
+function newOrderRow(
+  partnerRef: string,
+  upstream: string,
+  now: number,
+  submission: SubmissionState,
+): NewOrderRow {
   return {
     partner_ref: partnerRef,
+    upstream,
     invoice_number: null,
     product_code: null,
     product_id: null,
@@ -174,7 +195,12 @@ export function planLocalOrder(
   const problem = partnerRefProblem(input.partnerRef);
   if (problem) throw new StoreError('INVALID_PARTNER_REF', problem);
   const row: NewOrderRow = {
-    ...newOrderRow(input.partnerRef, now, input.queued ? 'queued' : 'pending'),
+    ...newOrderRow(
+      input.partnerRef,
+      input.upstream ?? DEFAULT_UPSTREAM,
+      now,
+      input.queued ? 'queued' : 'pending',
+    ),
     product_code: input.productCode ?? null,
     product_id: input.productId ?? null,
     product_name: input.catalog?.name ?? null,
@@ -245,6 +271,9 @@ export function planApply(input: ApplyInput): ApplyPlan {
       `order ${fields.invoice_number} is unknown locally and its snapshot has no partner_ref: park the event`,
     );
   }
+  if (current !== null && options.upstream !== undefined && options.upstream !== current.upstream) {
+    return planWrongUpstream(current, snapshot, fields, options, now);
+  }
   if (current !== null) {
     const otherOrder = mustAdopt(current, fields, input.catalogName ?? null);
     if (otherOrder !== null) return planOtherOrder(current, snapshot, fields, options, now, otherOrder);
@@ -256,7 +285,13 @@ export function planApply(input: ApplyInput): ApplyPlan {
     fields,
   );
   if (current === null) {
-    row = withPollingColumns(newRowFrom(fields, now), null, verdict.apply, now, firstPolls);
+    row = withPollingColumns(
+      newRowFrom(fields, options.upstream ?? DEFAULT_UPSTREAM, now),
+      null,
+      verdict.apply,
+      now,
+      firstPolls,
+    );
     feed = publish(null, row, now);
     write = 'insert';
   } else {
@@ -337,6 +372,28 @@ function mustAdopt(current: OrderRow, fields: OrderSnapshot, catalogName: string
 }
 
 /**
+ * The plan of a snapshot that another upstream than the order's sent (a webhook signed by another
+ * supplier's secret): never applied, kept in the audit trail for the operator.
+ */
+function planWrongUpstream(
+  current: OrderRow,
+  snapshot: Order,
+  fields: OrderSnapshot,
+  options: ApplyOptions,
+  now: number,
+): ApplyPlan {
+  return {
+    write: 'none',
+    row: current,
+    feed: null,
+    event: snapshotEvent(current.partner_ref, snapshot, fields, options, now, false, 'wrong_upstream'),
+    changed: false,
+    reason: 'wrong_upstream',
+    created: false,
+  };
+}
+
+/**
  * The plan of a snapshot of another order under our partner_ref: the order never takes its
  * fields. An open submission becomes `rejected` with `PARTNER_REF_REUSED`, a detail naming the fix
  * and the feed's `order.rejected`; a settled one (rejected, cancelled) stays as it is. The
@@ -381,8 +438,8 @@ function planOtherOrder(
 }
 
 /** The order a snapshot creates: the upstream has it (submission `accepted`), with what it says. */
-function newRowFrom(fields: OrderSnapshot, now: number): OrderRow {
-  const row: OrderRow = { id: 0, ...newOrderRow(fields.partner_ref!, now, 'accepted') };
+function newRowFrom(fields: OrderSnapshot, upstream: string, now: number): OrderRow {
+  const row: OrderRow = { id: 0, ...newOrderRow(fields.partner_ref!, upstream, now, 'accepted') };
   for (const field of KEPT_FIELDS) (row[field] as unknown) = fields[field];
   row.status = isKnownStatus(fields.status) ? fields.status : null;
   row.upstream_status = fields.status;

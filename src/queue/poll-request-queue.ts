@@ -20,6 +20,8 @@ export interface PollRequestData {
   partnerRef?: string;
   invoiceNumber?: string;
   reason: PollReason;
+  /** The upstream that named the order (a stale webhook's), when not the default one. */
+  upstream?: string;
 }
 
 /**
@@ -28,8 +30,14 @@ export interface PollRequestData {
  * when the reference is not id-safe. Throws when the request names no order.
  */
 export function pollRequestJobId(request: PollRequestData): string {
+  // A partner_ref names one order of the store whatever the upstream; an invoice number is one upstream's.
   if (request.partnerRef) return jobIdFor('poll-ref', request.partnerRef);
-  if (request.invoiceNumber) return jobIdFor('poll-inv', request.invoiceNumber);
+  if (request.invoiceNumber) {
+    return jobIdFor(
+      request.upstream === undefined ? 'poll-inv' : `poll-inv@${request.upstream}`,
+      request.invoiceNumber,
+    );
+  }
   throw new TypeError('a poll request needs a partnerRef or an invoiceNumber');
 }
 

@@ -2,6 +2,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { withDeadline } from '../shared/deadline.js';
+import { DEFAULT_UPSTREAM } from '../upstream/model.js';
 import { DEFAULT_ENQUEUE_TIMEOUT_MS } from './defaults.js';
 import {
   POLL_REQUEST_JOB_NAME,
@@ -53,6 +54,8 @@ export interface WebhookDeliveryInput {
   eventType?: string;
   /** Default: now. */
   receivedAt?: number;
+  /** The upstream whose secret signed it. Default: the default upstream. */
+  upstream?: string;
 }
 
 /** What an add did. */
@@ -202,8 +205,8 @@ export function createWebhookProducer(options: WebhookProducerOptions = {}): Web
     pollQueue,
     redis,
     async enqueueWebhook(delivery) {
-      const { dedupeKey, jobId, eventId, jobName } = webhookIdentity(delivery.rawBody);
-      const { headerEventId } = delivery;
+      const { dedupeKey, jobId, eventId, jobName } = webhookIdentity(delivery.rawBody, delivery.upstream);
+      const { headerEventId, upstream } = delivery;
       const data: WebhookJobData = {
         dedupeKey,
         eventId,
@@ -214,6 +217,7 @@ export function createWebhookProducer(options: WebhookProducerOptions = {}): Web
           delivery.eventType === undefined
             ? { timestamp: delivery.timestamp }
             : { timestamp: delivery.timestamp, eventType: delivery.eventType },
+        ...(upstream === undefined || upstream === DEFAULT_UPSTREAM ? {} : { upstream }),
       };
       const added = await addOnce(
         webhookQueue,

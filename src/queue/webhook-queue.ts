@@ -1,5 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import type { JobsOptions } from 'bullmq';
+import { DEFAULT_UPSTREAM } from '../upstream/model.js';
 import { DEFAULT_PRIVATE_REDIS_PORT } from './defaults.js';
 import { jobIdFor, sha256Hex } from './job-ids.js';
 import { findOrderInWebhook, parseWebhookBody } from './webhook-order.js';
@@ -49,6 +50,11 @@ export interface WebhookJobData {
   rawBodyEncoding: 'utf8' | 'base64';
   /** `Date.now()` when the receiver accepted the delivery. */
   receivedAt: number;
+  /**
+   * The upstream whose secret signed it (docs/upstreams.md, "Webhooks"), when it is not the
+   * default upstream; absent for the default's (and for every job queued before there were others).
+   */
+  upstream?: string;
   headers: {
     /** The verified signed timestamp (unix seconds). */
     timestamp: number;
@@ -91,13 +97,26 @@ function webhookJobName(body: unknown): string {
  * is derived from the key (see {@link jobIdFor}): `ev-<event id>` (or `evh-<sha256 of the event
  * id>` for an id BullMQ could not take as is), or `body-<sha256 hex>`.
  */
-export function webhookIdentity(rawBody: Buffer): WebhookIdentity {
+export function webhookIdentity(rawBody: Buffer, upstream: string = DEFAULT_UPSTREAM): WebhookIdentity {
   const parsed = parseWebhookBody(rawBody);
   const eventId = parsed.ok ? eventIdOf(parsed.body) : null;
   const jobName = parsed.ok ? webhookJobName(parsed.body) : UNPARSED_WEBHOOK_JOB_NAME;
-  if (eventId) return { dedupeKey: `event-id:${eventId}`, jobId: jobIdFor('ev', eventId), eventId, jobName };
+  // Two suppliers' event ids are not one namespace: another upstream's job ids carry its name.
+  const scope = upstream === DEFAULT_UPSTREAM ? '' : `@${upstream}`;
+  if (eventId) {
+    return { dedupeKey: `event-id:${eventId}`, jobId: jobIdFor(`ev${scope}`, eventId), eventId, jobName };
+  }
   const digest = sha256Hex(rawBody);
-  return { dedupeKey: `body-sha256:${digest}`, jobId: `body-${digest}`, eventId: null, jobName };
+  return { dedupeKey: `body-sha256:${digest}`, jobId: `body${scope}-${digest}`, eventId: null, jobName };
+}
+
+/**
+ * The key the store dedupes a webhook on (its (source, event id) pair applies once, ever): the
+ * event id, else the dedupe key; another upstream's prefixed with its name and `/`.
+ */
+export function storedEventId(data: Pick<WebhookJobData, 'eventId' | 'dedupeKey' | 'upstream'>): string {
+  const id = data.eventId || data.dedupeKey;
+  return data.upstream === undefined || data.upstream === DEFAULT_UPSTREAM ? id : `${data.upstream}/${id}`;
 }
 
 /** Encodes raw body bytes for {@link WebhookJobData} without losing a byte. */

@@ -15,7 +15,7 @@ import { findOrderInWebhook, parseWebhookBody } from '../queue/webhook-order.js'
 import { QueueUnavailableError, type WebhookProducer } from '../queue/webhook-producer.js';
 import { type ClientErrorKind, jsonClientErrorHandler } from '../shared/client-error.js';
 import { type RequestErrorKind, requestErrorOf } from '../shared/request-errors.js';
-import { WEBHOOK_HEADERS } from '../upstream/model.js';
+import { DEFAULT_UPSTREAM, WEBHOOK_HEADERS } from '../upstream/model.js';
 import { DEFAULT_TOLERANCE_S, verifyWebhookSignature } from '../upstream/signature.js';
 import { DEFAULT_RECEIVER_LIMITS, DEFAULT_WEBHOOK_BODY_LIMIT, DEFAULT_WEBHOOK_PATH } from './defaults.js';
 import { type ReceiverErrorCode, ReceiverHttpError, receiverErrorBody } from './errors.js';
@@ -31,9 +31,19 @@ export interface WebhookHeaderNames {
   eventType: string;
 }
 
-export interface ReceiverAppOptions {
-  /** Accepted webhook secrets, newest first (more than one during a rotation). Required. */
+/** An upstream whose webhooks the receiver takes, and the secrets they are signed with. */
+export interface ReceiverUpstream {
+  name: string;
+  /** Accepted webhook secrets, newest first (more than one during a rotation). */
   secrets: readonly string[];
+}
+
+export interface ReceiverAppOptions {
+  /**
+   * The upstreams whose webhooks are taken (docs/upstreams.md, "Webhooks"): the default one's at
+   * `path`, every other's at `path/<name>`, each verified with its own secrets. Required.
+   */
+  upstreams: readonly ReceiverUpstream[];
   /** Where verified webhooks and early-poll requests go. The app does not close it. */
   producer: WebhookProducer;
   /** Default: {@link DEFAULT_WEBHOOK_PATH}. */
@@ -136,16 +146,31 @@ const REQUEST_ERROR_CODES: Record<RequestErrorKind, ReceiverErrorCode> = {
 };
 
 function validateOptions(options: ReceiverAppOptions): void {
-  if (options.secrets.length === 0 || options.secrets.some((s) => s === '')) {
-    throw new TypeError('buildReceiverApp: secrets must list at least one non-empty webhook secret');
+  if (options.upstreams.length === 0)
+    throw new TypeError('buildReceiverApp: upstreams must list at least one');
+  for (const { name, secrets } of options.upstreams) {
+    if (secrets.length === 0 || secrets.some((s) => s === '')) {
+      throw new TypeError(
+        `buildReceiverApp: upstream "${name}": secrets must list at least one non-empty webhook secret`,
+      );
+    }
+  }
+  if (new Set(options.upstreams.map((u) => u.name)).size !== options.upstreams.length) {
+    throw new TypeError('buildReceiverApp: an upstream is listed twice');
   }
   if (options.path !== undefined && !options.path.startsWith('/')) {
     throw new TypeError(`buildReceiverApp: path must start with / (got "${options.path}")`);
   }
 }
 
+/** Where an upstream's webhooks are POSTed: the default upstream's at `path`, another's at `path/<name>`. */
+export function upstreamWebhookPath(path: string, upstream: string): string {
+  return upstream === DEFAULT_UPSTREAM ? path : `${path.replace(/\/+$/, '')}/${upstream}`;
+}
+
 /**
- * Builds the webhook receiver (docs/receiver.md) without listening: `POST <path>` verifies the
+ * Builds the webhook receiver (docs/receiver.md) without listening: `POST <path>` (and
+ * `POST <path>/<upstream>` for every other upstream: docs/upstreams.md) verifies the
  * signature over the raw bytes, then queues the event and answers 200 only once Redis has it;
  * `GET /healthz`, `GET /readyz`. Its metrics (`options.metrics`) are served elsewhere, never on
  * the internet-facing port ({@link startReceiverMetricsServer}). Throws a TypeError for invalid
@@ -162,7 +187,12 @@ export async function buildReceiverApp(options: ReceiverAppOptions): Promise<Fas
     eventId: (options.headers?.eventId ?? WEBHOOK_HEADERS.eventId).toLowerCase(),
     eventType: (options.headers?.eventType ?? WEBHOOK_HEADERS.eventType).toLowerCase(),
   };
-  const secrets = [...options.secrets];
+  const routes = options.upstreams.map((upstream) => ({
+    upstream: upstream.name,
+    secrets: [...upstream.secrets],
+    url: upstreamWebhookPath(path, upstream.name),
+  }));
+  const webhookUrls = new Set(routes.map((route) => route.url));
   const { producer } = options;
   const metrics = options.metrics ?? createReceiverMetrics(producer);
   const limits: ReceiverLimits = { ...DEFAULT_RECEIVER_LIMITS, ...options.limits };
@@ -225,7 +255,7 @@ export async function buildReceiverApp(options: ReceiverAppOptions): Promise<Fas
   });
 
   const isWebhookRoute = (request: FastifyRequest) =>
-    request.method === 'POST' && request.routeOptions.url === path;
+    request.method === 'POST' && webhookUrls.has(request.routeOptions.url ?? '');
 
   app.setErrorHandler((error: FastifyError | ReceiverHttpError | QueueUnavailableError, request, reply) => {
     let code: ReceiverErrorCode;
@@ -260,12 +290,12 @@ export async function buildReceiverApp(options: ReceiverAppOptions): Promise<Fas
   app.setNotFoundHandler(async (request) => {
     throw new ReceiverHttpError(
       'NOT_FOUND',
-      `no route ${request.method} ${request.url}; webhooks are POSTed to ${path}`,
+      `no route ${request.method} ${request.url}; webhooks are POSTed to ${[...webhookUrls].join(' or ')}`,
     );
   });
 
   /** A stale but authentic event: its order is polled early (decisions.md, "Webhooks"). */
-  async function requestEarlyPoll(rawBody: Buffer, request: FastifyRequest): Promise<void> {
+  async function requestEarlyPoll(rawBody: Buffer, request: FastifyRequest, upstream: string): Promise<void> {
     const parsed = parseWebhookBody(rawBody);
     const found = parsed.ok ? findOrderInWebhook(parsed.body) : null;
     if (!found) {
@@ -280,6 +310,7 @@ export async function buildReceiverApp(options: ReceiverAppOptions): Promise<Fas
         ...(found.partnerRef ? { partnerRef: found.partnerRef } : {}),
         ...(found.invoiceNumber ? { invoiceNumber: found.invoiceNumber } : {}),
         reason: 'stale_webhook',
+        ...(upstream === DEFAULT_UPSTREAM ? {} : { upstream }),
       });
       request.log.info({ reqId: request.id, jobId }, 'stale but authentic webhook: early poll requested');
     } catch (error) {
@@ -288,49 +319,51 @@ export async function buildReceiverApp(options: ReceiverAppOptions): Promise<Fas
     }
   }
 
-  app.post(path, { config: { rawBody: true }, bodyLimit }, async (request, reply) => {
-    const started = performance.now();
-    const rawBody = request.rawBody;
-    if (!Buffer.isBuffer(rawBody)) {
-      // Without a content type Fastify reads no body at all.
-      throw new ReceiverHttpError(
-        request.headers['content-type'] ? 'BODY_UNREADABLE' : 'UNSUPPORTED_MEDIA_TYPE',
-      );
-    }
-    const headers = request.headers;
-    const verdict = verifyWebhookSignature({
-      rawBody,
-      timestamp: headerValue(headers[names.timestamp]),
-      signature: headerValue(headers[names.signature]),
-      secrets,
-      toleranceS,
+  for (const { upstream, secrets, url } of routes)
+    app.post(url, { config: { rawBody: true }, bodyLimit }, async (request, reply) => {
+      const started = performance.now();
+      const rawBody = request.rawBody;
+      if (!Buffer.isBuffer(rawBody)) {
+        // Without a content type Fastify reads no body at all.
+        throw new ReceiverHttpError(
+          request.headers['content-type'] ? 'BODY_UNREADABLE' : 'UNSUPPORTED_MEDIA_TYPE',
+        );
+      }
+      const headers = request.headers;
+      const verdict = verifyWebhookSignature({
+        rawBody,
+        timestamp: headerValue(headers[names.timestamp]),
+        signature: headerValue(headers[names.signature]),
+        secrets,
+        toleranceS,
+      });
+      if (!verdict.ok) {
+        if (verdict.authentic) await requestEarlyPoll(rawBody, request, upstream);
+        throw new ReceiverHttpError(verdict.code, verdict.message);
+      }
+      const headerEventId = headerValue(headers[names.eventId]) ?? null;
+      const eventType = headerValue(headers[names.eventType]);
+      const { jobId, duplicate, eventId, eventIdMismatch } = await producer.enqueueWebhook({
+        rawBody,
+        headerEventId,
+        timestamp: verdict.timestamp,
+        ...(eventType === undefined ? {} : { eventType }),
+        upstream,
+      });
+      metrics.observeEnqueue((performance.now() - started) / 1000);
+      metrics.countRequest(duplicate ? 'duplicate' : 'accepted');
+      if (eventIdMismatch) {
+        // The header is not signed: the body's id was used. A proxy rewriting the header, or
+        // someone replaying a captured delivery under fresh ids, shows here.
+        metrics.countEventIdMismatch();
+        request.log.warn(
+          { reqId: request.id, eventId, headerEventId, jobId, duplicate },
+          'webhook event id header differs from the signed body: deduplicated on the body',
+        );
+      }
+      request.log.debug({ reqId: request.id, eventId, jobId, duplicate }, 'webhook queued');
+      return reply.type('application/json').send(duplicate ? DUPLICATE_BODY : ACCEPTED_BODY);
     });
-    if (!verdict.ok) {
-      if (verdict.authentic) await requestEarlyPoll(rawBody, request);
-      throw new ReceiverHttpError(verdict.code, verdict.message);
-    }
-    const headerEventId = headerValue(headers[names.eventId]) ?? null;
-    const eventType = headerValue(headers[names.eventType]);
-    const { jobId, duplicate, eventId, eventIdMismatch } = await producer.enqueueWebhook({
-      rawBody,
-      headerEventId,
-      timestamp: verdict.timestamp,
-      ...(eventType === undefined ? {} : { eventType }),
-    });
-    metrics.observeEnqueue((performance.now() - started) / 1000);
-    metrics.countRequest(duplicate ? 'duplicate' : 'accepted');
-    if (eventIdMismatch) {
-      // The header is not signed: the body's id was used. A proxy rewriting the header, or
-      // someone replaying a captured delivery under fresh ids, shows here.
-      metrics.countEventIdMismatch();
-      request.log.warn(
-        { reqId: request.id, eventId, headerEventId, jobId, duplicate },
-        'webhook event id header differs from the signed body: deduplicated on the body',
-      );
-    }
-    request.log.debug({ reqId: request.id, eventId, jobId, duplicate }, 'webhook queued');
-    return reply.type('application/json').send(duplicate ? DUPLICATE_BODY : ACCEPTED_BODY);
-  });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
 

@@ -65,7 +65,7 @@ export async function startReceiver(
   let metricsServer: ReceiverMetricsServer | undefined;
   try {
     app = await buildReceiverApp({
-      secrets: settings.secrets,
+      upstreams: settings.upstreams,
       producer,
       path: settings.path,
       toleranceS: settings.toleranceS,

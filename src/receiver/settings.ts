@@ -2,8 +2,10 @@ import { z } from 'zod';
 import { ConfigError } from '../config/config-error.js';
 import { header, int, LOOPBACK, list, type SharedSettings } from '../config/variables.js';
 import { DEFAULT_ENQUEUE_TIMEOUT_MS } from '../queue/defaults.js';
-import { WEBHOOK_HEADERS } from '../upstream/model.js';
+import { DEFAULT_UPSTREAM, WEBHOOK_HEADERS } from '../upstream/model.js';
 import { DEFAULT_TOLERANCE_S } from '../upstream/signature.js';
+import type { UpstreamAccount } from '../upstream/upstreams.js';
+import type { ReceiverUpstream } from './app.js';
 import {
   DEFAULT_RECEIVER_LIMITS,
   DEFAULT_RECEIVER_METRICS_PORT,
@@ -85,19 +87,27 @@ export const receiverVariables = z.object({
     .describe('pm2 only (`ecosystem.config.js`): receiver processes in cluster mode, sharing `PORT`.'),
 });
 
-/** The webhook secrets, newest first; throws {@link ConfigError} when none is configured. */
-export function webhookSecrets(config: { settings: { H2H_API_SECRET?: string[] } }): string[] {
-  const secrets = config.settings.H2H_API_SECRET ?? [];
-  if (secrets.length === 0) {
-    throw new ConfigError('H2H_API_SECRET must be set (comma-separated, newest first) to verify webhooks');
-  }
-  return secrets;
+/**
+ * Every upstream's name and webhook secrets, newest first (docs/upstreams.md); throws
+ * {@link ConfigError} naming the variable of an upstream that has none.
+ */
+export function webhookUpstreams(config: { upstreams: readonly UpstreamAccount[] }): ReceiverUpstream[] {
+  return config.upstreams.map(({ name, secrets, variables }) => {
+    if (secrets.length === 0) {
+      const whose = name === DEFAULT_UPSTREAM ? '' : ` of upstream "${name}"`;
+      throw new ConfigError(
+        `${variables.secret} must be set (comma-separated, newest first) to verify the webhooks${whose}`,
+      );
+    }
+    return { name, secrets };
+  });
 }
 
 /** The webhook receiver's section (docs/receiver.md); throws {@link ConfigError} when no webhook secret is configured. */
 export function receiverSettings(
   config: Pick<SharedSettings, 'redisUrl' | 'logLevel' | 'logFormat'> & {
     settings: z.output<typeof receiverVariables> & { H2H_SHUTDOWN_TIMEOUT_MS: number };
+    upstreams: readonly UpstreamAccount[];
   },
 ) {
   const s = config.settings;
@@ -105,7 +115,7 @@ export function receiverSettings(
     host: s.HOST,
     port: s.PORT,
     path: s.H2H_WEBHOOK_PATH,
-    secrets: webhookSecrets(config),
+    upstreams: webhookUpstreams(config),
     toleranceS: s.H2H_WEBHOOK_TOLERANCE_S,
     bodyLimit: s.H2H_WEBHOOK_BODY_LIMIT,
     headers: {

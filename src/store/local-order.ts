@@ -45,6 +45,8 @@ export type EventSource = (typeof EVENT_SOURCES)[number];
  *   nothing (that process's create settles the order);
  * - `partner_ref_reused`: the upstream answered with another order under our partner_ref (its
  *   target, product or creation time is not ours): recorded, never applied;
+ * - `wrong_upstream`: a webhook signed by another upstream than the order's: recorded, never
+ *   applied (docs/upstreams.md, "Webhooks");
  * - `cancelled`: the shop cancelled the order, or it expired in the queue, before it was sent.
  */
 export type EventReason =
@@ -61,12 +63,15 @@ export type EventReason =
   | 'submission_settled'
   | 'claim_lost'
   | 'partner_ref_reused'
+  | 'wrong_upstream'
   | 'cancelled';
 
 /** An order as the store keeps it. Times we set are ms since the epoch; upstream times are ISO. */
 export interface LocalOrder {
   id: number;
   partnerRef: string;
+  /** The upstream the order is placed on (docs/upstreams.md); `default` with a single upstream. */
+  upstream: string;
   invoiceNumber: string | null;
   productCode: string | null;
   productId: string | null;
@@ -142,6 +147,7 @@ export interface OrderEvent {
 export interface OrderRow {
   id: number;
   partner_ref: string;
+  upstream: string;
   invoice_number: string | null;
   product_code: string | null;
   product_id: string | null;
@@ -203,6 +209,7 @@ export function toLocalOrder(row: OrderRow): LocalOrder {
   return {
     id: row.id,
     partnerRef: row.partner_ref,
+    upstream: row.upstream,
     invoiceNumber: row.invoice_number,
     productCode: row.product_code,
     productId: row.product_id,

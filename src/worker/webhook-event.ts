@@ -1,9 +1,9 @@
 import { isUtf8 } from 'node:buffer';
 import { UnrecoverableError } from 'bullmq';
 import { findOrderInWebhook, parseWebhookBody } from '../queue/webhook-order.js';
-import { decodeWebhookRawBody, type WebhookJobData } from '../queue/webhook-queue.js';
+import { decodeWebhookRawBody, storedEventId, type WebhookJobData } from '../queue/webhook-queue.js';
 import type { ApplyOptions } from '../store/order-writer.js';
-import type { Order } from '../upstream/model.js';
+import { DEFAULT_UPSTREAM, type Order } from '../upstream/model.js';
 import { parseUpstreamTime } from '../upstream/upstream-time.js';
 
 /**
@@ -48,7 +48,8 @@ function isJobData(data: unknown): data is WebhookJobData {
     (d.rawBodyEncoding === 'utf8' || d.rawBodyEncoding === 'base64') &&
     typeof d.dedupeKey === 'string' &&
     d.dedupeKey !== '' &&
-    (d.eventId === null || d.eventId === undefined || typeof d.eventId === 'string')
+    (d.eventId === null || d.eventId === undefined || typeof d.eventId === 'string') &&
+    (d.upstream === undefined || typeof d.upstream === 'string')
   );
 }
 
@@ -93,11 +94,13 @@ export function readWebhookJob(data: unknown): WebhookEvent {
     order: found.order as unknown as Order,
     options: {
       source: 'webhook',
-      eventId: data.eventId || data.dedupeKey,
+      eventId: storedEventId(data),
       payload: parsed.body,
       receivedAt: typeof data.receivedAt === 'number' ? data.receivedAt : Date.now(),
       // A body that is the order itself has no event time: its created_at is the order's.
       occurredAt: found.location === 'top-level' ? undefined : eventTime(parsed.body),
+      // Applied only to an order on the upstream whose secret signed it (docs/upstreams.md).
+      upstream: data.upstream ?? DEFAULT_UPSTREAM,
     },
   };
 }

@@ -7,6 +7,7 @@ export function orderRow(overrides: Partial<OrderRow> = {}): OrderRow {
   return {
     id: 7,
     partner_ref: 'R1',
+    upstream: 'default',
     invoice_number: 'INV-R1',
     product_code: 'ML86',
     product_id: null,

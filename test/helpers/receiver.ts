@@ -72,6 +72,8 @@ export interface TestReceiver {
 }
 
 export interface TestReceiverOptions extends Partial<Omit<ReceiverAppOptions, 'producer'>> {
+  /** The default upstream's secrets, when `upstreams` is not given. Default: [SECRET]. */
+  secrets?: readonly string[];
   /** Default: a new private redis-server for this test. */
   redis?: RedisServer;
   producer?: Omit<WebhookProducerOptions, 'redisUrl'>;
@@ -82,13 +84,18 @@ export async function startTestReceiver(
   t: Pick<TestContext, 'after'>,
   options: TestReceiverOptions = {},
 ): Promise<TestReceiver> {
-  const { redis: givenRedis, producer: producerOptions, ...appOptions } = options;
+  const { redis: givenRedis, producer: producerOptions, secrets = [SECRET], ...appOptions } = options;
   const redis = givenRedis ?? (await privateRedis(t));
   const producer = createWebhookProducer({ redisUrl: redis.url, ...producerOptions });
   t.after(() => producer.close());
   await producer.ping();
   const metrics = createReceiverMetrics(producer);
-  const app = await buildReceiverApp({ secrets: [SECRET], metrics, ...appOptions, producer });
+  const app = await buildReceiverApp({
+    upstreams: [{ name: 'default', secrets }],
+    metrics,
+    ...appOptions,
+    producer,
+  });
   t.after(() => app.close());
   const webhookPath = appOptions.path ?? '/webhooks/h2h';
   return {

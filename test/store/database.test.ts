@@ -146,6 +146,8 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
       lease_token: null,
       version: 0,
       debited_amount: null,
+      // Written before step 20: every order is the default upstream's.
+      upstream: 'default',
     })),
   );
   assert.deepEqual(

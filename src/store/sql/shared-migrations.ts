@@ -57,4 +57,12 @@ export const SHARED_MIGRATIONS_FROM_18: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 20,
+    description:
+      "orders.upstream: the upstream an order is placed on (docs/upstreams.md); every order written before this step is the default upstream's",
+    sql: `
+      ALTER TABLE orders ADD COLUMN upstream TEXT NOT NULL DEFAULT 'default';
+    `,
+  },
 ];
