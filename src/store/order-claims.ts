@@ -5,6 +5,7 @@ import {
   type PollScheduleSettings,
   planPollRecord,
 } from '../domain/poll-rules.js';
+import { DEFAULT_UPSTREAM } from '../upstream/model.js';
 import { type LocalOrder, type OrderRow, toLocalOrder } from './local-order.js';
 import type { PollPlans } from './poll-plans.js';
 import type { SqlExecutor } from './sql/executor.js';
@@ -71,14 +72,18 @@ export type ClaimedOrder = LocalOrder & { readonly claim: string; readonly lease
  */
 export class OrderClaims {
   readonly settings: Readonly<PollScheduleSettings>;
+  /** The upstream whose orders these claims take (docs/upstreams.md): its client is the one that calls. */
+  readonly upstream: string;
   readonly #context: StoreContext;
   readonly #plans: PollPlans;
 
   constructor(
     store: { readonly context: StoreContext; readonly pollPlans: PollPlans },
     settings: PollScheduleSettings,
+    upstream: string = DEFAULT_UPSTREAM,
   ) {
     checkScheduleSettings(settings);
+    this.upstream = upstream;
     this.settings = { ...settings, backoffMs: [...settings.backoffMs] };
     this.#context = store.context;
     this.#plans = store.pollPlans;
@@ -87,8 +92,8 @@ export class OrderClaims {
   /** Up to `limit` orders whose next poll time has come by `now`, the longest-due first. Reads only. */
   async dueForPoll(limit: number, now: number = this.#context.now()): Promise<LocalOrder[]> {
     const rows = await this.#context.db.all<OrderRow>(
-      'SELECT * FROM orders WHERE next_poll_at <= @now ORDER BY next_poll_at, id LIMIT @limit',
-      { now, limit },
+      'SELECT * FROM orders WHERE next_poll_at <= @now AND upstream = @upstream ORDER BY next_poll_at, id LIMIT @limit',
+      { now, limit, upstream: this.upstream },
     );
     return rows.map(toLocalOrder);
   }
@@ -111,8 +116,9 @@ export class OrderClaims {
       const due = await tx.all<OrderRow>(
         `SELECT * FROM orders
          WHERE next_poll_at <= @dueBy AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
+           AND upstream = @upstream
          ORDER BY next_poll_at, id LIMIT @limit ${tx.dialect.skipLocked}`,
-        { dueBy: Math.min(dueBy ?? now, now), now, limit },
+        { dueBy: Math.min(dueBy ?? now, now), now, limit, upstream: this.upstream },
       );
       const claimed: ClaimedOrder[] = [];
       for (const row of due) claimed.push(await this.#lease(tx, row, now));
@@ -123,7 +129,7 @@ export class OrderClaims {
   /**
    * Claims one order (by partner_ref, else invoice number), due or not, open or settled: for an
    * early poll, or for `placeOrder` to send its create. `claimed: false` when another process
-   * holds a live claim on it; undefined when the order is unknown locally.
+   * holds a live claim on it; undefined when the order is unknown locally or on another upstream.
    */
   claimOrder(
     ref: string,
@@ -131,7 +137,7 @@ export class OrderClaims {
     return this.#context.db.write(async (tx) => {
       const now = this.#context.now();
       const row = await this.#context.findForWrite(tx, ref, ref);
-      if (!row) return undefined;
+      if (!row || row.upstream !== this.upstream) return undefined;
       const { poll_leased_until: leasedUntil } = row;
       if (leasedUntil !== null && leasedUntil > now) return { order: toLocalOrder(row), claimed: false };
       return { order: await this.#lease(tx, row, now), claimed: true };
@@ -161,8 +167,9 @@ export class OrderClaims {
            AND ${checkedAt} < @checkedBefore
            AND final_at >= @finalSince
            AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
+           AND upstream = @upstream
          ORDER BY ${checkedAt}, id LIMIT 1 ${tx.dialect.skipLocked}`,
-        { now, finalSince: now - this.settings.auditWindowMs, checkedBefore: bound },
+        { now, finalSince: now - this.settings.auditWindowMs, checkedBefore: bound, upstream: this.upstream },
       );
       return this.#leaseOne(tx, row, now);
     });
@@ -187,8 +194,9 @@ export class OrderClaims {
         `SELECT * FROM orders ${tx.dialect.indexedBy('orders_queued')}
          WHERE submission_state = 'queued' AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
            AND (local_created_at >= @writtenSince OR create_in_doubt_at IS NOT NULL)
+           AND upstream = @upstream
          ORDER BY id LIMIT 1 ${tx.dialect.skipLocked}`,
-        { now, writtenSince: writtenSince ?? 0 },
+        { now, writtenSince: writtenSince ?? 0, upstream: this.upstream },
       );
       return this.#leaseOne(tx, row, now);
     });

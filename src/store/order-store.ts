@@ -1,3 +1,4 @@
+import { DEFAULT_UPSTREAM } from '../upstream/model.js';
 import { ApiTokens } from './api-tokens.js';
 import { BalanceLedger } from './balance.js';
 import { LocalCatalog } from './catalog.js';
@@ -90,7 +91,14 @@ export function openOrderStore(
 /** A store with the claims on orders: what the processes that poll, audit or send orders open. */
 export type ClaimingStore<S extends OrderStore = OrderStore> = S & { readonly claims: OrderClaims };
 
-/** `store` with the {@link OrderClaims} of `settings` (`reconcilerSettings(config)`). */
-export function withClaims<S extends OrderStore>(store: S, settings: PollScheduleSettings): ClaimingStore<S> {
-  return { ...store, claims: new OrderClaims(store, settings) };
+/**
+ * `store` with the {@link OrderClaims} of `settings` (`reconcilerSettings(config)`) on the orders
+ * of `upstream` (default: the default upstream's): the claimer calls that upstream only.
+ */
+export function withClaims<S extends OrderStore>(
+  store: S,
+  settings: PollScheduleSettings,
+  upstream: string = DEFAULT_UPSTREAM,
+): ClaimingStore<S> {
+  return { ...store, claims: new OrderClaims(store, settings, upstream) };
 }

@@ -19,6 +19,23 @@ describeEachBackend('the claims on orders and the record of their polls', (backe
     assert.deepEqual(refs(await store.claims.dueForPoll(10)), ['R1']);
   });
 
+  test("the claims of one upstream never take another upstream's orders: its client would ask the wrong supplier", async (t) => {
+    const { store, clock } = await backend.tempStore(t, { firstPollDelayMs: 1_000 });
+    await store.writer.applyOrderSnapshot(snapshot('on-default', 'PENDING'), { source: 'create' });
+    await store.writer.applyOrderSnapshot(snapshot('on-beta', 'PENDING'), {
+      source: 'webhook',
+      eventId: 'beta/e1',
+      upstream: 'beta',
+    });
+    clock.advance(1_000);
+    const beta = withClaims(store, store.claims.settings, 'beta');
+
+    assert.deepEqual(refs(await store.claims.dueForPoll(10)), ['on-default']);
+    assert.equal(await store.claims.claimOrder('on-beta'), undefined);
+    assert.deepEqual(refs(await beta.claims.claimDueForPoll(10)), ['on-beta']);
+    assert.deepEqual(refs(await store.claims.claimDueForPoll(10)), ['on-default']);
+  });
+
   test('a change pushes the first poll back and resets the poll count; a non-change keeps the schedule', async (t) => {
     const { store, clock } = await backend.tempStore(t, { firstPollDelayMs: 30_000, backoffMs: [60_000] });
     await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING'), { source: 'create' });
