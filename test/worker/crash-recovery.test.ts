@@ -172,27 +172,34 @@ test('a worker cut off from Redis after committing exits within its deadline; an
   );
   assert.equal(gaveUp?.timeoutMs, 1_000, `it gave up at its H2H_WORKER_SHUTDOWN_TIMEOUT_MS\n${output()}`);
   // Redis is only frozen for the dead worker: what it shows now is final for that worker.
-  const left = (await webhookJobCounts(producer)).active ?? 0;
-  assert.ok(left > 0, 'its jobs are left active in Redis');
-  const completedByDeadWorker = (await webhookJobCounts(producer)).completed ?? 0;
-  const appliedByDeadWorker = appliedEvents(reader);
-  assert.ok(
-    appliedByDeadWorker > completedByDeadWorker,
-    'it committed events whose completions never reached Redis',
+  const takenOver = await producer.webhookQueue.getActive();
+  assert.ok(takenOver.length > 0, 'its jobs are left active in Redis');
+  const committed = new Set(
+    (reader.prepare('SELECT event_id FROM order_events').all() as { event_id: string }[]).map(
+      (e) => e.event_id,
+    ),
   );
+  // The jobs it left whose events it had committed: the batch held by the frozen Redis.
+  const committedNotCompleted = takenOver
+    .filter((job) => committed.has(job.data.eventId!))
+    .map((job) => job.id);
+  assert.ok(committedNotCompleted.length > 0, 'it committed events whose completions never reached Redis');
 
   await startTestWorker(t, { redisUrl: redis.url, dbPath, ...LOCKS });
   await waitFor(
     async () => (await queueSettled(producer)) && (await webhookJobCounts(producer)).completed === backlog,
     { timeoutMs: 30_000, message: `all ${backlog} jobs completed` },
   );
+  // Counted by job, not by totals: on a loaded machine a worker with these short locks may lose
+  // one and run that job again as a duplicate, just as harmlessly.
   const duplicates = (await producer.webhookQueue.getCompleted(0, -1)).filter(
     (job) => job.returnvalue?.duplicate,
   );
-  assert.equal(
-    duplicates.length,
-    appliedByDeadWorker - completedByDeadWorker,
-    `every event the dead worker committed without completing its job applied again as a duplicate (${duplicates.length} of ${left} taken over)`,
+  const duplicateIds = new Set(duplicates.map((job) => job.id));
+  assert.deepEqual(
+    committedNotCompleted.filter((id) => !duplicateIds.has(id)),
+    [],
+    `every event the dead worker committed without completing its job applied again as a duplicate (${committedNotCompleted.length} of ${takenOver.length} taken over)`,
   );
   assert.deepEqual(
     reader.prepare('SELECT COUNT(*) AS rows, COUNT(DISTINCT event_id) AS ids FROM order_events').get(),
