@@ -13,7 +13,7 @@ import type { Timeline, TimingProfile } from './profile.js';
 import { RollingWindowLimiter } from './rate-limiter.js';
 import { upstreamError } from './sim-errors.js';
 import type { RefundPlan, SimOrder } from './sim-order.js';
-import { progressionFor } from './status-progression.js';
+import { ProgressionPicker } from './status-progression.js';
 import { TimerSet } from './timer-set.js';
 import { WebhookDispatcher } from './webhook-dispatcher.js';
 
@@ -63,6 +63,7 @@ export class SimEngine {
   private membersOfRun: MemberDirectory;
   private readonly timers = new TimerSet();
   private readonly invoices = new InvoiceNumbers();
+  private readonly progressions: ProgressionPicker;
   /** Aborts answers held back by `create_response_delay_ms` when the simulator closes. */
   private readonly closing = new AbortController();
   private closed = false;
@@ -72,6 +73,7 @@ export class SimEngine {
     this.catalog = new Catalog(fixture.categories, fixture.products);
     this.membersOfRun = new MemberDirectory(fixture.members);
     this.faults = new FaultInjector(options.seed);
+    this.progressions = new ProgressionPicker(fixture.failRatio, options.seed);
     this.limiter = new RollingWindowLimiter(options.rateLimit, options.rateWindowMs);
     this.webhooks = new WebhookDispatcher({
       timers: this.timers,
@@ -136,7 +138,7 @@ export class SimEngine {
       success_at: null,
       create_requests: 1,
     };
-    const timeline = this.options.profile.timeline(product.code, progressionFor(input.data.user_id));
+    const timeline = this.options.profile.timeline(product.code, this.progressions.pick(input.data.user_id));
     order.timeline = timeline;
     member.balance -= price;
     this.orders.insert(order);
@@ -219,6 +221,7 @@ export class SimEngine {
     this.limiter.clear();
     this.faults.reset();
     this.options.profile.reset();
+    this.progressions.reset();
     this.membersOfRun = new MemberDirectory(this.options.fixture.members);
     this.catalog.reset();
     this.options.logger.info('simulator reset to the fixture');
