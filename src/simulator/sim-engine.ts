@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { decideTransition, type TransitionVerdict } from '../domain/state-machine.js';
 import { Catalog, priceFor } from './catalog.js';
-import { FaultInjector } from './faults.js';
+import { FaultInjector, type Faults } from './faults.js';
 import type { LoadedFixture } from './fixture.js';
 import { MemberDirectory, type MemberState } from './members.js';
 import { OrderBook } from './order-book.js';
@@ -26,6 +26,8 @@ export interface SimEngineOptions {
   /** Length of the rolling rate window in ms. */
   rateWindowMs: number;
   webhookTimeoutMs: number;
+  /** The faults on at the start and after every reset. */
+  faults: Partial<Faults>;
   /** Draws timelines and webhook delays (docs/simulator.md, "Profiles"). */
   profile: TimingProfile;
   logger: Logger;
@@ -72,7 +74,7 @@ export class SimEngine {
     const { fixture } = options;
     this.catalog = new Catalog(fixture.categories, fixture.products);
     this.membersOfRun = new MemberDirectory(fixture.members);
-    this.faults = new FaultInjector(options.seed);
+    this.faults = new FaultInjector(options.seed, options.faults);
     this.progressions = new ProgressionPicker(fixture.failRatio, options.seed);
     this.limiter = new RollingWindowLimiter(options.rateLimit, options.rateWindowMs);
     this.webhooks = new WebhookDispatcher({
@@ -213,7 +215,7 @@ export class SimEngine {
     }
   }
 
-  /** Back to the fixture: members, balances, products, orders, webhook log, rate windows, faults and seed. */
+  /** Back to the fixture: members, balances, products, orders, webhook log, rate windows, the initial faults and the seed. */
   reset(): void {
     this.timers.clearAll();
     this.webhooks.reset();

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { PROFILE_NAMES, type ProfileName, SIMULATOR_DEFAULTS } from './defaults.js';
+import { type Faults, faultsPatchSchema } from './faults.js';
 import type { Fixture } from './fixture.js';
 import { type RealisticSettings, realisticSettingsSchema } from './profile.js';
 
@@ -44,6 +45,11 @@ export interface SimulatorOptions {
   rateWindowMs?: number;
   /** A webhook attempt not answered 2xx within this many ms has failed. Default `10000`. */
   webhookTimeoutMs?: number;
+  /**
+   * Faults on from the start, as `POST /__sim/faults` takes them; `POST /__sim/reset` comes back
+   * to them. Default: none.
+   */
+  faults?: Partial<Faults>;
   /** Where the simulator logs (and Fastify its requests). Default: nothing is logged. */
   logger?: Logger;
 }
@@ -65,6 +71,7 @@ const scalarOptionsSchema = z.object({
   rateLimit: z.number().int().min(0).max(1_000_000).default(SIMULATOR_DEFAULTS.rateLimit),
   rateWindowMs: z.number().int().min(100).max(3_600_000).default(SIMULATOR_DEFAULTS.rateWindowMs),
   webhookTimeoutMs: z.number().int().min(1).max(600_000).default(SIMULATOR_DEFAULTS.webhookTimeoutMs),
+  faults: faultsPatchSchema.default({}),
 });
 export type ResolvedSimulatorOptions = Omit<z.output<typeof scalarOptionsSchema>, 'timeScale' | 'speed'> & {
   timeScale: number;
