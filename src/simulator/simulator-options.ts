@@ -54,7 +54,8 @@ export interface SimulatorOptions {
   logger?: Logger;
 }
 
-const scalarOptionsSchema = z.object({
+/** The options of {@link SimulatorOptions} but the fixture and the logger, with their ranges and defaults. */
+export const scalarOptionsSchema = z.object({
   host: z.string().min(1, 'must be a non-empty host name or address').default(SIMULATOR_DEFAULTS.host),
   port: z.number().int().min(0).max(65_535).default(SIMULATOR_DEFAULTS.port),
   timeScale: z.number().min(0).max(1_000).optional(),
