@@ -106,10 +106,17 @@ export const faultsPatchSchema = z
  * run with the same seed and the same sequence of requests injects the same faults.
  */
 export class FaultInjector {
-  private faults: Faults = { ...NO_FAULTS };
+  private readonly initial: Readonly<Faults>;
+  private faults: Faults;
   private random: RandomGenerator;
 
-  constructor(private readonly seed: number) {
+  /** `initial`: the faults on at the start and after every reset (the `faults` option); default none. */
+  constructor(
+    private readonly seed: number,
+    initial: Partial<Faults> = {},
+  ) {
+    this.initial = { ...NO_FAULTS, ...initial };
+    this.faults = { ...this.initial };
     this.random = xoroshiro128plus(seed);
   }
 
@@ -123,9 +130,9 @@ export class FaultInjector {
     return this.faults;
   }
 
-  /** All faults off and the random source back at its seed. */
+  /** The initial faults again (all off by default) and the random source back at its seed. */
   reset(): void {
-    this.faults = { ...NO_FAULTS };
+    this.faults = { ...this.initial };
     this.random = xoroshiro128plus(this.seed);
   }
 

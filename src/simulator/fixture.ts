@@ -75,6 +75,8 @@ const fixtureSchema = z
     products: z.array(productSchema),
     /** Settings of the realistic profile for this fixture; simulator options override them. */
     realistic: realisticSettingsSchema.optional(),
+    /** Share (0..1) of ordinary orders (no magic suffix) that end FAILED instead of SUCCESS. */
+    fail_ratio: z.number().min(0, 'must be between 0 and 1').max(1, 'must be between 0 and 1').default(0),
   })
   .superRefine((fixture, ctx) => {
     const unique = (items: readonly Record<string, unknown>[], list: string, key: string) => {
@@ -131,6 +133,8 @@ export interface LoadedFixture {
   readonly products: readonly CatalogProduct[];
   /** The fixture's realistic-profile settings, with each product's own `completion` folded in. */
   readonly realistic: RealisticSettings;
+  /** Share of ordinary orders that end FAILED (docs/simulator.md, "Several upstreams"). */
+  readonly failRatio: number;
 }
 
 /** Thrown when a fixture does not validate; the message names every bad field (up to ten). */
@@ -172,6 +176,7 @@ export async function loadFixture(source: Fixture | string): Promise<LoadedFixtu
       ip_whitelist: member.ip_whitelist.map(normalizeIp),
     })),
     categories: parsed.data.categories,
+    failRatio: parsed.data.fail_ratio,
     realistic: {
       ...parsed.data.realistic,
       completion_by_product: {

@@ -9,6 +9,7 @@ import { resolveSimulatorOptions, type SimulatorOptions } from './simulator-opti
 
 export type { ProfileName } from './defaults.js';
 export { SIMULATOR_DEFAULTS } from './defaults.js';
+export type { Faults } from './faults.js';
 export type { Fixture } from './fixture.js';
 export { FixtureError } from './fixture.js';
 export type { RealisticSettings } from './profile.js';
@@ -42,6 +43,7 @@ export async function createSimulator(options: SimulatorOptions): Promise<Simula
       ? Math.max(1, Math.round(settings.rateWindowMs * settings.timeScale))
       : settings.rateWindowMs,
     webhookTimeoutMs: settings.webhookTimeoutMs,
+    faults: settings.faults,
     profile: createProfile(
       settings.profile,
       settings.seed,

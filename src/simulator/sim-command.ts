@@ -16,19 +16,40 @@ function numberIn(flag: string, min: number, max: number, fraction = false) {
   };
 }
 
+/** Flags that `--upstreams` refuses: its file sets them per upstream. `--log-level` applies to all. */
+const UPSTREAM_SETTINGS_IN_THE_FILE = [
+  'fixture',
+  'port',
+  'host',
+  'profile',
+  'timeScale',
+  'speed',
+  'scaleRateWindow',
+  'seed',
+  'rateLimit',
+  'rateWindowMs',
+  'webhookTimeoutMs',
+];
+
 /** What the command does, loaded when it runs (docs/cli.md, "Adding a command"). */
 const actions = () => import('./sim-actions.js');
 
 /**
- * Registers `h2h-sync sim`: runs the upstream simulator (docs/simulator.md) until SIGINT or
- * SIGTERM, after printing `simulator listening: <base URL>`, and stops like the receiver and the
- * worker (`exitGracefully`).
+ * Registers `h2h-sync sim`: runs the upstream simulator (docs/simulator.md), or with
+ * `--upstreams` several, until SIGINT or SIGTERM, after printing `simulator listening: <base URL>`
+ * (one line per upstream), and stops like the receiver and the worker (`exitGracefully`).
  */
 export function registerSimCommand(program: Command): void {
   const sim = program
     .command('sim')
     .description('run the upstream simulator (docs/simulator.md)')
-    .option('--fixture <path>', 'JSON fixture file, e.g. fixtures/demo.json (required)')
+    .option('--fixture <path>', 'JSON fixture file, e.g. fixtures/demo.json (required, unless --upstreams)')
+    .addOption(
+      new Option(
+        '--upstreams <file>',
+        'run several upstreams, as a JSON file lists them (e.g. fixtures/two-upstreams.json; docs/simulator.md, "Several upstreams")',
+      ).conflicts(UPSTREAM_SETTINGS_IN_THE_FILE),
+    )
     .option('--port <port>', 'port to listen on; 0 = a free one', numberIn('--port', 0, 65_535), 4010)
     .option('--host <host>', 'address to listen on', SIMULATOR_DEFAULTS.host)
     .addOption(

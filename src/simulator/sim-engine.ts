@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { decideTransition, type TransitionVerdict } from '../domain/state-machine.js';
 import { Catalog, priceFor } from './catalog.js';
-import { FaultInjector } from './faults.js';
+import { FaultInjector, type Faults } from './faults.js';
 import type { LoadedFixture } from './fixture.js';
 import { MemberDirectory, type MemberState } from './members.js';
 import { OrderBook } from './order-book.js';
@@ -13,7 +13,7 @@ import type { Timeline, TimingProfile } from './profile.js';
 import { RollingWindowLimiter } from './rate-limiter.js';
 import { upstreamError } from './sim-errors.js';
 import type { RefundPlan, SimOrder } from './sim-order.js';
-import { progressionFor } from './status-progression.js';
+import { ProgressionPicker } from './status-progression.js';
 import { TimerSet } from './timer-set.js';
 import { WebhookDispatcher } from './webhook-dispatcher.js';
 
@@ -26,6 +26,8 @@ export interface SimEngineOptions {
   /** Length of the rolling rate window in ms. */
   rateWindowMs: number;
   webhookTimeoutMs: number;
+  /** The faults on at the start and after every reset. */
+  faults: Partial<Faults>;
   /** Draws timelines and webhook delays (docs/simulator.md, "Profiles"). */
   profile: TimingProfile;
   logger: Logger;
@@ -63,6 +65,7 @@ export class SimEngine {
   private membersOfRun: MemberDirectory;
   private readonly timers = new TimerSet();
   private readonly invoices = new InvoiceNumbers();
+  private readonly progressions: ProgressionPicker;
   /** Aborts answers held back by `create_response_delay_ms` when the simulator closes. */
   private readonly closing = new AbortController();
   private closed = false;
@@ -71,7 +74,8 @@ export class SimEngine {
     const { fixture } = options;
     this.catalog = new Catalog(fixture.categories, fixture.products);
     this.membersOfRun = new MemberDirectory(fixture.members);
-    this.faults = new FaultInjector(options.seed);
+    this.faults = new FaultInjector(options.seed, options.faults);
+    this.progressions = new ProgressionPicker(fixture.failRatio, options.seed);
     this.limiter = new RollingWindowLimiter(options.rateLimit, options.rateWindowMs);
     this.webhooks = new WebhookDispatcher({
       timers: this.timers,
@@ -136,7 +140,7 @@ export class SimEngine {
       success_at: null,
       create_requests: 1,
     };
-    const timeline = this.options.profile.timeline(product.code, progressionFor(input.data.user_id));
+    const timeline = this.options.profile.timeline(product.code, this.progressions.pick(input.data.user_id));
     order.timeline = timeline;
     member.balance -= price;
     this.orders.insert(order);
@@ -211,7 +215,7 @@ export class SimEngine {
     }
   }
 
-  /** Back to the fixture: members, balances, products, orders, webhook log, rate windows, faults and seed. */
+  /** Back to the fixture: members, balances, products, orders, webhook log, rate windows, the initial faults and the seed. */
   reset(): void {
     this.timers.clearAll();
     this.webhooks.reset();
@@ -219,6 +223,7 @@ export class SimEngine {
     this.limiter.clear();
     this.faults.reset();
     this.options.profile.reset();
+    this.progressions.reset();
     this.membersOfRun = new MemberDirectory(this.options.fixture.members);
     this.catalog.reset();
     this.options.logger.info('simulator reset to the fixture');

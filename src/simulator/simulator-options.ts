@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { PROFILE_NAMES, type ProfileName, SIMULATOR_DEFAULTS } from './defaults.js';
+import { type Faults, faultsPatchSchema } from './faults.js';
 import type { Fixture } from './fixture.js';
 import { type RealisticSettings, realisticSettingsSchema } from './profile.js';
 
@@ -44,11 +45,17 @@ export interface SimulatorOptions {
   rateWindowMs?: number;
   /** A webhook attempt not answered 2xx within this many ms has failed. Default `10000`. */
   webhookTimeoutMs?: number;
+  /**
+   * Faults on from the start, as `POST /__sim/faults` takes them; `POST /__sim/reset` comes back
+   * to them. Default: none.
+   */
+  faults?: Partial<Faults>;
   /** Where the simulator logs (and Fastify its requests). Default: nothing is logged. */
   logger?: Logger;
 }
 
-const scalarOptionsSchema = z.object({
+/** The options of {@link SimulatorOptions} but the fixture and the logger, with their ranges and defaults. */
+export const scalarOptionsSchema = z.object({
   host: z.string().min(1, 'must be a non-empty host name or address').default(SIMULATOR_DEFAULTS.host),
   port: z.number().int().min(0).max(65_535).default(SIMULATOR_DEFAULTS.port),
   timeScale: z.number().min(0).max(1_000).optional(),
@@ -65,6 +72,7 @@ const scalarOptionsSchema = z.object({
   rateLimit: z.number().int().min(0).max(1_000_000).default(SIMULATOR_DEFAULTS.rateLimit),
   rateWindowMs: z.number().int().min(100).max(3_600_000).default(SIMULATOR_DEFAULTS.rateWindowMs),
   webhookTimeoutMs: z.number().int().min(1).max(600_000).default(SIMULATOR_DEFAULTS.webhookTimeoutMs),
+  faults: faultsPatchSchema.default({}),
 });
 export type ResolvedSimulatorOptions = Omit<z.output<typeof scalarOptionsSchema>, 'timeScale' | 'speed'> & {
   timeScale: number;

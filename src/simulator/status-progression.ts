@@ -1,3 +1,6 @@
+import { uniformFloat64 } from 'pure-rand/distribution/uniformFloat64';
+import { xoroshiro128plus } from 'pure-rand/generator/xoroshiro128plus';
+import type { RandomGenerator } from 'pure-rand/types/RandomGenerator';
 import type { OrderStatus } from '../upstream/model.js';
 
 /** Base wait before each automatic status step (multiplied by timeScale). */
@@ -33,4 +36,36 @@ export function progressionFor(userId: string | undefined): readonly Progression
   return suffix !== undefined && Object.hasOwn(PROGRESSIONS, suffix)
     ? PROGRESSIONS[suffix]!
     : DEFAULT_PROGRESSION;
+}
+
+/** Seed offset of the fail-ratio draws, so that they share a stream with neither the faults nor the profile. */
+const FAIL_SEED_SALT = 0x165667b1;
+
+/**
+ * Picks each new order's progression: by its user id's magic suffix, and for an ordinary order
+ * (no suffix) FAILED instead of SUCCESS with the probability `failRatio` (the fixture's
+ * `fail_ratio`), as if its user id ended in `0002`. The draws come from a seeded stream of their
+ * own, one per ordinary order and none at ratio 0, so the same seed and the same sequence of
+ * creates fail the same orders, whatever webhooks and faults do meanwhile.
+ */
+export class ProgressionPicker {
+  private random: RandomGenerator;
+
+  constructor(
+    private readonly failRatio: number,
+    private readonly seed: number,
+  ) {
+    this.random = xoroshiro128plus((seed ^ FAIL_SEED_SALT) | 0);
+  }
+
+  pick(userId: string | undefined): readonly ProgressionStep[] {
+    const progression = progressionFor(userId);
+    if (progression !== DEFAULT_PROGRESSION || this.failRatio === 0) return progression;
+    return uniformFloat64(this.random) < this.failRatio ? PROGRESSIONS['0002']! : progression;
+  }
+
+  /** Back to the seed (the control API's reset). */
+  reset(): void {
+    this.random = xoroshiro128plus((this.seed ^ FAIL_SEED_SALT) | 0);
+  }
 }

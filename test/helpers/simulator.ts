@@ -52,6 +52,8 @@ export interface DemoFixture {
   members: FixtureMember[];
   categories: FixtureCategory[];
   products: FixtureProduct[];
+  /** Share of ordinary orders that end FAILED (docs/simulator.md, "Several upstreams"); default 0. */
+  fail_ratio?: number;
 }
 
 const DEMO_FIXTURE_PATH = new URL('../../fixtures/demo.json', import.meta.url);

@@ -29,10 +29,31 @@ describe('createSimulator', () => {
       [{ rateLimit: 1.5 }, /rateLimit/],
       [{ port: 70_000 }, /port/],
       [{ webhookTimeoutMs: 0 }, /webhookTimeoutMs/],
+      [{ faults: { webhook_drop: 2 } }, /faults\.webhook_drop: must be between 0 and 1/],
+      [{ faults: { bogus: 1 } }, /faults/],
     ];
     for (const [option, name] of cases) {
       await assert.rejects(createSimulator({ fixture: demoFixture() as never, ...option }), name);
     }
+  });
+
+  test('faults: on from the start, and POST /__sim/reset comes back to them, not to none', async (t) => {
+    const sim = await createSimulator({
+      fixture: DEMO_PATH,
+      faults: { nickname_validator_down: true, webhook_duplicate: 0.5 },
+    });
+    t.after(() => sim.close());
+    const faults = () => httpRequest(`${sim.origin}/__sim/faults`);
+
+    const atStart = (await faults()).body;
+    assert.equal(atStart.nickname_validator_down, true);
+    assert.equal(atStart.webhook_duplicate, 0.5);
+    assert.equal(atStart.error_5xx, 0);
+    await httpRequest(`${sim.origin}/__sim/faults`, {
+      json: { nickname_validator_down: false, error_5xx: 1 },
+    });
+    await httpRequest(`${sim.origin}/__sim/reset`, { method: 'POST' });
+    assert.deepEqual((await faults()).body, atStart);
   });
 
   test('a fixture that does not validate is refused with an error naming the field', async () => {
