@@ -1,3 +1,4 @@
+import { UPSTREAM_NAME_PATTERN, UPSTREAM_NAME_RULE } from '../upstream/model.js';
 import { createSimulator, type Simulator } from './index.js';
 import type { SimulatorOptions } from './simulator-options.js';
 
@@ -5,10 +6,6 @@ import type { SimulatorOptions } from './simulator-options.js';
  * Several simulated upstreams at once (docs/simulator.md, "Several upstreams"): one
  * {@link createSimulator} per upstream, each on its own port with its own fixture and options.
  */
-
-/** An upstream's name, as h2h-sync's upstreams file takes it (docs/upstreams.md): in URLs and variable names. */
-export const UPSTREAM_NAME_PATTERN = /^[a-z][a-z0-9-]{0,31}$/;
-export const UPSTREAM_NAME_RULE = 'must be a-z, digits and -, starting with a letter, at most 32 characters';
 
 /** One upstream to start: its name and the options of its simulator. */
 export interface SimulatedUpstreamOptions extends SimulatorOptions {

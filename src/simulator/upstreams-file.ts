@@ -1,11 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
-import {
-  type SimulatedUpstreamOptions,
-  UPSTREAM_NAME_PATTERN,
-  UPSTREAM_NAME_RULE,
-} from './simulated-upstreams.js';
+import { UPSTREAM_NAME_PATTERN, UPSTREAM_NAME_RULE } from '../upstream/model.js';
+import type { SimulatedUpstreamOptions } from './simulated-upstreams.js';
 import { scalarOptionsSchema } from './simulator-options.js';
 
 /**

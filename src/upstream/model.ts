@@ -98,6 +98,10 @@ export const PARTNER_REF_MAX_LENGTH = 64;
  */
 export const DEFAULT_UPSTREAM = 'default';
 
+/** An upstream's name: it is in URLs, Redis keys and variable names (docs/upstreams.md). */
+export const UPSTREAM_NAME_PATTERN = /^[a-z][a-z0-9-]{0,31}$/;
+export const UPSTREAM_NAME_RULE = 'must be a-z, digits and -, starting with a letter, at most 32 characters';
+
 /**
  * The one partner_ref rule, shared by order placement, the client, the store and the simulator:
  * a partner_ref is 1 to {@link PARTNER_REF_MAX_LENGTH} characters (spec §2: "at most 64

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from '../config/config-error.js';
-import { DEFAULT_UPSTREAM } from './model.js';
+import { DEFAULT_UPSTREAM, UPSTREAM_NAME_PATTERN, UPSTREAM_NAME_RULE } from './model.js';
 
 /**
  * The upstreams a deployment holds accounts with (docs/upstreams.md): the file named by
@@ -12,9 +12,6 @@ import { DEFAULT_UPSTREAM } from './model.js';
  */
 
 export { DEFAULT_UPSTREAM };
-
-/** An upstream's name: it is in URLs, Redis keys and variable names. */
-export const UPSTREAM_NAME_PATTERN = /^[a-z][a-z0-9-]{0,31}$/;
 
 /** One upstream account, as every component receives it. */
 export interface UpstreamAccount {
@@ -34,9 +31,7 @@ export interface UpstreamAccount {
 }
 
 const entrySchema = z.strictObject({
-  name: z
-    .string()
-    .regex(UPSTREAM_NAME_PATTERN, 'must be a-z, digits and -, starting with a letter, at most 32 characters'),
+  name: z.string().regex(UPSTREAM_NAME_PATTERN, UPSTREAM_NAME_RULE),
   base_url: z.url({ protocol: /^https?$/ }).optional(),
   rate_limit: z.int().min(1).optional(),
   priority: z.int().optional(),
