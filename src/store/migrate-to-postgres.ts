@@ -69,13 +69,13 @@ export interface MigrateOptions {
 const quote = (name: string) => `"${name.replaceAll('"', '""')}"`;
 
 /**
- * Copies the SQLite store into the empty PostgreSQL store (docs/store-backends.md, step 6): every
- * table in {@link COPY_ORDER} in ONE PostgreSQL write transaction, ids and seqs kept; then every
- * identity set to its table's max, the row counts and the newest feed seq compared with the
- * source's, and, after COMMIT, `ANALYZE`. The source is read in one SQLite read transaction (one
- * snapshot); if another connection commits to the file meanwhile, the copy is rolled back and
- * refused (`SOURCE_CHANGED`): the apps must be stopped first. A target with any row is refused
- * (`TARGET_NOT_EMPTY`) before anything is written: it never merges.
+ * Copies the SQLite store into the empty PostgreSQL store (docs/store-backends.md, "Moving a SQLite
+ * store to PostgreSQL"): every table in {@link COPY_ORDER} in ONE PostgreSQL write transaction,
+ * ids and seqs kept; then every identity set to its table's max, the row counts and the newest
+ * feed seq compared with the source's, and, after COMMIT, `ANALYZE`. The source is read in one
+ * SQLite read transaction (one snapshot); if another connection commits to the file meanwhile,
+ * the copy is rolled back and refused (`SOURCE_CHANGED`): the apps must be stopped first. A
+ * target with any row is refused (`TARGET_NOT_EMPTY`) before anything is written: it never merges.
  */
 export async function migrateToPostgres({
   source,

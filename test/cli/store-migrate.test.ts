@@ -1,5 +1,6 @@
-// `h2h-sync store migrate --to postgres://…` (docs/store-backends.md, step 6): a real SQLite file
-// copied by the CLI into a private PostgreSQL, then read back through the PostgreSQL store.
+// `h2h-sync store migrate --to postgres://…` (docs/store-backends.md, "Moving a SQLite store to
+// PostgreSQL"): a real SQLite file copied by the CLI into a private PostgreSQL, then read back
+// through the PostgreSQL store.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { wantedTypes } from '../../src/notify/event-filter.js';

@@ -1,6 +1,7 @@
-// The notifier is woken by feed commits (feed.watch, docs/store-backends.md step 5): with its
-// timer far away, an event is still sent at once — its own process's commit and another
-// process's, on both backends (SQLite: the write-ahead log's changes; PostgreSQL: LISTEN/NOTIFY).
+// The notifier is woken by feed commits (feed.watch, docs/store-backends.md, "Waking the feed's
+// readers"): with its timer far away, an event is still sent at once — its own process's commit
+// and another process's, on both backends (SQLite: the write-ahead log's changes; PostgreSQL:
+// LISTEN/NOTIFY).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { generateEndpointSecret } from '../../src/notify/signature.js';

@@ -1,7 +1,7 @@
-// Two hosts, one store (issue 14, docs/store-backends.md step 7): two complete sets of processes
-// (receiver, worker with reconciler and notifier, shop API), each in a working directory of its
-// own, on one PostgreSQL and one Redis; one set is killed with SIGKILL in the middle of a stream
-// of shop orders and upstream webhooks, and the survivor finishes the work.
+// Two hosts, one store (docs/store-backends.md, "Tests on both backends"): two complete sets of
+// processes (receiver, worker with reconciler and notifier, shop API), each in a working
+// directory of its own, on one PostgreSQL and one Redis; one set is killed with SIGKILL in the
+// middle of a stream of shop orders and upstream webhooks, and the survivor finishes the work.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
