@@ -30,7 +30,10 @@ export interface OrderStore {
   readonly pollPlans: PollPlans;
   /** Reads for the CLI, the metrics and the reconciler. */
   readonly queries: OrderQueries;
-  /** Whether the reconciler has stopped calling the upstream, and why (not order state). */
+  /**
+   * Whether the reconciler has stopped calling the upstream, and why (not order state): the
+   * default upstream's, or in a store {@link withClaims} of another upstream, that one's.
+   */
   readonly circuit: UpstreamCircuit;
   /** Every change of every order, in one order (the writer appends in its transactions). */
   readonly feed: ChangeFeed;
@@ -93,12 +96,17 @@ export type ClaimingStore<S extends OrderStore = OrderStore> = S & { readonly cl
 
 /**
  * `store` with the {@link OrderClaims} of `settings` (`reconcilerSettings(config)`) on the orders
- * of `upstream` (default: the default upstream's): the claimer calls that upstream only.
+ * of `upstream` (default: the default upstream's), and that upstream's circuit: the claimer
+ * calls that upstream only, and stops when its circuit is open.
  */
 export function withClaims<S extends OrderStore>(
   store: S,
   settings: PollScheduleSettings,
   upstream: string = DEFAULT_UPSTREAM,
 ): ClaimingStore<S> {
-  return { ...store, claims: new OrderClaims(store, settings, upstream) };
+  return {
+    ...store,
+    claims: new OrderClaims(store, settings, upstream),
+    circuit: new UpstreamCircuit(store.context, upstream),
+  };
 }

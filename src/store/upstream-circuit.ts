@@ -1,3 +1,4 @@
+import { DEFAULT_UPSTREAM } from '../upstream/model.js';
 import type { SqlExecutor } from './sql/executor.js';
 import type { StoreContext } from './store-context.js';
 
@@ -55,23 +56,27 @@ function toOpenCircuit(row: CircuitRow): OpenCircuit {
 }
 
 /**
- * The reconciler's circuit, kept in the order database (`upstream_circuit`, one row while open)
- * so that every process sees it and `h2h-sync status` shows it without Redis. It only keeps the
- * state: when it opens, when it is probed and when it closes are the reconciler's rules
+ * One upstream's circuit (docs/reconciler.md, "The circuit"; docs/upstreams.md), kept in the
+ * order database (`upstream_circuit`, one row per upstream while its circuit is open) so that
+ * every process sees it and `h2h-sync status` shows it without Redis. It only keeps the state:
+ * when it opens, when it is probed and when it closes are the reconciler's rules
  * (`src/reconciler/reconcile-pass.ts`).
  */
-const READ = 'SELECT * FROM upstream_circuit WHERE id = 1';
+const READ = 'SELECT * FROM upstream_circuit WHERE upstream = @upstream';
 
 export class UpstreamCircuit {
   readonly #context: StoreContext;
+  /** The upstream whose circuit this is. */
+  readonly upstream: string;
 
-  constructor(context: StoreContext) {
+  constructor(context: StoreContext, upstream: string = DEFAULT_UPSTREAM) {
     this.#context = context;
+    this.upstream = upstream;
   }
 
   /** The open circuit, or null while it is closed. Reads only. */
   async state(): Promise<OpenCircuit | null> {
-    const row = await this.#context.db.get<CircuitRow>(READ);
+    const row = await this.#context.db.get<CircuitRow>(READ, { upstream: this.upstream });
     return row ? toOpenCircuit(row) : null;
   }
 
@@ -88,8 +93,10 @@ export class UpstreamCircuit {
   /** Closes the circuit; returns the circuit that was open, or null when it was closed already. */
   close(): Promise<OpenCircuit | null> {
     return this.#context.db.write(async (tx) => {
-      const current = await tx.get<CircuitRow>(`${READ} ${tx.dialect.forUpdate}`);
-      await tx.run('DELETE FROM upstream_circuit WHERE id = 1');
+      const current = await tx.get<CircuitRow>(`${READ} ${tx.dialect.forUpdate}`, {
+        upstream: this.upstream,
+      });
+      await tx.run('DELETE FROM upstream_circuit WHERE upstream = @upstream', { upstream: this.upstream });
       return current ? toOpenCircuit(current) : null;
     });
   }
@@ -97,7 +104,9 @@ export class UpstreamCircuit {
   #write(cause: CircuitCause, error: CircuitError, probe: boolean): Promise<OpenCircuit> {
     return this.#context.db.write(async (tx: SqlExecutor) => {
       const now = this.#context.now();
-      const current = await tx.get<CircuitRow>(`${READ} ${tx.dialect.forUpdate}`);
+      const current = await tx.get<CircuitRow>(`${READ} ${tx.dialect.forUpdate}`, {
+        upstream: this.upstream,
+      });
       const row: CircuitRow = {
         cause,
         code: error.code,
@@ -108,13 +117,13 @@ export class UpstreamCircuit {
         probes: (current?.probes ?? 0) + (probe ? 1 : 0),
       };
       await tx.run(
-        `INSERT INTO upstream_circuit (id, cause, code, message, fix, opened_at, probed_at, probes)
-         VALUES (1, @cause, @code, @message, @fix, @opened_at, @probed_at, @probes)
-         ON CONFLICT (id) DO UPDATE SET cause = excluded.cause, code = excluded.code,
+        `INSERT INTO upstream_circuit (upstream, cause, code, message, fix, opened_at, probed_at, probes)
+         VALUES (@upstream, @cause, @code, @message, @fix, @opened_at, @probed_at, @probes)
+         ON CONFLICT (upstream) DO UPDATE SET cause = excluded.cause, code = excluded.code,
            message = excluded.message, fix = excluded.fix,
            opened_at = CASE WHEN @keep = 1 THEN upstream_circuit.opened_at ELSE excluded.opened_at END,
            probed_at = excluded.probed_at, probes = excluded.probes`,
-        { ...row, keep: current ? 1 : 0 },
+        { ...row, upstream: this.upstream, keep: current ? 1 : 0 },
       );
       return toOpenCircuit(row);
     });

@@ -65,4 +65,25 @@ export const SHARED_MIGRATIONS_FROM_18: readonly Migration[] = [
       ALTER TABLE orders ADD COLUMN upstream TEXT NOT NULL DEFAULT 'default';
     `,
   },
+  {
+    version: 21,
+    description:
+      "upstream_circuit: one circuit per upstream (docs/upstreams.md), keyed by its name; an open circuit of the single upstream before this step is the default upstream's",
+    sql: `
+      CREATE TABLE upstream_circuit_v21 (
+        upstream  TEXT    PRIMARY KEY,
+        cause     TEXT    NOT NULL,
+        code      TEXT    NOT NULL,
+        message   TEXT    NOT NULL,
+        fix       TEXT,
+        opened_at BIGINT  NOT NULL,
+        probed_at BIGINT,
+        probes    INTEGER NOT NULL DEFAULT 0
+      );
+      INSERT INTO upstream_circuit_v21 (upstream, cause, code, message, fix, opened_at, probed_at, probes)
+        SELECT 'default', cause, code, message, fix, opened_at, probed_at, probes FROM upstream_circuit;
+      DROP TABLE upstream_circuit;
+      ALTER TABLE upstream_circuit_v21 RENAME TO upstream_circuit;
+    `,
+  },
 ];
