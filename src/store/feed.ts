@@ -14,9 +14,10 @@ export { ORDER_EVENT_TYPES, type OrderEventType };
  * its change, and a crash between the two is impossible. The shop's notifications are delivered
  * from here; the shop reads it from its last cursor to catch up.
  *
- * `seq` is SQLite's AUTOINCREMENT rowid: strictly increasing and never reused, even after the
- * oldest events are pruned. One writer commits at a time, so a reader never sees seq n + 1
- * before seq n.
+ * `seq` is strictly increasing and never reused, even after the oldest events are pruned: SQLite's
+ * AUTOINCREMENT rowid, or on PostgreSQL a counter row updated under the feed lock that every
+ * appending transaction holds (so a rolled-back append leaves no hole). One appender commits at a
+ * time, so a reader never sees seq n + 1 before seq n.
  */
 
 /** Every event type of the feed (decisions.md): the order events, a price change, a low balance. */

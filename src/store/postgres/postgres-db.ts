@@ -168,8 +168,10 @@ export interface OpenPostgresOptions {
 /**
  * The PostgreSQL store's database (docs/store-backends.md): a postgres.js pool; every write a
  * READ COMMITTED transaction whose first statement sets its `lock_timeout` and, when it appends to
- * the feed, takes the feed lock; `writeBatch` one transaction with a savepoint per unit (the
- * group commit: one WAL flush per batch). Reads outside a transaction see the last commit.
+ * the feed, takes the feed lock; `writeBatch` one transaction for the whole batch (the group
+ * commit: one WAL flush per batch), run without savepoints first and, only when a unit fails,
+ * again with a savepoint per unit so that the failed one alone is left out. Reads outside a
+ * transaction see the last commit.
  */
 export class PostgresDb implements StoreDb {
   readonly dialect = POSTGRES_DIALECT;
