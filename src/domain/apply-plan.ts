@@ -69,9 +69,9 @@ export interface ApplyOptions {
    */
   occurredAt?: number;
   /**
-   * The upstream that sent the snapshot, when it is not the order's own client that read it (a
-   * webhook: the upstream whose secret signed it). A snapshot from another upstream than the
-   * order's is recorded and never applied. Default: the order's own; a new order's: `default`.
+   * The upstream that said it: a webhook's is the upstream whose secret signed it, a create
+   * answer's or a poll's the upstream of the client that called. A snapshot from another upstream
+   * than the order's is recorded and never applied. Default: the default upstream.
    */
   upstream?: string;
 }
@@ -271,7 +271,7 @@ export function planApply(input: ApplyInput): ApplyPlan {
       `order ${fields.invoice_number} is unknown locally and its snapshot has no partner_ref: park the event`,
     );
   }
-  if (current !== null && options.upstream !== undefined && options.upstream !== current.upstream) {
+  if (current !== null && (options.upstream ?? DEFAULT_UPSTREAM) !== current.upstream) {
     return planWrongUpstream(current, snapshot, fields, options, now);
   }
   if (current !== null) {

@@ -48,6 +48,8 @@ export const REDACT_PATHS = [
   'upstreams[*].secrets',
   '*.upstreams[*].apiKey',
   '*.upstreams[*].secrets',
+  '*.*.upstreams[*].apiKey',
+  '*.*.upstreams[*].secrets',
   'rawPacket',
   '*.rawPacket',
   ...CREDENTIAL_HEADERS.flatMap(headerPaths),

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { DEFAULT_UPSTREAM } from '../upstream/model.js';
 
 /**
  * BullMQ refuses custom job ids that contain `:` or read as an integer, and every id becomes
@@ -10,6 +11,15 @@ const SAFE_ID_PART = /^[A-Za-z0-9_.~-]{1,128}$/;
 /** Lowercase hex SHA-256 of a string (as UTF-8) or of bytes. */
 export function sha256Hex(value: string | Buffer): string {
   return createHash('sha256').update(value).digest('hex');
+}
+
+/**
+ * The job-id prefix of one upstream's jobs (docs/upstreams.md): `prefix` for the default
+ * upstream's (the ids of a single upstream never change), `prefix@<name>@` for another's. An
+ * upstream name has no `@`, nor has an id-safe value, so two upstreams' ids never meet.
+ */
+export function scopedPrefix(prefix: string, upstream: string | undefined): string {
+  return upstream === undefined || upstream === DEFAULT_UPSTREAM ? prefix : `${prefix}@${upstream}@`;
 }
 
 /**

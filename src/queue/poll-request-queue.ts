@@ -1,5 +1,5 @@
 import type { JobsOptions } from 'bullmq';
-import { jobIdFor } from './job-ids.js';
+import { jobIdFor, scopedPrefix } from './job-ids.js';
 
 /**
  * Requests to poll one order's status early, ahead of the reconciler's schedule. The receiver
@@ -33,10 +33,7 @@ export function pollRequestJobId(request: PollRequestData): string {
   // A partner_ref names one order of the store whatever the upstream; an invoice number is one upstream's.
   if (request.partnerRef) return jobIdFor('poll-ref', request.partnerRef);
   if (request.invoiceNumber) {
-    return jobIdFor(
-      request.upstream === undefined ? 'poll-inv' : `poll-inv@${request.upstream}`,
-      request.invoiceNumber,
-    );
+    return jobIdFor(scopedPrefix('poll-inv', request.upstream), request.invoiceNumber);
   }
   throw new TypeError('a poll request needs a partnerRef or an invoiceNumber');
 }

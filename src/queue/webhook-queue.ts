@@ -2,7 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import type { JobsOptions } from 'bullmq';
 import { DEFAULT_UPSTREAM } from '../upstream/model.js';
 import { DEFAULT_PRIVATE_REDIS_PORT } from './defaults.js';
-import { jobIdFor, sha256Hex } from './job-ids.js';
+import { jobIdFor, scopedPrefix, sha256Hex } from './job-ids.js';
 import { findOrderInWebhook, parseWebhookBody } from './webhook-order.js';
 
 /**
@@ -95,19 +95,25 @@ function webhookJobName(body: unknown): string {
  * and has one, else the SHA-256 of the raw body. The `X-Event-Id` header is not covered by the
  * signature and plays no part (a replay under fresh header ids is still one event). The job id
  * is derived from the key (see {@link jobIdFor}): `ev-<event id>` (or `evh-<sha256 of the event
- * id>` for an id BullMQ could not take as is), or `body-<sha256 hex>`.
+ * id>` for an id BullMQ could not take as is), or `body-<sha256 hex>`; for another upstream than
+ * the default one the prefix carries its name ({@link scopedPrefix}: `ev@<name>@-…`).
  */
 export function webhookIdentity(rawBody: Buffer, upstream: string = DEFAULT_UPSTREAM): WebhookIdentity {
   const parsed = parseWebhookBody(rawBody);
   const eventId = parsed.ok ? eventIdOf(parsed.body) : null;
   const jobName = parsed.ok ? webhookJobName(parsed.body) : UNPARSED_WEBHOOK_JOB_NAME;
   // Two suppliers' event ids are not one namespace: another upstream's job ids carry its name.
-  const scope = upstream === DEFAULT_UPSTREAM ? '' : `@${upstream}`;
   if (eventId) {
-    return { dedupeKey: `event-id:${eventId}`, jobId: jobIdFor(`ev${scope}`, eventId), eventId, jobName };
+    const jobId = jobIdFor(scopedPrefix('ev', upstream), eventId);
+    return { dedupeKey: `event-id:${eventId}`, jobId, eventId, jobName };
   }
   const digest = sha256Hex(rawBody);
-  return { dedupeKey: `body-sha256:${digest}`, jobId: `body${scope}-${digest}`, eventId: null, jobName };
+  return {
+    dedupeKey: `body-sha256:${digest}`,
+    jobId: `${scopedPrefix('body', upstream)}-${digest}`,
+    eventId: null,
+    jobName,
+  };
 }
 
 /**

@@ -290,7 +290,8 @@ export async function buildReceiverApp(options: ReceiverAppOptions): Promise<Fas
   app.setNotFoundHandler(async (request) => {
     throw new ReceiverHttpError(
       'NOT_FOUND',
-      `no route ${request.method} ${request.url}; webhooks are POSTed to ${[...webhookUrls].join(' or ')}`,
+      // The upstreams' names stay off the internet-facing port: the path's form only.
+      `no route ${request.method} ${request.url}; webhooks are POSTed to ${path}${routes.length > 1 ? ` or ${upstreamWebhookPath(path, '<upstream>')}` : ''}`,
     );
   });
 

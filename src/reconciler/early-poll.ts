@@ -18,6 +18,11 @@ export type EarlyPollResult =
       order: LocalOrder;
     }
   | {
+      /** The order is another upstream's: this reconciler's client does not call about it. */
+      kind: 'other_upstream';
+      order: LocalOrder;
+    }
+  | {
       /** Unknown locally, and the upstream answers 404 for it too. */
       kind: 'unknown_order';
     }
@@ -41,7 +46,11 @@ export type EarlyPollResult =
 export async function pollOrderNow(deps: ReconcilerDeps, ref: string): Promise<EarlyPollResult> {
   const { store } = deps;
   const claim = await store.claims.claimOrder(ref);
-  if (claim && !claim.claimed) return { kind: 'busy', order: claim.order };
+  if (claim && !claim.claimed) {
+    return claim.order.upstream === store.claims.upstream
+      ? { kind: 'busy', order: claim.order }
+      : { kind: 'other_upstream', order: claim.order };
+  }
   if (claim) {
     const result = await pollClaimedOrder(deps, claim.order);
     if (result.kind === 'polled') return result;

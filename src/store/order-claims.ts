@@ -129,7 +129,8 @@ export class OrderClaims {
   /**
    * Claims one order (by partner_ref, else invoice number), due or not, open or settled: for an
    * early poll, or for `placeOrder` to send its create. `claimed: false` when another process
-   * holds a live claim on it; undefined when the order is unknown locally or on another upstream.
+   * holds a live claim on it, and for an order of another upstream (its `upstream` says which: no
+   * client of this one may call about it); undefined when the order is unknown locally.
    */
   claimOrder(
     ref: string,
@@ -137,7 +138,8 @@ export class OrderClaims {
     return this.#context.db.write(async (tx) => {
       const now = this.#context.now();
       const row = await this.#context.findForWrite(tx, ref, ref);
-      if (!row || row.upstream !== this.upstream) return undefined;
+      if (!row) return undefined;
+      if (row.upstream !== this.upstream) return { order: toLocalOrder(row), claimed: false };
       const { poll_leased_until: leasedUntil } = row;
       if (leasedUntil !== null && leasedUntil > now) return { order: toLocalOrder(row), claimed: false };
       return { order: await this.#lease(tx, row, now), claimed: true };

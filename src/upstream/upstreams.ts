@@ -40,13 +40,30 @@ const entrySchema = z.strictObject({
 const fileSchema = z.strictObject({
   upstreams: z
     .array(
-      entrySchema.refine((entry) => entry.name === DEFAULT_UPSTREAM || entry.base_url !== undefined, {
-        path: ['base_url'],
-        message: 'is required (only the default upstream takes H2H_BASE_URL)',
-      }),
+      entrySchema
+        .refine((entry) => entry.name === DEFAULT_UPSTREAM || entry.base_url !== undefined, {
+          path: ['base_url'],
+          message: 'is required (only the default upstream takes H2H_BASE_URL)',
+        })
+        .refine((entry) => entry.name !== DEFAULT_UPSTREAM || entry.base_url === undefined, {
+          path: ['base_url'],
+          message: "is the default upstream's H2H_BASE_URL: set it there, not in the file",
+        })
+        .refine((entry) => entry.name !== DEFAULT_UPSTREAM || entry.rate_limit === undefined, {
+          path: ['rate_limit'],
+          message: "is the default upstream's H2H_RATE_LIMIT: set it there, not in the file",
+        }),
     )
     .min(1, 'must list at least one upstream')
     .superRefine((entries, ctx) => {
+      // Orders are placed and polled on the default upstream until routing is built, so its
+      // webhooks must keep their path (docs/upstreams.md, "Built so far").
+      if (entries.length > 0 && !entries.some((entry) => entry.name === DEFAULT_UPSTREAM)) {
+        ctx.addIssue({
+          code: 'custom',
+          message: 'must list the default upstream ({"name": "default"}): orders are placed on it',
+        });
+      }
       const seen = new Set<string>();
       entries.forEach((entry, i) => {
         if (seen.has(entry.name)) {
@@ -103,13 +120,7 @@ export function readUpstreamAccounts(sources: AccountSources): UpstreamAccount[]
   return entries.map((entry, i): UpstreamAccount => {
     const variables = accountVariables(entry.name);
     if (entry.name === DEFAULT_UPSTREAM) {
-      const account = defaultAccount();
-      return {
-        ...account,
-        baseUrl: entry.base_url ?? account.baseUrl,
-        rateLimit: entry.rate_limit ?? account.rateLimit,
-        priority: entry.priority ?? i,
-      };
+      return { ...defaultAccount(), priority: entry.priority ?? i };
     }
     const env = (name: string) => (sources.env[name] === '' ? undefined : sources.env[name]);
     return {

@@ -110,6 +110,17 @@ test('a bad file is refused at start-up, naming the file, the upstream and the f
     refusal(/upstreams\[1\] \("default"\)\.name: "default" is listed twice/),
   );
   assert.throws(load({ upstreams: [] }), refusal(/upstreams: must list at least one upstream/));
+  // Orders are placed on the default upstream: its webhooks keep their path, its settings their variables.
+  assert.throws(
+    load({ upstreams: [{ name: 'beta', base_url: 'https://b.example' }] }),
+    refusal(/upstreams: must list the default upstream \(\{"name": "default"\}\): orders are placed on it/),
+  );
+  assert.throws(
+    load({ upstreams: [{ name: 'default', base_url: 'https://a.example', rate_limit: 30 }] }),
+    refusal(
+      /upstreams\[0\] \("default"\)\.base_url: is the default upstream's H2H_BASE_URL: set it there.*rate_limit: is the default upstream's H2H_RATE_LIMIT/,
+    ),
+  );
   assert.throws(
     () => loadConfig({ H2H_UPSTREAMS_FILE: '/nonexistent/upstreams.json' }),
     refusal(/H2H_UPSTREAMS_FILE \/nonexistent\/upstreams\.json is not valid: it cannot be read \(ENOENT\)/),
@@ -118,7 +129,10 @@ test('a bad file is refused at start-up, naming the file, the upstream and the f
 
 test("the receiver refuses to start without an upstream's webhook secrets, naming its variable", (t) => {
   const config = loadConfig({
-    H2H_UPSTREAMS_FILE: upstreamsFile(t, { upstreams: [{ name: 'beta', base_url: 'https://b.example' }] }),
+    H2H_UPSTREAMS_FILE: upstreamsFile(t, {
+      upstreams: [{ name: 'default' }, { name: 'beta', base_url: 'https://b.example' }],
+    }),
+    H2H_API_SECRET: 'default-secret',
   });
   assert.throws(
     () => receiverSettings(config),
@@ -130,7 +144,9 @@ test("the receiver refuses to start without an upstream's webhook secrets, namin
 
 test("every upstream's key and secrets are redacted from logs", (t) => {
   const config = loadConfig({
-    H2H_UPSTREAMS_FILE: upstreamsFile(t, { upstreams: [{ name: 'beta', base_url: 'https://b.example' }] }),
+    H2H_UPSTREAMS_FILE: upstreamsFile(t, {
+      upstreams: [{ name: 'default' }, { name: 'beta', base_url: 'https://b.example' }],
+    }),
     H2H_UPSTREAM_BETA_API_KEY: 'key-beta-123',
     H2H_UPSTREAM_BETA_API_SECRET: 'secret-beta-456',
   });

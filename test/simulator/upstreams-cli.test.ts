@@ -18,12 +18,12 @@ const fixture = (file: string) => JSON.parse(readFileSync(join(FIXTURES, file), 
 const get = (url: string, key: string) => httpRequest(url, { headers: { 'x-api-key': key } });
 
 describe('upstreams file', () => {
-  test('fixtures/two-upstreams.json: alpha on the demo fixture at 4010, beta on fixtures/beta.json at 4011 (cheaper, 150,000, fail_ratio 0.25)', async (t) => {
+  test('fixtures/two-upstreams.json: default on the demo fixture at 4010, beta on fixtures/beta.json at 4011 (cheaper, 150,000, fail_ratio 0.25)', async (t) => {
     const entries = await readUpstreamsFile(join(FIXTURES, 'two-upstreams.json'));
     assert.deepEqual(
       entries.map(({ name, fixture, port }) => ({ name, fixture, port })),
       [
-        { name: 'alpha', fixture: join(FIXTURES, 'demo.json'), port: 4010 },
+        { name: 'default', fixture: join(FIXTURES, 'demo.json'), port: 4010 },
         { name: 'beta', fixture: join(FIXTURES, 'beta.json'), port: 4011 },
       ],
     );

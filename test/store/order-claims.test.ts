@@ -31,9 +31,49 @@ describeEachBackend('the claims on orders and the record of their polls', (backe
     const beta = withClaims(store, store.claims.settings, 'beta');
 
     assert.deepEqual(refs(await store.claims.dueForPoll(10)), ['on-default']);
-    assert.equal(await store.claims.claimOrder('on-beta'), undefined);
+    assert.deepEqual(await store.claims.claimOrder('on-beta'), {
+      order: await store.queries.getOrder('on-beta'),
+      claimed: false,
+    });
     assert.deepEqual(refs(await beta.claims.claimDueForPoll(10)), ['on-beta']);
     assert.deepEqual(refs(await store.claims.claimDueForPoll(10)), ['on-default']);
+  });
+
+  test("a poll's or a create's answer, the default upstream's client's, never changes another upstream's order", async (t) => {
+    const { store } = await backend.tempStore(t);
+    await store.writer.applyOrderSnapshot(snapshot('on-beta', 'PROCESSING'), {
+      source: 'webhook',
+      eventId: 'beta/e1',
+      upstream: 'beta',
+    });
+
+    const polled = await store.writer.applyOrderSnapshot(snapshot('on-beta', 'FAILED'), { source: 'poll' });
+
+    assert.equal(polled.reason, 'wrong_upstream');
+    assert.equal((await store.queries.getOrder('on-beta'))?.status, 'PROCESSING');
+  });
+
+  test("the audit and the submission pump of one upstream never take another upstream's orders", async (t) => {
+    const { store, clock } = await backend.tempStore(t, { auditWindowMs: 86_400_000, auditEveryMs: 1 });
+    const beta = withClaims(store, store.claims.settings, 'beta');
+    await store.writer.applyOrderSnapshot(snapshot('beta-success', 'SUCCESS', { serial_number: 'SN' }), {
+      source: 'webhook',
+      eventId: 'beta/e2',
+      upstream: 'beta',
+    });
+    await store.writer.createLocalOrder({
+      partnerRef: 'beta-queued',
+      productCode: 'ML86',
+      data: DATA,
+      queued: true,
+      upstream: 'beta',
+    });
+    clock.advance(60_000);
+
+    assert.equal(await store.claims.claimForAudit(), undefined);
+    assert.equal(await store.claims.claimNextQueued(), undefined);
+    assert.equal((await beta.claims.claimForAudit())?.partnerRef, 'beta-success');
+    assert.equal((await beta.claims.claimNextQueued())?.partnerRef, 'beta-queued');
   });
 
   test('a change pushes the first poll back and resets the poll count; a non-change keeps the schedule', async (t) => {

@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { test } from 'node:test';
 import type { Database } from 'better-sqlite3';
 import type { WebhookProducer } from '../../src/queue/webhook-producer.js';
+import { storedEventId } from '../../src/queue/webhook-queue.js';
 import { freezableProxy } from '../helpers/receiver.js';
 import { privateRedis } from '../helpers/redis.js';
 import { openTestStore, otherConnection, snapshot, tempDbPath } from '../helpers/store.js';
@@ -181,7 +182,7 @@ test('a worker cut off from Redis after committing exits within its deadline; an
   );
   // The jobs it left whose events it had committed: the batch held by the frozen Redis.
   const committedNotCompleted = takenOver
-    .filter((job) => committed.has(job.data.eventId!))
+    .filter((job) => committed.has(storedEventId(job.data)))
     .map((job) => job.id);
   assert.ok(committedNotCompleted.length > 0, 'it committed events whose completions never reached Redis');
 

@@ -46,8 +46,13 @@ test("each upstream's webhooks are taken at its own path with its own secret, an
   assert.equal(defaultSecretAtBeta.statusCode, 401);
   assert.equal(betaSecretAtDefault.statusCode, 401);
   assert.equal(unknown.statusCode, 404);
-  assert.match(unknown.json().error, /webhooks are POSTed to \/webhooks\/h2h or \/webhooks\/h2h\/beta/);
-  const job = await receiver.producer.webhookQueue.getJob('ev@beta-evt_paths');
+  assert.match(unknown.json().error, /webhooks are POSTed to \/webhooks\/h2h or \/webhooks\/h2h\/<upstream>/);
+  assert.equal(
+    unknown.json().error.includes('beta'),
+    false,
+    "the upstreams' names are not told to the internet",
+  );
+  const job = await receiver.producer.webhookQueue.getJob('ev@beta@-evt_paths');
   assert.equal(job?.data.upstream, 'beta', 'the queued event says which upstream signed it');
 });
 

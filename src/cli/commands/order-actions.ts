@@ -80,6 +80,12 @@ function refreshReport(result: EarlyPollResult): RefreshReport {
       };
     case 'unknown_order':
       return { result: result.kind, refreshed: true, note: 'the upstream has no such order' };
+    case 'other_upstream':
+      return {
+        result: result.kind,
+        refreshed: false,
+        note: `placed on upstream ${result.order.upstream}, which this command does not call; shown as stored`,
+      };
     case 'kept':
       return {
         result: result.kind,
