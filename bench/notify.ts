@@ -8,7 +8,8 @@
  *   each change and its feed event in one transaction, and notes the time of each commit. It
  *   commits through `--writers` connections at once, as several API processes or worker hosts
  *   would (default 1 on SQLite, whose one write lock takes one commit at a time anyway; 8 on
- *   PostgreSQL, where one connection waits for each commit's fsync before the next);
+ *   PostgreSQL, where they overlap all but the feed-appending commits themselves: the feed lock
+ *   is held through each one's WAL flush, docs/performance.md "Notifications");
  * - the real worker process (`h2h-sync worker`, reconciler off; its Redis a private
  *   redis-server): its notifier fills the outbox from the feed and POSTs each event;
  * - a shop: an HTTP server on 127.0.0.1 that verifies every delivery with the `standardwebhooks`
