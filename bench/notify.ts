@@ -3,24 +3,29 @@
  * `npm run bench:notify-goals` runs it for the two goals (docs/performance.md, "Notifications").
  *
  * Three processes on real parts, as in production:
- * - this one commits order changes to a SQLite file (`synchronous=FULL`, on the project's disk)
- *   at `--rate` events/s, each change and its feed event in one transaction, and notes the time
- *   of each commit;
+ * - this one commits order changes to the store (`--store`: a SQLite file, `synchronous=FULL`,
+ *   or a private PostgreSQL server, fsync on; both on the project's disk) at `--rate` events/s,
+ *   each change and its feed event in one transaction, and notes the time of each commit. It
+ *   commits through `--writers` connections at once, as several API processes or worker hosts
+ *   would (default 1 on SQLite, whose one write lock takes one commit at a time anyway; 8 on
+ *   PostgreSQL, where they overlap all but the feed-appending commits themselves: the feed lock
+ *   is held through each one's WAL flush, docs/performance.md "Notifications");
  * - the real worker process (`h2h-sync worker`, reconciler off; its Redis a private
  *   redis-server): its notifier fills the outbox from the feed and POSTs each event;
  * - a shop: an HTTP server on 127.0.0.1 that verifies every delivery with the `standardwebhooks`
  *   package, notes when the whole body had arrived, and answers 200.
  * Orders go through four changes each (submitted, PROCESSING, SUCCESS, SUCCESS with the serial),
  * `--orders` of them interleaved, so the endpoint keeps each order's events in sequence as it
- * must. Latency = the shop's arrival time − the commit time (both processes read the same
- * clock: `performance.timeOrigin + performance.now()`).
+ * must (and all of an order's changes go through the same writer, one after another).
+ * Latency = the shop's arrival time − the commit time (both processes read the same clock:
+ * `performance.timeOrigin + performance.now()`).
  *
  * The first `--warmup` s of commits (JIT, connections, lazily loaded code) are checked like the
  * rest but not timed. The run is **sustained** when every event arrived once, the commits kept
  * the rate, and the events of the last 10 s still arrived within a second (p99): a worker that
  * cannot keep up grows a backlog, and its latency grows with it, by seconds over a minute.
  *
- *   npm run bench:notify -- [--rate 50] [--duration 30] [--warmup 3] [--orders 50] [--max-p99 100] [--store sqlite|postgres] [--json] [--keep-store] [--cpu-prof DIR] [--timeline FILE]
+ *   npm run bench:notify -- [--rate 50] [--duration 30] [--warmup 3] [--orders 50] [--max-p99 100] [--store sqlite|postgres] [--writers N] [--json] [--keep-store] [--cpu-prof DIR] [--timeline FILE]
  *
  * `--cpu-prof DIR` writes a V8 CPU profile of the worker process to DIR; `--timeline FILE` writes
  * every event's seq, commit time (ms since the first commit) and latency as CSV.
@@ -58,6 +63,7 @@ const { values: flags } = parseArgs({
     json: { type: 'boolean', default: false },
     'keep-store': { type: 'boolean', default: false },
     store: { type: 'string', default: 'sqlite' },
+    writers: { type: 'string' },
     'cpu-prof': { type: 'string' },
     timeline: { type: 'string' },
   },
@@ -231,10 +237,12 @@ async function bench(): Promise<number> {
   if (flags.store !== 'sqlite' && flags.store !== 'postgres') {
     throw new Error(`--store must be sqlite or postgres, got ${JSON.stringify(flags.store)}`);
   }
+  const WRITERS = Math.max(1, Number(flags.writers ?? (flags.store === 'postgres' ? 8 : 1)));
   const storeAt = await benchStore(flags.store as BenchStoreKind, dir);
   const children: Array<ReturnType<typeof fork>> = [];
   try {
-    const store = await openStore(storeAt.url, { role: 'bench' });
+    // A connection per writer (PostgreSQL), and one for the bench's reads.
+    const store = await openStore(storeAt.url, { role: 'bench', poolMax: WRITERS + 1 });
     const secret = generateEndpointSecret();
 
     const shopProcess = fork(import.meta.filename, ['--role', 'shop'], {
@@ -274,27 +282,26 @@ async function bench(): Promise<number> {
     await nextMessage<string>(worker, (m) => m === 'ready');
     const dispatchEveryMs = loadConfig(env).settings.H2H_NOTIFY_DISPATCH_EVERY_MS;
 
-    // Commit at RATE: order n's k-th change is change k·ORDERS + (n mod ORDERS) of its batch.
+    // Commit at RATE: event i is due i / RATE s after the start; it is change k of order n of
+    // its batch when i = batch · 4·ORDERS + k·ORDERS + n.
     const committedAt = new Map<number, number>();
     // Events of the warm-up (JIT, connections, lazily loaded code) are checked, not timed.
     const warmupEvents = Math.round(RATE * WARMUP_S);
-    let firstTimedSeq = Number.POSITIVE_INFINITY;
-    let workerCpuAtStart = warmupEvents === 0 ? cpuMs(worker.pid) : undefined;
-    let loopCpuAtStart = warmupEvents === 0 ? cpuMs(worker.pid, { mainThread: true }) : undefined;
-    let machineAtStart = warmupEvents === 0 ? machineCpu() : undefined;
+    const untimed = new Set<number>();
+    let workerCpuAtStart: number | undefined;
+    let loopCpuAtStart: number | undefined;
+    let machineAtStart: ReturnType<typeof machineCpu>;
     let steal: ReturnType<typeof sampleSteal> | undefined;
     const write = async (i: number) => {
       if (i === warmupEvents) {
-        firstTimedSeq = (await store.feed.lastSeq()) + 1;
         workerCpuAtStart = cpuMs(worker.pid);
         loopCpuAtStart = cpuMs(worker.pid, { mainThread: true });
         machineAtStart = machineCpu();
-        steal ??= sampleSteal();
+        steal = sampleSteal();
       }
       const batch = Math.floor(i / (ORDERS * 4));
       const step = Math.floor((i % (ORDERS * 4)) / ORDERS);
       const ref = `bench-${batch}-${i % ORDERS}`;
-      const before = await store.feed.lastSeq();
       if (step === 0) {
         await store.writer.createLocalOrder({
           partnerRef: ref,
@@ -316,19 +323,26 @@ async function bench(): Promise<number> {
         await store.writer.applyOrderSnapshot(snapshotOf(ref, 'SUCCESS', `SN-${ref}`), { source: 'poll' });
       }
       const at = clock();
-      const last = await store.feed.lastSeq();
-      for (let seq = before + 1; seq <= last; seq++) committedAt.set(seq, at);
+      // The order's events not seen before are this change's: only this writer writes the order.
+      for (const { seq } of await store.feed.ofOrder(ref)) {
+        if (committedAt.has(seq)) continue;
+        committedAt.set(seq, at);
+        if (i < warmupEvents) untimed.add(seq);
+      }
     };
     const started = performance.now();
     const startedAt = clock();
-    let written = 0;
-    while (written < total) {
-      const due = Math.min(total, Math.floor(((performance.now() - started) / 1000) * RATE));
-      while (written < due) await write(written++);
-      await new Promise((resolve) => setTimeout(resolve, 1));
-    }
+    /** Writer w commits the changes of orders n with n mod WRITERS = w, each once it is due. */
+    const writer = async (w: number) => {
+      for (let i = 0; i < total; i++) {
+        if ((i % ORDERS) % WRITERS !== w) continue;
+        const wait = started + (1000 * i) / RATE - performance.now();
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+        await write(i);
+      }
+    };
+    await Promise.all(Array.from({ length: WRITERS }, (_, w) => writer(w)));
     const writeSeconds = (performance.now() - started) / 1000;
-    if (!Number.isFinite(firstTimedSeq)) firstTimedSeq = 1;
 
     // Wait for the shop to have every event (or 60 s after the last commit).
     const deadline = Date.now() + 60_000;
@@ -383,7 +397,7 @@ async function bench(): Promise<number> {
     const lost = [...committedAt.keys()].filter((seq) => !firstArrival.has(seq)).length;
     const unknown = [...firstArrival.keys()].filter((seq) => !committedAt.has(seq)).length;
     const latencies = [...firstArrival]
-      .filter(([seq]) => committedAt.has(seq) && seq >= firstTimedSeq)
+      .filter(([seq]) => committedAt.has(seq) && !untimed.has(seq))
       .map(([seq, at]) => at - committedAt.get(seq)!)
       .sort((a, b) => a - b);
     // The events committed in the last 10 s: their latency grows with a backlog that grows.
@@ -413,6 +427,8 @@ async function bench(): Promise<number> {
       warmupS: WARMUP_S,
       timed: latencies.length,
       orders: ORDERS,
+      store: flags.store,
+      writers: WRITERS,
       dispatchEveryMs,
       committed: committedAt.size,
       received: firstArrival.size,
@@ -464,7 +480,7 @@ async function bench(): Promise<number> {
     } else {
       console.log(
         `bench:notify — ${result.committed.toLocaleString('en-US')} events committed at ${result.achievedRate}/s ` +
-          `(asked ${RATE}/s for ${WARMUP_S} s of warm-up + ${DURATION_S} s timed, ${ORDERS} orders at a time); notifier's timer every ${dispatchEveryMs} ms; ${result.machine}`,
+          `(asked ${RATE}/s for ${WARMUP_S} s of warm-up + ${DURATION_S} s timed, ${ORDERS} orders at a time, ${WRITERS} writer${WRITERS === 1 ? '' : 's'} on ${flags.store}); notifier's timer every ${dispatchEveryMs} ms; ${result.machine}`,
       );
       const rows: Array<[string, string]> = [
         ['commit → shop 2xx p50', `${result.p50Ms} ms`],

@@ -369,11 +369,13 @@ export class NotifyOutbox {
     await tx.run('DELETE FROM notify_outbox WHERE endpoint_id = @endpoint AND seq = @seq', key);
     if (row.partner_ref !== null) {
       // Its order's next notification is due now (unless one of the order is due or sent already).
+      // The index named for SQLite: without ANALYZE figures its planner read the NOT EXISTS through
+      // the primary key, every row of the endpoint, so each settlement cost more as a backlog grew.
       await tx.run(
         `UPDATE notify_outbox SET next_at = @now
          WHERE endpoint_id = @endpoint AND partner_ref = @ref AND next_at IS NULL
            AND seq = (SELECT MIN(seq) FROM notify_outbox m WHERE m.endpoint_id = @endpoint AND m.partner_ref = @ref)
-           AND NOT EXISTS (SELECT 1 FROM notify_outbox r
+           AND NOT EXISTS (SELECT 1 FROM notify_outbox r ${tx.dialect.indexedBy('notify_outbox_order')}
                            WHERE r.endpoint_id = @endpoint AND r.partner_ref = @ref AND r.next_at IS NOT NULL)`,
         { endpoint: item.endpointId, ref: row.partner_ref, now: this.#context.now() },
       );
