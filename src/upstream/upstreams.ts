@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from '../config/config-error.js';
+import { list } from '../config/variables.js';
 import { DEFAULT_UPSTREAM, UPSTREAM_NAME_PATTERN, UPSTREAM_NAME_RULE } from './model.js';
 
 /**
@@ -81,12 +82,6 @@ export function accountVariables(name: string): UpstreamAccount['variables'] {
   return { apiKey: `${stem}_API_KEY`, secret: `${stem}_API_SECRET` };
 }
 
-const secretList = (value: string | undefined) =>
-  (value ?? '')
-    .split(',')
-    .map((part) => part.trim())
-    .filter(Boolean);
-
 /** What the accounts are made of besides the file: today's settings and the environment. */
 export interface AccountSources {
   /** `H2H_UPSTREAMS_FILE`, when set. */
@@ -127,7 +122,7 @@ export function readUpstreamAccounts(sources: AccountSources): UpstreamAccount[]
       name: entry.name,
       baseUrl: entry.base_url,
       apiKey: env(variables.apiKey),
-      secrets: secretList(env(variables.secret)),
+      secrets: list.parse(env(variables.secret) ?? ''),
       rateLimit: entry.rate_limit ?? sources.rateLimit,
       priority: entry.priority ?? i,
       variables,
