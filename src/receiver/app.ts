@@ -320,6 +320,7 @@ export async function buildReceiverApp(options: ReceiverAppOptions): Promise<Fas
     }
   }
 
+  // One route per upstream, each verifying with that upstream's secrets only (docs/upstreams.md).
   for (const { upstream, secrets, url } of routes)
     app.post(url, { config: { rawBody: true }, bodyLimit }, async (request, reply) => {
       const started = performance.now();
