@@ -20,12 +20,21 @@
  * Latency = the shop's arrival time − the commit time (both processes read the same clock:
  * `performance.timeOrigin + performance.now()`).
  *
+ * `--source worker`: the changes reach the store the way a deployment's webhooks do. The bench
+ * queues each one as a webhook job with the receiver's own producer (`enqueueWebhook`, into the
+ * worker's Redis), at `--rate`, each order's in order, and the worker's event worker commits them
+ * (its group commits, in the process of the notifier: no second process takes the write lock). The
+ * first webhook of an order creates it, as for an order placed elsewhere. Latency = the shop's
+ * arrival − the moment the enqueue was acknowledged (the receiver's 2xx): what a reseller feels
+ * end to end. The feed tells which change each event is (order, status, serial), and every
+ * order's final state is checked against its last change queued.
+ *
  * The first `--warmup` s of commits (JIT, connections, lazily loaded code) are checked like the
  * rest but not timed. The run is **sustained** when every event arrived once, the commits kept
  * the rate, and the events of the last 10 s still arrived within a second (p99): a worker that
  * cannot keep up grows a backlog, and its latency grows with it, by seconds over a minute.
  *
- *   npm run bench:notify -- [--rate 50] [--duration 30] [--warmup 3] [--orders 50] [--max-p99 100] [--store sqlite|postgres] [--writers N] [--json] [--keep-store] [--cpu-prof DIR] [--timeline FILE]
+ *   npm run bench:notify -- [--rate 50] [--duration 30] [--warmup 3] [--orders 50] [--max-p99 100] [--store sqlite|postgres] [--source store|worker] [--writers N] [--json] [--keep-store] [--cpu-prof DIR] [--timeline FILE]
  *
  * `--cpu-prof DIR` writes a V8 CPU profile of the worker process to DIR; `--timeline FILE` writes
  * every event's seq, commit time (ms since the first commit) and latency as CSV.
@@ -48,6 +57,8 @@ import { Webhook } from 'standardwebhooks';
 import { loadConfig } from '../src/config/config.js';
 import { startRedisServer } from '../src/dev/redis-server.js';
 import { generateEndpointSecret } from '../src/notify/signature.js';
+import { createWebhookProducer } from '../src/queue/webhook-producer.js';
+import { MAX_FEED_PAGE } from '../src/store/feed.js';
 import { openStore } from '../src/store/open-store.js';
 import type { Order } from '../src/upstream/model.js';
 import { type BenchStoreKind, benchStore } from './bench-store.js';
@@ -63,6 +74,7 @@ const { values: flags } = parseArgs({
     json: { type: 'boolean', default: false },
     'keep-store': { type: 'boolean', default: false },
     store: { type: 'string', default: 'sqlite' },
+    source: { type: 'string', default: 'store' },
     writers: { type: 'string' },
     'cpu-prof': { type: 'string' },
     timeline: { type: 'string' },
@@ -130,6 +142,17 @@ function snapshotOf(ref: string, status: string, serial: string | null = null): 
     success_at: status === 'SUCCESS' ? '2026-11-01T00:01:00.000Z' : null,
   };
 }
+
+/** The four changes of an order, in order: status and serial (the bench's `step` 0–3). */
+const CHANGES = [
+  ['PENDING', false],
+  ['PROCESSING', false],
+  ['SUCCESS', false],
+  ['SUCCESS', true],
+] as const;
+
+/** What tells one change of an order from its others, in the feed's events and the store. */
+const changeKey = (ref: string, status: string | null, serial: string | null) => `${ref} ${status} ${serial}`;
 
 /**
  * CPU time (user + system) process `pid` has used so far, ms, from /proc (Linux); undefined
@@ -237,6 +260,10 @@ async function bench(): Promise<number> {
   if (flags.store !== 'sqlite' && flags.store !== 'postgres') {
     throw new Error(`--store must be sqlite or postgres, got ${JSON.stringify(flags.store)}`);
   }
+  if (flags.source !== 'store' && flags.source !== 'worker') {
+    throw new Error(`--source must be store or worker, got ${JSON.stringify(flags.source)}`);
+  }
+  const VIA_WORKER = flags.source === 'worker';
   const WRITERS = Math.max(1, Number(flags.writers ?? (flags.store === 'postgres' ? 8 : 1)));
   const storeAt = await benchStore(flags.store as BenchStoreKind, dir);
   const children: Array<ReturnType<typeof fork>> = [];
@@ -280,11 +307,20 @@ async function bench(): Promise<number> {
     });
     children.push(worker);
     await nextMessage<string>(worker, (m) => m === 'ready');
+    // --source worker: the receiver's producer, on the worker's Redis.
+    const producer = VIA_WORKER
+      ? createWebhookProducer({ redisUrl: redis.url, enqueueTimeoutMs: 10_000 })
+      : undefined;
+    await producer?.ping();
     const dispatchEveryMs = loadConfig(env).settings.H2H_NOTIFY_DISPATCH_EVERY_MS;
 
     // Commit at RATE: event i is due i / RATE s after the start; it is change k of order n of
     // its batch when i = batch · 4·ORDERS + k·ORDERS + n.
     const committedAt = new Map<number, number>();
+    // --source worker: when each change's enqueue was acknowledged, by changeKey; the last of each order.
+    const queuedAt = new Map<string, number>();
+    const untimedChanges = new Set<string>();
+    const lastChange = new Map<string, string>();
     // Events of the warm-up (JIT, connections, lazily loaded code) are checked, not timed.
     const warmupEvents = Math.round(RATE * WARMUP_S);
     const untimed = new Set<number>();
@@ -302,6 +338,29 @@ async function bench(): Promise<number> {
       const batch = Math.floor(i / (ORDERS * 4));
       const step = Math.floor((i % (ORDERS * 4)) / ORDERS);
       const ref = `bench-${batch}-${i % ORDERS}`;
+      if (producer) {
+        const [status, withSerial] = CHANGES[step]!;
+        const serial = withSerial ? `SN-${ref}` : null;
+        const eventId = `${ref}-${step}`;
+        await producer.enqueueWebhook({
+          rawBody: Buffer.from(
+            JSON.stringify({
+              event_id: eventId,
+              event: 'order.updated',
+              created_at: new Date().toISOString(),
+              data: snapshotOf(ref, status, serial),
+            }),
+          ),
+          headerEventId: eventId,
+          timestamp: Math.floor(Date.now() / 1000),
+          eventType: 'order.updated',
+        });
+        const key = changeKey(ref, status, serial);
+        queuedAt.set(key, clock());
+        lastChange.set(ref, key);
+        if (i < warmupEvents) untimedChanges.add(key);
+        return;
+      }
       if (step === 0) {
         await store.writer.createLocalOrder({
           partnerRef: ref,
@@ -343,6 +402,8 @@ async function bench(): Promise<number> {
     };
     await Promise.all(Array.from({ length: WRITERS }, (_, w) => writer(w)));
     const writeSeconds = (performance.now() - started) / 1000;
+    const startedCount = VIA_WORKER ? queuedAt.size : committedAt.size;
+    await producer?.close();
 
     // Wait for the shop to have every event (or 60 s after the last commit).
     const deadline = Date.now() + 60_000;
@@ -352,7 +413,7 @@ async function bench(): Promise<number> {
         shopProcess,
         (m) => m.kind === 'count',
       );
-      if (received >= committedAt.size || Date.now() > deadline) break;
+      if (received >= (VIA_WORKER ? total : committedAt.size) || Date.now() > deadline) break;
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
     const workerCpuAtEnd = cpuMs(worker.pid);
@@ -373,6 +434,45 @@ async function bench(): Promise<number> {
       shopProcess,
       (m) => m.kind === 'report',
     );
+    // --source worker: each change's events (one, if the worker applied it) from the feed.
+    const problems: string[] = [];
+    // --source worker: how long each timed change waited for the worker to write its event (the
+    // event's timestamp, the worker's clock in the change's transaction), the rest of the
+    // latency being the notifier's.
+    const toFeed: number[] = [];
+    let withoutEvent = 0;
+    if (VIA_WORKER) {
+      const applied = new Set<string>();
+      for (let after = 0; ; ) {
+        const page = await store.feed.after(after, MAX_FEED_PAGE);
+        if (page.length === 0) break;
+        for (const event of page) {
+          after = event.seq;
+          const order = event.data as {
+            partner_ref?: string;
+            status?: string | null;
+            serial_number?: string | null;
+          };
+          const key = changeKey(order.partner_ref ?? '', order.status ?? null, order.serial_number ?? null);
+          const at = queuedAt.get(key);
+          if (at === undefined) continue; // an event of no change queued: counted as unknown below
+          applied.add(key);
+          committedAt.set(event.seq, at);
+          if (untimedChanges.has(key)) untimed.add(event.seq);
+          else toFeed.push(Date.parse(event.timestamp) - at);
+        }
+      }
+      toFeed.sort((a, b) => a - b);
+      // A change the worker applied after a later one of its order makes no event (and no
+      // notification) of its own: noted, not failed, as long as the order ends right (below).
+      withoutEvent = queuedAt.size - applied.size;
+      let wrong = 0;
+      for (const [ref, key] of lastChange) {
+        const order = await store.queries.getPublicOrderByPartnerRef(ref);
+        if (order === undefined || changeKey(ref, order.status, order.serial_number) !== key) wrong += 1;
+      }
+      if (wrong > 0) problems.push(`${wrong} orders do not end in their last change queued`);
+    }
     // A delivery is recorded just after the shop's 2xx: the last ones a moment after the shop has them.
     const countDelivered = async () =>
       (await store.db.get<{ n: number }>(
@@ -422,12 +522,13 @@ async function bench(): Promise<number> {
       loadBefore: loadBefore.map((l) => Number(l.toFixed(2))),
       loadAfter: loadavg().map((l) => Number(l.toFixed(2))),
       rate: RATE,
-      achievedRate: Math.round(committedAt.size / writeSeconds),
+      achievedRate: Math.round(startedCount / writeSeconds),
       durationS: DURATION_S,
       warmupS: WARMUP_S,
       timed: latencies.length,
       orders: ORDERS,
       store: flags.store,
+      source: flags.source,
       writers: WRITERS,
       dispatchEveryMs,
       committed: committedAt.size,
@@ -442,6 +543,11 @@ async function bench(): Promise<number> {
       p99Ms: Number(quantile(latencies, 0.99).toFixed(1)),
       maxMs: Number((latencies.at(-1) ?? Number.NaN).toFixed(1)),
       maxP99Ms: MAX_P99,
+      ...(VIA_WORKER && {
+        withoutEvent,
+        toFeedP50Ms: Number(quantile(toFeed, 0.5).toFixed(1)),
+        toFeedP99Ms: Number(quantile(toFeed, 0.99).toFixed(1)),
+      }),
       lastTenSecondsP99Ms: Number(quantile(lastTenSeconds, 0.99).toFixed(1)),
       // The worker process's CPU per event of the timed part (dispatch and delivery), ms.
       workerCpuMsPerEvent:
@@ -460,7 +566,6 @@ async function bench(): Promise<number> {
       machineStealWorstSecondPct: worstSecondStealPct,
     };
 
-    const problems: string[] = [];
     if (lost > 0) problems.push(`${lost} committed events never reached the shop`);
     if (doubled > 0) problems.push(`${doubled} events reached the shop more than once`);
     if (unknown > 0) problems.push(`${unknown} deliveries of events not committed by this run`);
@@ -479,14 +584,25 @@ async function bench(): Promise<number> {
       process.stdout.write(`${JSON.stringify({ ...result, sustained, problems }, null, 2)}\n`);
     } else {
       console.log(
-        `bench:notify — ${result.committed.toLocaleString('en-US')} events committed at ${result.achievedRate}/s ` +
-          `(asked ${RATE}/s for ${WARMUP_S} s of warm-up + ${DURATION_S} s timed, ${ORDERS} orders at a time, ${WRITERS} writer${WRITERS === 1 ? '' : 's'} on ${flags.store}); notifier's timer every ${dispatchEveryMs} ms; ${result.machine}`,
+        VIA_WORKER
+          ? `bench:notify — ${startedCount.toLocaleString('en-US')} changes queued as webhooks at ${result.achievedRate}/s, committed by the worker ` +
+              `(asked ${RATE}/s for ${WARMUP_S} s of warm-up + ${DURATION_S} s timed, ${ORDERS} orders at a time, ${WRITERS} producer${WRITERS === 1 ? '' : 's'}, ${flags.store}); notifier's timer every ${dispatchEveryMs} ms; ${result.machine}`
+          : `bench:notify — ${result.committed.toLocaleString('en-US')} events committed at ${result.achievedRate}/s ` +
+              `(asked ${RATE}/s for ${WARMUP_S} s of warm-up + ${DURATION_S} s timed, ${ORDERS} orders at a time, ${WRITERS} writer${WRITERS === 1 ? '' : 's'} on ${flags.store}); notifier's timer every ${dispatchEveryMs} ms; ${result.machine}`,
       );
       const rows: Array<[string, string]> = [
-        ['commit → shop 2xx p50', `${result.p50Ms} ms`],
+        [`${VIA_WORKER ? 'enqueue acknowledged' : 'commit'} → shop 2xx p50`, `${result.p50Ms} ms`],
         ['p90', `${result.p90Ms} ms`],
         ['p99', `${result.p99Ms} ms`],
         ['max', `${result.maxMs} ms`],
+        ...(VIA_WORKER
+          ? [
+              [
+                'of which enqueue → in the feed, p50 / p99',
+                `${result.toFeedP50Ms} / ${result.toFeedP99Ms} ms`,
+              ] as [string, string],
+            ]
+          : []),
         [
           'p99 of the last 10 s',
           `${result.lastTenSecondsP99Ms} ms (${sustained ? 'sustained' : 'not sustained'})`,
@@ -510,6 +626,11 @@ async function bench(): Promise<number> {
       for (const [k, v] of rows) console.log(`${k.padEnd(width)}  ${v}`);
     }
     for (const problem of problems) console.error(`FAIL: ${problem}`);
+    if (withoutEvent > 0) {
+      console.error(
+        `note: ${withoutEvent} queued changes have no event of their own in the feed (the orders' final states are checked)`,
+      );
+    }
     if ((result.machineStealWorstSecondPct ?? 0) > STARVED_STEAL_PCT) {
       console.error(
         `note: in the timed part's worst second, the hypervisor gave ${result.machineStealWorstSecondPct} % of this machine's CPU time to other guests; ` +
