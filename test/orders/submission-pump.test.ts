@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import { Redis } from 'ioredis';
 import { startSubmissionPump } from '../../src/orders/submission-pump.js';
 import { RateBudget } from '../../src/rate-budget/rate-budget.js';
-import type { OrderStore } from '../../src/store/order-store.js';
+import { type OrderStore, withClaims } from '../../src/store/order-store.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { privateRedis } from '../helpers/redis.js';
 import { startSimulator, userIdEndingIn } from '../helpers/simulator.js';
@@ -111,6 +111,21 @@ test('an order that grows too old between two sweeps is not sent: the pump’s c
   });
   assert.equal((await store.queries.getOrder('aging'))?.cancelCode, 'EXPIRED');
   assert.deepEqual(await sentUpstream(sim), ['young']);
+});
+
+test("another upstream's open circuit does not stop the pump: each upstream's circuit stops only what calls it", async (t) => {
+  const { sim, store, pump } = await setup(t);
+  const beta = withClaims(store, store.claims.settings, 'beta');
+  await beta.circuit.open('unauthorized', { code: 'INVALID_API_KEY', message: 'beta refused the key' });
+  await queue(store, 'while-beta-is-down');
+
+  pump(MAX_AGE_MS);
+
+  await waitFor(async () => (await submissionOf(store, 'while-beta-is-down')) === 'accepted', {
+    message: "the default upstream's order sent while beta's circuit is open",
+  });
+  assert.deepEqual(await sentUpstream(sim), ['while-beta-is-down']);
+  assert.equal((await beta.circuit.state())?.code, 'INVALID_API_KEY');
 });
 
 test('a maximum age of 0 expires nothing: an order queued a day ago is sent, a blocked one stays blocked', async (t) => {
