@@ -137,7 +137,7 @@ export class OrderClaims {
   ): Promise<{ order: ClaimedOrder; claimed: true } | { order: LocalOrder; claimed: false } | undefined> {
     return this.#context.db.write(async (tx) => {
       const now = this.#context.now();
-      const row = await this.#context.findForWrite(tx, ref, ref);
+      const row = await this.#context.findForWrite(tx, ref, ref, this.upstream);
       if (!row) return undefined;
       if (row.upstream !== this.upstream) return { order: toLocalOrder(row), claimed: false };
       const { poll_leased_until: leasedUntil } = row;

@@ -16,6 +16,7 @@ import {
   whyNotCancellable,
 } from '../domain/submission-plan.js';
 import type { Order } from '../upstream/model.js';
+import { DEFAULT_UPSTREAM } from '../upstream/model.js';
 import { type OrderSnapshot, readOrderSnapshot } from '../upstream/order-snapshot.js';
 import type { BalanceLedger } from './balance.js';
 import type { ChangeFeed } from './feed.js';
@@ -360,7 +361,13 @@ export class OrderWriter {
       eventId === null
         ? Promise.resolve(undefined)
         : tx.get<{ partner_ref: string }>(EVENT_BY_KEY, { source: options.source, eventId }),
-      this.#context.findForWrite(tx, fields.partner_ref, fields.invoice_number),
+      // An invoice number names an order of the upstream that sent the snapshot only.
+      this.#context.findForWrite(
+        tx,
+        fields.partner_ref,
+        fields.invoice_number,
+        options.upstream ?? DEFAULT_UPSTREAM,
+      ),
     ]);
     if (seen) {
       const row =

@@ -9,22 +9,30 @@ import { StoreError } from './store-error.js';
  */
 
 const BY_PARTNER_REF = 'SELECT * FROM orders WHERE partner_ref = @ref';
-const BY_INVOICE_NUMBER = 'SELECT * FROM orders WHERE invoice_number = @ref';
+/**
+ * An invoice number is one upstream's (unique per upstream: the index `orders_invoice_upstream`,
+ * schema 22). With the upstream known (`@upstream`) it names at most one order; without it (a
+ * reference typed by a person) the first order of any upstream with that number.
+ */
+const invoiceCondition = (upstream: string | undefined) =>
+  upstream === undefined ? 'invoice_number = @invoice' : 'invoice_number = @invoice AND upstream = @upstream';
+const byInvoiceNumber = (upstream: string | undefined) =>
+  `SELECT * FROM orders WHERE ${invoiceCondition(upstream)} ORDER BY id LIMIT 1`;
 /**
  * Both look-ups in one statement (one round trip on PostgreSQL): the row with the partner_ref
- * first, else the one with the invoice number. Both columns are UNIQUE, so the inner query finds
- * at most two ids and keeps the first by `pick`; the outer reads that one row by its id, and on
+ * first, else the one with the invoice number. The inner query finds at most two ids (with the
+ * upstream known; else the first of the invoice number's) and keeps the first by `pick`; the outer reads that one row by its id, and on
  * PostgreSQL `FOR UPDATE` locks only it, as the two statements did. Two index look-ups and one
  * by primary key, whatever the table's size: `WHERE partner_ref = @ref OR invoice_number =
  * @invoice` is planned as a sequential scan on PostgreSQL while the table is small, and a
  * connection keeps that generic plan of its prepared statement as the table grows (seen: the
  * apply slowed down batch after batch on a new store).
  */
-const BY_EITHER = `SELECT * FROM orders WHERE id = (
+const byEither = (upstream: string | undefined) => `SELECT * FROM orders WHERE id = (
   SELECT id FROM (
     SELECT id, 0 AS pick FROM orders WHERE partner_ref = @ref
-    UNION ALL SELECT id, 1 AS pick FROM orders WHERE invoice_number = @invoice
-  ) AS found ORDER BY pick LIMIT 1)`;
+    UNION ALL SELECT id, 1 AS pick FROM orders WHERE ${invoiceCondition(upstream)}
+  ) AS found ORDER BY pick, id LIMIT 1)`;
 
 /**
  * A row of `orders` as the store returns it (`SELECT *`): {@link OrderRow} and the columns no
@@ -52,13 +60,17 @@ export class StoreContext {
     this.now = now;
   }
 
-  /** The order with this partner_ref, else the one with this invoice number. */
+  /**
+   * The order with this partner_ref, else the one with this invoice number (of `upstream`, when
+   * given: an invoice number is one upstream's).
+   */
   find(
     ex: SqlExecutor,
     partnerRef: string | null,
     invoiceNumber: string | null,
+    upstream?: string,
   ): Promise<StoredOrderRow | undefined> {
-    return this.#find(ex, partnerRef, invoiceNumber, '');
+    return this.#find(ex, partnerRef, invoiceNumber, '', upstream);
   }
 
   /** The order whose partner_ref, else invoice number, is `ref`; `ORDER_NOT_FOUND` when none is. */
@@ -77,8 +89,9 @@ export class StoreContext {
     tx: SqlExecutor,
     partnerRef: string | null,
     invoiceNumber: string | null,
+    upstream?: string,
   ): Promise<StoredOrderRow | undefined> {
-    return this.#find(tx, partnerRef, invoiceNumber, tx.dialect.forUpdate);
+    return this.#find(tx, partnerRef, invoiceNumber, tx.dialect.forUpdate, upstream);
   }
 
   /** {@link mustFind} for a transaction that then rewrites the row ({@link findForWrite}). */
@@ -92,13 +105,22 @@ export class StoreContext {
     partnerRef: string | null,
     invoiceNumber: string | null,
     lock: string,
+    upstream: string | undefined,
   ): Promise<StoredOrderRow | undefined> {
+    const scope = upstream === undefined ? {} : { upstream };
     if (partnerRef !== null && invoiceNumber !== null) {
-      return ex.get<StoredOrderRow>(`${BY_EITHER} ${lock}`, { ref: partnerRef, invoice: invoiceNumber });
+      return ex.get<StoredOrderRow>(`${byEither(upstream)} ${lock}`, {
+        ref: partnerRef,
+        invoice: invoiceNumber,
+        ...scope,
+      });
     }
     if (partnerRef !== null) return ex.get<StoredOrderRow>(`${BY_PARTNER_REF} ${lock}`, { ref: partnerRef });
     if (invoiceNumber !== null) {
-      return ex.get<StoredOrderRow>(`${BY_INVOICE_NUMBER} ${lock}`, { ref: invoiceNumber });
+      return ex.get<StoredOrderRow>(`${byInvoiceNumber(upstream)} ${lock}`, {
+        invoice: invoiceNumber,
+        ...scope,
+      });
     }
     return Promise.resolve(undefined);
   }

@@ -29,6 +29,33 @@ describeEachBackend('applying an order snapshot', (backend) => {
     );
   });
 
+  test("two upstreams may issue the same invoice number: each names its own upstream's order", async (t) => {
+    const { store } = await backend.tempStore(t);
+    await store.writer.applyOrderSnapshot(snapshot('on-default', 'PROCESSING', { invoice_number: 'INV-1' }), {
+      source: 'create',
+    });
+
+    // beta's webhook of an order of its own, numbered alike: a new order, not the default one's.
+    const beta = await store.writer.applyOrderSnapshot(
+      snapshot('on-beta', 'PROCESSING', { invoice_number: 'INV-1' }),
+      { source: 'webhook', eventId: 'beta/e1', upstream: 'beta' },
+    );
+    // Then its SUCCESS, named by the invoice number alone.
+    const done = await store.writer.applyOrderSnapshot(
+      {
+        ...snapshot('on-beta', 'SUCCESS', { invoice_number: 'INV-1', serial_number: 'SN' }),
+        partner_ref: null,
+      } as unknown as Order,
+      { source: 'webhook', eventId: 'beta/e2', upstream: 'beta' },
+    );
+
+    assert.equal(beta.created, true);
+    assert.equal(beta.order.upstream, 'beta');
+    assert.equal(done.order.partnerRef, 'on-beta');
+    assert.equal(done.order.status, 'SUCCESS');
+    assert.equal((await store.queries.getOrder('on-default'))?.status, 'PROCESSING');
+  });
+
   test('every allowed transition of decisions.md moves the order and records an event', async (t) => {
     const { store } = await backend.tempStore(t);
     for (const from of ORDER_STATUSES) {

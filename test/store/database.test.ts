@@ -158,6 +158,8 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
       .all(),
     [
       { name: 'orders_audit' },
+      // Schema 22: invoice numbers are unique per upstream.
+      { name: 'orders_invoice_upstream' },
       { name: 'orders_local_created_at' },
       { name: 'orders_next_poll_at' },
       { name: 'orders_queued' },

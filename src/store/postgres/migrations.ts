@@ -265,4 +265,13 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
     `,
   },
   ...SHARED_MIGRATIONS_FROM_18,
+  {
+    version: 22,
+    description:
+      'orders.invoice_number unique per upstream (an index on invoice_number, upstream), not over the whole store: two suppliers may issue the same invoice number (docs/upstreams.md)',
+    sql: `
+      ALTER TABLE orders DROP CONSTRAINT IF EXISTS orders_invoice_number_key;
+      CREATE UNIQUE INDEX IF NOT EXISTS orders_invoice_upstream ON orders (invoice_number, upstream);
+    `,
+  },
 ];

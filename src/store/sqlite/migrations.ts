@@ -462,4 +462,79 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
     `,
   },
   ...SHARED_MIGRATIONS_FROM_18,
+  {
+    version: 22,
+    description:
+      'orders.invoice_number unique per upstream (an index on invoice_number, upstream), not over the whole store: two suppliers may issue the same invoice number (docs/upstreams.md)',
+    rebuildsTables: true,
+    sql: `
+      CREATE TABLE orders_v22 (
+        id                 INTEGER PRIMARY KEY,
+        partner_ref        TEXT    NOT NULL UNIQUE,
+        invoice_number     TEXT,
+        product_code       TEXT,
+        product_id         TEXT,
+        target_data        TEXT,
+        callback_url       TEXT,
+        request            TEXT,
+        amount             REAL,
+        status             TEXT,
+        upstream_status    TEXT,
+        serial_number      TEXT,
+        nickname           TEXT,
+        message            TEXT,
+        target             TEXT,
+        product_name       TEXT,
+        created_at         TEXT,
+        success_at         TEXT,
+        local_created_at   INTEGER NOT NULL,
+        updated_at         INTEGER NOT NULL,
+        submission_state   TEXT    NOT NULL
+          CHECK (submission_state IN ('queued', 'pending', 'accepted', 'rejected', 'unknown', 'blocked', 'cancelled')),
+        rejection_code     TEXT,
+        rejection_detail   TEXT,
+        blocked_code       TEXT,
+        blocked_detail     TEXT,
+        cancel_code        TEXT,
+        cancel_detail      TEXT,
+        first_sent_at      INTEGER,
+        create_in_doubt_at INTEGER,
+        last_polled_at     INTEGER,
+        next_poll_at       INTEGER,
+        poll_count         INTEGER NOT NULL DEFAULT 0,
+        stuck_at           INTEGER,
+        final_at           INTEGER,
+        poll_leased_until  INTEGER,
+        lease_token        TEXT,
+        version            INTEGER NOT NULL DEFAULT 0,
+        debited_amount     REAL,
+        upstream           TEXT    NOT NULL DEFAULT 'default'
+      );
+      INSERT INTO orders_v22 (
+        id, partner_ref, invoice_number, product_code, product_id, target_data, callback_url,
+        request, amount, status, upstream_status, serial_number, nickname, message, target,
+        product_name, created_at, success_at, local_created_at, updated_at, submission_state,
+        rejection_code, rejection_detail, blocked_code, blocked_detail, cancel_code, cancel_detail,
+        first_sent_at, create_in_doubt_at, last_polled_at, next_poll_at, poll_count, stuck_at,
+        final_at, poll_leased_until, lease_token, version, debited_amount, upstream)
+      SELECT
+        id, partner_ref, invoice_number, product_code, product_id, target_data, callback_url,
+        request, amount, status, upstream_status, serial_number, nickname, message, target,
+        product_name, created_at, success_at, local_created_at, updated_at, submission_state,
+        rejection_code, rejection_detail, blocked_code, blocked_detail, cancel_code, cancel_detail,
+        first_sent_at, create_in_doubt_at, last_polled_at, next_poll_at, poll_count, stuck_at,
+        final_at, poll_leased_until, lease_token, version, debited_amount, upstream
+      FROM orders;
+      DROP TABLE orders;
+      ALTER TABLE orders_v22 RENAME TO orders;
+      CREATE UNIQUE INDEX orders_invoice_upstream ON orders (invoice_number, upstream);
+      CREATE INDEX orders_next_poll_at ON orders (next_poll_at);
+      CREATE INDEX orders_status ON orders (status);
+      CREATE INDEX orders_local_created_at ON orders (local_created_at);
+      CREATE INDEX orders_audit ON orders (MAX(COALESCE(last_polled_at, 0), final_at))
+        WHERE status = 'SUCCESS' AND next_poll_at IS NULL;
+      CREATE INDEX orders_queued ON orders (id) WHERE submission_state = 'queued';
+      CREATE INDEX orders_waiting ON orders (local_created_at) WHERE submission_state IN ('queued', 'blocked');
+    `,
+  },
 ];
