@@ -65,8 +65,11 @@ export interface StoreBackend {
   holdOrderLock(t: Pick<TestContext, 'after'>, url: string, partnerRef: string): Promise<HeldWriteLock>;
   /** The error code of a write that gave up waiting for another process's write lock. */
   readonly busyCode: string;
-  /** The message of the driver's error when a statement breaks the unique constraint on `table.column`. */
-  uniqueViolation(table: string, column: string): RegExp;
+  /**
+   * The message of the driver's error when a statement breaks the unique constraint on
+   * `table.column` (the column's own, or the unique index `index` that starts with it).
+   */
+  uniqueViolation(table: string, column: string, index?: string): RegExp;
 }
 
 const sqlite: StoreBackend = {
@@ -192,8 +195,8 @@ const postgresBackend: StoreBackend = {
     return { release };
   },
   busyCode: 'STORE_BUSY',
-  uniqueViolation: (table, column) =>
-    new RegExp(`duplicate key value violates unique constraint "${table}_${column}_key"`),
+  uniqueViolation: (table, column, index) =>
+    new RegExp(`duplicate key value violates unique constraint "${index ?? `${table}_${column}_key`}"`),
 };
 
 /** Every backend, in the order they run. */

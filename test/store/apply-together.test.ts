@@ -66,7 +66,7 @@ describeEachBackend('apply with statements issued together', (backend) => {
     const failed = outcomes[1] as { ok: false; error: unknown };
     assert.match(
       String((failed.error as Error).message),
-      backend.uniqueViolation('orders', 'invoice_number'),
+      backend.uniqueViolation('orders', 'invoice_number', 'orders_invoice_upstream'),
     );
     const a = await store.queries.getOrder('A');
     assert.deepEqual([a?.status, a?.submissionState, a?.invoiceNumber], [null, 'pending', null]);
