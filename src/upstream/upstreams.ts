@@ -12,8 +12,6 @@ import { DEFAULT_UPSTREAM, UPSTREAM_NAME_PATTERN, UPSTREAM_NAME_RULE } from './m
  * `H2H_API_KEY`, `H2H_API_SECRET`). Read once by `loadConfig`; a leaf module (zod and node only).
  */
 
-export { DEFAULT_UPSTREAM };
-
 /** One upstream account, as every component receives it. */
 export interface UpstreamAccount {
   name: string;
