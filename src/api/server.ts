@@ -1,7 +1,14 @@
 import { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { type ApiSettings, apiSettings, type Config, catalogSettings, loadConfig } from '../config/config.js';
+import {
+  type ApiSettings,
+  apiSettings,
+  type Config,
+  catalogSettings,
+  loadConfig,
+  routingSettings,
+} from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
 import {
   POLL_REQUEST_JOB_NAME,
@@ -48,6 +55,7 @@ export async function startApi(
     lockTimeoutMs: settings.dbLockTimeoutMs,
     poolMax: settings.dbPoolMax,
     balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
+    failover: routingSettings(config).failover,
   });
   // Only early polls and the rate limit's counts need Redis: the API serves the store without it,
   // and a refresh asked while Redis is away fails at once (503) instead of waiting in ioredis'

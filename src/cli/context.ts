@@ -1,5 +1,11 @@
 import type { Logger } from 'pino';
-import { type Config, catalogSettings, loadConfig, reconcilerSettings } from '../config/config.js';
+import {
+  type Config,
+  catalogSettings,
+  loadConfig,
+  reconcilerSettings,
+  routingSettings,
+} from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
 import { type OpenedStore, openStore } from '../store/open-store.js';
 import { type ClaimingStore, withClaims } from '../store/order-store.js';
@@ -54,6 +60,7 @@ export async function openContext(options: OpenContextOptions): Promise<CliConte
         poolMax: config.dbPoolMax,
         mustExist: options.store === 'existing',
         balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
+        failover: routingSettings(config).failover,
       });
       closers.push(() => opened.close());
       context.store = withClaims(opened, reconcilerSettings(config));

@@ -10,6 +10,7 @@ import { DEFAULT_PRIVATE_REDIS_PORT } from '../queue/defaults.js';
 import { type BudgetSettings, budgetSettings, budgetVariables } from '../rate-budget/settings.js';
 import { receiverVariables } from '../receiver/settings.js';
 import { reconcilerVariables } from '../reconciler/settings.js';
+import { routingVariables } from '../routing/settings.js';
 import { DEFAULT_SHUTDOWN_TIMEOUT_MS } from '../shared/defaults.js';
 import { DEFAULT_LOCK_TIMEOUT_MS, DEFAULT_POOL_MAX } from '../store/defaults.js';
 import { parseStoreUrl, redactUrl, STORE_URL_PATTERN, sqliteUrl } from '../store/store-url.js';
@@ -40,6 +41,7 @@ export { type NotifySettings, notifySettings } from '../notify/settings.js';
 export { type BudgetSettings, budgetSettings } from '../rate-budget/settings.js';
 export { type ReceiverSettings, receiverSettings, webhookUpstreams } from '../receiver/settings.js';
 export { type ReconcilerSettings, reconcilerSettings } from '../reconciler/settings.js';
+export { type RoutingSettings, routingSettings } from '../routing/settings.js';
 export { SIMULATOR_BASE_URL, type UpstreamSettings, upstreamSettings } from '../upstream/settings.js';
 export { type WorkerSettings, workerSettings } from '../worker/settings.js';
 export { ConfigError } from './config-error.js';
@@ -119,6 +121,7 @@ export const settingsSchema = z.object({
   ...workerVariables.shape,
   ...notifyVariables.shape,
   ...reconcilerVariables.shape,
+  ...routingVariables.shape,
   ...catalogVariables.shape,
   ...adminVariables.shape,
   ...apiVariables.shape,

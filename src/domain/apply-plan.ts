@@ -17,6 +17,7 @@ import {
   partnerRefProblem,
 } from '../upstream/model.js';
 import type { OrderSnapshot } from '../upstream/order-snapshot.js';
+import { isEndedAttempt, type OrderRoute } from './attempts.js';
 import { type FeedChange, publish } from './feed-change.js';
 import { afterChange, afterSubmissionOutcome, type FirstPollLookup } from './poll-rules.js';
 import { decideSnapshot, isFinalStatus, isKnownStatus } from './state-machine.js';
@@ -42,6 +43,11 @@ export interface CreateLocalOrderInput {
   callbackUrl?: string;
   /** The upstream to place it on (docs/upstreams.md). Default: `default`. */
   upstream?: string;
+  /**
+   * The routing's choice (domain/routing.ts): why `upstream`, and the candidates to go on to
+   * after a definite non-fulfilment (domain/attempts.ts). Default: none (never fails over).
+   */
+  route?: OrderRoute;
   /**
    * The local catalog's name and price of the product when the order was taken, shown as its
    * `product_name` and `amount` until the upstream sends its own. Default: unknown (null).
@@ -106,7 +112,11 @@ const KEPT_FIELDS = [
 /** Every column of `orders` that a write sets, in one order: the writer's SQL is built from it. */
 export const ORDER_COLUMNS = [
   'partner_ref',
+  'shop_ref',
   'upstream',
+  'attempt',
+  'attempts',
+  'route',
   'invoice_number',
   'product_code',
   'product_id',
@@ -151,7 +161,11 @@ function newOrderRow(
 ): NewOrderRow {
   return {
     partner_ref: partnerRef,
+    shop_ref: partnerRef,
     upstream,
+    attempt: 1,
+    attempts: null,
+    route: null,
     invoice_number: null,
     product_code: null,
     product_id: null,
@@ -201,6 +215,7 @@ export function planLocalOrder(
       now,
       input.queued ? 'queued' : 'pending',
     ),
+    route: input.route === undefined ? null : JSON.stringify(input.route),
     product_code: input.productCode ?? null,
     product_id: input.productId ?? null,
     product_name: input.catalog?.name ?? null,
@@ -271,8 +286,11 @@ export function planApply(input: ApplyInput): ApplyPlan {
       `order ${fields.invoice_number} is unknown locally and its snapshot has no partner_ref: park the event`,
     );
   }
+  if (current !== null && fields.partner_ref !== null && isEndedAttempt(current, fields.partner_ref)) {
+    return planNotApplied(current, snapshot, fields, options, now, 'earlier_attempt');
+  }
   if (current !== null && (options.upstream ?? DEFAULT_UPSTREAM) !== current.upstream) {
-    return planWrongUpstream(current, snapshot, fields, options, now);
+    return planNotApplied(current, snapshot, fields, options, now, 'wrong_upstream');
   }
   if (current !== null) {
     const otherOrder = mustAdopt(current, fields, input.catalogName ?? null);
@@ -372,23 +390,28 @@ function mustAdopt(current: OrderRow, fields: OrderSnapshot, catalogName: string
 }
 
 /**
- * The plan of a snapshot that another upstream than the order's sent (a webhook signed by another
- * supplier's secret): never applied, kept in the audit trail for the operator.
+ * The plan of a snapshot that is not the order's to take, kept in the audit trail for the
+ * operator and never applied: another upstream than the order's sent it (`wrong_upstream`: a
+ * webhook signed by another supplier's secret), or it is of an attempt of the order that ended
+ * (`earlier_attempt`: the order went on to another upstream since). Recorded under the
+ * snapshot's own partner_ref when it has one, so each attempt's trail stays its own.
  */
-function planWrongUpstream(
+function planNotApplied(
   current: OrderRow,
   snapshot: Order,
   fields: OrderSnapshot,
   options: ApplyOptions,
   now: number,
+  reason: 'wrong_upstream' | 'earlier_attempt',
 ): ApplyPlan {
+  const ref = reason === 'earlier_attempt' ? fields.partner_ref! : current.partner_ref;
   return {
     write: 'none',
     row: current,
     feed: null,
-    event: snapshotEvent(current.partner_ref, snapshot, fields, options, now, false, 'wrong_upstream'),
+    event: snapshotEvent(ref, snapshot, fields, options, now, false, reason),
     changed: false,
-    reason: 'wrong_upstream',
+    reason,
     created: false,
   };
 }

@@ -1,5 +1,6 @@
 import type { OrderRow, SubmissionState } from '../store/local-order.js';
 import type { OrderData, OrderStatus } from '../upstream/model.js';
+import { parseAttempts, parseRoute } from './attempt-records.js';
 
 /**
  * The one public representation of a local order (docs/api.md, "The order"): what the change
@@ -8,7 +9,15 @@ import type { OrderData, OrderStatus } from '../upstream/model.js';
  * representation: a reader that holds a higher version of an order can discard a lower one.
  */
 export interface PublicOrder {
+  /** The shop's partner_ref: the same whatever the attempts. */
   partner_ref: string;
+  /** The upstream of the current (the latest) attempt. */
+  upstream: string;
+  /**
+   * Each placement of the order on an upstream, oldest first, the current one last: an order is
+   * placed on the next candidate only after a definite non-fulfilment (docs/upstreams.md).
+   */
+  attempts: PublicAttempt[];
   invoice_number: string | null;
   product_code: string | null;
   product_id: string | null;
@@ -54,6 +63,21 @@ export interface PublicOrder {
   version: number;
 }
 
+/** One attempt of an order (docs/upstreams.md, "What the shop sees"). */
+export interface PublicAttempt {
+  attempt: number;
+  upstream: string;
+  /** The partner_ref the upstream knows it by: the shop's on the first, `<shop ref>~<n>` after. */
+  partner_ref: string;
+  invoice_number: string | null;
+  status: OrderStatus | null;
+  submission: SubmissionState;
+  /** Why this upstream was chosen, when the order was routed. */
+  chosen: string | null;
+  /** Why the attempt ended (`INSUFFICIENT_BALANCE`, `FAILED` …), null for the current one. */
+  ended: { code: string; detail: string } | null;
+}
+
 /** How an order ended, for a shop that asks one question: is it done, and how? */
 export const ORDER_OUTCOMES = ['delivered', 'failed', 'refunded', 'rejected', 'cancelled'] as const;
 export type OrderOutcome = (typeof ORDER_OUTCOMES)[number];
@@ -84,7 +108,9 @@ const isoOrNull = (ms: number | null) => (ms === null ? null : iso(ms));
 /** The public representation of an order row. */
 export function toPublicOrder(row: PublicOrderRow): PublicOrder {
   return {
-    partner_ref: row.partner_ref,
+    partner_ref: row.shop_ref,
+    upstream: row.upstream,
+    attempts: publicAttempts(row),
     invoice_number: row.invoice_number,
     product_code: row.product_code,
     product_id: row.product_id,
@@ -111,6 +137,34 @@ export function toPublicOrder(row: PublicOrderRow): PublicOrder {
     final_at: isoOrNull(row.final_at),
     version: row.version,
   };
+}
+
+function publicAttempts(row: PublicOrderRow): PublicAttempt[] {
+  const ended = parseAttempts(row.attempts).map(
+    (a): PublicAttempt => ({
+      attempt: a.attempt,
+      upstream: a.upstream,
+      partner_ref: a.partner_ref,
+      invoice_number: a.invoice_number,
+      status: a.status as OrderStatus | null,
+      submission: a.submission,
+      chosen: a.chosen,
+      ended: a.ended,
+    }),
+  );
+  return [
+    ...ended,
+    {
+      attempt: row.attempt,
+      upstream: row.upstream,
+      partner_ref: row.partner_ref,
+      invoice_number: row.invoice_number,
+      status: row.status as OrderStatus | null,
+      submission: row.submission_state,
+      chosen: parseRoute(row.route)?.reason ?? null,
+      ended: null,
+    },
+  ];
 }
 
 /** The fields whose change is a change of the order for a reader (not `updated_at`, not `version`). */

@@ -1,3 +1,4 @@
+import { type EndedAttempt, type OrderRoute, parseAttempts, parseRoute } from '../domain/attempt-records.js';
 import { isKnownStatus } from '../domain/state-machine.js';
 import { type OrderRequest, parseOrderRequest } from '../orders/order-request.js';
 import type { OrderData, OrderStatus } from '../upstream/model.js';
@@ -47,6 +48,8 @@ export type EventSource = (typeof EVENT_SOURCES)[number];
  *   target, product or creation time is not ours): recorded, never applied;
  * - `wrong_upstream`: a webhook signed by another upstream than the order's: recorded, never
  *   applied (docs/upstreams.md, "Webhooks");
+ * - `earlier_attempt`: a snapshot of an attempt of the order that has ended (the order went on
+ *   to another upstream): recorded, never applied;
  * - `cancelled`: the shop cancelled the order, or it expired in the queue, before it was sent.
  */
 export type EventReason =
@@ -64,14 +67,24 @@ export type EventReason =
   | 'claim_lost'
   | 'partner_ref_reused'
   | 'wrong_upstream'
+  | 'earlier_attempt'
   | 'cancelled';
 
 /** An order as the store keeps it. Times we set are ms since the epoch; upstream times are ISO. */
 export interface LocalOrder {
   id: number;
+  /** The current attempt's partner_ref: the one the upstream knows (docs/upstreams.md). */
   partnerRef: string;
-  /** The upstream the order is placed on (docs/upstreams.md); `default` with a single upstream. */
+  /** The shop's partner_ref, the same for every attempt (equal to `partnerRef` on the first). */
+  shopRef: string;
+  /** The upstream the current attempt is placed on (docs/upstreams.md); `default` with a single upstream. */
   upstream: string;
+  /** The current attempt's number, from 1. */
+  attempt: number;
+  /** The attempts that ended before the current one, oldest first. */
+  endedAttempts: EndedAttempt[];
+  /** Why the current upstream was chosen and the candidates left; null for an order not routed. */
+  route: OrderRoute | null;
   invoiceNumber: string | null;
   productCode: string | null;
   productId: string | null;
@@ -146,8 +159,17 @@ export interface OrderEvent {
 /** A row of `orders` exactly as SQLite returns it. */
 export interface OrderRow {
   id: number;
+  /** The current attempt's partner_ref, sent to the upstream (domain/attempts.ts). */
   partner_ref: string;
+  /** The shop's partner_ref: the first attempt's, unchanged by the later ones. */
+  shop_ref: string;
   upstream: string;
+  /** The current attempt's number, from 1. */
+  attempt: number;
+  /** The ended attempts (JSON `EndedAttempt[]`), null while there were none. */
+  attempts: string | null;
+  /** The routing's choice and the candidates left (JSON `OrderRoute`), null for an order not routed. */
+  route: string | null;
   invoice_number: string | null;
   product_code: string | null;
   product_id: string | null;
@@ -209,7 +231,11 @@ export function toLocalOrder(row: OrderRow): LocalOrder {
   return {
     id: row.id,
     partnerRef: row.partner_ref,
+    shopRef: row.shop_ref,
     upstream: row.upstream,
+    attempt: row.attempt,
+    endedAttempts: parseAttempts(row.attempts),
+    route: parseRoute(row.route),
     invoiceNumber: row.invoice_number,
     productCode: row.product_code,
     productId: row.product_id,

@@ -1,3 +1,4 @@
+import { parseAttempts } from '../domain/attempt-records.js';
 import { type PublicOrder, toPublicOrder } from '../domain/public-order.js';
 import { isKnownStatus } from '../domain/state-machine.js';
 import {
@@ -179,14 +180,19 @@ export class OrderQueries {
     return db.all<OrderRow>(`SELECT * FROM orders WHERE ${column} = @status ${order}`, { status, limit });
   }
 
-  /** The audit trail of an order (by partner_ref or invoice number), oldest first. */
+  /**
+   * The audit trail of an order (by partner_ref, the shop's ref or invoice number), oldest first:
+   * every attempt's events, each under its own partner_ref.
+   */
   async listEvents(ref: string): Promise<OrderEvent[]> {
     const { db } = this.#context;
     const row = await this.#context.find(db, ref, ref);
     if (!row) return [];
+    const refs = [...parseAttempts(row.attempts).map((a) => a.partner_ref), row.partner_ref];
+    const params = Object.fromEntries(refs.map((r, i) => [`ref${i}`, r]));
     const events = await db.all<OrderEventRow>(
-      'SELECT * FROM order_events WHERE partner_ref = @partnerRef ORDER BY id',
-      { partnerRef: row.partner_ref },
+      `SELECT * FROM order_events WHERE partner_ref IN (${refs.map((_, i) => `@ref${i}`).join(', ')}) ORDER BY id`,
+      params,
     );
     return events.map(toOrderEvent);
   }

@@ -1,3 +1,4 @@
+import { DEFAULT_FAILOVER_SETTINGS, type FailoverSettings } from '../domain/attempts.js';
 import { DEFAULT_UPSTREAM } from '../upstream/model.js';
 import { ApiTokens } from './api-tokens.js';
 import { BalanceLedger } from './balance.js';
@@ -60,6 +61,12 @@ export interface OpenOrderStoreOptions {
    * each write accounts. Default: 0 (off).
    */
   balanceLowThreshold?: number;
+  /**
+   * When an order goes on to its next upstream (H2H_MAX_ATTEMPTS, H2H_FAILOVER_WITHIN_S;
+   * domain/attempts.ts). Every process that writes orders must use the same. Default:
+   * {@link DEFAULT_FAILOVER_SETTINGS}.
+   */
+  failover?: FailoverSettings;
 }
 
 /**
@@ -69,14 +76,18 @@ export interface OpenOrderStoreOptions {
  */
 export function openOrderStore(
   db: StoreDb,
-  { now = Date.now, balanceLowThreshold = 0 }: OpenOrderStoreOptions = {},
+  {
+    now = Date.now,
+    balanceLowThreshold = 0,
+    failover = DEFAULT_FAILOVER_SETTINGS,
+  }: OpenOrderStoreOptions = {},
 ): OrderStore {
   const context = new StoreContext(db, now);
   const pollPlans = new PollPlans(context);
   const feed = new ChangeFeed(context);
   const balance = new BalanceLedger(context, feed, balanceLowThreshold);
   return {
-    writer: new OrderWriter(context, pollPlans, feed, balance),
+    writer: new OrderWriter(context, pollPlans, feed, balance, failover),
     catalog: new LocalCatalog(context, feed, balance),
     balance,
     context,

@@ -7,6 +7,14 @@ import {
   planLocalOrder,
 } from '../domain/apply-plan.js';
 import {
+  DEFAULT_FAILOVER_SETTINGS,
+  type FailoverSettings,
+  isEndedAttempt,
+  planNextAttempt,
+  shopRefOf,
+} from '../domain/attempts.js';
+import { publish } from '../domain/feed-change.js';
+import {
   type Cancellation,
   type NotCancellable,
   planCancel,
@@ -69,7 +77,7 @@ export interface ApplyItem {
 const COLUMNS = ORDER_COLUMNS.join(', ');
 const VALUES = ORDER_COLUMNS.map((c) => `@${c}`).join(', ');
 const INSERT_ORDER = `INSERT INTO orders (${COLUMNS}) VALUES (${VALUES}) RETURNING id`;
-const INSERT_ORDER_IF_NEW = `INSERT INTO orders (${COLUMNS}) VALUES (${VALUES}) ON CONFLICT (partner_ref) DO NOTHING`;
+const INSERT_ORDER_IF_NEW = `INSERT INTO orders (${COLUMNS}) VALUES (${VALUES}) ON CONFLICT DO NOTHING`;
 const UPDATE_ORDER = `UPDATE orders SET ${ORDER_COLUMNS.map((c) => `${c} = @${c}`).join(', ')} WHERE id = @id`;
 /** The same writes with the debit of an order accepted now (balance.ts), in one statement. */
 const INSERT_ORDER_DEBITED = `INSERT INTO orders (${COLUMNS}, debited_amount) VALUES (${VALUES}, @debited_amount) RETURNING id`;
@@ -82,6 +90,12 @@ const CATALOG_NAME = `SELECT name FROM catalog_products WHERE code = @code
   UNION ALL SELECT name FROM catalog_products WHERE lower(id) = lower(@id) LIMIT 1`;
 const START_SUBMISSION = `UPDATE orders SET first_sent_at = COALESCE(first_sent_at, @now), create_in_doubt_at = @now,
   poll_leased_until = @until WHERE id = @id`;
+/**
+ * An order's next attempt starts with no claim (the ended attempt's sender lets go of a row that
+ * is no longer its attempt) and no debit (the ledger accounted the ended one).
+ */
+const START_NEXT_ATTEMPT =
+  'UPDATE orders SET poll_leased_until = NULL, lease_token = NULL, debited_amount = NULL WHERE id = @id';
 const INSERT_EVENT = `INSERT INTO order_events
     (partner_ref, source, event_id, status, payload, received_at, occurred_at, applied_at, changed, reason)
   VALUES
@@ -101,12 +115,20 @@ export class OrderWriter {
   readonly #plans: PollPlans;
   readonly #feed: ChangeFeed;
   readonly #ledger: BalanceLedger;
+  readonly #failover: FailoverSettings;
 
-  constructor(context: StoreContext, plans: PollPlans, feed: ChangeFeed, ledger: BalanceLedger) {
+  constructor(
+    context: StoreContext,
+    plans: PollPlans,
+    feed: ChangeFeed,
+    ledger: BalanceLedger,
+    failover: FailoverSettings = DEFAULT_FAILOVER_SETTINGS,
+  ) {
     this.#context = context;
     this.#plans = plans;
     this.#feed = feed;
     this.#ledger = ledger;
+    this.#failover = failover;
   }
 
   /**
@@ -383,7 +405,7 @@ export class OrderWriter {
       };
     }
 
-    const current = found ?? null;
+    const current = found ?? (await this.#endedAttemptOf(tx, fields.partner_ref)) ?? null;
     // An order not yet seen accepted is adopted only by a snapshot of ours: its product name is
     // compared with the catalog's (apply-plan.ts, mustAdopt), read only then.
     const catalogName =
@@ -407,18 +429,35 @@ export class OrderWriter {
       firstPolls: await this.#plans.lookup(tx),
       catalogName,
     });
-    const { row } = plan;
-    const accounting = await this.#ledger.accountOrderWrite(tx, current, row);
+    // The ledger accounts the attempt the snapshot settled (its debit, its credit on FAILED),
+    // whether or not the order goes on to its next attempt in this same write.
+    const accounting = await this.#ledger.accountOrderWrite(tx, current, plan.row);
+    const nextAttempt = current === null ? null : planNextAttempt(current, plan.row, now, this.#failover);
+    const row = nextAttempt ?? plan.row;
+    const feed = nextAttempt ? publish(current, nextAttempt, now) : plan.feed;
     const debit = accounting?.debitedAmount ?? null;
     const [, id] = await together([
-      this.#append(tx, plan.feed, now),
+      this.#append(tx, feed, now),
       this.#writeRow(tx, plan.write, row, debit),
+      nextAttempt ? tx.run(START_NEXT_ATTEMPT, { id: row.id }) : Promise.resolve(),
       accounting ? this.#ledger.recordInLedger(tx, accounting) : Promise.resolve(),
       tx.run(INSERT_EVENT, plan.event),
     ]);
     if (id !== undefined) row.id = id;
     const { changed, reason, created } = plan;
     return { order: toLocalOrder(row), changed, reason, duplicate: false, created };
+  }
+
+  /**
+   * The order whose ended attempt (not the first: that one's ref is the order's `shop_ref`, which
+   * the look-up finds) the snapshot's partner_ref `ref` is, if any (domain/attempts.ts): the plan
+   * then records the snapshot without applying it, instead of taking it for an order placed
+   * elsewhere.
+   */
+  async #endedAttemptOf(tx: SqlExecutor, ref: string | null): Promise<StoredOrderRow | undefined> {
+    if (ref === null || shopRefOf(ref) === ref) return undefined;
+    const order = await this.#context.findForWrite(tx, shopRefOf(ref), null);
+    return order && isEndedAttempt(order, ref) ? order : undefined;
   }
 
   /**
@@ -448,17 +487,31 @@ export class OrderWriter {
         const row = await this.#context.mustFindForWrite(tx, ref);
         const held = claim === undefined || row.lease_token === claim;
         const plan = planSettlement(row, outcome, now, { held });
-        return this.#writeSettlement(tx, plan, now);
+        const next = plan.update ? planNextAttempt(row, plan.row, now, this.#failover) : null;
+        if (next === null) return this.#writeSettlement(tx, plan, now);
+        // A refusal that proves the order was not placed: the next candidate's attempt instead.
+        return this.#writeSettlement(tx, { ...plan, row: next, feed: publish(row, next, now) }, now, {
+          nextAttempt: true,
+        });
       },
       { feed: true },
     );
   }
 
-  /** Writes a settlement or cancel plan: feed event, row, audit row, issued together (sql/together.ts). */
-  async #writeSettlement(tx: SqlExecutor, plan: SettlementPlan, now: number): Promise<LocalOrder> {
+  /**
+   * Writes a settlement or cancel plan: feed event, row, audit row, issued together
+   * (sql/together.ts). `nextAttempt`: the row is the order's next attempt, whose claim is free.
+   */
+  async #writeSettlement(
+    tx: SqlExecutor,
+    plan: SettlementPlan,
+    now: number,
+    { nextAttempt = false } = {},
+  ): Promise<LocalOrder> {
     await together([
       plan.update ? this.#append(tx, plan.feed, now) : Promise.resolve(),
       plan.update ? tx.run(UPDATE_ORDER, plan.row) : Promise.resolve(),
+      nextAttempt ? tx.run(START_NEXT_ATTEMPT, { id: plan.row.id }) : Promise.resolve(),
       tx.run(INSERT_EVENT, plan.event),
     ]);
     return toLocalOrder(plan.row);

@@ -8,7 +8,15 @@ import { StoreError } from './store-error.js';
  * for reading or, locked, for rewriting.
  */
 
-const BY_PARTNER_REF = 'SELECT * FROM orders WHERE partner_ref = @ref';
+/**
+ * The order whose current attempt has the partner_ref, else the one the shop placed under it
+ * (`shop_ref`: an order gone on to a later attempt keeps the shop's ref; docs/upstreams.md).
+ */
+const BY_REF = `SELECT * FROM orders WHERE id = (
+  SELECT id FROM (
+    SELECT id, 0 AS pick FROM orders WHERE partner_ref = @ref
+    UNION ALL SELECT id, 1 AS pick FROM orders WHERE shop_ref = @ref
+  ) AS found ORDER BY pick LIMIT 1)`;
 /**
  * An invoice number is one upstream's (unique per upstream: the index `orders_invoice_upstream`,
  * schema 22). With the upstream known (`@upstream`) it names at most one order; without it (a
@@ -19,8 +27,9 @@ const invoiceCondition = (upstream: string | undefined) =>
 const byInvoiceNumber = (upstream: string | undefined) =>
   `SELECT * FROM orders WHERE ${invoiceCondition(upstream)} ORDER BY id LIMIT 1`;
 /**
- * Both look-ups in one statement (one round trip on PostgreSQL): the row with the partner_ref
- * first, else the one with the invoice number. The inner query finds at most two ids (with the
+ * The look-ups in one statement (one round trip on PostgreSQL): the row with the partner_ref
+ * first, else the one the shop placed under it ({@link BY_REF}), else the one with the invoice
+ * number. The inner query finds at most three ids (with the
  * upstream known; else the first of the invoice number's) and keeps the first by `pick`; the outer reads that one row by its id, and on
  * PostgreSQL `FOR UPDATE` locks only it, as the two statements did. Two index look-ups and one
  * by primary key, whatever the table's size: `WHERE partner_ref = @ref OR invoice_number =
@@ -31,7 +40,8 @@ const byInvoiceNumber = (upstream: string | undefined) =>
 const byEither = (upstream: string | undefined) => `SELECT * FROM orders WHERE id = (
   SELECT id FROM (
     SELECT id, 0 AS pick FROM orders WHERE partner_ref = @ref
-    UNION ALL SELECT id, 1 AS pick FROM orders WHERE ${invoiceCondition(upstream)}
+    UNION ALL SELECT id, 1 AS pick FROM orders WHERE shop_ref = @ref
+    UNION ALL SELECT id, 2 AS pick FROM orders WHERE ${invoiceCondition(upstream)}
   ) AS found ORDER BY pick, id LIMIT 1)`;
 
 /**
@@ -115,7 +125,7 @@ export class StoreContext {
         ...scope,
       });
     }
-    if (partnerRef !== null) return ex.get<StoredOrderRow>(`${BY_PARTNER_REF} ${lock}`, { ref: partnerRef });
+    if (partnerRef !== null) return ex.get<StoredOrderRow>(`${BY_REF} ${lock}`, { ref: partnerRef });
     if (invoiceNumber !== null) {
       return ex.get<StoredOrderRow>(`${byInvoiceNumber(upstream)} ${lock}`, {
         invoice: invoiceNumber,

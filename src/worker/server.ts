@@ -9,6 +9,7 @@ import {
   loadConfig,
   notifySettings,
   reconcilerSettings,
+  routingSettings,
   type WorkerSettings,
   workerSettings,
 } from '../config/config.js';
@@ -188,6 +189,7 @@ export async function startWorkerProcess(
     lockTimeoutMs: settings.dbLockTimeoutMs,
     poolMax: settings.dbPoolMax,
     balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
+    failover: routingSettings(config).failover,
   });
   let store: ClaimingStore<typeof opened>;
   try {

@@ -7,7 +7,11 @@ export function orderRow(overrides: Partial<OrderRow> = {}): OrderRow {
   return {
     id: 7,
     partner_ref: 'R1',
+    shop_ref: overrides.partner_ref ?? 'R1',
     upstream: 'default',
+    attempt: 1,
+    attempts: null,
+    route: null,
     invoice_number: 'INV-R1',
     product_code: 'ML86',
     product_id: null,

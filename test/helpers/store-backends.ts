@@ -233,11 +233,12 @@ export function describeEachBackend(title: string, body: (backend: StoreBackend)
 async function openOther(
   t: Pick<TestContext, 'after'>,
   url: string,
-  { now, balanceLowThreshold, lockTimeoutMs, ...overrides }: TempStoreOptions = {},
+  { now, balanceLowThreshold, lockTimeoutMs, failover, ...overrides }: TempStoreOptions = {},
 ): Promise<TestStore> {
   const opened = await openStore(url, {
     role: 'test',
     ...(now === undefined ? {} : { now }),
+    ...(failover === undefined ? {} : { failover }),
     ...(balanceLowThreshold === undefined ? {} : { balanceLowThreshold }),
     ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
   });

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import type { Database } from 'better-sqlite3';
 import { loadConfig, reconcilerSettings } from '../../src/config/config.js';
+import type { FailoverSettings } from '../../src/domain/attempts.js';
 import { learnPace } from '../../src/reconciler/learn-pace.js';
 import { type FeedEvent, isOrderEvent } from '../../src/store/feed.js';
 import type { LocalOrder } from '../../src/store/local-order.js';
@@ -65,6 +66,7 @@ export type TempStoreOptions = Partial<PollScheduleSettings> & {
   now?: () => number;
   balanceLowThreshold?: number;
   lockTimeoutMs?: number;
+  failover?: FailoverSettings;
 };
 
 /**
@@ -76,7 +78,7 @@ export type TempStoreOptions = Partial<PollScheduleSettings> & {
  */
 export async function tempStore(
   t: Pick<TestContext, 'after'>,
-  { now, balanceLowThreshold = 0, lockTimeoutMs, ...overrides }: TempStoreOptions = {},
+  { now, balanceLowThreshold = 0, lockTimeoutMs, failover, ...overrides }: TempStoreOptions = {},
 ): Promise<{ store: TestStore; db: Database; path: string; clock: ManualClock }> {
   const path = tempDbPath(t);
   const clock = manualClock();
@@ -84,6 +86,7 @@ export async function tempStore(
     now: now ?? clock.now,
     balanceLowThreshold,
     ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
+    ...(failover === undefined ? {} : { failover }),
   });
   t.after(() => store.close());
   return { store, db: store.sqlite!, path, clock };

@@ -136,8 +136,12 @@ describeEachBackend('the change feed', (backend) => {
     const { store, url } = await backend.tempStore(t);
     await store.writer.applyOrderSnapshot(snapshot('M1', 'PENDING'), { source: 'create' });
     await store.writer.applyOrderSnapshot(snapshot('M1', 'PROCESSING'), { source: 'webhook', eventId: 'm1' });
-    // The store as schema 17 left it: no previous_status column (nor what 19, 20 and 22 add), version 17.
+    // The store as schema 17 left it: no previous_status column (nor what 19 to 23 add), version 17.
     await store.db.write(async (tx) => {
+      await tx.exec('DROP INDEX orders_shop_ref');
+      for (const column of ['shop_ref', 'attempt', 'attempts', 'route']) {
+        await tx.exec(`ALTER TABLE orders DROP COLUMN ${column}`);
+      }
       await tx.exec('DROP INDEX IF EXISTS orders_invoice_upstream');
       await tx.exec('ALTER TABLE orders DROP COLUMN upstream');
       await tx.exec('ALTER TABLE feed_events DROP COLUMN previous_status');

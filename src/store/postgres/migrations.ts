@@ -1,5 +1,10 @@
 import type { Migration } from '../sql/migration.js';
-import { SHARED_MIGRATIONS_FROM_13, SHARED_MIGRATIONS_FROM_18 } from '../sql/shared-migrations.js';
+import {
+  ATTEMPTS_DESCRIPTION,
+  ATTEMPTS_SQL,
+  SHARED_MIGRATIONS_FROM_13,
+  SHARED_MIGRATIONS_FROM_18,
+} from '../sql/shared-migrations.js';
 
 /**
  * Every schema step of the PostgreSQL store, in order (run by `runMigrations`, ../migrations.ts),
@@ -272,6 +277,13 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
     sql: `
       ALTER TABLE orders DROP CONSTRAINT IF EXISTS orders_invoice_number_key;
       CREATE UNIQUE INDEX IF NOT EXISTS orders_invoice_upstream ON orders (invoice_number, upstream);
+    `,
+  },
+  {
+    version: 23,
+    description: ATTEMPTS_DESCRIPTION,
+    sql: `${ATTEMPTS_SQL}
+      ALTER TABLE order_events DROP CONSTRAINT IF EXISTS order_events_partner_ref_fkey;
     `,
   },
 ];

@@ -87,3 +87,23 @@ export const SHARED_MIGRATIONS_FROM_18: readonly Migration[] = [
     `,
   },
 ];
+
+/**
+ * Schema 23's SQL on both backends (each adds its own part): each order gets its attempts
+ * (docs/upstreams.md, "Orders and attempts"). `shop_ref` is the shop's partner_ref, unique (the
+ * order's `partner_ref` is its current attempt's, sent to the upstream); `attempt` numbers the
+ * current attempt; `attempts` keeps the ended ones (JSON, null while there were none); `route`
+ * the routing's choice and the candidates left (JSON, null for an order not routed).
+ */
+export const ATTEMPTS_SQL = `
+    ALTER TABLE orders ADD COLUMN shop_ref TEXT;
+    ALTER TABLE orders ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE orders ADD COLUMN attempts TEXT;
+    ALTER TABLE orders ADD COLUMN route TEXT;
+    UPDATE orders SET shop_ref = partner_ref;
+    CREATE UNIQUE INDEX orders_shop_ref ON orders (shop_ref);
+`;
+
+/** Schema 23's description, the same on both backends. */
+export const ATTEMPTS_DESCRIPTION =
+  "orders.shop_ref (the shop's partner_ref, unique; every order before this step is its own), orders.attempt, orders.attempts and orders.route: an order is placed on one upstream at a time and on the next only after a definite non-fulfilment (docs/upstreams.md); order_events.partner_ref no longer references orders, since an ended attempt's events keep its own partner_ref";

@@ -1,5 +1,10 @@
 import type { Migration } from '../sql/migration.js';
-import { SHARED_MIGRATIONS_FROM_13, SHARED_MIGRATIONS_FROM_18 } from '../sql/shared-migrations.js';
+import {
+  ATTEMPTS_DESCRIPTION,
+  ATTEMPTS_SQL,
+  SHARED_MIGRATIONS_FROM_13,
+  SHARED_MIGRATIONS_FROM_18,
+} from '../sql/shared-migrations.js';
 
 /**
  * Every schema step of the SQLite store, in order (run by `runMigrations`, ../migrations.ts). Timestamps we produce are integer milliseconds since the epoch;
@@ -535,6 +540,36 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
         WHERE status = 'SUCCESS' AND next_poll_at IS NULL;
       CREATE INDEX orders_queued ON orders (id) WHERE submission_state = 'queued';
       CREATE INDEX orders_waiting ON orders (local_created_at) WHERE submission_state IN ('queued', 'blocked');
+    `,
+  },
+  {
+    version: 23,
+    description: ATTEMPTS_DESCRIPTION,
+    // SQLite drops a foreign key only by rebuilding the table.
+    rebuildsTables: true,
+    sql: `${ATTEMPTS_SQL}
+      CREATE TABLE order_events_v23 (
+        id          INTEGER PRIMARY KEY,
+        partner_ref TEXT    NOT NULL,
+        source      TEXT    NOT NULL CHECK (source IN ('create', 'webhook', 'poll', 'manual')),
+        event_id    TEXT,
+        status      TEXT,
+        payload     TEXT,
+        received_at INTEGER NOT NULL,
+        applied_at  INTEGER NOT NULL,
+        changed     INTEGER NOT NULL CHECK (changed IN (0, 1)),
+        reason      TEXT    NOT NULL,
+        occurred_at INTEGER
+      );
+      INSERT INTO order_events_v23
+          (id, partner_ref, source, event_id, status, payload, received_at, applied_at, changed, reason, occurred_at)
+        SELECT id, partner_ref, source, event_id, status, payload, received_at, applied_at, changed, reason, occurred_at
+        FROM order_events;
+      DROP TABLE order_events;
+      ALTER TABLE order_events_v23 RENAME TO order_events;
+      CREATE UNIQUE INDEX order_events_source_event_id
+        ON order_events (source, event_id) WHERE event_id IS NOT NULL;
+      CREATE INDEX order_events_partner_ref ON order_events (partner_ref);
     `,
   },
 ];
