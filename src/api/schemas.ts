@@ -26,6 +26,8 @@ export const publicOrderSchema = {
   description: 'An order as h2h-sync knows it (docs/api.md, "The order").',
   required: [
     'partner_ref',
+    'upstream',
+    'attempts',
     'invoice_number',
     'product_code',
     'product_id',
@@ -51,7 +53,50 @@ export const publicOrderSchema = {
     'version',
   ],
   properties: {
-    partner_ref: { ...text, description: 'The idempotency key sent upstream; the order’s name.' },
+    partner_ref: {
+      ...text,
+      description:
+        'The shop’s idempotency key: the order’s name, whatever its attempts (sent upstream unchanged on the first).',
+    },
+    upstream: { ...text, description: 'The upstream of the current (latest) attempt (docs/upstreams.md).' },
+    attempts: {
+      type: 'array',
+      description:
+        'Each placement of the order on an upstream, oldest first, the current one last (docs/upstreams.md, "What the shop sees").',
+      items: {
+        type: 'object',
+        required: [
+          'attempt',
+          'upstream',
+          'partner_ref',
+          'invoice_number',
+          'status',
+          'submission',
+          'chosen',
+          'ended',
+        ],
+        properties: {
+          attempt: { type: 'integer', minimum: 1 },
+          upstream: text,
+          partner_ref: {
+            ...text,
+            description: 'The ref the upstream knows this attempt by: `<shop ref>~<n>` from the second.',
+          },
+          invoice_number: nullable(text),
+          status: nullable({ type: 'string', enum: [...ORDER_STATUSES, null] }),
+          submission: { type: 'string', enum: [...SUBMISSION_STATES] },
+          chosen: nullable({
+            ...text,
+            description: 'Why this upstream was chosen, when the order was routed.',
+          }),
+          ended: nullable({
+            ...refusal,
+            description:
+              'Why the attempt ended (INSUFFICIENT_BALANCE, INVALID_PRODUCT, FAILED); null for the current one.',
+          }),
+        },
+      },
+    },
     invoice_number: nullable(text),
     product_code: nullable(text),
     product_id: nullable(text),

@@ -59,12 +59,20 @@ describeEachBackend('snapshots out of order', (backend) => {
         ...(await store.queries.getOrder('IN-ORDER'))!,
         id: 0,
         partnerRef: '',
+        shopRef: '',
         invoiceNumber: '',
         version: 0,
       };
       for (const ref of settledRefs) {
         assert.deepEqual(
-          { ...(await store.queries.getOrder(ref))!, id: 0, partnerRef: '', invoiceNumber: '', version: 0 },
+          {
+            ...(await store.queries.getOrder(ref))!,
+            id: 0,
+            partnerRef: '',
+            shopRef: '',
+            invoiceNumber: '',
+            version: 0,
+          },
           expected,
           ref,
         );
