@@ -1,4 +1,4 @@
-import { orderRequestJson } from '../orders/order-request.js';
+import { type OrderRequest, orderRequestJson } from '../orders/order-request.js';
 import { otherOrderReason, PARTNER_REF_REUSED } from '../orders/ref-reuse.js';
 import type {
   EventReason,
@@ -44,7 +44,13 @@ export interface CreateLocalOrderInput {
   /** The upstream to place it on (docs/upstreams.md). Default: `default`. */
   upstream?: string;
   /**
-   * The routing's choice (domain/routing.ts): why `upstream`, and the candidates to go on to
+   * The order as the shop asked for it, kept to compare its repeats with. Default: the product,
+   * data and callback URL above (they differ when the routed upstream names the product with
+   * another code).
+   */
+  request?: OrderRequest;
+  /**
+   * The routing's choice (routing/route-order.ts): why `upstream`, and the candidates to go on to
    * after a definite non-fulfilment (domain/attempts.ts). Default: none (never fails over).
    */
   route?: OrderRoute;
@@ -222,12 +228,14 @@ export function planLocalOrder(
     amount: input.catalog?.price ?? null,
     target_data: JSON.stringify(input.data),
     callback_url: input.callbackUrl ?? null,
-    request: orderRequestJson({
-      ...(input.productCode === undefined ? {} : { product_code: input.productCode }),
-      ...(input.productId === undefined ? {} : { product_id: input.productId }),
-      data: input.data,
-      ...(input.callbackUrl === undefined ? {} : { callback_url: input.callbackUrl }),
-    }),
+    request: orderRequestJson(
+      input.request ?? {
+        ...(input.productCode === undefined ? {} : { product_code: input.productCode }),
+        ...(input.productId === undefined ? {} : { product_id: input.productId }),
+        data: input.data,
+        ...(input.callbackUrl === undefined ? {} : { callback_url: input.callbackUrl }),
+      },
+    ),
   };
   return withPollingColumns(row, null, true, now, firstPolls);
 }

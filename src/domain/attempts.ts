@@ -176,3 +176,19 @@ export function planNextAttempt(
     updated_at: now,
   };
 }
+
+/**
+ * Why `ref` cannot name a shop's order when it may go on to later attempts (several upstreams),
+ * or undefined: attempt refs add `~<n>`, so a shop ref has no `~` and at most
+ * {@link SHOP_REF_MAX_LENGTH} characters (Unicode code points, as the upstream counts).
+ */
+export function shopRefProblem(ref: string): string | undefined {
+  if (ref.includes(ATTEMPT_SEPARATOR)) {
+    return `must not contain "${ATTEMPT_SEPARATOR}" with several upstreams (a later attempt's ref is <partner_ref>~<n>)`;
+  }
+  const characters = [...ref].length;
+  if (characters > SHOP_REF_MAX_LENGTH) {
+    return `at most ${SHOP_REF_MAX_LENGTH} characters with several upstreams (a later attempt's ref adds ~<n> within the upstream's ${PARTNER_REF_MAX_LENGTH}), got ${characters}`;
+  }
+  return undefined;
+}

@@ -181,6 +181,22 @@ export class OrderQueries {
   }
 
   /**
+   * How long `upstream`'s last `limit` SUCCESS orders of product `code` took from their first
+   * create to their final status, in ms, newest first (the `fastest` routing policy; the index
+   * `orders_completion`).
+   */
+  async completionTimes(upstream: string, code: string, limit = 20): Promise<number[]> {
+    const rows = await this.#context.db.all<{ ms: number }>(
+      `SELECT final_at - first_sent_at AS ms FROM orders
+       WHERE upstream = @upstream AND product_code = @code AND status = 'SUCCESS'
+         AND final_at IS NOT NULL AND first_sent_at IS NOT NULL
+       ORDER BY final_at DESC LIMIT @limit`,
+      { upstream, code, limit },
+    );
+    return rows.map((r) => Number(r.ms));
+  }
+
+  /**
    * The audit trail of an order (by partner_ref, the shop's ref or invoice number), oldest first:
    * every attempt's events, each under its own partner_ref.
    */

@@ -173,6 +173,7 @@ export async function everyOrder(
  */
 export async function undoSchema23(tx: { exec(sql: string): Promise<unknown> }): Promise<void> {
   await tx.exec('DROP INDEX orders_shop_ref');
+  await tx.exec('DROP INDEX orders_completion');
   for (const column of ['shop_ref', 'attempt', 'attempts', 'route']) {
     await tx.exec(`ALTER TABLE orders DROP COLUMN ${column}`);
   }

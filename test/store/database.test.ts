@@ -149,6 +149,8 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
       .all(),
     [
       { name: 'orders_audit' },
+      // Schema 23: each upstream's completion times of a product, for the `fastest` routing.
+      { name: 'orders_completion' },
       // Schema 22: invoice numbers are unique per upstream.
       { name: 'orders_invoice_upstream' },
       { name: 'orders_local_created_at' },

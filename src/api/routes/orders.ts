@@ -1,7 +1,9 @@
 import type { FastifyPluginAsync } from 'fastify';
+import { shopRefProblem } from '../../domain/attempts.js';
 import type { PublicOrder } from '../../domain/public-order.js';
 import { AcceptOrderError, acceptOrder } from '../../orders/accept-order.js';
 import { newPartnerRef } from '../../orders/partner-ref.js';
+import type { OrderRouter } from '../../routing/router.js';
 import { SUBMISSION_STATES } from '../../store/local-order.js';
 import type { OrderStore } from '../../store/order-store.js';
 import { ORDER_STATUSES, partnerRefProblem } from '../../upstream/model.js';
@@ -18,6 +20,11 @@ export interface OrderRoutesOptions {
   submissionBacklog: number;
   /** The Retry-After of a full backlog, in seconds: about one budget window (`apiSettings`). */
   retryAfterS: number;
+  /**
+   * Chooses each order's upstream (routing/router.ts), with several upstreams; without it every
+   * order is the default upstream's.
+   */
+  router?: OrderRouter;
   /** Asks the reconciler for an early poll of an order; without it, a refresh answers 503. */
   requestPoll?: (partnerRef: string) => Promise<void>;
 }
@@ -131,9 +138,14 @@ function refuseNonStringData(body: unknown): void {
 /**
  * The order's partner_ref from the body's `partner_ref` and the `Idempotency-Key` header (the
  * convention of the best-known payment APIs): either names it, both must agree, and neither
- * means a new generated one. The same 64-character rule as the upstream's.
+ * means a new generated one. The same 64-character rule as the upstream's; with several
+ * upstreams at most 61 and no `~`, room for a later attempt's `~<n>` (domain/attempts.ts).
  */
-function partnerRefOf(body: FromSchema<typeof placeOrderBody>, key: string | undefined): string {
+function partnerRefOf(
+  body: FromSchema<typeof placeOrderBody>,
+  key: string | undefined,
+  severalUpstreams: boolean,
+): string {
   if (key !== undefined && body.partner_ref !== undefined && key !== body.partner_ref) {
     throw new ApiHttpError(
       'VALIDATION_ERROR',
@@ -141,7 +153,8 @@ function partnerRefOf(body: FromSchema<typeof placeOrderBody>, key: string | und
     );
   }
   const partnerRef = body.partner_ref ?? key ?? newPartnerRef();
-  const problem = partnerRefProblem(partnerRef);
+  const problem =
+    partnerRefProblem(partnerRef) ?? (severalUpstreams ? shopRefProblem(partnerRef) : undefined);
   if (problem) {
     throw new ApiHttpError(
       'VALIDATION_ERROR',
@@ -184,7 +197,7 @@ function parseTime(name: string, value: string): number {
  */
 export const orderRoutes: FastifyPluginAsync<OrderRoutesOptions> = async (base, options) => {
   const app = base.withTypeProvider<SchemaTypes>();
-  const { store, submissionBacklog, retryAfterS, requestPoll } = options;
+  const { store, submissionBacklog, retryAfterS, requestPoll, router } = options;
 
   /** The order a route names, by partner_ref or invoice number, or the 404 that says so. */
   async function mustFindOrder(ref: string): Promise<PublicOrder> {
@@ -236,7 +249,7 @@ export const orderRoutes: FastifyPluginAsync<OrderRoutesOptions> = async (base, 
     },
     async (request, reply) => {
       const { body } = request;
-      const partnerRef = partnerRefOf(body, request.headers['idempotency-key']);
+      const partnerRef = partnerRefOf(body, request.headers['idempotency-key'], router !== undefined);
       let accepted: Awaited<ReturnType<typeof acceptOrder>>;
       try {
         accepted = await acceptOrder(

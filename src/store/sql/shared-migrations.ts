@@ -93,7 +93,9 @@ export const SHARED_MIGRATIONS_FROM_18: readonly Migration[] = [
  * (docs/upstreams.md, "Orders and attempts"). `shop_ref` is the shop's partner_ref, unique (the
  * order's `partner_ref` is its current attempt's, sent to the upstream); `attempt` numbers the
  * current attempt; `attempts` keeps the ended ones (JSON, null while there were none); `route`
- * the routing's choice and the candidates left (JSON, null for an order not routed).
+ * the routing's choice and the candidates left (JSON, null for an order not routed);
+ * `orders_completion` gives the `fastest` policy each upstream's recent completion times of a
+ * product from an index.
  */
 export const ATTEMPTS_SQL = `
     ALTER TABLE orders ADD COLUMN shop_ref TEXT;
@@ -102,6 +104,7 @@ export const ATTEMPTS_SQL = `
     ALTER TABLE orders ADD COLUMN route TEXT;
     UPDATE orders SET shop_ref = partner_ref;
     CREATE UNIQUE INDEX orders_shop_ref ON orders (shop_ref);
+    CREATE INDEX orders_completion ON orders (upstream, product_code, final_at) WHERE status = 'SUCCESS';
 `;
 
 /** Schema 23's description, the same on both backends. */
