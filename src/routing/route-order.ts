@@ -19,6 +19,14 @@ export interface CandidateFacts extends RouteCandidate {
   balance: number | null;
   /** Its learned time to a final status for the product, ms; null while not learned. */
   completionMs: number | null;
+  /** About how long an order queued for it now waits for a create slot of its budget, ms. */
+  queueWaitMs: number;
+}
+
+/** The routing's bounds. */
+export interface RouteLimits {
+  /** A candidate whose queue would hold the order longer than this is passed over (ms). */
+  maxQueueWaitMs: number;
 }
 
 /** The routing's answer: the route to write on the order, or why no candidate can take it. */
@@ -27,11 +35,14 @@ export type RouteDecision =
   | { ok: false; skipped: { upstream: string; why: string }[] };
 
 /** Why a candidate cannot take an order now, or null when it can. */
-export function whyUnavailable(candidate: CandidateFacts): string | null {
+export function whyUnavailable(candidate: CandidateFacts, limits: RouteLimits): string | null {
   if (!candidate.isActive) return 'product inactive';
   if (candidate.circuitOpen !== null) return `circuit open (${candidate.circuitOpen})`;
   if (candidate.balance !== null && candidate.price !== null && candidate.balance < candidate.price) {
     return `balance ${candidate.balance} below the price ${candidate.price}`;
+  }
+  if (candidate.queueWaitMs > limits.maxQueueWaitMs) {
+    return `its queue waits about ${Math.round(candidate.queueWaitMs / 1000)} s for its budget`;
   }
   return null;
 }
@@ -64,18 +75,42 @@ function reasonFor(policy: RoutingPolicy, first: CandidateFacts, others: number)
  * Orders `candidates` by `policy` (`cheapest`: the catalog price, unknown last; `priority`: the
  * configured order; `fastest`: the learned completion time, unknown last; ties by the configured
  * order), passes over the unavailable ones ({@link whyUnavailable}), and returns the first with
- * the others as the route's `next`; or, when none is available, each candidate's reason.
+ * the others as the route's `next`. When every candidate is unavailable only because its queue
+ * is long (more orders than the budgets place), the shortest wait goes first: the order waits
+ * least, and every budget is used. When none is available at all: each candidate's reason.
  */
-export function routeOrder(candidates: readonly CandidateFacts[], policy: RoutingPolicy): RouteDecision {
+export function routeOrder(
+  candidates: readonly CandidateFacts[],
+  policy: RoutingPolicy,
+  limits: RouteLimits = { maxQueueWaitMs: Number.POSITIVE_INFINITY },
+): RouteDecision {
   const skipped: { upstream: string; why: string }[] = [];
   const available: CandidateFacts[] = [];
   for (const candidate of candidates) {
-    const why = whyUnavailable(candidate);
+    const why = whyUnavailable(candidate, limits);
     if (why === null) available.push(candidate);
     else skipped.push({ upstream: candidate.upstream, why });
   }
-  if (available.length === 0) return { ok: false, skipped };
+  if (available.length === 0) {
+    const open = { maxQueueWaitMs: Number.POSITIVE_INFINITY };
+    const waiting = candidates.filter((c) => whyUnavailable(c, open) === null);
+    if (waiting.length === 0) return { ok: false, skipped };
+    const [first, ...rest] = [...waiting].sort(
+      (a, b) => a.queueWaitMs - b.queueWaitMs || compareUnder(policy)(a, b),
+    ) as [CandidateFacts, ...CandidateFacts[]];
+    return decided(policy, first, rest, skipped, `every queue is long: ${first.upstream}'s is the shortest`);
+  }
   const [first, ...rest] = [...available].sort(compareUnder(policy)) as [CandidateFacts, ...CandidateFacts[]];
+  return decided(policy, first, rest, skipped, reasonFor(policy, first, rest.length));
+}
+
+function decided(
+  policy: RoutingPolicy,
+  first: CandidateFacts,
+  rest: CandidateFacts[],
+  skipped: { upstream: string; why: string }[],
+  reason: string,
+): RouteDecision {
   const plain = ({ upstream, product_code, price, product_name }: CandidateFacts): RouteCandidate => ({
     upstream,
     product_code,
@@ -87,9 +122,26 @@ export function routeOrder(candidates: readonly CandidateFacts[], policy: Routin
     first: plain(first),
     route: {
       policy,
-      reason: reasonFor(policy, first, rest.length),
+      reason,
       next: rest.map(plain),
       ...(skipped.length === 0 ? {} : { skipped }),
     },
   };
+}
+
+/** Where a shop order goes first, why, and where next (docs/upstreams.md, "Routing"). */
+export interface RoutedOrder {
+  first: RouteCandidate;
+  route: OrderRoute;
+}
+
+/** Chooses each shop order's upstream among those whose catalog has its product. */
+export interface OrderRouter {
+  /** The upstreams it routes among, for messages. */
+  readonly upstreams: readonly string[];
+  /**
+   * The route of an order of the shop's product `code`, or undefined when no upstream's catalog
+   * lists it (the caller refuses the order as an unknown product).
+   */
+  route(code: string): Promise<RoutedOrder | undefined>;
 }

@@ -14,6 +14,11 @@ export const routingVariables = z.object({
     .describe(
       'How a shop order picks its upstream among the candidates that have its product (docs/upstreams.md, "Routing"): `cheapest` (catalog price), `priority` (the upstreams file\'s order or `priority`), `fastest` (the learned completion time). Only with several upstreams.',
     ),
+  H2H_ROUTING_MAX_WAIT_S: int(1)
+    .default(30)
+    .describe(
+      'A candidate upstream whose submission queue would keep a new order waiting longer than this for its rate budget is passed over (docs/upstreams.md, "Routing"): what spreads a rush over every upstream\'s 60 calls a minute.',
+    ),
   H2H_MAX_ATTEMPTS: int(1)
     .max(MAX_ATTEMPTS_LIMIT)
     .default(DEFAULT_FAILOVER_SETTINGS.maxAttempts)
@@ -30,11 +35,13 @@ export const routingVariables = z.object({
 /** The routing's section: the policy and when an order goes on to its next upstream, in ms. */
 export function routingSettings(config: { settings: z.output<typeof routingVariables> }): {
   policy: RoutingPolicy;
+  maxQueueWaitMs: number;
   failover: FailoverSettings;
 } {
   const s = config.settings;
   return {
     policy: s.H2H_ROUTING_POLICY,
+    maxQueueWaitMs: s.H2H_ROUTING_MAX_WAIT_S * 1000,
     failover: { maxAttempts: s.H2H_MAX_ATTEMPTS, withinMs: s.H2H_FAILOVER_WITHIN_S * 1000 },
   };
 }

@@ -147,6 +147,17 @@ export class OrderQueries {
     return countQueued(this.#context.db);
   }
 
+  /** How many orders wait in `upstream`'s submission queue (its pump's; the routing reads it). */
+  async countQueuedOn(upstream: string): Promise<number> {
+    const { db } = this.#context;
+    const row = await db.get<{ n: number }>(
+      `SELECT COUNT(*) AS n FROM orders ${db.dialect.indexedBy('orders_queued')}
+       WHERE submission_state = 'queued' AND upstream = @upstream`,
+      { upstream },
+    );
+    return Number(row?.n ?? 0);
+  }
+
   /** The order with exactly this partner_ref (never one whose invoice number it is). */
   async getOrderByPartnerRef(partnerRef: string): Promise<LocalOrder | undefined> {
     const row = await this.#context.find(this.#context.db, partnerRef, null);

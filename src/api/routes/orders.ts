@@ -3,7 +3,7 @@ import { shopRefProblem } from '../../domain/attempts.js';
 import type { PublicOrder } from '../../domain/public-order.js';
 import { AcceptOrderError, acceptOrder } from '../../orders/accept-order.js';
 import { newPartnerRef } from '../../orders/partner-ref.js';
-import type { OrderRouter } from '../../routing/router.js';
+import type { OrderRouter } from '../../routing/route-order.js';
 import { SUBMISSION_STATES } from '../../store/local-order.js';
 import type { OrderStore } from '../../store/order-store.js';
 import { ORDER_STATUSES, partnerRefProblem } from '../../upstream/model.js';
