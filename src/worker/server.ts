@@ -75,7 +75,7 @@ async function startProcessReconciler(
   store: ClaimingStore,
   options: StartWorkerProcessOptions,
 ): Promise<{ metrics: ReconcilerMetrics; stop: () => Promise<boolean> }> {
-  const upstream = await createUpstream(config, { logger: options.logger });
+  const upstream = await createUpstream(config, undefined, { logger: options.logger });
   try {
     // Orders that waited too long while no worker ran (API_SUBMISSION_MAX_AGE_S) are cancelled
     // before the reconciler's first pass could send a blocked one; the pump sweeps from then on.
