@@ -57,8 +57,8 @@ test('the worker process serves Bull Board with the three queues, /healthz and /
   const metrics = await fetch(`${base}/metrics`);
   assert.equal(metrics.status, 200);
   const text = await metrics.text();
-  assert.match(text, /^h2h_reconcile_polls_total\{outcome="changed"\} 0$/m);
-  assert.match(text, /^h2h_reconcile_stuck_orders 0$/m);
+  assert.match(text, /^h2h_reconcile_polls_total\{upstream="default",outcome="changed"\} 0$/m);
+  assert.match(text, /^h2h_reconcile_stuck_orders\{upstream="default"\} 0$/m);
   assert.match(text, /^h2h_worker_events_committed_total 0$/m);
   assert.match(text, /^h2h_queue_jobs\{queue="h2h-webhooks",state="waiting"\} 0$/m);
   assert.match(text, /^h2h_queue_jobs\{queue="h2h-reconcile",state="delayed"\} \d+$/m);
