@@ -11,7 +11,7 @@ import {
 import { startWorkerProcess } from '../../src/worker/server.js';
 import { metricValue } from '../helpers/reconciler.js';
 import { privateRedis } from '../helpers/redis.js';
-import { httpRequest } from '../helpers/simulator.js';
+import { httpRequest, userIdEndingIn } from '../helpers/simulator.js';
 import { openTestStore, scheduleSettings, tempDbPath } from '../helpers/store.js';
 import { twoSimulatedUpstreams } from '../helpers/upstreams.js';
 import { waitFor } from '../helpers/wait.js';
@@ -40,7 +40,7 @@ async function workerOnTwoUpstreams(
   return { t, redis, upstreams, store, config };
 }
 
-test("a worker with two upstreams polls each upstream's orders with that upstream's client only, to their final states, and labels its metrics by upstream", async (test) => {
+test("a worker with two upstreams sends and polls each upstream's orders with that upstream's client only, to their final states, and labels its metrics by upstream", async (test) => {
   const { t, redis, upstreams, store, config } = await workerOnTwoUpstreams(test);
   // beta's order was first heard of in a beta webhook; its later webhooks are lost.
   const betaPlaced = await upstreams.createOrder('beta', 'beta-order');
@@ -51,6 +51,17 @@ test("a worker with two upstreams polls each upstream's orders with that upstrea
   });
   const defaultPlaced = await upstreams.createOrder('default', 'default-order');
   await store.writer.applyOrderSnapshot(defaultPlaced, { source: 'create' });
+
+  // Queued for the pumps (the shop API's way): each is sent by its own upstream's pump.
+  for (const upstream of ['default', 'beta']) {
+    await store.writer.createLocalOrder({
+      partnerRef: `${upstream}-queued`,
+      productCode: 'MLBB-86',
+      data: { user_id: userIdEndingIn('0003'), server_id: '2001' },
+      upstream,
+      queued: true,
+    });
+  }
 
   const worker = await startWorkerProcess(config);
   t.after(() => worker.close());
@@ -96,6 +107,30 @@ test("a worker with two upstreams polls each upstream's orders with that upstrea
     "the default upstream is never asked about beta's order",
   );
   assert.equal(gets.beta.get('default-order'), undefined, "beta is never asked about the default's order");
+
+  const sent = await waitFor(
+    async () => {
+      const orders = await Promise.all(
+        ['default-queued', 'beta-queued'].map((ref) => store.queries.getOrder(ref)),
+      );
+      return orders.every((o) => o?.submissionState === 'accepted') ? orders : undefined;
+    },
+    { message: 'both queued orders sent' },
+  );
+  assert.deepEqual(
+    sent.map((o) => o?.upstream),
+    ['default', 'beta'],
+  );
+  const creates = async (upstream: 'default' | 'beta') =>
+    (await httpRequest<{ partner_ref: string }[]>(`${upstreams[upstream].origin}/__sim/orders`)).body
+      .map((o) => o.partner_ref)
+      .filter((ref) => ref.endsWith('-queued'));
+  assert.deepEqual(
+    await creates('default'),
+    ['default-queued'],
+    "the default's pump sends to the default only",
+  );
+  assert.deepEqual(await creates('beta'), ['beta-queued'], "beta's pump sends to beta only");
 
   const metrics = worker.reconcilerMetrics!;
   for (const upstream of ['default', 'beta']) {
