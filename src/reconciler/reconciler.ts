@@ -99,9 +99,10 @@ export interface RunningReconciler {
  *   so one pass runs at a time across processes; orders are also claimed in SQLite, so no two
  *   processes poll one order at once. When a pass ends with orders still due (budget spent, or
  *   the pass size reached), one follow-up pass is queued for when a poll slot frees;
- * - starts a BullMQ worker on `h2h-poll-requests` that polls single orders early (stale but
- *   authentic webhooks); a request that meets a spent budget is delayed, not failed.
- * Resolves once both workers are connected.
+ * - unless `takePollRequests` is false, starts a worker on `h2h-poll-requests` that polls single
+ *   orders early (stale but authentic webhooks; {@link startPollRequestWorker}); a request that
+ *   meets a spent budget is delayed, not failed.
+ * Resolves once its workers are connected.
  */
 export async function startReconciler(options: StartReconcilerOptions): Promise<RunningReconciler> {
   const { settings, store, client, budget, logger } = options;
