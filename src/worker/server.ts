@@ -144,7 +144,8 @@ async function startUpstreamEngine(
  * Starts, for each upstream account of the configuration, its client, reconciler and submission
  * pump ({@link startUpstreamEngine}), one poll-request worker that hands each early poll to its
  * upstream's reconciler, and the catalog refresh (docs/operations.md, "Catalog refresh"). Stops
- * them in reverse order. Throws a ConfigError naming an account's URL or key when missing.
+ * them in reverse order (the upstreams' engines together, last). Throws a ConfigError naming an
+ * account's URL or key when missing.
  */
 async function startProcessReconciler(
   config: Config,
@@ -167,10 +168,16 @@ async function startProcessReconciler(
     // One registry for the process: each reconciler's series under its `upstream` label.
     const registry = new Registry();
     const engines = new Map<string, UpstreamEngine>();
+    // Side by side, not one after another: the worker's stop has one shutdown timeout, however
+    // many upstreams there are.
+    stops.push(async () => {
+      const stopped = await Promise.all(
+        [...engines.values()].map((engine) => engine.stop(timeoutMs).catch(() => false)),
+      );
+      return stopped.every(Boolean);
+    });
     for (const account of config.upstreams) {
-      const engine = await startUpstreamEngine(config, store, account, registry, options);
-      engines.set(account.name, engine);
-      stops.push(() => engine.stop(timeoutMs));
+      engines.set(account.name, await startUpstreamEngine(config, store, account, registry, options));
     }
     const reconcilers = [...engines.values()].map((engine) => engine.reconciler);
     const pollRequests = await startPollRequestWorker({

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Queue } from 'bullmq';
-import { loadConfig } from '../../src/config/config.js';
+import { Redis } from 'ioredis';
+import { ConfigError, loadConfig } from '../../src/config/config.js';
 import {
   POLL_REQUEST_JOB_NAME,
   POLL_REQUEST_QUEUE,
@@ -191,4 +192,24 @@ test("a shop's early-poll request of a beta order is polled with beta's client, 
   assert.equal(refunded.upstream, 'beta');
   assert.equal(upstreams.logs.beta.getsByRef().get('beta-refunded'), 1, 'read once, on beta');
   assert.equal(upstreams.logs.default.gets().length, 0, 'the default upstream is asked nothing');
+});
+
+test("a worker refuses to start when an upstream's key is missing, naming its variable, and leaves the other upstream's engine stopped", async (test) => {
+  const { t, redis, config } = await workerOnTwoUpstreams(test, { H2H_UPSTREAM_BETA_API_KEY: '' });
+  const admin = new Redis(redis.url);
+  t.after(() => admin.disconnect());
+
+  await assert.rejects(
+    startWorkerProcess(config),
+    (error: unknown) =>
+      error instanceof ConfigError &&
+      /upstream "beta": H2H_UPSTREAM_BETA_API_KEY must be set/.test(error.message),
+  );
+  await waitFor(
+    async () =>
+      !/ name=h2h-(reconciler|budget|poll-requests|catalog) /.test(
+        String(await admin.call('CLIENT', 'LIST')),
+      ),
+    { message: "the default upstream's reconciler and budget connections closed" },
+  );
 });
