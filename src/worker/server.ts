@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
-import { type AdminServer, startAdminServer } from '../admin/admin-server.js';
+import { ADMIN_QUEUES, type AdminServer, startAdminServer } from '../admin/admin-server.js';
 import { startCatalogRefresh } from '../catalog/catalog-refresh.js';
 import {
   adminSettings,
@@ -20,6 +20,7 @@ import { type SubmissionPump, startSubmissionPump } from '../orders/submission-p
 import { moveOldNotificationQueue } from '../queue/old-notify-queue.js';
 import type { ReconcilerMetrics } from '../reconciler/metrics.js';
 import { startPollRequestWorker } from '../reconciler/poll-requests.js';
+import { reconcileNames } from '../reconciler/reconcile-queue.js';
 import { type RunningReconciler, startReconciler } from '../reconciler/reconciler.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';
 import { redactRedisUrl } from '../shared/redis-outage.js';
@@ -222,6 +223,13 @@ async function startProcessAdmin(
       settings,
       redisUrl: config.redisUrl,
       ...(options.queuePrefix === undefined ? {} : { queuePrefix: options.queuePrefix }),
+      // Every upstream's reconcile queue after the default's (reconcileNames).
+      queueNames: [
+        ...ADMIN_QUEUES,
+        ...config.upstreams
+          .filter((u) => u.name !== DEFAULT_UPSTREAM)
+          .map((u) => reconcileNames(u.name).queue),
+      ],
       registries: [metrics.notify.registry, ...(metrics.reconciler ? [metrics.reconciler.registry] : [])],
       workerStats: () => eventWorker.stats(),
       ...(options.logger ? { logger: options.logger } : {}),
