@@ -62,9 +62,11 @@ test("status shows each upstream's circuit, budget and due orders; reconcile --u
     report.upstreams.map((u: { budget: { limit: number } }) => u.budget.limit),
     [60, 60],
   );
+  assert.deepEqual(report.upstreams[1].reconcile_queue, { waiting: 0, active: 0, delayed: 0, failed: 0 });
   assert.equal(report.circuit, null, "the top-level circuit is the default's");
   const table = await cli(['status']);
   assert.match(table.stdout, /Upstreams:/);
+  assert.match(table.stdout, /│ h2h-reconcile-beta +│ 0 +│/);
   assert.match(table.stdout, /│ beta +│ OPEN \(upstream_failing\) │ 0\/60 in the last \d+ s/);
   assert.match(table.stdout, /Reconciler circuit of upstream beta OPEN \(upstream_failing\)/);
 

@@ -7,7 +7,7 @@ import { wantedTypes } from '../../notify/event-filter.js';
 import { POLL_REQUEST_QUEUE } from '../../queue/poll-request-queue.js';
 import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE } from '../../queue/webhook-queue.js';
 import { type BudgetUsage, RateBudget } from '../../rate-budget/rate-budget.js';
-import { RECONCILE_QUEUE } from '../../reconciler/reconcile-queue.js';
+import { RECONCILE_QUEUE, reconcileNames } from '../../reconciler/reconcile-queue.js';
 import { connectRedis } from '../../shared/redis-connection.js';
 import { GAVE_UP_WINDOW } from '../../store/notify-deliveries.js';
 import type { AuditCoverage, OrderCounts } from '../../store/order-queries.js';
@@ -88,6 +88,8 @@ export interface UpstreamView {
   name: string;
   circuit: OpenCircuit | null;
   budget: BudgetUsage | null;
+  /** Its reconcile queue's job counts (`h2h-reconcile-<name>`; the default's is `queues.reconcile`); null without Redis. */
+  reconcileQueue: QueueDepth | null;
   orders: { open: number; dueForPoll: number; stuck: number; blocked: number };
 }
 
@@ -101,6 +103,7 @@ async function upstreamViews(store: ClaimingStore, config: Config, now: number):
       name,
       circuit: await withClaims(store, settings, name).circuit.state(),
       budget: null,
+      reconcileQueue: null,
       orders: {
         open: counts.open,
         dueForPoll: counts.dueForPoll,
@@ -164,16 +167,18 @@ export function formatAge(seconds: number): string {
   return `${Math.floor(s / 86_400)} d ${Math.floor((s % 86_400) / 3600)} h`;
 }
 
+async function queueDepth(redis: Redis, name: string): Promise<QueueDepth> {
+  const queue = new Queue(name, { connection: redis, prefix: DEFAULT_QUEUE_PREFIX });
+  try {
+    const counts = await queue.getJobCounts(...JOB_STATES);
+    return Object.fromEntries(JOB_STATES.map((state) => [state, counts[state] ?? 0])) as QueueDepth;
+  } finally {
+    await queue.close().catch(() => {});
+  }
+}
+
 async function queueDepths(redis: Redis): Promise<NonNullable<StatusReport['queues']>> {
-  const depth = async (name: string): Promise<QueueDepth> => {
-    const queue = new Queue(name, { connection: redis, prefix: DEFAULT_QUEUE_PREFIX });
-    try {
-      const counts = await queue.getJobCounts(...JOB_STATES);
-      return Object.fromEntries(JOB_STATES.map((state) => [state, counts[state] ?? 0])) as QueueDepth;
-    } finally {
-      await queue.close().catch(() => {});
-    }
-  };
+  const depth = (name: string) => queueDepth(redis, name);
   const [webhooks, reconcile, pollRequests] = await Promise.all([
     depth(WEBHOOK_QUEUE),
     depth(RECONCILE_QUEUE),
@@ -271,6 +276,9 @@ function printStatus(report: StatusReport): void {
     const rows = [
       { queue: WEBHOOK_QUEUE, ...report.queues.webhooks },
       { queue: RECONCILE_QUEUE, ...report.queues.reconcile },
+      ...report.upstreams
+        .filter((u) => u.name !== DEFAULT_UPSTREAM && u.reconcileQueue)
+        .map((u) => ({ queue: reconcileNames(u.name).queue, ...u.reconcileQueue! })),
       { queue: POLL_REQUEST_QUEUE, ...report.queues.pollRequests },
     ];
     out.push(
@@ -428,6 +436,7 @@ export const status = async (flags: { json?: boolean }) => {
           report.failedEvents = report.queues.webhooks.failed;
           // Each account's own budget: its key's, with its own limit.
           for (const view of report.upstreams) {
+            view.reconcileQueue = await queueDepth(redis, reconcileNames(view.name).queue);
             const account = context.config.upstreams.find((u) => u.name === view.name)!;
             if (!account.apiKey) continue;
             view.budget = await new RateBudget({
