@@ -53,15 +53,16 @@ export interface SettlementPlan {
  * the feed's event; once the upstream has confirmed or rejected the order, nothing changes but
  * the audit trail (`submission_settled`), and likewise for the outcome of a create whose claim
  * another process took since (`held` false: `claim_lost`; that process's create settles the
- * order). Never touches `status`.
+ * order), and of an attempt of the order that has ended (`endedAttempt`, its partner_ref:
+ * `earlier_attempt`, recorded under that ref). Never touches `status`.
  */
 export function planSettlement(
   current: OrderRow,
   outcome: SubmissionOutcome,
   now: number,
-  { held = true }: { held?: boolean } = {},
+  { held = true, endedAttempt }: { held?: boolean; endedAttempt?: string } = {},
 ): SettlementPlan {
-  const open = held && OPEN_SUBMISSIONS.has(current.submission_state);
+  const open = held && endedAttempt === undefined && OPEN_SUBMISSIONS.has(current.submission_state);
   const row: OrderRow = { ...current };
   let feed: FeedChange | null = null;
   if (open) {
@@ -83,7 +84,7 @@ export function planSettlement(
     row,
     feed,
     event: {
-      partner_ref: row.partner_ref,
+      partner_ref: endedAttempt ?? row.partner_ref,
       source: 'create',
       event_id: null,
       status: null,
@@ -92,7 +93,13 @@ export function planSettlement(
       occurred_at: null,
       applied_at: now,
       changed: open ? 1 : 0,
-      reason: open ? OUTCOME_REASON[outcome.state] : held ? 'submission_settled' : 'claim_lost',
+      reason: open
+        ? OUTCOME_REASON[outcome.state]
+        : endedAttempt !== undefined
+          ? 'earlier_attempt'
+          : held
+            ? 'submission_settled'
+            : 'claim_lost',
     },
   };
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { isEndedAttempt } from '../domain/attempt-records.js';
 import {
   checkScheduleSettings,
   type PollOutcome,
@@ -272,6 +273,8 @@ export class OrderClaims {
     return this.#context.db.write(async (tx) => {
       const now = this.#context.now();
       const current = await this.#context.mustFindForWrite(tx, ref);
+      // The polled attempt ended since (its order went on to the next upstream): nothing to record.
+      if (isEndedAttempt(current, ref)) return toLocalOrder(current);
       const record = planPollRecord(this.settings, current, outcome, now, await this.#plans.lookup(tx));
       const ends = claim === undefined || current.lease_token === claim;
       await tx.run(

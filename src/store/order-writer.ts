@@ -485,6 +485,11 @@ export class OrderWriter {
       async (tx) => {
         const now = this.#context.now();
         const row = await this.#context.mustFindForWrite(tx, ref);
+        // The outcome of an attempt that ended since (the order went on to its next upstream)
+        // is recorded under that attempt and settles nothing.
+        if (isEndedAttempt(row, ref)) {
+          return this.#writeSettlement(tx, planSettlement(row, outcome, now, { endedAttempt: ref }), now);
+        }
         const held = claim === undefined || row.lease_token === claim;
         const plan = planSettlement(row, outcome, now, { held });
         const next = plan.update ? planNextAttempt(row, plan.row, now, this.#failover) : null;

@@ -79,6 +79,19 @@ describeEachBackend('an order’s attempts on several upstreams', (backend) => {
       events.map((e) => [e.type, (e.data as { outcome: string | null }).outcome]),
       [['order.updated', null]],
     );
+    // The ended attempt's sender, late: its poll record and its create outcome settle nothing.
+    await store.claims.recordPoll('R1', { claim: claimed.claim });
+    await store.writer.markSubmissionUnknown('R1', { claim: claimed.claim });
+    const unchanged = await store.queries.getOrder('R1');
+    assert.equal(unchanged?.submissionState, 'queued');
+    assert.equal(unchanged?.nextPollAt, null);
+    assert.deepEqual(
+      (await store.queries.listEvents('R1')).map((e) => [e.partnerRef, e.reason]),
+      [
+        ['R1', 'rejected'],
+        ['R1', 'earlier_attempt'],
+      ],
+    );
     // beta's pump takes it at once; the default's has nothing.
     assert.equal(await store.claims.claimNextQueued(), undefined);
     const beta = withClaims(store, store.claims.settings, 'beta');
