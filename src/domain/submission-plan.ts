@@ -85,6 +85,7 @@ export function planSettlement(
     event: {
       partner_ref: row.partner_ref,
       source: 'create',
+      upstream: row.upstream,
       event_id: null,
       status: null,
       payload: JSON.stringify(outcome),
@@ -147,6 +148,7 @@ export function planCancel(current: OrderRow, cancellation: Cancellation, now: n
     event: {
       partner_ref: row.partner_ref,
       source: 'manual',
+      upstream: row.upstream,
       event_id: null,
       status: null,
       payload: JSON.stringify(cancellation),

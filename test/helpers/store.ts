@@ -12,6 +12,7 @@ import { type OpenedStore, type OpenStoreOptions, openStore, sqliteUrl } from '.
 import type { PollScheduleSettings } from '../../src/store/order-claims.js';
 import type { OrderStore } from '../../src/store/order-store.js';
 import { type ClaimingStore, withClaims } from '../../src/store/order-store.js';
+import type { SqlExecutor } from '../../src/store/sql/executor.js';
 import { openSqliteConnection } from '../../src/store/sqlite/sqlite-db.js';
 import type { Order } from '../../src/upstream/model.js';
 
@@ -161,4 +162,23 @@ export async function everyOrder(
     if (!order || !check(order)) return false;
   }
   return true;
+}
+
+/**
+ * Takes a migrated store back to schema 22 inside the write transaction `tx`, as that schema left
+ * it: undoes step 23 (order_events.upstream, whose non-default event ids go back to their
+ * `<name>/` prefix; orders_upstream_due). A test that rewinds further undoes the older steps
+ * itself after this; every rewind starts here, so a new step is undone in one place.
+ */
+export async function rewindToSchema22(tx: SqlExecutor): Promise<void> {
+  await tx.exec(`
+    DROP INDEX orders_upstream_due;
+    DROP INDEX order_events_source_upstream_event_id;
+    UPDATE order_events SET event_id = upstream || '/' || event_id
+      WHERE upstream <> 'default' AND event_id IS NOT NULL;
+    ALTER TABLE order_events DROP COLUMN upstream;
+    CREATE UNIQUE INDEX order_events_source_event_id
+      ON order_events (source, event_id) WHERE event_id IS NOT NULL;
+  `);
+  await tx.exec(tx.dialect.setSchemaVersionSql(22));
 }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import type { OrderStore } from '../../src/store/order-store.js';
-import { orderEvents, snapshot } from '../helpers/store.js';
+import { orderEvents, rewindToSchema22, snapshot } from '../helpers/store.js';
 import { describeEachBackend } from '../helpers/store-backends.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -136,8 +136,9 @@ describeEachBackend('the change feed', (backend) => {
     const { store, url } = await backend.tempStore(t);
     await store.writer.applyOrderSnapshot(snapshot('M1', 'PENDING'), { source: 'create' });
     await store.writer.applyOrderSnapshot(snapshot('M1', 'PROCESSING'), { source: 'webhook', eventId: 'm1' });
-    // The store as schema 17 left it: no previous_status column (nor what 19, 20 and 22 add), version 17.
+    // The store as schema 17 left it: no previous_status column (nor what 19 to 23 add), version 17.
     await store.db.write(async (tx) => {
+      await rewindToSchema22(tx);
       await tx.exec('DROP INDEX IF EXISTS orders_invoice_upstream');
       await tx.exec('ALTER TABLE orders DROP COLUMN upstream');
       await tx.exec('ALTER TABLE feed_events DROP COLUMN previous_status');

@@ -164,6 +164,8 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
       { name: 'orders_next_poll_at' },
       { name: 'orders_queued' },
       { name: 'orders_status' },
+      // Schema 23: each upstream's due polls.
+      { name: 'orders_upstream_due' },
       { name: 'orders_waiting' },
     ],
   );

@@ -1,5 +1,9 @@
 import type { Migration } from '../sql/migration.js';
-import { SHARED_MIGRATIONS_FROM_13, SHARED_MIGRATIONS_FROM_18 } from '../sql/shared-migrations.js';
+import {
+  eventUpstreamStep,
+  SHARED_MIGRATIONS_FROM_13,
+  SHARED_MIGRATIONS_FROM_18,
+} from '../sql/shared-migrations.js';
 
 /**
  * Every schema step of the PostgreSQL store, in order (run by `runMigrations`, ../migrations.ts),
@@ -274,4 +278,5 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
       CREATE UNIQUE INDEX IF NOT EXISTS orders_invoice_upstream ON orders (invoice_number, upstream);
     `,
   },
+  eventUpstreamStep("strpos(event_id, '/')"),
 ];

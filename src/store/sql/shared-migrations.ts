@@ -87,3 +87,35 @@ export const SHARED_MIGRATIONS_FROM_18: readonly Migration[] = [
     `,
   },
 ];
+
+/**
+ * Step 23, the same on both backends but for the function that finds a character in a text
+ * (`slashAt`: the SQL of the position of the first `/` in `event_id`, 0 when none):
+ * `order_events.upstream`, the upstream that said each event, and event ids unique per (source,
+ * upstream, event id) instead of the `<name>/` prefix another upstream's webhook event ids had
+ * (schemas 20 to 22). A prefixed id is split back into its upstream and its plain id: on an order
+ * of that upstream, and on an order of another one when it was recorded `wrong_upstream`. Every
+ * other event stays the default upstream's with its id as it is: a default upstream's event id
+ * that reads `beta/123` stays its own. Also `orders_upstream_due`, so each upstream's due polls
+ * (order-claims.ts) are read from an index rather than by skipping the others' due orders.
+ */
+export function eventUpstreamStep(slashAt: string): Migration {
+  const prefix = `substr(event_id, 1, ${slashAt} - 1)`;
+  const orderUpstream = '(SELECT o.upstream FROM orders o WHERE o.partner_ref = order_events.partner_ref)';
+  return {
+    version: 23,
+    description:
+      "order_events.upstream: the upstream that said each event (existing ones the default's, or the one their `<name>/` prefix named), and (source, upstream, event_id) unique in place of the prefix; orders_upstream_due on orders (upstream, next_poll_at) for each upstream's due polls",
+    sql: `
+      ALTER TABLE order_events ADD COLUMN upstream TEXT NOT NULL DEFAULT 'default';
+      DROP INDEX order_events_source_event_id;
+      UPDATE order_events SET upstream = ${prefix}, event_id = substr(event_id, ${slashAt} + 1)
+        WHERE source = 'webhook' AND ${slashAt} > 1 AND ${prefix} <> 'default'
+          AND ((reason <> 'wrong_upstream' AND ${orderUpstream} = ${prefix})
+            OR (reason = 'wrong_upstream' AND ${orderUpstream} <> ${prefix}));
+      CREATE UNIQUE INDEX order_events_source_upstream_event_id
+        ON order_events (source, upstream, event_id) WHERE event_id IS NOT NULL;
+      CREATE INDEX orders_upstream_due ON orders (upstream, next_poll_at);
+    `,
+  };
+}

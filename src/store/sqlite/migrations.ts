@@ -1,5 +1,9 @@
 import type { Migration } from '../sql/migration.js';
-import { SHARED_MIGRATIONS_FROM_13, SHARED_MIGRATIONS_FROM_18 } from '../sql/shared-migrations.js';
+import {
+  eventUpstreamStep,
+  SHARED_MIGRATIONS_FROM_13,
+  SHARED_MIGRATIONS_FROM_18,
+} from '../sql/shared-migrations.js';
 
 /**
  * Every schema step of the SQLite store, in order (run by `runMigrations`, ../migrations.ts). Timestamps we produce are integer milliseconds since the epoch;
@@ -537,4 +541,5 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX orders_waiting ON orders (local_created_at) WHERE submission_state IN ('queued', 'blocked');
     `,
   },
+  eventUpstreamStep("instr(event_id, '/')"),
 ];
