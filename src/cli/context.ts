@@ -54,6 +54,7 @@ export async function openContext(options: OpenContextOptions): Promise<CliConte
         poolMax: config.dbPoolMax,
         mustExist: options.store === 'existing',
         balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
+        productLinks: catalogSettings(config).productLinks,
       });
       closers.push(() => opened.close());
       context.store = withClaims(opened, reconcilerSettings(config));

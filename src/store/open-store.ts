@@ -1,4 +1,5 @@
 import type { Database } from 'better-sqlite3';
+import type { ProductLink } from '../catalog/product-map.js';
 import { type OrderStore, openOrderStore } from './order-store.js';
 import type { StoreDb } from './sql/executor.js';
 import { StoreError } from './store-error.js';
@@ -22,6 +23,8 @@ export interface OpenStoreOptions {
   mustExist?: boolean;
   /** BALANCE_LOW_THRESHOLD (see `openOrderStore`). Default: 0 (off). */
   balanceLowThreshold?: number;
+  /** The product map's links (see `openOrderStore`). Default: none. */
+  productLinks?: readonly ProductLink[];
   /** PostgreSQL only: connections of this process (`H2H_DB_POOL_MAX`). Default: 10. */
   poolMax?: number;
 }
@@ -47,7 +50,7 @@ export interface OpenedStore extends OrderStore {
  */
 export async function openStore(
   url: string,
-  { now, role, lockTimeoutMs, mustExist, balanceLowThreshold, poolMax }: OpenStoreOptions = {},
+  { now, role, lockTimeoutMs, mustExist, balanceLowThreshold, productLinks, poolMax }: OpenStoreOptions = {},
 ): Promise<OpenedStore> {
   let location: ReturnType<typeof parseStoreUrl>;
   try {
@@ -80,6 +83,7 @@ export async function openStore(
   const store = openOrderStore(db, {
     ...(now === undefined ? {} : { now }),
     ...(balanceLowThreshold === undefined ? {} : { balanceLowThreshold }),
+    ...(productLinks === undefined ? {} : { productLinks }),
   });
   return {
     ...store,

@@ -1,3 +1,4 @@
+import { type ProductLink, ProductLinks } from '../catalog/product-map.js';
 import { DEFAULT_UPSTREAM } from '../upstream/model.js';
 import { ApiTokens } from './api-tokens.js';
 import { BalanceLedger } from './balance.js';
@@ -60,6 +61,12 @@ export interface OpenOrderStoreOptions {
    * each write accounts. Default: 0 (off).
    */
   balanceLowThreshold?: number;
+  /**
+   * The product map's links (`H2H_PRODUCT_MAP_FILE`, `catalogSettings(config).productLinks`): which
+   * upstreams' products are candidates for one shop product (catalog.ts). Default: none (same
+   * code, same product).
+   */
+  productLinks?: readonly ProductLink[];
 }
 
 /**
@@ -69,7 +76,7 @@ export interface OpenOrderStoreOptions {
  */
 export function openOrderStore(
   db: StoreDb,
-  { now = Date.now, balanceLowThreshold = 0 }: OpenOrderStoreOptions = {},
+  { now = Date.now, balanceLowThreshold = 0, productLinks = [] }: OpenOrderStoreOptions = {},
 ): OrderStore {
   const context = new StoreContext(db, now);
   const pollPlans = new PollPlans(context);
@@ -77,7 +84,7 @@ export function openOrderStore(
   const balance = new BalanceLedger(context, feed, balanceLowThreshold);
   return {
     writer: new OrderWriter(context, pollPlans, feed, balance),
-    catalog: new LocalCatalog(context, feed, balance),
+    catalog: new LocalCatalog(context, feed, balance, new ProductLinks(productLinks)),
     balance,
     context,
     pollPlans,

@@ -78,9 +78,9 @@ const UPDATE_ORDER_DEBITED = `UPDATE orders SET ${ORDER_COLUMNS.map((c) => `${c}
 const SET_DEBITED = 'UPDATE orders SET debited_amount = @debited_amount WHERE id = @id';
 const EVENT_BY_KEY = `SELECT partner_ref FROM order_events
   WHERE source = @source AND upstream = @upstream AND event_id = @eventId`;
-/** The catalog's name of the product an order asked for, by code or else by id. */
-const CATALOG_NAME = `SELECT name FROM catalog_products WHERE code = @code
-  UNION ALL SELECT name FROM catalog_products WHERE lower(id) = lower(@id) LIMIT 1`;
+/** The name in the order's upstream's catalog of the product an order asked for, by code or else by id. */
+const CATALOG_NAME = `SELECT name FROM catalog_products WHERE upstream = @upstream AND code = @code
+  UNION ALL SELECT name FROM catalog_products WHERE upstream = @upstream AND lower(id) = lower(@id) LIMIT 1`;
 const START_SUBMISSION = `UPDATE orders SET first_sent_at = COALESCE(first_sent_at, @now), create_in_doubt_at = @now,
   poll_leased_until = @until WHERE id = @id`;
 const INSERT_EVENT = `INSERT INTO order_events
@@ -390,6 +390,7 @@ export class OrderWriter {
       fields.product_name !== null
         ? ((
             await tx.get<{ name: string }>(CATALOG_NAME, {
+              upstream: current.upstream,
               code: current.product_code,
               id: current.product_id,
             })

@@ -188,6 +188,7 @@ export async function startWorkerProcess(
     lockTimeoutMs: settings.dbLockTimeoutMs,
     poolMax: settings.dbPoolMax,
     balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
+    productLinks: catalogSettings(config).productLinks,
   });
   let store: ClaimingStore<typeof opened>;
   try {

@@ -233,13 +233,14 @@ export function describeEachBackend(title: string, body: (backend: StoreBackend)
 async function openOther(
   t: Pick<TestContext, 'after'>,
   url: string,
-  { now, balanceLowThreshold, lockTimeoutMs, ...overrides }: TempStoreOptions = {},
+  { now, balanceLowThreshold, lockTimeoutMs, productLinks, ...overrides }: TempStoreOptions = {},
 ): Promise<TestStore> {
   const opened = await openStore(url, {
     role: 'test',
     ...(now === undefined ? {} : { now }),
     ...(balanceLowThreshold === undefined ? {} : { balanceLowThreshold }),
     ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
+    ...(productLinks === undefined ? {} : { productLinks }),
   });
   const store = await withTestClaims(opened, scheduleSettings(overrides));
   t.after(() => store.close());

@@ -3,6 +3,7 @@ import {
   eventUpstreamStep,
   SHARED_MIGRATIONS_FROM_13,
   SHARED_MIGRATIONS_FROM_18,
+  SHARED_MIGRATIONS_FROM_24,
 } from '../sql/shared-migrations.js';
 
 /**
@@ -279,4 +280,5 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
     `,
   },
   eventUpstreamStep("strpos(event_id, '/')"),
+  ...SHARED_MIGRATIONS_FROM_24,
 ];

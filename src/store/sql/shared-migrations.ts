@@ -119,3 +119,67 @@ export function eventUpstreamStep(slashAt: string): Migration {
     `,
   };
 }
+
+/** The steps from 24 on whose SQL is the same on both backends, listed last by both. */
+export const SHARED_MIGRATIONS_FROM_24: readonly Migration[] = [
+  {
+    version: 24,
+    description:
+      "the catalog and the balance per upstream (docs/upstreams.md): catalog_categories keyed by (upstream, code), catalog_products by (upstream, id) with (upstream, code) unique and an index on code for the candidates of a product, catalog_sync and balance_ledger a row per upstream; everything before this step is the default upstream's",
+    sql: `
+      CREATE TABLE catalog_categories_v24 (
+        upstream  TEXT    NOT NULL,
+        code      TEXT    NOT NULL,
+        name      TEXT    NOT NULL,
+        sub_name  TEXT    NOT NULL,
+        logo      TEXT    NOT NULL,
+        is_active INTEGER NOT NULL,
+        PRIMARY KEY (upstream, code)
+      );
+      INSERT INTO catalog_categories_v24 (upstream, code, name, sub_name, logo, is_active)
+        SELECT 'default', code, name, sub_name, logo, is_active FROM catalog_categories;
+      DROP TABLE catalog_categories;
+      ALTER TABLE catalog_categories_v24 RENAME TO catalog_categories;
+
+      CREATE TABLE catalog_products_v24 (
+        upstream      TEXT             NOT NULL,
+        id            TEXT             NOT NULL,
+        code          TEXT             NOT NULL,
+        name          TEXT             NOT NULL,
+        category_code TEXT             NOT NULL,
+        price         DOUBLE PRECISION NOT NULL,
+        is_active     INTEGER          NOT NULL,
+        target        TEXT,
+        PRIMARY KEY (upstream, id)
+      );
+      INSERT INTO catalog_products_v24 (upstream, id, code, name, category_code, price, is_active, target)
+        SELECT 'default', id, code, name, category_code, price, is_active, target FROM catalog_products;
+      DROP TABLE catalog_products;
+      ALTER TABLE catalog_products_v24 RENAME TO catalog_products;
+      CREATE UNIQUE INDEX catalog_products_upstream_code ON catalog_products (upstream, code);
+      CREATE INDEX catalog_products_code ON catalog_products (code);
+
+      CREATE TABLE catalog_sync_v24 (
+        upstream  TEXT   NOT NULL PRIMARY KEY,
+        synced_at BIGINT NOT NULL
+      );
+      INSERT INTO catalog_sync_v24 (upstream, synced_at) SELECT 'default', synced_at FROM catalog_sync;
+      DROP TABLE catalog_sync;
+      ALTER TABLE catalog_sync_v24 RENAME TO catalog_sync;
+
+      CREATE TABLE balance_ledger_v24 (
+        upstream        TEXT             NOT NULL PRIMARY KEY,
+        profile_balance DOUBLE PRECISION NOT NULL,
+        profile_read_at BIGINT           NOT NULL,
+        debited         DOUBLE PRECISION NOT NULL DEFAULT 0,
+        credited        DOUBLE PRECISION NOT NULL DEFAULT 0,
+        unpriced        INTEGER          NOT NULL DEFAULT 0,
+        low_alerted     INTEGER          NOT NULL DEFAULT 0
+      );
+      INSERT INTO balance_ledger_v24 (upstream, profile_balance, profile_read_at, debited, credited, unpriced, low_alerted)
+        SELECT 'default', profile_balance, profile_read_at, debited, credited, unpriced, low_alerted FROM balance_ledger;
+      DROP TABLE balance_ledger;
+      ALTER TABLE balance_ledger_v24 RENAME TO balance_ledger;
+    `,
+  },
+];

@@ -3,6 +3,7 @@ import {
   eventUpstreamStep,
   SHARED_MIGRATIONS_FROM_13,
   SHARED_MIGRATIONS_FROM_18,
+  SHARED_MIGRATIONS_FROM_24,
 } from '../sql/shared-migrations.js';
 
 /**
@@ -542,4 +543,5 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
     `,
   },
   eventUpstreamStep("instr(event_id, '/')"),
+  ...SHARED_MIGRATIONS_FROM_24,
 ];
