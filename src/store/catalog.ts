@@ -151,7 +151,7 @@ const byPrice = (a: ProductCandidate, b: ProductCandidate) =>
   a.price - b.price || (a.upstream < b.upstream ? -1 : a.upstream > b.upstream ? 1 : 0);
 
 /** The candidate a shop product shows: the cheapest active one, else the cheapest ({@link byPrice} order). */
-export function shownCandidate<C extends { isActive: boolean }>(candidates: readonly C[]): C | undefined {
+function shownCandidate<C extends { isActive: boolean }>(candidates: readonly C[]): C | undefined {
   return candidates.find((c) => c.isActive) ?? candidates[0];
 }
 
