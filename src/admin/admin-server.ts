@@ -39,6 +39,11 @@ export interface AdminServerOptions {
   redisUrl: string;
   /** BullMQ key prefix. Default: the queue contract's (`bull`). */
   queuePrefix?: string;
+  /**
+   * The queues the view shows and `h2h_queue_jobs` counts, in this order. Default:
+   * {@link ADMIN_QUEUES}; the worker adds each upstream's reconcile queue.
+   */
+  queueNames?: readonly string[];
   /** Registries whose metrics `/metrics` also serves, e.g. the reconciler's. */
   registries?: Registry[];
   /** Group-commit figures of the process's event worker, exposed as `h2h_worker_*` counters. */
@@ -123,7 +128,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     logger,
     redis: { maxRetriesPerRequest: 1, connectionName: 'h2h-admin' },
   });
-  const queues = ADMIN_QUEUES.map((name) => new Queue(name, { connection, prefix }));
+  const queues = (options.queueNames ?? ADMIN_QUEUES).map((name) => new Queue(name, { connection, prefix }));
   for (const queue of queues) queue.on('error', outage.error);
   const adminRegistry = createAdminRegistry(queues, options.workerStats);
   const registries = [adminRegistry, ...(options.registries ?? [])];

@@ -4,13 +4,20 @@ import { createLogger } from '../observability/logger.js';
 import { type OpenedStore, openStore } from '../store/open-store.js';
 import { type ClaimingStore, withClaims } from '../store/order-store.js';
 import type { Upstream } from '../upstream/create-upstream.js';
+import { DEFAULT_UPSTREAM } from '../upstream/model.js';
 
 /** What a CLI command works with; open only the parts it needs and `close()` them at the end. */
 export interface CliContext {
   config: Config;
   logger: Logger;
-  /** The upstream client, its rate budget and their Redis (with `upstream`). */
+  /** The default upstream's client, its rate budget and their Redis (with `upstream`). */
   upstream?: Upstream;
+  /**
+   * The client of the upstream named `name` (docs/upstreams.md), opened on first use and closed
+   * with the context; a name the configuration does not know throws a ConfigError naming the
+   * known ones.
+   */
+  openUpstream(name: string): Promise<Upstream>;
   /** With the claims on orders (`withClaims`): the CLI's polls and creates claim orders with them. */
   store?: ClaimingStore<OpenedStore>;
   close(): Promise<void>;
@@ -39,16 +46,34 @@ export async function openContext(options: OpenContextOptions): Promise<CliConte
     destination: process.stderr,
   });
   const closers: Array<() => Promise<void> | void> = [];
+  const opened = new Map<string, Promise<Upstream>>();
   const context: CliContext = {
     config,
     logger,
+    openUpstream(name) {
+      let upstream = opened.get(name);
+      if (!upstream) {
+        // Loaded here: the client and its budget's Redis (undici, ioredis) are only for the
+        // commands that call the upstream.
+        upstream = import('../upstream/create-upstream.js').then(
+          async ({ createUpstream, upstreamAccount }) => {
+            const created = await createUpstream(config, upstreamAccount(config, name), { logger });
+            closers.push(() => created.close());
+            return created;
+          },
+        );
+        opened.set(name, upstream);
+        upstream.catch(() => opened.delete(name));
+      }
+      return upstream;
+    },
     async close() {
       for (const close of closers.reverse()) await close();
     },
   };
   try {
     if (options.store) {
-      const opened = await openStore(config.dbUrl, {
+      const store = await openStore(config.dbUrl, {
         role: 'cli',
         lockTimeoutMs: config.dbLockTimeoutMs,
         poolMax: config.dbPoolMax,
@@ -56,17 +81,10 @@ export async function openContext(options: OpenContextOptions): Promise<CliConte
         balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
         productLinks: catalogSettings(config).productLinks,
       });
-      closers.push(() => opened.close());
-      context.store = withClaims(opened, reconcilerSettings(config));
+      closers.push(() => store.close());
+      context.store = withClaims(store, reconcilerSettings(config));
     }
-    if (options.upstream) {
-      // Loaded here, not above: the client and its budget's Redis (undici, ioredis) are only for
-      // the commands that call the upstream.
-      const { createUpstream } = await import('../upstream/create-upstream.js');
-      const upstream = await createUpstream(config, { logger });
-      closers.push(() => upstream.close());
-      context.upstream = upstream;
-    }
+    if (options.upstream) context.upstream = await context.openUpstream(DEFAULT_UPSTREAM);
     return context;
   } catch (err) {
     await context.close();

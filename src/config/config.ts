@@ -41,7 +41,12 @@ export { type NotifySettings, notifySettings } from '../notify/settings.js';
 export { type BudgetSettings, budgetSettings } from '../rate-budget/settings.js';
 export { type ReceiverSettings, receiverSettings, webhookUpstreams } from '../receiver/settings.js';
 export { type ReconcilerSettings, reconcilerSettings } from '../reconciler/settings.js';
-export { SIMULATOR_BASE_URL, type UpstreamSettings, upstreamSettings } from '../upstream/settings.js';
+export {
+  accountSettings,
+  SIMULATOR_BASE_URL,
+  type UpstreamSettings,
+  upstreamSettings,
+} from '../upstream/settings.js';
 export { type WorkerSettings, workerSettings } from '../worker/settings.js';
 export { ConfigError } from './config-error.js';
 

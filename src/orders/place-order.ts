@@ -237,7 +237,10 @@ export async function sendClaimedOrder(
         },
       }),
     );
-    const { order } = await writer.applyOrderSnapshot(created, { source: 'create' });
+    const { order } = await writer.applyOrderSnapshot(created, {
+      source: 'create',
+      upstream: store.claims.upstream,
+    });
     if (order.submissionState === 'rejected') {
       logger?.error(
         { partnerRef, code: order.rejectionCode, detail: order.rejectionDetail },

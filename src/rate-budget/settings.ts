@@ -28,14 +28,26 @@ export const budgetVariables = z.object({
     ),
 });
 
-/** The shared rate budget's section: `RateBudget`'s options but the Redis and the API key. */
-export function budgetSettings(config: { settings: z.output<typeof budgetVariables> }) {
+/**
+ * The shared rate budget's section: `RateBudget`'s options but the Redis and the API key. `limit`
+ * is an upstream account's own (its `rate_limit`, docs/upstreams.md); default `H2H_RATE_LIMIT`.
+ * The shares are of `H2H_RATE_LIMIT`; an account with another limit keeps their proportions
+ * (rounded; a reserve below its limit, a floor within its poll share).
+ */
+export function budgetSettings(config: { settings: z.output<typeof budgetVariables> }, limit?: number) {
   const s = config.settings;
+  const reservedForCreate = s.H2H_RATE_RESERVE_CREATE ?? defaultReservedForCreate(s.H2H_RATE_LIMIT);
+  const pollFloor = s.H2H_RATE_POLL_FLOOR ?? defaultPollFloor(s.H2H_RATE_LIMIT);
+  if (limit === undefined || limit === s.H2H_RATE_LIMIT) {
+    return { limit: s.H2H_RATE_LIMIT, windowMs: s.H2H_RATE_WINDOW_MS, reservedForCreate, pollFloor };
+  }
+  const scaled = (share: number) => Math.round((share * limit) / s.H2H_RATE_LIMIT);
+  const reserve = Math.min(limit - 1, scaled(reservedForCreate));
   return {
-    limit: s.H2H_RATE_LIMIT,
+    limit,
     windowMs: s.H2H_RATE_WINDOW_MS,
-    reservedForCreate: s.H2H_RATE_RESERVE_CREATE ?? defaultReservedForCreate(s.H2H_RATE_LIMIT),
-    pollFloor: s.H2H_RATE_POLL_FLOOR ?? defaultPollFloor(s.H2H_RATE_LIMIT),
+    reservedForCreate: reserve,
+    pollFloor: Math.min(limit - reserve, scaled(pollFloor)),
   };
 }
 export type BudgetSettings = ReturnType<typeof budgetSettings>;

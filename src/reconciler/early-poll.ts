@@ -83,7 +83,10 @@ async function pollUnknownOrder(deps: ReconcilerDeps, ref: string): Promise<Earl
     if (reason !== 'budget' && reason !== 'base_url') metrics?.countPoll(reason);
     return kept(reason, describePollError(error as Error), retryAfterMs);
   }
-  const applied = await store.writer.applyOrderSnapshot(snapshot, { source: 'poll' });
+  const applied = await store.writer.applyOrderSnapshot(snapshot, {
+    source: 'poll',
+    upstream: store.claims.upstream,
+  });
   metrics?.countPoll(applied.changed ? 'changed' : 'unchanged');
   logger?.info({ ref, partnerRef: applied.order.partnerRef }, 'early poll stored an order placed elsewhere');
   return {

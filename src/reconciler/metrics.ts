@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { LocalOrder } from '../store/local-order.js';
 import type { OrderQueries } from '../store/order-queries.js';
 import { CIRCUIT_CAUSES, type CircuitCause, type UpstreamCircuit } from '../store/upstream-circuit.js';
+import { DEFAULT_UPSTREAM } from '../upstream/model.js';
 import { parseUpstreamTime } from '../upstream/upstream-time.js';
 
 /**
@@ -43,9 +44,11 @@ export type AnomalyKind = 'confirmed_order_not_found';
 /** Where the news that made an order final came from. */
 export type FinalSource = 'poll' | 'webhook' | 'create';
 
-/** The reconciler's Prometheus metrics. */
+/** One upstream's reconciler's Prometheus metrics: every series it counts in has its `upstream` label. */
 export interface ReconcilerMetrics {
   readonly registry: Registry;
+  /** The `upstream` label of its series. */
+  readonly upstream: string;
   countPoll(outcome: PollOutcome): void;
   /** A poll changed an order: its webhook was lost or late. */
   countChangedByPoll(): void;
@@ -79,11 +82,17 @@ export interface ReconcilerMetrics {
 }
 
 export interface ReconcilerMetricsOptions {
-  /** Registry to register in, for example the worker process's. Default: a new one. */
+  /**
+   * Registry to register in, for example the worker process's. Default: a new one. The
+   * reconcilers of several upstreams give the same registry: each counts in the same series
+   * under its own `upstream` label.
+   */
   registry?: Registry;
-  /** When given, `h2h_reconcile_stuck_orders` is read from the store at each scrape. */
+  /** The upstream these metrics are of: the `upstream` label of every series. Default: `default`. */
+  upstream?: string;
+  /** When given, `h2h_reconcile_stuck_orders` and `…_blocked_orders` are read from the store at each scrape (the upstream's orders). */
   queries?: OrderQueries;
-  /** When given, `h2h_reconcile_circuit_open` is read from the store at each scrape. */
+  /** When given, `h2h_reconcile_circuit_open` is read from the store at each scrape (the upstream's circuit). */
   circuit?: UpstreamCircuit;
   /**
    * The audit window (`reconcilerSettings(config).auditWindowMs`): with `queries`,
@@ -101,177 +110,253 @@ export const TIME_TO_FINAL_BUCKETS = [
   5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21_600, 86_400, 172_800,
 ];
 
+/** What the gauges read at scrape time, per upstream. */
+interface UpstreamSource {
+  queries: OrderQueries | undefined;
+  circuit: UpstreamCircuit | undefined;
+  auditWindowMs: number | undefined;
+  stuck: number;
+  blocked: number;
+}
+
+/** The series of one registry, and the upstreams counting in them. */
+type MetricSet = ReturnType<typeof createMetricSet>;
+
+/** The metric set of each registry that has one: the reconcilers of several upstreams share it. */
+const setsByRegistry = new WeakMap<Registry, MetricSet>();
+
 /**
- * Creates `h2h_reconcile_polls_total{outcome}`, `h2h_reconcile_orders_changed_total`,
- * `h2h_reconcile_anomalies_total{kind}`, `h2h_reconcile_passes_total{stopped_by}`,
- * `h2h_reconcile_stuck_orders`, `h2h_reconcile_blocked_orders`, `h2h_reconcile_circuit_open{cause}`,
+ * Creates (or, for a registry that has them, joins) `h2h_reconcile_polls_total{outcome}`,
+ * `h2h_reconcile_orders_changed_total`, `h2h_reconcile_anomalies_total{kind}`,
+ * `h2h_reconcile_passes_total{stopped_by}`, `h2h_reconcile_stuck_orders`,
+ * `h2h_reconcile_blocked_orders`, `h2h_reconcile_circuit_open{cause}`,
  * `h2h_reconcile_circuit_opened_total{cause}`, `h2h_reconcile_probes_total{outcome}`,
  * `h2h_reconcile_audit_reads_total{outcome}`, `h2h_reconcile_audit_refunds_found_total`,
- * `h2h_reconcile_audit_coverage` and `h2h_order_time_to_final_seconds{source}`. No default
- * process metrics: the process that exposes the registry adds those once.
+ * `h2h_reconcile_audit_coverage`, `h2h_reconcile_poll_lateness_seconds` and
+ * `h2h_order_time_to_final_seconds{source}`, every one also labelled `upstream`
+ * (docs/reconciler.md, "Metrics"). Throws when the registry already counts for that upstream. No
+ * default process metrics: the process that exposes the registry adds those once.
  */
 export function createReconcilerMetrics(options: ReconcilerMetricsOptions = {}): ReconcilerMetrics {
   const registry = options.registry ?? new Registry();
+  const upstream = options.upstream ?? DEFAULT_UPSTREAM;
+  let set = setsByRegistry.get(registry);
+  if (!set) {
+    set = createMetricSet(registry);
+    setsByRegistry.set(registry, set);
+  }
+  if (set.sources.has(upstream)) {
+    throw new Error(`the registry already has the reconciler metrics of upstream "${upstream}"`);
+  }
+  const source: UpstreamSource = {
+    queries: options.queries,
+    circuit: options.circuit,
+    auditWindowMs: options.auditWindowMs,
+    stuck: 0,
+    blocked: 0,
+  };
+  set.sources.set(upstream, source);
+  if (options.queries && options.auditWindowMs) set.registerAuditCoverage();
+  const { series } = set;
+  for (const outcome of POLL_OUTCOMES) {
+    series.polls.inc({ upstream, outcome }, 0);
+    series.auditReads.inc({ upstream, outcome }, 0);
+  }
+  series.changed.inc({ upstream }, 0);
+  series.anomalies.inc({ upstream, kind: 'confirmed_order_not_found' }, 0);
+  for (const cause of CIRCUIT_CAUSES) series.circuitOpened.inc({ upstream, cause }, 0);
+  for (const outcome of ['ok', 'failed']) series.probes.inc({ upstream, outcome }, 0);
+  series.auditRefunds.inc({ upstream }, 0);
+
+  return {
+    registry,
+    upstream,
+    countPoll: (outcome) => series.polls.inc({ upstream, outcome }),
+    countChangedByPoll: () => series.changed.inc({ upstream }),
+    countAnomaly: (kind) => series.anomalies.inc({ upstream, kind }),
+    countPass: (stoppedBy) => series.passes.inc({ upstream, stopped_by: stoppedBy }),
+    observeTimeToFinal(order, origin) {
+      if (order.finalAt === null) return;
+      const upstreamCreated = parseUpstreamTime(order.createdAt);
+      const created = Number.isFinite(upstreamCreated) ? upstreamCreated : order.localCreatedAt;
+      series.timeToFinal.observe({ upstream, source: origin }, Math.max(0, (order.finalAt - created) / 1000));
+    },
+    setStuck(count) {
+      source.stuck = count;
+    },
+    countCircuitOpened: (cause) => series.circuitOpened.inc({ upstream, cause }),
+    countProbe: (outcome) => series.probes.inc({ upstream, outcome }),
+    countAuditRead: (outcome) => series.auditReads.inc({ upstream, outcome }),
+    countAuditRefund: () => series.auditRefunds.inc({ upstream }),
+    observePollLateness: (seconds) => series.pollLateness.observe({ upstream }, Math.max(0, seconds)),
+  };
+}
+
+/** The series of {@link createReconcilerMetrics} in `registry`, with the gauges reading every upstream's store at scrape time. */
+function createMetricSet(registry: Registry) {
   const registers = [registry];
+  const sources = new Map<string, UpstreamSource>();
 
   const polls = new Counter({
     name: 'h2h_reconcile_polls_total',
     help: 'Status polls of the reconciler by outcome.',
-    labelNames: ['outcome'] as const,
+    labelNames: ['upstream', 'outcome'] as const,
     registers,
   });
-  for (const outcome of POLL_OUTCOMES) polls.inc({ outcome }, 0);
-
   const changed = new Counter({
     name: 'h2h_reconcile_orders_changed_total',
     help: 'Polls that changed an order: each is a webhook that was lost or late.',
+    labelNames: ['upstream'] as const,
     registers,
   });
-
   const anomalies = new Counter({
     name: 'h2h_reconcile_anomalies_total',
     help: 'Anomalies seen while reconciling, such as a 404 for an order the upstream had confirmed.',
-    labelNames: ['kind'] as const,
+    labelNames: ['upstream', 'kind'] as const,
     registers,
   });
-  anomalies.inc({ kind: 'confirmed_order_not_found' }, 0);
-
   const passes = new Counter({
     name: 'h2h_reconcile_passes_total',
     help: 'Reconciliation passes by why they ended (done, budget, pass_size, locked, unauthorized …).',
-    labelNames: ['stopped_by'] as const,
+    labelNames: ['upstream', 'stopped_by'] as const,
     registers,
   });
 
-  const { queries } = options;
-  let stuckCount = 0;
   new Gauge({
     name: 'h2h_reconcile_stuck_orders',
     help: 'Open orders marked stuck: no final state after RECONCILE_STUCK_AFTER_H.',
+    labelNames: ['upstream'] as const,
     registers,
     async collect() {
-      if (queries) {
-        try {
-          stuckCount = (await queries.countByStatus()).stuck;
-        } catch {
-          // the database is closing or busy: keep the last figure
+      for (const [upstream, source] of sources) {
+        if (source.queries) {
+          try {
+            source.stuck = (await source.queries.countByStatus(undefined, upstream)).stuck;
+          } catch {
+            // the database is closing or busy: keep the last figure
+          }
         }
+        this.set({ upstream }, source.stuck);
       }
-      this.set(stuckCount);
     },
   });
-
-  let blockedCount = 0;
   new Gauge({
     name: 'h2h_reconcile_blocked_orders',
-    help: 'Orders the upstream refused for our configuration (401/403): submitted again with their partner_ref once a probe shows H2H_API_KEY and the whitelist work.',
+    help: 'Orders the upstream refused for our configuration (401/403): submitted again with their partner_ref once a probe shows its API key and the whitelist work.',
+    labelNames: ['upstream'] as const,
     registers,
     async collect() {
-      if (queries) {
-        try {
-          blockedCount = (await queries.countByStatus()).bySubmissionState.blocked;
-        } catch {
-          // the database is closing or busy: keep the last figure
+      for (const [upstream, source] of sources) {
+        if (source.queries) {
+          try {
+            source.blocked = (
+              await source.queries.countByStatus(undefined, upstream)
+            ).bySubmissionState.blocked;
+          } catch {
+            // the database is closing or busy: keep the last figure
+          }
         }
+        this.set({ upstream }, source.blocked);
       }
-      this.set(blockedCount);
     },
   });
-
-  const { circuit } = options;
   new Gauge({
     name: 'h2h_reconcile_circuit_open',
-    help: 'Whether the reconciler has stopped calling the upstream, by cause: 1 for the open cause (unauthorized: fix H2H_API_KEY or the whitelist; base_url: fix H2H_BASE_URL; upstream_failing: the upstream fails for every order).',
-    labelNames: ['cause'] as const,
+    help: 'Whether the reconciler has stopped calling the upstream, by cause: 1 for the open cause (unauthorized: fix its API key or the whitelist; base_url: fix its base URL; upstream_failing: the upstream fails for every order).',
+    labelNames: ['upstream', 'cause'] as const,
     registers,
     async collect() {
-      let open: CircuitCause | undefined;
-      try {
-        open = (await circuit?.state())?.cause;
-      } catch {
-        return; // the database is closing or busy: keep the last figures
+      for (const [upstream, source] of sources) {
+        let open: CircuitCause | undefined;
+        try {
+          open = (await source.circuit?.state())?.cause;
+        } catch {
+          continue; // the database is closing or busy: keep the last figures
+        }
+        for (const cause of CIRCUIT_CAUSES) this.set({ upstream, cause }, cause === open ? 1 : 0);
       }
-      for (const cause of CIRCUIT_CAUSES) this.set({ cause }, cause === open ? 1 : 0);
     },
   });
   const circuitOpened = new Counter({
     name: 'h2h_reconcile_circuit_opened_total',
     help: 'Times the reconciler circuit opened (or changed cause), by cause.',
-    labelNames: ['cause'] as const,
+    labelNames: ['upstream', 'cause'] as const,
     registers,
   });
-  for (const cause of CIRCUIT_CAUSES) circuitOpened.inc({ cause }, 0);
   const probes = new Counter({
     name: 'h2h_reconcile_probes_total',
     help: 'Probes of the upstream (GET /profile) that decide whether the circuit closes, by outcome.',
-    labelNames: ['outcome'] as const,
+    labelNames: ['upstream', 'outcome'] as const,
     registers,
   });
-  for (const outcome of ['ok', 'failed']) probes.inc({ outcome }, 0);
-
   const auditReads = new Counter({
     name: 'h2h_reconcile_audit_reads_total',
     help: 'Audit reads of settled SUCCESS orders on idle budget, by outcome.',
-    labelNames: ['outcome'] as const,
+    labelNames: ['upstream', 'outcome'] as const,
     registers,
   });
-  for (const outcome of POLL_OUTCOMES) auditReads.inc({ outcome }, 0);
   const auditRefunds = new Counter({
     name: 'h2h_reconcile_audit_refunds_found_total',
     help: 'Refunds the audit found: SUCCESS orders refunded upstream whose webhooks were all lost.',
+    labelNames: ['upstream'] as const,
     registers,
   });
-  const { auditWindowMs } = options;
-  if (queries && auditWindowMs) {
+  let auditCoverageRegistered = false;
+  const registerAuditCoverage = () => {
+    if (auditCoverageRegistered) return;
+    auditCoverageRegistered = true;
     new Gauge({
       name: 'h2h_reconcile_audit_coverage',
       help: 'Share of the SUCCESS orders of the audit window checked with the upstream in the last day (1 when there are none).',
+      labelNames: ['upstream'] as const,
       registers,
       async collect() {
-        try {
-          const { successOrders, checkedLastDay } = await queries.auditCoverage(auditWindowMs);
-          this.set(successOrders === 0 ? 1 : checkedLastDay / successOrders);
-        } catch {
-          // the database is closing or busy: keep the last figure
+        for (const [upstream, { queries, auditWindowMs }] of sources) {
+          if (!queries || !auditWindowMs) continue;
+          try {
+            const { successOrders, checkedLastDay } = await queries.auditCoverage(
+              auditWindowMs,
+              undefined,
+              upstream,
+            );
+            this.set({ upstream }, successOrders === 0 ? 1 : checkedLastDay / successOrders);
+          } catch {
+            // the database is closing or busy: keep the last figure
+          }
         }
       },
     });
-  }
+  };
 
   const timeToFinal = new Histogram({
     name: 'h2h_order_time_to_final_seconds',
     help: 'Time from an order’s creation to its first final state, by what reported it.',
-    labelNames: ['source'] as const,
+    labelNames: ['upstream', 'source'] as const,
     buckets: TIME_TO_FINAL_BUCKETS,
     registers,
   });
-
   const pollLateness = new Histogram({
     name: 'h2h_reconcile_poll_lateness_seconds',
     help: 'Time from an order’s due time (next_poll_at) to the pass that polled it.',
+    labelNames: ['upstream'] as const,
     buckets: POLL_LATENESS_BUCKETS,
     registers,
   });
 
   return {
-    registry,
-    countPoll: (outcome) => polls.inc({ outcome }),
-    countChangedByPoll: () => changed.inc(),
-    countAnomaly: (kind) => anomalies.inc({ kind }),
-    countPass: (stoppedBy) => passes.inc({ stopped_by: stoppedBy }),
-    observeTimeToFinal(order, source) {
-      if (order.finalAt === null) return;
-      const upstreamCreated = parseUpstreamTime(order.createdAt);
-      const created = Number.isFinite(upstreamCreated) ? upstreamCreated : order.localCreatedAt;
-      timeToFinal.observe({ source }, Math.max(0, (order.finalAt - created) / 1000));
+    sources,
+    registerAuditCoverage,
+    series: {
+      polls,
+      changed,
+      anomalies,
+      passes,
+      circuitOpened,
+      probes,
+      auditReads,
+      auditRefunds,
+      timeToFinal,
+      pollLateness,
     },
-    setStuck(count) {
-      stuckCount = count;
-    },
-    countCircuitOpened: (cause) => circuitOpened.inc({ cause }),
-    countProbe: (outcome) => probes.inc({ outcome }),
-    countAuditRead: (outcome) => auditReads.inc({ outcome }),
-    countAuditRefund: () => auditRefunds.inc(),
-    observePollLateness: (seconds) => pollLateness.observe(Math.max(0, seconds)),
   };
 }

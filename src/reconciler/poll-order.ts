@@ -267,7 +267,10 @@ export async function pollClaimedOrder(
 
   let applied: ApplyResult;
   try {
-    applied = await store.writer.applyOrderSnapshot(snapshot, { source: 'poll' });
+    applied = await store.writer.applyOrderSnapshot(snapshot, {
+      source: 'poll',
+      upstream: store.claims.upstream,
+    });
   } catch (error) {
     if (!(error instanceof StoreError && error.code === 'INVALID_SNAPSHOT')) throw error;
     count('invalid_answer');

@@ -93,6 +93,12 @@ export interface RunPassOptions {
   /** Stops the pass before the next order. */
   signal?: AbortSignal;
   onProgress?: (progress: PassProgress) => void;
+  /**
+   * Whether the pass learns the pace and writes the first-poll plans first. Default: true; false
+   * for the reconcilers of every upstream but the default one, as the plans are per product, not
+   * per upstream (startReconciler's `learnPace`).
+   */
+  learnPace?: boolean;
 }
 
 /**
@@ -125,7 +131,7 @@ export async function runReconcilePass(
     const summary = emptySummary(passId, trigger, startedAt, now());
     summary.stoppedBy = 'locked';
     summary.lockHolder = await options.lock.holder().catch(() => null);
-    summary.dueAfter = (await deps.store.queries.countByStatus(now())).dueForPoll;
+    summary.dueAfter = (await deps.store.queries.countByStatus(now(), deps.store.claims.upstream)).dueForPoll;
     deps.logger?.debug({ passId, holder: summary.lockHolder }, 'another reconciliation pass is running');
     deps.metrics?.countPass('locked');
     return summary;
@@ -135,7 +141,7 @@ export async function runReconcilePass(
     const signals = [options.signal, held?.signal].filter((s): s is AbortSignal => s !== undefined);
     // First the first-poll plans, from what the store recorded since the last pass: the orders
     // this pass reschedules, and every write after it, follow the newest pace.
-    await relearnPace(deps.store, deps.logger);
+    if (options.learnPace ?? true) await relearnPace(deps.store, deps.logger);
     return await pollDueOrders(deps, { ...options, passId, trigger, startedAt, signals });
   } finally {
     await held?.release();
@@ -234,7 +240,7 @@ async function pollDueOrders(
   const { store, settings, logger, metrics } = deps;
   const now = deps.now ?? Date.now;
   const summary = emptySummary(pass.passId, pass.trigger, pass.startedAt, pass.startedAt);
-  const atStart = await store.queries.countByStatus(now());
+  const atStart = await store.queries.countByStatus(now(), store.claims.upstream);
   const total = Math.min(settings.passSize, atStart.dueForPoll);
   // Orders that could not be polled for a cause of every order: released at the end, so this
   // pass does not take them again and the next one takes them first.
@@ -342,7 +348,7 @@ async function pollDueOrders(
     for (const order of kept) await store.claims.releaseClaim(order.partnerRef, order.claim);
   }
 
-  const counts = await store.queries.countByStatus(now());
+  const counts = await store.queries.countByStatus(now(), store.claims.upstream);
   summary.stuck = counts.stuck;
   summary.dueAfter = counts.dueForPoll;
   metrics?.setStuck(counts.stuck);

@@ -1,8 +1,7 @@
-import { DelayedError, type Job, Queue, UnrecoverableError, Worker } from 'bullmq';
+import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { ReconcilerSettings } from '../config/config.js';
-import { POLL_REQUEST_QUEUE, type PollRequestData } from '../queue/poll-request-queue.js';
 import { DEFAULT_QUEUE_PREFIX } from '../queue/webhook-queue.js';
 import type { RateBudget } from '../rate-budget/rate-budget.js';
 import { settlesWithin } from '../shared/deadline.js';
@@ -14,15 +13,13 @@ import { type EarlyPollResult, pollOrderNow } from './early-poll.js';
 import { relearnPace } from './learn-pace.js';
 import { createReconcilerMetrics, type ReconcilerMetrics } from './metrics.js';
 import type { ReconcilerDeps } from './poll-order.js';
+import { type PollRequestWorker, startPollRequestWorker } from './poll-requests.js';
 import { type ReconcilePassSummary, runReconcilePass } from './reconcile-pass.js';
 import {
-  RECONCILE_CONTINUE_ID,
   RECONCILE_JOB_NAME,
   RECONCILE_JOB_OPTIONS,
-  RECONCILE_PASS_LOCK_KEY,
-  RECONCILE_QUEUE,
-  RECONCILE_SCHEDULER_ID,
   type ReconcileJobData,
+  reconcileNames,
 } from './reconcile-queue.js';
 
 /** Default longest wait of {@link RunningReconciler.close} for BullMQ (whose close has no timeout of its own). */
@@ -35,9 +32,13 @@ export interface StartReconcilerOptions {
    * domain/poll-rules.ts).
    */
   settings: Pick<ReconcilerSettings, 'everyMs' | 'passSize'>;
-  /** A store with the claims on orders (`withClaims(store, reconcilerSettings(config))`). */
+  /**
+   * A store with the claims on one upstream's orders (`withClaims(store, reconcilerSettings(config),
+   * upstream)`): the reconciler polls that upstream's orders only, and its queue, scheduler and
+   * pass lock are that upstream's ({@link reconcileNames}).
+   */
   store: ClaimingStore;
-  /** The upstream client with the shared rate budget. */
+  /** That upstream's client, with its rate budget. */
   client: UpstreamClient;
   /** The budget the client draws from; read for the pass summaries. Default: none. */
   budget?: RateBudget;
@@ -54,13 +55,29 @@ export interface StartReconcilerOptions {
   onPass?: (summary: ReconcilePassSummary) => void;
   /** The clock, in ms; give the store the same one. Default: `Date.now`. */
   now?: () => number;
-  /** Redis key of the pass lock. Default: {@link RECONCILE_PASS_LOCK_KEY}. */
+  /** Redis key of the pass lock. Default: the upstream's ({@link reconcileNames}). */
   lockKey?: string;
+  /**
+   * Whether this reconciler takes the early-poll requests itself. Default: true. A process with a
+   * reconciler per upstream passes false to each and starts one {@link startPollRequestWorker}
+   * with all of them, which hands each request to its upstream's.
+   */
+  takePollRequests?: boolean;
+  /**
+   * Whether its passes learn the pace and write the first-poll plans. Default: true. The plans
+   * are per product, not per upstream (store/poll-plans.ts), so a process with several
+   * reconcilers lets one of them (the default upstream's) write them; the others read them.
+   */
+  learnPace?: boolean;
 }
 
 /** A running reconciler. */
 export interface RunningReconciler {
+  /** The upstream it reconciles (its store's `claims.upstream`). */
+  readonly upstream: string;
   readonly metrics: ReconcilerMetrics;
+  /** Polls one order of its upstream now, ahead of its schedule (`pollOrderNow`). */
+  pollNow(ref: string): Promise<EarlyPollResult>;
   /** Runs one pass now, under the same lock as the scheduled ones. */
   runPassNow(trigger?: string): Promise<ReconcilePassSummary>;
   /**
@@ -74,16 +91,18 @@ export interface RunningReconciler {
 }
 
 /**
- * Starts the reconciler in this process (docs/reconciler.md):
+ * Starts the reconciler of one upstream in this process (docs/reconciler.md); its Redis names
+ * are that upstream's ({@link reconcileNames}: the default upstream's below):
  * - registers the job scheduler `h2h-reconcile-every` (every `settings.everyMs`) on the queue
  *   `h2h-reconcile`; every process upserts the same one, so there is one tick however many run;
  * - starts a BullMQ worker (concurrency 1) that runs each pass job under the Redis pass lock,
  *   so one pass runs at a time across processes; orders are also claimed in SQLite, so no two
  *   processes poll one order at once. When a pass ends with orders still due (budget spent, or
  *   the pass size reached), one follow-up pass is queued for when a poll slot frees;
- * - starts a BullMQ worker on `h2h-poll-requests` that polls single orders early (stale but
- *   authentic webhooks); a request that meets a spent budget is delayed, not failed.
- * Resolves once both workers are connected.
+ * - unless `takePollRequests` is false, starts a worker on `h2h-poll-requests` that polls single
+ *   orders early (stale but authentic webhooks; {@link startPollRequestWorker}); a request that
+ *   meets a spent budget is delayed, not failed.
+ * Resolves once its workers are connected.
  */
 export async function startReconciler(options: StartReconcilerOptions): Promise<RunningReconciler> {
   const { settings, store, client, budget, logger } = options;
@@ -93,12 +112,16 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
   }
 
   const prefix = options.queuePrefix ?? DEFAULT_QUEUE_PREFIX;
+  const { upstream } = store.claims;
+  const names = reconcileNames(upstream);
+  const learnsPace = options.learnPace ?? true;
   const metrics =
     options.metrics ??
     createReconcilerMetrics({
       queries: store.queries,
       circuit: store.circuit,
       auditWindowMs: store.claims.settings.auditWindowMs,
+      upstream,
       ...(options.registry ? { registry: options.registry } : {}),
     });
   const deps: ReconcilerDeps = {
@@ -117,18 +140,23 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
     logger,
     redis: { maxRetriesPerRequest: null, connectionName: 'h2h-reconciler' },
   });
-  const lock = new RedisLease(connection, { key: options.lockKey || RECONCILE_PASS_LOCK_KEY });
-  const queue = new Queue<ReconcileJobData>(RECONCILE_QUEUE, { connection, prefix });
+  const lock = new RedisLease(connection, { key: options.lockKey || names.lockKey });
+  const queue = new Queue<ReconcileJobData>(names.queue, { connection, prefix });
   queue.on('error', outage.error);
 
   const runPass = async (trigger: string): Promise<ReconcilePassSummary> => {
-    const summary = await runReconcilePass(deps, { lock, trigger, ...(budget ? { budget } : {}) });
+    const summary = await runReconcilePass(deps, {
+      lock,
+      trigger,
+      learnPace: learnsPace,
+      ...(budget ? { budget } : {}),
+    });
     options.onPass?.(summary);
     return summary;
   };
 
   const passWorker = new Worker<ReconcileJobData, ReconcilePassSummary>(
-    RECONCILE_QUEUE,
+    names.queue,
     async (job) => {
       const summary = await runPass(job.data.trigger ?? 'schedule');
       if (summary.stoppedBy === 'unauthorized' || summary.stoppedBy === 'base_url') {
@@ -150,7 +178,7 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
       .add(
         RECONCILE_JOB_NAME,
         { trigger: 'continue' },
-        { ...RECONCILE_JOB_OPTIONS, delay, deduplication: { id: RECONCILE_CONTINUE_ID } },
+        { ...RECONCILE_JOB_OPTIONS, delay, deduplication: { id: names.continueId } },
       )
       .catch((error) =>
         logger?.warn({ err: error }, 'could not queue the follow-up pass; the scheduler runs the next'),
@@ -161,32 +189,10 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
   );
   passWorker.on('error', outage.error);
 
-  const pollWorker = new Worker<PollRequestData, EarlyPollResult['kind']>(
-    POLL_REQUEST_QUEUE,
-    async (job: Job<PollRequestData>, token?: string) => {
-      const ref = job.data.partnerRef ?? job.data.invoiceNumber;
-      if (!ref) throw new UnrecoverableError('the poll request names no partner_ref or invoice number');
-      const result = await pollOrderNow(deps, ref);
-      if (result.kind !== 'kept') {
-        logger?.debug({ ref, reason: job.data.reason, result: result.kind }, 'early poll done');
-        return result.kind;
-      }
-      if (result.reason === 'budget' || result.reason === 'rate_limited') {
-        // Not a failure: try again when a poll slot frees, without spending an attempt.
-        await job.moveToDelayed(Date.now() + (result.retryAfterMs ?? 1000) + 10, token);
-        throw new DelayedError();
-      }
-      if (result.reason === 'unauthorized') throw new UnrecoverableError(result.error.message);
-      throw new Error(result.error.message); // 5xx or no answer: the job's backoff retries it
-    },
-    { connection, prefix, concurrency: 1, autorun: false },
-  );
-  pollWorker.on('error', outage.error);
-
   // The first-poll plans of this reconciler's settings and the pace recorded so far, before the
   // submission pump or anything else writes an order with them; each pass learns again. Under the
   // pass lock, as a pass learns: when another process holds it, its pass is learning now.
-  const held = await lock.acquire();
+  const held = learnsPace ? await lock.acquire() : undefined;
   if (held) {
     try {
       await relearnPace(store, logger);
@@ -194,22 +200,32 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
       await held.release();
     }
   }
+  const pollNow = (ref: string) => pollOrderNow(deps, ref);
+  let pollRequests: PollRequestWorker | undefined;
   try {
     await queue.upsertJobScheduler(
-      RECONCILE_SCHEDULER_ID,
+      names.schedulerId,
       { every: settings.everyMs },
       { name: RECONCILE_JOB_NAME, data: { trigger: 'schedule' }, opts: RECONCILE_JOB_OPTIONS },
     );
     void passWorker.run();
-    void pollWorker.run();
-    await Promise.all([passWorker.waitUntilReady(), pollWorker.waitUntilReady()]);
+    await passWorker.waitUntilReady();
+    if (options.takePollRequests ?? true) {
+      pollRequests = await startPollRequestWorker({
+        pollers: [{ upstream, pollNow }],
+        redisUrl: options.redisUrl,
+        queuePrefix: prefix,
+        ...(logger ? { logger } : {}),
+      });
+    }
   } catch (error) {
-    await settlesWithin(Promise.all([passWorker.close(true), pollWorker.close(true), queue.close()]), 2_000);
+    await settlesWithin(Promise.all([passWorker.close(true), queue.close()]), 2_000);
     connection.disconnect();
     throw error;
   }
   logger?.info(
     {
+      upstream,
       everyMs: settings.everyMs,
       firstPollDelayMs: store.claims.settings.firstPollDelayMs,
       passSize: settings.passSize,
@@ -219,14 +235,17 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
 
   let closing: Promise<boolean> | undefined;
   return {
+    upstream,
     metrics,
+    pollNow,
     runPassNow: (trigger = 'manual') => runPass(trigger),
     close({ timeoutMs = DEFAULT_RECONCILER_CLOSE_TIMEOUT_MS } = {}) {
       closing ??= (async () => {
-        const graceful = await settlesWithin(
-          Promise.all([passWorker.close(), pollWorker.close()]),
-          timeoutMs,
-        );
+        const [passesStopped, pollsStopped] = await Promise.all([
+          settlesWithin(passWorker.close(), timeoutMs),
+          pollRequests?.close({ timeoutMs }) ?? true,
+        ]);
+        const graceful = passesStopped && pollsStopped;
         await settlesWithin(queue.close(), 1_000);
         connection.disconnect();
         if (!graceful)

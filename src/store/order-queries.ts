@@ -196,26 +196,41 @@ export class OrderQueries {
    * `now`, how many were checked with the upstream within the last day (their last poll or
    * audit read, or their becoming final, is that recent: {@link CHECKED_AT_SQL}).
    */
-  async auditCoverage(windowMs: number, now: number = this.#context.now()): Promise<AuditCoverage> {
+  async auditCoverage(
+    windowMs: number,
+    now: number = this.#context.now(),
+    upstream?: string,
+  ): Promise<AuditCoverage> {
     const { db } = this.#context;
     const row = await db.get<{ successOrders: number; checkedLastDay: number }>(
       `SELECT COUNT(*) AS "successOrders",
               COALESCE(SUM(CASE WHEN ${checkedAtSql(db)} > @checkedSince THEN 1 ELSE 0 END), 0) AS "checkedLastDay"
-       FROM orders WHERE status = 'SUCCESS' AND final_at >= @finalSince`,
-      { checkedSince: now - AUDIT_COVERAGE_PERIOD_MS, finalSince: now - windowMs },
+       FROM orders WHERE status = 'SUCCESS' AND final_at >= @finalSince
+       ${upstream === undefined ? '' : 'AND upstream = @upstream'}`,
+      {
+        checkedSince: now - AUDIT_COVERAGE_PERIOD_MS,
+        finalSince: now - windowMs,
+        ...(upstream === undefined ? {} : { upstream }),
+      },
     );
     return { successOrders: row?.successOrders ?? 0, checkedLastDay: row?.checkedLastDay ?? 0 };
   }
 
-  /** Counts for `h2h-sync status`. */
-  async countByStatus(now: number = this.#context.now()): Promise<OrderCounts> {
+  /**
+   * Counts for `h2h-sync status`: of every order, or of one upstream's (`upstream`: the
+   * reconciler of that upstream, `status` per upstream).
+   */
+  async countByStatus(now: number = this.#context.now(), upstream?: string): Promise<OrderCounts> {
     const { db } = this.#context;
+    const only = upstream === undefined ? {} : { upstream };
+    const where = upstream === undefined ? 'WHERE TRUE' : 'WHERE upstream = @upstream';
     const byStatus: Record<string, number> = {};
     for (const { key, n } of await db.all<{ key: string; n: number }>(
       `SELECT COALESCE(status, upstream_status) AS key, COUNT(*) AS n FROM orders
-       WHERE COALESCE(status, upstream_status) IS NOT NULL
+       ${where} AND COALESCE(status, upstream_status) IS NOT NULL
        GROUP BY COALESCE(status, upstream_status)
        ORDER BY ${db.dialect.byteOrder('COALESCE(status, upstream_status)')}`,
+      only,
     )) {
       byStatus[key] = n;
     }
@@ -224,7 +239,8 @@ export class OrderQueries {
       number
     >;
     for (const { state, n } of await db.all<{ state: SubmissionState; n: number }>(
-      'SELECT submission_state AS state, COUNT(*) AS n FROM orders GROUP BY submission_state',
+      `SELECT submission_state AS state, COUNT(*) AS n FROM orders ${where} GROUP BY submission_state`,
+      only,
     )) {
       bySubmissionState[state] = n;
     }
@@ -241,8 +257,8 @@ export class OrderQueries {
               SUM(CASE WHEN next_poll_at <= @now THEN 1 ELSE 0 END) AS due,
               SUM(CASE WHEN stuck_at IS NOT NULL AND (next_poll_at IS NOT NULL
                     OR (status = 'SUCCESS' AND serial_number IS NULL)) THEN 1 ELSE 0 END) AS stuck
-       FROM orders`,
-      { now },
+       FROM orders ${where}`,
+      { now, ...only },
     ))!;
     return {
       total: totals.total,

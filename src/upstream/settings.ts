@@ -9,7 +9,9 @@ import {
   DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_HEADERS_TIMEOUT_MS,
 } from './defaults.js';
+import { DEFAULT_UPSTREAM } from './model.js';
 import { DEFAULT_RETRY } from './retry-policy.js';
+import type { UpstreamAccount } from './upstreams.js';
 
 /** The base URL of the simulator as `npm run sim` starts it: the development value of `H2H_BASE_URL`. */
 export const SIMULATOR_BASE_URL = `${DEFAULT_SIM_URL}/v1/member-api`;
@@ -57,9 +59,13 @@ export function upstreamSettings(config: { settings: z.output<typeof upstreamVar
       `${missing.join(' and ')} must be set to call the upstream (for the simulator: H2H_BASE_URL=${SIMULATOR_BASE_URL} H2H_API_KEY=sim_key_demo_M0001)`,
     );
   }
+  return { baseUrl: s.H2H_BASE_URL, apiKey: s.H2H_API_KEY, ...callSettings(s) };
+}
+export type UpstreamSettings = ReturnType<typeof upstreamSettings>;
+
+/** What every account's client shares: how the key is sent, timeouts and retries. */
+function callSettings(s: z.output<typeof upstreamVariables>) {
   return {
-    baseUrl: s.H2H_BASE_URL,
-    apiKey: s.H2H_API_KEY,
     authStyle: s.H2H_AUTH_STYLE,
     connectTimeoutMs: s.H2H_CONNECT_TIMEOUT_MS,
     headersTimeoutMs: s.H2H_HEADERS_TIMEOUT_MS,
@@ -67,4 +73,23 @@ export function upstreamSettings(config: { settings: z.output<typeof upstreamVar
     retryMaxAttempts: s.H2H_RETRY_MAX_ATTEMPTS,
   };
 }
-export type UpstreamSettings = ReturnType<typeof upstreamSettings>;
+
+/**
+ * The client settings of one upstream account (`config.upstreams`, docs/upstreams.md): its base
+ * URL and key, with the timeouts and retries every account shares. The default account's are
+ * {@link upstreamSettings}, with its message; another's missing key throws a {@link ConfigError}
+ * naming the upstream and its variable.
+ */
+export function accountSettings(
+  config: { settings: z.output<typeof upstreamVariables> },
+  account: Pick<UpstreamAccount, 'name' | 'baseUrl' | 'apiKey' | 'variables'>,
+): UpstreamSettings {
+  if (account.name === DEFAULT_UPSTREAM) return upstreamSettings(config);
+  if (!account.baseUrl || !account.apiKey) {
+    // base_url is required by the file's schema: only the key can be missing here.
+    throw new ConfigError(
+      `upstream "${account.name}": ${account.variables.apiKey} must be set to call it (docs/upstreams.md)`,
+    );
+  }
+  return { baseUrl: account.baseUrl, apiKey: account.apiKey, ...callSettings(config.settings) };
+}

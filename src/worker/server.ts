@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
-import { type AdminServer, startAdminServer } from '../admin/admin-server.js';
+import { Registry } from 'prom-client';
+import { ADMIN_QUEUES, type AdminServer, startAdminServer } from '../admin/admin-server.js';
 import { startCatalogRefresh } from '../catalog/catalog-refresh.js';
 import {
   adminSettings,
@@ -15,17 +16,21 @@ import {
 import { type Notifier, startNotifier } from '../notify/notifier.js';
 import type { NotifyMetrics } from '../notify/notify-metrics.js';
 import { createLogger } from '../observability/logger.js';
-import { startSubmissionPump } from '../orders/submission-pump.js';
+import { type SubmissionPump, startSubmissionPump } from '../orders/submission-pump.js';
 import { moveOldNotificationQueue } from '../queue/old-notify-queue.js';
 import type { ReconcilerMetrics } from '../reconciler/metrics.js';
-import { startReconciler } from '../reconciler/reconciler.js';
+import { startPollRequestWorker } from '../reconciler/poll-requests.js';
+import { reconcileNames } from '../reconciler/reconcile-queue.js';
+import { type RunningReconciler, startReconciler } from '../reconciler/reconciler.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';
 import { redactRedisUrl } from '../shared/redis-outage.js';
 import { openStore } from '../store/open-store.js';
 import type { OrderStore } from '../store/order-store.js';
 import { type ClaimingStore, withClaims } from '../store/order-store.js';
 import { redactUrl } from '../store/store-url.js';
-import { createUpstream } from '../upstream/create-upstream.js';
+import { createUpstream, type Upstream } from '../upstream/create-upstream.js';
+import { DEFAULT_UPSTREAM } from '../upstream/model.js';
+import type { UpstreamAccount } from '../upstream/upstreams.js';
 import { createEventWorker, type EventWorker } from './event-worker.js';
 
 /**
@@ -41,8 +46,13 @@ export interface RunningWorkerProcess {
   readonly eventWorker: EventWorker;
   /** The shop notifications: the outbox filled from the feed and its deliveries (docs/api.md). */
   readonly notifier: Notifier;
-  /** The reconciler's metrics; undefined when `RECONCILE_ENABLED=false`. */
+  /**
+   * The default upstream's reconciler's metrics, in the registry every upstream's reconciler
+   * counts in (each under its `upstream` label); undefined when `RECONCILE_ENABLED=false`.
+   */
   readonly reconcilerMetrics: ReconcilerMetrics | undefined;
+  /** One reconciler per upstream account, in the configuration's order; empty when `RECONCILE_ENABLED=false`. */
+  readonly reconcilers: readonly RunningReconciler[];
   /** The admin server (Bull Board, /metrics, /healthz); undefined when not started. */
   readonly admin: AdminServer | undefined;
   /**
@@ -65,64 +75,133 @@ export interface StartWorkerProcessOptions {
   admin?: boolean;
 }
 
+/** One upstream's part of the worker process: its client and budget, its reconciler and its submission pump. */
+interface UpstreamEngine {
+  readonly upstream: Upstream;
+  readonly reconciler: RunningReconciler;
+  readonly pump: SubmissionPump;
+  /** Stops the pump, then the reconciler, then closes the client. */
+  stop(timeoutMs: number): Promise<boolean>;
+}
+
 /**
- * Starts the reconciler on the worker's store with the upstream it polls (docs/reconciler.md),
- * the submission pump, and the catalog refresh (docs/operations.md, "Catalog refresh").
- * Throws a ConfigError naming H2H_BASE_URL / H2H_API_KEY when they are missing.
+ * Starts the engine of one upstream account (docs/upstreams.md) on `store`, claimed for that
+ * upstream's orders only (`withClaims(…, account.name)`): its client and rate budget
+ * (`createUpstream`), its reconciler (its own queue, scheduler and pass lock; its metrics in
+ * `registry` under its `upstream` label) and its submission pump, which waits on its circuit.
+ * Early polls are taken by the process's one poll-request worker. Throws a ConfigError naming
+ * the account's URL or key variable when they are missing.
  */
-async function startProcessReconciler(
+async function startUpstreamEngine(
   config: Config,
-  store: ClaimingStore,
+  opened: OrderStore,
+  account: UpstreamAccount,
+  registry: Registry,
   options: StartWorkerProcessOptions,
-): Promise<{ metrics: ReconcilerMetrics; stop: () => Promise<boolean> }> {
-  const upstream = await createUpstream(config, { logger: options.logger });
+): Promise<UpstreamEngine> {
+  const settings = reconcilerSettings(config);
+  const store = withClaims(opened, settings, account.name);
+  const logger = options.logger?.child({ upstream: account.name });
+  const upstream = await createUpstream(config, account, { ...(logger ? { logger } : {}) });
   try {
-    // Orders that waited too long while no worker ran (API_SUBMISSION_MAX_AGE_S) are cancelled
-    // before the reconciler's first pass could send a blocked one; the pump sweeps from then on.
-    const { submissionMaxAgeMs } = apiSettings(config);
-    if (submissionMaxAgeMs > 0) await store.writer.expireWaitingOrders(Date.now() - submissionMaxAgeMs);
     const reconciler = await startReconciler({
-      settings: reconcilerSettings(config),
+      settings,
       store,
       client: upstream.client,
       budget: upstream.budget,
       redisUrl: config.redisUrl,
+      registry,
+      takePollRequests: false,
+      // The first-poll plans are per product, not per upstream: one reconciler writes them.
+      learnPace: account.name === DEFAULT_UPSTREAM,
       ...(options.queuePrefix === undefined ? {} : { queuePrefix: options.queuePrefix }),
-      ...(options.logger ? { logger: options.logger } : {}),
+      ...(logger ? { logger } : {}),
     });
-    // The shop API's queued orders go out from here too: one client, one budget, one circuit.
+    // The shop API's queued orders of this upstream go out from here: its client, budget and circuit.
     const pump = startSubmissionPump({
       store,
       client: upstream.client,
-      maxAgeMs: submissionMaxAgeMs,
-      ...(options.logger ? { logger: options.logger } : {}),
-    });
-    // The local catalog and balance, from the same client and budget (poll share only).
-    const catalog = await startCatalogRefresh({
-      store,
-      client: upstream.client,
-      everyMs: catalogSettings(config).refreshEveryMs,
-      redisUrl: config.redisUrl,
-      ...(options.queuePrefix === undefined ? {} : { queuePrefix: options.queuePrefix }),
-      ...(options.logger ? { logger: options.logger } : {}),
-    }).catch(async (error) => {
-      await pump.stop();
-      await reconciler.close();
-      throw error;
+      maxAgeMs: apiSettings(config).submissionMaxAgeMs,
+      ...(logger ? { logger } : {}),
     });
     return {
-      metrics: reconciler.metrics,
-      stop: async () => {
-        const timeoutMs = workerSettings(config).shutdownTimeoutMs;
-        const catalogStopped = await catalog.close({ timeoutMs });
+      upstream,
+      reconciler,
+      pump,
+      stop: async (timeoutMs) => {
         await pump.stop();
         const graceful = await reconciler.close({ timeoutMs });
         await upstream.close();
-        return graceful && catalogStopped;
+        return graceful;
       },
     };
   } catch (error) {
     await upstream.close();
+    throw error;
+  }
+}
+
+/**
+ * Starts, for each upstream account of the configuration, its client, reconciler and submission
+ * pump ({@link startUpstreamEngine}), one poll-request worker that hands each early poll to its
+ * upstream's reconciler, and the catalog refresh (docs/operations.md, "Catalog refresh"). Stops
+ * them in reverse order (the upstreams' engines together, last). Throws a ConfigError naming an
+ * account's URL or key when missing.
+ */
+async function startProcessReconciler(
+  config: Config,
+  store: OrderStore,
+  options: StartWorkerProcessOptions,
+): Promise<{ metrics: ReconcilerMetrics; reconcilers: RunningReconciler[]; stop: () => Promise<boolean> }> {
+  const timeoutMs = workerSettings(config).shutdownTimeoutMs;
+  /** Stops of what started, run last-started first; each resolves to "stopped gracefully". */
+  const stops: Array<() => Promise<boolean>> = [];
+  const stopAll = async () => {
+    let graceful = true;
+    for (const stop of stops.reverse()) graceful = (await stop().catch(() => false)) && graceful;
+    return graceful;
+  };
+  try {
+    // Orders that waited too long while no worker ran (API_SUBMISSION_MAX_AGE_S) are cancelled
+    // before a reconciler's first pass could send a blocked one; the pumps sweep from then on.
+    const { submissionMaxAgeMs } = apiSettings(config);
+    if (submissionMaxAgeMs > 0) await store.writer.expireWaitingOrders(Date.now() - submissionMaxAgeMs);
+    // One registry for the process: each reconciler's series under its `upstream` label.
+    const registry = new Registry();
+    const engines = new Map<string, UpstreamEngine>();
+    // Side by side, not one after another: the worker's stop has one shutdown timeout, however
+    // many upstreams there are.
+    stops.push(async () => {
+      const stopped = await Promise.all(
+        [...engines.values()].map((engine) => engine.stop(timeoutMs).catch(() => false)),
+      );
+      return stopped.every(Boolean);
+    });
+    for (const account of config.upstreams) {
+      engines.set(account.name, await startUpstreamEngine(config, store, account, registry, options));
+    }
+    const reconcilers = [...engines.values()].map((engine) => engine.reconciler);
+    const pollRequests = await startPollRequestWorker({
+      pollers: reconcilers,
+      redisUrl: config.redisUrl,
+      ...(options.queuePrefix === undefined ? {} : { queuePrefix: options.queuePrefix }),
+      ...(options.logger ? { logger: options.logger } : {}),
+    });
+    stops.push(() => pollRequests.close({ timeoutMs }));
+    // The local catalog and balance, from the default upstream's client and budget (poll share only).
+    const main = engines.get(DEFAULT_UPSTREAM)!;
+    const catalog = await startCatalogRefresh({
+      store,
+      client: main.upstream.client,
+      everyMs: catalogSettings(config).refreshEveryMs,
+      redisUrl: config.redisUrl,
+      ...(options.queuePrefix === undefined ? {} : { queuePrefix: options.queuePrefix }),
+      ...(options.logger ? { logger: options.logger } : {}),
+    });
+    stops.push(() => catalog.close({ timeoutMs }));
+    return { metrics: main.reconciler.metrics, reconcilers, stop: stopAll };
+  } catch (error) {
+    await stopAll();
     throw error;
   }
 }
@@ -144,6 +223,13 @@ async function startProcessAdmin(
       settings,
       redisUrl: config.redisUrl,
       ...(options.queuePrefix === undefined ? {} : { queuePrefix: options.queuePrefix }),
+      // Every upstream's reconcile queue after the default's (reconcileNames).
+      queueNames: [
+        ...ADMIN_QUEUES,
+        ...config.upstreams
+          .filter((u) => u.name !== DEFAULT_UPSTREAM)
+          .map((u) => reconcileNames(u.name).queue),
+      ],
       registries: [metrics.notify.registry, ...(metrics.reconciler ? [metrics.reconciler.registry] : [])],
       workerStats: () => eventWorker.stats(),
       ...(options.logger ? { logger: options.logger } : {}),
@@ -212,6 +298,7 @@ export async function startWorkerProcess(
   let eventWorker: EventWorker;
   let notifier: Notifier;
   let reconcilerMetrics: ReconcilerMetrics | undefined;
+  let reconcilers: RunningReconciler[] = [];
   let adminServer: AdminServer | undefined;
   try {
     eventWorker = createEventWorker({
@@ -255,6 +342,7 @@ export async function startWorkerProcess(
       const reconciler = await startProcessReconciler(config, store, options);
       stops.push(reconciler.stop);
       reconcilerMetrics = reconciler.metrics;
+      reconcilers = reconciler.reconcilers;
     }
 
     if (admin && admin.port !== 0) {
@@ -285,6 +373,7 @@ export async function startWorkerProcess(
     eventWorker,
     notifier,
     reconcilerMetrics,
+    reconcilers,
     admin: adminServer,
     close: () => {
       closing ??= stopAll();

@@ -9,6 +9,7 @@ import { capturedLogger } from '../helpers/logs.js';
 import { privateRedis } from '../helpers/redis.js';
 import { startSimulator } from '../helpers/simulator.js';
 import { tempDbPath } from '../helpers/store.js';
+import { twoSimulatedUpstreams } from '../helpers/upstreams.js';
 import { cleanupScope } from '../helpers/worker.js';
 
 const basic = (user: string, password: string) =>
@@ -57,8 +58,8 @@ test('the worker process serves Bull Board with the three queues, /healthz and /
   const metrics = await fetch(`${base}/metrics`);
   assert.equal(metrics.status, 200);
   const text = await metrics.text();
-  assert.match(text, /^h2h_reconcile_polls_total\{outcome="changed"\} 0$/m);
-  assert.match(text, /^h2h_reconcile_stuck_orders 0$/m);
+  assert.match(text, /^h2h_reconcile_polls_total\{upstream="default",outcome="changed"\} 0$/m);
+  assert.match(text, /^h2h_reconcile_stuck_orders\{upstream="default"\} 0$/m);
   assert.match(text, /^h2h_worker_events_committed_total 0$/m);
   assert.match(text, /^h2h_queue_jobs\{queue="h2h-webhooks",state="waiting"\} 0$/m);
   assert.match(text, /^h2h_queue_jobs\{queue="h2h-reconcile",state="delayed"\} \d+$/m);
@@ -170,4 +171,43 @@ test('an admin port already in use leaves the worker applying webhooks without t
   t.after(() => worker.close());
   assert.equal(worker.admin, undefined);
   await worker.eventWorker.waitUntilReady();
+});
+
+test("with two upstreams, Bull Board and h2h_queue_jobs show each upstream's reconcile queue, and /metrics labels every reconciler series by upstream", async (test) => {
+  const t = cleanupScope(test);
+  const redis = await privateRedis(t);
+  const upstreams = await twoSimulatedUpstreams(t);
+  const config = loadConfig({
+    REDIS_URL: redis.url,
+    H2H_DB_PATH: tempDbPath(t),
+    ...upstreams.env,
+    ADMIN_PORT: String(await freePort()),
+  });
+  const worker = await startWorkerProcess(config, { admin: true });
+  t.after(() => worker.close());
+  const base = worker.admin!.url;
+
+  const { queues } = (await (await fetch(`${base}/admin/queues/api/queues`)).json()) as {
+    queues: Array<{ name: string }>;
+  };
+  const text = await (await fetch(`${base}/metrics`)).text();
+
+  assert.deepEqual(queues.map((q) => q.name).sort(), [
+    'h2h-poll-requests',
+    'h2h-reconcile',
+    'h2h-reconcile-beta',
+    'h2h-webhooks',
+  ]);
+  assert.match(text, /^h2h_queue_jobs\{queue="h2h-reconcile-beta",state="delayed"\} \d+$/m);
+  for (const upstream of ['default', 'beta']) {
+    assert.match(
+      text,
+      new RegExp(`^h2h_reconcile_polls_total\\{upstream="${upstream}",outcome="changed"\\} 0$`, 'm'),
+    );
+    assert.match(text, new RegExp(`^h2h_reconcile_stuck_orders\\{upstream="${upstream}"\\} 0$`, 'm'));
+    assert.match(
+      text,
+      new RegExp(`^h2h_reconcile_circuit_open\\{upstream="${upstream}",cause="unauthorized"\\} 0$`, 'm'),
+    );
+  }
 });

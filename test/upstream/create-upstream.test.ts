@@ -2,9 +2,12 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Redis } from 'ioredis';
 import { ConfigError, loadConfig } from '../../src/config/config.js';
-import { createUpstream } from '../../src/upstream/create-upstream.js';
+import { BudgetExhaustedError } from '../../src/rate-budget/rate-budget.js';
+import { createUpstream, upstreamAccount } from '../../src/upstream/create-upstream.js';
+import { UpstreamError } from '../../src/upstream/errors.js';
 import { privateRedis } from '../helpers/redis.js';
 import { startSimulator } from '../helpers/simulator.js';
+import { twoSimulatedUpstreams } from '../helpers/upstreams.js';
 import { waitFor } from '../helpers/wait.js';
 
 test('createUpstream gives a client that draws every call from the configured shared budget; close releases its Redis', async (t) => {
@@ -50,5 +53,53 @@ test('createUpstream names REDIS_URL when Redis does not answer, and the upstrea
   await assert.rejects(
     createUpstream(loadConfig({ REDIS_URL: unreachable })),
     (error: unknown) => error instanceof ConfigError && /H2H_BASE_URL and H2H_API_KEY/.test(error.message),
+  );
+});
+
+test("each upstream account has its own client and rate budget: spending beta's leaves the default's untouched", async (t) => {
+  const redis = await privateRedis(t);
+  const upstreams = await twoSimulatedUpstreams(t, { betaRateLimit: 3 });
+  const config = loadConfig({ REDIS_URL: redis.url, ...upstreams.env });
+  const [defaultAccount, betaAccount] = config.upstreams;
+  const main = await createUpstream(config, defaultAccount);
+  t.after(() => main.close());
+  const beta = await createUpstream(config, betaAccount);
+  t.after(() => beta.close());
+
+  for (let i = 0; i < 3; i += 1) await beta.client.profile(); // beta's whole window
+  const betaPoll = beta.client.getOrder('any-ref');
+  const defaultPoll = main.client.getOrder('any-ref');
+
+  await assert.rejects(betaPoll, BudgetExhaustedError, "beta's poll finds beta's budget spent");
+  await assert.rejects(
+    defaultPoll,
+    (error: unknown) => error instanceof UpstreamError && error.status === 404,
+    "the default's poll gets a slot at once and reaches the default upstream",
+  );
+  assert.notEqual(beta.budget.key, main.budget.key, 'separate keys in Redis');
+  assert.deepEqual(
+    [(await main.budget.used()).used, (await main.budget.used()).limit],
+    [1, 60],
+    "the default's window holds its own call only, under H2H_RATE_LIMIT",
+  );
+  assert.deepEqual([(await beta.budget.used()).used, (await beta.budget.used()).limit], [3, 3]);
+  assert.equal(upstreams.logs.beta.gets().length, 0, 'beta was not asked for the order');
+  assert.deepEqual(upstreams.logs.default.gets(), ['any-ref']);
+});
+
+test('an upstream account without its key is refused, naming its variable; an unknown name names the known ones', async (t) => {
+  const upstreams = await twoSimulatedUpstreams(t);
+  const config = loadConfig({ ...upstreams.env, H2H_UPSTREAM_BETA_API_KEY: '' });
+  await assert.rejects(
+    createUpstream(config, upstreamAccount(config, 'beta')),
+    (error: unknown) =>
+      error instanceof ConfigError &&
+      /upstream "beta": H2H_UPSTREAM_BETA_API_KEY must be set/.test(error.message),
+  );
+  assert.throws(
+    () => upstreamAccount(config, 'gamma'),
+    (error: unknown) =>
+      error instanceof ConfigError &&
+      /no upstream is named "gamma": the configured ones are default, beta/.test(error.message),
   );
 });

@@ -2,6 +2,8 @@ import { reconcilerSettings } from '../../config/config.js';
 import { placeOrder } from '../../orders/place-order.js';
 import { type EarlyPollResult, pollOrderNow } from '../../reconciler/early-poll.js';
 import type { LocalOrder, OrderEvent } from '../../store/local-order.js';
+import { withClaims } from '../../store/order-store.js';
+import { DEFAULT_UPSTREAM } from '../../upstream/model.js';
 import { openContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import { type Column, printResult, renderTable, runAction } from '../output.js';
@@ -168,16 +170,16 @@ export const orderCreate = async (flags: CreateFlags) => {
 /** `order show REF [--refresh]`: the local order and its events. */
 export const orderShow = async (ref: string, flags: { refresh?: boolean; json?: boolean }) => {
   await runAction(Boolean(flags.json), async () => {
-    const context = await openContext({ store: 'existing', upstream: Boolean(flags.refresh) });
+    const context = await openContext({ store: 'existing' });
     try {
       let refresh: RefreshReport | undefined;
       if (flags.refresh) {
+        // With the client of the order's upstream (an order not stored yet: the default's).
+        const settings = reconcilerSettings(context.config);
+        const known = await context.store!.queries.getOrder(ref);
+        const upstream = await context.openUpstream(known?.upstream ?? DEFAULT_UPSTREAM);
         const result = await pollOrderNow(
-          {
-            store: context.store!,
-            client: context.upstream!.client,
-            settings: reconcilerSettings(context.config),
-          },
+          { store: withClaims(context.store!, settings, upstream.name), client: upstream.client, settings },
           ref,
         );
         refresh = refreshReport(result);

@@ -4,8 +4,9 @@ import {
   type ReconcilePassSummary,
   runReconcilePass,
 } from '../../reconciler/reconcile-pass.js';
-import { RECONCILE_PASS_LOCK_KEY } from '../../reconciler/reconcile-queue.js';
+import { reconcileNames } from '../../reconciler/reconcile-queue.js';
 import { RedisLease } from '../../shared/redis-lease.js';
+import { withClaims } from '../../store/order-store.js';
 import { openContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import { printPublicJson, renderTable, runAction } from '../output.js';
@@ -42,17 +43,22 @@ function exitCodeFor(stoppedBy: PassStop): number {
   return stoppedBy === 'unauthorized' || stoppedBy === 'base_url' ? EXIT.config : EXIT.failed;
 }
 
-/** `reconcile --once`: one reconciliation pass in this process. */
-export const reconcile = async (flags: { once: boolean; json?: boolean }) => {
+/**
+ * `reconcile --once [--upstream NAME]`: one reconciliation pass in this process, of one
+ * upstream's orders with its client, budget and pass lock (default: the default upstream).
+ */
+export const reconcile = async (flags: { once: boolean; upstream?: string; json?: boolean }) => {
   await runAction(Boolean(flags.json), async () => {
-    const context = await openContext({ upstream: true, store: 'existing' });
-    const { store, upstream } = context as Required<typeof context>;
+    const context = await openContext({ store: 'existing' });
     try {
+      const settings = reconcilerSettings(context.config);
+      const upstream = await context.openUpstream(flags.upstream ?? 'default');
+      const store = withClaims(context.store!, settings, upstream.name);
       const progress = createProgressLine(process.stderr, { enabled: !flags.json });
       const summary = await runReconcilePass(
-        { store, client: upstream.client, settings: reconcilerSettings(context.config) },
+        { store, client: upstream.client, settings },
         {
-          lock: new RedisLease(upstream.redis, { key: RECONCILE_PASS_LOCK_KEY }),
+          lock: new RedisLease(upstream.redis, { key: reconcileNames(upstream.name).lockKey }),
           budget: upstream.budget,
           trigger: 'cli',
           onProgress: (p) =>

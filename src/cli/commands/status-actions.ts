@@ -1,20 +1,21 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { PublicBalance } from '../../catalog/public-catalog.js';
-import { reconcilerSettings } from '../../config/config.js';
+import { budgetSettings, type Config, reconcilerSettings } from '../../config/config.js';
 import { FIXED_FIRST_POLL } from '../../domain/poll-rules.js';
 import { wantedTypes } from '../../notify/event-filter.js';
 import { POLL_REQUEST_QUEUE } from '../../queue/poll-request-queue.js';
 import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE } from '../../queue/webhook-queue.js';
 import { type BudgetUsage, RateBudget } from '../../rate-budget/rate-budget.js';
-import { RECONCILE_QUEUE } from '../../reconciler/reconcile-queue.js';
+import { RECONCILE_QUEUE, reconcileNames } from '../../reconciler/reconcile-queue.js';
 import { connectRedis } from '../../shared/redis-connection.js';
 import { GAVE_UP_WINDOW } from '../../store/notify-deliveries.js';
 import type { AuditCoverage, OrderCounts } from '../../store/order-queries.js';
-import type { ClaimingStore, OrderStore } from '../../store/order-store.js';
+import { type ClaimingStore, type OrderStore, withClaims } from '../../store/order-store.js';
 import { EVERY_PRODUCT } from '../../store/poll-plans.js';
 import type { OpenCircuit } from '../../store/upstream-circuit.js';
 import { fixFor } from '../../upstream/errors.js';
+import { DEFAULT_UPSTREAM } from '../../upstream/model.js';
 import { openContext } from '../context.js';
 import { printPublicJson, renderTable, runAction } from '../output.js';
 
@@ -36,10 +37,16 @@ export interface StatusReport {
   queuesError?: string;
   /** Webhook events in the failed set (`h2h-sync events failed`). */
   failedEvents: number | null;
-  /** The shared rate budget's current window, when an API key is configured and Redis answers. */
+  /** The default upstream's rate budget's current window, when its API key is configured and Redis answers. */
   budget: BudgetUsage | null;
-  /** The reconciler's circuit: null while it may call the upstream, else why not and the fix. */
+  /** The default upstream's circuit: null while it may be called, else why not and the fix. */
   circuit: OpenCircuit | null;
+  /**
+   * Each upstream account (docs/upstreams.md), in the configuration's order, `default` first
+   * when there is only one: its circuit, its budget's window (null without its key or Redis),
+   * and its orders still open, due for a poll, stuck and blocked.
+   */
+  upstreams: UpstreamView[];
   /**
    * Orders refused for our configuration, with the newest one's code and the fix (H2H_API_KEY,
    * the IP to whitelist); null when none is blocked.
@@ -74,6 +81,38 @@ export interface StatusReport {
     products: number;
     balance: PublicBalance;
   };
+}
+
+/** One upstream's line of `h2h-sync status`. */
+export interface UpstreamView {
+  name: string;
+  circuit: OpenCircuit | null;
+  budget: BudgetUsage | null;
+  /** Its reconcile queue's job counts (`h2h-reconcile-<name>`; the default's is `queues.reconcile`); null without Redis. */
+  reconcileQueue: QueueDepth | null;
+  orders: { open: number; dueForPoll: number; stuck: number; blocked: number };
+}
+
+/** Each upstream's circuit and orders, from the store (their budgets are read with Redis). */
+async function upstreamViews(store: ClaimingStore, config: Config, now: number): Promise<UpstreamView[]> {
+  const settings = reconcilerSettings(config);
+  const views: UpstreamView[] = [];
+  for (const { name } of config.upstreams) {
+    const counts = await store.queries.countByStatus(now, name);
+    views.push({
+      name,
+      circuit: await withClaims(store, settings, name).circuit.state(),
+      budget: null,
+      reconcileQueue: null,
+      orders: {
+        open: counts.open,
+        dueForPoll: counts.dueForPoll,
+        stuck: counts.stuck,
+        blocked: counts.bySubmissionState.blocked,
+      },
+    });
+  }
+  return views;
 }
 
 /** One endpoint's line of the notification backlog in `h2h-sync status`. */
@@ -128,16 +167,18 @@ export function formatAge(seconds: number): string {
   return `${Math.floor(s / 86_400)} d ${Math.floor((s % 86_400) / 3600)} h`;
 }
 
+async function queueDepth(redis: Redis, name: string): Promise<QueueDepth> {
+  const queue = new Queue(name, { connection: redis, prefix: DEFAULT_QUEUE_PREFIX });
+  try {
+    const counts = await queue.getJobCounts(...JOB_STATES);
+    return Object.fromEntries(JOB_STATES.map((state) => [state, counts[state] ?? 0])) as QueueDepth;
+  } finally {
+    await queue.close().catch(() => {});
+  }
+}
+
 async function queueDepths(redis: Redis): Promise<NonNullable<StatusReport['queues']>> {
-  const depth = async (name: string): Promise<QueueDepth> => {
-    const queue = new Queue(name, { connection: redis, prefix: DEFAULT_QUEUE_PREFIX });
-    try {
-      const counts = await queue.getJobCounts(...JOB_STATES);
-      return Object.fromEntries(JOB_STATES.map((state) => [state, counts[state] ?? 0])) as QueueDepth;
-    } finally {
-      await queue.close().catch(() => {});
-    }
-  };
+  const depth = (name: string) => queueDepth(redis, name);
   const [webhooks, reconcile, pollRequests] = await Promise.all([
     depth(WEBHOOK_QUEUE),
     depth(RECONCILE_QUEUE),
@@ -235,6 +276,9 @@ function printStatus(report: StatusReport): void {
     const rows = [
       { queue: WEBHOOK_QUEUE, ...report.queues.webhooks },
       { queue: RECONCILE_QUEUE, ...report.queues.reconcile },
+      ...report.upstreams
+        .filter((u) => u.name !== DEFAULT_UPSTREAM && u.reconcileQueue)
+        .map((u) => ({ queue: reconcileNames(u.name).queue, ...u.reconcileQueue! })),
       { queue: POLL_REQUEST_QUEUE, ...report.queues.pollRequests },
     ];
     out.push(
@@ -252,12 +296,21 @@ function printStatus(report: StatusReport): void {
   } else {
     out.push(`Queues: unavailable (${report.queuesError})`);
   }
-  if (report.budget) {
-    const b = report.budget;
+  if (report.upstreams.length > 1) {
+    out.push('Upstreams:');
     out.push(
-      `Rate budget: ${b.used}/${b.limit} in the last ${b.windowMs / 1000} s (polls ${b.poll}/${b.pollCeiling}` +
-        (b.pollsWaiting ? `; polls waiting: creation leaves them ${b.pollFloor} a window)` : ')'),
+      renderTable(report.upstreams, [
+        { header: 'Upstream', cell: (u) => u.name },
+        { header: 'Circuit', cell: (u) => (u.circuit ? `OPEN (${u.circuit.cause})` : 'closed') },
+        { header: 'Budget', cell: (u) => (u.budget ? budgetText(u.budget) : '-') },
+        { header: 'Open', cell: (u) => u.orders.open },
+        { header: 'Due for a poll', cell: (u) => u.orders.dueForPoll },
+        { header: 'Stuck', cell: (u) => u.orders.stuck },
+        { header: 'Blocked', cell: (u) => u.orders.blocked },
+      ]),
     );
+  } else if (report.budget) {
+    out.push(`Rate budget: ${budgetText(report.budget)}`);
   }
   if (report.audit) {
     const a = report.audit;
@@ -313,10 +366,11 @@ function printStatus(report: StatusReport): void {
   } else {
     out.push('Shop notifications: no endpoints (h2h-sync endpoints add URL)');
   }
-  if (report.circuit) {
-    const c = report.circuit;
+  for (const { name, circuit: c } of report.upstreams) {
+    if (!c) continue;
+    const which = report.upstreams.length > 1 ? ` of upstream ${name}` : '';
     out.push(
-      `Reconciler circuit OPEN (${c.cause}) for ${formatAge((Date.now() - c.openedAt) / 1000)}: no order is polled; ` +
+      `Reconciler circuit${which} OPEN (${c.cause}) for ${formatAge((Date.now() - c.openedAt) / 1000)}: no order of it is polled or sent; ` +
         `each pass probes the upstream once (${c.probes} failed so far). ${c.code}: ${c.fix ?? c.message}`,
     );
   }
@@ -333,6 +387,14 @@ function printStatus(report: StatusReport): void {
     );
   }
   process.stdout.write(`${out.join('\n')}\n`);
+}
+
+/** A budget's window in a line: "12/60 in the last 60 s (polls 3/40)". */
+function budgetText(b: BudgetUsage): string {
+  return (
+    `${b.used}/${b.limit} in the last ${b.windowMs / 1000} s (polls ${b.poll}/${b.pollCeiling}` +
+    (b.pollsWaiting ? `; polls waiting: creation leaves them ${b.pollFloor} a window)` : ')')
+  );
 }
 
 /** A given-up count, "≥ n" when its read stopped at its bound (NotifyDeliveries.gaveUp). */
@@ -359,6 +421,7 @@ export const status = async (flags: { json?: boolean }) => {
         failedEvents: null,
         budget: null,
         circuit: await context.store!.circuit.state(),
+        upstreams: await upstreamViews(context.store!, context.config, now),
         blocked: await blockedOrders(context.store!, counts),
         audit: await auditCoverage(context.store!, reconcilerSettings(context.config).auditWindowMs, now),
         firstPoll: await firstPoll(context.store!),
@@ -371,9 +434,18 @@ export const status = async (flags: { json?: boolean }) => {
         try {
           report.queues = await queueDepths(redis);
           report.failedEvents = report.queues.webhooks.failed;
-          const apiKey = context.config.settings.H2H_API_KEY;
-          if (apiKey)
-            report.budget = await new RateBudget({ redis, apiKey, ...context.config.budget }).used();
+          // Each account's own budget: its key's, with its own limit.
+          for (const view of report.upstreams) {
+            view.reconcileQueue = await queueDepth(redis, reconcileNames(view.name).queue);
+            const account = context.config.upstreams.find((u) => u.name === view.name)!;
+            if (!account.apiKey) continue;
+            view.budget = await new RateBudget({
+              redis,
+              apiKey: account.apiKey,
+              ...budgetSettings(context.config, account.rateLimit),
+            }).used();
+          }
+          report.budget = report.upstreams.find((u) => u.name === DEFAULT_UPSTREAM)?.budget ?? null;
         } finally {
           redis.disconnect();
         }
