@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { PublicUpstreamBalance } from '../../catalog/public-catalog.js';
-import type { Config } from '../../config/config.js';
+import { budgetSettings, type Config } from '../../config/config.js';
 import { type BudgetUsage, RateBudget } from '../../rate-budget/rate-budget.js';
 import { connectRedis } from '../../shared/redis-connection.js';
 import type { OrderStore } from '../../store/order-store.js';
@@ -29,13 +29,9 @@ export interface UpstreamView {
   budget: BudgetUsage | null;
 }
 
-/** The budget of `account` (its key's, at its limit), as every process that calls it draws from it. */
+/** The budget of `account` (its key's, at its limit), as every process that calls it draws from it (createUpstream). */
 function budgetOf(redis: Redis, account: UpstreamAccount, config: Config): RateBudget {
-  const options =
-    account.rateLimit === config.budget.limit
-      ? config.budget
-      : { windowMs: config.budget.windowMs, limit: account.rateLimit };
-  return new RateBudget({ redis, apiKey: account.apiKey!, ...options });
+  return new RateBudget({ redis, apiKey: account.apiKey!, ...budgetSettings(config, account.rateLimit) });
 }
 
 async function viewOf(store: OrderStore, account: UpstreamAccount, now: number): Promise<UpstreamView> {
