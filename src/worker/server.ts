@@ -144,7 +144,7 @@ async function startUpstreamEngine(
 /**
  * Starts, for each upstream account of the configuration, its client, reconciler and submission
  * pump ({@link startUpstreamEngine}), one poll-request worker that hands each early poll to its
- * upstream's reconciler, and the catalog refresh (docs/operations.md, "Catalog refresh"). Stops
+ * upstream's reconciler, and each upstream's catalog refresh (docs/operations.md, "Catalog refresh"). Stops
  * them in reverse order (the upstreams' engines together, last). Throws a ConfigError naming an
  * account's URL or key when missing.
  */
@@ -188,17 +188,21 @@ async function startProcessReconciler(
       ...(options.logger ? { logger: options.logger } : {}),
     });
     stops.push(() => pollRequests.close({ timeoutMs }));
-    // The local catalog and balance, from the default upstream's client and budget (poll share only).
+    // Each upstream's local catalog and balance, from its own client and budget (poll share only),
+    // on its own queue and scheduler (catalogRefreshNames).
+    for (const [name, engine] of engines) {
+      const catalog = await startCatalogRefresh({
+        store,
+        upstream: name,
+        client: engine.upstream.client,
+        everyMs: catalogSettings(config).refreshEveryMs,
+        redisUrl: config.redisUrl,
+        ...(options.queuePrefix === undefined ? {} : { queuePrefix: options.queuePrefix }),
+        ...(options.logger ? { logger: options.logger } : {}),
+      });
+      stops.push(() => catalog.close({ timeoutMs }));
+    }
     const main = engines.get(DEFAULT_UPSTREAM)!;
-    const catalog = await startCatalogRefresh({
-      store,
-      client: main.upstream.client,
-      everyMs: catalogSettings(config).refreshEveryMs,
-      redisUrl: config.redisUrl,
-      ...(options.queuePrefix === undefined ? {} : { queuePrefix: options.queuePrefix }),
-      ...(options.logger ? { logger: options.logger } : {}),
-    });
-    stops.push(() => catalog.close({ timeoutMs }));
     return { metrics: main.reconciler.metrics, reconcilers, stop: stopAll };
   } catch (error) {
     await stopAll();
