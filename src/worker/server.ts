@@ -29,7 +29,7 @@ import type { OrderStore } from '../store/order-store.js';
 import { type ClaimingStore, withClaims } from '../store/order-store.js';
 import { redactUrl } from '../store/store-url.js';
 import { createUpstream, type Upstream } from '../upstream/create-upstream.js';
-import { DEFAULT_UPSTREAM } from '../upstream/model.js';
+import { DEFAULT_UPSTREAM, isDefaultUpstream } from '../upstream/model.js';
 import type { UpstreamAccount } from '../upstream/upstreams.js';
 import { createEventWorker, type EventWorker } from './event-worker.js';
 
@@ -113,7 +113,7 @@ async function startUpstreamEngine(
       registry,
       takePollRequests: false,
       // The first-poll plans are per product, not per upstream: one reconciler writes them.
-      learnPace: account.name === DEFAULT_UPSTREAM,
+      learnPace: isDefaultUpstream(account.name),
       ...(options.queuePrefix === undefined ? {} : { queuePrefix: options.queuePrefix }),
       ...(logger ? { logger } : {}),
     });
@@ -231,7 +231,7 @@ async function startProcessAdmin(
       queueNames: [
         ...ADMIN_QUEUES,
         ...config.upstreams
-          .filter((u) => u.name !== DEFAULT_UPSTREAM)
+          .filter((u) => !isDefaultUpstream(u.name))
           .map((u) => reconcileNames(u.name).queue),
       ],
       registries: [metrics.notify.registry, ...(metrics.reconciler ? [metrics.reconciler.registry] : [])],
