@@ -14,12 +14,14 @@ import { eventRoutes } from './routes/events.js';
 import { type OrderRoutesOptions, orderRoutes } from './routes/orders.js';
 import {
   balanceSchema,
+  candidateSchema,
   categorySchema,
   errorSchema,
   feedEventSchema,
   priceChangeSchema,
   productSchema,
   publicOrderSchema,
+  upstreamBalanceSchema,
 } from './schemas.js';
 
 export { API_ERRORS, type ApiErrorCode, ApiHttpError } from './errors.js';
@@ -65,9 +67,11 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
   await app.register(fastifySwagger, openapiOptions());
   for (const schema of [
     publicOrderSchema,
+    candidateSchema,
     productSchema,
     priceChangeSchema,
     categorySchema,
+    upstreamBalanceSchema,
     balanceSchema,
     feedEventSchema,
     errorSchema,

@@ -112,10 +112,14 @@ const NOTIFICATIONS: Record<
     data: 'Order',
   },
   'product.price_changed': {
-    about: 'A catalog refresh found a product’s price changed: the product after it, with `previous_price`.',
+    about:
+      'A catalog refresh of an upstream found a product’s price changed: that upstream’s product after it, with `upstream` and `previous_price`.',
     data: 'ProductPriceChange',
   },
-  'balance.low': { about: 'The accounted balance fell under BALANCE_LOW_THRESHOLD.', data: 'Balance' },
+  'balance.low': {
+    about: 'An upstream’s accounted balance fell under BALANCE_LOW_THRESHOLD: its balance, with `upstream`.',
+    data: 'UpstreamBalance',
+  },
   [TEST_EVENT_TYPE]: {
     about:
       'Sent by `h2h-sync endpoints test`, signed as every notification, whatever the endpoint’s event filter: no order changed, and it is never retried. Answer 2xx.',

@@ -148,20 +148,53 @@ const productProperties = {
 } as const;
 const productRequired = ['id', 'code', 'name', 'category_code', 'price', 'is_active', 'target'] as const;
 
+const upstreamName = {
+  type: 'string',
+  description: 'The upstream’s name (docs/upstreams.md); `default` with one upstream.',
+} as const;
+
+export const candidateSchema = {
+  $id: 'Candidate',
+  type: 'object',
+  description: 'One upstream’s offer of a product (docs/api.md, "Catalog and balance").',
+  required: ['upstream', 'product_code', 'price', 'available'],
+  properties: {
+    upstream: upstreamName,
+    product_code: {
+      type: 'string',
+      description: 'The upstream’s own code: the product’s, unless the product map links another.',
+    },
+    price: { type: 'number', description: 'This account’s price on that upstream.' },
+    available: {
+      type: 'boolean',
+      description: 'Whether that upstream’s last catalog sync listed it as active.',
+    },
+  },
+} as const;
+
 export const productSchema = {
   $id: 'Product',
   type: 'object',
-  description: 'A product as the last catalog sync read it (docs/api.md, "Catalog and balance").',
-  required: [...productRequired],
-  properties: productProperties,
+  description:
+    'A product the shop orders by its code, as the upstreams’ last catalog syncs read it (docs/api.md, "Catalog and balance"): id, name, category_code, price and target are the cheapest available candidate’s (else the cheapest’s), is_active whether any candidate is available.',
+  required: [...productRequired, 'candidates'],
+  properties: {
+    ...productProperties,
+    candidates: {
+      type: 'array',
+      items: { $ref: 'Candidate#' },
+      description: 'Every upstream’s offer, cheapest first.',
+    },
+  },
 } as const;
 
 export const priceChangeSchema = {
   $id: 'ProductPriceChange',
   type: 'object',
-  description: 'The data of product.price_changed: the product after the sync, and its price before.',
-  required: [...productRequired, 'previous_price'],
-  properties: { ...productProperties, previous_price: { type: 'number' } },
+  description:
+    'The data of product.price_changed: one upstream’s product after its sync, and its price before.',
+  required: [...productRequired, 'upstream', 'previous_price'],
+  properties: { ...productProperties, upstream: upstreamName, previous_price: { type: 'number' } },
 } as const;
 
 export const categorySchema = {
@@ -171,28 +204,48 @@ export const categorySchema = {
   properties: { code: text, name: text, sub_name: text, logo: text, is_active: { type: 'boolean' } },
 } as const;
 
+const balanceRequired = [
+  'balance',
+  'profile_balance',
+  'profile_read_at',
+  'debited',
+  'credited',
+  'unpriced_orders',
+  'low_threshold',
+] as const;
+const balanceProperties = {
+  balance: nullable({ type: 'number', description: 'profile_balance - debited + credited.' }),
+  profile_balance: nullable({ type: 'number' }),
+  profile_read_at: nullable(time),
+  debited: { type: 'number' },
+  credited: { type: 'number' },
+  unpriced_orders: { type: 'integer', minimum: 0 },
+  low_threshold: nullable({ type: 'number' }),
+} as const;
+
+export const upstreamBalanceSchema = {
+  $id: 'UpstreamBalance',
+  type: 'object',
+  description:
+    'One upstream’s last profile balance, corrected by its orders seen since (docs/api.md, "Balance"); also the data of balance.low.',
+  required: [...balanceRequired, 'upstream'],
+  properties: { ...balanceProperties, upstream: upstreamName },
+} as const;
+
 export const balanceSchema = {
   $id: 'Balance',
   type: 'object',
   description:
-    'The last profile balance, corrected by the orders seen since (docs/api.md, "Balance"); also the data of balance.low.',
-  required: [
-    'balance',
-    'profile_balance',
-    'profile_read_at',
-    'debited',
-    'credited',
-    'unpriced_orders',
-    'low_threshold',
-  ],
+    'The balance over every upstream: the sums of their figures (profile_read_at the oldest read), and each upstream’s (docs/api.md, "Balance").',
+  required: [...balanceRequired, 'upstreams'],
   properties: {
-    balance: nullable({ type: 'number', description: 'profile_balance - debited + credited.' }),
-    profile_balance: nullable({ type: 'number' }),
-    profile_read_at: nullable(time),
-    debited: { type: 'number' },
-    credited: { type: 'number' },
-    unpriced_orders: { type: 'integer', minimum: 0 },
-    low_threshold: nullable({ type: 'number' }),
+    ...balanceProperties,
+    profile_read_at: nullable({ ...time, description: 'The oldest of the upstreams’ profile reads.' }),
+    upstreams: {
+      type: 'array',
+      items: { $ref: 'UpstreamBalance#' },
+      description: 'Each upstream whose profile was read, the default first, then by name.',
+    },
   },
 } as const;
 
@@ -200,7 +253,7 @@ export const feedEventSchema = {
   $id: 'Event',
   type: 'object',
   description:
-    'One change: of an order (order.*: data is the Order), a product price (ProductPriceChange) or a low balance (Balance). docs/api.md, "The change feed".',
+    'One change: of an order (order.*: data is the Order), a product price (ProductPriceChange) or an upstream’s low balance (UpstreamBalance). docs/api.md, "The change feed".',
   required: ['seq', 'type', 'timestamp', 'data'],
   properties: {
     seq: { type: 'integer', minimum: 1, description: 'The cursor: read on with after=seq.' },
@@ -212,7 +265,7 @@ export const feedEventSchema = {
       description:
         'order.* only: the order’s status before this change (null when it had none, and in events recorded before h2h-sync kept it). Absent from the other types.',
     }),
-    data: { anyOf: [{ $ref: 'Order#' }, { $ref: 'ProductPriceChange#' }, { $ref: 'Balance#' }] },
+    data: { anyOf: [{ $ref: 'Order#' }, { $ref: 'ProductPriceChange#' }, { $ref: 'UpstreamBalance#' }] },
   },
 } as const;
 

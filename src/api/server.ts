@@ -56,6 +56,7 @@ export async function startApi(
     poolMax: settings.dbPoolMax,
     balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
     failover: routingSettings(config).failover,
+    productLinks: catalogSettings(config).productLinks,
   });
   // Only early polls and the rate limit's counts need Redis: the API serves the store without it,
   // and a refresh asked while Redis is away fails at once (503) instead of waiting in ioredis'

@@ -7,14 +7,32 @@ import { DEFAULT_SHUTDOWN_TIMEOUT_MS } from '../shared/defaults.js';
 import { watchedRedis } from '../shared/redis-outage.js';
 import type { OrderStore } from '../store/order-store.js';
 import type { UpstreamClient } from '../upstream/client.js';
+import { DEFAULT_UPSTREAM, isDefaultUpstream } from '../upstream/model.js';
 import { type CatalogSyncSummary, syncCatalog } from './catalog-sync.js';
 
-/** Name of the BullMQ queue of catalog refreshes. */
+/** Name of the BullMQ queue of the default upstream's catalog refreshes. */
 export const CATALOG_QUEUE = 'h2h-catalog';
 /** Name of every refresh job. */
 export const CATALOG_JOB_NAME = 'catalog-refresh';
-/** Id of the job scheduler that adds a refresh every `CATALOG_REFRESH_S`; the same in every process. */
+/**
+ * Id of the job scheduler that adds a refresh of the default upstream's catalog every
+ * `CATALOG_REFRESH_S`; the same in every process.
+ */
 export const CATALOG_SCHEDULER_ID = 'h2h-catalog-every';
+
+/**
+ * The queue and scheduler of `upstream`'s refreshes: the default upstream's are
+ * {@link CATALOG_QUEUE} and {@link CATALOG_SCHEDULER_ID}, unchanged since there was one upstream;
+ * another's carry its name (`h2h-catalog@beta`, `h2h-catalog-every@beta`; a name has no `@`).
+ */
+export function catalogRefreshNames(upstream: string = DEFAULT_UPSTREAM): {
+  queue: string;
+  schedulerId: string;
+} {
+  return isDefaultUpstream(upstream)
+    ? { queue: CATALOG_QUEUE, schedulerId: CATALOG_SCHEDULER_ID }
+    : { queue: `${CATALOG_QUEUE}@${upstream}`, schedulerId: `${CATALOG_SCHEDULER_ID}@${upstream}` };
+}
 
 /**
  * A refresh that fails (the upstream down) is tried again twice, a minute apart; after that the
@@ -29,7 +47,12 @@ export const CATALOG_JOB_OPTIONS = {
 
 export interface StartCatalogRefreshOptions {
   store: OrderStore;
-  /** The upstream client with the shared rate budget. */
+  /**
+   * The upstream whose catalog and balance it refreshes (docs/upstreams.md), with its own queue
+   * and scheduler ({@link catalogRefreshNames}). Default: `default`.
+   */
+  upstream?: string;
+  /** That upstream's client, with its rate budget. */
   client: UpstreamClient;
   /** How often, in ms (CATALOG_REFRESH_S); 0 removes the scheduler and starts nothing. */
   everyMs: number;
@@ -47,29 +70,33 @@ export interface RunningCatalogRefresh {
 }
 
 /**
- * Refreshes the local catalog and the balance on a schedule (docs/operations.md, "Catalog
- * refresh"): upserts the job scheduler `h2h-catalog-every` (BullMQ runs its first job at once,
- * then every `everyMs`; every worker upserts the same one, so there is one tick however many
- * run) and a worker of concurrency 1 that runs {@link syncCatalog} at the poll priority. With
- * `everyMs` 0 it removes the scheduler, so no refresh is scheduled until a worker sets one again.
+ * Refreshes one upstream's local catalog and balance on a schedule (docs/operations.md, "Catalog
+ * refresh"): upserts that upstream's job scheduler (`h2h-catalog-every` for the default upstream;
+ * BullMQ runs its first job at once, then every `everyMs`; every worker upserts the same one, so
+ * there is one tick however many run) and a worker of concurrency 1 on its queue that runs
+ * {@link syncCatalog} at the poll priority. With `everyMs` 0 it removes the scheduler, so no
+ * refresh is scheduled until a worker sets one again. A process runs one per upstream.
  */
 export async function startCatalogRefresh(
   options: StartCatalogRefreshOptions,
 ): Promise<RunningCatalogRefresh> {
-  const { store, client, logger } = options;
+  const { store, client } = options;
+  const upstream = options.upstream ?? DEFAULT_UPSTREAM;
+  const names = catalogRefreshNames(upstream);
+  const logger = isDefaultUpstream(upstream) ? options.logger : options.logger?.child({ upstream });
   const prefix = options.queuePrefix ?? DEFAULT_QUEUE_PREFIX;
   const { connection, outage } = watchedRedis({
     url: options.redisUrl,
     component: 'catalog refresh',
     logger,
-    redis: { maxRetriesPerRequest: null, connectionName: 'h2h-catalog' },
+    redis: { maxRetriesPerRequest: null, connectionName: names.queue },
   });
-  const queue = new Queue(CATALOG_QUEUE, { connection, prefix });
+  const queue = new Queue(names.queue, { connection, prefix });
   queue.on('error', outage.error);
 
   if (options.everyMs === 0) {
     try {
-      await queue.removeJobScheduler(CATALOG_SCHEDULER_ID);
+      await queue.removeJobScheduler(names.schedulerId);
     } finally {
       await settlesWithin(queue.close(), 1_000);
       connection.disconnect();
@@ -79,10 +106,10 @@ export async function startCatalogRefresh(
   }
 
   const worker = new Worker<unknown, CatalogSyncSummary>(
-    CATALOG_QUEUE,
+    names.queue,
     async (job, token) => {
       try {
-        const summary = await syncCatalog({ store, client, priority: 'poll' });
+        const summary = await syncCatalog({ store, upstream, client, priority: 'poll' });
         logger?.info(
           {
             products: summary.products,
@@ -108,7 +135,7 @@ export async function startCatalogRefresh(
   worker.on('error', outage.error);
   try {
     await queue.upsertJobScheduler(
-      CATALOG_SCHEDULER_ID,
+      names.schedulerId,
       { every: options.everyMs },
       { name: CATALOG_JOB_NAME, data: {}, opts: CATALOG_JOB_OPTIONS },
     );

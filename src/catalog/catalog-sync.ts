@@ -2,17 +2,20 @@ import type { BudgetPriority } from '../rate-budget/rate-budget.js';
 import type { CatalogSyncResult } from '../store/catalog.js';
 import type { OrderStore } from '../store/order-store.js';
 import type { UpstreamClient } from '../upstream/client.js';
-import type { PublicBalance } from './public-catalog.js';
+import { DEFAULT_UPSTREAM } from '../upstream/model.js';
+import type { PublicUpstreamBalance } from './public-catalog.js';
 
 /** What a catalog sync did (printed by `h2h-sync catalog sync --json`, returned by the refresh job). */
 export interface CatalogSyncSummary {
+  /** The upstream it read. */
+  upstream: string;
   synced_at: string;
   categories: number;
   products: number;
   /** Each product whose price changed, with `previous_price`: one `product.price_changed` event each. */
   price_changes: CatalogSyncResult['priceChanges'];
-  /** The balance after the sync: the profile just read, nothing accounted yet. */
-  balance: PublicBalance;
+  /** The upstream's balance after the sync: the profile just read, nothing accounted yet. */
+  balance: PublicUpstreamBalance;
   /**
    * True when another sync that read the upstream later had committed first: this one wrote
    * nothing (`synced_at` is the newer one's read time, the counts are 0).
@@ -22,7 +25,9 @@ export interface CatalogSyncSummary {
 
 export interface SyncCatalogOptions {
   store: Pick<OrderStore, 'catalog' | 'balance'>;
-  /** The upstream client, with the shared rate budget. */
+  /** The upstream it reads (docs/upstreams.md). Default: `default`. */
+  upstream?: string;
+  /** That upstream's client, with its rate budget. */
   client: UpstreamClient;
   /**
    * The budget priority of its three calls. Default `poll`: a slot of the poll share, taken
@@ -35,16 +40,18 @@ export interface SyncCatalogOptions {
 }
 
 /**
- * Refreshes the local catalog and the balance (docs/api.md, "Catalog and balance"): GET
+ * Refreshes one upstream's local catalog and balance (docs/api.md, "Catalog and balance"): GET
  * /categories, GET /products and GET /profile (last, so the least time passes between the read
- * and the write that starts the accounting from it), then one transaction that replaces the
- * catalog, appends a `product.price_changed` event per changed price, and resets the balance.
+ * and the write that starts the accounting from it), then one transaction that replaces that
+ * upstream's catalog, appends a `product.price_changed` event per changed price, and resets its
+ * balance.
  * An upstream error throws before anything is written. The read times go with the snapshot: a
  * sync whose reads are older than the stored catalog's (two syncs at once, committed out of
  * order) writes nothing.
  */
 export async function syncCatalog(options: SyncCatalogOptions): Promise<CatalogSyncSummary> {
   const { store, client } = options;
+  const upstream = options.upstream ?? DEFAULT_UPSTREAM;
   const priority = options.priority ?? 'poll';
   const now = options.now ?? Date.now;
   const readAt = now();
@@ -53,17 +60,19 @@ export async function syncCatalog(options: SyncCatalogOptions): Promise<CatalogS
   const profileReadAt = now();
   const profile = await client.profile({ priority });
   const result = await store.catalog.applySync({
+    upstream,
     readAt,
     categories,
     products,
     profile: { balance: profile.member_balance, readAt: profileReadAt },
   });
   return {
+    upstream,
     synced_at: new Date(result.syncedAt).toISOString(),
     categories: result.categories,
     products: result.products,
     price_changes: result.priceChanges,
-    balance: await store.balance.view(),
+    balance: await store.balance.viewOf(upstream),
     skipped: result.skipped,
   };
 }

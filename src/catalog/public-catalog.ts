@@ -30,8 +30,35 @@ export interface PublicProduct {
   target: ProductTarget | null;
 }
 
-/** The data of a `product.price_changed` event: the product after the sync, and its price before. */
+/** One upstream's offer of a shop product (GET /v1/products, `candidates`). */
+export interface PublicCandidate {
+  /** The upstream's name (docs/upstreams.md). */
+  upstream: string;
+  /** The upstream's own code of the product: the shop's, unless the product map links another. */
+  product_code: string;
+  /** This account's price on that upstream. */
+  price: number;
+  /** Whether that upstream's last catalog sync listed it as active. */
+  available: boolean;
+}
+
+/**
+ * A product as the shop orders it, by its code, whatever upstream sells it (GET /v1/products).
+ * With one upstream it is that upstream's product. With several, `id`, `name`, `category_code`,
+ * `price` and `target` are those of the cheapest available candidate (else the cheapest), and
+ * `is_active` says whether any candidate is available.
+ */
+export interface PublicShopProduct extends PublicProduct {
+  /** Every upstream's offer, cheapest first (then by upstream name). */
+  candidates: PublicCandidate[];
+}
+
+/**
+ * The data of a `product.price_changed` event: one upstream's product after the sync, and its
+ * price before on that upstream.
+ */
 export interface ProductPriceChange extends PublicProduct {
+  upstream: string;
   previous_price: number;
 }
 
@@ -54,4 +81,20 @@ export interface PublicBalance {
   unpriced_orders: number;
   /** BALANCE_LOW_THRESHOLD; null when `balance.low` is off (0). */
   low_threshold: number | null;
+}
+
+/** One upstream's balance (in GET /v1/balance's `upstreams`, the `balance.low` event, a sync's summary). */
+export interface PublicUpstreamBalance extends PublicBalance {
+  /** The upstream's name (docs/upstreams.md). */
+  upstream: string;
+}
+
+/**
+ * GET /v1/balance: the fields of {@link PublicBalance} over every upstream (the sums; `balance`
+ * null until some upstream's profile was read; `profile_read_at` the oldest read, how stale the
+ * sum may be), and each upstream's own. With one upstream the sums are its figures.
+ */
+export interface PublicBalanceTotal extends PublicBalance {
+  /** Each upstream whose profile was read, the default first, then by name. */
+  upstreams: PublicUpstreamBalance[];
 }

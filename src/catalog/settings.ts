@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { int } from '../config/variables.js';
+import type { ProductLink } from './product-map.js';
 
 /** The local catalog's and balance's variables (README, "Settings"). */
 export const catalogVariables = z.object({
@@ -8,22 +9,34 @@ export const catalogVariables = z.object({
     .describe(
       'Seconds between two refreshes of the local catalog and the profile balance by `h2h-sync worker` (a BullMQ job scheduler; three upstream calls from the poll share of the rate budget); `0` = only `h2h-sync catalog sync`.',
     ),
+  H2H_PRODUCT_MAP_FILE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      'A JSON file linking products whose codes differ between upstreams (docs/upstreams.md, "Products"): `{"products": [{"code": "ML-86", "upstreams": {"beta": "MLBB-86"}}]}`, the shop\'s code and each named upstream\'s own. Validated at start-up. Default: none; products with the same code on several upstreams are candidates for one another.',
+    ),
   BALANCE_LOW_THRESHOLD: z.coerce
     .number()
     .min(0)
     .default(0)
     .describe(
-      'The accounted balance under which a `balance.low` event is sent, once each time it falls under (docs/api.md, "Balance"); `0` = never. Every process that writes orders must use the same value.',
+      'The accounted balance of an upstream under which a `balance.low` event naming it is sent, once each time it falls under (docs/api.md, "Balance"); the same for every upstream; `0` = never. Every process that writes orders must use the same value.',
     ),
 });
 
 /** The local catalog's and balance's section (docs/api.md, "Catalog and balance"), in ms. */
-export function catalogSettings(config: { settings: z.output<typeof catalogVariables> }) {
+export function catalogSettings(config: {
+  settings: z.output<typeof catalogVariables>;
+  productLinks?: readonly ProductLink[];
+}) {
   const s = config.settings;
   return {
     /** 0: no scheduled refresh. */
     refreshEveryMs: s.CATALOG_REFRESH_S * 1000,
     balanceLowThreshold: s.BALANCE_LOW_THRESHOLD,
+    /** The product map's links (H2H_PRODUCT_MAP_FILE), validated by `loadConfig`; none without it. */
+    productLinks: config.productLinks ?? [],
   };
 }
 export type CatalogSettings = ReturnType<typeof catalogSettings>;

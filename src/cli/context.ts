@@ -86,6 +86,7 @@ export async function openContext(options: OpenContextOptions): Promise<CliConte
         mustExist: options.store === 'existing',
         balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
         failover: routingSettings(config).failover,
+        productLinks: catalogSettings(config).productLinks,
       });
       closers.push(() => store.close());
       context.store = withClaims(store, reconcilerSettings(config));

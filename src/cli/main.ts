@@ -15,6 +15,7 @@ import { registerStatusCommand } from './commands/status.js';
 import { registerStoreCommands } from './commands/store.js';
 import { registerTailCommand } from './commands/tail.js';
 import { registerTokensCommands } from './commands/tokens.js';
+import { registerUpstreamsCommand } from './commands/upstreams.js';
 import { EXIT } from './exit-codes.js';
 
 const program = new Command('h2h-sync')
@@ -40,6 +41,7 @@ registerReconcileCommand(program);
 registerStatusCommand(program);
 registerStoreCommands(program);
 registerTailCommand(program);
+registerUpstreamsCommand(program);
 
 try {
   await program.parseAsync(process.argv);

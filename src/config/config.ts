@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { adminVariables } from '../admin/settings.js';
 import { apiVariables } from '../api/settings.js';
+import { type ProductLink, readProductLinks } from '../catalog/product-map.js';
 import { catalogVariables } from '../catalog/settings.js';
 import { notifyVariables } from '../notify/settings.js';
 import { DEFAULT_LOG_FORMAT, DEFAULT_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS } from '../observability/defaults.js';
@@ -215,6 +216,8 @@ export interface Config extends SharedSettings {
   budget: BudgetSettings;
   /** Every upstream account, the default one first unless `H2H_UPSTREAMS_FILE` orders them otherwise. */
   upstreams: UpstreamAccount[];
+  /** The product map's links (`H2H_PRODUCT_MAP_FILE`), checked against {@link upstreams}; empty without it. */
+  productLinks: ProductLink[];
 }
 
 /**
@@ -241,6 +244,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     );
   }
   const s = parsed.data;
+  const upstreams = readUpstreamAccounts({
+    file: s.H2H_UPSTREAMS_FILE,
+    baseUrl: s.H2H_BASE_URL,
+    apiKey: s.H2H_API_KEY,
+    secrets: s.H2H_API_SECRET ?? [],
+    rateLimit: s.H2H_RATE_LIMIT,
+    env,
+  });
   return {
     settings: s,
     redisUrl: s.REDIS_URL ?? `redis://${LOOPBACK}:${s.H2H_PRIVATE_REDIS_PORT}`,
@@ -250,14 +261,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: s.LOG_LEVEL,
     logFormat: s.LOG_FORMAT,
     budget: budgetSettings({ settings: s }),
-    upstreams: readUpstreamAccounts({
-      file: s.H2H_UPSTREAMS_FILE,
-      baseUrl: s.H2H_BASE_URL,
-      apiKey: s.H2H_API_KEY,
-      secrets: s.H2H_API_SECRET ?? [],
-      rateLimit: s.H2H_RATE_LIMIT,
-      env,
-    }),
+    upstreams,
+    productLinks: readProductLinks(
+      s.H2H_PRODUCT_MAP_FILE,
+      upstreams.map((account) => account.name),
+    ),
   };
 }
 

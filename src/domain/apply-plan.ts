@@ -361,6 +361,7 @@ function snapshotEvent(
   return {
     partner_ref: partnerRef,
     source: options.source,
+    upstream: options.upstream ?? DEFAULT_UPSTREAM,
     event_id: options.eventId ?? null,
     status: fields.status,
     payload: JSON.stringify(options.payload ?? snapshot),

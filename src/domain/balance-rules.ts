@@ -1,10 +1,13 @@
-import type { PublicBalance } from '../catalog/public-catalog.js';
+import type { PublicBalance, PublicBalanceTotal, PublicUpstreamBalance } from '../catalog/public-catalog.js';
 import type { OrderRow } from '../store/local-order.js';
+import { isDefaultUpstream } from '../upstream/model.js';
 
 /**
  * The balance's accounting (docs/api.md, "Balance"), as pure functions: what an order write
- * debits or credits, the balance a ledger row stands for, and when `balance.low` is due. The
- * store's `BalanceLedger` (balance.ts) reads the ledger and prices and writes what these say.
+ * debits or credits, the balance a ledger row stands for, the total over the upstreams, and when
+ * `balance.low` is due. Each upstream has its own ledger row: an order's debits and credits are
+ * its upstream's. The store's `BalanceLedger` (balance.ts) reads the ledger and prices and writes
+ * what these say.
  */
 
 /** Statuses whose amount decisions.md says is credited back. */
@@ -16,8 +19,9 @@ export type AccountedOrder = Pick<
   'submission_state' | 'status' | 'amount' | 'product_code' | 'product_id'
 >;
 
-/** The ledger as stored (`balance_ledger`, one row). */
+/** One upstream's ledger as stored (`balance_ledger`, a row per upstream, schema 24). */
 export interface LedgerRow {
+  upstream: string;
   profile_balance: number;
   profile_read_at: number;
   debited: number;
@@ -61,21 +65,19 @@ export function ledgerEntry(
   };
 }
 
-/** The public balance of a ledger row (undefined: no profile read yet); `lowThreshold` 0 is none. */
-export function balanceView(row: LedgerRow | undefined, lowThreshold: number): PublicBalance {
+/**
+ * The public balance of `upstream`'s ledger row (undefined: no profile read yet); `lowThreshold`
+ * 0 is none.
+ */
+export function balanceView(
+  upstream: string,
+  row: LedgerRow | undefined,
+  lowThreshold: number,
+): PublicUpstreamBalance {
   const low_threshold = lowThreshold === 0 ? null : lowThreshold;
-  if (!row) {
-    return {
-      balance: null,
-      profile_balance: null,
-      profile_read_at: null,
-      debited: 0,
-      credited: 0,
-      unpriced_orders: 0,
-      low_threshold,
-    };
-  }
+  if (!row) return { upstream, ...NOTHING_READ, low_threshold };
   return {
+    upstream,
     balance: row.profile_balance - row.debited + row.credited,
     profile_balance: row.profile_balance,
     profile_read_at: new Date(row.profile_read_at).toISOString(),
@@ -83,6 +85,44 @@ export function balanceView(row: LedgerRow | undefined, lowThreshold: number): P
     credited: row.credited,
     unpriced_orders: row.unpriced,
     low_threshold,
+  };
+}
+
+const NOTHING_READ = {
+  balance: null,
+  profile_balance: null,
+  profile_read_at: null,
+  debited: 0,
+  credited: 0,
+  unpriced_orders: 0,
+} as const satisfies Omit<PublicBalance, 'low_threshold'>;
+
+/**
+ * The balance over every upstream (GET /v1/balance) from each one's `views`: the sums of their
+ * figures, `profile_read_at` the oldest read, and each upstream's own, the default first and
+ * then by name. With one upstream the figures are its own; with none read, all null as before
+ * the first read.
+ */
+export function totalBalance(
+  views: readonly PublicUpstreamBalance[],
+  lowThreshold: number,
+): PublicBalanceTotal {
+  const low_threshold = lowThreshold === 0 ? null : lowThreshold;
+  const rank = (view: PublicUpstreamBalance) => (isDefaultUpstream(view.upstream) ? '' : view.upstream);
+  const upstreams = [...views].sort((a, b) => (rank(a) < rank(b) ? -1 : rank(a) > rank(b) ? 1 : 0));
+  const read = upstreams.filter((view) => view.balance !== null);
+  if (read.length === 0) return { ...NOTHING_READ, low_threshold, upstreams };
+  const sum = (pick: (view: PublicUpstreamBalance) => number) =>
+    read.reduce((total, view) => total + pick(view), 0);
+  return {
+    balance: sum((view) => view.balance!),
+    profile_balance: sum((view) => view.profile_balance!),
+    profile_read_at: read.map((view) => view.profile_read_at!).sort()[0]!,
+    debited: sum((view) => view.debited),
+    credited: sum((view) => view.credited),
+    unpriced_orders: sum((view) => view.unpriced_orders),
+    low_threshold,
+    upstreams,
   };
 }
 

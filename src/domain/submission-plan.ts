@@ -86,6 +86,7 @@ export function planSettlement(
     event: {
       partner_ref: endedAttempt ?? row.partner_ref,
       source: 'create',
+      upstream: row.upstream,
       event_id: null,
       status: null,
       payload: JSON.stringify(outcome),
@@ -154,6 +155,7 @@ export function planCancel(current: OrderRow, cancellation: Cancellation, now: n
     event: {
       partner_ref: row.partner_ref,
       source: 'manual',
+      upstream: row.upstream,
       event_id: null,
       status: null,
       payload: JSON.stringify(cancellation),

@@ -1,4 +1,4 @@
-import type { PublicProduct } from '../catalog/public-catalog.js';
+import type { PublicShopProduct } from '../catalog/public-catalog.js';
 import { targetProblem } from '../catalog/target-rules.js';
 import type { PublicOrder } from '../domain/public-order.js';
 import type { OrderStore } from '../store/order-store.js';
@@ -98,21 +98,23 @@ async function replay(
 }
 
 /**
- * Refuses, before anything is stored or sent, an order the local catalog knows the upstream
- * would refuse: an unknown product, an inactive one, or target data that does not match the
- * product's published rules; else returns the product, whose name and price the queued order
- * shows. A catalog never synced checks nothing and returns nothing (docs/api.md).
+ * Refuses, before anything is stored or sent, an order the local catalog knows every upstream
+ * would refuse: a product no upstream's catalog lists (by its code or the product map's), one no
+ * upstream has active, or target data that does not match the published rules of the candidate
+ * the shop product shows (the cheapest active one); else returns the shop product, whose name and
+ * price the queued order shows. A catalog never synced checks nothing and returns nothing
+ * (docs/api.md).
  */
 async function checkAgainstCatalog(
   store: OrderStore,
   request: OrderRequest,
-): Promise<PublicProduct | undefined> {
+): Promise<PublicShopProduct | undefined> {
   if ((await store.catalog.syncedAt()) === null) return undefined;
   const { product_code: code, product_id: id } = request;
   const named = code !== undefined ? `product_code ${code}` : `product_id ${id}`;
-  const byCode = code === undefined ? undefined : await store.catalog.find({ code });
-  const byId = id === undefined ? undefined : await store.catalog.find({ id });
-  if (code !== undefined && id !== undefined && byCode?.id !== byId?.id) {
+  const byCode = code === undefined ? undefined : await store.catalog.shopProduct({ code });
+  const byId = id === undefined ? undefined : await store.catalog.shopProduct({ id });
+  if (code !== undefined && id !== undefined && byCode?.code !== byId?.code) {
     throw new AcceptOrderError(
       'UNKNOWN_PRODUCT',
       `product_code ${code} and product_id ${id} name different products: send one of them (GET /v1/products lists both)`,

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { DEFAULT_UPSTREAM } from '../upstream/model.js';
+import { isDefaultUpstream } from '../upstream/model.js';
 
 /**
  * BullMQ refuses custom job ids that contain `:` or read as an integer, and every id becomes
@@ -19,7 +19,7 @@ export function sha256Hex(value: string | Buffer): string {
  * upstream name has no `@`, nor has an id-safe value, so two upstreams' ids never meet.
  */
 export function scopedPrefix(prefix: string, upstream: string | undefined): string {
-  return upstream === undefined || upstream === DEFAULT_UPSTREAM ? prefix : `${prefix}@${upstream}@`;
+  return isDefaultUpstream(upstream) ? prefix : `${prefix}@${upstream}@`;
 }
 
 /**

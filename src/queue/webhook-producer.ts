@@ -2,7 +2,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { withDeadline } from '../shared/deadline.js';
-import { DEFAULT_UPSTREAM } from '../upstream/model.js';
+import { isDefaultUpstream } from '../upstream/model.js';
 import { DEFAULT_ENQUEUE_TIMEOUT_MS } from './defaults.js';
 import {
   POLL_REQUEST_JOB_NAME,
@@ -217,7 +217,7 @@ export function createWebhookProducer(options: WebhookProducerOptions = {}): Web
           delivery.eventType === undefined
             ? { timestamp: delivery.timestamp }
             : { timestamp: delivery.timestamp, eventType: delivery.eventType },
-        ...(upstream === undefined || upstream === DEFAULT_UPSTREAM ? {} : { upstream }),
+        ...(isDefaultUpstream(upstream) ? {} : { upstream }),
       };
       const added = await addOnce(
         webhookQueue,

@@ -117,12 +117,12 @@ export function webhookIdentity(rawBody: Buffer, upstream: string = DEFAULT_UPST
 }
 
 /**
- * The key the store dedupes a webhook on (its (source, event id) pair applies once, ever): the
- * event id, else the dedupe key; another upstream's prefixed with its name and `/`.
+ * The key the store dedupes a webhook on, with its upstream (a (source, upstream, event id)
+ * applies once, ever: two suppliers' event ids are not one namespace): the event id, else the
+ * dedupe key.
  */
-export function storedEventId(data: Pick<WebhookJobData, 'eventId' | 'dedupeKey' | 'upstream'>): string {
-  const id = data.eventId || data.dedupeKey;
-  return data.upstream === undefined || data.upstream === DEFAULT_UPSTREAM ? id : `${data.upstream}/${id}`;
+export function storedEventId(data: Pick<WebhookJobData, 'eventId' | 'dedupeKey'>): string {
+  return data.eventId || data.dedupeKey;
 }
 
 /** Encodes raw body bytes for {@link WebhookJobData} without losing a byte. */

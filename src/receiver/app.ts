@@ -15,7 +15,7 @@ import { findOrderInWebhook, parseWebhookBody } from '../queue/webhook-order.js'
 import { QueueUnavailableError, type WebhookProducer } from '../queue/webhook-producer.js';
 import { type ClientErrorKind, jsonClientErrorHandler } from '../shared/client-error.js';
 import { type RequestErrorKind, requestErrorOf } from '../shared/request-errors.js';
-import { DEFAULT_UPSTREAM, WEBHOOK_HEADERS } from '../upstream/model.js';
+import { isDefaultUpstream, WEBHOOK_HEADERS } from '../upstream/model.js';
 import { DEFAULT_TOLERANCE_S, verifyWebhookSignature } from '../upstream/signature.js';
 import { DEFAULT_RECEIVER_LIMITS, DEFAULT_WEBHOOK_BODY_LIMIT, DEFAULT_WEBHOOK_PATH } from './defaults.js';
 import { type ReceiverErrorCode, ReceiverHttpError, receiverErrorBody } from './errors.js';
@@ -165,7 +165,7 @@ function validateOptions(options: ReceiverAppOptions): void {
 
 /** Where an upstream's webhooks are POSTed: the default upstream's at `path`, another's at `path/<name>`. */
 export function upstreamWebhookPath(path: string, upstream: string): string {
-  return upstream === DEFAULT_UPSTREAM ? path : `${path.replace(/\/+$/, '')}/${upstream}`;
+  return isDefaultUpstream(upstream) ? path : `${path.replace(/\/+$/, '')}/${upstream}`;
 }
 
 /**
@@ -311,7 +311,7 @@ export async function buildReceiverApp(options: ReceiverAppOptions): Promise<Fas
         ...(found.partnerRef ? { partnerRef: found.partnerRef } : {}),
         ...(found.invoiceNumber ? { invoiceNumber: found.invoiceNumber } : {}),
         reason: 'stale_webhook',
-        ...(upstream === DEFAULT_UPSTREAM ? {} : { upstream }),
+        ...(isDefaultUpstream(upstream) ? {} : { upstream }),
       });
       request.log.info({ reqId: request.id, jobId }, 'stale but authentic webhook: early poll requested');
     } catch (error) {

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ConfigError } from '../config/config-error.js';
 import { header, int, LOOPBACK, list, type SharedSettings } from '../config/variables.js';
 import { DEFAULT_ENQUEUE_TIMEOUT_MS } from '../queue/defaults.js';
-import { DEFAULT_UPSTREAM, WEBHOOK_HEADERS } from '../upstream/model.js';
+import { isDefaultUpstream, WEBHOOK_HEADERS } from '../upstream/model.js';
 import { DEFAULT_TOLERANCE_S } from '../upstream/signature.js';
 import type { UpstreamAccount } from '../upstream/upstreams.js';
 import type { ReceiverUpstream } from './app.js';
@@ -94,7 +94,7 @@ export const receiverVariables = z.object({
 export function webhookUpstreams(config: { upstreams: readonly UpstreamAccount[] }): ReceiverUpstream[] {
   return config.upstreams.map(({ name, secrets, variables }) => {
     if (secrets.length === 0) {
-      const whose = name === DEFAULT_UPSTREAM ? '' : ` of upstream "${name}"`;
+      const whose = isDefaultUpstream(name) ? '' : ` of upstream "${name}"`;
       throw new ConfigError(
         `${variables.secret} must be set (comma-separated, newest first) to verify the webhooks${whose}`,
       );

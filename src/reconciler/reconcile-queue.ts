@@ -1,5 +1,5 @@
 import type { JobsOptions } from 'bullmq';
-import { DEFAULT_UPSTREAM } from '../upstream/model.js';
+import { DEFAULT_UPSTREAM, isDefaultUpstream } from '../upstream/model.js';
 
 /** Name of the BullMQ queue of the default upstream's reconciliation passes ({@link reconcileNames}). */
 export const RECONCILE_QUEUE = 'h2h-reconcile';
@@ -35,7 +35,7 @@ export interface ReconcileNames {
  * contain `:`, and an upstream's name is `a-z`, digits and `-` (upstreams.ts).
  */
 export function reconcileNames(upstream: string = DEFAULT_UPSTREAM): ReconcileNames {
-  if (upstream === DEFAULT_UPSTREAM) {
+  if (isDefaultUpstream(upstream)) {
     return {
       queue: RECONCILE_QUEUE,
       schedulerId: RECONCILE_SCHEDULER_ID,

@@ -1,4 +1,4 @@
-import type { PublicBalance } from '../catalog/public-catalog.js';
+import type { PublicBalanceTotal, PublicUpstreamBalance } from '../catalog/public-catalog.js';
 import {
   type AccountedOrder,
   accountingOf,
@@ -6,24 +6,29 @@ import {
   type LedgerRow,
   ledgerEntry,
   lowBalanceChange,
+  totalBalance,
 } from '../domain/balance-rules.js';
 import type { ChangeFeed } from './feed.js';
 import type { SqlExecutor } from './sql/executor.js';
 import type { StoreContext } from './store-context.js';
 
 /**
- * The balance without spending budget (docs/api.md, "Balance"): the `member_balance` of the last
- * GET /profile (read by the catalog sync), minus the price of every order the upstream accepted
- * since, plus what was debited for every order that became FAILED or REFUNDED since, as
- * decisions.md says the upstream debits and credits. The order writer calls {@link BalanceLedger.accountOrderWrite} and {@link BalanceLedger.recordInLedger}
- * in the transaction of each order write, so the accounting never misses or repeats an order;
- * `balance.low` is appended in that same transaction, once each time the balance falls under
- * the threshold. The accounting's rules are pure, in rules/balance-rules.ts.
+ * The balance without spending budget (docs/api.md, "Balance"), per upstream: each upstream's
+ * `member_balance` of its last GET /profile (read by its catalog sync), minus the price of every
+ * order of that upstream the upstream accepted since, plus what was debited for every one of its
+ * orders that became FAILED or REFUNDED since, as decisions.md says the upstream debits and
+ * credits. The order writer calls {@link BalanceLedger.accountOrderWrite} and
+ * {@link BalanceLedger.recordInLedger} in the transaction of each order write, so the accounting
+ * never misses or repeats an order; `balance.low` is appended in that same transaction, once each
+ * time an upstream's balance falls under the threshold, naming the upstream. The accounting's
+ * rules are pure, in domain/balance-rules.ts.
  */
-const GET = 'SELECT * FROM balance_ledger WHERE id = 1';
+const GET = 'SELECT * FROM balance_ledger WHERE upstream = @upstream';
 
 /** What an order write is to the accounting ({@link BalanceLedger.accountOrderWrite}). */
 export interface OrderAccounting {
+  /** The upstream whose ledger it goes to: the order's. */
+  upstream: string;
   /** The debit to write into the order's `debited_amount` with its row (accepted now), else null: left as it is. */
   debitedAmount: { amount: number | null } | null;
   /** What the write adds to the ledger. */
@@ -33,9 +38,9 @@ export interface OrderAccounting {
 export class BalanceLedger {
   readonly #context: StoreContext;
   readonly #feed: ChangeFeed;
-  /** Whether this process has seen the ledger row ({@link recordInLedger}). */
-  #ledgerSeen = false;
-  /** BALANCE_LOW_THRESHOLD; 0 = no `balance.low`. */
+  /** The upstreams whose ledger row this process has seen ({@link recordInLedger}). */
+  readonly #ledgerSeen = new Set<string>();
+  /** BALANCE_LOW_THRESHOLD, each upstream's; 0 = no `balance.low`. */
   readonly lowThreshold: number;
 
   constructor(context: StoreContext, feed: ChangeFeed, lowThreshold = 0) {
@@ -47,41 +52,54 @@ export class BalanceLedger {
     this.lowThreshold = lowThreshold;
   }
 
-  /** The balance now (all null before the first profile read). */
-  async view(): Promise<PublicBalance> {
-    return this.#toPublic(await this.#context.db.get<LedgerRow>(GET));
+  /**
+   * The balance now: the sums over every upstream whose profile was read (all null before the
+   * first read), and each one's in `upstreams`.
+   */
+  async view(): Promise<PublicBalanceTotal> {
+    const rows = await this.#context.db.all<LedgerRow>('SELECT * FROM balance_ledger');
+    return totalBalance(
+      rows.map((row) => this.#toPublic(row.upstream, row)),
+      this.lowThreshold,
+    );
+  }
+
+  /** `upstream`'s balance now (null figures before its first profile read). */
+  async viewOf(upstream: string): Promise<PublicUpstreamBalance> {
+    return this.#toPublic(upstream, await this.#context.db.get<LedgerRow>(GET, { upstream }));
   }
 
   /**
-   * Starts the accounting again from a profile read: `balance` as the upstream said at `readAt`.
-   * Only inside a write transaction `tx` (the catalog sync's).
+   * Starts `upstream`'s accounting again from a profile read: `balance` as the upstream said at
+   * `readAt`. Only inside a write transaction `tx` (the catalog sync's).
    */
-  async refreshInTx(tx: SqlExecutor, balance: number, readAt: number): Promise<void> {
+  async refreshInTx(tx: SqlExecutor, upstream: string, balance: number, readAt: number): Promise<void> {
     await tx.run(
-      `INSERT INTO balance_ledger (id, profile_balance, profile_read_at, debited, credited, unpriced)
-       VALUES (1, @balance, @readAt, 0, 0, 0)
-       ON CONFLICT (id) DO UPDATE SET profile_balance = @balance, profile_read_at = @readAt,
+      `INSERT INTO balance_ledger (upstream, profile_balance, profile_read_at, debited, credited, unpriced)
+       VALUES (@upstream, @balance, @readAt, 0, 0, 0)
+       ON CONFLICT (upstream) DO UPDATE SET profile_balance = @balance, profile_read_at = @readAt,
          debited = 0, credited = 0, unpriced = 0`,
-      { balance, readAt },
+      { upstream, balance, readAt },
     );
-    if (this.lowThreshold !== 0) await this.#checkLow(tx, await tx.get<LedgerRow>(GET));
+    if (this.lowThreshold !== 0) await this.#checkLow(tx, await tx.get<LedgerRow>(GET, { upstream }));
   }
 
   /**
    * The accounting of one order write, `current` → `next` (current null: a new row), in the order
    * writer's transaction `tx`, decided before the write: a debit when the upstream first accepts
    * the order, a credit when it first becomes FAILED or REFUNDED; null when the write is neither.
-   * The debit is at the order's `amount` (what the upstream debited), else the product's price in
-   * the local catalog (read here, the one statement before the write); an order of neither is
-   * counted in `unpriced_orders`. The debit is recorded on the order (`debitedAmount`: the writer
-   * writes it with the order row into `orders.debited_amount`, even before the first profile
-   * read: the upstream debited it all the same) and the credit is exactly it: not a price learnt
-   * or changed since, nothing for an order accepted unpriced. {@link recordInLedger} then adds it.
+   * It goes to the ledger of the order's upstream. The debit is at the order's `amount` (what
+   * the upstream debited), else the product's price in that upstream's local catalog (read here,
+   * the one statement before the write); an order of neither is counted in `unpriced_orders`.
+   * The debit is recorded on the order (`debitedAmount`: the writer writes it with the order row
+   * into `orders.debited_amount`, even before the first profile read: the upstream debited it all
+   * the same) and the credit is exactly it: not a price learnt or changed since, nothing for an
+   * order accepted unpriced. {@link recordInLedger} then adds it.
    */
   async accountOrderWrite(
     tx: SqlExecutor,
     current: (AccountedOrder & { debited_amount: number | null }) | null,
-    next: AccountedOrder,
+    next: AccountedOrder & { upstream: string },
   ): Promise<OrderAccounting | null> {
     const accounting = accountingOf(current, next);
     if (!accounting.accepted && !accounting.credited) return null;
@@ -91,9 +109,9 @@ export class BalanceLedger {
         next.amount ??
         (
           await tx.get<{ price: number }>(
-            `SELECT price FROM catalog_products WHERE code = @code
-             UNION ALL SELECT price FROM catalog_products WHERE id = @id LIMIT 1`,
-            { code: next.product_code, id: next.product_id },
+            `SELECT price FROM catalog_products WHERE upstream = @upstream AND code = @code
+             UNION ALL SELECT price FROM catalog_products WHERE upstream = @upstream AND id = @id LIMIT 1`,
+            { upstream: next.upstream, code: next.product_code, id: next.product_id },
           )
         )?.price ??
         null;
@@ -102,57 +120,67 @@ export class BalanceLedger {
     // order writer reads it with the row, locked; its write never changes it).
     const debited = accounting.accepted ? price : (current?.debited_amount ?? null);
     return {
+      upstream: next.upstream,
       debitedAmount: accounting.accepted ? { amount: price } : null,
       entry: ledgerEntry(accounting, price, debited),
     };
   }
 
   /**
-   * Adds an {@link accountOrderWrite} to the ledger, in the same transaction, after the order
-   * row's write. Issues its first statement at the call (sql/together.ts). Once this process has
-   * seen the ledger, that statement is `UPDATE … RETURNING *`, which also answers whether the
-   * ledger is there and its new state for `balance.low` (one statement where reading, updating
-   * and reading again were three). Before, it is the read of the ledger (the cheap statement
-   * while there is none, before the first profile read), and the update follows only when it
-   * found one. A ledger is never deleted; were it, the update's empty answer says so.
+   * Adds an {@link accountOrderWrite} to its upstream's ledger, in the same transaction, after the
+   * order row's write. Issues its first statement at the call (sql/together.ts). Once this
+   * process has seen that ledger row, that statement is `UPDATE … RETURNING *`, which also
+   * answers whether the row is there and its new state for `balance.low` (one statement where
+   * reading, updating and reading again were three). Before, it is the read of the row (the
+   * cheap statement while there is none, before the upstream's first profile read), and the
+   * update follows only when it found one. A ledger row is never deleted; were it, the update's
+   * empty answer says so.
    */
   recordInLedger(tx: SqlExecutor, accounting: OrderAccounting): Promise<void> {
-    if (!this.#ledgerSeen) {
-      return tx.get<LedgerRow>(GET).then((found) => {
+    const { upstream } = accounting;
+    if (!this.#ledgerSeen.has(upstream)) {
+      return tx.get<LedgerRow>(GET, { upstream }).then((found) => {
         if (!found) return;
-        this.#ledgerSeen = true;
+        this.#ledgerSeen.add(upstream);
         return this.recordInLedger(tx, accounting);
       });
     }
     return tx
       .get<LedgerRow>(
         `UPDATE balance_ledger SET debited = debited + @debit, credited = credited + @credit,
-           unpriced = unpriced + @unpriced WHERE id = 1 RETURNING *`,
-        accounting.entry,
+           unpriced = unpriced + @unpriced WHERE upstream = @upstream RETURNING *`,
+        { ...accounting.entry, upstream },
       )
       .then((row) => {
         if (!row) {
-          this.#ledgerSeen = false;
+          this.#ledgerSeen.delete(upstream);
           return;
         }
         return this.#checkLow(tx, row);
       });
   }
 
-  /** `balance.low` once per crossing: when the balance falls under the threshold, not again until it is back over. */
+  /**
+   * `balance.low` of an upstream once per crossing: when its balance falls under the threshold,
+   * not again until it is back over. The event's data is that upstream's balance.
+   */
   async #checkLow(tx: SqlExecutor, row: LedgerRow | undefined): Promise<void> {
     if (this.lowThreshold === 0 || !row) return;
-    const view = this.#toPublic(row);
+    const view = this.#toPublic(row.upstream, row);
     const change = lowBalanceChange(view.balance!, this.lowThreshold, row.low_alerted === 1);
     if (change === 'alert') {
-      await tx.run('UPDATE balance_ledger SET low_alerted = 1 WHERE id = 1');
+      await tx.run('UPDATE balance_ledger SET low_alerted = 1 WHERE upstream = @upstream', {
+        upstream: row.upstream,
+      });
       await this.#feed.appendOther(tx, 'balance.low', view, this.#context.now());
     } else if (change === 'clear') {
-      await tx.run('UPDATE balance_ledger SET low_alerted = 0 WHERE id = 1');
+      await tx.run('UPDATE balance_ledger SET low_alerted = 0 WHERE upstream = @upstream', {
+        upstream: row.upstream,
+      });
     }
   }
 
-  #toPublic(row: LedgerRow | undefined): PublicBalance {
-    return balanceView(row, this.lowThreshold);
+  #toPublic(upstream: string, row: LedgerRow | undefined): PublicUpstreamBalance {
+    return balanceView(upstream, row, this.lowThreshold);
   }
 }

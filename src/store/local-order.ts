@@ -146,6 +146,8 @@ export interface OrderEvent {
   id: number;
   partnerRef: string;
   source: EventSource;
+  /** The upstream that said it: the event id is that upstream's (docs/upstreams.md). */
+  upstream: string;
   eventId: string | null;
   /** The status as received; null for create outcomes without an order (rejected, unknown). */
   status: string | null;
@@ -213,6 +215,11 @@ export interface OrderEventRow {
   id: number;
   partner_ref: string;
   source: EventSource;
+  /**
+   * The upstream that said it (a webhook's: the one whose secret signed it; a create outcome's or
+   * a cancel's: the order's), migration 23; an event id is unique per (source, upstream).
+   */
+  upstream: string;
   event_id: string | null;
   status: string | null;
   payload: string | null;
@@ -277,6 +284,7 @@ export function toOrderEvent(row: OrderEventRow): OrderEvent {
     id: row.id,
     partnerRef: row.partner_ref,
     source: row.source,
+    upstream: row.upstream,
     eventId: row.event_id,
     status: row.status,
     payload: row.payload === null ? null : JSON.parse(row.payload),

@@ -1,4 +1,5 @@
 import type { Database } from 'better-sqlite3';
+import type { ProductLink } from '../catalog/product-map.js';
 import type { FailoverSettings } from '../domain/attempts.js';
 import { type OrderStore, openOrderStore } from './order-store.js';
 import type { StoreDb } from './sql/executor.js';
@@ -25,6 +26,8 @@ export interface OpenStoreOptions {
   balanceLowThreshold?: number;
   /** When an order goes on to its next upstream (`routingSettings(config).failover`; see `openOrderStore`). */
   failover?: FailoverSettings;
+  /** The product map's links (see `openOrderStore`). Default: none. */
+  productLinks?: readonly ProductLink[];
   /** PostgreSQL only: connections of this process (`H2H_DB_POOL_MAX`). Default: 10. */
   poolMax?: number;
 }
@@ -50,7 +53,16 @@ export interface OpenedStore extends OrderStore {
  */
 export async function openStore(
   url: string,
-  { now, role, lockTimeoutMs, mustExist, balanceLowThreshold, failover, poolMax }: OpenStoreOptions = {},
+  {
+    now,
+    role,
+    lockTimeoutMs,
+    mustExist,
+    balanceLowThreshold,
+    failover,
+    productLinks,
+    poolMax,
+  }: OpenStoreOptions = {},
 ): Promise<OpenedStore> {
   let location: ReturnType<typeof parseStoreUrl>;
   try {
@@ -84,6 +96,7 @@ export async function openStore(
     ...(now === undefined ? {} : { now }),
     ...(balanceLowThreshold === undefined ? {} : { balanceLowThreshold }),
     ...(failover === undefined ? {} : { failover }),
+    ...(productLinks === undefined ? {} : { productLinks }),
   });
   return {
     ...store,

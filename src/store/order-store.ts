@@ -1,3 +1,4 @@
+import { type ProductLink, ProductLinks } from '../catalog/product-map.js';
 import { DEFAULT_FAILOVER_SETTINGS, type FailoverSettings } from '../domain/attempts.js';
 import { DEFAULT_UPSTREAM } from '../upstream/model.js';
 import { ApiTokens } from './api-tokens.js';
@@ -67,6 +68,12 @@ export interface OpenOrderStoreOptions {
    * {@link DEFAULT_FAILOVER_SETTINGS}.
    */
   failover?: FailoverSettings;
+  /**
+   * The product map's links (`H2H_PRODUCT_MAP_FILE`, `catalogSettings(config).productLinks`): which
+   * upstreams' products are candidates for one shop product (catalog.ts). Default: none (same
+   * code, same product).
+   */
+  productLinks?: readonly ProductLink[];
 }
 
 /**
@@ -80,6 +87,7 @@ export function openOrderStore(
     now = Date.now,
     balanceLowThreshold = 0,
     failover = DEFAULT_FAILOVER_SETTINGS,
+    productLinks = [],
   }: OpenOrderStoreOptions = {},
 ): OrderStore {
   const context = new StoreContext(db, now);
@@ -88,7 +96,7 @@ export function openOrderStore(
   const balance = new BalanceLedger(context, feed, balanceLowThreshold);
   return {
     writer: new OrderWriter(context, pollPlans, feed, balance, failover),
-    catalog: new LocalCatalog(context, feed, balance),
+    catalog: new LocalCatalog(context, feed, balance, new ProductLinks(productLinks)),
     balance,
     context,
     pollPlans,

@@ -62,7 +62,7 @@ export interface ApplyResult {
   /** True when the event moved the order (or created it). */
   changed: boolean;
   reason: EventReason;
-  /** True when (source, eventId) had been applied before: nothing was recorded. */
+  /** True when (source, upstream, eventId) had been applied before: nothing was recorded. */
   duplicate: boolean;
   /** True when the order was unknown locally and the snapshot created it. */
   created: boolean;
@@ -84,10 +84,11 @@ const INSERT_ORDER_DEBITED = `INSERT INTO orders (${COLUMNS}, debited_amount) VA
 const UPDATE_ORDER_DEBITED = `UPDATE orders SET ${ORDER_COLUMNS.map((c) => `${c} = @${c}`).join(', ')},
   debited_amount = @debited_amount WHERE id = @id`;
 const SET_DEBITED = 'UPDATE orders SET debited_amount = @debited_amount WHERE id = @id';
-const EVENT_BY_KEY = 'SELECT partner_ref FROM order_events WHERE source = @source AND event_id = @eventId';
-/** The catalog's name of the product an order asked for, by code or else by id. */
-const CATALOG_NAME = `SELECT name FROM catalog_products WHERE code = @code
-  UNION ALL SELECT name FROM catalog_products WHERE lower(id) = lower(@id) LIMIT 1`;
+const EVENT_BY_KEY = `SELECT partner_ref FROM order_events
+  WHERE source = @source AND upstream = @upstream AND event_id = @eventId`;
+/** The name in the order's upstream's catalog of the product an order asked for, by code or else by id. */
+const CATALOG_NAME = `SELECT name FROM catalog_products WHERE upstream = @upstream AND code = @code
+  UNION ALL SELECT name FROM catalog_products WHERE upstream = @upstream AND lower(id) = lower(@id) LIMIT 1`;
 const START_SUBMISSION = `UPDATE orders SET first_sent_at = COALESCE(first_sent_at, @now), create_in_doubt_at = @now,
   poll_leased_until = @until WHERE id = @id`;
 /**
@@ -97,9 +98,9 @@ const START_SUBMISSION = `UPDATE orders SET first_sent_at = COALESCE(first_sent_
 const START_NEXT_ATTEMPT =
   'UPDATE orders SET poll_leased_until = NULL, lease_token = NULL, debited_amount = NULL WHERE id = @id';
 const INSERT_EVENT = `INSERT INTO order_events
-    (partner_ref, source, event_id, status, payload, received_at, occurred_at, applied_at, changed, reason)
+    (partner_ref, source, upstream, event_id, status, payload, received_at, occurred_at, applied_at, changed, reason)
   VALUES
-    (@partner_ref, @source, @event_id, @status, @payload, @received_at, @occurred_at, @applied_at, @changed, @reason)`;
+    (@partner_ref, @source, @upstream, @event_id, @status, @payload, @received_at, @occurred_at, @applied_at, @changed, @reason)`;
 
 /**
  * The only writer of order state: the orders themselves and their audit trail (`order_events`).
@@ -377,19 +378,15 @@ export class OrderWriter {
   ): Promise<ApplyResult> {
     const now = this.#context.now();
     const eventId = options.eventId ?? null;
+    const upstream = options.upstream ?? DEFAULT_UPSTREAM;
     // The look-up is issued with the check, before its answer (it only reads, and locks a row
     // the transaction would lock next anyway; a duplicate's lock is held to the commit too).
     const [seen, found] = await together([
       eventId === null
         ? Promise.resolve(undefined)
-        : tx.get<{ partner_ref: string }>(EVENT_BY_KEY, { source: options.source, eventId }),
+        : tx.get<{ partner_ref: string }>(EVENT_BY_KEY, { source: options.source, upstream, eventId }),
       // An invoice number names an order of the upstream that sent the snapshot only.
-      this.#context.findForWrite(
-        tx,
-        fields.partner_ref,
-        fields.invoice_number,
-        options.upstream ?? DEFAULT_UPSTREAM,
-      ),
+      this.#context.findForWrite(tx, fields.partner_ref, fields.invoice_number, upstream),
     ]);
     if (seen) {
       const row =
@@ -415,6 +412,7 @@ export class OrderWriter {
       fields.product_name !== null
         ? ((
             await tx.get<{ name: string }>(CATALOG_NAME, {
+              upstream: current.upstream,
               code: current.product_code,
               id: current.product_id,
             })

@@ -98,6 +98,15 @@ export const PARTNER_REF_MAX_LENGTH = 64;
  */
 export const DEFAULT_UPSTREAM = 'default';
 
+/**
+ * Whether `name` is the default upstream's: {@link DEFAULT_UPSTREAM}, or absent (a job, option
+ * or record written before there were several upstreams, or by code that names none, is the
+ * default's).
+ */
+export function isDefaultUpstream(name?: string | null): boolean {
+  return name === undefined || name === null || name === DEFAULT_UPSTREAM;
+}
+
 /** An upstream's name: it is in URLs, Redis keys and variable names (docs/upstreams.md). */
 export const UPSTREAM_NAME_PATTERN = /^[a-z][a-z0-9-]{0,31}$/;
 export const UPSTREAM_NAME_RULE = 'must be a-z, digits and -, starting with a letter, at most 32 characters';

@@ -9,7 +9,7 @@ import {
   DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_HEADERS_TIMEOUT_MS,
 } from './defaults.js';
-import { DEFAULT_UPSTREAM } from './model.js';
+import { isDefaultUpstream } from './model.js';
 import { DEFAULT_RETRY } from './retry-policy.js';
 import type { UpstreamAccount } from './upstreams.js';
 
@@ -84,7 +84,7 @@ export function accountSettings(
   config: { settings: z.output<typeof upstreamVariables> },
   account: Pick<UpstreamAccount, 'name' | 'baseUrl' | 'apiKey' | 'variables'>,
 ): UpstreamSettings {
-  if (account.name === DEFAULT_UPSTREAM) return upstreamSettings(config);
+  if (isDefaultUpstream(account.name)) return upstreamSettings(config);
   if (!account.baseUrl || !account.apiKey) {
     // base_url is required by the file's schema: only the key can be missing here.
     throw new ConfigError(

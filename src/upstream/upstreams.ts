@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from '../config/config-error.js';
 import { list } from '../config/variables.js';
-import { DEFAULT_UPSTREAM, UPSTREAM_NAME_PATTERN, UPSTREAM_NAME_RULE } from './model.js';
+import { DEFAULT_UPSTREAM, isDefaultUpstream, UPSTREAM_NAME_PATTERN, UPSTREAM_NAME_RULE } from './model.js';
 
 /**
  * The upstreams a deployment holds accounts with (docs/upstreams.md): the file named by
@@ -40,15 +40,15 @@ const fileSchema = z.strictObject({
   upstreams: z
     .array(
       entrySchema
-        .refine((entry) => entry.name === DEFAULT_UPSTREAM || entry.base_url !== undefined, {
+        .refine((entry) => isDefaultUpstream(entry.name) || entry.base_url !== undefined, {
           path: ['base_url'],
           message: 'is required (only the default upstream takes H2H_BASE_URL)',
         })
-        .refine((entry) => entry.name !== DEFAULT_UPSTREAM || entry.base_url === undefined, {
+        .refine((entry) => !isDefaultUpstream(entry.name) || entry.base_url === undefined, {
           path: ['base_url'],
           message: "is the default upstream's H2H_BASE_URL: set it there, not in the file",
         })
-        .refine((entry) => entry.name !== DEFAULT_UPSTREAM || entry.rate_limit === undefined, {
+        .refine((entry) => !isDefaultUpstream(entry.name) || entry.rate_limit === undefined, {
           path: ['rate_limit'],
           message: "is the default upstream's H2H_RATE_LIMIT: set it there, not in the file",
         }),
@@ -57,7 +57,7 @@ const fileSchema = z.strictObject({
     .superRefine((entries, ctx) => {
       // Orders are placed and polled on the default upstream until routing is built, so its
       // webhooks must keep their path (docs/upstreams.md, "Built so far").
-      if (entries.length > 0 && !entries.some((entry) => entry.name === DEFAULT_UPSTREAM)) {
+      if (entries.length > 0 && !entries.some((entry) => isDefaultUpstream(entry.name))) {
         ctx.addIssue({
           code: 'custom',
           message: 'must list the default upstream ({"name": "default"}): orders are placed on it',
@@ -75,7 +75,7 @@ const fileSchema = z.strictObject({
 
 /** The environment variables of an upstream's key and secrets: `H2H_UPSTREAM_<NAME>_API_KEY`, `…_API_SECRET`. */
 export function accountVariables(name: string): UpstreamAccount['variables'] {
-  if (name === DEFAULT_UPSTREAM) return { apiKey: 'H2H_API_KEY', secret: 'H2H_API_SECRET' };
+  if (isDefaultUpstream(name)) return { apiKey: 'H2H_API_KEY', secret: 'H2H_API_SECRET' };
   const stem = `H2H_UPSTREAM_${name.toUpperCase().replaceAll('-', '_')}`;
   return { apiKey: `${stem}_API_KEY`, secret: `${stem}_API_SECRET` };
 }
@@ -112,7 +112,7 @@ export function readUpstreamAccounts(sources: AccountSources): UpstreamAccount[]
   const entries = parseFile(path);
   return entries.map((entry, i): UpstreamAccount => {
     const variables = accountVariables(entry.name);
-    if (entry.name === DEFAULT_UPSTREAM) {
+    if (isDefaultUpstream(entry.name)) {
       return { ...defaultAccount(), priority: entry.priority ?? i };
     }
     const env = (name: string) => (sources.env[name] === '' ? undefined : sources.env[name]);

@@ -30,7 +30,7 @@ import type { OrderStore } from '../store/order-store.js';
 import { type ClaimingStore, withClaims } from '../store/order-store.js';
 import { redactUrl } from '../store/store-url.js';
 import { createUpstream, type Upstream } from '../upstream/create-upstream.js';
-import { DEFAULT_UPSTREAM } from '../upstream/model.js';
+import { DEFAULT_UPSTREAM, isDefaultUpstream } from '../upstream/model.js';
 import type { UpstreamAccount } from '../upstream/upstreams.js';
 import { createEventWorker, type EventWorker } from './event-worker.js';
 
@@ -114,7 +114,7 @@ async function startUpstreamEngine(
       registry,
       takePollRequests: false,
       // The first-poll plans are per product, not per upstream: one reconciler writes them.
-      learnPace: account.name === DEFAULT_UPSTREAM,
+      learnPace: isDefaultUpstream(account.name),
       ...(options.queuePrefix === undefined ? {} : { queuePrefix: options.queuePrefix }),
       ...(logger ? { logger } : {}),
     });
@@ -145,7 +145,7 @@ async function startUpstreamEngine(
 /**
  * Starts, for each upstream account of the configuration, its client, reconciler and submission
  * pump ({@link startUpstreamEngine}), one poll-request worker that hands each early poll to its
- * upstream's reconciler, and the catalog refresh (docs/operations.md, "Catalog refresh"). Stops
+ * upstream's reconciler, and each upstream's catalog refresh (docs/operations.md, "Catalog refresh"). Stops
  * them in reverse order (the upstreams' engines together, last). Throws a ConfigError naming an
  * account's URL or key when missing.
  */
@@ -189,17 +189,21 @@ async function startProcessReconciler(
       ...(options.logger ? { logger: options.logger } : {}),
     });
     stops.push(() => pollRequests.close({ timeoutMs }));
-    // The local catalog and balance, from the default upstream's client and budget (poll share only).
+    // Each upstream's local catalog and balance, from its own client and budget (poll share only),
+    // on its own queue and scheduler (catalogRefreshNames).
+    for (const [name, engine] of engines) {
+      const catalog = await startCatalogRefresh({
+        store,
+        upstream: name,
+        client: engine.upstream.client,
+        everyMs: catalogSettings(config).refreshEveryMs,
+        redisUrl: config.redisUrl,
+        ...(options.queuePrefix === undefined ? {} : { queuePrefix: options.queuePrefix }),
+        ...(options.logger ? { logger: options.logger } : {}),
+      });
+      stops.push(() => catalog.close({ timeoutMs }));
+    }
     const main = engines.get(DEFAULT_UPSTREAM)!;
-    const catalog = await startCatalogRefresh({
-      store,
-      client: main.upstream.client,
-      everyMs: catalogSettings(config).refreshEveryMs,
-      redisUrl: config.redisUrl,
-      ...(options.queuePrefix === undefined ? {} : { queuePrefix: options.queuePrefix }),
-      ...(options.logger ? { logger: options.logger } : {}),
-    });
-    stops.push(() => catalog.close({ timeoutMs }));
     return { metrics: main.reconciler.metrics, reconcilers, stop: stopAll };
   } catch (error) {
     await stopAll();
@@ -228,7 +232,7 @@ async function startProcessAdmin(
       queueNames: [
         ...ADMIN_QUEUES,
         ...config.upstreams
-          .filter((u) => u.name !== DEFAULT_UPSTREAM)
+          .filter((u) => !isDefaultUpstream(u.name))
           .map((u) => reconcileNames(u.name).queue),
       ],
       registries: [metrics.notify.registry, ...(metrics.reconciler ? [metrics.reconciler.registry] : [])],
@@ -276,6 +280,7 @@ export async function startWorkerProcess(
     poolMax: settings.dbPoolMax,
     balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
     failover: routingSettings(config).failover,
+    productLinks: catalogSettings(config).productLinks,
   });
   let store: ClaimingStore<typeof opened>;
   try {

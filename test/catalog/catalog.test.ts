@@ -115,7 +115,7 @@ test('a sync writes the catalog and the profile balance from three poll-priority
   );
   const events = priceChanges(await store.feed.after(0, 1000));
   assert.equal(events.length, 1);
-  assert.deepEqual(events[0]!.data, { ...mlbb, price: 21_000, previous_price: 19_500 });
+  assert.deepEqual(events[0]!.data, { ...mlbb, price: 21_000, upstream: 'default', previous_price: 19_500 });
 
   const [delivery] = await sink.waitForDeliveries((d) => d.answer === 200, 1);
   const body = verifyNotification(secret, delivery!);
@@ -157,8 +157,8 @@ test('the balance: debited when the upstream accepts an order, credited on FAILE
   assert.deepEqual(
     lows.map((e) => e.data),
     [
-      { ...(await store.balance.view()), balance: 40_000, debited: 60_000, credited: 0 },
-      { ...(await store.balance.view()), balance: 40_000 },
+      { ...(await store.balance.viewOf('default')), balance: 40_000, debited: 60_000, credited: 0 },
+      { ...(await store.balance.viewOf('default')), balance: 40_000 },
     ],
     'once when it fell under 50,000, again only after it was back over',
   );

@@ -233,7 +233,7 @@ export function describeEachBackend(title: string, body: (backend: StoreBackend)
 async function openOther(
   t: Pick<TestContext, 'after'>,
   url: string,
-  { now, balanceLowThreshold, lockTimeoutMs, failover, ...overrides }: TempStoreOptions = {},
+  { now, balanceLowThreshold, lockTimeoutMs, failover, productLinks, ...overrides }: TempStoreOptions = {},
 ): Promise<TestStore> {
   const opened = await openStore(url, {
     role: 'test',
@@ -241,6 +241,7 @@ async function openOther(
     ...(failover === undefined ? {} : { failover }),
     ...(balanceLowThreshold === undefined ? {} : { balanceLowThreshold }),
     ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
+    ...(productLinks === undefined ? {} : { productLinks }),
   });
   const store = await withTestClaims(opened, scheduleSettings(overrides));
   t.after(() => store.close());

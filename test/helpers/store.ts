@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import type { Database } from 'better-sqlite3';
+import type { ProductLink } from '../../src/catalog/product-map.js';
 import { loadConfig, reconcilerSettings } from '../../src/config/config.js';
 import type { FailoverSettings } from '../../src/domain/attempts.js';
 import { learnPace } from '../../src/reconciler/learn-pace.js';
@@ -13,6 +14,7 @@ import { type OpenedStore, type OpenStoreOptions, openStore, sqliteUrl } from '.
 import type { PollScheduleSettings } from '../../src/store/order-claims.js';
 import type { OrderStore } from '../../src/store/order-store.js';
 import { type ClaimingStore, withClaims } from '../../src/store/order-store.js';
+import type { SqlExecutor } from '../../src/store/sql/executor.js';
 import { openSqliteConnection } from '../../src/store/sqlite/sqlite-db.js';
 import type { Order } from '../../src/upstream/model.js';
 
@@ -67,6 +69,7 @@ export type TempStoreOptions = Partial<PollScheduleSettings> & {
   balanceLowThreshold?: number;
   lockTimeoutMs?: number;
   failover?: FailoverSettings;
+  productLinks?: readonly ProductLink[];
 };
 
 /**
@@ -78,7 +81,14 @@ export type TempStoreOptions = Partial<PollScheduleSettings> & {
  */
 export async function tempStore(
   t: Pick<TestContext, 'after'>,
-  { now, balanceLowThreshold = 0, lockTimeoutMs, failover, ...overrides }: TempStoreOptions = {},
+  {
+    now,
+    balanceLowThreshold = 0,
+    lockTimeoutMs,
+    failover,
+    productLinks,
+    ...overrides
+  }: TempStoreOptions = {},
 ): Promise<{ store: TestStore; db: Database; path: string; clock: ManualClock }> {
   const path = tempDbPath(t);
   const clock = manualClock();
@@ -87,6 +97,7 @@ export async function tempStore(
     balanceLowThreshold,
     ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
     ...(failover === undefined ? {} : { failover }),
+    ...(productLinks === undefined ? {} : { productLinks }),
   });
   t.after(() => store.close());
   return { store, db: store.sqlite!, path, clock };
@@ -167,14 +178,80 @@ export async function everyOrder(
 }
 
 /**
- * Undoes schema 23 on a store (its columns and index on orders), for tests that rewind a store
- * to an older schema to test an upgrade from it. The order_events foreign key it dropped is not
- * put back.
+ * Takes a migrated store back to schema 24 inside the write transaction `tx`, as that schema left
+ * it: undoes step 25 (an order's attempts: its columns and indexes on orders; the order_events
+ * foreign key it dropped is not put back). Every rewind starts here, so a new step is undone in
+ * one place.
  */
-export async function undoSchema23(tx: { exec(sql: string): Promise<unknown> }): Promise<void> {
+export async function rewindToSchema24(tx: SqlExecutor): Promise<void> {
   await tx.exec('DROP INDEX orders_shop_ref');
   await tx.exec('DROP INDEX orders_completion');
   for (const column of ['shop_ref', 'attempt', 'attempts', 'route']) {
     await tx.exec(`ALTER TABLE orders DROP COLUMN ${column}`);
   }
+  await tx.exec(tx.dialect.setSchemaVersionSql(24));
+}
+
+/**
+ * Takes a migrated store back to schema 23 inside the write transaction `tx`, as that schema left
+ * it: {@link rewindToSchema24}, then undoes step 24 (the catalog and the balance per upstream:
+ * the default upstream's rows are kept, in the tables of one upstream).
+ */
+export async function rewindToSchema23(tx: SqlExecutor): Promise<void> {
+  await rewindToSchema24(tx);
+  await tx.exec(`
+    CREATE TABLE catalog_categories_v23 (
+      code TEXT PRIMARY KEY, name TEXT NOT NULL, sub_name TEXT NOT NULL, logo TEXT NOT NULL,
+      is_active INTEGER NOT NULL
+    );
+    INSERT INTO catalog_categories_v23 (code, name, sub_name, logo, is_active)
+      SELECT code, name, sub_name, logo, is_active FROM catalog_categories WHERE upstream = 'default';
+    DROP TABLE catalog_categories;
+    ALTER TABLE catalog_categories_v23 RENAME TO catalog_categories;
+    CREATE TABLE catalog_products_v23 (
+      id TEXT PRIMARY KEY, code TEXT NOT NULL UNIQUE, name TEXT NOT NULL, category_code TEXT NOT NULL,
+      price DOUBLE PRECISION NOT NULL, is_active INTEGER NOT NULL, target TEXT
+    );
+    INSERT INTO catalog_products_v23 (id, code, name, category_code, price, is_active, target)
+      SELECT id, code, name, category_code, price, is_active, target FROM catalog_products
+      WHERE upstream = 'default';
+    DROP TABLE catalog_products;
+    ALTER TABLE catalog_products_v23 RENAME TO catalog_products;
+    CREATE TABLE catalog_sync_v23 (id INTEGER PRIMARY KEY CHECK (id = 1), synced_at BIGINT NOT NULL);
+    INSERT INTO catalog_sync_v23 (id, synced_at) SELECT 1, synced_at FROM catalog_sync WHERE upstream = 'default';
+    DROP TABLE catalog_sync;
+    ALTER TABLE catalog_sync_v23 RENAME TO catalog_sync;
+    CREATE TABLE balance_ledger_v23 (
+      id INTEGER PRIMARY KEY CHECK (id = 1), profile_balance DOUBLE PRECISION NOT NULL,
+      profile_read_at BIGINT NOT NULL, debited DOUBLE PRECISION NOT NULL DEFAULT 0,
+      credited DOUBLE PRECISION NOT NULL DEFAULT 0, unpriced INTEGER NOT NULL DEFAULT 0,
+      low_alerted INTEGER NOT NULL DEFAULT 0
+    );
+    INSERT INTO balance_ledger_v23 (id, profile_balance, profile_read_at, debited, credited, unpriced, low_alerted)
+      SELECT 1, profile_balance, profile_read_at, debited, credited, unpriced, low_alerted
+      FROM balance_ledger WHERE upstream = 'default';
+    DROP TABLE balance_ledger;
+    ALTER TABLE balance_ledger_v23 RENAME TO balance_ledger;
+  `);
+  await tx.exec(tx.dialect.setSchemaVersionSql(23));
+}
+
+/**
+ * Takes a migrated store back to schema 22 inside the write transaction `tx`, as that schema left
+ * it: {@link rewindToSchema23}, then undoes step 23 (order_events.upstream, whose non-default
+ * event ids go back to their `<name>/` prefix; orders_upstream_due). A test that rewinds further
+ * undoes the older steps itself after this.
+ */
+export async function rewindToSchema22(tx: SqlExecutor): Promise<void> {
+  await rewindToSchema23(tx);
+  await tx.exec(`
+    DROP INDEX orders_upstream_due;
+    DROP INDEX order_events_source_upstream_event_id;
+    UPDATE order_events SET event_id = upstream || '/' || event_id
+      WHERE upstream <> 'default' AND event_id IS NOT NULL;
+    ALTER TABLE order_events DROP COLUMN upstream;
+    CREATE UNIQUE INDEX order_events_source_event_id
+      ON order_events (source, event_id) WHERE event_id IS NOT NULL;
+  `);
+  await tx.exec(tx.dialect.setSchemaVersionSql(22));
 }

@@ -19,7 +19,7 @@ test("an early poll or a pass never asks the default upstream about another upst
   // …and beta told us, in a webhook, of its order under the same ref.
   await env.store.writer.applyOrderSnapshot(snapshot('shared-ref', 'PROCESSING'), {
     source: 'webhook',
-    eventId: 'beta/e1',
+    eventId: 'e1',
     upstream: 'beta',
   });
 

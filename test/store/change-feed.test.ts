@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import type { OrderStore } from '../../src/store/order-store.js';
-import { orderEvents, snapshot, undoSchema23 } from '../helpers/store.js';
+import { orderEvents, rewindToSchema22, snapshot } from '../helpers/store.js';
 import { describeEachBackend } from '../helpers/store-backends.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -138,7 +138,7 @@ describeEachBackend('the change feed', (backend) => {
     await store.writer.applyOrderSnapshot(snapshot('M1', 'PROCESSING'), { source: 'webhook', eventId: 'm1' });
     // The store as schema 17 left it: no previous_status column (nor what 19 to 23 add), version 17.
     await store.db.write(async (tx) => {
-      await undoSchema23(tx);
+      await rewindToSchema22(tx);
       await tx.exec('DROP INDEX IF EXISTS orders_invoice_upstream');
       await tx.exec('ALTER TABLE orders DROP COLUMN upstream');
       await tx.exec('ALTER TABLE feed_events DROP COLUMN previous_status');

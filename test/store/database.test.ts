@@ -134,7 +134,7 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
       debited_amount: null,
       // Written before step 20: every order is the default upstream's.
       upstream: 'default',
-      // Written before step 23: every order is its shop's, on its first attempt, not routed.
+      // Written before step 25: every order is its shop's, on its first attempt, not routed.
       shop_ref: (row as { partner_ref: string }).partner_ref,
       attempt: 1,
       attempts: null,
@@ -149,16 +149,18 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
       .all(),
     [
       { name: 'orders_audit' },
-      // Schema 23: each upstream's completion times of a product, for the `fastest` routing.
+      // Schema 25: each upstream's completion times of a product, for the `fastest` routing.
       { name: 'orders_completion' },
       // Schema 22: invoice numbers are unique per upstream.
       { name: 'orders_invoice_upstream' },
       { name: 'orders_local_created_at' },
       { name: 'orders_next_poll_at' },
       { name: 'orders_queued' },
-      // Schema 23: the shop's ref names one order whatever its attempts.
+      // Schema 25: the shop's ref names one order whatever its attempts.
       { name: 'orders_shop_ref' },
       { name: 'orders_status' },
+      // Schema 23: each upstream's due polls.
+      { name: 'orders_upstream_due' },
       { name: 'orders_waiting' },
     ],
   );

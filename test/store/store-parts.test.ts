@@ -313,6 +313,7 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
       credited: 0,
       unpriced_orders: 0,
       low_threshold: 20_000,
+      upstreams: [],
     });
     await store.catalog.applySync(catalogSnapshot({ readAt: clock.now(), price: 15_000, balance: 40_000 }));
     const lows = async () =>
@@ -331,7 +332,16 @@ describeEachBackend('the store parts of the API, notifier and catalog', (backend
     await store.writer.applyOrderSnapshot(snapshot('B', 'PENDING', { amount: 12_500 }), { source: 'poll' });
     const view = await store.balance.view();
     assert.deepEqual([view.balance, view.debited], [15_000, 25_000]);
-    assert.deepEqual(await lows(), [view], 'one balance.low with the balance under the threshold');
+    assert.deepEqual(
+      await lows(),
+      [await store.balance.viewOf('default')],
+      'one balance.low with the balance under the threshold, which is the upstream’s',
+    );
+    assert.deepEqual(
+      view.upstreams,
+      [await store.balance.viewOf('default')],
+      'the only upstream’s is the sum',
+    );
     await store.writer.applyOrderSnapshot(snapshot('C', 'PENDING', { amount: 1_000 }), { source: 'poll' });
     assert.equal((await lows()).length, 1, 'not again while it stays under');
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { withClaims } from '../../src/store/order-store.js';
-import { scheduleSettings, undoSchema23 } from '../helpers/store.js';
+import { rewindToSchema22, scheduleSettings } from '../helpers/store.js';
 import { describeEachBackend } from '../helpers/store-backends.js';
 
 describeEachBackend('the upstream circuit', (backend) => {
@@ -64,7 +64,7 @@ describeEachBackend('the upstream circuit', (backend) => {
   test("an open circuit of a store from before the upstreams (schema 20) is the default upstream's after the upgrade", async (t) => {
     const { store, url } = await backend.tempStore(t);
     await store.db.write(async (tx) => {
-      await undoSchema23(tx);
+      await rewindToSchema22(tx);
       await tx.exec('DROP TABLE upstream_circuit');
       await tx.exec(`
         CREATE TABLE upstream_circuit (

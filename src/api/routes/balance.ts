@@ -13,7 +13,7 @@ export const balanceRoutes: FastifyPluginAsync<{ store: OrderStore }> = async (a
         tags: ['catalog'],
         summary: 'The balance',
         description:
-          'The balance the last profile read showed, corrected by the orders seen since; read from the store, never from the upstream (docs/api.md, "Catalog and balance").',
+          'Each upstream’s balance its last profile read showed, corrected by its orders seen since, and their sums; read from the store, never from the upstream (docs/api.md, "Catalog and balance").',
         response: {
           200: { $ref: 'Balance#', description: 'The balance.' },
           ...errorAnswers({ ...REQUEST_REFUSALS, ...TOKEN_REFUSALS }),

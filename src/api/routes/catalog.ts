@@ -69,7 +69,7 @@ export const catalogRoutes: FastifyPluginAsync<{ store: OrderStore }> = async (b
         tags: ['catalog'],
         summary: 'The products of the local catalog',
         description:
-          'With this account’s prices and each product’s target rules, by category, price and code; read from the local copy, never from the upstream (docs/api.md, "Catalog and balance"). A `category_code` the synced catalog does not list is 400, never an empty list.',
+          'Each product the shop can order, once, with its candidates: every upstream’s offer of it (its code there, this account’s price, whether it is available); the product’s own price and target rules are its cheapest available candidate’s. By category, price and code; read from the local copy, never from the upstream (docs/api.md, "Catalog and balance"). A `category_code` the synced catalog does not list is 400, never an empty list.',
         querystring: productQuery,
         response: {
           200: catalogPage('Product#', 'The products, with when the catalog was synced.'),

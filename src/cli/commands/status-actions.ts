@@ -15,7 +15,7 @@ import { type ClaimingStore, type OrderStore, withClaims } from '../../store/ord
 import { EVERY_PRODUCT } from '../../store/poll-plans.js';
 import type { OpenCircuit } from '../../store/upstream-circuit.js';
 import { fixFor } from '../../upstream/errors.js';
-import { DEFAULT_UPSTREAM } from '../../upstream/model.js';
+import { isDefaultUpstream } from '../../upstream/model.js';
 import { openContext } from '../context.js';
 import { printPublicJson, renderTable, runAction } from '../output.js';
 
@@ -277,7 +277,7 @@ function printStatus(report: StatusReport): void {
       { queue: WEBHOOK_QUEUE, ...report.queues.webhooks },
       { queue: RECONCILE_QUEUE, ...report.queues.reconcile },
       ...report.upstreams
-        .filter((u) => u.name !== DEFAULT_UPSTREAM && u.reconcileQueue)
+        .filter((u) => !isDefaultUpstream(u.name) && u.reconcileQueue)
         .map((u) => ({ queue: reconcileNames(u.name).queue, ...u.reconcileQueue! })),
       { queue: POLL_REQUEST_QUEUE, ...report.queues.pollRequests },
     ];
@@ -445,7 +445,7 @@ export const status = async (flags: { json?: boolean }) => {
               ...budgetSettings(context.config, account.rateLimit),
             }).used();
           }
-          report.budget = report.upstreams.find((u) => u.name === DEFAULT_UPSTREAM)?.budget ?? null;
+          report.budget = report.upstreams.find((u) => isDefaultUpstream(u.name))?.budget ?? null;
         } finally {
           redis.disconnect();
         }

@@ -2,8 +2,10 @@ import type { Migration } from '../sql/migration.js';
 import {
   ATTEMPTS_DESCRIPTION,
   ATTEMPTS_SQL,
+  eventUpstreamStep,
   SHARED_MIGRATIONS_FROM_13,
   SHARED_MIGRATIONS_FROM_18,
+  SHARED_MIGRATIONS_FROM_24,
 } from '../sql/shared-migrations.js';
 
 /**
@@ -279,8 +281,10 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
       CREATE UNIQUE INDEX IF NOT EXISTS orders_invoice_upstream ON orders (invoice_number, upstream);
     `,
   },
+  eventUpstreamStep("strpos(event_id, '/')"),
+  ...SHARED_MIGRATIONS_FROM_24,
   {
-    version: 23,
+    version: 25,
     description: ATTEMPTS_DESCRIPTION,
     sql: `${ATTEMPTS_SQL}
       ALTER TABLE order_events DROP CONSTRAINT IF EXISTS order_events_partner_ref_fkey;

@@ -89,7 +89,103 @@ export const SHARED_MIGRATIONS_FROM_18: readonly Migration[] = [
 ];
 
 /**
- * Schema 23's SQL on both backends (each adds its own part): each order gets its attempts
+ * Step 23, the same on both backends but for the function that finds a character in a text
+ * (`slashAt`: the SQL of the position of the first `/` in `event_id`, 0 when none):
+ * `order_events.upstream`, the upstream that said each event, and event ids unique per (source,
+ * upstream, event id) instead of the `<name>/` prefix another upstream's webhook event ids had
+ * (schemas 20 to 22). A prefixed id is split back into its upstream and its plain id: on an order
+ * of that upstream, and on an order of another one when it was recorded `wrong_upstream`. Every
+ * other event stays the default upstream's with its id as it is: a default upstream's event id
+ * that reads `beta/123` stays its own. Also `orders_upstream_due`, so each upstream's due polls
+ * (order-claims.ts) are read from an index rather than by skipping the others' due orders.
+ */
+export function eventUpstreamStep(slashAt: string): Migration {
+  const prefix = `substr(event_id, 1, ${slashAt} - 1)`;
+  const orderUpstream = '(SELECT o.upstream FROM orders o WHERE o.partner_ref = order_events.partner_ref)';
+  return {
+    version: 23,
+    description:
+      "order_events.upstream: the upstream that said each event (existing ones the default's, or the one their `<name>/` prefix named), and (source, upstream, event_id) unique in place of the prefix; orders_upstream_due on orders (upstream, next_poll_at) for each upstream's due polls",
+    sql: `
+      ALTER TABLE order_events ADD COLUMN upstream TEXT NOT NULL DEFAULT 'default';
+      DROP INDEX order_events_source_event_id;
+      UPDATE order_events SET upstream = ${prefix}, event_id = substr(event_id, ${slashAt} + 1)
+        WHERE source = 'webhook' AND ${slashAt} > 1 AND ${prefix} <> 'default'
+          AND ((reason <> 'wrong_upstream' AND ${orderUpstream} = ${prefix})
+            OR (reason = 'wrong_upstream' AND ${orderUpstream} <> ${prefix}));
+      CREATE UNIQUE INDEX order_events_source_upstream_event_id
+        ON order_events (source, upstream, event_id) WHERE event_id IS NOT NULL;
+      CREATE INDEX orders_upstream_due ON orders (upstream, next_poll_at);
+    `,
+  };
+}
+
+/** The steps from 24 on whose SQL is the same on both backends, listed last by both. */
+export const SHARED_MIGRATIONS_FROM_24: readonly Migration[] = [
+  {
+    version: 24,
+    description:
+      "the catalog and the balance per upstream (docs/upstreams.md): catalog_categories keyed by (upstream, code), catalog_products by (upstream, id) with (upstream, code) unique and an index on code for the candidates of a product, catalog_sync and balance_ledger a row per upstream; everything before this step is the default upstream's",
+    sql: `
+      CREATE TABLE catalog_categories_v24 (
+        upstream  TEXT    NOT NULL,
+        code      TEXT    NOT NULL,
+        name      TEXT    NOT NULL,
+        sub_name  TEXT    NOT NULL,
+        logo      TEXT    NOT NULL,
+        is_active INTEGER NOT NULL,
+        PRIMARY KEY (upstream, code)
+      );
+      INSERT INTO catalog_categories_v24 (upstream, code, name, sub_name, logo, is_active)
+        SELECT 'default', code, name, sub_name, logo, is_active FROM catalog_categories;
+      DROP TABLE catalog_categories;
+      ALTER TABLE catalog_categories_v24 RENAME TO catalog_categories;
+
+      CREATE TABLE catalog_products_v24 (
+        upstream      TEXT             NOT NULL,
+        id            TEXT             NOT NULL,
+        code          TEXT             NOT NULL,
+        name          TEXT             NOT NULL,
+        category_code TEXT             NOT NULL,
+        price         DOUBLE PRECISION NOT NULL,
+        is_active     INTEGER          NOT NULL,
+        target        TEXT,
+        PRIMARY KEY (upstream, id)
+      );
+      INSERT INTO catalog_products_v24 (upstream, id, code, name, category_code, price, is_active, target)
+        SELECT 'default', id, code, name, category_code, price, is_active, target FROM catalog_products;
+      DROP TABLE catalog_products;
+      ALTER TABLE catalog_products_v24 RENAME TO catalog_products;
+      CREATE UNIQUE INDEX catalog_products_upstream_code ON catalog_products (upstream, code);
+      CREATE INDEX catalog_products_code ON catalog_products (code);
+
+      CREATE TABLE catalog_sync_v24 (
+        upstream  TEXT   NOT NULL PRIMARY KEY,
+        synced_at BIGINT NOT NULL
+      );
+      INSERT INTO catalog_sync_v24 (upstream, synced_at) SELECT 'default', synced_at FROM catalog_sync;
+      DROP TABLE catalog_sync;
+      ALTER TABLE catalog_sync_v24 RENAME TO catalog_sync;
+
+      CREATE TABLE balance_ledger_v24 (
+        upstream        TEXT             NOT NULL PRIMARY KEY,
+        profile_balance DOUBLE PRECISION NOT NULL,
+        profile_read_at BIGINT           NOT NULL,
+        debited         DOUBLE PRECISION NOT NULL DEFAULT 0,
+        credited        DOUBLE PRECISION NOT NULL DEFAULT 0,
+        unpriced        INTEGER          NOT NULL DEFAULT 0,
+        low_alerted     INTEGER          NOT NULL DEFAULT 0
+      );
+      INSERT INTO balance_ledger_v24 (upstream, profile_balance, profile_read_at, debited, credited, unpriced, low_alerted)
+        SELECT 'default', profile_balance, profile_read_at, debited, credited, unpriced, low_alerted FROM balance_ledger;
+      DROP TABLE balance_ledger;
+      ALTER TABLE balance_ledger_v24 RENAME TO balance_ledger;
+    `,
+  },
+];
+
+/**
+ * Schema 25's SQL on both backends (each adds its own part): each order gets its attempts
  * (docs/upstreams.md, "Orders and attempts"). `shop_ref` is the shop's partner_ref, unique (the
  * order's `partner_ref` is its current attempt's, sent to the upstream); `attempt` numbers the
  * current attempt; `attempts` keeps the ended ones (JSON, null while there were none); `route`
@@ -107,6 +203,6 @@ export const ATTEMPTS_SQL = `
     CREATE INDEX orders_completion ON orders (upstream, product_code, final_at) WHERE status = 'SUCCESS';
 `;
 
-/** Schema 23's description, the same on both backends. */
+/** Schema 25's description, the same on both backends. */
 export const ATTEMPTS_DESCRIPTION =
   "orders.shop_ref (the shop's partner_ref, unique; every order before this step is its own), orders.attempt, orders.attempts and orders.route: an order is placed on one upstream at a time and on the next only after a definite non-fulfilment (docs/upstreams.md); order_events.partner_ref no longer references orders, since an ended attempt's events keep its own partner_ref";

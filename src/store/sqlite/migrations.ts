@@ -2,8 +2,10 @@ import type { Migration } from '../sql/migration.js';
 import {
   ATTEMPTS_DESCRIPTION,
   ATTEMPTS_SQL,
+  eventUpstreamStep,
   SHARED_MIGRATIONS_FROM_13,
   SHARED_MIGRATIONS_FROM_18,
+  SHARED_MIGRATIONS_FROM_24,
 } from '../sql/shared-migrations.js';
 
 /**
@@ -542,13 +544,15 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX orders_waiting ON orders (local_created_at) WHERE submission_state IN ('queued', 'blocked');
     `,
   },
+  eventUpstreamStep("instr(event_id, '/')"),
+  ...SHARED_MIGRATIONS_FROM_24,
   {
-    version: 23,
+    version: 25,
     description: ATTEMPTS_DESCRIPTION,
     // SQLite drops a foreign key only by rebuilding the table.
     rebuildsTables: true,
     sql: `${ATTEMPTS_SQL}
-      CREATE TABLE order_events_v23 (
+      CREATE TABLE order_events_v25 (
         id          INTEGER PRIMARY KEY,
         partner_ref TEXT    NOT NULL,
         source      TEXT    NOT NULL CHECK (source IN ('create', 'webhook', 'poll', 'manual')),
@@ -559,16 +563,17 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
         applied_at  INTEGER NOT NULL,
         changed     INTEGER NOT NULL CHECK (changed IN (0, 1)),
         reason      TEXT    NOT NULL,
-        occurred_at INTEGER
+        occurred_at INTEGER,
+        upstream    TEXT    NOT NULL DEFAULT 'default'
       );
-      INSERT INTO order_events_v23
-          (id, partner_ref, source, event_id, status, payload, received_at, applied_at, changed, reason, occurred_at)
-        SELECT id, partner_ref, source, event_id, status, payload, received_at, applied_at, changed, reason, occurred_at
+      INSERT INTO order_events_v25
+          (id, partner_ref, source, event_id, status, payload, received_at, applied_at, changed, reason, occurred_at, upstream)
+        SELECT id, partner_ref, source, event_id, status, payload, received_at, applied_at, changed, reason, occurred_at, upstream
         FROM order_events;
       DROP TABLE order_events;
-      ALTER TABLE order_events_v23 RENAME TO order_events;
-      CREATE UNIQUE INDEX order_events_source_event_id
-        ON order_events (source, event_id) WHERE event_id IS NOT NULL;
+      ALTER TABLE order_events_v25 RENAME TO order_events;
+      CREATE UNIQUE INDEX order_events_source_upstream_event_id
+        ON order_events (source, upstream, event_id) WHERE event_id IS NOT NULL;
       CREATE INDEX order_events_partner_ref ON order_events (partner_ref);
     `,
   },
