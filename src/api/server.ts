@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import {
   type ApiSettings,
   apiSettings,
+  budgetSettings,
   type Config,
   catalogSettings,
   loadConfig,
@@ -18,6 +19,7 @@ import {
   pollRequestJobId,
 } from '../queue/poll-request-queue.js';
 import { DEFAULT_QUEUE_PREFIX } from '../queue/webhook-queue.js';
+import { createRouter } from '../routing/router.js';
 import { exitGracefully } from '../shared/graceful-shutdown.js';
 import { listeningOrigin } from '../shared/listening-origin.js';
 import { watchedRedis } from '../shared/redis-outage.js';
@@ -82,6 +84,13 @@ export async function startApi(
     await pollQueue.close().catch(() => {});
     redis.disconnect();
   };
+  // With several upstreams, each order is routed to one of them (docs/upstreams.md, "Routing").
+  const routing = routingSettings(config);
+  const router = createRouter(store, config.upstreams, {
+    policy: routing.policy,
+    maxQueueWaitMs: routing.maxQueueWaitMs,
+    rateWindowMs: budgetSettings(config).windowMs,
+  });
   let app: FastifyInstance;
   try {
     app = await buildApiApp({
@@ -90,6 +99,7 @@ export async function startApi(
       retryAfterS: settings.retryAfterS,
       rateLimit: { perMinute: settings.rateLimitPerMin, redis },
       trustProxy: settings.trustProxy,
+      ...(router ? { router } : {}),
       requestPoll: async (partnerRef) => {
         const request: PollRequestData = { partnerRef, reason: 'shop_request' };
         await pollQueue.add(POLL_REQUEST_JOB_NAME, request, { jobId: pollRequestJobId(request) });

@@ -1,6 +1,7 @@
 import type { PublicShopProduct } from '../catalog/public-catalog.js';
 import { targetProblem } from '../catalog/target-rules.js';
 import type { PublicOrder } from '../domain/public-order.js';
+import type { OrderRouter } from '../routing/route-order.js';
 import type { OrderStore } from '../store/order-store.js';
 import type { OrderRequest } from './order-request.js';
 import { sameOrderRequest } from './order-request.js';
@@ -25,6 +26,12 @@ export class AcceptOrderError extends Error {
 }
 
 export interface AcceptOrderOptions {
+  /**
+   * Chooses the order's upstream among those whose catalog has its product (routing/router.ts),
+   * with several upstreams: the order is queued on the first with the route to go on with.
+   * Without it (one upstream) every order is the default upstream's.
+   */
+  router?: OrderRouter;
   /** Most orders waiting in the submission queue (API_SUBMISSION_BACKLOG). */
   submissionBacklog: number;
   /** How long a full backlog asks the shop to wait, in seconds (its message says it). */
@@ -44,8 +51,8 @@ export type AcceptResult = { replayed: boolean; order: PublicOrder };
  *   accepted, final, rejected or cancelled. Another request under it is `IDEMPOTENCY_CONFLICT`.
  * - A new one is checked against the local catalog once it was synced (an unknown or inactive
  *   product, data that misses the product's published target rules) and refused before anything
- *   is stored or sent; then queued for the submission pump, with the catalog's name and price
- *   of its product, unless `submissionBacklog` orders already wait (`BACKLOG_FULL`): counted
+ *   is stored or sent; then routed (with several upstreams: `options.router`) and queued for
+ *   its upstream's submission pump, with the catalog's name and price of its product, unless `submissionBacklog` orders already wait (`BACKLOG_FULL`): counted
  *   in the insert's transaction, which admissions take one at a time, so the backlog never
  *   grows past it however many requests arrive together.
  * Two requests with one new partner_ref race on the store's unique key: one queues, the other
@@ -60,14 +67,28 @@ export async function acceptOrder(
   const known = await store.queries.getOrderByPartnerRef(partnerRef);
   if (known) return replay(store, partnerRef, known, request);
   const product = await checkAgainstCatalog(store, request);
+  const routed = product && options.router ? await options.router.route(product.code) : undefined;
   const admitted = await store.writer.admitQueuedOrder(
-    {
-      partnerRef,
-      ...(request.product_code === undefined ? {} : { productCode: request.product_code }),
-      ...(request.product_id === undefined ? {} : { productId: request.product_id }),
-      data: request.data,
-      ...(product ? { catalog: { name: product.name, price: product.price } } : {}),
-    },
+    routed
+      ? {
+          partnerRef,
+          productCode: routed.first.product_code,
+          data: request.data,
+          upstream: routed.first.upstream,
+          route: routed.route,
+          catalog: {
+            name: routed.first.product_name ?? product!.name,
+            price: routed.first.price ?? product!.price,
+          },
+          request,
+        }
+      : {
+          partnerRef,
+          ...(request.product_code === undefined ? {} : { productCode: request.product_code }),
+          ...(request.product_id === undefined ? {} : { productId: request.product_id }),
+          data: request.data,
+          ...(product ? { catalog: { name: product.name, price: product.price } } : {}),
+        },
     options.submissionBacklog,
   );
   if ('full' in admitted) {

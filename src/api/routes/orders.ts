@@ -260,7 +260,7 @@ export const orderRoutes: FastifyPluginAsync<OrderRoutesOptions> = async (base, 
             ...(body.product_id === undefined ? {} : { product_id: body.product_id }),
             data: body.data,
           },
-          { submissionBacklog, retryAfterS },
+          { submissionBacklog, retryAfterS, ...(router ? { router } : {}) },
         );
       } catch (error) {
         if (!(error instanceof AcceptOrderError)) throw error;
