@@ -1,6 +1,7 @@
 import { reconcilerSettings } from '../../config/config.js';
 import { placeOrder } from '../../orders/place-order.js';
 import { type EarlyPollResult, pollOrderNow } from '../../reconciler/early-poll.js';
+import type { PublicAttempt } from '../../domain/public-order.js';
 import type { LocalOrder, OrderEvent } from '../../store/local-order.js';
 import { withClaims } from '../../store/order-store.js';
 import { DEFAULT_UPSTREAM } from '../../upstream/model.js';
@@ -27,6 +28,17 @@ const orderColumns: Column<LocalOrder>[] = [
             : o.submissionState,
   },
   { header: 'Serial', cell: (o) => o.serialNumber },
+];
+
+/** An order's attempts (docs/upstreams.md), as the shop sees them. */
+const attemptColumns: Column<PublicAttempt>[] = [
+  { header: '#', cell: (a) => a.attempt },
+  { header: 'Upstream', cell: (a) => a.upstream },
+  { header: 'Partner ref', cell: (a) => a.partner_ref },
+  { header: 'Invoice', cell: (a) => a.invoice_number },
+  { header: 'Status', cell: (a) => a.status ?? a.submission },
+  { header: 'Chosen because', cell: (a) => a.chosen },
+  { header: 'Ended', cell: (a) => (a.ended ? `${a.ended.code}: ${a.ended.detail}` : null) },
 ];
 
 const eventColumns: Column<OrderEvent>[] = [
@@ -204,7 +216,13 @@ export const orderShow = async (ref: string, flags: { refresh?: boolean; json?: 
           `${JSON.stringify({ order, events: trail, ...(refresh ? { refresh } : {}) }, null, 2)}\n`,
         );
       } else {
-        process.stdout.write(`${renderTable([found], orderColumns)}\n${renderTable(events, eventColumns)}\n`);
+        process.stdout.write(`${renderTable([found], orderColumns)}\n`);
+        // An order routed over several upstreams: where it went, why, and how each attempt ended.
+        if (found.route !== null || found.attempt > 1) {
+          const { attempts } = (await context.store!.queries.getPublicOrderByPartnerRef(found.partnerRef))!;
+          process.stdout.write(`${renderTable(attempts, attemptColumns)}\n`);
+        }
+        process.stdout.write(`${renderTable(events, eventColumns)}\n`);
         if (refresh) (refresh.refreshed ? process.stdout : process.stderr).write(`${refresh.note}\n`);
       }
       if (refresh && !refresh.refreshed && refresh.result === 'kept') process.exitCode = EXIT.failed;
