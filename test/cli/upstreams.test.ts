@@ -10,6 +10,7 @@ import { catalogSnapshot } from '../helpers/catalog.js';
 import { runCli } from '../helpers/cli.js';
 import { privateRedis } from '../helpers/redis.js';
 import { tempStore } from '../helpers/store.js';
+import { twoSimulatedUpstreams } from '../helpers/upstreams.js';
 
 test('upstreams lists each configured upstream with its circuit, balance, catalog age and budget use; --json in snake_case', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'h2h-upstreams-cli-'));
@@ -82,4 +83,26 @@ test('upstreams lists each configured upstream with its circuit, balance, catalo
     /│ beta +│ OPEN \(unauthorized\) INVALID_API_KEY +│ 30,000 +│ \d+ min \d+ s ago +│ 1\/60 +│/,
   );
   assert.match(table.stdout, /^beta: INVALID_API_KEY: check H2H_UPSTREAM_BETA_API_KEY$/m);
+});
+
+test('catalog sync --upstream NAME refreshes that upstream’s catalog and balance with its own client; an unknown name exits 2 naming the known ones', async (t) => {
+  const upstreams = await twoSimulatedUpstreams(t);
+  const redis = await privateRedis(t);
+  const { store, path } = await tempStore(t, { now: Date.now });
+  const env = { H2H_DB_PATH: path, REDIS_URL: redis.url, ...upstreams.env };
+
+  const synced = await runCli(['catalog', 'sync', '--upstream', 'beta', '--json'], env);
+  assert.equal(synced.code, 0, synced.stderr);
+  assert.equal(JSON.parse(synced.stdout).upstream, 'beta');
+  assert.notEqual(await store.catalog.syncedAt('beta'), null);
+  assert.equal(await store.catalog.syncedAt('default'), null, "the default's catalog is untouched");
+  assert.equal((await store.balance.viewOf('beta')).profile_balance, 150_000);
+  const answered = (log: typeof upstreams.logs.beta) =>
+    [...log.statuses().values()].reduce((a, b) => a + b, 0);
+  assert.ok(answered(upstreams.logs.beta) >= 3, "beta's simulator answered the sync's calls");
+  assert.equal(answered(upstreams.logs.default), 0, 'the default upstream was not called');
+
+  const unknown = await runCli(['catalog', 'sync', '--upstream', 'gamma'], env);
+  assert.equal(unknown.code, 2);
+  assert.match(unknown.stderr, /gamma.*default.*beta|gamma.*beta.*default/);
 });

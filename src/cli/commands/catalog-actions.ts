@@ -2,6 +2,7 @@ import { type CatalogSyncSummary, syncCatalog } from '../../catalog/catalog-sync
 import { BudgetExhaustedError } from '../../rate-budget/rate-budget.js';
 import type { UpstreamClient } from '../../upstream/client.js';
 import type { Category, Product, ProductTarget, Profile } from '../../upstream/model.js';
+import { DEFAULT_UPSTREAM } from '../../upstream/model.js';
 import { openContext } from '../context.js';
 import { printResult, renderTable, runAction } from '../output.js';
 
@@ -78,12 +79,14 @@ function printSyncSummary(summary: CatalogSyncSummary): void {
 }
 
 /** `catalog sync`: refreshes the local catalog and the balance now. */
-export const catalogSync = async (flags: JsonFlag) => {
+export const catalogSync = async (flags: JsonFlag & { upstream?: string }) => {
   await runAction(Boolean(flags.json), async () => {
-    const context = await openContext({ upstream: true, store: 'create' });
-    const { store, upstream } = context as Required<typeof context>;
+    const context = await openContext({ store: 'create' });
+    const store = context.store!;
     try {
-      const summary = await syncCatalog({ store, client: upstream.client }).catch((error) => {
+      const name = flags.upstream ?? DEFAULT_UPSTREAM;
+      const upstream = await context.openUpstream(name);
+      const summary = await syncCatalog({ store, client: upstream.client, upstream: name }).catch((error) => {
         if (!(error instanceof BudgetExhaustedError)) throw error;
         throw new CatalogBudgetError(
           `the poll share of the rate budget is spent for now (orders and polls come first): try again in ${Math.ceil(error.retryAfterMs / 1000)} s`,

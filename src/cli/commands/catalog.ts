@@ -12,6 +12,11 @@ export function registerCatalogCommands(program: Command): void {
     .description(
       'refresh the local catalog and the balance now (3 upstream calls from the poll share of the rate budget)',
     )
+    .option(
+      '--upstream <name>',
+      'the upstream whose catalog and balance to refresh (docs/upstreams.md)',
+      'default',
+    )
     .option('--json', 'print the summary as JSON')
     .action(async (flags) => (await actions()).catalogSync(flags));
 

@@ -1,7 +1,7 @@
 import { reconcilerSettings } from '../../config/config.js';
+import type { PublicAttempt } from '../../domain/public-order.js';
 import { placeOrder } from '../../orders/place-order.js';
 import { type EarlyPollResult, pollOrderNow } from '../../reconciler/early-poll.js';
-import type { PublicAttempt } from '../../domain/public-order.js';
 import type { LocalOrder, OrderEvent } from '../../store/local-order.js';
 import { withClaims } from '../../store/order-store.js';
 import { DEFAULT_UPSTREAM } from '../../upstream/model.js';
