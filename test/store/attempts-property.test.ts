@@ -130,13 +130,12 @@ async function driveOrder(
         created_at: new Date(clock.now()).toISOString(),
         ...(status === 'SUCCESS' || status === 'REFUNDED' ? { serial_number: `SN-${ref}` } : {}),
       });
-    let events = 0;
     const tell = (status: string) =>
       store.writer.applyOrderSnapshot(
         news(status),
         b.webhookLost
           ? { source: 'poll', upstream }
-          : { source: 'webhook', eventId: `${ref}-${(events += 1)}`, upstream },
+          : { source: 'webhook', eventId: `${ref}-${status}`, upstream },
       );
     const stillOn = async (why: string) =>
       assert.equal(
