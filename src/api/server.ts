@@ -7,6 +7,7 @@ import {
   budgetSettings,
   type Config,
   catalogSettings,
+  failoverSettings,
   loadConfig,
   routingSettings,
 } from '../config/config.js';
@@ -57,7 +58,7 @@ export async function startApi(
     lockTimeoutMs: settings.dbLockTimeoutMs,
     poolMax: settings.dbPoolMax,
     balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
-    failover: routingSettings(config).failover,
+    failover: failoverSettings(config),
     productLinks: catalogSettings(config).productLinks,
   });
   // Only early polls and the rate limit's counts need Redis: the API serves the store without it,

@@ -2,9 +2,9 @@ import type { Logger } from 'pino';
 import {
   type Config,
   catalogSettings,
+  failoverSettings,
   loadConfig,
   reconcilerSettings,
-  routingSettings,
 } from '../config/config.js';
 import { createLogger } from '../observability/logger.js';
 import { type OpenedStore, openStore } from '../store/open-store.js';
@@ -85,7 +85,7 @@ export async function openContext(options: OpenContextOptions): Promise<CliConte
         poolMax: config.dbPoolMax,
         mustExist: options.store === 'existing',
         balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
-        failover: routingSettings(config).failover,
+        failover: failoverSettings(config),
         productLinks: catalogSettings(config).productLinks,
       });
       closers.push(() => store.close());

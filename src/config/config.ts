@@ -42,7 +42,7 @@ export { type NotifySettings, notifySettings } from '../notify/settings.js';
 export { type BudgetSettings, budgetSettings } from '../rate-budget/settings.js';
 export { type ReceiverSettings, receiverSettings, webhookUpstreams } from '../receiver/settings.js';
 export { type ReconcilerSettings, reconcilerSettings } from '../reconciler/settings.js';
-export { type RoutingSettings, routingSettings } from '../routing/settings.js';
+export { failoverSettings, type RoutingSettings, routingSettings } from '../routing/settings.js';
 export {
   accountSettings,
   SIMULATOR_BASE_URL,

@@ -57,3 +57,9 @@ export function parseAttempts(json: string | null): EndedAttempt[] {
 export function isEndedAttempt(row: { attempts: string | null }, ref: string): boolean {
   return parseAttempts(row.attempts).some((a) => a.partner_ref === ref);
 }
+
+/** The shop ref an attempt ref `ref` would belong to (itself when it has no attempt suffix `~2`…`~9`). */
+export function shopRefOf(ref: string): string {
+  const match = /^(.*)~[2-9]$/su.exec(ref);
+  return match ? match[1]! : ref;
+}

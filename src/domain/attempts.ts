@@ -29,6 +29,11 @@ export interface FailoverSettings {
   maxAttempts: number;
   /** No new attempt once the order is this old (from when it was placed), ms. */
   withinMs: number;
+  /**
+   * The upstreams configured now: a candidate of the route no longer among them is passed over.
+   * Default: every candidate is.
+   */
+  upstreams?: readonly string[];
 }
 
 export const DEFAULT_FAILOVER_SETTINGS: FailoverSettings = { maxAttempts: 3, withinMs: 900_000 };
@@ -58,12 +63,6 @@ export function attemptRef(shopRef: string, n: number): string {
   return n === 1 ? shopRef : `${shopRef}${ATTEMPT_SEPARATOR}${n}`;
 }
 
-/** The shop ref an attempt ref `ref` would belong to (itself when it has no attempt suffix). */
-export function shopRefOf(ref: string): string {
-  const match = /^(.*)~[2-9]$/su.exec(ref);
-  return match ? match[1]! : ref;
-}
-
 /**
  * Why the write `current` → `next` ended the attempt as a definite non-fulfilment, or null:
  * the create was refused now with a {@link FAILOVER_REFUSALS} code, or the order became FAILED
@@ -71,33 +70,58 @@ export function shopRefOf(ref: string): string {
  * not: it is resolved on the same upstream first.
  */
 export function nonFulfilment(
-  current: Pick<OrderRow, 'submission_state' | 'status'> | null,
+  current: Pick<OrderRow, 'submission_state' | 'status' | 'first_sent_at' | 'create_in_doubt_at'> | null,
   next: Pick<OrderRow, 'submission_state' | 'rejection_code' | 'rejection_detail' | 'status' | 'message'>,
 ): { code: string; detail: string } | null {
   if (
     next.submission_state === 'rejected' &&
-    current?.submission_state !== 'rejected' &&
+    current !== null &&
+    current.submission_state !== 'rejected' &&
+    refusedFirstCreate(current) &&
     next.rejection_code !== null &&
     FAILOVER_REFUSALS.has(next.rejection_code)
   ) {
     return { code: next.rejection_code, detail: next.rejection_detail ?? '' };
   }
-  if (next.status === 'FAILED' && current?.status !== 'FAILED') {
+  // Not after the shop was told the order was refused or cancelled: it stays what it was told.
+  if (
+    next.status === 'FAILED' &&
+    current?.status !== 'FAILED' &&
+    current?.submission_state !== 'rejected' &&
+    current?.submission_state !== 'cancelled'
+  ) {
     return { code: 'FAILED', detail: next.message ?? 'the upstream ended the order FAILED' };
   }
   return null;
+}
+
+/**
+ * Whether the refused create was the attempt's first (or none was recorded as sent): the send
+ * that set `create_in_doubt_at` is the one that set `first_sent_at`. A create sent again (after
+ * one without an answer, even once a read answered 404, which may come before the upstream
+ * commits the first) may be refused *because* the first landed (its INSUFFICIENT_BALANCE after
+ * the first's debit): that refusal is resolved on the same upstream, never failed over.
+ */
+function refusedFirstCreate(current: Pick<OrderRow, 'first_sent_at' | 'create_in_doubt_at'>): boolean {
+  return current.first_sent_at === null || current.first_sent_at === current.create_in_doubt_at;
 }
 
 /** Why an order that ended an attempt does not go on to another one, or null when it does. */
 export function whyNoFailover(next: OrderRow, now: number, settings: FailoverSettings): string | null {
   const route = parseRoute(next.route);
   if (route === null) return 'not routed';
-  if (route.next.length === 0) return 'no candidate left';
+  if (configuredCandidates(route, settings).length === 0) return 'no candidate left';
   if (next.attempt >= settings.maxAttempts) return `${settings.maxAttempts} attempts made (H2H_MAX_ATTEMPTS)`;
   if (now - next.local_created_at >= settings.withinMs) {
     return `placed more than ${Math.round(settings.withinMs / 1000)} s ago (H2H_FAILOVER_WITHIN_S)`;
   }
   return null;
+}
+
+/** The route's candidates still configured ({@link FailoverSettings.upstreams}), in order. */
+function configuredCandidates(route: OrderRoute, settings: FailoverSettings): RouteCandidate[] {
+  const { upstreams } = settings;
+  return upstreams === undefined ? route.next : route.next.filter((c) => upstreams.includes(c.upstream));
 }
 
 /**
@@ -118,7 +142,7 @@ export function planNextAttempt(
   const ended = nonFulfilment(current, next);
   if (ended === null || whyNoFailover(next, now, settings) !== null) return null;
   const route = parseRoute(next.route)!;
-  const [candidate, ...rest] = route.next as [RouteCandidate, ...RouteCandidate[]];
+  const [candidate, ...rest] = configuredCandidates(route, settings) as [RouteCandidate, ...RouteCandidate[]];
   const attempts: EndedAttempt[] = [
     ...parseAttempts(next.attempts),
     {

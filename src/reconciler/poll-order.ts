@@ -316,7 +316,9 @@ async function record(
   after: LocalOrder,
   changed: boolean,
 ): Promise<LocalOrder> {
-  const order = await deps.store.claims.recordPoll(after.partnerRef, { changed, claim: claimed.claim });
+  // Under the polled attempt's ref: when the answer ended it and the order went on to its next
+  // upstream, the record changes nothing (that attempt is queued, neither polled nor claimed).
+  const order = await deps.store.claims.recordPoll(claimed.partnerRef, { changed, claim: claimed.claim });
   if (order.stuckAt !== null && after.stuckAt === null && after.nextPollAt !== null) {
     deps.logger?.warn(
       {
@@ -340,7 +342,14 @@ async function notFound(
 ): Promise<PollResult> {
   const { store, logger, metrics } = deps;
   const ref = claimed.partnerRef;
-  const current = (await store.queries.getOrder(ref)) ?? claimed;
+  const found = await store.queries.getOrder(ref);
+  if (found !== undefined && found.partnerRef !== ref) {
+    // The polled attempt ended meanwhile and the order went on to another: nothing to resubmit.
+    await store.claims.releaseClaim(ref, claimed.claim);
+    count('not_found');
+    return { kind: 'polled', outcome: 'not_found', order: found, changed: false, anomaly: false, calls: 1 };
+  }
+  const current = found ?? claimed;
 
   if (current.submissionState === 'pending' || current.submissionState === 'unknown') {
     // The create never reached the upstream (or its process died first): repeat it with the

@@ -46,3 +46,15 @@ export function routingSettings(config: { settings: z.output<typeof routingVaria
   };
 }
 export type RoutingSettings = ReturnType<typeof routingSettings>;
+
+/**
+ * What every process that writes orders gives the store (`openStore`'s `failover`): the limits
+ * of {@link routingSettings} and the upstreams configured now, so that a next attempt never goes
+ * to an upstream removed from the file since the order was routed.
+ */
+export function failoverSettings(config: {
+  settings: z.output<typeof routingVariables>;
+  upstreams: readonly { name: string }[];
+}): FailoverSettings {
+  return { ...routingSettings(config).failover, upstreams: config.upstreams.map((a) => a.name) };
+}

@@ -11,7 +11,6 @@ import {
   type FailoverSettings,
   isEndedAttempt,
   planNextAttempt,
-  shopRefOf,
 } from '../domain/attempts.js';
 import { publish } from '../domain/feed-change.js';
 import {
@@ -402,7 +401,8 @@ export class OrderWriter {
       };
     }
 
-    const current = found ?? (await this.#endedAttemptOf(tx, fields.partner_ref)) ?? null;
+    const current =
+      found ?? (await this.#context.findEndedAttempt(tx, fields.partner_ref, tx.dialect.forUpdate)) ?? null;
     // An order not yet seen accepted is adopted only by a snapshot of ours: its product name is
     // compared with the catalog's (apply-plan.ts, mustAdopt), read only then.
     const catalogName =
@@ -430,7 +430,7 @@ export class OrderWriter {
     // The ledger accounts the attempt the snapshot settled (its debit, its credit on FAILED),
     // whether or not the order goes on to its next attempt in this same write.
     const accounting = await this.#ledger.accountOrderWrite(tx, current, plan.row);
-    const nextAttempt = current === null ? null : planNextAttempt(current, plan.row, now, this.#failover);
+    const nextAttempt = current === null ? null : await this.#nextAttempt(tx, current, plan.row, now);
     const row = nextAttempt ?? plan.row;
     const feed = nextAttempt ? publish(current, nextAttempt, now) : plan.feed;
     const debit = accounting?.debitedAmount ?? null;
@@ -447,15 +447,22 @@ export class OrderWriter {
   }
 
   /**
-   * The order whose ended attempt (not the first: that one's ref is the order's `shop_ref`, which
-   * the look-up finds) the snapshot's partner_ref `ref` is, if any (domain/attempts.ts): the plan
-   * then records the snapshot without applying it, instead of taking it for an order placed
-   * elsewhere.
+   * The order's next attempt if the write `current` → `next` ended the current one as a
+   * definite non-fulfilment (domain/attempts.ts, `planNextAttempt`), unless its partner_ref
+   * (`<shop ref>~<n>`) already names another order (placed elsewhere, or before several
+   * upstreams were configured): then the order ends with this attempt's outcome, since the
+   * next could not be told apart from that order upstream.
    */
-  async #endedAttemptOf(tx: SqlExecutor, ref: string | null): Promise<StoredOrderRow | undefined> {
-    if (ref === null || shopRefOf(ref) === ref) return undefined;
-    const order = await this.#context.findForWrite(tx, shopRefOf(ref), null);
-    return order && isEndedAttempt(order, ref) ? order : undefined;
+  async #nextAttempt(
+    tx: SqlExecutor,
+    current: OrderRow,
+    next: OrderRow,
+    now: number,
+  ): Promise<OrderRow | null> {
+    const attempt = planNextAttempt(current, next, now, this.#failover);
+    if (attempt === null) return null;
+    const taken = await this.#context.find(tx, attempt.partner_ref, null);
+    return taken === undefined ? attempt : null;
   }
 
   /**
@@ -490,7 +497,7 @@ export class OrderWriter {
         }
         const held = claim === undefined || row.lease_token === claim;
         const plan = planSettlement(row, outcome, now, { held });
-        const next = plan.update ? planNextAttempt(row, plan.row, now, this.#failover) : null;
+        const next = plan.update ? await this.#nextAttempt(tx, row, plan.row, now) : null;
         if (next === null) return this.#writeSettlement(tx, plan, now);
         // A refusal that proves the order was not placed: the next candidate's attempt instead.
         return this.#writeSettlement(tx, { ...plan, row: next, feed: publish(row, next, now) }, now, {

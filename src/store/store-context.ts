@@ -1,11 +1,13 @@
+import { isEndedAttempt, shopRefOf } from '../domain/attempt-records.js';
 import type { OrderRow } from './local-order.js';
 import type { SqlExecutor, StoreDb } from './sql/executor.js';
 import { StoreError } from './store-error.js';
 
 /**
  * What every part of the order store (order-store.ts) is built on: the database and the clock
- * they share, and the one way a reference (partner_ref, else invoice number) finds an order's row,
- * for reading or, locked, for rewriting.
+ * they share, and the one way a reference (partner_ref, else the shop's ref, else invoice number)
+ * finds an order's row, for reading or, locked, for rewriting. An order's `partner_ref` is its
+ * current attempt's; its `shop_ref` the shop's (docs/upstreams.md, "Orders and attempts").
  */
 
 /**
@@ -71,8 +73,9 @@ export class StoreContext {
   }
 
   /**
-   * The order with this partner_ref, else the one with this invoice number (of `upstream`, when
-   * given: an invoice number is one upstream's).
+   * The order with this partner_ref (its current attempt's), else the one the shop placed under
+   * it, else the one with this invoice number (of `upstream`, when given: an invoice number is
+   * one upstream's).
    */
   find(
     ex: SqlExecutor,
@@ -83,9 +86,29 @@ export class StoreContext {
     return this.#find(ex, partnerRef, invoiceNumber, '', upstream);
   }
 
-  /** The order whose partner_ref, else invoice number, is `ref`; `ORDER_NOT_FOUND` when none is. */
+  /**
+   * The order whose partner_ref, else shop ref, else invoice number, else ended attempt
+   * ({@link findEndedAttempt}) is `ref`; `ORDER_NOT_FOUND` when none is.
+   */
   async mustFind(ex: SqlExecutor, ref: string): Promise<StoredOrderRow> {
-    return mustExist(await this.find(ex, ref, ref), ref);
+    return mustExist((await this.find(ex, ref, ref)) ?? (await this.findEndedAttempt(ex, ref, '')), ref);
+  }
+
+  /**
+   * The order one of whose ended attempts after the first has the partner_ref `ref`
+   * (`<shop ref>~<n>`; the first's is the order's `shop_ref`, which {@link find} finds), if any
+   * (docs/upstreams.md, "Orders and attempts"): what arrives about that attempt is then
+   * recorded under it and changes nothing, instead of being taken for an order placed elsewhere
+   * or failing for an unknown ref. `lock`: the dialect's `FOR UPDATE`, or empty.
+   */
+  async findEndedAttempt(
+    ex: SqlExecutor,
+    ref: string | null,
+    lock: string,
+  ): Promise<StoredOrderRow | undefined> {
+    if (ref === null || shopRefOf(ref) === ref) return undefined;
+    const order = await this.#find(ex, shopRefOf(ref), null, lock, undefined);
+    return order && isEndedAttempt(order, ref) ? order : undefined;
   }
 
   /**
@@ -106,7 +129,10 @@ export class StoreContext {
 
   /** {@link mustFind} for a transaction that then rewrites the row ({@link findForWrite}). */
   async mustFindForWrite(tx: SqlExecutor, ref: string): Promise<StoredOrderRow> {
-    return mustExist(await this.findForWrite(tx, ref, ref), ref);
+    return mustExist(
+      (await this.findForWrite(tx, ref, ref)) ?? (await this.findEndedAttempt(tx, ref, tx.dialect.forUpdate)),
+      ref,
+    );
   }
 
   /** Issues its one statement at the call (so it can be issued together with others: sql/together.ts). */

@@ -7,10 +7,10 @@ import {
   apiSettings,
   type Config,
   catalogSettings,
+  failoverSettings,
   loadConfig,
   notifySettings,
   reconcilerSettings,
-  routingSettings,
   type WorkerSettings,
   workerSettings,
 } from '../config/config.js';
@@ -279,7 +279,7 @@ export async function startWorkerProcess(
     lockTimeoutMs: settings.dbLockTimeoutMs,
     poolMax: settings.dbPoolMax,
     balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
-    failover: routingSettings(config).failover,
+    failover: failoverSettings(config),
     productLinks: catalogSettings(config).productLinks,
   });
   let store: ClaimingStore<typeof opened>;

@@ -236,4 +236,88 @@ describeEachBackend('an order’s attempts on several upstreams', (backend) => {
     assert.equal(failed.order.status, 'FAILED');
     assert.deepEqual(await attemptsOf(store, 'S1'), [['default', 'S1', 'FAILED', null]]);
   });
+
+  test('a refusal of a create sent again (after one without an answer) never fails over: the first may have landed', async (t) => {
+    const { store, clock } = await routedOrder(backend, t);
+    const claimed = (await store.claims.claimNextQueued())!;
+    await store.writer.startSubmission('R1', claimed.claim, { leaseMs: 60_000 });
+    await store.writer.markSubmissionUnknown('R1', { claim: claimed.claim });
+    // The reconciler read 404 (the upstream had not committed the first yet) and sends it again.
+    clock.advance(5_000);
+    await store.writer.startSubmission('R1', claimed.claim, { leaseMs: 60_000, knownAbsent: true });
+    const refused = await store.writer.markRejected('R1', 'INSUFFICIENT_BALANCE', 'the first took it', {
+      claim: claimed.claim,
+    });
+
+    assert.equal(refused.partnerRef, 'R1');
+    assert.deepEqual(await attemptsOf(store, 'R1'), [['default', 'R1', 'rejected', null]]);
+  });
+
+  test('an order refused for its target, then reported FAILED by the same supplier, stays on it: the shop was told it was refused', async (t) => {
+    const { store } = await routedOrder(backend, t, { sent: true });
+    await store.writer.markRejected('R1', 'INVALID_TARGET', 'no such player');
+    const failed = await store.writer.applyOrderSnapshot(
+      snapshot('R1', 'FAILED', { product_name: 'ML 86' }),
+      {
+        source: 'webhook',
+        eventId: 'f1',
+      },
+    );
+    assert.equal(failed.order.partnerRef, 'R1');
+    assert.deepEqual(await attemptsOf(store, 'R1'), [['default', 'R1', 'FAILED', null]]);
+  });
+
+  test('when the next attempt’s ref already names another order, the order ends with its outcome instead', async (t) => {
+    const { store } = await routedOrder(backend, t, { sent: true });
+    // beta's own order under R1~2, first heard of in its webhook (placed elsewhere).
+    await store.writer.applyOrderSnapshot(snapshot('R1~2', 'PROCESSING'), {
+      source: 'webhook',
+      eventId: 'b1',
+      upstream: 'beta',
+    });
+    const named = { product_name: 'ML 86' };
+    await store.writer.applyOrderSnapshot(snapshot('R1', 'PENDING', named), { source: 'create' });
+    const failed = await store.writer.applyOrderSnapshot(snapshot('R1', 'FAILED', named), {
+      source: 'webhook',
+      eventId: 'e1',
+    });
+
+    assert.equal(failed.order.partnerRef, 'R1');
+    assert.equal(failed.order.status, 'FAILED');
+    assert.equal((await store.queries.getOrder('R1~2'))?.status, 'PROCESSING', "beta's order is its own");
+  });
+
+  test('a candidate no longer configured is passed over', async (t) => {
+    const { store } = await backend.tempStore(t, {
+      failover: { maxAttempts: 3, withinMs: 600_000, upstreams: ['default', 'gamma'] },
+    });
+    await store.writer.admitQueuedOrder(
+      { partnerRef: 'R1', productCode: 'ML86', data: DATA, route: ROUTE },
+      100,
+    );
+    await store.writer.markRejected('R1', 'INSUFFICIENT_BALANCE', 'low');
+    // beta was removed from the upstreams file: the next attempt is gamma's, numbered 2.
+    assert.deepEqual(await attemptsOf(store, 'R1'), [
+      ['default', 'R1', 'rejected', 'INSUFFICIENT_BALANCE'],
+      ['gamma', 'R1~2', 'queued', null],
+    ]);
+  });
+
+  test('what a sender records late about an ended later attempt changes nothing and is never an error', async (t) => {
+    const { store } = await routedOrder(backend, t);
+    await store.writer.markRejected('R1', 'INSUFFICIENT_BALANCE', 'low');
+    const claim = (await withClaims(store, store.claims.settings, 'beta').claims.claimNextQueued())!.claim;
+    await store.writer.startSubmission('R1~2', claim, { leaseMs: 60_000 });
+    await store.writer.applyOrderSnapshot(snapshot('R1~2', 'FAILED'), { source: 'poll', upstream: 'beta' });
+    const before = await store.queries.getOrder('R1');
+    assert.equal(before?.partnerRef, 'R1~3');
+
+    // beta's pump and reconciler, late, about R1~2.
+    await store.writer.markSubmissionUnknown('R1~2', { claim });
+    await store.claims.recordPoll('R1~2', { claim });
+    await store.claims.recordFailedPoll('R1~2', { claim });
+    assert.equal(await store.writer.startSubmission('R1~2', claim, { leaseMs: 60_000 }), undefined);
+
+    assert.deepEqual(await store.queries.getOrder('R1'), before);
+  });
 });
