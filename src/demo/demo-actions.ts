@@ -2,7 +2,8 @@ import { EXIT } from '../cli/exit-codes.js';
 import { renderTable, runAction } from '../cli/output.js';
 import { createProgressLine } from '../cli/progress.js';
 import { toPublicJson } from '../cli/public-json.js';
-import { DEMO_FAULTS, type DemoReport, runDemo } from './demo.js';
+import { type DemoReport, runDemo } from './demo.js';
+import { DEMO_FAULTS } from './demo-settings.js';
 
 /** The demo's summary of what the faults did, what reconciling cost and what the shop was sent. */
 export function summaryLines({ counts, shop }: DemoReport): string[] {
