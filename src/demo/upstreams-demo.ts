@@ -85,7 +85,7 @@ export interface UpstreamsDemoReport {
  * under {@link DEMO_FAULTS}; the receiver, the worker (a pump, reconciler and catalog refresh per
  * upstream), the shop API routing by `cheapest`, and the small shop. The shop places a rush of
  * orders at once (all routed to beta, the cheaper: its balance covers eight), waits until every one
- * has ended, then places a few more (beta's balance now below the price: routed to default). Beta's
+ * has ended, then places a few more (beta's balance below the price: routed to default). Beta's
  * FAILED orders and its INSUFFICIENT_BALANCE refusals go on to default. Each order is followed
  * until the store has it final, every attempt is on its upstream as the store says, no upstream
  * holds a second SUCCESS, and the shop holds the store's latest version. Everything it started is
@@ -229,7 +229,9 @@ export async function runUpstreamsDemo(options: UpstreamsDemoOptions = {}): Prom
     // routed to beta; its balance covers eight, so the rest are refused there and go on to default.
     await place(options.rush ?? 16);
     await settle();
-    // Beta's balance is now below the price in h2h-sync's ledger: new orders go straight to default.
+    // Beta's balance is now below the price in h2h-sync's ledger, and new orders go straight to
+    // default; unless a FAILED order of beta's was credited back after the rush's last create
+    // (realistic timings), which leaves beta room for one more.
     await place(options.later ?? 4);
     const rows = await settle();
     const elapsedMs = Date.now() - started;
