@@ -50,5 +50,12 @@ export function registerDemoCommand(program: Command): void {
       DEMO_TIME_SCALE,
     )
     .option('--json', 'print the report as JSON')
-    .action(async (flags) => (await actions()).demo(flags));
+    .action(async (flags, command: Command) => {
+      if (flags.upstreams === 2 && command.getOptionValueSource('perTimeline') === 'cli') {
+        command.error(
+          "error: option '--per-timeline' is for one upstream: with --upstreams 2 the shop places 16 orders at once, then 4 more (docs/demo.md)",
+        );
+      }
+      return (await actions()).demo(flags);
+    });
 }
