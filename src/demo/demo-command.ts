@@ -15,6 +15,11 @@ function timeScaleArg(value: string): number {
   return n;
 }
 
+function upstreamCount(value: string): 1 | 2 {
+  if (value !== '1' && value !== '2') throw new InvalidArgumentError('expected 1 or 2');
+  return Number(value) as 1 | 2;
+}
+
 /** What the command does, loaded when it runs (docs/cli.md, "Adding a command"). */
 const actions = () => import('./demo-actions.js');
 
@@ -25,7 +30,13 @@ export function registerDemoCommand(program: Command): void {
     .description(
       'run everything on embedded defaults against the simulator with faults, and show that every order converges',
     )
-    .option('--per-timeline <n>', 'orders per simulator timeline', wholeNumber, 5)
+    .option(
+      '--upstreams <n>',
+      '1: one upstream, every simulator timeline; 2: two upstreams (default, and beta: cheaper, failing part of its orders, running out of balance), orders routed by price and failing over (docs/demo.md)',
+      upstreamCount,
+      1,
+    )
+    .option('--per-timeline <n>', 'orders per simulator timeline (one upstream)', wholeNumber, 5)
     .option('--seed <n>', 'seed of the simulator faults and timings', wholeNumber, 1)
     .addOption(
       new Option('--profile <name>', 'simulator timing profile (docs/simulator.md)')
@@ -39,5 +50,12 @@ export function registerDemoCommand(program: Command): void {
       DEMO_TIME_SCALE,
     )
     .option('--json', 'print the report as JSON')
-    .action(async (flags) => (await actions()).demo(flags));
+    .action(async (flags, command: Command) => {
+      if (flags.upstreams === 2 && command.getOptionValueSource('perTimeline') === 'cli') {
+        command.error(
+          "error: option '--per-timeline' is for one upstream: with --upstreams 2 the shop places 16 orders at once, then 4 more (docs/demo.md)",
+        );
+      }
+      return (await actions()).demo(flags);
+    });
 }

@@ -17,6 +17,14 @@ export interface ShopNotificationCounts {
   outOfDate: number;
 }
 
+/** The demo's summary line of what the shop did with its notifications. */
+export function shopNotificationsLine(n: ShopNotificationCounts): string {
+  return (
+    `shop: ${n.received} notifications received, ${n.verified} verified with standardwebhooks, ${n.rejected} rejected; ` +
+    `${n.duplicates} duplicates and ${n.outOfDate} out of date (by version) discarded`
+  );
+}
+
 /** The small shop of `h2h-sync demo`: a notification endpoint that keeps the latest version of each order. */
 export interface DemoShop {
   /** The URL to register as the notification endpoint. */

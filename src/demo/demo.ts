@@ -1,14 +1,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import type { Registry } from 'prom-client';
 import { request } from 'undici';
 import { startApi } from '../api/server.js';
 import { loadConfig, receiverSettings } from '../config/config.js';
 import { startRedisServer } from '../dev/redis-server.js';
-import { type PublicOrder, samePublicOrder } from '../domain/public-order.js';
+import type { PublicOrder } from '../domain/public-order.js';
 import type { ApiErrorBody } from '../lib/index.js';
 import { addEndpoint } from '../notify/operations.js';
 import { newPartnerRef } from '../orders/partner-ref.js';
@@ -18,12 +17,17 @@ import { createSimulator } from '../simulator/index.js';
 import type { Order } from '../upstream/model.js';
 import { startWorkerProcess } from '../worker/server.js';
 import { DEMO_TIME_SCALE } from './defaults.js';
+import {
+  DEMO_FAULTS,
+  DEMO_FIXTURE,
+  DEMO_KEY,
+  DEMO_REALISTIC,
+  DEMO_SECRET,
+  DEMO_SIM_RATE,
+  demoServiceEnvironment,
+} from './demo-settings.js';
 import { type ShopNotificationCounts, startDemoShop } from './demo-shop.js';
-
-/** The demo fixture, found from src/demo and dist/demo alike. */
-const DEMO_FIXTURE = fileURLToPath(new URL('../../fixtures/demo.json', import.meta.url));
-const DEMO_KEY = 'sim_key_demo_M0001';
-const DEMO_SECRET = 'sim_secret_demo_M0001';
+import { describeOrder, describeUpstream, sameState, shopHoldsLatest } from './order-views.js';
 
 /** The timelines of docs/simulator.md the demo places orders on, by user_id suffix. */
 export const DEMO_TIMELINES: ReadonlyArray<{ suffix: string; timeline: string }> = [
@@ -36,26 +40,6 @@ export const DEMO_TIMELINES: ReadonlyArray<{ suffix: string; timeline: string }>
   { suffix: '0007', timeline: 'PENDING until moved by hand' },
   { suffix: '0000', timeline: 'refused: INVALID_TARGET' },
 ];
-
-/** The realistic mix of faults the demo runs under (docs/simulator.md, "Faults"). */
-export const DEMO_FAULTS = {
-  webhook_drop: 0.25,
-  webhook_duplicate: 0.2,
-  webhook_reorder: 0.2,
-  webhook_bad_signature: 0.1,
-  create_response_delay_ms: 300,
-  create_drop_response: 0.05,
-};
-
-/**
- * The realistic profile's defaults (docs/simulator.md, "Profiles and time scale") except the
- * stuck orders: more of them (5 %) and stuck for 10 to 15 simulated minutes instead of hours,
- * so that the demo shows them and still ends in seconds.
- */
-export const DEMO_REALISTIC = {
-  stuck_share: 0.05,
-  stuck_duration: { median_s: 600, p99_s: 900 },
-};
 
 /** What the faults did and what reconciling cost, from the simulator's and the service's own counters. */
 export interface DemoCounts {
@@ -220,42 +204,6 @@ async function countWhatHappened(
   }
 }
 
-/** The store's or the shop's view of an order: both read the same public representation. */
-function describeOrder(order: PublicOrder | undefined): string {
-  if (!order) return 'none';
-  if (order.submission === 'rejected') return `rejected ${order.rejection?.code}`;
-  if (!order.status) return `submission ${order.submission}`;
-  return `${order.status}${order.serial_number ? ` ${order.serial_number}` : ''}`;
-}
-
-function describeUpstream(order: Order | undefined, rejected: string | undefined): string {
-  if (!order) return rejected ? `rejected ${rejected}` : 'none';
-  return `${order.status}${order.serial_number ? ` ${order.serial_number}` : ''}`;
-}
-
-/** What is compared: status, serial number, success time and invoice, or a refusal on both sides. */
-function sameState(local: PublicOrder | undefined, upstream: Order | undefined, rejected?: string): boolean {
-  if (!local) return false;
-  if (!upstream)
-    return rejected !== undefined && local.submission === 'rejected' && local.rejection?.code === rejected;
-  return (
-    local.status === upstream.status &&
-    local.serial_number === upstream.serial_number &&
-    local.success_at === upstream.success_at &&
-    local.invoice_number === upstream.invoice_number
-  );
-}
-
-/** The shop holds exactly the store's latest version: same `version`, same representation. */
-function shopHoldsLatest(shop: PublicOrder | undefined, local: PublicOrder | undefined): boolean {
-  return (
-    shop !== undefined &&
-    local !== undefined &&
-    shop.version === local.version &&
-    samePublicOrder(shop, local)
-  );
-}
-
 /**
  * The main job on embedded defaults: a private Redis, the simulator with the demo fixture and
  * {@link DEMO_FAULTS}, the receiver, the worker (event worker, reconciler, submission pump,
@@ -289,8 +237,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
       realistic: DEMO_REALISTIC,
       timeScale,
       seed: options.seed ?? 1,
-      rateLimit: 60,
-      rateWindowMs: 6000,
+      ...DEMO_SIM_RATE,
     });
     stops.push(() => sim.close());
     const control = async (method: 'POST' | 'PATCH', path: string, body: unknown) => {
@@ -306,26 +253,10 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
     };
 
     const config = loadConfig({
+      ...demoServiceEnvironment(redis.url, join(dir, 'h2h-sync.db')),
       H2H_BASE_URL: sim.baseUrl,
       H2H_API_KEY: DEMO_KEY,
       H2H_API_SECRET: DEMO_SECRET,
-      REDIS_URL: redis.url,
-      H2H_DB_PATH: join(dir, 'h2h-sync.db'),
-      PORT: '0',
-      H2H_RECEIVER_METRICS_PORT: '0',
-      LOG_LEVEL: 'silent',
-      H2H_RATE_LIMIT: '60',
-      H2H_RATE_WINDOW_MS: '6000',
-      H2H_HEADERS_TIMEOUT_MS: '2000',
-      RECONCILE_EVERY_S: '1',
-      RECONCILE_FIRST_POLL_DELAY_S: '3',
-      RECONCILE_BACKOFF_S: '2,4,10',
-      // The demo loses a quarter of all webhooks for good, far more than any real upstream, and
-      // lasts seconds: the audit re-reads a SUCCESS after 5 s (not a day), so a refund whose
-      // webhook was lost is found within the demo.
-      RECONCILE_AUDIT_EVERY_S: '5',
-      ADMIN_PORT: '0',
-      API_PORT: '0',
     });
     const logger = pino({ level: 'silent' });
     // Started before the worker, so it is stopped after it: the notifier may be delivering.
