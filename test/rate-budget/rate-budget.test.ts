@@ -17,6 +17,9 @@ async function redisFor(t: Context, url?: string): Promise<{ redis: Redis; url: 
   const serverUrl = url ?? (await privateRedis(t)).url;
   const redis = new Redis(serverUrl, { maxRetriesPerRequest: 1 });
   t.after(() => redis.disconnect());
+  // Ready (its INFO check answered) before a test starts a MONITOR beside it: that INFO seen by a
+  // monitor connection still switching into monitor mode is ioredis' "Command queue state error".
+  await redis.ping();
   return { redis, url: serverUrl };
 }
 
