@@ -1,4 +1,5 @@
 import type { EventReason, NewEventRow, OrderRow, SubmissionState } from '../store/local-order.js';
+import { parseAttempts } from './attempt-records.js';
 import { type FeedChange, publish } from './feed-change.js';
 import { afterSubmissionOutcome } from './poll-rules.js';
 
@@ -86,7 +87,11 @@ export function planSettlement(
     event: {
       partner_ref: endedAttempt ?? row.partner_ref,
       source: 'create',
-      upstream: row.upstream,
+      upstream:
+        endedAttempt === undefined
+          ? row.upstream
+          : (parseAttempts(row.attempts).find((a) => a.partner_ref === endedAttempt)?.upstream ??
+            row.upstream),
       event_id: null,
       status: null,
       payload: JSON.stringify(outcome),

@@ -86,10 +86,10 @@ describeEachBackend('an order’s attempts on several upstreams', (backend) => {
     assert.equal(unchanged?.submissionState, 'queued');
     assert.equal(unchanged?.nextPollAt, null);
     assert.deepEqual(
-      (await store.queries.listEvents('R1')).map((e) => [e.partnerRef, e.reason]),
+      (await store.queries.listEvents('R1')).map((e) => [e.partnerRef, e.upstream, e.reason]),
       [
-        ['R1', 'rejected'],
-        ['R1', 'earlier_attempt'],
+        ['R1', 'default', 'rejected'],
+        ['R1', 'default', 'earlier_attempt'],
       ],
     );
     // beta's pump takes it at once; the default's has nothing.
