@@ -19,6 +19,7 @@ import {
 import type { OrderSnapshot } from '../upstream/order-snapshot.js';
 import { isEndedAttempt, type OrderRoute } from './attempts.js';
 import { type FeedChange, publish } from './feed-change.js';
+import { NO_SUBMISSION_OUTCOME, newOrderRow } from './new-order-row.js';
 import { afterChange, afterSubmissionOutcome, type FirstPollLookup } from './poll-rules.js';
 import { decideSnapshot, isFinalStatus, isKnownStatus } from './state-machine.js';
 import { OPEN_SUBMISSIONS } from './submission-plan.js';
@@ -88,20 +89,6 @@ export interface ApplyOptions {
   upstream?: string;
 }
 
-/**
- * The columns of a submission's outcome short of acceptance (a rejection, a block, a cancel, a
- * create in doubt): none on a new order, and none once the upstream has the order.
- */
-const NO_SUBMISSION_OUTCOME = {
-  rejection_code: null,
-  rejection_detail: null,
-  blocked_code: null,
-  blocked_detail: null,
-  cancel_code: null,
-  cancel_detail: null,
-  create_in_doubt_at: null,
-} as const;
-
 /** Upstream facts that a snapshot carries and an order keeps once known. */
 const KEPT_FIELDS = [
   'invoice_number',
@@ -157,50 +144,6 @@ export const ORDER_COLUMNS = [
   'final_at',
   'version',
 ] as const satisfies readonly (keyof OrderRow)[];
-
-/** A new order that nothing is known of yet but its reference, submission state and time. */
-function newOrderRow(
-  partnerRef: string,
-  upstream: string,
-  now: number,
-  submission: SubmissionState,
-): NewOrderRow {
-  return {
-    partner_ref: partnerRef,
-    shop_ref: partnerRef,
-    upstream,
-    attempt: 1,
-    attempts: null,
-    route: null,
-    invoice_number: null,
-    product_code: null,
-    product_id: null,
-    target_data: null,
-    callback_url: null,
-    request: null,
-    amount: null,
-    status: null,
-    upstream_status: null,
-    serial_number: null,
-    nickname: null,
-    message: null,
-    target: null,
-    product_name: null,
-    created_at: null,
-    success_at: null,
-    local_created_at: now,
-    updated_at: now,
-    submission_state: submission,
-    ...NO_SUBMISSION_OUTCOME,
-    first_sent_at: null,
-    last_polled_at: null,
-    next_poll_at: null,
-    poll_count: 0,
-    stuck_at: null,
-    final_at: null,
-    version: 0,
-  };
-}
 
 /**
  * The row of an order written before it is submitted upstream (submission `pending`, or `queued`

@@ -7,6 +7,7 @@ import {
   parseRoute,
   type RouteCandidate,
 } from './attempt-records.js';
+import { newOrderRow } from './new-order-row.js';
 
 export {
   type EndedAttempt,
@@ -159,10 +160,11 @@ export function planNextAttempt(
     },
   ];
   const attempt = next.attempt + 1;
+  // A new order on the candidate, but for what stays the shop's: its ref, request, target, time.
   return {
-    ...next,
-    partner_ref: attemptRef(next.shop_ref, attempt),
-    upstream: candidate.upstream,
+    ...newOrderRow(attemptRef(next.shop_ref, attempt), candidate.upstream, now, 'queued'),
+    id: next.id,
+    shop_ref: next.shop_ref,
     attempt,
     attempts: JSON.stringify(attempts),
     route: JSON.stringify({
@@ -171,33 +173,13 @@ export function planNextAttempt(
       next: rest,
     } satisfies OrderRoute),
     product_code: candidate.product_code,
-    product_id: null,
     product_name: candidate.product_name ?? next.product_name,
     amount: candidate.price,
-    invoice_number: null,
-    status: null,
-    upstream_status: null,
-    serial_number: null,
-    nickname: null,
-    message: null,
-    target: null,
-    created_at: null,
-    success_at: null,
-    submission_state: 'queued',
-    rejection_code: null,
-    rejection_detail: null,
-    blocked_code: null,
-    blocked_detail: null,
-    cancel_code: null,
-    cancel_detail: null,
-    first_sent_at: null,
-    create_in_doubt_at: null,
-    last_polled_at: null,
-    next_poll_at: null,
-    poll_count: 0,
-    stuck_at: null,
-    final_at: null,
-    updated_at: now,
+    target_data: next.target_data,
+    callback_url: next.callback_url,
+    request: next.request,
+    local_created_at: next.local_created_at,
+    version: next.version,
   };
 }
 
