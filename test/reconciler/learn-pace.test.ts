@@ -59,7 +59,7 @@ async function deliverFinal(
 
 /** What a reconcile pass does first: learns the pace from what the store recorded, and writes the plans. */
 function learn(store: TestStore, options: { windowEvents?: number } = {}) {
-  return learnPace(store.pollPlans, store.claims.settings, options);
+  return learnPace(store.pollPlans, store.claims.upstream, store.claims.settings, options);
 }
 
 /** The exact q-quantile of a sample (nearest rank). */
@@ -281,7 +281,7 @@ test('a reconciler writes the first-poll plans of its settings when it starts, b
   const env = await reconcilerEnv(t, { settings: { firstPollDelayMs: 7_000, everyMs: 3_600_000 } });
   env.db.prepare('DELETE FROM poll_plans').run(); // as on a store no reconciler has planned
   await startTestReconciler(env);
-  const plans = await env.store.pollPlans.all();
+  const plans = await env.store.pollPlans.ofUpstream('default');
   assert.deepEqual([...plans.keys()], [EVERY_PRODUCT]);
   assert.equal(
     plans.get(EVERY_PRODUCT)!.minMs,
