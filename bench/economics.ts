@@ -69,7 +69,7 @@ import { openStore } from '../src/store/open-store.js';
 import { checkedAtSql } from '../src/store/order-claims.js';
 import { withClaims } from '../src/store/order-store.js';
 import { UpstreamClient } from '../src/upstream/client.js';
-import type { Order } from '../src/upstream/model.js';
+import { DEFAULT_UPSTREAM, type Order } from '../src/upstream/model.js';
 import { createEventWorker } from '../src/worker/event-worker.js';
 import { type BenchStoreKind, benchStore, benchStoreKinds } from './bench-store.js';
 
@@ -519,7 +519,7 @@ async function runDay(
       return row.total === 0 ? 1 : row.checked / row.total;
     };
     const coverageEndOfDay = await coverage();
-    const pace = (await store.pollPlans.all()).get(PRODUCT) ?? null;
+    const pace = (await store.pollPlans.ofUpstream(DEFAULT_UPSTREAM)).get(PRODUCT) ?? null;
 
     // The tail: until every order matches the simulator's truth and every refund is found, or
     // the last refund has left the audit window.

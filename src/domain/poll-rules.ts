@@ -5,7 +5,7 @@ import { isFinalStatus } from './state-machine.js';
 
 /**
  * When an order is polled (docs/reconciler.md, "Which orders, and when"), as pure functions of
- * the order's row, the time, the first-poll plan of its product and, for the reconciler's own
+ * the order's row, the time, the first-poll plan of its upstream and product and, for the reconciler's own
  * records, the schedule's settings: no SQL. The writer asks {@link afterChange} in the
  * transaction of its write; the store's `OrderClaims` (order-claims.ts) asks
  * {@link planPollRecord}. Every backend goes through the same functions, so the rule exists once.
@@ -73,8 +73,15 @@ export interface FirstPollPlan {
   samples: number;
 }
 
-/** The plan of every product, as the writer reads it (store/poll-plans.ts). */
-export type FirstPollLookup = (productCode: string | null) => FirstPollPlan;
+/** What a first-poll plan is looked up by: the order's upstream and its product there. */
+export type FirstPollKey = Pick<OrderRow, 'upstream' | 'product_code'>;
+
+/**
+ * The plan of every upstream's products, as the writer reads it (store/poll-plans.ts): the
+ * order's upstream's plan of its product, else that upstream's plan of every product, else the
+ * fixed delay. Never another upstream's: each supplier has its own pace.
+ */
+export type FirstPollLookup = (order: FirstPollKey) => FirstPollPlan;
 
 /** `RECONCILE_FIRST_POLL_DELAY_S`'s default, in ms: 30 s. */
 export const DEFAULT_FIRST_POLL_DELAY_MS = 30_000;
@@ -114,7 +121,7 @@ export function firstPollPlan(
  * What the first poll of an order depends on: its product's pace, counted from its creation
  * upstream (see {@link pollBaseOf}).
  */
-export type FirstPollFields = Pick<OrderRow, 'product_code' | 'local_created_at' | 'created_at'>;
+export type FirstPollFields = FirstPollKey & Pick<OrderRow, 'local_created_at' | 'created_at'>;
 
 /**
  * The instant an order's time to a final state counts from, on the local clock: its local
@@ -196,13 +203,13 @@ export function isSettled(row: SettledFields): boolean {
 
 /**
  * When an order created or changed at `now` is first polled: when its final webhook is overdue
- * (docs/reconciler.md, "When the first poll comes"), as its product's plan says
+ * (docs/reconciler.md, "When the first poll comes"), as its upstream's plan of its product says
  * ({@link FirstPollPlan}): at its creation ({@link pollBaseOf}) + the learned quantile of the
  * product's time to a final state + the median webhook delivery delay, within the plan's bounds
  * from now; without a learned pace, the fixed delay from now.
  */
 export function firstPollAt(row: FirstPollFields, now: number, firstPolls: FirstPollLookup): number {
-  const { finalMs, deliveryMs, minMs, maxMs } = firstPolls(row.product_code);
+  const { finalMs, deliveryMs, minMs, maxMs } = firstPolls(row);
   const overdueAt = Math.round(pollBaseOf(row, now) + finalMs + deliveryMs);
   return Math.min(Math.max(overdueAt, now + minMs), now + maxMs);
 }
@@ -251,7 +258,7 @@ function isOutlier(current: OrderRow, now: number, firstPolls: FirstPollLookup):
   if (current.final_at !== null || current.submission_state !== 'accepted') return false;
   // Only the product's own pace (outlierMs is null otherwise): every product's together says
   // little of a slow one.
-  const { outlierMs } = firstPolls(current.product_code);
+  const { outlierMs } = firstPolls(current);
   return outlierMs !== null && now - pollBaseOf(current, now) > outlierMs;
 }
 

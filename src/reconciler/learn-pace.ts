@@ -13,12 +13,15 @@ import { parseUpstreamTime } from '../upstream/upstream-time.js';
 export const PACE_WINDOW_EVENTS = 20_000;
 
 /**
- * Learns the upstream's pace from what the store recorded (docs/reconciler.md, "When the first
- * poll comes") and writes each product's first-poll plan (store/poll-plans.ts), which every
- * writer then reads. The reconciler does it at its start and at the start of each pass, under the
- * pass lock, so one process at a time writes the plans. Returns the plans it wrote.
+ * Learns `upstream`'s pace from what the store recorded of it (docs/reconciler.md, "When the
+ * first poll comes") and writes its first-poll plan of each product (store/poll-plans.ts), which
+ * every writer then reads for that upstream's orders. Each upstream's reconciler does it for its
+ * own upstream at its start and at the start of each pass, under its pass lock, so one process
+ * at a time writes an upstream's plans, and no reconciler writes another's. Returns the plans it
+ * wrote.
  *
- * From the last {@link PACE_WINDOW_EVENTS} webhooks and moves to a final state: per product, the time from each order's
+ * From the last {@link PACE_WINDOW_EVENTS} webhooks and moves to a final state that `upstream`
+ * said (an ended attempt's among them): per product, the time from each order's
  * creation upstream to its final state (SUCCESS at its `success_at`, else the event time of the
  * webhook that said so; once per order); and a webhook's delivery delay, from its event time to
  * its arrival. Each distribution is a histogram on logarithmic buckets (pace-math.ts), read as
@@ -27,6 +30,7 @@ export const PACE_WINDOW_EVENTS = 20_000;
  */
 export async function learnPace(
   plans: Pick<PollPlans, 'recentEvents' | 'replace'>,
+  upstream: string,
   settings: Pick<
     PollScheduleSettings,
     'firstPollDelayMs' | 'firstPollMinMs' | 'firstPollMaxMs' | 'firstPollQuantile' | 'paceMinSamples'
@@ -38,7 +42,7 @@ export async function learnPace(
   if (quantile === 0) {
     learned.set(EVERY_PRODUCT, firstPollPlan(settings, null));
   } else {
-    const { delivery, byProduct, all } = histogramsOf(await plans.recentEvents(windowEvents));
+    const { delivery, byProduct, all } = histogramsOf(await plans.recentEvents(upstream, windowEvents));
     const pace = { quantile, minSamples };
     for (const [product, own] of byProduct) {
       const estimate = estimatePace(pace, { delivery, own, all: [] });
@@ -46,20 +50,20 @@ export async function learnPace(
     }
     learned.set(EVERY_PRODUCT, firstPollPlan(settings, estimatePace(pace, { delivery, own: null, all })));
   }
-  await plans.replace(learned);
+  await plans.replace(upstream, learned);
   return learned;
 }
 
 /**
- * {@link learnPace} with the settings of `store.claims`, as the reconciler does at its start and
- * each pass: a failure (the store unreachable) is logged and leaves the plans as they were, for
- * the next pass to try again.
+ * {@link learnPace} of the claims' upstream with their settings (`store.claims`), as that
+ * upstream's reconciler does at its start and each pass: a failure (the store unreachable) is
+ * logged and leaves the plans as they were, for the next pass to try again.
  */
 export async function relearnPace(
   store: Pick<ClaimingStore, 'pollPlans' | 'claims'>,
   logger: Pick<Logger, 'warn'> | undefined,
 ): Promise<void> {
-  await learnPace(store.pollPlans, store.claims.settings).catch((error: unknown) =>
+  await learnPace(store.pollPlans, store.claims.upstream, store.claims.settings).catch((error: unknown) =>
     logger?.warn({ err: error }, 'the pace could not be learned: the first-poll plans stay as they were'),
   );
 }

@@ -93,17 +93,11 @@ export interface RunPassOptions {
   /** Stops the pass before the next order. */
   signal?: AbortSignal;
   onProgress?: (progress: PassProgress) => void;
-  /**
-   * Whether the pass learns the pace and writes the first-poll plans first. Default: true; false
-   * for the reconcilers of every upstream but the default one, as the plans are per product, not
-   * per upstream (startReconciler's `learnPace`).
-   */
-  learnPace?: boolean;
 }
 
 /**
  * One reconciliation pass: under the pass lock (when given), learns the upstream's pace and
- * writes each product's first-poll plan ({@link relearnPace}), probes the upstream first when the
+ * writes its first-poll plan of each product ({@link relearnPace}), probes the upstream first when the
  * circuit is open or blocked orders wait (one `GET /profile`: a success closes the circuit, a
  * failure opens it or keeps it open and ends the pass), then claims
  * due orders one at a time, longest-due first (`claimDueForPoll`), and polls each with
@@ -141,7 +135,7 @@ export async function runReconcilePass(
     const signals = [options.signal, held?.signal].filter((s): s is AbortSignal => s !== undefined);
     // First the first-poll plans, from what the store recorded since the last pass: the orders
     // this pass reschedules, and every write after it, follow the newest pace.
-    if (options.learnPace ?? true) await relearnPace(deps.store, deps.logger);
+    await relearnPace(deps.store, deps.logger);
     return await pollDueOrders(deps, { ...options, passId, trigger, startedAt, signals });
   } finally {
     await held?.release();

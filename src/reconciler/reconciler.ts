@@ -63,12 +63,6 @@ export interface StartReconcilerOptions {
    * with all of them, which hands each request to its upstream's.
    */
   takePollRequests?: boolean;
-  /**
-   * Whether its passes learn the pace and write the first-poll plans. Default: true. The plans
-   * are per product, not per upstream (store/poll-plans.ts), so a process with several
-   * reconcilers lets one of them (the default upstream's) write them; the others read them.
-   */
-  learnPace?: boolean;
 }
 
 /** A running reconciler. */
@@ -114,7 +108,6 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
   const prefix = options.queuePrefix ?? DEFAULT_QUEUE_PREFIX;
   const { upstream } = store.claims;
   const names = reconcileNames(upstream);
-  const learnsPace = options.learnPace ?? true;
   const metrics =
     options.metrics ??
     createReconcilerMetrics({
@@ -148,7 +141,6 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
     const summary = await runReconcilePass(deps, {
       lock,
       trigger,
-      learnPace: learnsPace,
       ...(budget ? { budget } : {}),
     });
     options.onPass?.(summary);
@@ -189,10 +181,11 @@ export async function startReconciler(options: StartReconcilerOptions): Promise<
   );
   passWorker.on('error', outage.error);
 
-  // The first-poll plans of this reconciler's settings and the pace recorded so far, before the
-  // submission pump or anything else writes an order with them; each pass learns again. Under the
-  // pass lock, as a pass learns: when another process holds it, its pass is learning now.
-  const held = learnsPace ? await lock.acquire() : undefined;
+  // Its upstream's first-poll plans of this reconciler's settings and the pace recorded so far,
+  // before the submission pump or anything else writes an order with them; each pass learns
+  // again. Under its pass lock, as a pass learns: when another process holds it, its pass is
+  // learning now.
+  const held = await lock.acquire();
   if (held) {
     try {
       await relearnPace(store, logger);

@@ -113,8 +113,6 @@ async function startUpstreamEngine(
       redisUrl: config.redisUrl,
       registry,
       takePollRequests: false,
-      // The first-poll plans are per product, not per upstream: one reconciler writes them.
-      learnPace: isDefaultUpstream(account.name),
       ...(options.queuePrefix === undefined ? {} : { queuePrefix: options.queuePrefix }),
       ...(logger ? { logger } : {}),
     });

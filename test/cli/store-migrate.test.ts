@@ -101,7 +101,7 @@ async function fillStore(store: OpenedStore, clock: ManualClock) {
     });
   }
   await store.circuit.open('upstream_failing', { code: 'UPSTREAM_5XX', message: '503 for a minute' });
-  await learnPace(store.pollPlans, scheduleSettings({ paceMinSamples: 1 }));
+  await learnPace(store.pollPlans, 'default', scheduleSettings({ paceMinSamples: 1 }));
   return { refs, token };
 }
 
@@ -125,7 +125,7 @@ async function answers(store: OpenedStore, refs: readonly string[]) {
     syncedAt: await store.catalog.syncedAt(),
     balance: await store.balance.view(),
     circuit: await store.circuit.state(),
-    plans: await store.pollPlans.all(),
+    plans: await store.pollPlans.ofUpstream('default'),
   };
 }
 

@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { learnPace } from '../../src/reconciler/learn-pace.js';
 import { withClaims } from '../../src/store/order-store.js';
 import { runCli } from '../helpers/cli.js';
 import { publicFormBreaches } from '../helpers/public-json.js';
 import { testSettings } from '../helpers/reconciler.js';
 import { privateRedis } from '../helpers/redis.js';
-import { tempStore } from '../helpers/store.js';
+import { planFirstPolls, snapshot, tempStore } from '../helpers/store.js';
 import { type TwoUpstreams, twoSimulatedUpstreams } from '../helpers/upstreams.js';
 
 /** Two simulated upstreams, a private Redis and a store whose first polls are due at once. */
@@ -14,6 +15,7 @@ async function cliOnTwoUpstreams(t: Parameters<typeof privateRedis>[0]) {
   const upstreams = await twoSimulatedUpstreams(t);
   const settings = testSettings({ firstPollDelayMs: 0 });
   const { store, path } = await tempStore(t, { ...settings, now: Date.now });
+  await planFirstPolls(store, 'beta');
   const cli = (args: string[]) => runCli(args, { ...upstreams.env, REDIS_URL: redis.url, H2H_DB_PATH: path });
   return { upstreams, settings, store, cli };
 }
@@ -93,4 +95,37 @@ test("order show --refresh polls an order with its own upstream's client", async
   assert.equal(JSON.parse(shown.stdout).refresh.result, 'polled');
   assert.deepEqual(env.upstreams.logs.beta.gets(), ['beta-show']);
   assert.deepEqual(env.upstreams.logs.default.gets(), []);
+});
+
+test("status shows each upstream's first-poll plan: the pace its own reconciler learned of its own orders", async (t) => {
+  const env = await cliOnTwoUpstreams(t);
+  // One beta order that took 90 s to SUCCESS; beta's reconciler learns from a single sample.
+  await env.store.writer.applyOrderSnapshot(
+    snapshot('beta-done', 'SUCCESS', {
+      created_at: '2026-11-01T00:00:00.000Z',
+      success_at: '2026-11-01T00:01:30.000Z',
+      serial_number: 'SN',
+    }),
+    { source: 'webhook', eventId: 'beta/done', upstream: 'beta' },
+  );
+  await learnPace(env.store.pollPlans, 'beta', { ...env.settings, paceMinSamples: 1 });
+
+  const json = await env.cli(['status', '--json']);
+
+  assert.equal(json.code, 0, json.stderr);
+  const [defaultView, betaView] = JSON.parse(json.stdout).upstreams;
+  assert.equal(defaultView.first_poll.learned, false);
+  assert.equal(defaultView.first_poll.delay_s, 0);
+  assert.equal(betaView.first_poll.learned, true);
+  assert.equal(betaView.first_poll.samples, 1);
+  assert.ok(
+    betaView.first_poll.final_s >= 90 && betaView.first_poll.final_s <= 99,
+    `${betaView.first_poll.final_s}`,
+  );
+  const table = await env.cli(['status']);
+  assert.match(
+    table.stdout,
+    /First poll on default: 0 s after a change, fixed: fewer than 50 final webhooks/,
+  );
+  assert.match(table.stdout, /First poll on beta: learned, p90 of the time to a final state 1 min 3\d s/);
 });

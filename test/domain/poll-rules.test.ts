@@ -68,7 +68,7 @@ const plans = (
 };
 
 test('the learned first poll is bounded by firstPollMinMs and firstPollMaxMs from now', () => {
-  const row = { product_code: 'ML86', local_created_at: NOW, created_at: null };
+  const row = { upstream: 'default', product_code: 'ML86', local_created_at: NOW, created_at: null };
   assert.equal(firstPollAt(row, NOW, plans(null)), NOW + 120_000);
   assert.equal(firstPollAt(row, NOW, plans(200_000)), NOW + 201_000);
   assert.equal(firstPollAt(row, NOW, plans(1000)), NOW + 30_000);
@@ -80,6 +80,7 @@ test('an order that waited before it was sent is first polled from its creation 
   // from the local creation the first poll would be due 50 s ago, i.e. at the 30 s minimum,
   // and would find the order still PENDING.
   const waited = {
+    upstream: 'default',
     product_code: 'ML86',
     local_created_at: NOW - 150_000,
     created_at: new Date(NOW).toISOString(),
@@ -91,6 +92,7 @@ test('an order that waited before it was sent is first polled from its creation 
 
 test('the upstream creation time moves the first poll only later than the local creation, never past now', () => {
   const row = (createdAt: string | null) => ({
+    upstream: 'default',
     product_code: 'ML86',
     local_created_at: NOW,
     created_at: createdAt,
@@ -103,11 +105,11 @@ test('the upstream creation time moves the first poll only later than the local 
   assert.equal(firstPollAt(row('yesterday'), NOW, plans(100_000)), NOW + 101_000);
 });
 
-test("the first poll is planned by the written product's plan, and only for an open order", () => {
-  const asked: Array<string | null> = [];
-  const lookup: FirstPollLookup = (product) => {
-    asked.push(product);
-    return plans(null)(product);
+test("the first poll is planned by the written order's upstream's plan of its product, and only for an open order", () => {
+  const asked: Array<[string, string | null]> = [];
+  const lookup: FirstPollLookup = (order) => {
+    asked.push([order.upstream, order.product_code]);
+    return plans(null)(order);
   };
   assert.equal(
     afterChange(orderRow({ status: 'FAILED', final_at: NOW }), null, true, NOW, lookup).next_poll_at,
@@ -118,8 +120,14 @@ test("the first poll is planned by the written product's plan, and only for an o
     null,
   );
   assert.deepEqual(asked, []);
-  const moved = afterChange(orderRow({ product_code: 'FF100' }), orderRow(), true, NOW, lookup);
-  assert.deepEqual(asked, ['FF100']);
+  const moved = afterChange(
+    orderRow({ upstream: 'beta', product_code: 'FF100' }),
+    orderRow({ upstream: 'beta' }),
+    true,
+    NOW,
+    lookup,
+  );
+  assert.deepEqual(asked, [['beta', 'FF100']]);
   assert.deepEqual(moved, { next_poll_at: NOW + 120_000, poll_count: 0 });
 });
 

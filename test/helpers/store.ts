@@ -59,8 +59,18 @@ export async function withTestClaims(
   settings: PollScheduleSettings,
 ): Promise<TestStore> {
   const store = withClaims(opened, settings);
-  await learnPace(store.pollPlans, settings);
+  await learnPace(store.pollPlans, store.claims.upstream, settings);
   return store;
+}
+
+/**
+ * Writes `upstream`'s first-poll plans of `store`'s settings and the pace recorded so far, as
+ * that upstream's reconciler does at its start (learn-pace.ts): for a test that writes another
+ * upstream's orders as a store a worker on it has run would (the store's own upstream's plans
+ * are written when it opens).
+ */
+export async function planFirstPolls(store: ClaimingStore, upstream: string): Promise<void> {
+  await learnPace(store.pollPlans, upstream, store.claims.settings);
 }
 
 /** The options of {@link tempStore}: the poll schedule's overrides, and the store's clock and settings. */
@@ -178,12 +188,35 @@ export async function everyOrder(
 }
 
 /**
- * Takes a migrated store back to schema 24 inside the write transaction `tx`, as that schema left
- * it: undoes step 25 (an order's attempts: its columns and indexes on orders; the order_events
- * foreign key it dropped is not put back). Every rewind starts here, so a new step is undone in
+ * Takes a migrated store back to schema 25 inside the write transaction `tx`, as that schema left
+ * it: undoes step 26 (the first-poll plans per upstream: the default upstream's are kept, keyed
+ * by product alone; order_events_upstream). Every rewind starts here, so a new step is undone in
  * one place.
  */
+export async function rewindToSchema25(tx: SqlExecutor): Promise<void> {
+  await tx.exec(`
+    DROP INDEX order_events_upstream;
+    CREATE TABLE poll_plans_v25 (
+      product_code TEXT PRIMARY KEY, final_ms BIGINT NOT NULL, delivery_ms BIGINT NOT NULL,
+      min_ms BIGINT NOT NULL, max_ms BIGINT, outlier_ms BIGINT, samples BIGINT NOT NULL,
+      planned_at BIGINT NOT NULL
+    );
+    INSERT INTO poll_plans_v25 (product_code, final_ms, delivery_ms, min_ms, max_ms, outlier_ms, samples, planned_at)
+      SELECT product_code, final_ms, delivery_ms, min_ms, max_ms, outlier_ms, samples, planned_at
+      FROM poll_plans WHERE upstream = 'default';
+    DROP TABLE poll_plans;
+    ALTER TABLE poll_plans_v25 RENAME TO poll_plans;
+  `);
+  await tx.exec(tx.dialect.setSchemaVersionSql(25));
+}
+
+/**
+ * Takes a migrated store back to schema 24 inside the write transaction `tx`, as that schema left
+ * it: {@link rewindToSchema25}, then undoes step 25 (an order's attempts: its columns and indexes
+ * on orders; the order_events foreign key it dropped is not put back).
+ */
 export async function rewindToSchema24(tx: SqlExecutor): Promise<void> {
+  await rewindToSchema25(tx);
   await tx.exec('DROP INDEX orders_shop_ref');
   await tx.exec('DROP INDEX orders_completion');
   for (const column of ['shop_ref', 'attempt', 'attempts', 'route']) {

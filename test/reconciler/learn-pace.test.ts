@@ -4,8 +4,10 @@ import { uniformFloat64 } from 'pure-rand/distribution/uniformFloat64';
 import { xoroshiro128plus } from 'pure-rand/generator/xoroshiro128plus';
 import { bucketMs, GROWTH, paceBucket } from '../../src/domain/pace-math.js';
 import { learnPace } from '../../src/reconciler/learn-pace.js';
+import { reconcileNames } from '../../src/reconciler/reconcile-queue.js';
+import { startReconciler } from '../../src/reconciler/reconciler.js';
 import { openStore } from '../../src/store/open-store.js';
-import type { OrderStore } from '../../src/store/order-store.js';
+import { type OrderStore, withClaims } from '../../src/store/order-store.js';
 import { EVERY_PRODUCT } from '../../src/store/poll-plans.js';
 import { readWebhookJob } from '../../src/worker/webhook-event.js';
 import { reconcilerEnv, startTestReconciler } from '../helpers/reconciler.js';
@@ -59,7 +61,7 @@ async function deliverFinal(
 
 /** What a reconcile pass does first: learns the pace from what the store recorded, and writes the plans. */
 function learn(store: TestStore, options: { windowEvents?: number } = {}) {
-  return learnPace(store.pollPlans, store.claims.settings, options);
+  return learnPace(store.pollPlans, store.claims.upstream, store.claims.settings, options);
 }
 
 /** The exact q-quantile of a sample (nearest rank). */
@@ -281,11 +283,33 @@ test('a reconciler writes the first-poll plans of its settings when it starts, b
   const env = await reconcilerEnv(t, { settings: { firstPollDelayMs: 7_000, everyMs: 3_600_000 } });
   env.db.prepare('DELETE FROM poll_plans').run(); // as on a store no reconciler has planned
   await startTestReconciler(env);
-  const plans = await env.store.pollPlans.all();
+  const plans = await env.store.pollPlans.ofUpstream('default');
   assert.deepEqual([...plans.keys()], [EVERY_PRODUCT]);
   assert.equal(
     plans.get(EVERY_PRODUCT)!.minMs,
     7_000,
     'the fixed delay of its settings, nothing learned yet',
   );
+});
+
+test("each upstream's reconciler writes its own upstream's first-poll plans when it starts, under its own pass lock, and leaves another's as they are", async (t) => {
+  const env = await reconcilerEnv(t, { settings: { firstPollDelayMs: 7_000, everyMs: 3_600_000 } });
+  env.db.prepare('DELETE FROM poll_plans').run();
+  await startTestReconciler(env);
+  // The default upstream's pass lock held by another process: beta's reconciler takes its own.
+  await env.redisClient.set(reconcileNames('default').lockKey, 'another-host', 'PX', 60_000);
+  const betaStore = withClaims(env.store, { ...env.store.claims.settings, firstPollDelayMs: 9_000 }, 'beta');
+  const beta = await startReconciler({
+    settings: env.settings,
+    store: betaStore,
+    client: env.client,
+    redisUrl: env.redis.url,
+    logger: env.log.logger,
+  });
+  env.defer(() => beta.close());
+
+  const fixedDelay = async (upstream: string) =>
+    (await env.store.pollPlans.ofUpstream(upstream)).get(EVERY_PRODUCT)?.minMs;
+  assert.equal(await fixedDelay('default'), 7_000, "the default's plans, left as its reconciler wrote them");
+  assert.equal(await fixedDelay('beta'), 9_000, "beta's, of beta's reconciler's settings");
 });

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { PollScheduleSettings } from '../../src/store/order-claims.js';
 import { withClaims } from '../../src/store/order-store.js';
-import { scheduleSettings, snapshot } from '../helpers/store.js';
+import { planFirstPolls, scheduleSettings, snapshot } from '../helpers/store.js';
 import { describeEachBackend } from '../helpers/store-backends.js';
 
 const DATA = { user_id: '12345678', server_id: '2001' };
@@ -21,6 +21,7 @@ describeEachBackend('the claims on orders and the record of their polls', (backe
 
   test("the claims of one upstream never take another upstream's orders: its client would ask the wrong supplier", async (t) => {
     const { store, clock } = await backend.tempStore(t, { firstPollDelayMs: 1_000 });
+    await planFirstPolls(store, 'beta');
     await store.writer.applyOrderSnapshot(snapshot('on-default', 'PENDING'), { source: 'create' });
     await store.writer.applyOrderSnapshot(snapshot('on-beta', 'PENDING'), {
       source: 'webhook',

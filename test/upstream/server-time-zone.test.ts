@@ -59,7 +59,7 @@ describe('upstream times mean the same instant on a server in Asia/Jakarta (UTC+
       await store.writer.applyOrderSnapshot(event.order, event.options);
     }
 
-    const pace = (await learnPace(store.pollPlans, store.claims.settings)).get('ML86');
+    const pace = (await learnPace(store.pollPlans, 'default', store.claims.settings)).get('ML86');
 
     assert.ok(pace, 'three samples learned');
     assert.equal(pace.samples, 3);

@@ -13,7 +13,7 @@ import { startWorkerProcess } from '../../src/worker/server.js';
 import { metricValue } from '../helpers/reconciler.js';
 import { privateRedis } from '../helpers/redis.js';
 import { httpRequest, userIdEndingIn } from '../helpers/simulator.js';
-import { openTestStore, scheduleSettings, tempDbPath } from '../helpers/store.js';
+import { openTestStore, planFirstPolls, scheduleSettings, tempDbPath } from '../helpers/store.js';
 import { twoSimulatedUpstreams } from '../helpers/upstreams.js';
 import { waitFor } from '../helpers/wait.js';
 import { cleanupScope } from '../helpers/worker.js';
@@ -29,6 +29,7 @@ async function workerOnTwoUpstreams(
   const dbPath = tempDbPath(t);
   const store = await openTestStore(dbPath, scheduleSettings({ firstPollDelayMs: 0 }));
   t.after(() => store.close());
+  await planFirstPolls(store, 'beta');
   const config = loadConfig({
     REDIS_URL: redis.url,
     H2H_DB_PATH: dbPath,

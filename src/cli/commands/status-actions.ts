@@ -15,7 +15,7 @@ import { type ClaimingStore, type OrderStore, withClaims } from '../../store/ord
 import { EVERY_PRODUCT } from '../../store/poll-plans.js';
 import type { OpenCircuit } from '../../store/upstream-circuit.js';
 import { fixFor } from '../../upstream/errors.js';
-import { isDefaultUpstream } from '../../upstream/model.js';
+import { DEFAULT_UPSTREAM, isDefaultUpstream } from '../../upstream/model.js';
 import { openContext } from '../context.js';
 import { printPublicJson, renderTable, runAction } from '../output.js';
 
@@ -58,13 +58,10 @@ export interface StatusReport {
    */
   audit: (AuditCoverage & { windowDays: number; coverage: number | null }) | null;
   /**
-   * When a new order is first polled (docs/reconciler.md, "When the first poll comes"): the pace
-   * learned from every product's final webhooks (each product uses its own once it has enough),
-   * or the fixed delay while too few are known or learning is off.
+   * When a new order of the default upstream is first polled (docs/reconciler.md, "When the
+   * first poll comes"); each upstream's is in `upstreams`.
    */
-  firstPoll:
-    | { learned: true; quantile: number; finalS: number; deliveryS: number; samples: number }
-    | { learned: false; delayS: number; reason: string };
+  firstPoll: FirstPollView;
   /**
    * The shop notifications' backlog, per endpoint (docs/api.md, "Notifications"): events not
    * yet delivered (nor given up), the oldest one's age, those being retried, those given up.
@@ -83,9 +80,20 @@ export interface StatusReport {
   };
 }
 
+/**
+ * When a new order of one upstream is first polled: the pace learned from its every product's
+ * final webhooks (each product uses its own once it has enough), or the fixed delay while too
+ * few are known, learning is off, or its reconciler has not run yet.
+ */
+export type FirstPollView =
+  | { learned: true; quantile: number; finalS: number; deliveryS: number; samples: number }
+  | { learned: false; delayS: number; reason: string };
+
 /** One upstream's line of `h2h-sync status`. */
 export interface UpstreamView {
   name: string;
+  /** Its first-poll plan of every product without its own (docs/reconciler.md, "Several upstreams"). */
+  firstPoll: FirstPollView;
   circuit: OpenCircuit | null;
   budget: BudgetUsage | null;
   /** Its reconcile queue's job counts (`h2h-reconcile-<name>`; the default's is `queues.reconcile`); null without Redis. */
@@ -102,6 +110,7 @@ async function upstreamViews(store: ClaimingStore, config: Config, now: number):
     views.push({
       name,
       circuit: await withClaims(store, settings, name).circuit.state(),
+      firstPoll: await firstPoll(store, name),
       budget: null,
       reconcileQueue: null,
       orders: {
@@ -210,10 +219,11 @@ async function auditCoverage(
   };
 }
 
-async function firstPoll(store: ClaimingStore): Promise<StatusReport['firstPoll']> {
+async function firstPoll(store: ClaimingStore, upstream: string): Promise<FirstPollView> {
   const { firstPollQuantile = 0, paceMinSamples } = store.claims.settings;
-  // The plan every product without its own takes (poll-plans.ts), as the last pass wrote it.
-  const plan = (await store.pollPlans.all()).get(EVERY_PRODUCT);
+  // The plan every product of the upstream without its own takes (poll-plans.ts), as its
+  // reconciler's last pass wrote it.
+  const plan = (await store.pollPlans.ofUpstream(upstream)).get(EVERY_PRODUCT);
   if (plan && plan.samples > 0) {
     return {
       learned: true,
@@ -227,7 +237,7 @@ async function firstPoll(store: ClaimingStore): Promise<StatusReport['firstPoll'
     firstPollQuantile === 0
       ? 'learning is off (RECONCILE_FIRST_POLL_QUANTILE=0)'
       : plan === undefined
-        ? 'no reconcile pass has run on this store yet'
+        ? `no reconcile pass of ${isDefaultUpstream(upstream) ? 'it' : `upstream ${upstream}`} has run on this store yet`
         : `fewer than ${paceMinSamples} final webhooks known yet (RECONCILE_PACE_MIN_SAMPLES)`;
   return { learned: false, delayS: (plan ?? FIXED_FIRST_POLL).minMs / 1000, reason };
 }
@@ -323,13 +333,11 @@ function printStatus(report: StatusReport): void {
   } else {
     out.push('Audit of SUCCESS orders: off (RECONCILE_AUDIT_WINDOW_D=0)');
   }
-  const f = report.firstPoll;
-  out.push(
-    f.learned
-      ? `First poll: learned, p${Math.round(f.quantile * 100)} of the time to a final state ${formatAge(f.finalS)} ` +
-          `+ delivery ${formatAge(f.deliveryS)} (${f.samples} samples, all products; each product uses its own once it has enough)`
-      : `First poll: ${formatAge(f.delayS)} after a change, fixed: ${f.reason}`,
-  );
+  if (report.upstreams.length > 1) {
+    for (const u of report.upstreams) out.push(firstPollText(`First poll on ${u.name}`, u.firstPoll));
+  } else {
+    out.push(firstPollText('First poll', report.firstPoll));
+  }
   const c = report.catalog;
   out.push(
     c.ageS === null
@@ -389,6 +397,14 @@ function printStatus(report: StatusReport): void {
   process.stdout.write(`${out.join('\n')}\n`);
 }
 
+/** A first-poll plan in a line, after `label`. */
+function firstPollText(label: string, f: FirstPollView): string {
+  return f.learned
+    ? `${label}: learned, p${Math.round(f.quantile * 100)} of the time to a final state ${formatAge(f.finalS)} ` +
+        `+ delivery ${formatAge(f.deliveryS)} (${f.samples} samples, all products; each product uses its own once it has enough)`
+    : `${label}: ${formatAge(f.delayS)} after a change, fixed: ${f.reason}`;
+}
+
 /** A budget's window in a line: "12/60 in the last 60 s (polls 3/40)". */
 function budgetText(b: BudgetUsage): string {
   return (
@@ -424,7 +440,7 @@ export const status = async (flags: { json?: boolean }) => {
         upstreams: await upstreamViews(context.store!, context.config, now),
         blocked: await blockedOrders(context.store!, counts),
         audit: await auditCoverage(context.store!, reconcilerSettings(context.config).auditWindowMs, now),
-        firstPoll: await firstPoll(context.store!),
+        firstPoll: await firstPoll(context.store!, DEFAULT_UPSTREAM),
         notifications: await notificationBacklog(context.store!, now),
         catalog: await catalogState(context.store!, now),
       };

@@ -6,6 +6,7 @@ import {
   SHARED_MIGRATIONS_FROM_13,
   SHARED_MIGRATIONS_FROM_18,
   SHARED_MIGRATIONS_FROM_24,
+  SHARED_MIGRATIONS_FROM_26,
 } from '../sql/shared-migrations.js';
 
 /**
@@ -290,4 +291,5 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
       ALTER TABLE order_events DROP CONSTRAINT IF EXISTS order_events_partner_ref_fkey;
     `,
   },
+  ...SHARED_MIGRATIONS_FROM_26,
 ];

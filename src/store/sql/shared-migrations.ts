@@ -206,3 +206,33 @@ export const ATTEMPTS_SQL = `
 /** Schema 25's description, the same on both backends. */
 export const ATTEMPTS_DESCRIPTION =
   "orders.shop_ref (the shop's partner_ref, unique; every order before this step is its own), orders.attempt, orders.attempts and orders.route: an order is placed on one upstream at a time and on the next only after a definite non-fulfilment (docs/upstreams.md); order_events.partner_ref no longer references orders, since an ended attempt's events keep its own partner_ref";
+
+/** The steps from 26 on whose SQL is the same on both backends, listed last by both. */
+export const SHARED_MIGRATIONS_FROM_26: readonly Migration[] = [
+  {
+    version: 26,
+    description:
+      "poll_plans keyed by (upstream, product_code): each upstream's reconciler learns its own pace from its own orders' events and writes its own first-poll plans (docs/reconciler.md, \"Several upstreams\"); every plan before this step is the default upstream's. order_events_upstream on order_events (upstream, id): each upstream's recent events, which its pace is learned from",
+    sql: `
+      CREATE TABLE poll_plans_v26 (
+        upstream     TEXT   NOT NULL,
+        product_code TEXT   NOT NULL,
+        final_ms     BIGINT NOT NULL,
+        delivery_ms  BIGINT NOT NULL,
+        min_ms       BIGINT NOT NULL,
+        max_ms       BIGINT,
+        outlier_ms   BIGINT,
+        samples      BIGINT NOT NULL,
+        planned_at   BIGINT NOT NULL,
+        PRIMARY KEY (upstream, product_code)
+      );
+      INSERT INTO poll_plans_v26
+          (upstream, product_code, final_ms, delivery_ms, min_ms, max_ms, outlier_ms, samples, planned_at)
+        SELECT 'default', product_code, final_ms, delivery_ms, min_ms, max_ms, outlier_ms, samples, planned_at
+        FROM poll_plans;
+      DROP TABLE poll_plans;
+      ALTER TABLE poll_plans_v26 RENAME TO poll_plans;
+      CREATE INDEX order_events_upstream ON order_events (upstream, id);
+    `,
+  },
+];

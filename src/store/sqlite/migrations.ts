@@ -6,6 +6,7 @@ import {
   SHARED_MIGRATIONS_FROM_13,
   SHARED_MIGRATIONS_FROM_18,
   SHARED_MIGRATIONS_FROM_24,
+  SHARED_MIGRATIONS_FROM_26,
 } from '../sql/shared-migrations.js';
 
 /**
@@ -577,4 +578,5 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX order_events_partner_ref ON order_events (partner_ref);
     `,
   },
+  ...SHARED_MIGRATIONS_FROM_26,
 ];
