@@ -32,12 +32,14 @@
  * window at 12 s: each pump sends one order at a time (a claim, the create, its answer's apply),
  * and that cycle must stay under the 200 ms a create slot lasts here (1 s in production) on a
  * loaded 2-core machine that runs all of it in this one process, or the run measures this
- * machine instead of the budgets (each upstream's budget use is printed: about 95 % when the
- * budgets are the bound). Not scaled: the budget's margin (`--margin-ms`, production's 1 s),
+ * machine instead of the budgets. Each upstream's line says which it was: its budget's use, and
+ * per minute its polls, the simulated seconds its pump waited for a create slot (about 60 when
+ * the budget is the bound) and the pump's longest gap between two creates. Not scaled: the budget's margin (`--margin-ms`, production's 1 s),
  * since what it absorbs, the delay between a grant in Redis and the request's arrival upstream,
  * is real time; it costs each budget the same share in both runs. About 3.5 minutes.
  *
- * Exits 1 when a goal is missed: N upstreams' sustained orders per minute below 2.8 × one's, calls
+ * Exits 1 when a goal is missed: N upstreams' sustained orders per minute below 2.8 × one's with
+ * 3 upstreams (in proportion for another N: 2.8 / 3 × N), calls
  * per order above 1.15 × the floor (either run), a 429 on any upstream, or a sent order that did
  * not converge.
  */
@@ -66,7 +68,7 @@ import {
 import { startRedisServer } from '../src/dev/redis-server.js';
 import { acceptOrder } from '../src/orders/accept-order.js';
 import { type SubmissionPump, startSubmissionPump } from '../src/orders/submission-pump.js';
-import { RateBudget } from '../src/rate-budget/rate-budget.js';
+import { type AcquireOptions, type BudgetPriority, RateBudget } from '../src/rate-budget/rate-budget.js';
 import { startReceiver } from '../src/receiver/server.js';
 import { type RunningReconciler, startReconciler } from '../src/reconciler/reconciler.js';
 import { createRouter } from '../src/routing/router.js';
@@ -136,6 +138,29 @@ const MIX: ReadonlyArray<{ suffix: string; share: number }> = [
   { suffix: '0002', share: 0.05 }, // PENDING → FAILED
 ];
 
+/** Records each create slot's wait (the pump's time bound by the budget). */
+class TimedRateBudget extends RateBudget {
+  readonly createWaits: Array<{ at: number; waitedMs: number }> = [];
+  override async acquire(priority: BudgetPriority, options?: AcquireOptions): Promise<void> {
+    const started = Date.now();
+    await super.acquire(priority, options);
+    if (priority === 'create') this.createWaits.push({ at: started, waitedMs: Date.now() - started });
+  }
+}
+
+/** Records each create's whole time (its slot's wait, the request, any retry). */
+class TimedClient extends UpstreamClient {
+  readonly creates: Array<{ at: number; tookMs: number }> = [];
+  override async createOrder(...args: Parameters<UpstreamClient['createOrder']>) {
+    const started = Date.now();
+    try {
+      return await super.createOrder(...args);
+    } finally {
+      this.creates.push({ at: started, tookMs: Date.now() - started });
+    }
+  }
+}
+
 function random(seed: number): () => number {
   const generator = xoroshiro128plus(seed);
   return () => uniformFloat64(generator);
@@ -159,7 +184,15 @@ interface UpstreamFigures {
   /** When the 429s came, in simulated minutes from the first arrival. */
   tooManyAtMin: number[];
   /** Its budget's use (grants in the window ÷ limit), sampled every half window of the measured minutes: mean. */
-  budgetUse: number;
+  budgetUse: { all: number; create: number; poll: number };
+  /** Its submission queue's length at each sample (every half window of the measured minutes). */
+  queued: number[];
+  /** What its pump sent, by outcome. */
+  sent: SubmissionPump['sent'];
+  /** Per measured minute: its reads (polls, GET /orders/:ref), and the simulated seconds its creates waited for a slot. */
+  readsPerMinute: number[];
+  gaps: { longestCreateMs: number; top: Array<{ atMin: number; gapMs: number }> };
+  slotWaitPerMinute: number[];
   /** Orders it was routed (first attempts), and later attempts queued on it. */
   routedFirst: number;
 }
@@ -217,14 +250,23 @@ async function run(n: number): Promise<RunResult> {
       return { fixture, member };
     });
     // Each simulator's member-API calls (creation times from its orders), reads by ref, 429s.
-    const traffic = names.map(() => ({ calls: 0, tooMany: [] as number[], baseline: 0 }));
+    const traffic = names.map(() => ({
+      calls: 0,
+      tooMany: [] as number[],
+      baseline: 0,
+      reads: [] as number[],
+    }));
     const logOf = (i: number) =>
       pino(
         { level: 'info' },
         new Writable({
           write(chunk, _encoding, done) {
             for (const line of chunk.toString().split('\n')) {
-              if (line.includes('incoming request') && line.includes('/v1/member-api')) traffic[i]!.calls++;
+              if (line.includes('incoming request') && line.includes('/v1/member-api')) {
+                traffic[i]!.calls++;
+                if (line.includes('"method":"GET","url":"/v1/member-api/orders/'))
+                  traffic[i]!.reads.push(Date.now());
+              }
               if (line.includes('request completed') && line.includes('"statusCode":429'))
                 traffic[i]!.tooMany.push(Date.now());
             }
@@ -326,14 +368,15 @@ async function run(n: number): Promise<RunResult> {
     // the budget's window and margin scaled.
     const registry = new Registry();
     const reconcilers: RunningReconciler[] = [];
-    const budgets: RateBudget[] = [];
+    const budgets: TimedRateBudget[] = [];
+    const clients: TimedClient[] = [];
     const pumps: SubmissionPump[] = [];
     const warn = pino({ level: 'warn' }, process.stderr);
     for (const [i, account] of config.upstreams.entries()) {
       const name = account.name;
       const redis = await connectRedis(redisServer.url, { reconnect: true, connectionName: 'h2h-budget' });
       stops.push(() => redis.disconnect());
-      const budget = new RateBudget({
+      const budget = new TimedRateBudget({
         redis,
         apiKey: account.apiKey!,
         ...budgetSettings(config, account.rateLimit),
@@ -342,7 +385,7 @@ async function run(n: number): Promise<RunResult> {
       });
       budgets.push(budget);
       const callSettings = accountSettings(config, account);
-      const client = new UpstreamClient({
+      const client = new TimedClient({
         ...callSettings,
         retry: { maxAttempts: callSettings.retryMaxAttempts },
         budget,
@@ -350,6 +393,7 @@ async function run(n: number): Promise<RunResult> {
         rateWindowMs: windowMs,
       });
       stops.push(() => client.close());
+      clients.push(client);
       const claiming = withClaims(store, settings, name);
       const reconciler = await startReconciler({
         settings,
@@ -406,7 +450,8 @@ async function run(n: number): Promise<RunResult> {
       new Promise((resolve) => setTimeout(resolve, Math.max(0, at - Date.now())));
     const accepted: Array<Promise<void>> = [];
     // The budgets' use and this process's health over the measured minutes.
-    const uses: number[][] = budgets.map(() => []);
+    const uses: Array<Array<{ all: number; create: number; poll: number }>> = budgets.map(() => []);
+    const queued: number[][] = budgets.map(() => []);
     const loop = monitorEventLoopDelay({ resolution: 10 });
     let cpuFrom: NodeJS.CpuUsage | undefined;
     const measuring = setTimeout(() => {
@@ -415,9 +460,15 @@ async function run(n: number): Promise<RunResult> {
     }, warmupMs * TIME_SCALE);
     const sampler = setInterval(() => {
       if (Date.now() < realAt(warmupMs) || Date.now() >= realAt(endMs)) return;
+      names.forEach((name, i) => {
+        void store.queries.countQueuedOn(name).then(
+          (q) => queued[i]!.push(q),
+          () => {},
+        );
+      });
       budgets.forEach((budget, i) => {
         void budget.used().then(
-          (u) => uses[i]!.push(u.used / u.limit),
+          (u) => uses[i]!.push({ all: u.used / u.limit, create: u.create / u.limit, poll: u.poll / u.limit }),
           () => {},
         );
       });
@@ -508,6 +559,15 @@ async function run(n: number): Promise<RunResult> {
         ).size;
       }),
     );
+    /** Sums per measured minute. */
+    const bucket = (events: Array<{ at: number; value: number }>) => {
+      const sums = Array.from({ length: minutes }, () => 0);
+      for (const { at, value } of events) {
+        const m = Math.floor(simMin(at - from) / (MINUTES / minutes));
+        if (at >= from && m < minutes) sums[m]! += value;
+      }
+      return sums.map((x) => Math.round(x));
+    };
     const routedFirst = new Map<string, number>();
     const firstCreated: number[] = [];
     const figures: UpstreamFigures[] = upstreamOrders.map(({ name, orders }, i) => {
@@ -533,10 +593,36 @@ async function run(n: number): Promise<RunResult> {
         calls: traffic[i]!.calls - traffic[i]!.baseline - auditReads,
         auditReads,
         ordersTotal: orders.length,
+        queued: queued[i]!,
+        sent: pumps[i]!.sent,
+        gaps: (() => {
+          // The pump's longest times between one create's end and the next one's start: its own
+          // cycle (claim, the answer's apply, release), in real ms, and when (simulated minute).
+          const cs = clients[i]!.creates.filter((c) => c.at >= from && c.at < measuredTo);
+          const gaps = cs.slice(1).map((c, k) => ({
+            atMin: Math.round(simMin(c.at - from) * 10) / 10,
+            gapMs: c.at - (cs[k]!.at + cs[k]!.tookMs),
+          }));
+          const longest = cs.reduce((m, c) => Math.max(m, c.tookMs), 0);
+          return {
+            longestCreateMs: longest,
+            top: gaps.sort((a, b) => b.gapMs - a.gapMs).slice(0, 3),
+          };
+        })(),
+        readsPerMinute: bucket(traffic[i]!.reads.map((at) => ({ at, value: 1 }))),
+        slotWaitPerMinute: bucket(
+          budgets[i]!.createWaits.map((w) => ({ at: w.at, value: (w.waitedMs * SPEED) / 1000 })),
+        ),
         lostFinals: webhookLog[i]!,
         tooMany: traffic[i]!.tooMany.length,
         tooManyAtMin: traffic[i]!.tooMany.map((at) => Math.round(simMin(at - started) * 10) / 10),
-        budgetUse: uses[i]!.reduce((sum, u) => sum + u, 0) / Math.max(1, uses[i]!.length),
+        budgetUse: (['all', 'create', 'poll'] as const).reduce(
+          (use, key) => {
+            use[key] = uses[i]!.reduce((sum, u) => sum + u[key], 0) / Math.max(1, uses[i]!.length);
+            return use;
+          },
+          { all: 0, create: 0, poll: 0 },
+        ),
         routedFirst: routedFirst.get(name) ?? 0,
       };
     });
@@ -599,8 +685,16 @@ function printRun(r: RunResult): void {
     console.log(
       `  ${u.name.padEnd(26)} ${(u.created / MINUTES).toFixed(1)}/min (per minute ${u.perMinute.join(' ')}); ` +
         `${u.ordersTotal} orders (${u.routedFirst} first attempts), ${u.calls} calls (+${u.auditReads} audit reads), ` +
-        `${u.lostFinals} final webhooks lost, budget use ${(100 * u.budgetUse).toFixed(0)} %, ` +
+        `${u.lostFinals} final webhooks lost, budget use ${(100 * u.budgetUse.all).toFixed(0)} % ` +
+        `(creates ${(100 * u.budgetUse.create).toFixed(0)} %, polls ${(100 * u.budgetUse.poll).toFixed(0)} %), ` +
         `429: ${u.tooMany}${u.tooMany ? ` (at minute ${u.tooManyAtMin.join(', ')})` : ''}`,
+    );
+  }
+  for (const u of r.upstreams) {
+    console.log(
+      `  ${u.name.padEnd(26)} queue ${u.queued.join(' ')}; pump sent ${JSON.stringify(u.sent)}; per minute: polls ${u.readsPerMinute.join(' ')}, ` +
+        `s waiting for a create slot ${u.slotWaitPerMinute.join(' ')}; longest create ${u.gaps.longestCreateMs} ms real; ` +
+        `longest gaps between creates ${u.gaps.top.map((g) => `${g.gapMs} ms at minute ${g.atMin}`).join(', ')}`,
     );
   }
   console.log(
