@@ -13,6 +13,9 @@
  *     [--quantiles 0.5,0.8,0.9,0.95,0.99] [--curve-p 0.25] [--refunds 4] [--refund-after-days 2]
  *     [--audit-day-h 1] [--margin-ms 100] [--seed 1] [--oracle] [--poll-floors <default>] [--store sqlite]
  *
+ * `--upstreams N` with N > 1 runs bench/upstreams.ts instead (issue 28: orders per minute with N
+ * upstreams against one, side by side); `--upstreams 1` is this day.
+ *
  * `--poll-floors 0,6` runs every p once per poll floor (H2H_RATE_POLL_FLOOR), side by side.
  * `--store sqlite|postgres|both` (default sqlite): the store the day runs on; `both` runs every p
  * on SQLite and then on a private PostgreSQL server, side by side.
@@ -73,8 +76,22 @@ import { DEFAULT_UPSTREAM, type Order } from '../src/upstream/model.js';
 import { createEventWorker } from '../src/worker/event-worker.js';
 import { type BenchStoreKind, benchStore, benchStoreKinds } from './bench-store.js';
 
+// `--upstreams N` (N > 1) is issue 28's throughput of several upstreams, another scenario with
+// its own flags: bench/upstreams.ts runs it (one upstream and N side by side), and this day does
+// not run. `--upstreams 1` (the default) is this day, unchanged.
+const { upstreams: upstreamsFlag } = parseArgs({
+  options: { upstreams: { type: 'string' } },
+  strict: false,
+  allowPositionals: true,
+}).values;
+if (upstreamsFlag !== undefined && Number(upstreamsFlag) !== 1) {
+  await import('./upstreams.js');
+  process.exit();
+}
+
 const { values: flags } = parseArgs({
   options: {
+    upstreams: { type: 'string', default: '1' },
     hours: { type: 'string', default: '1.5' },
     rate: { type: 'string', default: '20' },
     'burst-min': { type: 'string', default: '5' },
