@@ -403,7 +403,6 @@ async function run(n: number): Promise<RunResult> {
         redisUrl: redisServer.url,
         registry,
         takePollRequests: false,
-        learnPace: name === DEFAULT_UPSTREAM,
         logger: warn.child({ upstream: name }),
       });
       stops.push(() => reconciler.close());
