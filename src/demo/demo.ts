@@ -29,17 +29,33 @@ import {
 import { type ShopNotificationCounts, startDemoShop } from './demo-shop.js';
 import { describeOrder, describeUpstream, sameState, shopHoldsLatest } from './order-views.js';
 
-/** The timelines of docs/simulator.md the demo places orders on, by user_id suffix. */
-export const DEMO_TIMELINES: ReadonlyArray<{ suffix: string; timeline: string }> = [
+/**
+ * The timelines of docs/simulator.md the demo places orders on, by user_id suffix. `endsWith`:
+ * for a timeline that goes on after a state the store and the upstream can agree on (SUCCESS
+ * before its serial, SUCCESS before its refund), the state it ends in: the demo waits for it,
+ * or it could end between the two.
+ */
+export const DEMO_TIMELINES: ReadonlyArray<{
+  suffix: string;
+  timeline: string;
+  endsWith?: { status: string; serial: boolean };
+}> = [
   { suffix: '0001', timeline: 'PENDING → SUCCESS with serial' },
   { suffix: '0002', timeline: 'PENDING → FAILED' },
   { suffix: '0003', timeline: 'PENDING → PROCESSING → SUCCESS' },
   { suffix: '0004', timeline: 'PENDING → PROCESSING → FAILED' },
-  { suffix: '0005', timeline: 'SUCCESS, serial later' },
-  { suffix: '0006', timeline: 'SUCCESS → REFUNDED' },
+  { suffix: '0005', timeline: 'SUCCESS, serial later', endsWith: { status: 'SUCCESS', serial: true } },
+  { suffix: '0006', timeline: 'SUCCESS → REFUNDED', endsWith: { status: 'REFUNDED', serial: true } },
   { suffix: '0007', timeline: 'PENDING until moved by hand' },
   { suffix: '0000', timeline: 'refused: INVALID_TARGET' },
 ];
+
+/** Whether the upstream's order reached the end of its suffix's timeline, when that one goes on ({@link DEMO_TIMELINES}). */
+function timelineEnded(suffix: string, remote: Order | undefined): boolean {
+  const ends = DEMO_TIMELINES.find((t) => t.suffix === suffix)?.endsWith;
+  if (!ends) return true;
+  return remote?.status === ends.status && (!ends.serial || (remote.serial_number ?? null) !== null);
+}
 
 /** What the faults did and what reconciling cost, from the simulator's and the service's own counters. */
 export interface DemoCounts {
@@ -358,7 +374,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
             shop: describeOrder(held),
             refusedByApi: null,
             shopVersion: held?.version ?? null,
-            converged: sameState(local, remote, rejected),
+            converged: sameState(local, remote, rejected) && timelineEnded(suffix, remote),
             shopAgrees: shopHoldsLatest(held, local),
           };
         }),
