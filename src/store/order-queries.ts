@@ -148,14 +148,8 @@ export class OrderQueries {
   }
 
   /** How many orders wait in `upstream`'s submission queue (its pump's; the routing reads it). */
-  async countQueuedOn(upstream: string): Promise<number> {
-    const { db } = this.#context;
-    const row = await db.get<{ n: number }>(
-      `SELECT COUNT(*) AS n FROM orders ${db.dialect.indexedBy('orders_queued')}
-       WHERE submission_state = 'queued' AND upstream = @upstream`,
-      { upstream },
-    );
-    return Number(row?.n ?? 0);
+  countQueuedOn(upstream: string): Promise<number> {
+    return countQueued(this.#context.db, upstream);
   }
 
   /** The order with exactly this partner_ref (never one whose invoice number it is). */
@@ -305,10 +299,13 @@ export class OrderQueries {
   }
 }
 
-/** How many orders wait in the submission queue, read on `ex` (the writer's admission reads it in its transaction). */
-export async function countQueued(ex: SqlExecutor): Promise<number> {
+/** How many orders wait in the submission queue (of `upstream`, when given), read on `ex` (the writer's admission reads it in its transaction). */
+export async function countQueued(ex: SqlExecutor, upstream?: string): Promise<number> {
   const row = await ex.get<{ n: number }>(
-    `SELECT COUNT(*) AS n FROM orders ${ex.dialect.indexedBy('orders_queued')} WHERE submission_state = 'queued'`,
+    `SELECT COUNT(*) AS n FROM orders ${ex.dialect.indexedBy('orders_queued')} WHERE submission_state = 'queued'${
+      upstream === undefined ? '' : ' AND upstream = @upstream'
+    }`,
+    upstream === undefined ? {} : { upstream },
   );
   return Number(row?.n ?? 0);
 }
