@@ -6,7 +6,7 @@ import type { NotifyEndpoint } from '../store/notify-endpoints.js';
 import type { OutboxItem, Settlement } from '../store/notify-outbox.js';
 import type { OrderStore } from '../store/order-store.js';
 import { wantedTypes } from './event-filter.js';
-import { createNotifyMetrics, type NotifyMetrics } from './notify-metrics.js';
+import { createNotifyMetrics, GONE_REASON, type NotifyMetrics } from './notify-metrics.js';
 import { notificationBody, notificationId, type PostResult, sendNotification } from './post-notification.js';
 import { DEFAULT_NOTIFY_RETRY_S, retryDelayMs } from './retry-schedule.js';
 import {
@@ -66,7 +66,7 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
   const now = options.now ?? Date.now;
   // A sender that dies holds its rows this long: a delivery surely ended by then.
   const leaseMs = 2 * timeoutMs;
-  const metrics = createNotifyMetrics();
+  const metrics = createNotifyMetrics(undefined, { endpoints: store.endpoints, outbox: store.outbox, now });
   const agent = new Agent({ connect: { timeout: timeoutMs } });
   const inFlight = new Set<Promise<void>>();
   /** Deliveries in flight per endpoint. */
@@ -99,7 +99,7 @@ export async function startNotifier(options: NotifierOptions): Promise<Notifier>
       outcome === 'retrying'
         ? { item, record, outcome, nextAt: now() + retryDelayMs(item.attempt, scheduleMs) }
         : outcome === 'disabled'
-          ? { item, record, outcome, reason: 'the endpoint answered 410 Gone' }
+          ? { item, record, outcome, reason: GONE_REASON }
           : { item, record, outcome: outcome as 'delivered' | 'gave_up' | 'skipped' },
     );
     metrics.countDelivery(outcome, record.durationMs);

@@ -90,7 +90,7 @@ export interface ReconcilerMetricsOptions {
   registry?: Registry;
   /** The upstream these metrics are of: the `upstream` label of every series. Default: `default`. */
   upstream?: string;
-  /** When given, `h2h_reconcile_stuck_orders` and `…_blocked_orders` are read from the store at each scrape (the upstream's orders). */
+  /** When given, `h2h_reconcile_stuck_orders`, `…_blocked_orders` and `…_overdue_orders` are read from the store at each scrape (the upstream's orders). */
   queries?: OrderQueries;
   /** When given, `h2h_reconcile_circuit_open` is read from the store at each scrape (the upstream's circuit). */
   circuit?: UpstreamCircuit;
@@ -117,6 +117,7 @@ interface UpstreamSource {
   auditWindowMs: number | undefined;
   stuck: number;
   blocked: number;
+  overdue: number;
 }
 
 /** The series of one registry, and the upstreams counting in them. */
@@ -129,7 +130,7 @@ const setsByRegistry = new WeakMap<Registry, MetricSet>();
  * Creates (or, for a registry that has them, joins) `h2h_reconcile_polls_total{outcome}`,
  * `h2h_reconcile_orders_changed_total`, `h2h_reconcile_anomalies_total{kind}`,
  * `h2h_reconcile_passes_total{stopped_by}`, `h2h_reconcile_stuck_orders`,
- * `h2h_reconcile_blocked_orders`, `h2h_reconcile_circuit_open{cause}`,
+ * `h2h_reconcile_blocked_orders`, `h2h_reconcile_overdue_orders`, `h2h_reconcile_circuit_open{cause}`,
  * `h2h_reconcile_circuit_opened_total{cause}`, `h2h_reconcile_probes_total{outcome}`,
  * `h2h_reconcile_audit_reads_total{outcome}`, `h2h_reconcile_audit_refunds_found_total`,
  * `h2h_reconcile_audit_coverage`, `h2h_reconcile_poll_lateness_seconds` and
@@ -154,6 +155,7 @@ export function createReconcilerMetrics(options: ReconcilerMetricsOptions = {}):
     auditWindowMs: options.auditWindowMs,
     stuck: 0,
     blocked: 0,
+    overdue: 0,
   };
   set.sources.set(upstream, source);
   if (options.queries && options.auditWindowMs) set.registerAuditCoverage();
@@ -237,6 +239,24 @@ function createMetricSet(registry: Registry) {
           }
         }
         this.set({ upstream }, source.stuck);
+      }
+    },
+  });
+  new Gauge({
+    name: 'h2h_reconcile_overdue_orders',
+    help: 'Open orders past their product’s learned outlier time (longer than all but one in a thousand of its orders take), read from the store at each scrape.',
+    labelNames: ['upstream'] as const,
+    registers,
+    async collect() {
+      for (const [upstream, source] of sources) {
+        if (source.queries) {
+          try {
+            source.overdue = await source.queries.countOverdue(upstream);
+          } catch {
+            // the database is closing or busy: keep the last figure
+          }
+        }
+        this.set({ upstream }, source.overdue);
       }
     },
   });

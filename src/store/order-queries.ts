@@ -1,4 +1,5 @@
 import { parseAttempts } from '../domain/attempt-records.js';
+import { pollBaseOf } from '../domain/poll-rules.js';
 import { type PublicOrder, toPublicOrder } from '../domain/public-order.js';
 import { isKnownStatus } from '../domain/state-machine.js';
 import {
@@ -152,6 +153,23 @@ export class OrderQueries {
     return countQueued(this.#context.db, upstream);
   }
 
+  /**
+   * `upstream`'s submission queue (every upstream's when not given): how many orders wait to be
+   * sent (submission `queued`), and the local creation (ms) of the oldest, null when none waits.
+   */
+  async submissionBacklog(upstream?: string): Promise<{ queued: number; oldestQueuedAt: number | null }> {
+    const { db } = this.#context;
+    const row = await db.get<{ n: number; oldest: number | null }>(
+      `SELECT COUNT(*) AS n, MIN(local_created_at) AS oldest FROM orders ${db.dialect.indexedBy('orders_queued')}
+       WHERE submission_state = 'queued'${upstream === undefined ? '' : ' AND upstream = @upstream'}`,
+      upstream === undefined ? {} : { upstream },
+    );
+    return {
+      queued: Number(row?.n ?? 0),
+      oldestQueuedAt: row?.oldest === null || row?.oldest === undefined ? null : Number(row.oldest),
+    };
+  }
+
   /** The order with exactly this partner_ref (never one whose invoice number it is). */
   async getOrderByPartnerRef(partnerRef: string): Promise<LocalOrder | undefined> {
     const row = await this.#context.find(this.#context.db, partnerRef, null);
@@ -199,6 +217,35 @@ export class OrderQueries {
       { upstream, code, limit },
     );
     return rows.map((r) => Number(r.ms));
+  }
+
+  /**
+   * How many of `upstream`'s orders are open past their product's own learned outlier time
+   * (`poll_plans.outlier_ms`: with 95 % confidence longer than all but one in a thousand of the
+   * product's orders take to a final state; docs/reconciler.md, "The outlier time"), counted from
+   * the order's creation as the reconciler counts it (`pollBaseOf`): accepted upstream, no final
+   * state yet. Products whose pace is not learned yet have no outlier time and count none.
+   */
+  async countOverdue(upstream: string, now: number = this.#context.now()): Promise<number> {
+    // The SQL bound is on the local creation, which is never after the base: it keeps every
+    // candidate, and only the candidates are read.
+    const rows = await this.#context.db.all<{
+      local_created_at: number;
+      created_at: string | null;
+      outlier_ms: number;
+    }>(
+      `SELECT o.local_created_at, o.created_at, p.outlier_ms
+       FROM orders o JOIN poll_plans p ON p.upstream = o.upstream AND p.product_code = o.product_code
+       WHERE o.upstream = @upstream AND o.next_poll_at IS NOT NULL AND o.final_at IS NULL
+         AND o.submission_state = 'accepted' AND p.outlier_ms IS NOT NULL
+         AND o.local_created_at < @now - p.outlier_ms`,
+      { upstream, now },
+    );
+    return rows.filter(
+      (row) =>
+        now - pollBaseOf({ ...row, local_created_at: Number(row.local_created_at) }, now) >
+        Number(row.outlier_ms),
+    ).length;
   }
 
   /**

@@ -17,8 +17,10 @@ import {
 import { type Notifier, startNotifier } from '../notify/notifier.js';
 import type { NotifyMetrics } from '../notify/notify-metrics.js';
 import { createLogger } from '../observability/logger.js';
+import { registerSubmissionGauges } from '../orders/submission-metrics.js';
 import { type SubmissionPump, startSubmissionPump } from '../orders/submission-pump.js';
 import { moveOldNotificationQueue } from '../queue/old-notify-queue.js';
+import { registerBudgetGauges } from '../rate-budget/budget-metrics.js';
 import type { ReconcilerMetrics } from '../reconciler/metrics.js';
 import { startPollRequestWorker } from '../reconciler/poll-requests.js';
 import { reconcileNames } from '../reconciler/reconcile-queue.js';
@@ -28,6 +30,7 @@ import { redactRedisUrl } from '../shared/redis-outage.js';
 import { openStore } from '../store/open-store.js';
 import type { OrderStore } from '../store/order-store.js';
 import { type ClaimingStore, withClaims } from '../store/order-store.js';
+import { storeHealthMetrics } from '../store/store-health.js';
 import { redactUrl } from '../store/store-url.js';
 import { createUpstream, type Upstream } from '../upstream/create-upstream.js';
 import { DEFAULT_UPSTREAM, isDefaultUpstream } from '../upstream/model.js';
@@ -180,6 +183,12 @@ async function startProcessReconciler(
       engines.set(account.name, await startUpstreamEngine(config, store, account, registry, options));
     }
     const reconcilers = [...engines.values()].map((engine) => engine.reconciler);
+    // Beside the reconcilers' series: each upstream's shared budget and submission queue.
+    registerBudgetGauges(
+      registry,
+      [...engines].map(([upstream, engine]) => ({ upstream, budget: engine.upstream.budget })),
+    );
+    registerSubmissionGauges(registry, store.queries, [...engines.keys()]);
     const pollRequests = await startPollRequestWorker({
       pollers: reconcilers,
       redisUrl: config.redisUrl,
@@ -218,7 +227,7 @@ async function startProcessAdmin(
   config: Config,
   settings: ReturnType<typeof adminSettings>,
   eventWorker: EventWorker,
-  metrics: { reconciler: ReconcilerMetrics | undefined; notify: NotifyMetrics },
+  metrics: { reconciler: ReconcilerMetrics | undefined; notify: NotifyMetrics; store: Registry },
   options: StartWorkerProcessOptions,
 ): Promise<AdminServer | undefined> {
   try {
@@ -233,7 +242,11 @@ async function startProcessAdmin(
           .filter((u) => !isDefaultUpstream(u.name))
           .map((u) => reconcileNames(u.name).queue),
       ],
-      registries: [metrics.notify.registry, ...(metrics.reconciler ? [metrics.reconciler.registry] : [])],
+      registries: [
+        metrics.store,
+        metrics.notify.registry,
+        ...(metrics.reconciler ? [metrics.reconciler.registry] : []),
+      ],
       workerStats: () => eventWorker.stats(),
       ...(options.logger ? { logger: options.logger } : {}),
     });
@@ -354,7 +367,11 @@ export async function startWorkerProcess(
         config,
         admin,
         eventWorker,
-        { reconciler: reconcilerMetrics, notify: notifier.metrics },
+        {
+          reconciler: reconcilerMetrics,
+          notify: notifier.metrics,
+          store: storeHealthMetrics(store.context.db),
+        },
         options,
       );
       const started = adminServer;
