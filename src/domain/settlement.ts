@@ -72,13 +72,16 @@ function requestedCode(row: SettlementOrderRow): string | null {
  * supplier's and is left out.
  */
 export function settlementAttempts(row: SettlementOrderRow): SettlementAttempt[] {
+  // Fields listed one by one: an object spread here made the report 20 times slower (V8's slow
+  // path for a spread with more properties after it), and it runs for every order of the range.
   const shopRef = row.shop_ref ?? row.partner_ref;
-  const common = { shopRef, placedAt: row.local_created_at };
+  const placedAt = row.local_created_at;
   const attempts = parseAttempts(row.attempts).map((a): SettlementAttempt => {
     // Attempts ended before `debited` was recorded: the accounting debits an accepted one at its amount.
     const debited = a.debited !== undefined ? a.debited : a.submission === 'accepted' ? a.amount : null;
     return {
-      ...common,
+      shopRef,
+      placedAt,
       upstream: a.upstream,
       productCode: a.product_code !== undefined ? a.product_code : requestedCode(row),
       outcome: outcomeOf(a.status, a.submission),
@@ -95,7 +98,8 @@ export function settlementAttempts(row: SettlementOrderRow): SettlementAttempt[]
     const accepted = row.submission_state === 'accepted';
     const debited = accepted ? row.debited_amount : null;
     attempts.push({
-      ...common,
+      shopRef,
+      placedAt,
       upstream: row.upstream,
       productCode: row.product_code,
       outcome: outcomeOf(row.status, row.submission_state),
