@@ -41,6 +41,17 @@ export interface EndedAttempt {
   /** Why it ended: the refusal's code (INSUFFICIENT_BALANCE …) or FAILED, and the detail. */
   ended: { code: string; detail: string };
   amount: number | null;
+  /**
+   * The attempt's product, by its upstream's code. Absent on attempts ended before it was
+   * recorded (the settlement report then takes the shop's code).
+   */
+  product_code?: string | null;
+  /**
+   * What the balance accounting debited for the attempt (`orders.debited_amount` then; null:
+   * nothing, e.g. a refused create). Absent on attempts ended before it was recorded: then
+   * `amount` when it was `accepted`, the price the accounting debits at.
+   */
+  debited?: number | null;
   /** When the next attempt took over, ms. */
   ended_at: number;
 }

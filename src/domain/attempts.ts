@@ -131,6 +131,8 @@ function configuredCandidates(route: OrderRoute, settings: FailoverSettings): Ro
  * on the next candidate, queued for that upstream's submission pump under `<shop ref>~<n+1>`,
  * with nothing of the upstream's facts of the ended one (which goes to `attempts`), and no
  * claim. Null when the order stays as `next` says (its outcome then is the last attempt's).
+ * `debited` is what the balance accounting debited for the ending attempt (null: nothing), kept
+ * on its record for the settlement report.
  * The caller writes it in the transaction that settled the ended attempt, so an order is never
  * on two upstreams at once and never placed twice.
  */
@@ -139,6 +141,7 @@ export function planNextAttempt(
   next: OrderRow,
   now: number,
   settings: FailoverSettings,
+  debited: number | null = null,
 ): OrderRow | null {
   const ended = nonFulfilment(current, next);
   if (ended === null || whyNoFailover(next, now, settings) !== null) return null;
@@ -156,6 +159,8 @@ export function planNextAttempt(
       chosen: route.reason,
       ended,
       amount: next.amount,
+      product_code: next.product_code,
+      debited,
       ended_at: now,
     },
   ];

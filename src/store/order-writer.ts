@@ -430,7 +430,11 @@ export class OrderWriter {
     // The ledger accounts the attempt the snapshot settled (its debit, its credit on FAILED),
     // whether or not the order goes on to its next attempt in this same write.
     const accounting = await this.#ledger.accountOrderWrite(tx, current, plan.row);
-    const nextAttempt = current === null ? null : await this.#nextAttempt(tx, current, plan.row, now);
+    const debited = accounting?.debitedAmount
+      ? accounting.debitedAmount.amount
+      : (current?.debited_amount ?? null);
+    const nextAttempt =
+      current === null ? null : await this.#nextAttempt(tx, current, plan.row, now, debited);
     const row = nextAttempt ?? plan.row;
     const feed = nextAttempt ? publish(current, nextAttempt, now) : plan.feed;
     const debit = accounting?.debitedAmount ?? null;
@@ -451,15 +455,17 @@ export class OrderWriter {
    * definite non-fulfilment (domain/attempts.ts, `planNextAttempt`), unless its partner_ref
    * (`<shop ref>~<n>`) already names another order (placed elsewhere, or before several
    * upstreams were configured): then the order ends with this attempt's outcome, since the
-   * next could not be told apart from that order upstream.
+   * next could not be told apart from that order upstream. `debited`: what the accounting
+   * debited for the ending attempt, kept on its record.
    */
   async #nextAttempt(
     tx: SqlExecutor,
     current: OrderRow,
     next: OrderRow,
     now: number,
+    debited: number | null,
   ): Promise<OrderRow | null> {
-    const attempt = planNextAttempt(current, next, now, this.#failover);
+    const attempt = planNextAttempt(current, next, now, this.#failover, debited);
     if (attempt === null) return null;
     const taken = await this.#context.find(tx, attempt.partner_ref, null);
     return taken === undefined ? attempt : null;
@@ -497,7 +503,7 @@ export class OrderWriter {
         }
         const held = claim === undefined || row.lease_token === claim;
         const plan = planSettlement(row, outcome, now, { held });
-        const next = plan.update ? await this.#nextAttempt(tx, row, plan.row, now) : null;
+        const next = plan.update ? await this.#nextAttempt(tx, row, plan.row, now, row.debited_amount) : null;
         if (next === null) return this.#writeSettlement(tx, plan, now);
         // A refusal that proves the order was not placed: the next candidate's attempt instead.
         return this.#writeSettlement(tx, { ...plan, row: next, feed: publish(row, next, now) }, now, {

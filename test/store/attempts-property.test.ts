@@ -5,12 +5,16 @@
 // and late news of it afterwards. Three suppliers keep their own books. Whatever happens:
 // at most one SUCCESS per shop order across all suppliers, no attempt after a SUCCESS, no
 // failover while an outcome is unknown, failover exactly on a definite non-fulfilment, and the
-// ledger's net spend equals what the suppliers debited minus what they refunded.
+// ledger's net spend equals what the suppliers debited minus what they refunded, and the
+// settlement report (docs/settlement.md) counts for each supplier exactly what it debited and
+// what it refunded.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import type { OrderRoute } from '../../src/domain/attempts.js';
+import { SettlementTally } from '../../src/domain/settlement.js';
 import { withClaims } from '../../src/store/order-store.js';
+import { ordersPlaced } from '../../src/store/settlement-scan.js';
 import { catalogSnapshot } from '../helpers/catalog.js';
 import { snapshot, type TestStore } from '../helpers/store.js';
 import { describeEachBackend } from '../helpers/store-backends.js';
@@ -64,7 +68,7 @@ class Supplier {
 }
 
 describeEachBackend('failover over random supplier behaviour', (backend) => {
-  test('at most one SUCCESS per shop order, none after it, no failover while unknown, and the ledger nets what the suppliers did', async (t) => {
+  test('at most one SUCCESS per shop order, none after it, no failover while unknown, and the ledger and the settlement report net what the suppliers did', async (t) => {
     const { store, clock } = await backend.tempStore(t, {
       failover: { maxAttempts: 3, withinMs: 3_600_000 },
     });
@@ -84,6 +88,7 @@ describeEachBackend('failover over random supplier behaviour', (backend) => {
         run += 1;
         await driveOrder(store, clock, suppliers, `S${run}`, behaviours);
         await assertLedger(store, suppliers);
+        await assertSettlement(store, suppliers);
       }),
       { numRuns: backend.name === 'sqlite' ? 60 : 15, seed: 28 },
     );
@@ -236,6 +241,23 @@ async function assertLedger(store: TestStore, suppliers: Record<Upstream, Suppli
       ledger.debited - ledger.credited,
       supplier.debited - supplier.refunded,
       `${upstream}: the ledger's net spend is the supplier's`,
+    );
+  }
+}
+
+/** The settlement of every order placed so far: each supplier spent what it debited, credited what it refunded. */
+async function assertSettlement(store: TestStore, suppliers: Record<Upstream, Supplier>): Promise<void> {
+  const tally = new SettlementTally();
+  for await (const page of ordersPlaced(store.context.db, { from: 0, to: Number.MAX_SAFE_INTEGER })) {
+    for (const row of page) tally.add(row, 'all');
+  }
+  const totals = tally.report().totals;
+  for (const upstream of UPSTREAMS) {
+    const total = totals.find((x) => x.upstream === upstream);
+    assert.deepEqual(
+      { spent: total?.spent ?? 0, credited: total?.credited ?? 0 },
+      { spent: suppliers[upstream].debited, credited: suppliers[upstream].refunded },
+      `${upstream}: the settlement is what the supplier did`,
     );
   }
 }
