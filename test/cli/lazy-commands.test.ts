@@ -13,7 +13,18 @@ test('--help lists every command and loads none of their implementations', async
   const help = await runCliLoggingModules(['--help'], {});
 
   assert.equal(help.code, 0, help.stderr);
-  for (const command of ['api', 'demo', 'order', 'receiver', 'report', 'sim', 'status', 'tail', 'tokens', 'worker']) {
+  for (const command of [
+    'api',
+    'demo',
+    'order',
+    'receiver',
+    'report',
+    'sim',
+    'status',
+    'tail',
+    'tokens',
+    'worker',
+  ]) {
     assert.match(help.stdout, new RegExp(`^ {2}${command} `, 'm'), `${command} in --help`);
   }
   assert.deepEqual(heavyAmong(help.packages), []);
