@@ -25,7 +25,7 @@ function compile(sql: string): CompiledSql {
 
 /**
  * Runs one statement. Inside a transaction (`inTx`), a statement whose connection is lost never
- * settles: `begin()` rejects instead (connection-loss.ts, {@link untilBeginRejects}).
+ * settles: `begin()` rejects instead (postgres-errors.ts, {@link untilBeginRejects}).
  */
 export async function query<R>(
   sql: AnySql,
