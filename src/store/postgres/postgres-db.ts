@@ -119,11 +119,11 @@ export class PostgresDb implements StoreDb {
   }
 
   all<R>(sql: string, params?: Params): Promise<R[]> {
-    return this.#read(async (pool) => [...(await query<R>(pool, sql, params, false))]);
+    return this.#read(async (pool) => [...(await query<R>(pool, sql, params))]);
   }
 
   get<R>(sql: string, params?: Params): Promise<R | undefined> {
-    return this.#read(async (pool) => (await query<R>(pool, sql, params, false))[0]);
+    return this.#read(async (pool) => (await query<R>(pool, sql, params))[0]);
   }
 
   /** A read outside a transaction; one whose connection is lost runs again on a new pool. */
@@ -167,8 +167,8 @@ export class PostgresDb implements StoreDb {
   }
 
   write<T>(work: TxWork<T>, options: WriteOptions = {}): Promise<T> {
-    return this.#begin(options, async (sql) => {
-      const tx = new PostgresTx(sql, POSTGRES_DIALECT);
+    return this.#begin(options, async (sql, lost) => {
+      const tx = new PostgresTx(sql, POSTGRES_DIALECT, lost);
       try {
         return await work(tx);
       } finally {
@@ -188,10 +188,10 @@ export class PostgresDb implements StoreDb {
    */
   async writeBatch<T>(units: ReadonlyArray<TxWork<T>>, options: WriteOptions = {}): Promise<Outcome<T>[]> {
     try {
-      return await this.#begin(options, async (sql) => {
+      return await this.#begin(options, async (sql, lost) => {
         const outcomes: Outcome<T>[] = [];
         for (const unit of units) {
-          const tx = new PostgresTx(sql, POSTGRES_DIALECT);
+          const tx = new PostgresTx(sql, POSTGRES_DIALECT, lost);
           try {
             outcomes.push({ ok: true, value: await unit(tx) });
           } catch (error) {
@@ -225,12 +225,12 @@ export class PostgresDb implements StoreDb {
   }
 
   #savepointBatch<T>(units: ReadonlyArray<TxWork<T>>, options: WriteOptions): Promise<Outcome<T>[]> {
-    return this.#begin(options, async (sql) => {
+    return this.#begin(options, async (sql, lost) => {
       const outcomes: Outcome<T>[] = [];
       for (const unit of units) {
         try {
           const value = await sql.savepoint(async (sp) => {
-            const tx = new PostgresTx(sp, POSTGRES_DIALECT);
+            const tx = new PostgresTx(sp, POSTGRES_DIALECT, lost);
             try {
               return await unit(tx);
             } finally {
@@ -313,25 +313,26 @@ export class PostgresDb implements StoreDb {
    */
   async #begin<T>(
     options: WriteOptions,
-    body: (sql: postgres.TransactionSql<Record<string, never>>) => Promise<T>,
+    body: (sql: postgres.TransactionSql<Record<string, never>>, lost: () => void) => Promise<T>,
   ): Promise<T> {
     const timeout = Math.max(1, Math.trunc(options.lockTimeoutMs ?? this.lockTimeoutMs));
-    // One round trip: the wait allowed, the read-only check, then (for a feed write) the feed
-    // lock and the notification that wakes the feed's readers on every host (sent at COMMIT only).
+    // One round trip: the wait allowed, then (for a feed write) the feed lock and the notification that wakes the feed's readers on every host (sent at COMMIT only).
     const opening = `SET LOCAL lock_timeout = ${timeout}${options.feed ? `; SELECT pg_advisory_xact_lock(${FEED_LOCK_KEY}); NOTIFY ${FEED_CHANNEL}` : ''}`;
     for (let tries = 1; ; tries++) {
       const at: { stage: WriteStage } = { stage: 'check' };
       const pool = this.#open();
+      const lost = () => this.#renew(pool);
       try {
         return (await pool.begin(async (sql) => {
           try {
             await sql.unsafe(opening);
           } catch (error) {
-            if (isConnectionLost(error)) return untilBeginRejects();
-            throw error;
+            if (!isConnectionLost(error)) throw error;
+            lost();
+            return untilBeginRejects();
           }
           at.stage = 'body';
-          const result = await body(sql);
+          const result = await body(sql, lost);
           at.stage = 'commit';
           return result;
         })) as T;

@@ -24,14 +24,15 @@ function compile(sql: string): CompiledSql {
 }
 
 /**
- * Runs one statement. Inside a transaction (`inTx`), a statement whose connection is lost never
- * settles: `begin()` rejects instead (postgres-errors.ts, {@link untilBeginRejects}).
+ * Runs one statement. Inside a transaction (`onLost` given), a statement whose connection is
+ * lost calls `onLost` (the store replaces its pool, whose end closes that connection for sure)
+ * and never settles: `begin()` rejects instead (postgres-errors.ts, {@link untilBeginRejects}).
  */
 export async function query<R>(
   sql: AnySql,
   text: string,
   params: Params | undefined,
-  inTx: boolean,
+  onLost?: () => void,
 ): Promise<R[] & { count: number }> {
   const statement = compile(text);
   try {
@@ -41,7 +42,10 @@ export async function query<R>(
       count: number;
     };
   } catch (error) {
-    if (inTx && isConnectionLost(error)) return untilBeginRejects();
+    if (onLost && isConnectionLost(error)) {
+      onLost();
+      return untilBeginRejects();
+    }
     throw mapPostgresError(error);
   }
 }
@@ -50,11 +54,14 @@ export async function query<R>(
 export class PostgresTx implements SqlExecutor {
   readonly dialect: Dialect;
   readonly #sql: AnySql;
+  readonly #onLost: () => void;
   open = true;
 
-  constructor(sql: AnySql, dialect: Dialect) {
+  /** `onLost`: called when a statement finds the connection lost (see {@link query}). */
+  constructor(sql: AnySql, dialect: Dialect, onLost: () => void) {
     this.#sql = sql;
     this.dialect = dialect;
+    this.#onLost = onLost;
   }
 
   #checked(): AnySql {
@@ -64,23 +71,24 @@ export class PostgresTx implements SqlExecutor {
   }
 
   async all<R>(sql: string, params?: Params): Promise<R[]> {
-    return [...(await query<R>(this.#checked(), sql, params, true))];
+    return [...(await query<R>(this.#checked(), sql, params, this.#onLost))];
   }
 
   async get<R>(sql: string, params?: Params): Promise<R | undefined> {
-    return (await query<R>(this.#checked(), sql, params, true))[0];
+    return (await query<R>(this.#checked(), sql, params, this.#onLost))[0];
   }
 
   async run(sql: string, params?: Params): Promise<{ changes: number }> {
-    return { changes: (await query(this.#checked(), sql, params, true)).count };
+    return { changes: (await query(this.#checked(), sql, params, this.#onLost)).count };
   }
 
   async exec(sql: string): Promise<void> {
     try {
       await this.#checked().unsafe(sql);
     } catch (error) {
-      if (isConnectionLost(error)) return untilBeginRejects();
-      throw mapPostgresError(error);
+      if (!isConnectionLost(error)) throw mapPostgresError(error);
+      this.#onLost();
+      return untilBeginRejects();
     }
   }
 }
