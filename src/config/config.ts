@@ -81,7 +81,7 @@ const sharedVariables = z.object({
     .regex(STORE_URL_PATTERN, 'must start with sqlite:, postgres:// or postgresql://')
     .optional()
     .describe(
-      'The order store: `sqlite:///absolute/path` or `sqlite:relative/path` (SQLite, the embedded default, one host), or `postgres://user@host:port/db` (PostgreSQL, for several hosts; a password left out is read from `PGPASSWORD`). Default: `sqlite://` + `H2H_DB_PATH`, else `var/h2h-sync.db` in the installation directory, whatever the working directory. Commands that only read refuse to create a SQLite file. A password in it never appears in logs or errors.',
+      'The order store: `sqlite:///absolute/path` or `sqlite:relative/path` (SQLite, the embedded default, one host), or `postgres://user@host:port/db` (PostgreSQL, for several hosts; a password left out is read from `PGPASSWORD`); with a standby, list every server, `postgres://user@host1:port1,host2:port2/db?target_session_attrs=read-write` (docs/deployment.md, "PostgreSQL with a standby"). Default: `sqlite://` + `H2H_DB_PATH`, else `var/h2h-sync.db` in the installation directory, whatever the working directory. Commands that only read refuse to create a SQLite file. A password in it never appears in logs or errors.',
     ),
   H2H_DB_PATH: z
     .string()

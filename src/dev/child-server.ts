@@ -1,4 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 
 /**
  * The lifecycle both private servers of tests and the demo share (redis-server.ts,
@@ -75,4 +76,45 @@ export function terminate(child: ChildProcess, signal: NodeJS.Signals): Promise<
     child.once('exit', () => resolve());
     child.kill(signal);
   });
+}
+
+/** The state letter and parent pid of a process (from /proc), or undefined once it is gone. */
+function procStat(pid: number): { state: string; ppid: number } | undefined {
+  try {
+    // `pid (comm) S ppid …`: comm may hold spaces and parentheses, so read after the last ')'.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { state: state ?? '', ppid: Number(ppid) };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * SIGKILLs `child` and its own children at once (Linux: read from /proc), as when the machine
+ * they run on is lost, and resolves once each of them has exited (a zombie counts: its sockets
+ * are closed). The child is stopped (SIGSTOP) first, so that it starts no process meanwhile.
+ */
+export async function crashTree(child: ChildProcess): Promise<void> {
+  const pid = child.pid;
+  if (pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  process.kill(pid, 'SIGSTOP');
+  const children = readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .map(Number)
+    .filter((other) => procStat(other)?.ppid === pid);
+  for (const other of [pid, ...children]) {
+    try {
+      process.kill(other, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  await exited;
+  for (const other of children) {
+    while (![undefined, 'Z', 'X'].includes(procStat(other)?.state)) {
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
 }

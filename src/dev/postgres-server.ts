@@ -16,7 +16,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import postgres from 'postgres';
-import { type PrivateServer, terminate, untilReady } from './child-server.js';
+import { crashTree, type PrivateServer, terminate, untilReady } from './child-server.js';
 import { freePort } from './redis-server.js';
 
 /** Options of {@link startPostgresServer}. */
@@ -43,9 +43,15 @@ export interface PostgresServerOptions {
  * A private PostgreSQL server owned by this process: `url` is
  * `postgres://h2h:<password>@127.0.0.1:<port>/<database>` (a random password made at `initdb`,
  * SCRAM over TCP, so another local user cannot reach the cluster through its port); `stop` is a
- * fast shutdown.
+ * fast shutdown; `crash` is a lost host (postgres-standby.ts).
  */
-export type PostgresServer = PrivateServer;
+export interface PostgresServer extends PrivateServer {
+  /**
+   * SIGKILLs the postmaster and every process it started at once, as when its machine is lost:
+   * no shutdown, no checkpoint, connections cut. `resume()` starts it again (crash recovery).
+   */
+  crash(): Promise<void>;
+}
 
 export class PostgresServerError extends Error {
   override name = 'PostgresServerError';
@@ -82,12 +88,15 @@ export function findPostgresBinDir(explicit?: string): string {
   return join(DEBIAN_ROOT, versions[0], 'bin');
 }
 
+/** The uid and gid the server runs as when this process is root. */
+export type ServerAccount = { uid: number; gid: number };
+
 /**
  * Who runs the server. PostgreSQL refuses to run as root, so root hands the cluster to the
  * `postgres` account (Debian's package creates it), else to `nobody`; anyone else runs it as
  * themselves. Node's `spawn` switches uid and gid itself: no runuser or sudo needed.
  */
-function serverAccount(): { uid: number; gid: number } | undefined {
+export function serverAccount(): ServerAccount | undefined {
   if (process.getuid?.() !== 0) return undefined;
   for (const name of ['postgres', 'nobody']) {
     try {
@@ -104,7 +113,7 @@ function serverAccount(): { uid: number; gid: number } | undefined {
 }
 
 /** The environment of the server's processes, without PG* variables that could redirect them. */
-function serverEnv(): NodeJS.ProcessEnv {
+export function serverEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { LC_ALL: 'C' };
   for (const [key, value] of Object.entries(process.env)) {
     if (!key.startsWith('PG') && !key.startsWith('LC_') && key !== 'LANG') env[key] = value;
@@ -140,7 +149,7 @@ function initCluster(
 }
 
 /** Writes a new file readable by its owner only (`owner`: given to that account through the descriptor). */
-function writeSecret(path: string, text: string, owner?: { uid: number; gid: number }) {
+export function writeSecret(path: string, text: string, owner?: { uid: number; gid: number }) {
   rmSync(path, { force: true });
   const fd = openSync(path, 'wx', 0o600);
   try {
@@ -156,21 +165,26 @@ function writeSecret(path: string, text: string, owner?: { uid: number; gid: num
  * this process's user only) so that a cluster started again from its directory is reachable.
  * A cluster made before passwords (trust on TCP) has none: undefined.
  */
-function clusterPassword(dir: string): string | undefined {
+export function clusterPassword(dir: string): string | undefined {
   const file = join(dir, 'password');
   return existsSync(file) ? readFileSync(file, 'utf8').trim() : undefined;
 }
 
 const READY = 'database system is ready to accept connections';
+/** A standby's line (hot standby): it takes read-only connections. */
+export const READY_READ_ONLY = 'database system is ready to accept read-only connections';
 /** Fast shutdown: open transactions are rolled back, clients disconnected. */
 const FAST_SHUTDOWN = 'SIGINT';
 
-function launch(
+/** Starts `postgres` on the cluster in `<dir>/data`; resolves once it logged `readyLine`. */
+export function launch(
   binDir: string,
   dir: string,
   port: number,
-  account: { uid: number; gid: number } | undefined,
+  account: ServerAccount | undefined,
   timeoutMs: number,
+  settings: Readonly<Record<string, string>> = {},
+  readyLine = READY,
 ) {
   const args = [
     '-D', join(dir, 'data'),
@@ -179,6 +193,7 @@ function launch(
     '-c', `unix_socket_directories=${join(dir, 'socket')}`,
     '-c', 'logging_collector=off',
     '-c', 'max_connections=200',
+    ...Object.entries(settings).flatMap(([name, value]) => ['-c', `${name}=${value}`]),
   ]; // biome-ignore format: one flag per line pair reads best
   const child = spawn(join(binDir, 'postgres'), args, {
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -188,7 +203,7 @@ function launch(
   // The server logs to stderr (logging_collector off).
   return untilReady(
     child,
-    READY,
+    readyLine,
     timeoutMs,
     (why, output) => new PostgresServerError(`postgres on port ${port} ${why}:\n${output}`),
   );
@@ -282,6 +297,9 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
     async resume() {
       await stopChild();
       child = await launch(binDir, dir, port, account, timeoutMs);
+    },
+    async crash() {
+      if (child) await crashTree(child);
     },
     async stop() {
       await stopChild();

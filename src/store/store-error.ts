@@ -9,6 +9,18 @@ export type StoreErrorCode =
    * victim; nothing was written, and the same write may be tried again (SQLite's SQLITE_BUSY).
    */
   | 'STORE_BUSY'
+  /**
+   * PostgreSQL: no writable server answered within the write's tries (connections lost, or the
+   * server read-only: a standby not yet promoted); nothing was written, and the write may be
+   * tried again.
+   */
+  | 'STORE_UNAVAILABLE'
+  /**
+   * PostgreSQL: the connection was lost during COMMIT, so whether the write was kept cannot be
+   * told; trying it again is safe where the write is idempotent (events apply through the state
+   * machine, a duplicate changes nothing).
+   */
+  | 'STORE_COMMIT_UNKNOWN'
   /** The file was migrated by a newer h2h-sync than this one. */
   | 'DATABASE_TOO_NEW'
   /** A snapshot without a status or without any order reference: it can never apply. */
@@ -34,8 +46,8 @@ export type StoreErrorCode =
 
 /**
  * The one error the store throws on purpose. `INVALID_SNAPSHOT` is permanent: a worker should
- * park the event rather than retry it; `STORE_BUSY` (PostgreSQL's lock time-outs and deadlocks)
- * is transient. SQLite's own errors (for example `SQLITE_BUSY`) and other driver errors pass
+ * park the event rather than retry it; `STORE_BUSY` (PostgreSQL's lock time-outs and deadlocks),
+ * `STORE_UNAVAILABLE` and `STORE_COMMIT_UNKNOWN` (a failover) are transient. SQLite's own errors (for example `SQLITE_BUSY`) and other driver errors pass
  * through unchanged, since they may be transient.
  */
 export class StoreError extends Error {

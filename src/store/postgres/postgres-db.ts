@@ -1,19 +1,20 @@
 import postgres from 'postgres';
 import { DEFAULT_LOCK_TIMEOUT_MS, DEFAULT_POOL_MAX } from '../defaults.js';
 import { runMigrations } from '../migrations.js';
-import type {
-  Dialect,
-  Outcome,
-  Params,
-  SqlExecutor,
-  StoreDb,
-  TxWork,
-  WriteOptions,
-} from '../sql/executor.js';
+import type { Dialect, Outcome, Params, StoreDb, TxWork, WriteOptions } from '../sql/executor.js';
 import { StoreError } from '../store-error.js';
-import { redactUrl } from '../store-url.js';
+import { driverSessionAttrs, redactUrl } from '../store-url.js';
 import { POSTGRES_MIGRATIONS } from './migrations.js';
-import { type CompiledSql, compileNamed, valuesOf } from './named-params.js';
+import {
+  isConnectionLost,
+  isReadOnly,
+  lostConnectionError,
+  mapPostgresError,
+  readOnlyError,
+  untilBeginRejects,
+  type WriteStage,
+} from './postgres-errors.js';
+import { PostgresTx, query, type Sql } from './postgres-tx.js';
 
 /**
  * Advisory lock keys (`pg_advisory_xact_lock`), fixed numbers so every host takes the same lock.
@@ -44,27 +45,6 @@ export const POSTGRES_DIALECT: Dialect = {
 };
 
 /**
- * SQLSTATEs after which the same transaction, tried again, may succeed: a lock not taken within
- * `lock_timeout` (55P03), a deadlock victim (40P01), a serialization failure (40001). They become
- * one {@link StoreError} `STORE_BUSY`, which callers retry as they retry SQLITE_BUSY.
- */
-const BUSY_CODES = new Set(['55P03', '40P01', '40001']);
-
-/** The store's error for a driver error: STORE_BUSY for a lock wait that gave up, else as it is. */
-export function mapPostgresError(error: unknown): unknown {
-  const code = (error as { code?: unknown } | null)?.code;
-  if (typeof code === 'string' && BUSY_CODES.has(code)) {
-    return new StoreError(
-      'STORE_BUSY',
-      `the store was busy (${code}: ${(error as Error).message}): another process held a lock past ` +
-        'the wait allowed (H2H_DB_LOCK_TIMEOUT_MS); the write was not made and may be tried again',
-      { cause: error },
-    );
-  }
-  return error;
-}
-
-/**
  * Most units of a savepoint batch in one transaction. Every unit that writes in a savepoint takes
  * a subtransaction id, and past 64 in one transaction PostgreSQL's per-backend cache of them
  * overflows, which slows every other session's snapshots while the transaction is open (a
@@ -73,84 +53,28 @@ export function mapPostgresError(error: unknown): unknown {
  */
 export const SAVEPOINT_UNITS_PER_TX = 50;
 
+/**
+ * Tries of a write (or a read) whose connection was lost, or found its server read-only, before
+ * COMMIT, each on a new pool: with a primary and a standby, the first fails on the lost
+ * primary, the second waits for a writable server (postgres.js goes round the URL's hosts until
+ * one is), the third is spare.
+ */
+export const WRITE_TRIES = 3;
+
+/**
+ * How long a pool given up after a lost connection keeps its connections: enough for a
+ * transaction under way on one that is well to commit (they take milliseconds); past it, what it
+ * still holds fails as a lost connection (and a write runs again on the new pool).
+ */
+export const DRAIN_SECONDS = 2;
+
 /** Thrown inside the fast path's transaction to roll it back when a unit failed. */
 class UnitFailed extends Error {}
 
 const isBusy = (error: unknown) => error instanceof StoreError && error.code === 'STORE_BUSY';
 
 /** Whether an error inside a unit ended the whole transaction (a lost connection), not just the unit. */
-function endsTransaction(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && (code.startsWith('CONNECTION_') || code.startsWith('08'));
-}
-
-type Sql = postgres.Sql<Record<string, never>>;
-type AnySql = Sql | postgres.TransactionSql<Record<string, never>>;
-
-/** Statements compiled from named to numbered parameters, by text (shared by every connection). */
-const compiled = new Map<string, CompiledSql>();
-function compile(sql: string): CompiledSql {
-  let entry = compiled.get(sql);
-  if (entry === undefined) {
-    entry = compileNamed(sql);
-    compiled.set(sql, entry);
-  }
-  return entry;
-}
-
-async function query<R>(
-  sql: AnySql,
-  text: string,
-  params: Params | undefined,
-): Promise<R[] & { count: number }> {
-  const statement = compile(text);
-  try {
-    // biome-ignore lint/suspicious/noExplicitAny: the driver's parameter type is a union we do not narrow
-    const values = valuesOf(statement, params) as any[];
-    return (await sql.unsafe(statement.text, values, { prepare: true })) as unknown as R[] & {
-      count: number;
-    };
-  } catch (error) {
-    throw mapPostgresError(error);
-  }
-}
-
-/** The executor of one transaction (or savepoint); refuses statements once it ended. */
-class PostgresTx implements SqlExecutor {
-  readonly dialect = POSTGRES_DIALECT;
-  readonly #sql: AnySql;
-  open = true;
-
-  constructor(sql: AnySql) {
-    this.#sql = sql;
-  }
-
-  #checked(): AnySql {
-    if (!this.open)
-      throw new Error('a statement on a transaction that has ended (use the store, not its tx)');
-    return this.#sql;
-  }
-
-  async all<R>(sql: string, params?: Params): Promise<R[]> {
-    return [...(await query<R>(this.#checked(), sql, params))];
-  }
-
-  async get<R>(sql: string, params?: Params): Promise<R | undefined> {
-    return (await query<R>(this.#checked(), sql, params))[0];
-  }
-
-  async run(sql: string, params?: Params): Promise<{ changes: number }> {
-    return { changes: (await query(this.#checked(), sql, params)).count };
-  }
-
-  async exec(sql: string): Promise<void> {
-    try {
-      await this.#checked().unsafe(sql);
-    } catch (error) {
-      throw mapPostgresError(error);
-    }
-  }
-}
+const endsTransaction = isConnectionLost;
 
 export interface OpenPostgresOptions {
   /** `postgres://user:password@host:port/db`; a password left out is taken from `PGPASSWORD`. */
@@ -178,21 +102,60 @@ export class PostgresDb implements StoreDb {
   readonly lockTimeoutMs: number;
   /** The URL with its password hidden, for messages. */
   readonly label: string;
-  readonly #sql: Sql;
+  readonly #connect: () => Sql;
+  #sql: Sql;
+  /** Pools given up after a lost connection, draining ({@link renew}); `close()` waits for them. */
+  readonly #draining = new Set<Promise<void>>();
+  /** The feed's watchers, listening again on each new pool. */
+  readonly #watchers = new Set<{ onCommit: () => void; unlisten?: () => Promise<void> }>();
   #closed = false;
 
-  constructor(sql: Sql, label: string, lockTimeoutMs: number) {
-    this.#sql = sql;
+  /** `connect` makes the pool; it is called again for a new pool after a lost connection. */
+  constructor(connect: () => Sql, label: string, lockTimeoutMs: number) {
+    this.#connect = connect;
+    this.#sql = connect();
     this.label = label;
     this.lockTimeoutMs = lockTimeoutMs;
   }
 
-  async all<R>(sql: string, params?: Params): Promise<R[]> {
-    return [...(await query<R>(this.#open(), sql, params))];
+  all<R>(sql: string, params?: Params): Promise<R[]> {
+    return this.#read(async (pool) => [...(await query<R>(pool, sql, params))]);
   }
 
-  async get<R>(sql: string, params?: Params): Promise<R | undefined> {
-    return (await query<R>(this.#open(), sql, params))[0];
+  get<R>(sql: string, params?: Params): Promise<R | undefined> {
+    return this.#read(async (pool) => (await query<R>(pool, sql, params))[0]);
+  }
+
+  /** A read outside a transaction; one whose connection is lost runs again on a new pool. */
+  async #read<T>(read: (pool: Sql) => Promise<T>): Promise<T> {
+    for (let tries = 1; ; tries++) {
+      const pool = this.#open();
+      try {
+        return await read(pool);
+      } catch (error) {
+        if (!isConnectionLost(error) || tries >= WRITE_TRIES || this.#closed) throw error;
+        this.#renew(pool);
+      }
+    }
+  }
+
+  /**
+   * Replaces the pool `failed` (unless that was done already) after one of its connections was
+   * lost: new connections, through the URL's host list, for what comes next; the old pool is
+   * ended after {@link DRAIN_SECONDS}, failing what it still holds as lost connections. Not the
+   * lost connection alone: postgres.js 3.4 can keep a connection reset inside a transaction in a
+   * state where the queries given to it never settle (porsager/postgres#1215; seen here, about
+   * one write in twenty after its backends were killed), and it has no way to drop one connection.
+   */
+  #renew(failed: Sql): void {
+    if (this.#sql !== failed || this.#closed) return;
+    this.#sql = this.#connect();
+    const drained = failed
+      .end({ timeout: DRAIN_SECONDS })
+      .catch(() => {})
+      .finally(() => this.#draining.delete(drained));
+    this.#draining.add(drained);
+    for (const watcher of this.#watchers) void this.#listen(watcher);
   }
 
   run(sql: string, params?: Params): Promise<{ changes: number }> {
@@ -204,8 +167,8 @@ export class PostgresDb implements StoreDb {
   }
 
   write<T>(work: TxWork<T>, options: WriteOptions = {}): Promise<T> {
-    return this.#begin(options, async (sql) => {
-      const tx = new PostgresTx(sql);
+    return this.#begin(options, async (sql, lost) => {
+      const tx = new PostgresTx(sql, POSTGRES_DIALECT, lost);
       try {
         return await work(tx);
       } finally {
@@ -225,17 +188,17 @@ export class PostgresDb implements StoreDb {
    */
   async writeBatch<T>(units: ReadonlyArray<TxWork<T>>, options: WriteOptions = {}): Promise<Outcome<T>[]> {
     try {
-      return await this.#begin(options, async (sql) => {
+      return await this.#begin(options, async (sql, lost) => {
         const outcomes: Outcome<T>[] = [];
         for (const unit of units) {
-          const tx = new PostgresTx(sql);
+          const tx = new PostgresTx(sql, POSTGRES_DIALECT, lost);
           try {
             outcomes.push({ ok: true, value: await unit(tx) });
           } catch (error) {
             // A lost connection or a lock not taken in time (the same wait would come again on
             // the slow path, holding the feed lock twice as long): the batch fails as a whole,
             // nothing written, and may be tried again.
-            if (endsTransaction(error) || isBusy(error)) throw error;
+            if (endsTransaction(error) || isBusy(error) || isReadOnly(error)) throw error;
             throw new UnitFailed('a unit failed: the batch runs again with savepoints', { cause: error });
           } finally {
             tx.open = false;
@@ -262,12 +225,12 @@ export class PostgresDb implements StoreDb {
   }
 
   #savepointBatch<T>(units: ReadonlyArray<TxWork<T>>, options: WriteOptions): Promise<Outcome<T>[]> {
-    return this.#begin(options, async (sql) => {
+    return this.#begin(options, async (sql, lost) => {
       const outcomes: Outcome<T>[] = [];
       for (const unit of units) {
         try {
           const value = await sql.savepoint(async (sp) => {
-            const tx = new PostgresTx(sp);
+            const tx = new PostgresTx(sp, POSTGRES_DIALECT, lost);
             try {
               return await unit(tx);
             } finally {
@@ -276,7 +239,7 @@ export class PostgresDb implements StoreDb {
           });
           outcomes.push({ ok: true, value: value as T });
         } catch (error) {
-          if (endsTransaction(error)) throw error;
+          if (endsTransaction(error) || isReadOnly(error)) throw error;
           outcomes.push({ ok: false, error: mapPostgresError(error) });
         }
       }
@@ -290,20 +253,50 @@ export class PostgresDb implements StoreDb {
    * after each (re)connection of the listener, which may have missed notifications meanwhile.
    */
   async watchFeed(onCommit: () => void): Promise<() => Promise<void>> {
-    const { unlisten } = await this.#open().listen(
+    const watcher: { onCommit: () => void; unlisten?: () => Promise<void> } = { onCommit };
+    const pool = this.#open();
+    const { unlisten } = await pool.listen(
       FEED_CHANNEL,
       () => onCommit(),
       () => onCommit(),
     );
+    watcher.unlisten = unlisten;
+    this.#watchers.add(watcher);
+    // The pool was replaced while the listener started: it listens on the new one.
+    if (pool !== this.#sql) void this.#listen(watcher);
     return async () => {
-      await unlisten().catch(() => {});
+      this.#watchers.delete(watcher);
+      await watcher.unlisten?.().catch(() => {});
     };
+  }
+
+  /** Listens for `watcher` on the current pool, after a renewal; tries again while it fails. */
+  async #listen(watcher: { onCommit: () => void; unlisten?: () => Promise<void> }): Promise<void> {
+    while (!this.#closed && this.#watchers.has(watcher)) {
+      const pool = this.#sql;
+      try {
+        const { unlisten } = await pool.listen(
+          FEED_CHANNEL,
+          () => watcher.onCommit(),
+          () => watcher.onCommit(),
+        );
+        watcher.unlisten = unlisten;
+        return;
+      } catch {
+        if (pool === this.#sql) await new Promise((resolve) => setTimeout(resolve, 1_000).unref());
+      }
+    }
   }
 
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    await this.#sql.end({ timeout: 5 });
+    await Promise.all([this.#sql.end({ timeout: 5 }), ...this.#draining]);
+  }
+
+  /** The current pool (replaced after a lost connection), for the bootstrap before migrations. */
+  get pool(): Sql {
+    return this.#open();
   }
 
   #open(): Sql {
@@ -311,22 +304,51 @@ export class PostgresDb implements StoreDb {
     return this.#sql;
   }
 
+  /**
+   * One write transaction. When its connection is lost before COMMIT (a server killed or
+   * restarting, a failover), or its server is read-only (25006: a standby, or a fenced primary),
+   * nothing was written: the transaction runs again, on a new pool ({@link renew}) whose connections
+   * go through the URL's host list, up to {@link WRITE_TRIES} times in all. A connection lost during COMMIT ends the write with
+   * STORE_COMMIT_UNKNOWN: whether it was kept cannot be told, so it is left to the caller's retry.
+   */
   async #begin<T>(
     options: WriteOptions,
-    body: (sql: postgres.TransactionSql<Record<string, never>>) => Promise<T>,
+    body: (sql: postgres.TransactionSql<Record<string, never>>, lost: () => void) => Promise<T>,
   ): Promise<T> {
     const timeout = Math.max(1, Math.trunc(options.lockTimeoutMs ?? this.lockTimeoutMs));
-    try {
-      return (await this.#open().begin(async (sql) => {
-        // One round trip: the wait allowed, then (for a feed write) the feed lock and the
-        // notification that wakes the feed's readers on every host (sent at COMMIT only).
-        await sql.unsafe(
-          `SET LOCAL lock_timeout = ${timeout}${options.feed ? `; SELECT pg_advisory_xact_lock(${FEED_LOCK_KEY}); NOTIFY ${FEED_CHANNEL}` : ''}`,
-        );
-        return body(sql);
-      })) as T;
-    } catch (error) {
-      throw mapPostgresError(error);
+    // One round trip: the wait allowed, then (for a feed write) the feed lock and the notification that wakes the feed's readers on every host (sent at COMMIT only).
+    const opening = `SET LOCAL lock_timeout = ${timeout}${options.feed ? `; SELECT pg_advisory_xact_lock(${FEED_LOCK_KEY}); NOTIFY ${FEED_CHANNEL}` : ''}`;
+    for (let tries = 1; ; tries++) {
+      const at: { stage: WriteStage } = { stage: 'check' };
+      const pool = this.#open();
+      const lost = () => this.#renew(pool);
+      try {
+        return (await pool.begin(async (sql) => {
+          try {
+            await sql.unsafe(opening);
+          } catch (error) {
+            if (!isConnectionLost(error)) throw error;
+            lost();
+            return untilBeginRejects();
+          }
+          at.stage = 'body';
+          const result = await body(sql, lost);
+          at.stage = 'commit';
+          return result;
+        })) as T;
+      } catch (error) {
+        if (isReadOnly(error)) {
+          // Every connection of the pool may be on that server (a primary turned standby behind
+          // the same name, a fenced one): a new pool, whose connections look for a writable one.
+          this.#renew(pool);
+          if (tries < WRITE_TRIES && !this.#closed) continue;
+          throw error instanceof StoreError ? error : readOnlyError(this.label, error);
+        }
+        if (!isConnectionLost(error)) throw mapPostgresError(error, this.label);
+        this.#renew(pool);
+        if (at.stage !== 'commit' && tries < WRITE_TRIES && !this.#closed) continue;
+        throw lostConnectionError(this.label, at.stage, tries, error);
+      }
     }
   }
 }
@@ -369,25 +391,37 @@ export async function openPostgresDb({
   applicationName = 'h2h-sync',
 }: OpenPostgresOptions): Promise<PostgresDb> {
   const label = redactUrl(url);
-  let sql: Sql;
+  let connect: () => Sql;
+  let db: PostgresDb;
   try {
-    sql = postgres(url, {
-      max: poolMax,
-      // Every timestamp is BIGINT ms, safe as a number below 2^53; SUM and AVG of them come back
-      // NUMERIC, read as a number too (no column is NUMERIC: amounts are DOUBLE PRECISION).
-      types: {
-        bigint: { to: 20, from: [20], parse: (x: string) => Number(x), serialize: (x: unknown) => String(x) },
-        numeric: {
-          to: 1700,
-          from: [1700],
-          parse: (x: string) => Number(x),
-          serialize: (x: unknown) => String(x),
-        },
-      } as unknown as Record<string, never>,
-      onnotice: () => {},
-      fetch_types: false,
-      connection: { application_name: applicationName },
-    }) as unknown as Sql;
+    const sessionAttrs = driverSessionAttrs(url);
+    connect = () =>
+      postgres(url, {
+        max: poolMax,
+        // Every timestamp is BIGINT ms, safe as a number below 2^53; SUM and AVG of them come back
+        // NUMERIC, read as a number too (no column is NUMERIC: amounts are DOUBLE PRECISION).
+        types: {
+          bigint: {
+            to: 20,
+            from: [20],
+            parse: (x: string) => Number(x),
+            serialize: (x: unknown) => String(x),
+          },
+          numeric: {
+            to: 1700,
+            from: [1700],
+            parse: (x: string) => Number(x),
+            serialize: (x: unknown) => String(x),
+          },
+        } as unknown as Record<string, never>,
+        onnotice: () => {},
+        fetch_types: false,
+        // `read-write` becomes `primary` (store-url.ts, driverSessionAttrs); given as an option,
+        // it overrides the URL's. Several hosts are tried in order until one fits.
+        ...(sessionAttrs === undefined ? {} : { target_session_attrs: sessionAttrs }),
+        connection: { application_name: applicationName },
+      }) as unknown as Sql;
+    db = new PostgresDb(connect, label, lockTimeoutMs);
   } catch (error) {
     // The driver's URL error carries the whole URL (its `input`): never passed on as a cause.
     throw new StoreError(
@@ -395,13 +429,12 @@ export async function openPostgresDb({
       `${label} is not a valid PostgreSQL URL (${(error as Error).message}): check H2H_DB_URL, and percent-encode a password that holds / ? # @ or :`,
     );
   }
-  const db = new PostgresDb(sql, label, lockTimeoutMs);
   try {
-    await bootstrap(sql, label, mustExist);
+    await bootstrap(db.pool, label, mustExist);
     await runMigrations(db, POSTGRES_MIGRATIONS, label);
     return db;
   } catch (cause) {
-    await sql.end({ timeout: 1 }).catch(() => {});
+    await db.close().catch(() => {});
     if (cause instanceof StoreError) throw cause;
     throw new StoreError(
       'DATABASE_OPEN_FAILED',
