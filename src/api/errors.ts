@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { CLIENT_ERROR_STATUS, type ClientErrorKind } from '../shared/client-error.js';
 import { type RequestErrorKind, requestErrorOf } from '../shared/request-errors.js';
+import { StoreError } from '../store/store-error.js';
 
 /**
  * Every error answer of the shop API: its HTTP status and what to do. The body is always
@@ -25,6 +26,7 @@ export const API_ERRORS = {
   RATE_LIMITED: 429,
   BACKLOG_FULL: 503,
   QUEUE_UNAVAILABLE: 503,
+  STORE_UNAVAILABLE: 503,
   NOT_FOUND: 404,
   REQUEST_TIMEOUT: 408,
   PAYLOAD_TOO_LARGE: 413,
@@ -82,9 +84,19 @@ const REQUEST_ERROR_CODES: Record<RequestErrorKind, ApiErrorCode> = {
 };
 
 /**
+ * The store's refusals that end by themselves (a lock wait that gave up, a PostgreSQL failover:
+ * store-error.ts): answered 503 `STORE_UNAVAILABLE`, to retry. A retried `POST /v1/orders` is the
+ * same order (its partner_ref), also when the connection was lost during its COMMIT.
+ */
+const TRANSIENT_STORE_ERRORS = new Set(['STORE_BUSY', 'STORE_UNAVAILABLE', 'STORE_COMMIT_UNKNOWN']);
+/** The `Retry-After` of `STORE_UNAVAILABLE`, in seconds: a promotion takes about that long. */
+const STORE_RETRY_AFTER_S = 2;
+
+/**
  * The API's error handler: an {@link ApiHttpError} as it says (401s with `WWW-Authenticate`, and its `Retry-After`), a
  * schema's refusal as `VALIDATION_ERROR`, a refused body or content type as the receiver's are
- * (`requestErrorOf`), and anything else as a logged `INTERNAL_ERROR`. `bodyLimit`: the app's, in bytes.
+ * (`requestErrorOf`), a transient store error as `STORE_UNAVAILABLE` with `Retry-After`, and
+ * anything else as a logged `INTERNAL_ERROR`. `bodyLimit`: the app's, in bytes.
  */
 export function apiErrorHandler(bodyLimit: number) {
   return (error: FastifyError | ApiHttpError, request: FastifyRequest, reply: FastifyReply) => {
@@ -104,6 +116,18 @@ export function apiErrorHandler(bodyLimit: number) {
     const refused = requestErrorOf(error, bodyLimit);
     if (refused)
       return reply.code(refused.status).send(apiErrorBody(REQUEST_ERROR_CODES[refused.kind], refused.detail));
+    if (error instanceof StoreError && TRANSIENT_STORE_ERRORS.has(error.code)) {
+      request.log.warn({ reqId: request.id, err: error }, 'the store is unavailable');
+      return reply
+        .code(503)
+        .header('retry-after', String(STORE_RETRY_AFTER_S))
+        .send(
+          apiErrorBody(
+            'STORE_UNAVAILABLE',
+            `the order store is busy or failing over (${error.code}); retry the same request after Retry-After seconds: a repeated order with the same partner_ref is one order`,
+          ),
+        );
+    }
     request.log.error({ reqId: request.id, err: error }, 'api failure');
     return reply
       .code(500)

@@ -333,6 +333,8 @@ export const REQUEST_REFUSALS = {
     'a parameter its schema refuses, or a control character or lone surrogate in any text of the request (docs/api.md, "What refs and data may contain")',
   BAD_REQUEST: 'a malformed URL',
   INTERNAL_ERROR: 'a failure of ours (logged); retry, and report it if it persists',
+  STORE_UNAVAILABLE:
+    'the order store is busy or failing over (PostgreSQL: no writable server yet); retry after `Retry-After` seconds',
 } as const satisfies ErrorMeanings;
 
 /** The refusals of an operation's token (auth.ts): never counted against the rate limit. */
@@ -350,13 +352,14 @@ export const BODY_REFUSALS = {
   UNSUPPORTED_MEDIA_TYPE: 'a body in any content type but application/json',
 } as const satisfies ErrorMeanings;
 
-/** The header each error code is sent with (errors.ts: 401s; routes/orders.ts: a full backlog, a refresh without Redis). */
+/** The header each error code is sent with (errors.ts: 401s, a store failing over; routes/orders.ts: a full backlog, a refresh without Redis). */
 const ERROR_HEADERS: Partial<Record<ApiErrorCode, ResponseHeaderName>> = {
   TOKEN_MISSING: 'WWW-Authenticate',
   TOKEN_INVALID: 'WWW-Authenticate',
   TOKEN_REVOKED: 'WWW-Authenticate',
   BACKLOG_FULL: 'Retry-After',
   QUEUE_UNAVAILABLE: 'Retry-After',
+  STORE_UNAVAILABLE: 'Retry-After',
 };
 
 /**
