@@ -17,16 +17,22 @@ export interface RedisServerOptions {
   binary?: string;
   /** How long to wait for "Ready to accept connections". Default: 10000 ms. */
   startTimeoutMs?: number;
+  /** More redis-server flags, e.g. `['--replicaof', '127.0.0.1', '6380']`. Default: none. */
+  args?: readonly string[];
 }
 
 /** A private redis-server process owned by this process (`redis://127.0.0.1:<port>`). */
-export type RedisServer = PrivateServer;
+export interface RedisServer extends PrivateServer {
+  /** Kills the server with SIGKILL, as a crash would: no shutdown, no last write to disk. */
+  kill(): Promise<void>;
+}
 
 export class RedisServerError extends Error {
   override name = 'RedisServerError';
 }
 
-function resolveBinary(explicit?: string): string {
+/** The redis-server binary: `explicit`, else the one on PATH, else the usual places; throws naming the fix. */
+export function resolveRedisBinary(explicit?: string): string {
   if (explicit) return explicit;
   const onPath = (process.env.PATH ?? '')
     .split(':')
@@ -55,7 +61,14 @@ export function freePort(): Promise<number> {
   });
 }
 
-function launch(binary: string, dir: string, port: number, appendOnly: boolean, timeoutMs: number) {
+function launch(
+  binary: string,
+  dir: string,
+  port: number,
+  appendOnly: boolean,
+  timeoutMs: number,
+  extra: readonly string[],
+) {
   const args = [
     '--port', String(port),
     '--bind', '127.0.0.1',
@@ -67,6 +80,9 @@ function launch(binary: string, dir: string, port: number, appendOnly: boolean, 
     '--daemonize', 'no',
     '--protected-mode', 'yes',
     '--logfile', '',
+    // A replica that attaches is sent the data at once, not after the default 5 s wait for others.
+    '--repl-diskless-sync-delay', '0',
+    ...extra,
   ]; // biome-ignore format: one flag per line pair reads best
   const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   return untilReady(
@@ -83,18 +99,19 @@ function launch(binary: string, dir: string, port: number, appendOnly: boolean, 
  * one was taken in the meantime.
  */
 export async function startRedisServer(options: RedisServerOptions = {}): Promise<RedisServer> {
-  const binary = resolveBinary(options.binary);
+  const binary = resolveRedisBinary(options.binary);
   const ownsDir = options.dir === undefined;
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'h2h-redis-'));
   mkdirSync(dir, { recursive: true });
   const appendOnly = options.appendOnly ?? true;
   const timeoutMs = options.startTimeoutMs ?? 10_000;
+  const extra = options.args ?? [];
   let port = options.port ?? 0;
   let child: ChildProcess | undefined;
   for (let attempt = 0; !child; attempt++) {
     const tryPort = port || (await freePort());
     try {
-      child = await launch(binary, dir, tryPort, appendOnly, timeoutMs);
+      child = await launch(binary, dir, tryPort, appendOnly, timeoutMs, extra);
       port = tryPort;
     } catch (err) {
       if (options.port !== undefined || attempt >= 4) {
@@ -106,14 +123,18 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
   const stopChild = async () => {
     if (child) await terminate(child, 'SIGTERM');
   };
+  const kill = async () => {
+    if (child) await terminate(child, 'SIGKILL');
+  };
   return {
     url: `redis://127.0.0.1:${port}`,
     port,
     dir,
     pause: stopChild,
+    kill,
     async resume() {
       await stopChild();
-      child = await launch(binary, dir, port, appendOnly, timeoutMs);
+      child = await launch(binary, dir, port, appendOnly, timeoutMs, extra);
     },
     async stop() {
       await stopChild();
