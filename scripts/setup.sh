@@ -2,7 +2,8 @@
 # Installs what h2h-sync needs beyond `npm ci`: a redis-server binary and the PostgreSQL server
 # binaries (initdb, postgres), never started here: tests and the demo start private instances;
 # a loadable better-sqlite3 build; and with --tests (`npm test`) php-cli and python3, for the
-# test of docs/shop.md's verification snippets, which a production host does not need.
+# test of docs/shop.md's verification snippets, and openssl, for the TLS Redis test's
+# certificates, which a production host does not need.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FOR_TESTS=
@@ -108,6 +109,9 @@ if [ -n "$FOR_TESTS" ]; then
   echo "setup: php: $(command -v php) ($(php -r 'echo PHP_VERSION;'))"
   install_missing_command python3 python3 'Python >= 3.8'
   echo "setup: python3: $(command -v python3) ($(python3 -c 'import platform; print(platform.python_version())'))"
+  # The TLS Redis test makes its CA and certificate with it (test/helpers/tls.ts).
+  install_missing_command openssl openssl 'OpenSSL'
+  echo "setup: openssl: $(command -v openssl) ($(openssl version | awk '{print $2}'))"
 fi
 
 # npm can skip dependency install scripts; make sure the native SQLite binding really loads.

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -9,6 +9,8 @@ import {
   freePort,
   type RedisServer,
   RedisServerError,
+  type RedisTlsFiles,
+  redisTlsFlags,
   resolveRedisBinary,
   startRedisServer,
 } from './redis-server.js';
@@ -26,6 +28,8 @@ export interface SentinelGroupOptions {
   downAfterMs?: number;
   /** How long to wait for the group to be ready (every sentinel knowing the replica and the others). Default: 20000 ms. */
   readyTimeoutMs?: number;
+  /** TLS only, everywhere (clients, replication, sentinels), with these files. Default: plain TCP. */
+  tls?: RedisTlsFiles;
 }
 
 /** A private primary, its replica and the sentinels watching them, all on free loopback ports. */
@@ -48,11 +52,13 @@ export interface SentinelGroup {
 /** The line a sentinel prints once it monitors the primary. */
 const SENTINEL_READY = '+monitor master';
 
+type GroupSettings = Required<Omit<SentinelGroupOptions, 'tls'>> & Pick<SentinelGroupOptions, 'tls'>;
+
 async function launchSentinel(
   binary: string,
   dir: string,
   primaryPort: number,
-  options: Required<SentinelGroupOptions>,
+  options: GroupSettings,
 ) {
   for (let attempt = 0; ; attempt++) {
     const port = await freePort();
@@ -62,7 +68,12 @@ async function launchSentinel(
     writeFileSync(
       file,
       [
-        `port ${port}`,
+        // The TLS flags as configuration lines ("--tls-port 1" → "tls-port 1").
+        ...(options.tls
+          ? redisTlsFlags(port, options.tls).flatMap((flag, i, all) =>
+              i % 2 === 0 ? [`${flag.slice(2)} ${all[i + 1]}`] : [],
+            )
+          : [`port ${port}`]),
         'bind 127.0.0.1',
         'daemonize no',
         `dir ${dir}`,
@@ -107,12 +118,15 @@ async function until(probe: () => Promise<boolean>, timeoutMs: number, what: str
  * happen from then on.
  */
 export async function startSentinelGroup(options: SentinelGroupOptions = {}): Promise<SentinelGroup> {
-  const settings: Required<SentinelGroupOptions> = {
+  const { tls } = options;
+  const settings: GroupSettings = {
     masterName: options.masterName ?? 'h2h',
     sentinels: options.sentinels ?? 3,
     downAfterMs: options.downAfterMs ?? 1_000,
     readyTimeoutMs: options.readyTimeoutMs ?? 20_000,
+    ...(tls ? { tls } : {}),
   };
+  const clientTls = tls ? { tls: { ca: readFileSync(tls.ca) } } : {};
   const dir = mkdtempSync(join(tmpdir(), 'h2h-sentinel-'));
   const children: ChildProcess[] = [];
   const servers: RedisServer[] = [];
@@ -124,15 +138,16 @@ export async function startSentinelGroup(options: SentinelGroupOptions = {}): Pr
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    const primary = await startRedisServer();
+    const primary = await startRedisServer(tls ? { tls } : {});
     servers.push(primary);
     // Without AOF: a replica ignores SIGTERM while it writes its first AOF after a sync.
     const replica = await startRedisServer({
+      ...(tls ? { tls } : {}),
       appendOnly: false,
       args: ['--replicaof', '127.0.0.1', String(primary.port)],
     });
     servers.push(replica);
-    const replicaClient = new Redis(replica.url, { lazyConnect: true });
+    const replicaClient = new Redis(replica.port, '127.0.0.1', { lazyConnect: true, ...clientTls });
     clients.push(replicaClient);
     await until(
       async () => /master_link_status:up/.test(await replicaClient.info('replication')),
@@ -145,7 +160,7 @@ export async function startSentinelGroup(options: SentinelGroupOptions = {}): Pr
       const sentinel = await launchSentinel(binary, dir, primary.port, settings);
       children.push(sentinel.child);
       ports.push(sentinel.port);
-      clients.push(new Redis(sentinel.port, '127.0.0.1', { lazyConnect: true }));
+      clients.push(new Redis(sentinel.port, '127.0.0.1', { lazyConnect: true, ...clientTls }));
     }
     const name = settings.masterName;
     const sentinelClients = clients.slice(1);
@@ -167,7 +182,11 @@ export async function startSentinelGroup(options: SentinelGroupOptions = {}): Pr
       primary,
       replica,
       sentinels,
-      address: sentinelRedisAddress({ url: 'redis://127.0.0.1', sentinels, masterName: name }),
+      address: sentinelRedisAddress({
+        url: tls ? 'rediss://127.0.0.1' : 'redis://127.0.0.1',
+        sentinels,
+        masterName: name,
+      }),
       async primaryPort() {
         for (const client of sentinelClients) {
           const answer = (await client.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name).catch(() => null)) as

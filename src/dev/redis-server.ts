@@ -19,9 +19,34 @@ export interface RedisServerOptions {
   startTimeoutMs?: number;
   /** More redis-server flags, e.g. `['--replicaof', '127.0.0.1', '6380']`. Default: none. */
   args?: readonly string[];
+  /** TLS only, on the port (`rediss://`), with these files. Default: plain TCP. */
+  tls?: RedisTlsFiles;
 }
 
-/** A private redis-server process owned by this process (`redis://127.0.0.1:<port>`). */
+/** PEM files of a TLS Redis: its certificate and key, and the CA that signed it. */
+export interface RedisTlsFiles {
+  cert: string;
+  key: string;
+  ca: string;
+}
+
+/**
+ * The flags that make a redis-server (or sentinel) serve TLS only, on `port`, and use TLS to
+ * its primary and to the servers it watches; clients need no certificate of their own.
+ */
+export function redisTlsFlags(port: number, tls: RedisTlsFiles): string[] {
+  return [
+    '--tls-port', String(port),
+    '--port', '0',
+    '--tls-cert-file', tls.cert,
+    '--tls-key-file', tls.key,
+    '--tls-ca-cert-file', tls.ca,
+    '--tls-auth-clients', 'no',
+    '--tls-replication', 'yes',
+  ]; // biome-ignore format: one flag per line pair reads best
+}
+
+/** A private redis-server process owned by this process (`redis://127.0.0.1:<port>`, `rediss://` with TLS). */
 export interface RedisServer extends PrivateServer {
   /** Kills the server with SIGKILL, as a crash would: no shutdown, no last write to disk. */
   kill(): Promise<void>;
@@ -68,6 +93,7 @@ function launch(
   appendOnly: boolean,
   timeoutMs: number,
   extra: readonly string[],
+  tls: RedisTlsFiles | undefined,
 ) {
   const args = [
     '--port', String(port),
@@ -82,6 +108,7 @@ function launch(
     '--logfile', '',
     // A replica that attaches is sent the data at once, not after the default 5 s wait for others.
     '--repl-diskless-sync-delay', '0',
+    ...(tls ? redisTlsFlags(port, tls) : []),
     ...extra,
   ]; // biome-ignore format: one flag per line pair reads best
   const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -111,7 +138,7 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
   for (let attempt = 0; !child; attempt++) {
     const tryPort = port || (await freePort());
     try {
-      child = await launch(binary, dir, tryPort, appendOnly, timeoutMs, extra);
+      child = await launch(binary, dir, tryPort, appendOnly, timeoutMs, extra, options.tls);
       port = tryPort;
     } catch (err) {
       if (options.port !== undefined || attempt >= 4) {
@@ -127,14 +154,14 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
     if (child) await terminate(child, 'SIGKILL');
   };
   return {
-    url: `redis://127.0.0.1:${port}`,
+    url: `${options.tls ? 'rediss' : 'redis'}://127.0.0.1:${port}`,
     port,
     dir,
     pause: stopChild,
     kill,
     async resume() {
       await stopChild();
-      child = await launch(binary, dir, port, appendOnly, timeoutMs, extra);
+      child = await launch(binary, dir, port, appendOnly, timeoutMs, extra, options.tls);
     },
     async stop() {
       await stopChild();
