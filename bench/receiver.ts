@@ -92,10 +92,10 @@ function spawnServer(args: string[], env: NodeJS.ProcessEnv, found: (output: str
   });
   return new Promise<ServerProcess>((resolve, reject) => {
     let output = '';
-    const timer = setTimeout(
-      () => reject(new Error(`${args.join(' ')} did not listen within 30 s:\n${output}`)),
-      30_000,
-    );
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL'); // not left running when the bench gives up
+      reject(new Error(`${args.join(' ')} did not listen within 30 s:\n${output}`));
+    }, 30_000);
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
       const url = found(output);

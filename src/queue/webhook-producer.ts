@@ -95,8 +95,8 @@ export interface WebhookProducer {
   /**
    * Adds a verified delivery under its dedupe job id with `queue.add`. Resolves after Redis
    * acknowledged it (or found the job already stored), and `replicaAcks` replicas with it;
-   * rejects with {@link QueueUnavailableError} otherwise. After a timeout the add may still land later: a
-   * retried delivery then finds it as a duplicate.
+   * rejects with {@link QueueUnavailableError} otherwise. After a timeout the add may still land
+   * later: a retried delivery then finds it as a duplicate.
    */
   enqueueWebhook(delivery: WebhookDeliveryInput): Promise<WebhookEnqueueResult>;
   /** Adds an early-poll request, one per order while pending; same guarantees. */
@@ -175,6 +175,16 @@ function replicaBarrier(redis: Redis, replicas: number, timeoutMs: number): () =
 export function createWebhookProducer(options: WebhookProducerOptions = {}): WebhookProducer {
   const timeoutMs = options.enqueueTimeoutMs ?? DEFAULT_ENQUEUE_TIMEOUT_MS;
   const prefix = options.prefix ?? DEFAULT_QUEUE_PREFIX;
+  const replicaAcks = options.replicaAcks ?? 0;
+  const replicaAckTimeoutMs = options.replicaAckTimeoutMs ?? DEFAULT_REPLICA_ACK_TIMEOUT_MS;
+  if (!Number.isInteger(replicaAcks) || replicaAcks < 0) {
+    throw new RangeError(`replicaAcks must be a whole number ≥ 0, got ${replicaAcks}`);
+  }
+  if (replicaAcks > 0 && replicaAckTimeoutMs >= timeoutMs) {
+    throw new RangeError(
+      `replicaAckTimeoutMs (${replicaAckTimeoutMs}) must be below enqueueTimeoutMs (${timeoutMs}), which bounds the WAIT`,
+    );
+  }
   const redis = createRedis(options.redisUrl ?? DEFAULT_REDIS_URL, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
@@ -212,16 +222,6 @@ export function createWebhookProducer(options: WebhookProducerOptions = {}): Web
   webhookQueue.on('error', () => {});
   pollQueue.on('error', () => {});
 
-  const replicaAcks = options.replicaAcks ?? 0;
-  const replicaAckTimeoutMs = options.replicaAckTimeoutMs ?? DEFAULT_REPLICA_ACK_TIMEOUT_MS;
-  if (!Number.isInteger(replicaAcks) || replicaAcks < 0) {
-    throw new RangeError(`replicaAcks must be a whole number ≥ 0, got ${replicaAcks}`);
-  }
-  if (replicaAcks > 0 && replicaAckTimeoutMs >= timeoutMs) {
-    throw new RangeError(
-      `replicaAckTimeoutMs (${replicaAckTimeoutMs}) must be below enqueueTimeoutMs (${timeoutMs}), which bounds the WAIT`,
-    );
-  }
   const replicated = replicaBarrier(redis, replicaAcks, replicaAckTimeoutMs);
 
   /** The add of each job key in flight, so that a second add of the same job can wait for it. */
