@@ -55,3 +55,14 @@ export async function flushRedis(redisUrl: string): Promise<void> {
     redis.disconnect();
   }
 }
+
+/** How many times Redis has run `command` since it started (`INFO commandstats`). */
+export async function commandCalls(redisUrl: string, command: string): Promise<number> {
+  const redis = new Redis(redisUrl);
+  try {
+    const stats = await redis.info('commandstats');
+    return Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+  } finally {
+    redis.disconnect();
+  }
+}

@@ -40,7 +40,7 @@ import { Redis } from 'ioredis';
 import { startRedisServer } from '../src/dev/redis-server.js';
 import { type AutocannonResult, autocannon } from './autocannon.js';
 import { cpuTimes, machineTicks } from './process-cpu.js';
-import { checkQueue, flushRedis, type QueueCheck, serverPid } from './receiver-queue.js';
+import { checkQueue, commandCalls, flushRedis, type QueueCheck, serverPid } from './receiver-queue.js';
 import { DeliveryLog, SECRET } from './webhook-deliveries.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -272,6 +272,8 @@ interface WaitedRound {
   ratio: number;
   /** Its requests/s over the plain receiver's of the same round. */
   ofReceiver: number;
+  /** Webhooks answered 2xx per `WAIT` Redis ran: how many one round trip to the replica covered. */
+  perWait: number;
 }
 
 /** What a measured receiver run and its queue check must show; each miss is a failure. */
@@ -349,13 +351,15 @@ async function main(): Promise<number> {
         const ratio = receiver.requestsPerS / bare.requestsPerS;
         let waited: WaitedRound | undefined;
         if (waitingServer) {
+          const waitsBefore = await commandCalls(redis.url, 'wait');
           const m = await measure(`receiver + WAIT ${replicaAcks}`, waitingServer, redisPid);
-          const ofReceiver = m.requestsPerS / receiver.requestsPerS;
+          const waits = (await commandCalls(redis.url, 'wait')) - waitsBefore;
           waited = {
             m,
             queue: await checkQueue(redis.url, m.log),
             ratio: m.requestsPerS / bare.requestsPerS,
-            ofReceiver,
+            ofReceiver: m.requestsPerS / receiver.requestsPerS,
+            perWait: m.result['2xx'] / Math.max(waits, 1),
           };
         }
         results.push({ bare, receiver, ratio, queue, ...(waited ? { waited } : {}) });
@@ -364,7 +368,7 @@ async function main(): Promise<number> {
         if (waited) failures.push(...runFailures(where, waited.m, waited.queue));
         if (rounds > 1 || waited) {
           const ratios = waited
-            ? `ratio ${ratio.toFixed(3)}, with the replica wait ${waited.ratio.toFixed(3)} (${waited.ofReceiver.toFixed(3)} of the receiver's)`
+            ? `ratio ${ratio.toFixed(3)}, with the replica wait ${waited.ratio.toFixed(3)} (${waited.ofReceiver.toFixed(3)} of the receiver's; ${waited.perWait.toFixed(1)} webhooks per WAIT)`
             : `ratio ${ratio.toFixed(3)}`;
           const lines = [bare, receiver, ...(waited ? [waited.m] : [])].map((m) => `${where}${line(m)}\n`);
           process.stdout.write(`${lines.join('')}${where}${ratios}\n`);
@@ -393,7 +397,11 @@ async function main(): Promise<number> {
         receiver: figures(receiver),
         ratio: round(r, 3),
         ...(waited
-          ? { receiver_with_replica_acks: figures(waited.m), ratio_with_replica_acks: round(waited.ratio, 3) }
+          ? {
+              receiver_with_replica_acks: figures(waited.m),
+              ratio_with_replica_acks: round(waited.ratio, 3),
+              webhooks_per_wait: round(waited.perWait, 1),
+            }
           : {}),
         queue: {
           events_answered_2xx: queue.acknowledged,
@@ -430,6 +438,7 @@ function withReplicaAcks(waited: WaitedRound[]) {
     ratio: round(median(waited.map((w) => w.ratio)), 3),
     of_receiver_requests_per_s: round(median(waited.map((w) => w.ofReceiver)), 3),
     receiver_p99_ms: median(waited.map((w) => w.m.result.latency.p99)),
+    webhooks_per_wait: round(median(waited.map((w) => w.perWait)), 1),
   };
 }
 
