@@ -54,12 +54,7 @@ const SENTINEL_READY = '+monitor master';
 
 type GroupSettings = Required<Omit<SentinelGroupOptions, 'tls'>> & Pick<SentinelGroupOptions, 'tls'>;
 
-async function launchSentinel(
-  binary: string,
-  dir: string,
-  primaryPort: number,
-  options: GroupSettings,
-) {
+async function launchSentinel(binary: string, dir: string, primaryPort: number, options: GroupSettings) {
   for (let attempt = 0; ; attempt++) {
     const port = await freePort();
     // Sentinel rewrites its configuration file (what it learns), so each has its own.
