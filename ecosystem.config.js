@@ -37,12 +37,13 @@ const config = loadConfig(env);
 const settings = config.settings;
 
 /**
- * No REDIS_URL where pm2 runs: the ecosystem runs a private redis-server of its own, on the
- * address every process and CLI command uses by default (REDIS_URL's default follows
- * H2H_PRIVATE_REDIS_PORT), so `h2h-sync status` finds it without a setting.
+ * No REDIS_URL (nor sentinels) where pm2 runs: the ecosystem runs a private redis-server of its
+ * own, on the address every process and CLI command uses by default (REDIS_URL's default follows
+ * H2H_PRIVATE_REDIS_PORT), so `h2h-sync status` finds it without a setting. With
+ * H2H_REDIS_SENTINELS, REDIS_URL only carries credentials and scheme: it is passed on as set.
  */
-const privateRedis = !env.REDIS_URL;
-const redisUrl = config.redisUrl;
+const privateRedis = !env.REDIS_URL && !env.H2H_REDIS_SENTINELS;
+const redisUrl = privateRedis ? config.redisUrl : (env.REDIS_URL ?? '');
 
 /**
  * An env block naming every setting: the value of the environment pm2 runs in, else `defaults`,

@@ -14,7 +14,13 @@
  * conditions of a shared machine, whose speed drifts over tens of seconds.
  *
  *   npm run bench:receiver -- [--duration 5] [--connections 50] [--warmup 3] [--rounds 5]
- *                             [--min-ratio 0.33] [--max-p99 15] [--cpu-prof DIR]
+ *                             [--min-ratio 0.33] [--max-p99 15] [--replica-acks N] [--cpu-prof DIR]
+ *
+ * With `--replica-acks N` the private Redis gets a replica (in sync before the first round) and
+ * a third server runs, the receiver with H2H_RECEIVER_REPLICA_ACKS=N: each round measures it
+ * after the other two, and prints its ratio to the bare route and to the plain receiver, which
+ * writes to the same primary with the same replica (docs/performance.md, "The replica wait").
+ * Its figures are reported, not judged: the verdict stays the plain receiver's.
  *
  * Prints requests/s and latency p50/p99 of both in each round, their ratio, and the CPU time
  * each process spent per 1,000 requests (server, Redis, autocannon) with the machine's idle
@@ -27,20 +33,17 @@
  * allowed are those of requests cut in flight when a run ends).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { startRedisServer } from '../src/dev/redis-server.js';
-import { DEFAULT_QUEUE_PREFIX, WEBHOOK_QUEUE, webhookIdentity } from '../src/queue/webhook-queue.js';
-import { signWebhook } from '../src/upstream/signature.js';
-import { type AutocannonRequest, type AutocannonResult, autocannon } from './autocannon.js';
+import { type AutocannonResult, autocannon } from './autocannon.js';
+import { cpuTimes, machineTicks } from './process-cpu.js';
+import { checkQueue, commandCalls, flushRedis, type QueueCheck, serverPid } from './receiver-queue.js';
+import { DeliveryLog, SECRET } from './webhook-deliveries.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const SECRET = 'bench_secret_receiver';
 
 const { values: flags } = parseArgs({
   options: {
@@ -51,6 +54,11 @@ const { values: flags } = parseArgs({
     'max-p99': { type: 'string', default: '15' },
     /** Measures bare route and receiver this many times, alternately; the verdict takes the medians. */
     rounds: { type: 'string', default: '5' },
+    /**
+     * With N > 0, the private Redis gets a replica and a third server is measured in each round:
+     * the receiver with H2H_RECEIVER_REPLICA_ACKS=N (a WAIT for N replicas before each 2xx).
+     */
+    'replica-acks': { type: 'string', default: '0' },
     /** Writes a V8 CPU profile of each server process into this directory. */
     'cpu-prof': { type: 'string' },
   },
@@ -61,80 +69,13 @@ const warmup = Number(flags.warmup);
 const minRatio = Number(flags['min-ratio']);
 const maxP99 = Number(flags['max-p99']);
 const rounds = Number(flags.rounds);
-for (const [name, value] of Object.entries({ duration, connections, warmup, minRatio, maxP99, rounds })) {
+const replicaAcks = Number(flags['replica-acks']);
+const numbers = { duration, connections, warmup, minRatio, maxP99, rounds, replicaAcks };
+for (const [name, value] of Object.entries(numbers)) {
   if (!Number.isFinite(value) || value < 0) throw new TypeError(`--${name} must be a number ≥ 0`);
 }
 
 const round = (n: number, digits = 0) => Number(n.toFixed(digits));
-
-/** What autocannon keeps per connection between a request and its answer. */
-interface DeliveryContext {
-  eventId?: string;
-}
-
-/** Unique, validly signed deliveries, and which of them were answered 2xx. */
-class DeliveryLog {
-  readonly sent = new Set<string>();
-  readonly acknowledged = new Set<string>();
-  private sequence = 0;
-  private readonly run = randomBytes(4).toString('hex');
-
-  /** An autocannon request that sends a new event each time and records 2xx answers. */
-  request(path: string): AutocannonRequest<DeliveryContext> {
-    return {
-      method: 'POST',
-      path,
-      setupRequest: (req, context) => {
-        const { eventId, body, headers } = this.next();
-        context.eventId = eventId;
-        return { ...req, body, headers };
-      },
-      onResponse: (status, _body, context) => {
-        if (status >= 200 && status < 300 && context.eventId) this.acknowledged.add(context.eventId);
-      },
-    };
-  }
-
-  /** A webhook as the simulator sends it (decisions.md, "Webhooks"): ~600 bytes of JSON. */
-  next(): { eventId: string; body: string; headers: Record<string, string> } {
-    this.sequence += 1;
-    const n = this.sequence;
-    const eventId = `evt_${this.run}_${n}`;
-    const now = new Date().toISOString();
-    const body = JSON.stringify({
-      event_id: eventId,
-      event: 'order.updated',
-      created_at: now,
-      data: {
-        invoice_number: `INV-20261121-${this.run}-${String(n).padStart(8, '0')}`,
-        partner_ref: `bench-${this.run}-${n}`,
-        status: 'SUCCESS',
-        amount: 19_850,
-        target: `${100_000_000 + (n % 900_000_000)}(2001)`,
-        product_name: 'Mobile Legends: Bang Bang — 86 Diamonds (78 + 8 bonus), instant top-up',
-        product_code: 'MLBB-86',
-        serial_number: `SN-${this.run}-${String(n).padStart(10, '0')}-MLBB86-000000000000000000000000000000000000000000`,
-        nickname: 'BenchPlayer#2001 (Asia)',
-        message: null,
-        created_at: now,
-        success_at: now,
-      },
-    });
-    const timestamp = String(Math.floor(Date.now() / 1000));
-    this.sent.add(eventId);
-    return {
-      eventId,
-      body,
-      headers: {
-        'content-type': 'application/json',
-        'x-timestamp': timestamp,
-        'x-signature': signWebhook(SECRET, timestamp, body),
-        'x-event-id': eventId,
-        'x-event-type': 'order.updated',
-      },
-    };
-  }
-}
 
 interface ServerProcess {
   child: ChildProcess;
@@ -151,10 +92,10 @@ function spawnServer(args: string[], env: NodeJS.ProcessEnv, found: (output: str
   });
   return new Promise<ServerProcess>((resolve, reject) => {
     let output = '';
-    const timer = setTimeout(
-      () => reject(new Error(`${args.join(' ')} did not listen within 30 s:\n${output}`)),
-      30_000,
-    );
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL'); // not left running when the bench gives up
+      reject(new Error(`${args.join(' ')} did not listen within 30 s:\n${output}`));
+    }, 30_000);
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
       const url = found(output);
@@ -190,33 +131,6 @@ function stopServer({ child }: ServerProcess): Promise<number | null> {
     });
     child.kill('SIGTERM');
   });
-}
-
-/** CPU time a process has used so far, in ms (user, system); undefined off Linux. */
-function cpuTimes(pid: number | undefined): { user: number; system: number } | undefined {
-  if (pid === undefined) return undefined;
-  try {
-    // Fields 14 and 15 of /proc/<pid>/stat (utime, stime), after the parenthesised command name.
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-    return { user: Number(fields[11]) * 10, system: Number(fields[12]) * 10 }; // USER_HZ is 100
-  } catch {
-    return undefined;
-  }
-}
-
-/** Idle and total jiffies of the whole machine so far (first line of /proc/stat); undefined off Linux. */
-function machineTicks(): { idle: number; total: number } | undefined {
-  try {
-    const values = readFileSync('/proc/stat', 'utf8')
-      .split('\n')[0]!
-      .trim()
-      .split(/\s+/)
-      .slice(1)
-      .map(Number);
-    return { idle: (values[3] ?? 0) + (values[4] ?? 0), total: values.reduce((a, b) => a + b, 0) };
-  } catch {
-    return undefined;
-  }
 }
 
 /** CPU ms per 1,000 answered requests of each process during the measured run. */
@@ -303,56 +217,6 @@ async function measure(name: string, server: ServerProcess, redisPid?: number): 
   };
 }
 
-async function serverPid(redisUrl: string): Promise<number | undefined> {
-  const redis = new Redis(redisUrl);
-  try {
-    return Number(/process_id:(\d+)/.exec(await redis.info('server'))?.[1]) || undefined;
-  } finally {
-    redis.disconnect();
-  }
-}
-
-interface QueueCheck {
-  jobs: number;
-  acknowledged: number;
-  missing: number;
-  unknown: number;
-}
-
-/**
- * Every acknowledged event must be in Redis; any other job must be a request cut in flight.
- * Then empties Redis for the next round.
- */
-async function checkQueue(redisUrl: string, log: DeliveryLog): Promise<QueueCheck> {
-  const redis = new Redis(redisUrl);
-  const queue = new Queue(WEBHOOK_QUEUE, { connection: redis, prefix: DEFAULT_QUEUE_PREFIX });
-  try {
-    // No worker runs: every job the receiver added is waiting.
-    const jobIds = new Set(await queue.getRanges(['wait'], 0, -1));
-    const idOf = (eventId: string) =>
-      webhookIdentity(Buffer.from(JSON.stringify({ event_id: eventId }))).jobId;
-    let missing = 0;
-    for (const eventId of log.acknowledged) if (!jobIds.has(idOf(eventId))) missing += 1;
-    const sentIds = new Set([...log.sent].map(idOf));
-    let unknown = 0;
-    for (const jobId of jobIds) if (!sentIds.has(jobId)) unknown += 1;
-    await redis.flushall();
-    return { jobs: jobIds.size, acknowledged: log.acknowledged.size, missing, unknown };
-  } finally {
-    await queue.close();
-    redis.disconnect();
-  }
-}
-
-async function flushRedis(redisUrl: string): Promise<void> {
-  const redis = new Redis(redisUrl);
-  try {
-    await redis.flushall();
-  } finally {
-    redis.disconnect();
-  }
-}
-
 const median = (values: number[]) => {
   const sorted = [...values].sort((x, y) => x - y);
   const middle = Math.floor(sorted.length / 2);
@@ -382,12 +246,67 @@ function line(m: Measurement): string {
   );
 }
 
+/** A replica of `redis` (no AOF of its own), once it is in sync. */
+async function startReplica(redis: { port: number }) {
+  const replica = await startRedisServer({
+    appendOnly: false,
+    args: ['--replicaof', '127.0.0.1', String(redis.port)],
+  });
+  const client = new Redis(replica.url);
+  try {
+    const deadline = Date.now() + 30_000;
+    while (!/master_link_status:up/.test(await client.info('replication'))) {
+      if (Date.now() > deadline) throw new Error('the replica did not sync within 30 s');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  } finally {
+    client.disconnect();
+  }
+  return replica;
+}
+
+/** The receiver with the replica wait, its round's figures, and the run's failures. */
+interface WaitedRound {
+  m: Measurement;
+  queue: QueueCheck;
+  ratio: number;
+  /** Its requests/s over the plain receiver's of the same round. */
+  ofReceiver: number;
+  /** Webhooks answered 2xx per `WAIT` Redis ran: how many one round trip to the replica covered. */
+  perWait: number;
+}
+
+/** What a measured receiver run and its queue check must show; each miss is a failure. */
+function runFailures(where: string, m: Measurement, queue?: QueueCheck): string[] {
+  const found: string[] = [];
+  const { non2xx, errors, timeouts } = m.result;
+  if (non2xx + errors + timeouts > 0) {
+    found.push(`${where}${m.name}: ${non2xx} non-2xx, ${errors} errors, ${timeouts} timeouts`);
+  }
+  if (!queue) return found;
+  if (queue.missing > 0) found.push(`${where}${queue.missing} events answered 2xx are not in Redis`);
+  if (queue.unknown > 0) found.push(`${where}${queue.unknown} jobs in Redis match no event sent`);
+  if (queue.jobs - queue.acknowledged > 2 * connections) {
+    found.push(
+      `${where}${queue.jobs - queue.acknowledged} jobs beyond the 2xx answers: more than the requests in flight`,
+    );
+  }
+  return found;
+}
+
 async function main(): Promise<number> {
   const redis = await startRedisServer({ appendOnly: true }); // appendfsync everysec
+  const replica = replicaAcks > 0 ? await startReplica(redis) : undefined;
   try {
     const redisPid = await serverPid(redis.url);
     const failures: string[] = [];
-    const results: { bare: Measurement; receiver: Measurement; ratio: number; queue: QueueCheck }[] = [];
+    const results: {
+      bare: Measurement;
+      receiver: Measurement;
+      ratio: number;
+      queue: QueueCheck;
+      waited?: WaitedRound;
+    }[] = [];
     // Both servers stay up for the whole run and are measured alternately, in short rounds, so
     // that each ratio compares two runs made under the same conditions of a shared machine.
     const bareServer = await spawnServer(
@@ -395,20 +314,32 @@ async function main(): Promise<number> {
       {},
       (out) => /listening (\S+)/.exec(out)?.[1],
     );
-    const receiverServer = await spawnServer(
-      ['src/cli/main.ts', 'receiver'],
-      {
-        H2H_API_SECRET: SECRET,
-        REDIS_URL: redis.url,
-        HOST: '127.0.0.1',
-        PORT: '0',
-        H2H_RECEIVER_METRICS_PORT: '0',
-        LOG_LEVEL: 'info',
-      },
-      (out) => (/"msg":"receiver listening"/.test(out) ? /"url":"([^"]+)"/.exec(out)?.[1] : undefined),
-    );
+    const receiverEnv = {
+      H2H_API_SECRET: SECRET,
+      REDIS_URL: redis.url,
+      HOST: '127.0.0.1',
+      PORT: '0',
+      H2H_RECEIVER_METRICS_PORT: '0',
+      LOG_LEVEL: 'info',
+    };
+    const listening = (out: string) =>
+      /"msg":"receiver listening"/.test(out) ? /"url":"([^"]+)"/.exec(out)?.[1] : undefined;
+    const receiverServer = await spawnServer(['src/cli/main.ts', 'receiver'], receiverEnv, listening);
+    const waitingServer =
+      replicaAcks > 0
+        ? await spawnServer(
+            ['src/cli/main.ts', 'receiver'],
+            { ...receiverEnv, H2H_RECEIVER_REPLICA_ACKS: String(replicaAcks) },
+            listening,
+          )
+        : undefined;
+    const servers = [bareServer, receiverServer, ...(waitingServer ? [waitingServer] : [])];
     try {
-      const warmupFailures = { bare: await warmUp(bareServer), receiver: await warmUp(receiverServer) };
+      const warmupFailures = {
+        bare: await warmUp(bareServer),
+        receiver: await warmUp(receiverServer),
+        ...(waitingServer ? { 'receiver with the replica wait': await warmUp(waitingServer) } : {}),
+      };
       await flushRedis(redis.url); // the warm-up's jobs are not checked
       for (const [name, count] of Object.entries(warmupFailures)) {
         if (count > 0) failures.push(`warm-up of the ${name}: ${count} non-2xx, errors or timeouts`);
@@ -418,28 +349,33 @@ async function main(): Promise<number> {
         const receiver = await measure('receiver (verify + enqueue)', receiverServer, redisPid);
         const queue = await checkQueue(redis.url, receiver.log);
         const ratio = receiver.requestsPerS / bare.requestsPerS;
-        results.push({ bare, receiver, ratio, queue });
+        let waited: WaitedRound | undefined;
+        if (waitingServer) {
+          const waitsBefore = await commandCalls(redis.url, 'wait');
+          const m = await measure(`receiver + WAIT ${replicaAcks}`, waitingServer, redisPid);
+          const waits = (await commandCalls(redis.url, 'wait')) - waitsBefore;
+          waited = {
+            m,
+            queue: await checkQueue(redis.url, m.log),
+            ratio: m.requestsPerS / bare.requestsPerS,
+            ofReceiver: m.requestsPerS / receiver.requestsPerS,
+            perWait: m.result['2xx'] / Math.max(waits, 1),
+          };
+        }
+        results.push({ bare, receiver, ratio, queue, ...(waited ? { waited } : {}) });
         const where = rounds > 1 ? `round ${n}: ` : '';
-        for (const m of [bare, receiver]) {
-          const { non2xx, errors, timeouts } = m.result;
-          if (non2xx + errors + timeouts > 0) {
-            failures.push(`${where}${m.name}: ${non2xx} non-2xx, ${errors} errors, ${timeouts} timeouts`);
-          }
+        failures.push(...runFailures(where, bare), ...runFailures(where, receiver, queue));
+        if (waited) failures.push(...runFailures(where, waited.m, waited.queue));
+        if (rounds > 1 || waited) {
+          const ratios = waited
+            ? `ratio ${ratio.toFixed(3)}, with the replica wait ${waited.ratio.toFixed(3)} (${waited.ofReceiver.toFixed(3)} of the receiver's; ${waited.perWait.toFixed(1)} webhooks per WAIT)`
+            : `ratio ${ratio.toFixed(3)}`;
+          const lines = [bare, receiver, ...(waited ? [waited.m] : [])].map((m) => `${where}${line(m)}\n`);
+          process.stdout.write(`${lines.join('')}${where}${ratios}\n`);
         }
-        if (queue.missing > 0) failures.push(`${where}${queue.missing} events answered 2xx are not in Redis`);
-        if (queue.unknown > 0) failures.push(`${where}${queue.unknown} jobs in Redis match no event sent`);
-        if (queue.jobs - queue.acknowledged > 2 * connections) {
-          failures.push(
-            `${where}${queue.jobs - queue.acknowledged} jobs beyond the 2xx answers: more than the requests in flight`,
-          );
-        }
-        if (rounds > 1)
-          process.stdout.write(
-            `${where}${line(bare)}\n${where}${line(receiver)}\n${where}ratio ${ratio.toFixed(3)}\n`,
-          );
       }
     } finally {
-      for (const server of [bareServer, receiverServer]) {
+      for (const server of servers) {
         const code = await stopServer(server);
         if (code !== 0)
           process.stderr.write(`${server.child.spawnargs.join(' ')} exited with code ${code}\n`);
@@ -456,10 +392,17 @@ async function main(): Promise<number> {
       machine: `${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, Node ${process.version}`,
       command: `npm run bench:receiver -- --duration ${duration} --connections ${connections} --warmup ${warmup} --rounds ${rounds}`,
       body_bytes: Buffer.byteLength(new DeliveryLog().next().body),
-      rounds: results.map(({ bare, receiver, ratio: r, queue }) => ({
+      rounds: results.map(({ bare, receiver, ratio: r, queue, waited }) => ({
         bare: figures(bare),
         receiver: figures(receiver),
         ratio: round(r, 3),
+        ...(waited
+          ? {
+              receiver_with_replica_acks: figures(waited.m),
+              ratio_with_replica_acks: round(waited.ratio, 3),
+              webhooks_per_wait: round(waited.perWait, 1),
+            }
+          : {}),
         queue: {
           events_answered_2xx: queue.acknowledged,
           jobs_in_redis: queue.jobs,
@@ -469,6 +412,9 @@ async function main(): Promise<number> {
       })),
       ratio: round(ratio, 3),
       receiver_p99_ms: p99,
+      ...(waitingServer
+        ? { with_replica_acks: withReplicaAcks(results.flatMap((r) => (r.waited ? [r.waited] : []))) }
+        : {}),
       goals: { min_ratio: minRatio, max_p99_ms: maxP99 },
       verdict: failures.length === 0 ? 'PASS' : `FAIL: ${failures.join('; ')}`,
     };
@@ -480,8 +426,20 @@ async function main(): Promise<number> {
     );
     return failures.length === 0 ? 0 : 1;
   } finally {
+    await replica?.stop();
     await redis.stop();
   }
+}
+
+/** The medians of the receiver with the replica wait, beside the plain receiver's. */
+function withReplicaAcks(waited: WaitedRound[]) {
+  return {
+    replicas: replicaAcks,
+    ratio: round(median(waited.map((w) => w.ratio)), 3),
+    of_receiver_requests_per_s: round(median(waited.map((w) => w.ofReceiver)), 3),
+    receiver_p99_ms: median(waited.map((w) => w.m.result.latency.p99)),
+    webhooks_per_wait: round(median(waited.map((w) => w.perWait)), 1),
+  };
 }
 
 main().then(

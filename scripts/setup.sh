@@ -2,8 +2,9 @@
 # Installs what h2h-sync needs beyond `npm ci`: a redis-server binary and the PostgreSQL server
 # binaries (initdb, postgres), never started here: tests and the demo start private instances;
 # a loadable better-sqlite3 build; and with --tests (`npm test`) php-cli and python3, for the
-# test of docs/shop.md's verification snippets, and promtool (Debian's prometheus package), for
-# the test of the alerting rules in deploy/prometheus/: a production host needs none of them.
+# test of docs/shop.md's verification snippets, promtool (Debian's prometheus package), for
+# the test of the alerting rules in deploy/prometheus/, and openssl, for the TLS Redis test's
+# certificates: a production host needs none of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FOR_TESTS=
@@ -111,6 +112,9 @@ if [ -n "$FOR_TESTS" ]; then
   echo "setup: python3: $(command -v python3) ($(python3 -c 'import platform; print(platform.python_version())'))"
   install_missing_command promtool prometheus 'promtool (Prometheus >= 2.30)'
   echo "setup: promtool: $(command -v promtool) ($(promtool --version 2>&1 | awk 'NR==1{print $3}'))"
+  # The TLS Redis test makes its CA and certificate with it (test/helpers/tls.ts).
+  install_missing_command openssl openssl 'OpenSSL'
+  echo "setup: openssl: $(command -v openssl) ($(openssl version | awk '{print $2}'))"
 fi
 
 # npm can skip dependency install scripts; make sure the native SQLite binding really loads.

@@ -13,13 +13,14 @@ import { receiverVariables } from '../receiver/settings.js';
 import { reconcilerVariables } from '../reconciler/settings.js';
 import { routingVariables } from '../routing/settings.js';
 import { DEFAULT_SHUTDOWN_TIMEOUT_MS } from '../shared/defaults.js';
+import { parseSentinelEndpoint, redactRedisAddress, sentinelRedisAddress } from '../shared/redis-address.js';
 import { DEFAULT_LOCK_TIMEOUT_MS, DEFAULT_POOL_MAX } from '../store/defaults.js';
 import { parseStoreUrl, redactUrl, STORE_URL_PATTERN, sqliteUrl } from '../store/store-url.js';
 import { upstreamVariables } from '../upstream/settings.js';
 import { readUpstreamAccounts, type UpstreamAccount } from '../upstream/upstreams.js';
 import { workerVariables } from '../worker/settings.js';
 import { ConfigError } from './config-error.js';
-import { int, LOOPBACK, type SharedSettings } from './variables.js';
+import { int, LOOPBACK, list, type SharedSettings } from './variables.js';
 
 /**
  * Every setting of h2h-sync, read once from the environment at start-up and validated here.
@@ -76,6 +77,27 @@ const sharedVariables = z.object({
     .describe(
       "Port of the private `h2h-redis` app (loopback, AOF, data in `var/redis`) pm2's ecosystem runs when REDIS_URL is not set; without REDIS_URL every process and command uses `redis://127.0.0.1:<port>`.",
     ),
+  H2H_REDIS_SENTINELS: list
+    .refine((entries) => entries.every(isSentinelEndpoint), {
+      message:
+        'H2H_REDIS_SENTINELS must list host:port entries, comma-separated (the port defaults to 26379)',
+    })
+    .optional()
+    .describe(
+      'Redis behind Sentinel: the sentinels, `host:port` comma-separated (port default 26379). Every connection then asks them for the primary of `H2H_REDIS_SENTINEL_MASTER` and follows a failover; `REDIS_URL` still gives the scheme (`rediss` = TLS, to the sentinels too), user, password and database, its host unused (docs/deployment.md, "Redis with Sentinel").',
+    ),
+  H2H_REDIS_SENTINEL_MASTER: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]+$/, 'must be a Sentinel master name (letters, digits, . _ -)')
+    .optional()
+    .describe(
+      'The master group name the sentinels monitor (`sentinel monitor <name> …`); required with `H2H_REDIS_SENTINELS`.',
+    ),
+  H2H_REDIS_SENTINEL_PASSWORD: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("The sentinels' password (`requirepass` of the sentinels), when they have one; never logged."),
   H2H_DB_URL: z
     .string()
     .regex(STORE_URL_PATTERN, 'must start with sqlite:, postgres:// or postgresql://')
@@ -136,6 +158,15 @@ export const settingsSchema = z.object({
 /** The name of every setting, in the order of the README table. */
 export const SETTING_NAMES = Object.keys(settingsSchema.shape) as Array<keyof typeof settingsSchema.shape>;
 
+function isSentinelEndpoint(entry: string): boolean {
+  try {
+    parseSentinelEndpoint(entry);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Hosts that only this machine reaches. */
 function isLoopbackHost(host: string): boolean {
   const h = host.toLowerCase().replace(/^\[|\]$/g, '');
@@ -190,6 +221,26 @@ const validSettings = settingsSchema.transform((s, ctx) => {
       `RECONCILE_LEASE_S (${s.RECONCILE_LEASE_S}) must be at least twice H2H_CONNECT_TIMEOUT_MS + H2H_HEADERS_TIMEOUT_MS (${answeredWithinMs} ms): a create is sent only with half a claim left, and must be answered before the claim can pass to another process`,
     );
   }
+  if (s.H2H_REDIS_SENTINELS?.length && !s.H2H_REDIS_SENTINEL_MASTER) {
+    refuse(
+      'H2H_REDIS_SENTINEL_MASTER',
+      'H2H_REDIS_SENTINELS is set: set H2H_REDIS_SENTINEL_MASTER to the master name the sentinels monitor',
+    );
+  } else if (
+    !s.H2H_REDIS_SENTINELS?.length &&
+    (s.H2H_REDIS_SENTINEL_MASTER || s.H2H_REDIS_SENTINEL_PASSWORD)
+  ) {
+    refuse(
+      'H2H_REDIS_SENTINELS',
+      'H2H_REDIS_SENTINEL_MASTER and H2H_REDIS_SENTINEL_PASSWORD need H2H_REDIS_SENTINELS (the sentinels, host:port comma-separated)',
+    );
+  }
+  if (s.H2H_RECEIVER_REPLICA_ACKS > 0 && s.H2H_RECEIVER_REPLICA_ACK_TIMEOUT_MS >= s.H2H_ENQUEUE_TIMEOUT_MS) {
+    refuse(
+      'H2H_RECEIVER_REPLICA_ACK_TIMEOUT_MS',
+      `H2H_RECEIVER_REPLICA_ACK_TIMEOUT_MS (${s.H2H_RECEIVER_REPLICA_ACK_TIMEOUT_MS}) must be below H2H_ENQUEUE_TIMEOUT_MS (${s.H2H_ENQUEUE_TIMEOUT_MS}), which bounds every Redis command of the receiver`,
+    );
+  }
   if (s.RECONCILE_FIRST_POLL_MIN_S > s.RECONCILE_FIRST_POLL_MAX_S) {
     refuse(
       'RECONCILE_FIRST_POLL_MIN_S',
@@ -207,7 +258,12 @@ const validSettings = settingsSchema.transform((s, ctx) => {
 export type Settings = z.output<typeof validSettings>;
 
 /** Settings whose values never appear in messages or logs. */
-const SECRET_SETTINGS = new Set(['H2H_API_KEY', 'H2H_API_SECRET', 'ADMIN_PASSWORD']);
+const SECRET_SETTINGS = new Set([
+  'H2H_API_KEY',
+  'H2H_API_SECRET',
+  'ADMIN_PASSWORD',
+  'H2H_REDIS_SENTINEL_PASSWORD',
+]);
 
 /** The validated configuration: every setting, and the values several sections share. */
 export interface Config extends SharedSettings {
@@ -236,7 +292,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       const name = String(issue.path[0]);
       const shown = SECRET_SETTINGS.has(name)
         ? '(hidden)'
-        : JSON.stringify(name === 'H2H_DB_URL' ? redactUrl(raw[name] ?? '') : raw[name]);
+        : JSON.stringify(
+            name === 'H2H_DB_URL'
+              ? redactUrl(raw[name] ?? '')
+              : name === 'REDIS_URL'
+                ? redactRedisAddress(raw[name] ?? '')
+                : raw[name],
+          );
       return `${name}=${shown} is not valid: ${issue.message}`;
     });
     throw new ConfigError(
@@ -254,7 +316,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   });
   return {
     settings: s,
-    redisUrl: s.REDIS_URL ?? `redis://${LOOPBACK}:${s.H2H_PRIVATE_REDIS_PORT}`,
+    redisUrl: redisAddress(s),
     dbUrl: storeUrl(s),
     dbLockTimeoutMs: s.H2H_DB_LOCK_TIMEOUT_MS,
     dbPoolMax: s.H2H_DB_POOL_MAX,
@@ -267,6 +329,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       upstreams.map((account) => account.name),
     ),
   };
+}
+
+/**
+ * Where every connection finds Redis (src/shared/redis-address.ts): `REDIS_URL` (default: the
+ * private Redis), or, with `H2H_REDIS_SENTINELS`, the Sentinel address that takes its scheme and
+ * credentials from `REDIS_URL`.
+ */
+function redisAddress(s: Settings): string {
+  const url = s.REDIS_URL ?? `redis://${LOOPBACK}:${s.H2H_PRIVATE_REDIS_PORT}`;
+  if (!s.H2H_REDIS_SENTINELS?.length || !s.H2H_REDIS_SENTINEL_MASTER) return url;
+  return sentinelRedisAddress({
+    url,
+    sentinels: s.H2H_REDIS_SENTINELS,
+    masterName: s.H2H_REDIS_SENTINEL_MASTER,
+    sentinelPassword: s.H2H_REDIS_SENTINEL_PASSWORD,
+  });
 }
 
 /**

@@ -28,6 +28,10 @@ export const LOOPBACK = '127.0.0.1';
 
 /** The values that several sections share, derived by `loadConfig` (src/config/config.ts). */
 export interface SharedSettings {
+  /**
+   * Where Redis is: `REDIS_URL`, or the Sentinel address composed from `H2H_REDIS_SENTINELS`
+   * (src/shared/redis-address.ts). Every connection is made from it by `createRedis`.
+   */
   redisUrl: string;
   /** The order store's URL (`H2H_DB_URL`, or `sqlite://` + `H2H_DB_PATH`, or the default file). */
   dbUrl: string;

@@ -7,6 +7,12 @@
 export const DEFAULT_ENQUEUE_TIMEOUT_MS = 2_000;
 
 /**
+ * Default of `WebhookProducerOptions.replicaAckTimeoutMs`: the longest `WAIT` for replicas to
+ * acknowledge a queued webhook, when the receiver waits for them at all.
+ */
+export const DEFAULT_REPLICA_ACK_TIMEOUT_MS = 1_000;
+
+/**
  * Port of the deployment's private Redis: the one pm2's ecosystem runs when REDIS_URL is not set
  * (H2H_PRIVATE_REDIS_PORT), off Redis's standard 6379 so it never meets a system Redis.
  */

@@ -1,5 +1,6 @@
 import { Queue } from 'bullmq';
 import type { Logger } from 'pino';
+import { createRedis } from '../shared/redis-client.js';
 import type { OrderStore } from '../store/order-store.js';
 
 /** The BullMQ queue that carried the notifications before the outbox (version 0.1, schema 16). */
@@ -29,8 +30,9 @@ export async function moveOldNotificationQueue(options: {
   prefix?: string;
   logger?: Logger;
 }): Promise<number> {
+  const connection = createRedis(options.redisUrl);
   const queue = new Queue<OldJobData>(OLD_NOTIFY_QUEUE, {
-    connection: { url: options.redisUrl },
+    connection,
     ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
   });
   try {
@@ -53,5 +55,6 @@ export async function moveOldNotificationQueue(options: {
     return moved;
   } finally {
     await queue.close();
+    await connection.quit().catch(() => connection.disconnect());
   }
 }

@@ -1,9 +1,10 @@
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { withDeadline } from '../shared/deadline.js';
+import { createRedis } from '../shared/redis-client.js';
 import { isDefaultUpstream } from '../upstream/model.js';
-import { DEFAULT_ENQUEUE_TIMEOUT_MS } from './defaults.js';
+import { DEFAULT_ENQUEUE_TIMEOUT_MS, DEFAULT_REPLICA_ACK_TIMEOUT_MS } from './defaults.js';
 import {
   POLL_REQUEST_JOB_NAME,
   POLL_REQUEST_JOB_OPTIONS,
@@ -37,6 +38,18 @@ export interface WebhookProducerOptions {
    * this, not the connection, bounds the wait. Default: {@link DEFAULT_ENQUEUE_TIMEOUT_MS}.
    */
   enqueueTimeoutMs?: number;
+  /**
+   * Replicas that must acknowledge a webhook job (Redis `WAIT`) before {@link
+   * WebhookProducer.enqueueWebhook} resolves; fewer within `replicaAckTimeoutMs` is a
+   * {@link QueueUnavailableError}. With replication being asynchronous, a job only the primary
+   * holds is lost when a failover promotes a replica that had not received it. Default: 0 (no wait).
+   */
+  replicaAcks?: number;
+  /**
+   * The `WAIT` timeout; below `enqueueTimeoutMs`, which bounds the command.
+   * Default: {@link DEFAULT_REPLICA_ACK_TIMEOUT_MS}.
+   */
+  replicaAckTimeoutMs?: number;
   /** BullMQ key prefix; producer and worker must agree. Default: {@link DEFAULT_QUEUE_PREFIX}. */
   prefix?: string;
   /** Where connection loss and recovery are reported. Default: nowhere. */
@@ -81,9 +94,9 @@ export interface WebhookProducer {
   readonly redis: Redis;
   /**
    * Adds a verified delivery under its dedupe job id with `queue.add`. Resolves after Redis
-   * acknowledged it (or found the job already stored); rejects with
-   * {@link QueueUnavailableError} otherwise. After a timeout the add may still land later: a
-   * retried delivery then finds it as a duplicate.
+   * acknowledged it (or found the job already stored), and `replicaAcks` replicas with it;
+   * rejects with {@link QueueUnavailableError} otherwise. After a timeout the add may still land
+   * later: a retried delivery then finds it as a duplicate.
    */
   enqueueWebhook(delivery: WebhookDeliveryInput): Promise<WebhookEnqueueResult>;
   /** Adds an early-poll request, one per order while pending; same guarantees. */
@@ -118,6 +131,38 @@ async function acknowledgedWithin<T>(work: Promise<T>, ms: number, what: string)
 }
 
 /**
+ * `WAIT replicas timeoutMs` on `redis`, shared by callers as a group commit. Redis runs one
+ * connection's commands in order, so a `WAIT` sent after a caller's write was answered covers
+ * that write; one already sent may not. A caller with no `WAIT` on the wire sends one; callers
+ * that arrive while one is out share the next, sent when it returns. (A `WAIT` also holds the
+ * connection's later commands until it returns, so one at a time costs nothing more.) On a
+ * duplicate, BullMQ's add still writes a `duplicated` event, so the offset the `WAIT` waits for
+ * is past the job's own write, even one another receiver process made.
+ */
+function replicaBarrier(redis: Redis, replicas: number, timeoutMs: number): () => Promise<number> {
+  let sent: Promise<number> | undefined;
+  let next: Promise<number> | undefined;
+  const send = (): Promise<number> => {
+    const acks = redis.wait(replicas, timeoutMs);
+    sent = acks;
+    const clear = () => {
+      if (sent === acks) sent = undefined;
+    };
+    acks.then(clear, clear);
+    return acks;
+  };
+  const sendNext = () => {
+    next = undefined;
+    return send();
+  };
+  return () => {
+    if (!sent) return send();
+    next ??= sent.then(sendNext, sendNext);
+    return next;
+  };
+}
+
+/**
  * Opens the producer side of the webhook and poll-request queues on one ioredis connection
  * that fails fast: no offline queue (a command while disconnected is refused at once), one
  * retry per command, a command timeout, and a bounded wait on every operation.
@@ -130,7 +175,17 @@ async function acknowledgedWithin<T>(work: Promise<T>, ms: number, what: string)
 export function createWebhookProducer(options: WebhookProducerOptions = {}): WebhookProducer {
   const timeoutMs = options.enqueueTimeoutMs ?? DEFAULT_ENQUEUE_TIMEOUT_MS;
   const prefix = options.prefix ?? DEFAULT_QUEUE_PREFIX;
-  const redis = new Redis(options.redisUrl ?? DEFAULT_REDIS_URL, {
+  const replicaAcks = options.replicaAcks ?? 0;
+  const replicaAckTimeoutMs = options.replicaAckTimeoutMs ?? DEFAULT_REPLICA_ACK_TIMEOUT_MS;
+  if (!Number.isInteger(replicaAcks) || replicaAcks < 0) {
+    throw new RangeError(`replicaAcks must be a whole number ≥ 0, got ${replicaAcks}`);
+  }
+  if (replicaAcks > 0 && replicaAckTimeoutMs >= timeoutMs) {
+    throw new RangeError(
+      `replicaAckTimeoutMs (${replicaAckTimeoutMs}) must be below enqueueTimeoutMs (${timeoutMs}), which bounds the WAIT`,
+    );
+  }
+  const redis = createRedis(options.redisUrl ?? DEFAULT_REDIS_URL, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     commandTimeout: timeoutMs,
@@ -166,6 +221,8 @@ export function createWebhookProducer(options: WebhookProducerOptions = {}): Web
   // Connection errors are already reported above; an 'error' event without a listener would crash.
   webhookQueue.on('error', () => {});
   pollQueue.on('error', () => {});
+
+  const replicated = replicaBarrier(redis, replicaAcks, replicaAckTimeoutMs);
 
   /** The add of each job key in flight, so that a second add of the same job can wait for it. */
   const inFlight = new Map<string, Promise<EnqueueResult>>();
@@ -225,6 +282,15 @@ export function createWebhookProducer(options: WebhookProducerOptions = {}): Web
         () => webhookQueue.add(jobName, data, { jobId }),
         `webhook job ${jobId}`,
       );
+      if (replicaAcks > 0) {
+        // A duplicate waits too: the first add may have been answered 503 before its replicas had it.
+        const acks = await acknowledgedWithin(replicated(), timeoutMs, `WAIT for webhook job ${jobId}`);
+        if (acks < replicaAcks) {
+          throw new QueueUnavailableError(
+            `webhook job ${jobId} is on the primary but ${acks} of ${replicaAcks} replicas acknowledged it within ${replicaAckTimeoutMs} ms`,
+          );
+        }
+      }
       const eventIdMismatch = headerEventId !== null && eventId !== null && headerEventId !== eventId;
       return { ...added, eventId, eventIdMismatch };
     },

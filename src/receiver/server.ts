@@ -52,6 +52,8 @@ export async function startReceiver(
   const producer = createWebhookProducer({
     redisUrl: settings.redisUrl,
     enqueueTimeoutMs: settings.enqueueTimeoutMs,
+    replicaAcks: settings.replicaAcks,
+    replicaAckTimeoutMs: settings.replicaAckTimeoutMs,
     ...(options.queuePrefix === undefined ? {} : { prefix: options.queuePrefix }),
     ...(options.logger ? { logger: options.logger } : {}),
   });

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ConfigError } from '../config/config-error.js';
 import { header, int, LOOPBACK, list, type SharedSettings } from '../config/variables.js';
-import { DEFAULT_ENQUEUE_TIMEOUT_MS } from '../queue/defaults.js';
+import { DEFAULT_ENQUEUE_TIMEOUT_MS, DEFAULT_REPLICA_ACK_TIMEOUT_MS } from '../queue/defaults.js';
 import { isDefaultUpstream, WEBHOOK_HEADERS } from '../upstream/model.js';
 import { DEFAULT_TOLERANCE_S } from '../upstream/signature.js';
 import type { UpstreamAccount } from '../upstream/upstreams.js';
@@ -82,6 +82,16 @@ export const receiverVariables = z.object({
   H2H_ENQUEUE_TIMEOUT_MS: int(1)
     .default(DEFAULT_ENQUEUE_TIMEOUT_MS)
     .describe('Longest wait for Redis to acknowledge a queued webhook before the receiver answers 503.'),
+  H2H_RECEIVER_REPLICA_ACKS: int(0)
+    .default(0)
+    .describe(
+      'Replicas that must hold a queued webhook before the receiver answers 2xx (Redis `WAIT`); fewer within H2H_RECEIVER_REPLICA_ACK_TIMEOUT_MS is 503 and the upstream retries. `0` = answer once the primary has it, which a failover right after can lose (docs/deployment.md, "Redis with Sentinel").',
+    ),
+  H2H_RECEIVER_REPLICA_ACK_TIMEOUT_MS: int(1)
+    .default(DEFAULT_REPLICA_ACK_TIMEOUT_MS)
+    .describe(
+      'Longest wait for H2H_RECEIVER_REPLICA_ACKS replicas to acknowledge a queued webhook; below H2H_ENQUEUE_TIMEOUT_MS.',
+    ),
   H2H_RECEIVER_INSTANCES: int(1)
     .default(2)
     .describe('pm2 only (`ecosystem.config.js`): receiver processes in cluster mode, sharing `PORT`.'),
@@ -133,6 +143,8 @@ export function receiverSettings(
     maxConnections: s.H2H_RECEIVER_MAX_CONNECTIONS,
     metrics: { host: s.H2H_RECEIVER_METRICS_HOST, port: s.H2H_RECEIVER_METRICS_PORT },
     enqueueTimeoutMs: s.H2H_ENQUEUE_TIMEOUT_MS,
+    replicaAcks: s.H2H_RECEIVER_REPLICA_ACKS,
+    replicaAckTimeoutMs: s.H2H_RECEIVER_REPLICA_ACK_TIMEOUT_MS,
     shutdownTimeoutMs: s.H2H_SHUTDOWN_TIMEOUT_MS,
     redisUrl: config.redisUrl,
     logLevel: config.logLevel,

@@ -1,6 +1,8 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { ConfigError } from '../config/config.js';
+import { parseRedisAddress, redactRedisAddress } from './redis-address.js';
+import { createRedis } from './redis-client.js';
 
 /** How long {@link connectRedis} waits for Redis to answer. */
 export const REDIS_CONNECT_TIMEOUT_MS = 3_000;
@@ -25,17 +27,17 @@ export interface ConnectRedisOptions {
 }
 
 /**
- * Connects to Redis at `url` and waits until it answers, or throws a {@link ConfigError} naming
+ * Connects to Redis at `url` (a Redis address: redis-address.ts) and waits until it answers, or throws a {@link ConfigError} naming
  * REDIS_URL, what lives there and the fix when it does not within
  * {@link REDIS_CONNECT_TIMEOUT_MS}. A command fails after one retry instead of waiting.
  */
 export async function connectRedis(url: string, options: ConnectRedisOptions = {}): Promise<Redis> {
   const what = options.what ?? 'every upstream call draws from the rate budget kept there';
-  const redis = new Redis(url, {
+  const redis = createRedis(url, {
     lazyConnect: true,
     connectTimeout: REDIS_CONNECT_TIMEOUT_MS,
     maxRetriesPerRequest: 1,
-    ...(options.reconnect ? {} : { retryStrategy: () => null }),
+    reconnect: options.reconnect ?? false,
     ...(options.connectionName ? { connectionName: options.connectionName } : {}),
   });
   // Without a listener an 'error' event would crash the process.
@@ -44,9 +46,14 @@ export async function connectRedis(url: string, options: ConnectRedisOptions = {
     await redis.connect();
   } catch (err) {
     redis.disconnect();
-    throw new ConfigError(
-      `cannot reach Redis at REDIS_URL=${url} (${(err as Error).message}); ${what}: start Redis or set REDIS_URL`,
-    );
+    const sentinel = parseRedisAddress(url).kind === 'sentinel';
+    const where = sentinel
+      ? `${redactRedisAddress(url)} (through the sentinels)`
+      : `REDIS_URL=${redactRedisAddress(url)}`;
+    const fix = sentinel
+      ? 'check H2H_REDIS_SENTINELS and H2H_REDIS_SENTINEL_MASTER'
+      : 'start Redis or set REDIS_URL';
+    throw new ConfigError(`cannot reach Redis at ${where} (${(err as Error).message}); ${what}: ${fix}`);
   }
   const { logger } = options;
   if (logger) {

@@ -1,16 +1,10 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import type { Redis, RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
+import { redactRedisAddress } from './redis-address.js';
+import { createRedis } from './redis-client.js';
 
-/** `url` with its password (and user name) replaced, for logs and messages. */
-export function redactRedisUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return '(unparseable REDIS_URL)';
-  }
-}
+/** A Redis address (URL or Sentinel form) with its passwords replaced, for logs and messages. */
+export const redactRedisUrl = redactRedisAddress;
 
 /** Errors that only say Redis cannot be reached (yet): waited out, not reported one by one. */
 const UNREACHABLE_CODES = new Set([
@@ -28,7 +22,7 @@ function isUnreachable(error: Error): boolean {
   const code = (error as NodeJS.ErrnoException).code;
   return (
     (code !== undefined && UNREACHABLE_CODES.has(code)) ||
-    /Connection is closed|connect ETIMEDOUT/.test(error.message)
+    /Connection is closed|connect ETIMEDOUT|All sentinels are unreachable/.test(error.message)
   );
 }
 
@@ -99,7 +93,7 @@ export function watchedRedis(options: {
     component: options.component,
     ...(options.logger ? { logger: options.logger } : {}),
   });
-  const connection = new Redis(options.url, options.redis);
+  const connection = createRedis(options.url, options.redis);
   connection.on('error', outage.error);
   connection.on('ready', outage.ready);
   return { connection, outage };

@@ -128,6 +128,20 @@ test('ecosystem.config.js names every setting of the schema, runs the receiver i
   assert.match(args, /--port 6380/);
   const worker = withPrivateRedis.apps[2]!;
   assert.equal((worker.env as Record<string, string>).REDIS_URL, 'redis://127.0.0.1:6380');
+  // Behind Sentinel there is no private Redis, and REDIS_URL (credentials, scheme) goes on as set.
+  const sentinel = loadEcosystem({
+    REDIS_URL: undefined,
+    H2H_REDIS_SENTINELS: '10.0.0.1:26379,10.0.0.2:26379',
+    H2H_REDIS_SENTINEL_MASTER: 'h2h',
+  });
+  assert.deepEqual(
+    sentinel.apps.map((app) => [app.name, (app.env as Record<string, string>).REDIS_URL]),
+    [
+      ['h2h-receiver', ''],
+      ['h2h-worker', ''],
+      ['h2h-api', ''],
+    ],
+  );
 });
 
 test('ecosystem.config.js validates the environment with the settings schema: its values size the apps, and a bad one stops pm2 start naming the variable', () => {

@@ -1,0 +1,87 @@
+import assert from 'node:assert/strict';
+import { type TestContext, test } from 'node:test';
+import { Redis } from 'ioredis';
+import { request } from 'undici';
+import { loadConfig, receiverSettings } from '../../src/config/config.js';
+import { type RedisServer, startRedisServer } from '../../src/dev/redis-server.js';
+import { WEBHOOK_QUEUE, webhookIdentity } from '../../src/queue/webhook-queue.js';
+import { startReceiver } from '../../src/receiver/server.js';
+import { deliveryHeaders, SECRET, webhookBody } from '../helpers/receiver.js';
+import { privateRedis } from '../helpers/redis.js';
+import { waitFor } from '../helpers/wait.js';
+
+/**
+ * A replica of `primary`, in sync when this resolves; stopped when the test ends. Without AOF:
+ * redis-server ignores a SIGTERM while it writes the first AOF after a sync ("Writing initial
+ * AOF, can't exit"), which would leave `pause()` waiting.
+ */
+async function syncedReplica(t: Pick<TestContext, 'after'>, primary: RedisServer) {
+  const replica = await startRedisServer({
+    appendOnly: false,
+    args: ['--replicaof', '127.0.0.1', String(primary.port)],
+  });
+  t.after(() => replica.stop());
+  const client = new Redis(replica.url, { lazyConnect: true, retryStrategy: () => 100 });
+  client.on('error', () => {});
+  t.after(() => client.disconnect());
+  const synced = () =>
+    waitFor(async () => /master_link_status:up/.test(await client.info('replication').catch(() => '')), {
+      message: 'the replica in sync',
+    });
+  await synced();
+  return { replica, client, synced };
+}
+
+async function receiverOn(t: Pick<TestContext, 'after'>, redisUrl: string, replicaAcks: number) {
+  const receiver = await startReceiver(
+    receiverSettings(
+      loadConfig({
+        REDIS_URL: redisUrl,
+        H2H_RECEIVER_REPLICA_ACKS: String(replicaAcks),
+        H2H_RECEIVER_REPLICA_ACK_TIMEOUT_MS: '200',
+        H2H_API_SECRET: SECRET,
+        PORT: '0',
+        H2H_RECEIVER_METRICS_PORT: '0',
+      }),
+    ),
+  );
+  t.after(() => receiver.close());
+  return async (body: string) => {
+    const answer = await request(receiver.webhookUrl, {
+      method: 'POST',
+      headers: deliveryHeaders(body),
+      body,
+    });
+    return { status: answer.statusCode, json: (await answer.body.json()) as Record<string, unknown> };
+  };
+}
+
+test('with H2H_RECEIVER_REPLICA_ACKS=1 a webhook is answered 200 only once a replica holds it: 503 while none acknowledges, 200 to the retry once one is back', async (t) => {
+  const primary = await privateRedis(t);
+  const { replica, client, synced } = await syncedReplica(t, primary);
+  const post = await receiverOn(t, primary.url, 1);
+  const body = webhookBody('replicated-order', 'evt_replicated');
+  const jobKey = `bull:${WEBHOOK_QUEUE}:${webhookIdentity(Buffer.from(body)).jobId}`;
+
+  await replica.pause();
+  const refused = await post(body);
+  assert.equal(refused.status, 503);
+  assert.equal(refused.json.message, 'QUEUE_UNAVAILABLE');
+
+  await replica.resume();
+  await synced();
+  const retried = await post(body);
+  assert.deepEqual([retried.status, retried.json], [200, { received: true, duplicate: true }]);
+  assert.equal(await client.exists(jobKey), 1, 'the replica holds the job the 200 promised');
+});
+
+test('with H2H_RECEIVER_REPLICA_ACKS=0 (the default) the receiver answers 200 once the primary has the job, replica or not', async (t) => {
+  const primary = await privateRedis(t);
+  const { replica } = await syncedReplica(t, primary);
+  const post = await receiverOn(t, primary.url, 0);
+  await replica.pause();
+
+  const answer = await post(webhookBody('primary-only-order', 'evt_primary_only'));
+
+  assert.deepEqual([answer.status, answer.json], [200, { received: true, duplicate: false }]);
+});
