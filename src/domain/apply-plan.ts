@@ -1,13 +1,6 @@
 import { type OrderRequest, orderRequestJson } from '../orders/order-request.js';
 import { otherOrderReason, PARTNER_REF_REUSED } from '../orders/ref-reuse.js';
-import type {
-  EventReason,
-  EventSource,
-  NewEventRow,
-  NewOrderRow,
-  OrderRow,
-  SubmissionState,
-} from '../store/local-order.js';
+import type { EventReason, EventSource, NewEventRow, NewOrderRow, OrderRow } from '../store/local-order.js';
 import { StoreError } from '../store/store-error.js';
 import {
   DEFAULT_UPSTREAM,
