@@ -2,6 +2,7 @@
 // EXPLAIN QUERY PLAN, PostgreSQL's EXPLAIN. The texts are those of src/store (store-context.ts,
 // order-queries.ts, order-claims.ts, feed.ts, notify-outbox.ts), with their parameters.
 import type { OpenedStore } from '../src/store/open-store.js';
+import { checkedAtSql } from '../src/store/order-claims.js';
 
 interface HotQuery {
   name: string;
@@ -9,17 +10,20 @@ interface HotQuery {
   params: Record<string, unknown>;
 }
 
-function hotQueries({
-  ref,
-  deepId,
-  now,
-  firstSeq,
-}: {
-  ref: string;
-  deepId: number;
-  now: number;
-  firstSeq: number;
-}): HotQuery[] {
+function hotQueries(
+  store: OpenedStore,
+  {
+    ref,
+    deepId,
+    now,
+    firstSeq,
+  }: {
+    ref: string;
+    deepId: number;
+    now: number;
+    firstSeq: number;
+  },
+): HotQuery[] {
   return [
     {
       name: 'GET /v1/orders/:ref (store-context.ts, byEither)',
@@ -43,7 +47,8 @@ function hotQueries({
     },
     {
       name: 'status: orders by status (countByStatus)',
-      sql: 'SELECT key, n FROM order_counts_by_status',
+      sql: `SELECT status_key AS key, submission_state AS state, open, stuck, SUM(n) AS n FROM order_counts
+       WHERE TRUE GROUP BY status_key, submission_state, open, stuck HAVING SUM(n) > 0`,
       params: {},
     },
     {
@@ -58,8 +63,9 @@ function hotQueries({
     },
     {
       name: 'status: audit coverage (auditCoverage)',
-      sql: "SELECT COUNT(*) AS n FROM orders WHERE status = 'SUCCESS' AND final_at >= @finalSince",
-      params: { finalSince: now - 30 * 86_400_000 },
+      sql: `SELECT COUNT(*) AS n, SUM(CASE WHEN ${checkedAtSql(store.db)} > @checkedSince THEN 1 ELSE 0 END) AS checked
+       FROM orders ${store.db.dialect.indexedBy('orders_success_final')} WHERE status = 'SUCCESS' AND final_at >= @finalSince`,
+      params: { finalSince: now - 7 * 86_400_000, checkedSince: now - 86_400_000 },
     },
     {
       name: 'reconcile: claim due orders (claimDueForPoll)',
@@ -89,7 +95,7 @@ export async function explainHotQueries(
   at: { ref: string; deepId: number; now: number; firstSeq: number },
 ): Promise<string> {
   const out: string[] = [];
-  for (const query of hotQueries(at)) {
+  for (const query of hotQueries(store, at)) {
     let lines: string[];
     try {
       if (store.backend === 'sqlite') {

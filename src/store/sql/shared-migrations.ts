@@ -278,8 +278,9 @@ export const ORDER_COUNTS_SQL = `
       SELECT ${orderCountKey('').join(', ')}, COUNT(*) FROM orders
       GROUP BY ${orderCountKey('').join(', ')};
     CREATE INDEX orders_open_created ON orders (local_created_at) WHERE next_poll_at IS NOT NULL;
+    CREATE INDEX orders_success_final ON orders (final_at, last_polled_at, upstream) WHERE status = 'SUCCESS';
 `;
 
 /** Schema 27's description, the same on both backends. */
 export const ORDER_COUNTS_DESCRIPTION =
-  'order_counts: the orders counted by upstream, status, submission state, open and stuck, kept by triggers on orders in the transaction of each write, so `status` and the reconcile pass read counts instead of every order; orders_open_created: the oldest open order from an index of the open orders only';
+  'order_counts: the orders counted by upstream, status, submission state, open and stuck, kept by triggers on orders in the transaction of each write, so `status` and the reconcile pass read counts instead of every order; orders_open_created: the oldest open order from an index of the open orders only; orders_success_final: the audit coverage of `status` from the SUCCESS orders of its window only';
