@@ -182,7 +182,15 @@ export class OrderQueries {
     const order = 'ORDER BY local_created_at DESC, id DESC LIMIT @limit';
     if (status === undefined) return db.all<OrderRow>(`SELECT * FROM orders ${order}`, { limit });
     const column = statusColumn(status);
-    return db.all<OrderRow>(`SELECT * FROM orders WHERE ${column} = @status ${order}`, { status, limit });
+    // The waiting orders (queued, blocked: `status` shows the newest blocked one) from their own
+    // index, orders_waiting, whose condition the query must repeat for SQLite to use it: else
+    // every order the store holds is read to find none or a few.
+    const waiting = status === 'queued' || status === 'blocked';
+    return db.all<OrderRow>(
+      `SELECT * FROM orders ${waiting ? db.dialect.indexedBy('orders_waiting') : ''} WHERE ${column} = @status
+       ${waiting ? "AND submission_state IN ('queued', 'blocked')" : ''} ${order}`,
+      { status, limit },
+    );
   }
 
   /**

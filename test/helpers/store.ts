@@ -189,7 +189,8 @@ export async function everyOrder(
 
 /**
  * Takes a migrated store back to schema 26 inside the write transaction `tx`, as that schema left
- * it: undoes step 27 (order_counts, its triggers, orders_open_created, orders_success_final). Every rewind starts here,
+ * it: undoes step 27 (order_counts, its triggers, orders_open_created, orders_success_final;
+ * PostgreSQL's orders_status on (status, id)). Every rewind starts here,
  * so a new step is undone in one place.
  */
 export async function rewindToSchema26(tx: SqlExecutor): Promise<void> {
@@ -198,6 +199,7 @@ export async function rewindToSchema26(tx: SqlExecutor): Promise<void> {
       await tx.exec(`DROP TRIGGER orders_counted_${change}`);
   } else {
     await tx.exec('DROP TRIGGER orders_counted ON orders; DROP FUNCTION orders_counted()');
+    await tx.exec('DROP INDEX orders_status; CREATE INDEX orders_status ON orders (status)');
   }
   await tx.exec('DROP TABLE order_counts; DROP INDEX orders_open_created; DROP INDEX orders_success_final');
   await tx.exec(tx.dialect.setSchemaVersionSql(26));

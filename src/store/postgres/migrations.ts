@@ -331,6 +331,11 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
       $fn$;
       CREATE TRIGGER orders_counted AFTER INSERT OR DELETE OR UPDATE OF ${ORDER_COUNT_COLUMNS} ON orders
         FOR EACH ROW EXECUTE FUNCTION orders_counted();
+      -- A page of one status, newest first, after a cursor (GET /v1/orders?status=&cursor=): an
+      -- index range in id order, as SQLite's orders_status gives it (a SQLite index ends with the
+      -- rowid); on (status) alone PostgreSQL read and sorted every order of the status.
+      DROP INDEX orders_status;
+      CREATE INDEX orders_status ON orders (status, id);
     `,
   },
 ];
