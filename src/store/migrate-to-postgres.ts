@@ -96,14 +96,16 @@ export async function migrateToPostgres({
     );
   }
   const sourceTables = snapshot
-    .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+    .prepare(
+      "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'order_counts'",
+    )
     .pluck()
     .all() as string[];
   const targetTables = (
     await target.db.all<{ name: string }>(
       `SELECT table_name AS name FROM information_schema.tables
         WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'
-          AND table_name NOT IN ('schema_version', 'feed_counter')`,
+          AND table_name NOT IN ('schema_version', 'feed_counter', 'order_counts')`,
     )
   ).map((r) => r.name);
   checkTables('the SQLite store', sourcePath, sourceTables);

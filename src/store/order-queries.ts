@@ -200,7 +200,15 @@ export class OrderQueries {
     const order = 'ORDER BY local_created_at DESC, id DESC LIMIT @limit';
     if (status === undefined) return db.all<OrderRow>(`SELECT * FROM orders ${order}`, { limit });
     const column = statusColumn(status);
-    return db.all<OrderRow>(`SELECT * FROM orders WHERE ${column} = @status ${order}`, { status, limit });
+    // The waiting orders (queued, blocked: `status` shows the newest blocked one) from their own
+    // index, orders_waiting, whose condition the query must repeat for SQLite to use it: else
+    // every order the store holds is read to find none or a few.
+    const waiting = status === 'queued' || status === 'blocked';
+    return db.all<OrderRow>(
+      `SELECT * FROM orders ${waiting ? db.dialect.indexedBy('orders_waiting') : ''} WHERE ${column} = @status
+       ${waiting ? "AND submission_state IN ('queued', 'blocked')" : ''} ${order}`,
+      { status, limit },
+    );
   }
 
   /**
@@ -268,7 +276,9 @@ export class OrderQueries {
   /**
    * The audit's coverage: of the SUCCESS orders that became final within `windowMs` before
    * `now`, how many were checked with the upstream within the last day (their last poll or
-   * audit read, or their becoming final, is that recent: {@link CHECKED_AT_SQL}).
+   * audit read, or their becoming final, is that recent: {@link CHECKED_AT_SQL}). Reads the
+   * window's SUCCESS orders from the index `orders_success_final` (schema 27), which holds every
+   * column it needs: its cost grows with the orders of the window, never with older ones.
    */
   async auditCoverage(
     windowMs: number,
@@ -279,7 +289,7 @@ export class OrderQueries {
     const row = await db.get<{ successOrders: number; checkedLastDay: number }>(
       `SELECT COUNT(*) AS "successOrders",
               COALESCE(SUM(CASE WHEN ${checkedAtSql(db)} > @checkedSince THEN 1 ELSE 0 END), 0) AS "checkedLastDay"
-       FROM orders WHERE status = 'SUCCESS' AND final_at >= @finalSince
+       FROM orders ${db.dialect.indexedBy('orders_success_final')} WHERE status = 'SUCCESS' AND final_at >= @finalSince
        ${upstream === undefined ? '' : 'AND upstream = @upstream'}`,
       {
         checkedSince: now - AUDIT_COVERAGE_PERIOD_MS,
@@ -298,50 +308,54 @@ export class OrderQueries {
     const { db } = this.#context;
     const only = upstream === undefined ? {} : { upstream };
     const where = upstream === undefined ? 'WHERE TRUE' : 'WHERE upstream = @upstream';
-    const byStatus: Record<string, number> = {};
-    for (const { key, n } of await db.all<{ key: string; n: number }>(
-      `SELECT COALESCE(status, upstream_status) AS key, COUNT(*) AS n FROM orders
-       ${where} AND COALESCE(status, upstream_status) IS NOT NULL
-       GROUP BY COALESCE(status, upstream_status)
-       ORDER BY ${db.dialect.byteOrder('COALESCE(status, upstream_status)')}`,
+    // The counts are order_counts' (schema 27, kept by triggers on orders): a few rows, whatever
+    // the number of orders. Only the due orders and the oldest open one are read from orders,
+    // through indexes of the open orders.
+    const places = await db.all<{
+      key: string;
+      state: SubmissionState;
+      open: number;
+      stuck: number;
+      n: number;
+    }>(
+      `SELECT status_key AS key, submission_state AS state, open, stuck, SUM(n) AS n FROM order_counts
+       ${where} GROUP BY status_key, submission_state, open, stuck HAVING SUM(n) > 0`,
       only,
-    )) {
-      byStatus[key] = n;
-    }
+    );
+    const byKey = new Map<string, number>();
     const bySubmissionState = Object.fromEntries(SUBMISSION_STATES.map((s) => [s, 0])) as Record<
       SubmissionState,
       number
     >;
-    for (const { state, n } of await db.all<{ state: SubmissionState; n: number }>(
-      `SELECT submission_state AS state, COUNT(*) AS n FROM orders ${where} GROUP BY submission_state`,
-      only,
-    )) {
-      bySubmissionState[state] = n;
+    let total = 0;
+    let open = 0;
+    let stuck = 0;
+    for (const place of places) {
+      const n = Number(place.n);
+      total += n;
+      if (Number(place.open) === 1) open += n;
+      if (Number(place.stuck) === 1) stuck += n;
+      bySubmissionState[place.state] = (bySubmissionState[place.state] ?? 0) + n;
+      if (place.key !== '') byKey.set(place.key, (byKey.get(place.key) ?? 0) + n);
     }
-    const totals = (await db.get<{
-      total: number;
-      open: number;
-      oldest: number | null;
-      due: number | null;
-      stuck: number | null;
-    }>(
-      `SELECT COUNT(*) AS total,
-              COUNT(next_poll_at) AS open,
-              MIN(CASE WHEN next_poll_at IS NOT NULL THEN local_created_at END) AS oldest,
-              SUM(CASE WHEN next_poll_at <= @now THEN 1 ELSE 0 END) AS due,
-              SUM(CASE WHEN stuck_at IS NOT NULL AND (next_poll_at IS NOT NULL
-                    OR (status = 'SUCCESS' AND serial_number IS NULL)) THEN 1 ELSE 0 END) AS stuck
-       FROM orders ${where}`,
+    // In byte order of the key, as SQLite and PostgreSQL (db.dialect.byteOrder) sort it.
+    const byStatus: Record<string, number> = {};
+    for (const key of [...byKey.keys()].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)))) {
+      byStatus[key] = byKey.get(key)!;
+    }
+    const fromOrders = (await db.get<{ oldest: number | null; due: number | null }>(
+      `SELECT (SELECT MIN(local_created_at) FROM orders ${where} AND next_poll_at IS NOT NULL) AS oldest,
+              (SELECT COUNT(*) FROM orders ${where} AND next_poll_at <= @now) AS due`,
       { now, ...only },
     ))!;
     return {
-      total: totals.total,
+      total,
       byStatus,
       bySubmissionState,
-      open: totals.open,
-      oldestOpenLocalCreatedAt: totals.oldest,
-      dueForPoll: totals.due ?? 0,
-      stuck: totals.stuck ?? 0,
+      open,
+      oldestOpenLocalCreatedAt: fromOrders.oldest === null ? null : Number(fromOrders.oldest),
+      dueForPoll: Number(fromOrders.due ?? 0),
+      stuck,
     };
   }
 }

@@ -188,12 +188,30 @@ export async function everyOrder(
 }
 
 /**
+ * Takes a migrated store back to schema 26 inside the write transaction `tx`, as that schema left
+ * it: undoes step 27 (order_counts, its triggers, orders_open_created, orders_success_final;
+ * PostgreSQL's orders_status on (status, id)). Every rewind starts here,
+ * so a new step is undone in one place.
+ */
+export async function rewindToSchema26(tx: SqlExecutor): Promise<void> {
+  if (tx.dialect.name === 'sqlite') {
+    for (const change of ['insert', 'update', 'delete'])
+      await tx.exec(`DROP TRIGGER orders_counted_${change}`);
+  } else {
+    await tx.exec('DROP TRIGGER orders_counted ON orders; DROP FUNCTION orders_counted()');
+    await tx.exec('DROP INDEX orders_status; CREATE INDEX orders_status ON orders (status)');
+  }
+  await tx.exec('DROP TABLE order_counts; DROP INDEX orders_open_created; DROP INDEX orders_success_final');
+  await tx.exec(tx.dialect.setSchemaVersionSql(26));
+}
+
+/**
  * Takes a migrated store back to schema 25 inside the write transaction `tx`, as that schema left
  * it: undoes step 26 (the first-poll plans per upstream: the default upstream's are kept, keyed
- * by product alone; order_events_upstream). Every rewind starts here, so a new step is undone in
- * one place.
+ * by product alone; order_events_upstream), after {@link rewindToSchema26}.
  */
 export async function rewindToSchema25(tx: SqlExecutor): Promise<void> {
+  await rewindToSchema26(tx);
   await tx.exec(`
     DROP INDEX order_events_upstream;
     CREATE TABLE poll_plans_v25 (

@@ -155,10 +155,14 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
       { name: 'orders_invoice_upstream' },
       { name: 'orders_local_created_at' },
       { name: 'orders_next_poll_at' },
+      // Schema 27: the oldest open order, from the open orders only.
+      { name: 'orders_open_created' },
       { name: 'orders_queued' },
       // Schema 25: the shop's ref names one order whatever its attempts.
       { name: 'orders_shop_ref' },
       { name: 'orders_status' },
+      // Schema 27: the audit coverage of `status`, from the window's SUCCESS orders only.
+      { name: 'orders_success_final' },
       // Schema 23: each upstream's due polls.
       { name: 'orders_upstream_due' },
       { name: 'orders_waiting' },

@@ -77,4 +77,23 @@ describeEachBackend('order queries', (backend) => {
       stuck: 1,
     });
   });
+
+  test('the blocked and the queued orders are listed newest first, from the waiting orders only', async (t) => {
+    const { store, clock } = await backend.tempStore(t);
+    for (const ref of ['Q1', 'B1', 'S1', 'B2', 'Q2']) {
+      clock.advance(1);
+      if (ref.startsWith('S')) {
+        await store.writer.applyOrderSnapshot(snapshot(ref, 'SUCCESS'), { source: 'poll' });
+        continue;
+      }
+      await store.writer.createLocalOrder({ partnerRef: ref, data: DATA, queued: true });
+      if (ref.startsWith('B')) await store.writer.markBlocked(ref, 'INVALID_API_KEY', 'the key was refused');
+    }
+    const refs = async (status: string, limit?: number) =>
+      (await store.queries.listOrders({ status, ...(limit ? { limit } : {}) })).map((o) => o.partnerRef);
+    assert.deepEqual(await refs('blocked'), ['B2', 'B1']);
+    assert.deepEqual(await refs('blocked', 1), ['B2']);
+    assert.deepEqual(await refs('queued'), ['Q2', 'Q1']);
+    assert.deepEqual(await refs('accepted'), ['S1']);
+  });
 });

@@ -418,32 +418,45 @@ function atLeast(line: { capped: boolean }, figure: number | string): string | n
   return line.capped ? `≥ ${figure}` : figure;
 }
 
+/**
+ * The part of `status` the store answers, without Redis (`queues`, `failedEvents` and the budgets
+ * null): what `status --json` reads of the store at `now` (bench/volume.ts times it).
+ */
+export async function storeStatusReport(
+  store: ClaimingStore,
+  config: Config,
+  now: number,
+): Promise<StatusReport> {
+  const counts = await store.queries.countByStatus(now);
+  const report: StatusReport = {
+    orders: {
+      ...counts,
+      oldestOpenAgeS:
+        counts.oldestOpenLocalCreatedAt === null
+          ? null
+          : Math.round((now - counts.oldestOpenLocalCreatedAt) / 1000),
+    },
+    queues: null,
+    failedEvents: null,
+    budget: null,
+    circuit: await store.circuit.state(),
+    upstreams: await upstreamViews(store, config, now),
+    blocked: await blockedOrders(store, counts),
+    audit: await auditCoverage(store, reconcilerSettings(config).auditWindowMs, now),
+    firstPoll: await firstPoll(store, DEFAULT_UPSTREAM),
+    notifications: await notificationBacklog(store, now),
+    catalog: await catalogState(store, now),
+  };
+  return report;
+}
+
 /** `status`: the state of orders, polls, the circuit, the queues, the budget, the catalog and the notifications. */
 export const status = async (flags: { json?: boolean }) => {
   await runAction(Boolean(flags.json), async () => {
     const context = await openContext({ store: 'existing' });
     try {
       const now = Date.now();
-      const counts = await context.store!.queries.countByStatus(now);
-      const report: StatusReport = {
-        orders: {
-          ...counts,
-          oldestOpenAgeS:
-            counts.oldestOpenLocalCreatedAt === null
-              ? null
-              : Math.round((now - counts.oldestOpenLocalCreatedAt) / 1000),
-        },
-        queues: null,
-        failedEvents: null,
-        budget: null,
-        circuit: await context.store!.circuit.state(),
-        upstreams: await upstreamViews(context.store!, context.config, now),
-        blocked: await blockedOrders(context.store!, counts),
-        audit: await auditCoverage(context.store!, reconcilerSettings(context.config).auditWindowMs, now),
-        firstPoll: await firstPoll(context.store!, DEFAULT_UPSTREAM),
-        notifications: await notificationBacklog(context.store!, now),
-        catalog: await catalogState(context.store!, now),
-      };
+      const report = await storeStatusReport(context.store!, context.config, now);
       // The store answers without Redis; the queue part says why it is missing.
       try {
         const redis = await connectRedis(context.config.redisUrl);

@@ -3,6 +3,10 @@ import {
   ATTEMPTS_DESCRIPTION,
   ATTEMPTS_SQL,
   eventUpstreamStep,
+  ORDER_COUNT_COLUMNS,
+  ORDER_COUNTS_DESCRIPTION,
+  ORDER_COUNTS_SQL,
+  orderCountKey,
   SHARED_MIGRATIONS_FROM_13,
   SHARED_MIGRATIONS_FROM_18,
   SHARED_MIGRATIONS_FROM_24,
@@ -292,4 +296,46 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
     `,
   },
   ...SHARED_MIGRATIONS_FROM_26,
+  {
+    version: 27,
+    description: ORDER_COUNTS_DESCRIPTION,
+    // One statement changes both counts of a moved order, in key order: two transactions moving
+    // orders between the same two places lock their rows in the same order (no deadlock).
+    sql: `${ORDER_COUNTS_SQL}
+      CREATE FUNCTION orders_counted() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      DECLARE
+        was TEXT[];
+        now_at TEXT[];
+      BEGIN
+        IF TG_OP <> 'INSERT' THEN
+          was := ARRAY[${orderCountKey('OLD')
+            .map((e) => `(${e})::text`)
+            .join(', ')}];
+        END IF;
+        IF TG_OP <> 'DELETE' THEN
+          now_at := ARRAY[${orderCountKey('NEW')
+            .map((e) => `(${e})::text`)
+            .join(', ')}];
+        END IF;
+        IF was IS NOT DISTINCT FROM now_at THEN
+          RETURN NULL;
+        END IF;
+        INSERT INTO order_counts AS c (upstream, status_key, submission_state, open, stuck, n)
+          SELECT k[1], k[2], k[3], k[4]::integer, k[5]::integer, d
+          FROM (VALUES (was, -1), (now_at, 1)) AS v (k, d)
+          WHERE k IS NOT NULL
+          ORDER BY v.k
+          ON CONFLICT (upstream, status_key, submission_state, open, stuck) DO UPDATE SET n = c.n + EXCLUDED.n;
+        RETURN NULL;
+      END
+      $fn$;
+      CREATE TRIGGER orders_counted AFTER INSERT OR DELETE OR UPDATE OF ${ORDER_COUNT_COLUMNS} ON orders
+        FOR EACH ROW EXECUTE FUNCTION orders_counted();
+      -- A page of one status, newest first, after a cursor (GET /v1/orders?status=&cursor=): an
+      -- index range in id order, as SQLite's orders_status gives it (a SQLite index ends with the
+      -- rowid); on (status) alone PostgreSQL read and sorted every order of the status.
+      DROP INDEX orders_status;
+      CREATE INDEX orders_status ON orders (status, id);
+    `,
+  },
 ];

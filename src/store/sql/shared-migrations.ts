@@ -236,3 +236,51 @@ export const SHARED_MIGRATIONS_FROM_26: readonly Migration[] = [
     `,
   },
 ];
+
+/**
+ * An order's place in `order_counts` (schema 27), of `row` (`NEW` or `OLD` in a trigger, or
+ * `orders` itself): its upstream, its status as `status` counts it (the last applied status,
+ * else the upstream's string, else ''), its submission state, whether it is open (has a next
+ * poll) and whether it is stuck as `status` counts it (marked stuck, and open or a SUCCESS still
+ * without its serial).
+ */
+export function orderCountKey(row: string): string[] {
+  const r = row === '' ? '' : `${row}.`;
+  return [
+    `${r}upstream`,
+    `COALESCE(${r}status, ${r}upstream_status, '')`,
+    `${r}submission_state`,
+    `CASE WHEN ${r}next_poll_at IS NOT NULL THEN 1 ELSE 0 END`,
+    `CASE WHEN ${r}stuck_at IS NOT NULL AND (${r}next_poll_at IS NOT NULL OR (${r}status = 'SUCCESS' AND ${r}serial_number IS NULL)) THEN 1 ELSE 0 END`,
+  ];
+}
+
+/** The columns of `orders` an order's place in `order_counts` depends on: an update of another changes no count. */
+export const ORDER_COUNT_COLUMNS =
+  'upstream, status, upstream_status, submission_state, next_poll_at, stuck_at, serial_number';
+
+/**
+ * Schema 27's SQL on both backends (each adds its triggers): `order_counts`, the orders counted
+ * by their place (`orderCountKey`), filled from the orders there are, so `status` and each
+ * reconcile pass read a few rows instead of counting every order the store ever held.
+ */
+export const ORDER_COUNTS_SQL = `
+    CREATE TABLE order_counts (
+      upstream         TEXT    NOT NULL,
+      status_key       TEXT    NOT NULL,
+      submission_state TEXT    NOT NULL,
+      open             INTEGER NOT NULL,
+      stuck            INTEGER NOT NULL,
+      n                BIGINT  NOT NULL,
+      PRIMARY KEY (upstream, status_key, submission_state, open, stuck)
+    );
+    INSERT INTO order_counts (upstream, status_key, submission_state, open, stuck, n)
+      SELECT ${orderCountKey('').join(', ')}, COUNT(*) FROM orders
+      GROUP BY ${orderCountKey('').join(', ')};
+    CREATE INDEX orders_open_created ON orders (local_created_at) WHERE next_poll_at IS NOT NULL;
+    CREATE INDEX orders_success_final ON orders (final_at, last_polled_at, upstream) WHERE status = 'SUCCESS';
+`;
+
+/** Schema 27's description, the same on both backends. */
+export const ORDER_COUNTS_DESCRIPTION =
+  'order_counts: the orders counted by upstream, status, submission state, open and stuck, kept by triggers on orders in the transaction of each write, so `status` and the reconcile pass read counts instead of every order; orders_open_created: the oldest open order from an index of the open orders only; orders_success_final: the audit coverage of `status` from the SUCCESS orders of its window only';

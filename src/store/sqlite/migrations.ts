@@ -3,6 +3,10 @@ import {
   ATTEMPTS_DESCRIPTION,
   ATTEMPTS_SQL,
   eventUpstreamStep,
+  ORDER_COUNT_COLUMNS,
+  ORDER_COUNTS_DESCRIPTION,
+  ORDER_COUNTS_SQL,
+  orderCountKey,
   SHARED_MIGRATIONS_FROM_13,
   SHARED_MIGRATIONS_FROM_18,
   SHARED_MIGRATIONS_FROM_24,
@@ -579,4 +583,28 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
     `,
   },
   ...SHARED_MIGRATIONS_FROM_26,
+  {
+    version: 27,
+    description: ORDER_COUNTS_DESCRIPTION,
+    sql: `${ORDER_COUNTS_SQL}
+      CREATE TRIGGER orders_counted_insert AFTER INSERT ON orders BEGIN
+        INSERT INTO order_counts (upstream, status_key, submission_state, open, stuck, n)
+          VALUES (${orderCountKey('NEW').join(', ')}, 1)
+          ON CONFLICT (upstream, status_key, submission_state, open, stuck) DO UPDATE SET n = n + 1;
+      END;
+      CREATE TRIGGER orders_counted_delete AFTER DELETE ON orders BEGIN
+        UPDATE order_counts SET n = n - 1
+          WHERE (upstream, status_key, submission_state, open, stuck) = (${orderCountKey('OLD').join(', ')});
+      END;
+      CREATE TRIGGER orders_counted_update AFTER UPDATE OF ${ORDER_COUNT_COLUMNS} ON orders
+        WHEN (${orderCountKey('OLD').join(', ')}) IS NOT (${orderCountKey('NEW').join(', ')})
+      BEGIN
+        UPDATE order_counts SET n = n - 1
+          WHERE (upstream, status_key, submission_state, open, stuck) = (${orderCountKey('OLD').join(', ')});
+        INSERT INTO order_counts (upstream, status_key, submission_state, open, stuck, n)
+          VALUES (${orderCountKey('NEW').join(', ')}, 1)
+          ON CONFLICT (upstream, status_key, submission_state, open, stuck) DO UPDATE SET n = n + 1;
+      END;
+    `,
+  },
 ];
