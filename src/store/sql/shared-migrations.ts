@@ -235,4 +235,8 @@ export const SHARED_MIGRATIONS_FROM_26: readonly Migration[] = [
       CREATE INDEX order_events_upstream ON order_events (upstream, id);
     `,
   },
+  // PLACEHOLDERS, drop on merge: 27 and 28 are other branches' steps (issue 29); these keep the
+  // numbering unbroken on this branch only.
+  { version: 27, description: 'placeholder of another branch', sql: 'SELECT 1;' },
+  { version: 28, description: 'placeholder of another branch', sql: 'SELECT 1;' },
 ];
