@@ -188,12 +188,26 @@ export async function everyOrder(
 }
 
 /**
+ * Takes a migrated store back to schema 26 inside the write transaction `tx`, as that schema left
+ * it: undoes step 29 (the history retention's column and indexes; 27 and 28 change nothing here).
+ * Every rewind starts here, so a new step is undone in one place.
+ */
+export async function rewindToSchema26(tx: SqlExecutor): Promise<void> {
+  await tx.exec(`
+    DROP INDEX orders_history_prunable;
+    DROP INDEX notify_deliveries_partner_ref;
+    ALTER TABLE orders DROP COLUMN history_pruned_at;
+  `);
+  await tx.exec(tx.dialect.setSchemaVersionSql(26));
+}
+
+/**
  * Takes a migrated store back to schema 25 inside the write transaction `tx`, as that schema left
- * it: undoes step 26 (the first-poll plans per upstream: the default upstream's are kept, keyed
- * by product alone; order_events_upstream). Every rewind starts here, so a new step is undone in
- * one place.
+ * it: {@link rewindToSchema26}, then undoes step 26 (the first-poll plans per upstream: the
+ * default upstream's are kept, keyed by product alone; order_events_upstream).
  */
 export async function rewindToSchema25(tx: SqlExecutor): Promise<void> {
+  await rewindToSchema26(tx);
   await tx.exec(`
     DROP INDEX order_events_upstream;
     CREATE TABLE poll_plans_v25 (
