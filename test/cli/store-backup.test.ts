@@ -15,7 +15,7 @@ import { planSqliteVacuum, vacuumSqliteStore } from '../../src/store/sqlite/sqli
 import { runRetentionPass } from '../../src/worker/store-retention.js';
 import { runCli } from '../helpers/cli.js';
 import { FIXTURE_EXEC_ARGV } from '../helpers/fixture-process.js';
-import { nextMessage, snapshot, tempStore } from '../helpers/store.js';
+import { nextMessage, otherConnection, snapshot, tempStore } from '../helpers/store.js';
 import { storeBackends } from '../helpers/store-backends.js';
 
 const WRITER = fileURLToPath(new URL('../fixtures/order-writer-process.ts', import.meta.url));
@@ -50,18 +50,26 @@ describe('store backup', () => {
 
     const destination = join(dirname(path), 'copy.db');
     const progress: number[] = [];
-    // Small steps: the writer's commits fall between them, and SQLite starts the copy again.
+    // Small steps, and a write of another connection after each: SQLite starts the copy again at
+    // every step, so only copying the rest at once can finish it.
+    const other = await otherConnection(path);
+    t.after(() => other.close());
+    const touch = other.prepare("UPDATE orders SET poll_count = poll_count + 1 WHERE partner_ref = 'P-1'");
     const summary = await backupSqliteStore({
       source: path,
       destination,
       stepPages: 4,
-      onProgress: (p) => progress.push(p.remainingPages),
+      onProgress: (p) => {
+        progress.push(p.remainingPages);
+        touch.run();
+      },
     });
     const stopped = nextMessage<{ written: number }>(writer);
     writer.send('stop');
     const { written } = await stopped;
 
     assert.ok(progress.length > 1, 'progress was reported step by step');
+    assert.ok(summary.restarts >= 1, 'started again, then copied at once');
     assert.equal(integrityCheck(destination), 'ok');
     assert.equal(summary.quickCheck, 'ok');
     assert.equal(summary.schemaVersion, LATEST_SCHEMA_VERSION);

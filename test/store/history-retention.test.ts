@@ -6,10 +6,11 @@ import { type TestContext, test } from 'node:test';
 import { buildApiApp } from '../../src/api/app.js';
 import { generateEndpointSecret } from '../../src/notify/signature.js';
 import type { OrderStore } from '../../src/store/order-store.js';
-import { runRetentionPass } from '../../src/worker/store-retention.js';
+import { runRetentionPass, startRetention } from '../../src/worker/store-retention.js';
 import { defaultApiLimits, sendApi } from '../helpers/api.js';
 import { type ManualClock, rewindToSchema26, snapshot } from '../helpers/store.js';
 import { describeEachBackend } from '../helpers/store-backends.js';
+import { waitFor } from '../helpers/wait.js';
 
 const DAY = 86_400_000;
 const RETENTION = { feedRetentionMs: 30 * DAY, historyRetentionMs: 90 * DAY };
@@ -90,6 +91,13 @@ describeEachBackend('the history retention', (backend) => {
     await store.writer.createLocalOrder({ partnerRef: 'OLD-REJECTED', productCode: 'ML86', data: {} });
     await store.writer.markRejected('OLD-REJECTED', 'INVALID_TARGET', 'bad user id');
     await orderThrough(store, clock, 'OLD-OPEN', [['PENDING'], ['PROCESSING']], endpoint.id);
+    // Never sent (no worker ran since): not final, though nothing polls it either.
+    await store.writer.createLocalOrder({
+      partnerRef: 'OLD-QUEUED',
+      productCode: 'ML86',
+      data: {},
+      queued: true,
+    });
     await orderThrough(store, clock, 'OLD-NO-SERIAL', [['PENDING'], ['SUCCESS']], endpoint.id);
     await store.deliveries.record({
       endpointId: endpoint.id,
@@ -107,7 +115,15 @@ describeEachBackend('the history retention', (backend) => {
     await orderThrough(store, clock, 'RECENT-DONE', done, endpoint.id);
     clock.advance(DAY);
 
-    const refs = ['OLD-DONE', 'OLD-FAILED', 'OLD-REJECTED', 'OLD-OPEN', 'OLD-NO-SERIAL', 'RECENT-DONE'];
+    const refs = [
+      'OLD-DONE',
+      'OLD-FAILED',
+      'OLD-REJECTED',
+      'OLD-OPEN',
+      'OLD-QUEUED',
+      'OLD-NO-SERIAL',
+      'RECENT-DONE',
+    ];
     const before = new Map<string, unknown>();
     for (const ref of refs) before.set(ref, (await get(`/v1/orders/${ref}`)).body);
     const kept = {
@@ -141,6 +157,14 @@ describeEachBackend('the history retention', (backend) => {
       'a SUCCESS still waiting for its serial is open',
     );
     assert.deepEqual(await historyOf(store, 'RECENT-DONE'), kept.recent);
+    const marked = await store.context.db.all<{ partner_ref: string }>(
+      'SELECT partner_ref FROM orders WHERE history_pruned_at IS NOT NULL ORDER BY id',
+    );
+    assert.deepEqual(
+      marked.map((r) => r.partner_ref),
+      ['OLD-DONE', 'OLD-FAILED', 'OLD-REJECTED'],
+      'only final orders are marked pruned',
+    );
     assert.deepEqual(
       (await store.feed.after(0, 1000)).map((e) => e.seq),
       recentFeed
@@ -266,5 +290,28 @@ describeEachBackend('the history retention', (backend) => {
     const pass = await runRetentionPass(reopened, RETENTION);
     assert.deepEqual([pass.orders, pass.orderEvents, pass.deliveries], [1, 2, 2]);
     assert.equal((await reopened.queries.getPublicOrder('BEFORE'))?.status, 'FAILED');
+  });
+
+  test("the worker's schedule runs a pass at once and logs what it pruned; its stop waits for the pass", async (t) => {
+    const { store, clock } = await backend.tempStore(t);
+    const endpoint = await store.endpoints.add({
+      url: 'http://127.0.0.1:9/hook',
+      events: ['order.*'],
+      secret: generateEndpointSecret(),
+    });
+    await orderThrough(store, clock, 'DONE', [['PENDING'], ['FAILED']], endpoint.id);
+    clock.advance(100 * DAY);
+    const logged: Array<Record<string, number>> = [];
+    const stop = startRetention(store, RETENTION, {
+      info: (pass: Record<string, number>) => logged.push(pass),
+      warn: () => {},
+    } as never);
+    await waitFor(() => logged.length === 1, { message: 'a pass at start' });
+    assert.equal(await stop(), true);
+    assert.deepEqual(
+      [logged[0]!.orders, logged[0]!.orderEvents, logged[0]!.deliveries, logged[0]!.feedEvents],
+      [1, 2, 2, 2],
+    );
+    assert.deepEqual(await historyOf(store, 'DONE'), { events: 0, deliveries: 0 });
   });
 });

@@ -93,7 +93,8 @@ export async function backupSqliteStore({
     let lastRemaining = Number.POSITIVE_INFINITY;
     ({ totalPages: pages } = await db.backup(partial, {
       progress: ({ totalPages, remainingPages }) => {
-        if (remainingPages > lastRemaining) restarts += 1;
+        // No progress since the last step (or a store grown since): the copy started again.
+        if (remainingPages >= lastRemaining) restarts += 1;
         lastRemaining = remainingPages;
         onProgress?.({ totalPages, remainingPages, restarts });
         return restarts > 0 ? ALL_PAGES : stepPages;
