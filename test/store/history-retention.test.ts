@@ -314,4 +314,28 @@ describeEachBackend('the history retention', (backend) => {
     );
     assert.deepEqual(await historyOf(store, 'DONE'), { events: 0, deliveries: 0 });
   });
+
+  test('an old final order whose notification is still to deliver keeps its history until it leaves the outbox', async (t) => {
+    const { store, clock } = await backend.tempStore(t);
+    const endpoint = await store.endpoints.add({
+      url: 'http://127.0.0.1:9/hook',
+      events: ['order.*'],
+      secret: generateEndpointSecret(),
+    });
+    await orderThrough(store, clock, 'WAITING', [['PENDING'], ['FAILED']], endpoint.id);
+    // Its last notification still to deliver (an endpoint retrying it).
+    await store.context.db.run(
+      `INSERT INTO notify_outbox (endpoint_id, seq, partner_ref, attempt, next_at)
+       VALUES (@endpoint, @seq, 'WAITING', 2, @at)`,
+      { endpoint: endpoint.id, seq: await store.feed.lastSeq(), at: clock.now() },
+    );
+    clock.advance(100 * DAY);
+
+    assert.equal((await runRetentionPass(store, RETENTION)).orders, 0);
+    assert.deepEqual(await historyOf(store, 'WAITING'), { events: 2, deliveries: 2 });
+
+    await store.context.db.run('DELETE FROM notify_outbox'); // delivered, given up or skipped
+    assert.equal((await runRetentionPass(store, RETENTION)).orders, 1);
+    assert.deepEqual(await historyOf(store, 'WAITING'), { events: 0, deliveries: 0 });
+  });
 });
