@@ -55,7 +55,8 @@ export function describeError(err: unknown): {
 } {
   if (err instanceof ConfigError) return { code: err.code, message: err.message, exitCode: EXIT.config };
   // A store that cannot be opened, or is not there for a command that only reads, is fixed in
-  // H2H_DB_URL/H2H_DB_PATH; `store migrate`'s wrong source or target, or a target with rows, in its settings or --to.
+  // H2H_DB_URL/H2H_DB_PATH; `store migrate`'s wrong source or target, or a target with rows, in its settings or --to;
+  // `store backup`'s PATH, `store backup`/`vacuum` on PostgreSQL, a disk too full to vacuum.
   if (
     err instanceof StoreError &&
     (err.code === 'DATABASE_OPEN_FAILED' ||
@@ -65,7 +66,11 @@ export function describeError(err: unknown): {
       err.code === 'INVALID_TOKEN_NAME' ||
       err.code === 'NOT_SQLITE_SOURCE' ||
       err.code === 'NOT_POSTGRES_TARGET' ||
-      err.code === 'TARGET_NOT_EMPTY')
+      err.code === 'TARGET_NOT_EMPTY' ||
+      err.code === 'NOT_SQLITE_STORE' ||
+      err.code === 'BACKUP_EXISTS' ||
+      err.code === 'BACKUP_PATH_INVALID' ||
+      err.code === 'NOT_ENOUGH_DISK')
   ) {
     return { code: err.code, message: err.message, exitCode: EXIT.config };
   }

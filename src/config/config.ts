@@ -247,6 +247,13 @@ const validSettings = settingsSchema.transform((s, ctx) => {
       `RECONCILE_FIRST_POLL_MIN_S (${s.RECONCILE_FIRST_POLL_MIN_S}) must not exceed RECONCILE_FIRST_POLL_MAX_S (${s.RECONCILE_FIRST_POLL_MAX_S})`,
     );
   }
+  // The history outlives the feed: an order's events leave the feed first, from its oldest end.
+  if (s.H2H_HISTORY_RETENTION_D > 0 && s.H2H_HISTORY_RETENTION_D < s.H2H_FEED_RETENTION_D) {
+    refuse(
+      'H2H_HISTORY_RETENTION_D',
+      `H2H_HISTORY_RETENTION_D (${s.H2H_HISTORY_RETENTION_D}) must be 0 (keep the history for ever) or at least H2H_FEED_RETENTION_D (${s.H2H_FEED_RETENTION_D}): an order's history is the longer record, and the feed keeps its events for the shop's cursor; raise H2H_HISTORY_RETENTION_D, or lower H2H_FEED_RETENTION_D`,
+    );
+  }
   return {
     ...s,
     H2H_RATE_RESERVE_CREATE: reservedForCreate,

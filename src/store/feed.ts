@@ -94,6 +94,9 @@ export function toFeedEvent(row: FeedRow): FeedEvent {
   } as FeedEvent;
 }
 
+/** The most events one write transaction of {@link ChangeFeed.prune} deletes. */
+export const DEFAULT_FEED_PRUNE_BATCH = 500;
+
 /** The most events one read returns. */
 export const MAX_FEED_PAGE = 1000;
 
@@ -208,11 +211,32 @@ export class ChangeFeed {
     return this.#context.db.watchFeed(onCommit);
   }
 
-  /** Deletes the events older than `retentionMs`; returns how many. */
-  async prune(retentionMs: number): Promise<number> {
-    const { changes } = await this.#context.db.run('DELETE FROM feed_events WHERE timestamp < @before', {
-      before: this.#context.now() - retentionMs,
-    });
+  /**
+   * Deletes the events older than `retentionMs`, at most `batchRows` (default 500) per write
+   * transaction, oldest first, so the feed only ever loses its oldest end; returns how many.
+   */
+  async prune(
+    retentionMs: number,
+    { batchRows = DEFAULT_FEED_PRUNE_BATCH }: { batchRows?: number } = {},
+  ): Promise<number> {
+    const before = this.#context.now() - retentionMs;
+    let pruned = 0;
+    for (;;) {
+      const changes = await this.pruneBatch(before, batchRows);
+      pruned += changes;
+      if (changes < batchRows) return pruned;
+    }
+  }
+
+  /** One write transaction of {@link prune}: up to `limit` of the events committed before `before` (ms). */
+  async pruneBatch(before: number, limit: number): Promise<number> {
+    if (!Number.isInteger(limit) || limit < 1)
+      throw new RangeError(`limit must be a whole number ≥ 1, got ${limit}`);
+    const { changes } = await this.#context.db.run(
+      `DELETE FROM feed_events WHERE seq IN (
+         SELECT seq FROM feed_events WHERE timestamp < @before ORDER BY timestamp LIMIT @limit)`,
+      { before, limit },
+    );
     return changes;
   }
 }

@@ -5,6 +5,7 @@ import { ApiTokens } from './api-tokens.js';
 import { BalanceLedger } from './balance.js';
 import { LocalCatalog } from './catalog.js';
 import { ChangeFeed } from './feed.js';
+import { HistoryRetention } from './history-retention.js';
 import { NotifyDeliveries } from './notify-deliveries.js';
 import { NotifyEndpoints } from './notify-endpoints.js';
 import { NotifyOutbox } from './notify-outbox.js';
@@ -51,6 +52,8 @@ export interface OrderStore {
   readonly catalog: LocalCatalog;
   /** The last profile balance and the orders' debits and credits since (the writer accounts). */
   readonly balance: BalanceLedger;
+  /** Prunes the history of old final orders (H2H_HISTORY_RETENTION_D; the worker runs it). */
+  readonly retention: HistoryRetention;
 }
 
 export interface OpenOrderStoreOptions {
@@ -107,6 +110,7 @@ export function openOrderStore(
     endpoints: new NotifyEndpoints(context),
     outbox: new NotifyOutbox(context),
     deliveries: new NotifyDeliveries(context),
+    retention: new HistoryRetention(context),
   };
 }
 

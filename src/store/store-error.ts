@@ -42,7 +42,17 @@ export type StoreErrorCode =
   /** `store migrate`: another process wrote to the SQLite file during the copy (nothing was written). */
   | 'SOURCE_CHANGED'
   /** `store migrate`: the tables, columns or row counts of the two stores differ (nothing was written). */
-  | 'COPY_MISMATCH';
+  | 'COPY_MISMATCH'
+  /** `store backup`, `store vacuum`: a SQLite-only command on a PostgreSQL store (the message names the equivalent). */
+  | 'NOT_SQLITE_STORE'
+  /** `store backup`: the destination exists (without `--force`). */
+  | 'BACKUP_EXISTS'
+  /** `store backup`: the destination's directory does not exist, or it is the store itself. */
+  | 'BACKUP_PATH_INVALID'
+  /** `store backup`: the copy failed its `quick_check` (it was removed). */
+  | 'BACKUP_FAILED'
+  /** `store vacuum`: less free disk than the rewrite needs (nothing was changed). */
+  | 'NOT_ENOUGH_DISK';
 
 /**
  * The one error the store throws on purpose. `INVALID_SNAPSHOT` is permanent: a worker should

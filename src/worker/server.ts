@@ -36,6 +36,7 @@ import { createUpstream, type Upstream } from '../upstream/create-upstream.js';
 import { DEFAULT_UPSTREAM, isDefaultUpstream } from '../upstream/model.js';
 import type { UpstreamAccount } from '../upstream/upstreams.js';
 import { createEventWorker, type EventWorker } from './event-worker.js';
+import { startRetention } from './store-retention.js';
 
 /**
  * Added to H2H_WORKER_SHUTDOWN_TIMEOUT_MS for the whole stop: each component gets the timeout,
@@ -332,7 +333,13 @@ export async function startWorkerProcess(
     });
     stops.push(() => eventWorker.close({ timeoutMs: settings.shutdownTimeoutMs }));
     await eventWorker.waitUntilReady();
-    stops.push(pruneFeedHourly(store, settings.feedRetentionMs, logger));
+    stops.push(
+      startRetention(
+        store,
+        { feedRetentionMs: settings.feedRetentionMs, historyRetentionMs: settings.historyRetentionMs },
+        logger,
+      ),
+    );
 
     const notify = notifySettings(config);
     // Upgrading from the notification queue before the outbox: what it still held moves in first.
@@ -400,34 +407,6 @@ export async function startWorkerProcess(
       closing ??= stopAll();
       return closing;
     },
-  };
-}
-
-/** How often the worker prunes the change feed. */
-const FEED_PRUNE_EVERY_MS = 3_600_000;
-
-/**
- * Prunes the change feed's events older than the retention now and every hour (one DELETE on an
- * index; a store busy with another writer is tried again next hour). Returns its stop.
- */
-function pruneFeedHourly(
-  store: OrderStore,
-  retentionMs: number,
-  logger: StartWorkerProcessOptions['logger'],
-): () => Promise<boolean> {
-  const prune = async () => {
-    try {
-      const pruned = await store.feed.prune(retentionMs);
-      if (pruned > 0) logger?.info({ pruned }, 'change feed: events older than the retention pruned');
-    } catch (err) {
-      logger?.warn({ err }, 'change feed: pruning failed; trying again in an hour');
-    }
-  };
-  void prune();
-  const timer = setInterval(prune, FEED_PRUNE_EVERY_MS).unref();
-  return async () => {
-    clearInterval(timer);
-    return true;
   };
 }
 

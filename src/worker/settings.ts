@@ -42,6 +42,11 @@ export const workerVariables = z.object({
     .describe(
       'Days the change feed keeps an event (docs/api.md, "The change feed"): a shop that was away longer reads the orders themselves instead. The worker prunes older ones every hour.',
     ),
+  H2H_HISTORY_RETENTION_D: int(0)
+    .default(0)
+    .describe(
+      'Days a final order keeps its history (events and notification records) after its last change; 0: for ever. The order itself stays. At least `H2H_FEED_RETENTION_D` when set. The worker prunes every hour, in small batches (docs/store.md, "History retention").',
+    ),
   H2H_WORKER_SHUTDOWN_TIMEOUT_MS: int(1)
     .default(DEFAULT_SHUTDOWN_TIMEOUT_MS)
     .describe(
@@ -66,6 +71,8 @@ export function workerSettings(config: SharedSettings & { settings: z.output<typ
     storeLockWaitMs: s.H2H_WORKER_STORE_LOCK_WAIT_MS,
     shutdownTimeoutMs: s.H2H_WORKER_SHUTDOWN_TIMEOUT_MS,
     feedRetentionMs: s.H2H_FEED_RETENTION_D * 86_400_000,
+    /** 0: the history is kept for ever. */
+    historyRetentionMs: s.H2H_HISTORY_RETENTION_D * 86_400_000,
     logLevel: config.logLevel,
     logFormat: config.logFormat,
   };

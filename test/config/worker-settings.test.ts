@@ -17,6 +17,7 @@ test('the worker settings default to 100 jobs in flight, batches of up to 100, a
     storeLockWaitMs: 5_000,
     shutdownTimeoutMs: 10_000,
     feedRetentionMs: 30 * 86_400_000,
+    historyRetentionMs: 0,
     logLevel: 'info',
     logFormat: 'auto',
   });
@@ -36,5 +37,26 @@ test('a malformed worker setting stops start-up naming the variable', () => {
       err instanceof ConfigError &&
       /H2H_WORKER_CONCURRENCY="0"/.test(err.message) &&
       /H2H_WORKER_LOCK_DURATION_MS="soon"/.test(err.message),
+  );
+});
+
+test('the history is kept for ever by default, and when set it outlives the feed: a shorter one stops start-up naming the fix', () => {
+  const day = 86_400_000;
+  assert.equal(workerSettings(loadConfig({})).historyRetentionMs, 0);
+  const set = workerSettings(loadConfig({ H2H_HISTORY_RETENTION_D: '400' }));
+  assert.deepEqual([set.feedRetentionMs, set.historyRetentionMs], [30 * day, 400 * day]);
+  assert.equal(
+    workerSettings(loadConfig({ H2H_HISTORY_RETENTION_D: '7', H2H_FEED_RETENTION_D: '7' }))
+      .historyRetentionMs,
+    7 * day,
+  );
+  assert.throws(
+    () => loadConfig({ H2H_HISTORY_RETENTION_D: '10' }),
+    (err: unknown) =>
+      err instanceof ConfigError &&
+      /H2H_HISTORY_RETENTION_D \(10\) must be 0 \(keep the history for ever\) or at least H2H_FEED_RETENTION_D \(30\)/.test(
+        err.message,
+      ) &&
+      /raise H2H_HISTORY_RETENTION_D, or lower H2H_FEED_RETENTION_D/.test(err.message),
   );
 });

@@ -188,12 +188,26 @@ export async function everyOrder(
 }
 
 /**
+ * Takes a migrated store back to schema 27 inside the write transaction `tx`, as that schema left
+ * it: undoes step 28 (the history retention's column and indexes). Every rewind starts here, so
+ * a new step is undone in one place.
+ */
+export async function rewindToSchema27(tx: SqlExecutor): Promise<void> {
+  await tx.exec(`
+    DROP INDEX orders_history_prunable;
+    DROP INDEX notify_deliveries_partner_ref;
+    ALTER TABLE orders DROP COLUMN history_pruned_at;
+  `);
+  await tx.exec(tx.dialect.setSchemaVersionSql(27));
+}
+
+/**
  * Takes a migrated store back to schema 26 inside the write transaction `tx`, as that schema left
- * it: undoes step 27 (order_counts, its triggers, orders_open_created, orders_success_final;
- * PostgreSQL's orders_status on (status, id)). Every rewind starts here,
- * so a new step is undone in one place.
+ * it: {@link rewindToSchema27}, then undoes step 27 (order_counts, its triggers,
+ * orders_open_created, orders_success_final; PostgreSQL's orders_status on (status, id)).
  */
 export async function rewindToSchema26(tx: SqlExecutor): Promise<void> {
+  await rewindToSchema27(tx);
   if (tx.dialect.name === 'sqlite') {
     for (const change of ['insert', 'update', 'delete'])
       await tx.exec(`DROP TRIGGER orders_counted_${change}`);
@@ -207,8 +221,8 @@ export async function rewindToSchema26(tx: SqlExecutor): Promise<void> {
 
 /**
  * Takes a migrated store back to schema 25 inside the write transaction `tx`, as that schema left
- * it: undoes step 26 (the first-poll plans per upstream: the default upstream's are kept, keyed
- * by product alone; order_events_upstream), after {@link rewindToSchema26}.
+ * it: {@link rewindToSchema26}, then undoes step 26 (the first-poll plans per upstream: the
+ * default upstream's are kept, keyed by product alone; order_events_upstream).
  */
 export async function rewindToSchema25(tx: SqlExecutor): Promise<void> {
   await rewindToSchema26(tx);

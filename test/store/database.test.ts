@@ -139,6 +139,8 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
       attempt: 1,
       attempts: null,
       route: null,
+      // Schema 28: no history pruned yet.
+      history_pruned_at: null,
     })),
   );
   assert.deepEqual(
@@ -151,6 +153,8 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
       { name: 'orders_audit' },
       // Schema 25: each upstream's completion times of a product, for the `fastest` routing.
       { name: 'orders_completion' },
+      // Schema 28: the settled orders whose history the retention has not pruned since it changed.
+      { name: 'orders_history_prunable' },
       // Schema 22: invoice numbers are unique per upstream.
       { name: 'orders_invoice_upstream' },
       { name: 'orders_local_created_at' },

@@ -11,6 +11,7 @@ import {
   SHARED_MIGRATIONS_FROM_18,
   SHARED_MIGRATIONS_FROM_24,
   SHARED_MIGRATIONS_FROM_26,
+  SHARED_MIGRATIONS_FROM_28,
 } from '../sql/shared-migrations.js';
 
 /**
@@ -338,4 +339,5 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX orders_status ON orders (status, id);
     `,
   },
+  ...SHARED_MIGRATIONS_FROM_28,
 ];

@@ -237,6 +237,21 @@ export const SHARED_MIGRATIONS_FROM_26: readonly Migration[] = [
   },
 ];
 
+/** The steps from 28 on whose SQL is the same on both backends, listed after each backend's step 27. */
+export const SHARED_MIGRATIONS_FROM_28: readonly Migration[] = [
+  {
+    version: 28,
+    description:
+      'orders.history_pruned_at: when the history retention (H2H_HISTORY_RETENTION_D) last deleted the order\'s events and notification records; orders_history_prunable on updated_at of the settled orders with history not pruned since their last change, so the retention finds them without reading every order; notify_deliveries_partner_ref, an order\'s delivery records (docs/store.md, "History retention")',
+    sql: `
+      ALTER TABLE orders ADD COLUMN history_pruned_at BIGINT;
+      CREATE INDEX orders_history_prunable ON orders (updated_at)
+        WHERE next_poll_at IS NULL AND (history_pruned_at IS NULL OR history_pruned_at <= updated_at);
+      CREATE INDEX notify_deliveries_partner_ref ON notify_deliveries (partner_ref);
+    `,
+  },
+];
+
 /**
  * An order's place in `order_counts` (schema 27), of `row` (`NEW` or `OLD` in a trigger, or
  * `orders` itself): its upstream, its status as `status` counts it (the last applied status,

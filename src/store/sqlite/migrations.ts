@@ -11,6 +11,7 @@ import {
   SHARED_MIGRATIONS_FROM_18,
   SHARED_MIGRATIONS_FROM_24,
   SHARED_MIGRATIONS_FROM_26,
+  SHARED_MIGRATIONS_FROM_28,
 } from '../sql/shared-migrations.js';
 
 /**
@@ -607,4 +608,5 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
       END;
     `,
   },
+  ...SHARED_MIGRATIONS_FROM_28,
 ];
