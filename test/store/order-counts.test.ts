@@ -111,8 +111,9 @@ describeEachBackend('order counts', (backend) => {
       source: 'poll',
     });
     await store.writer.createLocalOrder({ partnerRef: 'C', data: DATA });
+    await store.writer.applyOrderSnapshot(snapshot('D', 'FAILED'), { source: 'poll' });
+    // Rewound last: after it this connection's cached statements no longer match the table.
     await store.db.write((tx) => rewindToSchema26(tx));
-    await store.writer.applyOrderSnapshot(snapshot('D', 'FAILED'), { source: 'poll' }); // written at schema 26
     await store.close();
 
     const upgraded = await openStore(url, { role: 'test', now: clock.now });
