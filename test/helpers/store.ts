@@ -77,6 +77,7 @@ export async function planFirstPolls(store: ClaimingStore, upstream: string): Pr
 export type TempStoreOptions = Partial<PollScheduleSettings> & {
   now?: () => number;
   balanceLowThreshold?: number;
+  balanceDriftThreshold?: number;
   lockTimeoutMs?: number;
   failover?: FailoverSettings;
   productLinks?: readonly ProductLink[];
@@ -94,6 +95,7 @@ export async function tempStore(
   {
     now,
     balanceLowThreshold = 0,
+    balanceDriftThreshold = 0,
     lockTimeoutMs,
     failover,
     productLinks,
@@ -105,6 +107,7 @@ export async function tempStore(
   const store = await openTestStore(path, scheduleSettings(overrides), {
     now: now ?? clock.now,
     balanceLowThreshold,
+    balanceDriftThreshold,
     ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
     ...(failover === undefined ? {} : { failover }),
     ...(productLinks === undefined ? {} : { productLinks }),

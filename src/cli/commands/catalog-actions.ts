@@ -64,6 +64,7 @@ function printSyncSummary(summary: CatalogSyncSummary): void {
         { header: 'Products', cell: (s) => s.products },
         { header: 'Price changes', cell: (s) => s.price_changes.length },
         { header: 'Balance', cell: () => (balance === null ? '—' : balance.toLocaleString('en-US')) },
+        { header: 'Drift', cell: (s) => (s.drift === null ? '—' : s.drift.drift.toLocaleString('en-US')) },
       ],
     )}\n`,
   );
