@@ -191,12 +191,36 @@ export async function everyOrder(
 }
 
 /**
+ * Takes a migrated store back to the schema before step 28 inside the write transaction `tx`:
+ * undoes step 28 (the balance drift: its ledger columns, balance_observations and its two order
+ * indexes). Every rewind starts here, so a new step is undone in one place.
+ */
+export async function rewindToSchema27(tx: SqlExecutor): Promise<void> {
+  await tx.exec(`
+    DROP INDEX orders_in_doubt;
+    DROP INDEX orders_final_success;
+    DROP TABLE balance_observations;
+  `);
+  for (const column of [
+    'drift',
+    'drift_unexplained',
+    'drift_since',
+    'drift_alerted',
+    'audit_owed',
+    'refunded',
+  ]) {
+    await tx.exec(`ALTER TABLE balance_ledger DROP COLUMN ${column}`);
+  }
+  await tx.exec(tx.dialect.setSchemaVersionSql(27));
+}
+
+/**
  * Takes a migrated store back to schema 25 inside the write transaction `tx`, as that schema left
- * it: undoes step 26 (the first-poll plans per upstream: the default upstream's are kept, keyed
- * by product alone; order_events_upstream). Every rewind starts here, so a new step is undone in
- * one place.
+ * it: {@link rewindToSchema27}, then undoes step 26 (the first-poll plans per upstream: the
+ * default upstream's are kept, keyed by product alone; order_events_upstream).
  */
 export async function rewindToSchema25(tx: SqlExecutor): Promise<void> {
+  await rewindToSchema27(tx);
   await tx.exec(`
     DROP INDEX order_events_upstream;
     CREATE TABLE poll_plans_v25 (

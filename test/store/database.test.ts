@@ -151,6 +151,10 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
       { name: 'orders_audit' },
       // Schema 25: each upstream's completion times of a product, for the `fastest` routing.
       { name: 'orders_completion' },
+      // Schema 28: the settled SUCCESS orders by upstream and final time, for the audit the balance drift steers.
+      { name: 'orders_final_success' },
+      // Schema 28: the creates in doubt, for the balance drift's in-doubt sum.
+      { name: 'orders_in_doubt' },
       // Schema 22: invoice numbers are unique per upstream.
       { name: 'orders_invoice_upstream' },
       { name: 'orders_local_created_at' },
