@@ -129,7 +129,10 @@ export class BalanceLedger {
    * drift threshold). Only inside a write transaction `tx` (the catalog sync's).
    */
   async refreshInTx(tx: SqlExecutor, upstream: string, balance: number, readAt: number): Promise<void> {
-    const previous = await tx.get<LedgerRow>(GET, { upstream });
+    // Locked (PostgreSQL): an order write that accounts meanwhile waits, and is then accounted
+    // after the reset; read unlocked, its debit would be in neither the expected balance nor the
+    // new ledger, a drift that would never cancel.
+    const previous = await tx.get<LedgerRow>(`${GET} ${tx.dialect.forUpdate}`, { upstream });
     const observation = await observeReadInTx(tx, {
       upstream,
       balance,
