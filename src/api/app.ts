@@ -13,6 +13,7 @@ import { catalogRoutes } from './routes/catalog.js';
 import { eventRoutes } from './routes/events.js';
 import { type OrderRoutesOptions, orderRoutes } from './routes/orders.js';
 import {
+  balanceDriftSchema,
   balanceSchema,
   candidateSchema,
   categorySchema,
@@ -73,6 +74,7 @@ export async function buildApiApp(options: ApiAppOptions): Promise<FastifyInstan
     categorySchema,
     upstreamBalanceSchema,
     balanceSchema,
+    balanceDriftSchema,
     feedEventSchema,
     errorSchema,
   ]) {

@@ -120,6 +120,11 @@ const NOTIFICATIONS: Record<
     about: 'An upstream’s accounted balance fell under BALANCE_LOW_THRESHOLD: its balance, with `upstream`.',
     data: 'UpstreamBalance',
   },
+  'balance.drift': {
+    about:
+      'An upstream’s profile balance differed from the balance h2h-sync expected by more than BALANCE_DRIFT_THRESHOLD at two catalog refreshes in a row: a refund or a debit it never learnt (or a top-up). Once per drift episode.',
+    data: 'BalanceDrift',
+  },
   [TEST_EVENT_TYPE]: {
     about:
       'Sent by `h2h-sync endpoints test`, signed as every notification, whatever the endpoint’s event filter: no order changed, and it is never retried. Answer 2xx.',

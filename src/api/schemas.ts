@@ -249,11 +249,58 @@ export const balanceSchema = {
   },
 } as const;
 
+export const balanceDriftSchema = {
+  $id: 'BalanceDrift',
+  type: 'object',
+  description:
+    'One upstream’s last profile balance against the balance h2h-sync expected (docs/api.md, "Balance drift"); the data of balance.drift.',
+  required: [
+    'upstream',
+    'profile_balance',
+    'expected_balance',
+    'drift',
+    'unexplained_drift',
+    'in_doubt',
+    'read_at',
+    'drift_since',
+    'threshold',
+    'audit_steered',
+  ],
+  properties: {
+    upstream: upstreamName,
+    profile_balance: { type: 'number' },
+    expected_balance: {
+      type: 'number',
+      description: 'The previous expected balance plus what h2h-sync accounted since.',
+    },
+    drift: {
+      type: 'number',
+      description:
+        'profile_balance - expected_balance: above 0 money came back unlearnt, below 0 a debit unlearnt.',
+    },
+    unexplained_drift: {
+      type: 'number',
+      description: 'The drift less what the creates in doubt explain (a negative drift up to their prices).',
+    },
+    in_doubt: {
+      type: 'number',
+      description: 'The prices of the orders whose create was in doubt at the read.',
+    },
+    read_at: time,
+    drift_since: nullable({ ...time, description: 'When the drift episode began; null when none.' }),
+    threshold: nullable({ type: 'number', description: 'BALANCE_DRIFT_THRESHOLD; null when off.' }),
+    audit_steered: {
+      type: 'boolean',
+      description: 'Whether the audit reads the upstream’s most recent SUCCESS orders first to explain it.',
+    },
+  },
+} as const;
+
 export const feedEventSchema = {
   $id: 'Event',
   type: 'object',
   description:
-    'One change: of an order (order.*: data is the Order), a product price (ProductPriceChange) or an upstream’s low balance (UpstreamBalance). docs/api.md, "The change feed".',
+    'One change: of an order (order.*: data is the Order), a product price (ProductPriceChange), an upstream’s low balance (UpstreamBalance) or its balance drift (BalanceDrift). docs/api.md, "The change feed".',
   required: ['seq', 'type', 'timestamp', 'data'],
   properties: {
     seq: { type: 'integer', minimum: 1, description: 'The cursor: read on with after=seq.' },
@@ -265,7 +312,14 @@ export const feedEventSchema = {
       description:
         'order.* only: the order’s status before this change (null when it had none, and in events recorded before h2h-sync kept it). Absent from the other types.',
     }),
-    data: { anyOf: [{ $ref: 'Order#' }, { $ref: 'ProductPriceChange#' }, { $ref: 'UpstreamBalance#' }] },
+    data: {
+      anyOf: [
+        { $ref: 'Order#' },
+        { $ref: 'ProductPriceChange#' },
+        { $ref: 'UpstreamBalance#' },
+        { $ref: 'BalanceDrift#' },
+      ],
+    },
   },
 } as const;
 

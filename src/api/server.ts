@@ -58,6 +58,7 @@ export async function startApi(
     lockTimeoutMs: settings.dbLockTimeoutMs,
     poolMax: settings.dbPoolMax,
     balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
+    balanceDriftThreshold: catalogSettings(config).balanceDriftThreshold,
     failover: failoverSettings(config),
     productLinks: catalogSettings(config).productLinks,
   });

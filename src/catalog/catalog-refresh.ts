@@ -115,9 +115,16 @@ export async function startCatalogRefresh(
             products: summary.products,
             priceChanges: summary.price_changes.length,
             balance: summary.balance.balance,
+            drift: summary.drift?.drift,
           },
           'catalog refreshed',
         );
+        if (summary.drift?.drift_since) {
+          logger?.warn(
+            { drift: summary.drift },
+            `balance drift: the profile balance differs from the expected one by ${summary.drift.unexplained_drift} no open order explains (docs/operations.md, "Balance drift")`,
+          );
+        }
         options.onRefresh?.(summary);
         return summary;
       } catch (error) {

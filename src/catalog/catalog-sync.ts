@@ -3,7 +3,7 @@ import type { CatalogSyncResult } from '../store/catalog.js';
 import type { OrderStore } from '../store/order-store.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { DEFAULT_UPSTREAM } from '../upstream/model.js';
-import type { PublicUpstreamBalance } from './public-catalog.js';
+import type { PublicBalanceDrift, PublicUpstreamBalance } from './public-catalog.js';
 
 /** What a catalog sync did (printed by `h2h-sync catalog sync --json`, returned by the refresh job). */
 export interface CatalogSyncSummary {
@@ -16,6 +16,11 @@ export interface CatalogSyncSummary {
   price_changes: CatalogSyncResult['priceChanges'];
   /** The upstream's balance after the sync: the profile just read, nothing accounted yet. */
   balance: PublicUpstreamBalance;
+  /**
+   * The upstream's balance drift at that profile read (docs/api.md, "Balance drift"): its
+   * profile balance against the balance h2h-sync expected; null before a first read.
+   */
+  drift: PublicBalanceDrift | null;
   /**
    * True when another sync that read the upstream later had committed first: this one wrote
    * nothing (`synced_at` is the newer one's read time, the counts are 0).
@@ -73,6 +78,7 @@ export async function syncCatalog(options: SyncCatalogOptions): Promise<CatalogS
     products: result.products,
     price_changes: result.priceChanges,
     balance: await store.balance.viewOf(upstream),
+    drift: (await store.balance.driftOf(upstream)) ?? null,
     skipped: result.skipped,
   };
 }

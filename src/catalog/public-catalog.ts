@@ -98,3 +98,31 @@ export interface PublicBalanceTotal extends PublicBalance {
   /** Each upstream whose profile was read, the default first, then by name. */
   upstreams: PublicUpstreamBalance[];
 }
+
+/**
+ * One upstream's balance drift (docs/api.md, "Balance drift"): its last profile read against the
+ * balance h2h-sync expected. The data of the `balance.drift` event; `status` and `upstreams` show
+ * it too.
+ */
+export interface PublicBalanceDrift {
+  /** The upstream's name (docs/upstreams.md). */
+  upstream: string;
+  /** `member_balance` of its last GET /profile. */
+  profile_balance: number;
+  /** What h2h-sync expected then: the previous expected balance plus what it accounted since. */
+  expected_balance: number;
+  /** `profile_balance - expected_balance`: above 0, money came back that h2h-sync did not learn; below, a debit it did not learn. */
+  drift: number;
+  /** Of `drift`, what no open order explains (a negative drift up to the prices of the creates in doubt is explained). */
+  unexplained_drift: number;
+  /** The prices of the orders whose create was in doubt at the read. */
+  in_doubt: number;
+  /** When that profile was read, ISO 8601 UTC. */
+  read_at: string;
+  /** When the drift episode began (the first read past the threshold), ISO 8601 UTC; null when there is none. */
+  drift_since: string | null;
+  /** BALANCE_DRIFT_THRESHOLD; null when off (0). */
+  threshold: number | null;
+  /** Whether the audit reads this upstream's most recent final SUCCESS orders first, to explain the drift. */
+  audit_steered: boolean;
+}

@@ -23,6 +23,13 @@ export const catalogVariables = z.object({
     .describe(
       'The accounted balance of an upstream under which a `balance.low` event naming it is sent, once each time it falls under (docs/api.md, "Balance"); the same for every upstream; `0` = never. Every process that writes orders must use the same value.',
     ),
+  BALANCE_DRIFT_THRESHOLD: z.coerce
+    .number()
+    .min(0)
+    .default(0)
+    .describe(
+      "How far (in the balance's currency, either way) an upstream's profile balance may differ from the balance h2h-sync expected, beyond what its creates in doubt explain, before it is a drift (docs/api.md, \"Balance drift\"): a `balance.drift` event at the second catalog refresh in a row past it, once per episode, and, when money came back, the audit reads that upstream's most recent SUCCESS orders first. Set it above a few order prices. `0` = no episode, event or steering (the drift is still recorded and shown).",
+    ),
 });
 
 /** The local catalog's and balance's section (docs/api.md, "Catalog and balance"), in ms. */
@@ -35,6 +42,7 @@ export function catalogSettings(config: {
     /** 0: no scheduled refresh. */
     refreshEveryMs: s.CATALOG_REFRESH_S * 1000,
     balanceLowThreshold: s.BALANCE_LOW_THRESHOLD,
+    balanceDriftThreshold: s.BALANCE_DRIFT_THRESHOLD,
     /** The product map's links (H2H_PRODUCT_MAP_FILE), validated by `loadConfig`; none without it. */
     productLinks: config.productLinks ?? [],
   };

@@ -85,6 +85,7 @@ export async function openContext(options: OpenContextOptions): Promise<CliConte
         poolMax: config.dbPoolMax,
         mustExist: options.store === 'existing',
         balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
+        balanceDriftThreshold: catalogSettings(config).balanceDriftThreshold,
         failover: failoverSettings(config),
         productLinks: catalogSettings(config).productLinks,
       });

@@ -96,7 +96,11 @@ export async function startDemoShop(): Promise<DemoShop> {
     counts.verified += 1;
     const id = headers['webhook-id']!;
     if (seen.has(id)) counts.duplicates += 1;
-    else if (notification.type === 'product.price_changed' || notification.type === 'balance.low') {
+    else if (
+      notification.type === 'product.price_changed' ||
+      notification.type === 'balance.low' ||
+      notification.type === 'balance.drift'
+    ) {
       // Not an order's: the demo's shop follows its orders only.
       seen.add(id);
     } else {

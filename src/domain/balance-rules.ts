@@ -1,6 +1,7 @@
 import type { PublicBalance, PublicBalanceTotal, PublicUpstreamBalance } from '../catalog/public-catalog.js';
 import type { OrderRow } from '../store/local-order.js';
 import { isDefaultUpstream } from '../upstream/model.js';
+import type { DriftState } from './drift-rules.js';
 
 /**
  * The balance's accounting (docs/api.md, "Balance"), as pure functions: what an order write
@@ -19,8 +20,11 @@ export type AccountedOrder = Pick<
   'submission_state' | 'status' | 'amount' | 'product_code' | 'product_id'
 >;
 
-/** One upstream's ledger as stored (`balance_ledger`, a row per upstream, schema 24). */
-export interface LedgerRow {
+/**
+ * One upstream's ledger as stored (`balance_ledger`, a row per upstream, schema 24; the drift
+ * it carries from read to read since schema 29: domain/drift-rules.ts).
+ */
+export interface LedgerRow extends DriftState {
   upstream: string;
   profile_balance: number;
   profile_read_at: number;
@@ -28,6 +32,10 @@ export interface LedgerRow {
   credited: number;
   unpriced: number;
   low_alerted: number;
+  /** The refunds the audit owes the drift (drift-rules.ts, `audit_owed`), set at each read. */
+  audit_owed: number;
+  /** What REFUNDED orders were credited since the read: the refunds found towards `audit_owed`. */
+  refunded: number;
 }
 
 /**

@@ -1,4 +1,8 @@
-import type { PublicBalanceTotal, PublicUpstreamBalance } from '../catalog/public-catalog.js';
+import type {
+  PublicBalanceDrift,
+  PublicBalanceTotal,
+  PublicUpstreamBalance,
+} from '../catalog/public-catalog.js';
 import {
   type AccountedOrder,
   accountingOf,
@@ -8,6 +12,8 @@ import {
   lowBalanceChange,
   totalBalance,
 } from '../domain/balance-rules.js';
+import { isDefaultUpstream } from '../upstream/model.js';
+import { driftColumns, driftViewOf, observeReadInTx } from './balance-drift.js';
 import type { ChangeFeed } from './feed.js';
 import type { SqlExecutor } from './sql/executor.js';
 import type { StoreContext } from './store-context.js';
@@ -21,7 +27,9 @@ import type { StoreContext } from './store-context.js';
  * {@link BalanceLedger.recordInLedger} in the transaction of each order write, so the accounting
  * never misses or repeats an order; `balance.low` is appended in that same transaction, once each
  * time an upstream's balance falls under the threshold, naming the upstream. The accounting's
- * rules are pure, in domain/balance-rules.ts.
+ * rules are pure, in domain/balance-rules.ts. Each profile read is also checked against the
+ * balance expected (the drift, docs/api.md "Balance drift"; balance-drift.ts), and `balance.drift`
+ * appended once per drift episode past the drift threshold.
  */
 const GET = 'SELECT * FROM balance_ledger WHERE upstream = @upstream';
 
@@ -31,8 +39,8 @@ export interface OrderAccounting {
   upstream: string;
   /** The debit to write into the order's `debited_amount` with its row (accepted now), else null: left as it is. */
   debitedAmount: { amount: number | null } | null;
-  /** What the write adds to the ledger. */
-  entry: { debit: number; credit: number; unpriced: number };
+  /** What the write adds to the ledger; `refunded`, the credit of a refund (the drift's `refunded`). */
+  entry: { debit: number; credit: number; unpriced: number; refunded: number };
 }
 
 export class BalanceLedger {
@@ -42,14 +50,22 @@ export class BalanceLedger {
   readonly #ledgerSeen = new Set<string>();
   /** BALANCE_LOW_THRESHOLD, each upstream's; 0 = no `balance.low`. */
   readonly lowThreshold: number;
+  /** BALANCE_DRIFT_THRESHOLD, each upstream's; 0 = no drift episode, no `balance.drift`, no steered audit. */
+  readonly driftThreshold: number;
 
-  constructor(context: StoreContext, feed: ChangeFeed, lowThreshold = 0) {
-    if (!(Number.isFinite(lowThreshold) && lowThreshold >= 0)) {
-      throw new RangeError(`the low balance threshold must be a number ≥ 0, got ${lowThreshold}`);
+  constructor(context: StoreContext, feed: ChangeFeed, lowThreshold = 0, driftThreshold = 0) {
+    for (const [name, value] of [
+      ['low balance', lowThreshold],
+      ['balance drift', driftThreshold],
+    ] as const) {
+      if (!(Number.isFinite(value) && value >= 0)) {
+        throw new RangeError(`the ${name} threshold must be a number ≥ 0, got ${value}`);
+      }
     }
     this.#context = context;
     this.#feed = feed;
     this.lowThreshold = lowThreshold;
+    this.driftThreshold = driftThreshold;
   }
 
   /**
@@ -70,18 +86,77 @@ export class BalanceLedger {
   }
 
   /**
+   * Every upstream's balance drift at its last profile read (docs/api.md, "Balance drift"), the
+   * default first, then by name; none before an upstream's first read.
+   */
+  async drifts(): Promise<PublicBalanceDrift[]> {
+    const rows = await this.#context.db.all<LedgerRow>('SELECT * FROM balance_ledger');
+    const views: PublicBalanceDrift[] = [];
+    for (const row of rows) views.push(await driftViewOf(this.#context.db, row, this.driftThreshold));
+    const rank = (view: PublicBalanceDrift) => (isDefaultUpstream(view.upstream) ? '' : view.upstream);
+    return views.sort((a, b) => (rank(a) < rank(b) ? -1 : rank(a) > rank(b) ? 1 : 0));
+  }
+
+  /** `upstream`'s balance drift at its last profile read; undefined before its first. */
+  async driftOf(upstream: string): Promise<PublicBalanceDrift | undefined> {
+    const row = await this.#context.db.get<LedgerRow>(GET, { upstream });
+    return row ? driftViewOf(this.#context.db, row, this.driftThreshold) : undefined;
+  }
+
+  /**
+   * Takes `upstream`'s current drift as known (a top-up, a transfer the operator made): the
+   * expected balance becomes its last profile balance, the episode ends, the audit is no longer
+   * steered. Returns the drift it accepted, or undefined before the upstream's first read.
+   */
+  acceptDrift(upstream: string): Promise<PublicBalanceDrift | undefined> {
+    return this.#context.db.write(async (tx) => {
+      const row = await tx.get<LedgerRow>(GET, { upstream });
+      if (!row) return undefined;
+      const accepted = await driftViewOf(tx, row, this.driftThreshold);
+      await tx.run(
+        `UPDATE balance_ledger SET drift = 0, drift_unexplained = 0, drift_since = NULL, drift_alerted = 0,
+           audit_owed = 0 WHERE upstream = @upstream`,
+        { upstream },
+      );
+      return accepted;
+    });
+  }
+
+  /**
    * Starts `upstream`'s accounting again from a profile read: `balance` as the upstream said at
-   * `readAt`. Only inside a write transaction `tx` (the catalog sync's).
+   * `readAt`. First observes the read against the balance expected (its drift, recorded in
+   * `balance_observations`; `balance.drift` when an episode's second read in a row is past the
+   * drift threshold). Only inside a write transaction `tx` (the catalog sync's).
    */
   async refreshInTx(tx: SqlExecutor, upstream: string, balance: number, readAt: number): Promise<void> {
+    // Locked (PostgreSQL): an order write that accounts meanwhile waits, and is then accounted
+    // after the reset; read unlocked, its debit would be in neither the expected balance nor the
+    // new ledger, a drift that would never cancel.
+    const previous = await tx.get<LedgerRow>(`${GET} ${tx.dialect.forUpdate}`, { upstream });
+    const observation = await observeReadInTx(tx, {
+      upstream,
+      balance,
+      readAt,
+      previous,
+      threshold: this.driftThreshold,
+    });
+    const drift = driftColumns(observation);
     await tx.run(
-      `INSERT INTO balance_ledger (upstream, profile_balance, profile_read_at, debited, credited, unpriced)
-       VALUES (@upstream, @balance, @readAt, 0, 0, 0)
+      `INSERT INTO balance_ledger (upstream, profile_balance, profile_read_at, debited, credited, unpriced,
+         drift, drift_unexplained, drift_since, drift_alerted, audit_owed, refunded)
+       VALUES (@upstream, @balance, @readAt, 0, 0, 0,
+         @drift, @drift_unexplained, @drift_since, @drift_alerted, @audit_owed, 0)
        ON CONFLICT (upstream) DO UPDATE SET profile_balance = @balance, profile_read_at = @readAt,
-         debited = 0, credited = 0, unpriced = 0`,
-      { upstream, balance, readAt },
+         debited = 0, credited = 0, unpriced = 0, drift = @drift, drift_unexplained = @drift_unexplained,
+         drift_since = @drift_since, drift_alerted = @drift_alerted, audit_owed = @audit_owed, refunded = 0`,
+      { upstream, balance, readAt, ...drift },
     );
-    if (this.lowThreshold !== 0) await this.#checkLow(tx, await tx.get<LedgerRow>(GET, { upstream }));
+    const row = await tx.get<LedgerRow>(GET, { upstream });
+    if (observation.alert && row) {
+      const view = await driftViewOf(tx, row, this.driftThreshold);
+      await this.#feed.appendOther(tx, 'balance.drift', view, this.#context.now());
+    }
+    if (this.lowThreshold !== 0) await this.#checkLow(tx, row);
   }
 
   /**
@@ -119,10 +194,11 @@ export class BalanceLedger {
     // What the order's acceptance debited: this write's price, else what the row holds (the
     // order writer reads it with the row, locked; its write never changes it).
     const debited = accounting.accepted ? price : (current?.debited_amount ?? null);
+    const entry = ledgerEntry(accounting, price, debited);
     return {
       upstream: next.upstream,
       debitedAmount: accounting.accepted ? { amount: price } : null,
-      entry: ledgerEntry(accounting, price, debited),
+      entry: { ...entry, refunded: next.status === 'REFUNDED' ? entry.credit : 0 },
     };
   }
 
@@ -148,7 +224,8 @@ export class BalanceLedger {
     return tx
       .get<LedgerRow>(
         `UPDATE balance_ledger SET debited = debited + @debit, credited = credited + @credit,
-           unpriced = unpriced + @unpriced WHERE upstream = @upstream RETURNING *`,
+           unpriced = unpriced + @unpriced, refunded = refunded + @refunded
+         WHERE upstream = @upstream RETURNING *`,
         { ...accounting.entry, upstream },
       )
       .then((row) => {

@@ -1,4 +1,4 @@
-import type { ProductPriceChange, PublicBalance } from '../catalog/public-catalog.js';
+import type { ProductPriceChange, PublicBalance, PublicBalanceDrift } from '../catalog/public-catalog.js';
 import { ORDER_EVENT_TYPES, type OrderEventType } from '../domain/feed-change.js';
 import type { PublicOrder } from '../domain/public-order.js';
 import type { SqlExecutor } from './sql/executor.js';
@@ -20,8 +20,16 @@ export { ORDER_EVENT_TYPES, type OrderEventType };
  * time, so a reader never sees seq n + 1 before seq n.
  */
 
-/** Every event type of the feed (decisions.md): the order events, a price change, a low balance. */
-export const FEED_EVENT_TYPES = [...ORDER_EVENT_TYPES, 'product.price_changed', 'balance.low'] as const;
+/**
+ * Every event type of the feed (decisions.md): the order events, a price change, a low balance,
+ * a balance drift.
+ */
+export const FEED_EVENT_TYPES = [
+  ...ORDER_EVENT_TYPES,
+  'product.price_changed',
+  'balance.low',
+  'balance.drift',
+] as const;
 export type FeedEventType = (typeof FEED_EVENT_TYPES)[number];
 
 /** What each event type carries in `data`. */
@@ -35,6 +43,8 @@ export interface FeedEventData {
   'product.price_changed': ProductPriceChange;
   /** The balance as it was when it fell under BALANCE_LOW_THRESHOLD. */
   'balance.low': PublicBalance;
+  /** The upstream's drift at the second profile read in a row past BALANCE_DRIFT_THRESHOLD. */
+  'balance.drift': PublicBalanceDrift;
 }
 
 /**

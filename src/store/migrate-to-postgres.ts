@@ -23,6 +23,7 @@ export const COPY_ORDER = [
   'catalog_products',
   'catalog_sync',
   'balance_ledger',
+  'balance_observations',
 ] as const;
 
 /**

@@ -24,6 +24,8 @@ export interface OpenStoreOptions {
   mustExist?: boolean;
   /** BALANCE_LOW_THRESHOLD (see `openOrderStore`). Default: 0 (off). */
   balanceLowThreshold?: number;
+  /** BALANCE_DRIFT_THRESHOLD (see `openOrderStore`). Default: 0 (off). */
+  balanceDriftThreshold?: number;
   /** When an order goes on to its next upstream (`routingSettings(config).failover`; see `openOrderStore`). */
   failover?: FailoverSettings;
   /** The product map's links (see `openOrderStore`). Default: none. */
@@ -59,6 +61,7 @@ export async function openStore(
     lockTimeoutMs,
     mustExist,
     balanceLowThreshold,
+    balanceDriftThreshold,
     failover,
     productLinks,
     poolMax,
@@ -95,6 +98,7 @@ export async function openStore(
   const store = openOrderStore(db, {
     ...(now === undefined ? {} : { now }),
     ...(balanceLowThreshold === undefined ? {} : { balanceLowThreshold }),
+    ...(balanceDriftThreshold === undefined ? {} : { balanceDriftThreshold }),
     ...(failover === undefined ? {} : { failover }),
     ...(productLinks === undefined ? {} : { productLinks }),
   });

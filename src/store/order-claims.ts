@@ -7,6 +7,7 @@ import {
   planPollRecord,
 } from '../domain/poll-rules.js';
 import { DEFAULT_UPSTREAM } from '../upstream/model.js';
+import { auditSteeringOf } from './balance-drift.js';
 import { type LocalOrder, type OrderRow, toLocalOrder } from './local-order.js';
 import type { PollPlans } from './poll-plans.js';
 import type { SqlExecutor } from './sql/executor.js';
@@ -154,11 +155,34 @@ export class OrderClaims {
    * its start: no order is audited twice in one pass), not under another live lease; least
    * recently checked first. The audit records its read with {@link recordPoll}, which also sets
    * the check time, or releases the claim. Undefined at once when `auditWindowMs` is 0.
+   *
+   * While the upstream's balance drift steers the audit (money came back that no order explains:
+   * docs/api.md, "Balance drift"; balance-drift.ts), it first takes the most recently final of
+   * those orders not checked since the drift episode began, whatever `auditEveryMs`: an order
+   * checked after the profile read that showed the drift cannot hide a refund that read counted.
+   * Once none is left, the least recently checked again.
    */
   async claimForAudit({ checkedBefore }: { checkedBefore?: number } = {}): Promise<ClaimedOrder | undefined> {
     if (this.settings.auditWindowMs === 0) return undefined;
     return this.#context.db.write(async (tx) => {
       const now = this.#context.now();
+      const steeredSince = await auditSteeringOf(tx, this.upstream);
+      if (steeredSince !== undefined) {
+        const steered = await tx.get<OrderRow>(
+          `SELECT * FROM orders ${tx.dialect.indexedBy('orders_success_by_upstream')}
+           WHERE upstream = @upstream AND status = 'SUCCESS' AND next_poll_at IS NULL
+             AND final_at >= @finalSince AND ${checkedAtSql(tx)} < @checkedBefore
+             AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
+           ORDER BY final_at DESC, id DESC LIMIT 1 ${tx.dialect.skipLocked}`,
+          {
+            now,
+            finalSince: now - this.settings.auditWindowMs,
+            checkedBefore: Math.min(steeredSince, checkedBefore ?? now),
+            upstream: this.upstream,
+          },
+        );
+        if (steered) return this.#leaseOne(tx, steered, now);
+      }
       const bound = Math.min(now - this.settings.auditEveryMs + 1, checkedBefore ?? now);
       // The audit's order: least recently checked first, from the partial index orders_audit.
       // Named on SQLite, since without ANALYZE figures its planner prefers orders_status and

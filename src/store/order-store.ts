@@ -66,6 +66,13 @@ export interface OpenOrderStoreOptions {
    */
   balanceLowThreshold?: number;
   /**
+   * BALANCE_DRIFT_THRESHOLD: a profile read whose unexplained drift is past it starts a drift
+   * episode (`balance.drift` at its second read in a row, the audit steered by a positive one;
+   * docs/api.md, "Balance drift"). Every process that syncs the catalog must use the same value.
+   * Default: 0 (off).
+   */
+  balanceDriftThreshold?: number;
+  /**
    * When an order goes on to its next upstream (H2H_MAX_ATTEMPTS, H2H_FAILOVER_WITHIN_S;
    * domain/attempts.ts). Every process that writes orders must use the same. Default:
    * {@link DEFAULT_FAILOVER_SETTINGS}.
@@ -89,6 +96,7 @@ export function openOrderStore(
   {
     now = Date.now,
     balanceLowThreshold = 0,
+    balanceDriftThreshold = 0,
     failover = DEFAULT_FAILOVER_SETTINGS,
     productLinks = [],
   }: OpenOrderStoreOptions = {},
@@ -96,7 +104,7 @@ export function openOrderStore(
   const context = new StoreContext(db, now);
   const pollPlans = new PollPlans(context);
   const feed = new ChangeFeed(context);
-  const balance = new BalanceLedger(context, feed, balanceLowThreshold);
+  const balance = new BalanceLedger(context, feed, balanceLowThreshold, balanceDriftThreshold);
   return {
     writer: new OrderWriter(context, pollPlans, feed, balance, failover),
     catalog: new LocalCatalog(context, feed, balance, new ProductLinks(productLinks)),

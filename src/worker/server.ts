@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { ADMIN_QUEUES, type AdminServer, startAdminServer } from '../admin/admin-server.js';
+import { registerBalanceMetrics } from '../catalog/balance-metrics.js';
 import { startCatalogRefresh } from '../catalog/catalog-refresh.js';
 import {
   adminSettings,
@@ -198,7 +199,8 @@ async function startProcessReconciler(
     });
     stops.push(() => pollRequests.close({ timeoutMs }));
     // Each upstream's local catalog and balance, from its own client and budget (poll share only),
-    // on its own queue and scheduler (catalogRefreshNames).
+    // on its own queue and scheduler (catalogRefreshNames); the balance gauges in the same registry.
+    registerBalanceMetrics(registry, store.balance);
     for (const [name, engine] of engines) {
       const catalog = await startCatalogRefresh({
         store,
@@ -291,6 +293,7 @@ export async function startWorkerProcess(
     lockTimeoutMs: settings.dbLockTimeoutMs,
     poolMax: settings.dbPoolMax,
     balanceLowThreshold: catalogSettings(config).balanceLowThreshold,
+    balanceDriftThreshold: catalogSettings(config).balanceDriftThreshold,
     failover: failoverSettings(config),
     productLinks: catalogSettings(config).productLinks,
   });

@@ -77,10 +77,10 @@ test('upstreams lists each configured upstream with its circuit, balance, catalo
 
   const table = await runCli(['upstreams'], env);
   assert.equal(table.code, 0, table.stderr);
-  assert.match(table.stdout, /│ default +│ closed +│ 100,000 +│ \d+ min \d+ s ago +│ 0\/60 +│/);
+  assert.match(table.stdout, /│ default +│ closed +│ 100,000 +│ 0 +│ \d+ min \d+ s ago +│ 0\/60 +│/);
   assert.match(
     table.stdout,
-    /│ beta +│ OPEN \(unauthorized\) INVALID_API_KEY +│ 30,000 +│ \d+ min \d+ s ago +│ 1\/60 +│/,
+    /│ beta +│ OPEN \(unauthorized\) INVALID_API_KEY +│ 30,000 +│ 0 +│ \d+ min \d+ s ago +│ 1\/60 +│/,
   );
   assert.match(table.stdout, /^beta: INVALID_API_KEY: check H2H_UPSTREAM_BETA_API_KEY$/m);
 });

@@ -83,6 +83,8 @@ export interface ReconcilerEnvOptions {
   /** A manual clock for the store and the reconciler; default the real one. */
   manualClock?: boolean;
   redis?: RedisServer;
+  /** The store's BALANCE_DRIFT_THRESHOLD. Default: 0 (off). */
+  balanceDriftThreshold?: number;
 }
 
 export interface ReconcilerEnv {
@@ -133,6 +135,9 @@ export async function reconcilerEnv(
   const { store, db, path, clock } = await tempStore(t, {
     ...settings,
     ...(options.manualClock ? {} : { now: Date.now }),
+    ...(options.balanceDriftThreshold === undefined
+      ? {}
+      : { balanceDriftThreshold: options.balanceDriftThreshold }),
   });
   const now = options.manualClock ? clock.now : Date.now;
   const budget = new RateBudget({

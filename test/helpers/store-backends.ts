@@ -233,13 +233,22 @@ export function describeEachBackend(title: string, body: (backend: StoreBackend)
 async function openOther(
   t: Pick<TestContext, 'after'>,
   url: string,
-  { now, balanceLowThreshold, lockTimeoutMs, failover, productLinks, ...overrides }: TempStoreOptions = {},
+  {
+    now,
+    balanceLowThreshold,
+    balanceDriftThreshold,
+    lockTimeoutMs,
+    failover,
+    productLinks,
+    ...overrides
+  }: TempStoreOptions = {},
 ): Promise<TestStore> {
   const opened = await openStore(url, {
     role: 'test',
     ...(now === undefined ? {} : { now }),
     ...(failover === undefined ? {} : { failover }),
     ...(balanceLowThreshold === undefined ? {} : { balanceLowThreshold }),
+    ...(balanceDriftThreshold === undefined ? {} : { balanceDriftThreshold }),
     ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
     ...(productLinks === undefined ? {} : { productLinks }),
   });

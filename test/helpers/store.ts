@@ -77,6 +77,7 @@ export async function planFirstPolls(store: ClaimingStore, upstream: string): Pr
 export type TempStoreOptions = Partial<PollScheduleSettings> & {
   now?: () => number;
   balanceLowThreshold?: number;
+  balanceDriftThreshold?: number;
   lockTimeoutMs?: number;
   failover?: FailoverSettings;
   productLinks?: readonly ProductLink[];
@@ -94,6 +95,7 @@ export async function tempStore(
   {
     now,
     balanceLowThreshold = 0,
+    balanceDriftThreshold = 0,
     lockTimeoutMs,
     failover,
     productLinks,
@@ -105,6 +107,7 @@ export async function tempStore(
   const store = await openTestStore(path, scheduleSettings(overrides), {
     now: now ?? clock.now,
     balanceLowThreshold,
+    balanceDriftThreshold,
     ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
     ...(failover === undefined ? {} : { failover }),
     ...(productLinks === undefined ? {} : { productLinks }),
@@ -188,11 +191,35 @@ export async function everyOrder(
 }
 
 /**
+ * Takes a migrated store back to schema 28 inside the write transaction `tx`, as that schema left
+ * it: undoes step 29 (the balance drift: its ledger columns, balance_observations and its two
+ * order indexes). Every rewind starts here, so a new step is undone in one place.
+ */
+export async function rewindToSchema28(tx: SqlExecutor): Promise<void> {
+  await tx.exec(`
+    DROP INDEX orders_in_doubt;
+    DROP INDEX orders_success_by_upstream;
+    DROP TABLE balance_observations;
+  `);
+  for (const column of [
+    'drift',
+    'drift_unexplained',
+    'drift_since',
+    'drift_alerted',
+    'audit_owed',
+    'refunded',
+  ]) {
+    await tx.exec(`ALTER TABLE balance_ledger DROP COLUMN ${column}`);
+  }
+  await tx.exec(tx.dialect.setSchemaVersionSql(28));
+}
+
+/**
  * Takes a migrated store back to schema 27 inside the write transaction `tx`, as that schema left
- * it: undoes step 28 (the history retention's column and indexes). Every rewind starts here, so
- * a new step is undone in one place.
+ * it: {@link rewindToSchema28}, then undoes step 28 (the history retention's column and indexes).
  */
 export async function rewindToSchema27(tx: SqlExecutor): Promise<void> {
+  await rewindToSchema28(tx);
   await tx.exec(`
     DROP INDEX orders_history_prunable;
     DROP INDEX notify_deliveries_partner_ref;

@@ -42,6 +42,20 @@ test("a worker with two upstreams refreshes each one's catalog and balance with 
     ],
     "each upstream's own profile (the fixtures' first members)",
   );
+  // The balance gauges, in the registry the admin server's /metrics exposes, per upstream.
+  const { registry } = worker.reconcilerMetrics!;
+  for (const [name, want] of [
+    ['h2h_balance', [1_000_000, 150_000]],
+    ['h2h_balance_low', [0, 0]],
+    ['h2h_balance_drift', [0, 0]],
+  ] as const) {
+    const { values } = await registry.getSingleMetric(name)!.get();
+    assert.deepEqual(
+      ['default', 'beta'].map((upstream) => values.find((v) => v.labels.upstream === upstream)?.value),
+      want,
+      name,
+    );
+  }
   for (const [queueName, schedulerId] of [
     ['h2h-catalog', 'h2h-catalog-every'],
     ['h2h-catalog@beta', 'h2h-catalog-every@beta'],

@@ -1,10 +1,12 @@
 import { type CatalogSyncSummary, syncCatalog } from '../../catalog/catalog-sync.js';
+import { ConfigError } from '../../config/config-error.js';
 import { BudgetExhaustedError } from '../../rate-budget/rate-budget.js';
 import type { UpstreamClient } from '../../upstream/client.js';
 import type { Category, Product, ProductTarget, Profile } from '../../upstream/model.js';
 import { DEFAULT_UPSTREAM } from '../../upstream/model.js';
 import { openContext } from '../context.js';
 import { printResult, renderTable, runAction } from '../output.js';
+import { signedAmount } from './drift-text.js';
 
 interface JsonFlag {
   json?: boolean;
@@ -64,6 +66,7 @@ function printSyncSummary(summary: CatalogSyncSummary): void {
         { header: 'Products', cell: (s) => s.products },
         { header: 'Price changes', cell: (s) => s.price_changes.length },
         { header: 'Balance', cell: () => (balance === null ? '—' : balance.toLocaleString('en-US')) },
+        { header: 'Drift', cell: (s) => (s.drift === null ? '—' : s.drift.drift.toLocaleString('en-US')) },
       ],
     )}\n`,
   );
@@ -94,6 +97,41 @@ export const catalogSync = async (flags: JsonFlag & { upstream?: string }) => {
       });
       if (flags.json) process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
       else printSyncSummary(summary);
+    } finally {
+      await context.close();
+    }
+  });
+};
+
+/** An upstream whose profile was never read: it has no drift to accept. */
+class NoProfileReadError extends Error {
+  readonly code = 'NO_PROFILE_READ';
+}
+
+/** `catalog accept-drift`: takes an upstream's balance drift as known (BalanceLedger.acceptDrift). */
+export const catalogAcceptDrift = async (flags: JsonFlag & { upstream?: string }) => {
+  await runAction(Boolean(flags.json), async () => {
+    const context = await openContext({ store: 'existing' });
+    try {
+      const name = flags.upstream ?? DEFAULT_UPSTREAM;
+      const known = context.config.upstreams.map((u) => u.name);
+      if (!known.includes(name)) {
+        throw new ConfigError(
+          `no upstream is named "${name}": the configured ones are ${known.join(', ')} (H2H_UPSTREAMS_FILE; docs/upstreams.md)`,
+        );
+      }
+      const accepted = await context.store!.balance.acceptDrift(name);
+      if (!accepted) {
+        throw new NoProfileReadError(
+          `upstream "${name}" has no profile read yet, so no drift: run \`h2h-sync catalog sync --upstream ${name}\` first`,
+        );
+      }
+      if (flags.json) process.stdout.write(`${JSON.stringify(accepted, null, 2)}\n`);
+      else {
+        process.stdout.write(
+          `accepted a drift of ${signedAmount(accepted.drift)} on ${name}: its expected balance is now its profile balance read at ${accepted.read_at}, ${accepted.profile_balance.toLocaleString('en-US')}\n`,
+        );
+      }
     } finally {
       await context.close();
     }

@@ -3,11 +3,12 @@ import type { Command } from 'commander';
 /** What the commands do, loaded when one of them runs (docs/cli.md, "Adding a command"). */
 const actions = () => import('./catalog-actions.js');
 
-/** Registers `profile`, `categories`, `products` and `catalog sync`. */
+/** Registers `profile`, `categories`, `products`, `catalog sync` and `catalog accept-drift`. */
 export function registerCatalogCommands(program: Command): void {
-  program
+  const catalog = program
     .command('catalog')
-    .description('the local catalog the shop API answers from (docs/api.md, "Catalog and balance")')
+    .description('the local catalog the shop API answers from (docs/api.md, "Catalog and balance")');
+  catalog
     .command('sync')
     .description(
       'refresh the local catalog and the balance now (3 upstream calls from the poll share of the rate budget)',
@@ -19,6 +20,14 @@ export function registerCatalogCommands(program: Command): void {
     )
     .option('--json', 'print the summary as JSON')
     .action(async (flags) => (await actions()).catalogSync(flags));
+  catalog
+    .command('accept-drift')
+    .description(
+      'take an upstream\'s balance drift as known (a top-up, a transfer you made): its expected balance becomes its last profile balance, its drift episode ends (docs/operations.md, "Balance drift")',
+    )
+    .option('--upstream <name>', 'the upstream whose drift to accept (docs/upstreams.md)', 'default')
+    .option('--json', 'print the drift accepted as JSON')
+    .action(async (flags) => (await actions()).catalogAcceptDrift(flags));
 
   program
     .command('profile')

@@ -1,6 +1,6 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { PublicBalance } from '../../catalog/public-catalog.js';
+import type { PublicBalance, PublicBalanceDrift } from '../../catalog/public-catalog.js';
 import { budgetSettings, type Config, reconcilerSettings } from '../../config/config.js';
 import { FIXED_FIRST_POLL } from '../../domain/poll-rules.js';
 import { wantedTypes } from '../../notify/event-filter.js';
@@ -18,6 +18,7 @@ import { fixFor } from '../../upstream/errors.js';
 import { DEFAULT_UPSTREAM, isDefaultUpstream } from '../../upstream/model.js';
 import { openContext } from '../context.js';
 import { printPublicJson, renderTable, runAction } from '../output.js';
+import { driftText } from './drift-text.js';
 
 const JOB_STATES = ['waiting', 'active', 'delayed', 'failed'] as const;
 type JobState = (typeof JOB_STATES)[number];
@@ -99,6 +100,8 @@ export interface UpstreamView {
   /** Its reconcile queue's job counts (`h2h-reconcile-<name>`; the default's is `queues.reconcile`); null without Redis. */
   reconcileQueue: QueueDepth | null;
   orders: { open: number; dueForPoll: number; stuck: number; blocked: number };
+  /** Its balance drift at its last profile read (docs/api.md, "Balance drift"); null before its first. */
+  balanceDrift: PublicBalanceDrift | null;
 }
 
 /** Each upstream's circuit and orders, from the store (their budgets are read with Redis). */
@@ -119,6 +122,7 @@ async function upstreamViews(store: ClaimingStore, config: Config, now: number):
         stuck: counts.stuck,
         blocked: counts.bySubmissionState.blocked,
       },
+      balanceDrift: (await store.balance.driftOf(name)) ?? null,
     });
   }
   return views;
@@ -345,6 +349,14 @@ function printStatus(report: StatusReport): void {
       : `Catalog: ${c.products} products, synced ${formatAge(c.ageS)} ago; balance ${c.balance.balance?.toLocaleString('en-US') ?? 'unknown'}` +
           ` (profile ${c.balance.profile_balance?.toLocaleString('en-US') ?? 'unknown'}, −${c.balance.debited.toLocaleString('en-US')} +${c.balance.credited.toLocaleString('en-US')} since)`,
   );
+  for (const u of report.upstreams.filter((view) => view.balanceDrift)) {
+    out.push(
+      driftText(
+        report.upstreams.length > 1 ? `Balance drift on ${u.name}` : 'Balance drift',
+        u.balanceDrift!,
+      ),
+    );
+  }
   if (report.notifications.length > 0) {
     out.push('Shop notifications:');
     out.push(

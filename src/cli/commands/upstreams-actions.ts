@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { PublicUpstreamBalance } from '../../catalog/public-catalog.js';
+import type { PublicBalanceDrift, PublicUpstreamBalance } from '../../catalog/public-catalog.js';
 import { budgetSettings, type Config } from '../../config/config.js';
 import { type BudgetUsage, RateBudget } from '../../rate-budget/rate-budget.js';
 import { connectRedis } from '../../shared/redis-connection.js';
@@ -8,6 +8,7 @@ import { type OpenCircuit, UpstreamCircuit } from '../../store/upstream-circuit.
 import type { UpstreamAccount } from '../../upstream/upstreams.js';
 import { openContext } from '../context.js';
 import { printPublicJson, renderTable, runAction } from '../output.js';
+import { signedAmount } from './drift-text.js';
 import { formatAge } from './status-actions.js';
 
 /**
@@ -22,6 +23,8 @@ export interface UpstreamView {
   circuit: OpenCircuit | null;
   /** Its balance as accounted locally since its last profile read (docs/api.md, "Balance"). */
   balance: PublicUpstreamBalance;
+  /** Its balance drift at its last profile read (docs/api.md, "Balance drift"); null before its first. */
+  drift: PublicBalanceDrift | null;
   /** When its catalog was last read, and how long ago; null before its first sync. */
   catalogSyncedAt: string | null;
   catalogAgeS: number | null;
@@ -41,6 +44,7 @@ async function viewOf(store: OrderStore, account: UpstreamAccount, now: number):
     baseUrl: account.baseUrl ?? null,
     circuit: await new UpstreamCircuit(store.context, account.name).state(),
     balance: await store.balance.viewOf(account.name),
+    drift: (await store.balance.driftOf(account.name)) ?? null,
     catalogSyncedAt: syncedAt === null ? null : new Date(syncedAt).toISOString(),
     catalogAgeS: syncedAt === null ? null : Math.round((now - syncedAt) / 1000),
     budget: null,
@@ -57,6 +61,13 @@ function printUpstreams(views: readonly UpstreamView[]): void {
         cell: (v) => (v.circuit ? `OPEN (${v.circuit.cause}) ${v.circuit.code}` : 'closed'),
       },
       { header: 'Balance', cell: (v) => amount(v.balance.balance) },
+      {
+        header: 'Drift',
+        cell: (v) =>
+          v.drift === null
+            ? '-'
+            : `${signedAmount(v.drift.drift)}${v.drift.drift_since === null ? '' : ` since ${v.drift.drift_since}`}${v.drift.audit_steered ? ' (audit steered)' : ''}`,
+      },
       {
         header: 'Catalog',
         cell: (v) => (v.catalogAgeS === null ? 'never synced' : `${formatAge(v.catalogAgeS)} ago`),

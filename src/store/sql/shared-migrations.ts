@@ -250,6 +250,34 @@ export const SHARED_MIGRATIONS_FROM_28: readonly Migration[] = [
       CREATE INDEX notify_deliveries_partner_ref ON notify_deliveries (partner_ref);
     `,
   },
+  {
+    version: 29,
+    description:
+      'balance drift (docs/api.md, "Balance drift"): balance_ledger keeps the drift carried from read to read (drift, drift_unexplained, drift_since, drift_alerted, audit_owed, refunded); balance_observations records every profile read against the expected balance; orders_in_doubt and orders_success_by_upstream serve the read\'s in-doubt sum and the audit steered to the most recent final orders',
+    sql: `
+      ALTER TABLE balance_ledger ADD COLUMN drift DOUBLE PRECISION NOT NULL DEFAULT 0;
+      ALTER TABLE balance_ledger ADD COLUMN drift_unexplained DOUBLE PRECISION NOT NULL DEFAULT 0;
+      ALTER TABLE balance_ledger ADD COLUMN drift_since BIGINT;
+      ALTER TABLE balance_ledger ADD COLUMN drift_alerted INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE balance_ledger ADD COLUMN audit_owed DOUBLE PRECISION NOT NULL DEFAULT 0;
+      ALTER TABLE balance_ledger ADD COLUMN refunded DOUBLE PRECISION NOT NULL DEFAULT 0;
+      CREATE TABLE balance_observations (
+        upstream          TEXT             NOT NULL,
+        read_at           BIGINT           NOT NULL,
+        profile_balance   DOUBLE PRECISION NOT NULL,
+        expected          DOUBLE PRECISION NOT NULL,
+        drift             DOUBLE PRECISION NOT NULL,
+        read_drift        DOUBLE PRECISION NOT NULL,
+        in_doubt          DOUBLE PRECISION NOT NULL,
+        unexplained       DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (upstream, read_at)
+      );
+      CREATE INDEX orders_in_doubt ON orders (upstream)
+        WHERE create_in_doubt_at IS NOT NULL AND submission_state <> 'accepted';
+      CREATE INDEX orders_success_by_upstream ON orders (upstream, final_at)
+        WHERE status = 'SUCCESS' AND next_poll_at IS NULL;
+    `,
+  },
 ];
 
 /**
