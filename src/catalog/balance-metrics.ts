@@ -8,7 +8,10 @@ import type { BalanceLedger } from '../store/balance.js';
  * - `h2h_balance_low{upstream}`: 1 while it is under BALANCE_LOW_THRESHOLD (the `balance.low`
  *   threshold), else 0; always 0 when that threshold is 0 (off);
  * - `h2h_balance_drift{upstream}`: the drift at its last profile read, profile minus expected
- *   balance, in the balance's currency (docs/api.md, "Balance drift").
+ *   balance, in the balance's currency (docs/api.md, "Balance drift");
+ * - `h2h_balance_drift_since_timestamp_seconds{upstream}`: when its drift episode began (the first
+ *   read past BALANCE_DRIFT_THRESHOLD, beyond what creates in doubt explain), in seconds since the
+ *   epoch; 0 while there is none (always 0 when that threshold is 0). The alert's input.
  * The worker process that refreshes the catalogs registers them once, in the registry its admin
  * server exposes. A store that does not answer (closing, busy) keeps the last figures.
  */
@@ -62,6 +65,25 @@ export function registerBalanceMetrics(registry: Registry, balance: BalanceLedge
         return;
       }
       for (const drift of drifts) this.set({ upstream: drift.upstream }, drift.drift);
+    },
+  });
+  new Gauge({
+    name: 'h2h_balance_drift_since_timestamp_seconds',
+    help: 'When the upstream’s balance drift episode began (its first profile read past BALANCE_DRIFT_THRESHOLD beyond what creates in doubt explain), in seconds since the epoch; 0 while there is none.',
+    labelNames: ['upstream'] as const,
+    registers,
+    async collect() {
+      let drifts: Awaited<ReturnType<BalanceLedger['drifts']>>;
+      try {
+        drifts = await balance.drifts();
+      } catch {
+        return;
+      }
+      for (const drift of drifts)
+        this.set(
+          { upstream: drift.upstream },
+          drift.drift_since === null ? 0 : Date.parse(drift.drift_since) / 1000,
+        );
     },
   });
 }

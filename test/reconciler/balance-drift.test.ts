@@ -56,6 +56,11 @@ test('a refund whose webhooks were all lost drifts the balance: balance.drift on
   assert.equal(first.drift?.expected_balance, first.drift!.profile_balance - price);
   assert.equal(first.drift?.audit_steered, true, 'money came back: the audit looks for it at once');
   assert.equal(await gauge(registry, 'h2h_balance_drift'), price);
+  assert.equal(
+    await gauge(registry, 'h2h_balance_drift_since_timestamp_seconds'),
+    Date.parse(first.drift!.read_at) / 1000,
+    'the episode began at this read',
+  );
   const driftEvents = async () =>
     (await env.store.feed.after(0, 1000)).filter((e) => e.type === 'balance.drift');
   assert.equal((await driftEvents()).length, 0, 'one read only: it may be news still on its way');
@@ -92,6 +97,7 @@ test('a refund whose webhooks were all lost drifts the balance: balance.drift on
   );
   assert.equal(after.drift?.expected_balance, after.drift?.profile_balance);
   assert.equal(await gauge(registry, 'h2h_balance_drift'), 0);
+  assert.equal(await gauge(registry, 'h2h_balance_drift_since_timestamp_seconds'), 0, 'the episode ended');
   assert.equal((await driftEvents()).length, 1, 'no event for the end of an episode');
 });
 
