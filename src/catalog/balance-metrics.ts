@@ -1,5 +1,13 @@
 import { Gauge, type Registry } from 'prom-client';
+import type { PublicBalanceDrift, PublicUpstreamBalance } from '../catalog/public-catalog.js';
+import { oneReadPerScrape } from '../shared/scrape-read.js';
 import type { BalanceLedger } from '../store/balance.js';
+
+/** What the balance gauges show of one upstream: its balance now and its drift at the last read. */
+interface UpstreamFigures {
+  balance: PublicUpstreamBalance;
+  drift: PublicBalanceDrift | undefined;
+}
 
 /**
  * The balance's Prometheus gauges (docs/operations.md, "Balance drift"), read from the store at
@@ -11,79 +19,55 @@ import type { BalanceLedger } from '../store/balance.js';
  *   balance, in the balance's currency (docs/api.md, "Balance drift");
  * - `h2h_balance_drift_since_timestamp_seconds{upstream}`: when its drift episode began (the first
  *   read past BALANCE_DRIFT_THRESHOLD, beyond what creates in doubt explain), in seconds since the
- *   epoch; 0 while there is none (always 0 when that threshold is 0). The alert's input.
+ *   epoch; 0 while there is none (always 0 when that threshold is 0). The drift alert's input.
  * The worker process that refreshes the catalogs registers them once, in the registry its admin
  * server exposes. A store that does not answer (closing, busy) keeps the last figures.
  */
 export function registerBalanceMetrics(registry: Registry, balance: BalanceLedger): void {
-  const registers = [registry];
-  new Gauge({
-    name: 'h2h_balance',
-    help: 'The upstream’s accounted balance now: its last profile balance, minus the orders debited plus those credited since.',
-    labelNames: ['upstream'] as const,
-    registers,
-    async collect() {
-      let views: Awaited<ReturnType<BalanceLedger['view']>>['upstreams'];
-      try {
-        views = (await balance.view()).upstreams;
-      } catch {
-        return; // the database is closing or busy: keep the last figures
-      }
-      for (const view of views)
-        if (view.balance !== null) this.set({ upstream: view.upstream }, view.balance);
-    },
+  let last: UpstreamFigures[] = [];
+  const read = oneReadPerScrape(async () => {
+    try {
+      const [{ upstreams }, drifts] = await Promise.all([balance.view(), balance.drifts()]);
+      last = upstreams
+        .filter((view) => view.balance !== null)
+        .map((view) => ({ balance: view, drift: drifts.find((d) => d.upstream === view.upstream) }));
+    } catch {
+      // the database is closing or busy: keep the last figures
+    }
+    return last;
   });
-  new Gauge({
-    name: 'h2h_balance_low',
-    help: 'Whether the upstream’s accounted balance is under BALANCE_LOW_THRESHOLD (1), the threshold of balance.low; 0 when it is not or the threshold is 0.',
-    labelNames: ['upstream'] as const,
-    registers,
-    async collect() {
-      let views: Awaited<ReturnType<BalanceLedger['view']>>['upstreams'];
-      try {
-        views = (await balance.view()).upstreams;
-      } catch {
-        return;
-      }
-      for (const view of views) {
-        if (view.balance === null) continue;
-        const low = balance.lowThreshold !== 0 && view.balance < balance.lowThreshold;
-        this.set({ upstream: view.upstream }, low ? 1 : 0);
-      }
-    },
-  });
-  new Gauge({
-    name: 'h2h_balance_drift',
-    help: 'The upstream’s balance drift at its last profile read: its profile balance minus the balance h2h-sync expected, in the balance’s currency (above 0: money came back unlearnt; below 0: a debit unlearnt).',
-    labelNames: ['upstream'] as const,
-    registers,
-    async collect() {
-      let drifts: Awaited<ReturnType<BalanceLedger['drifts']>>;
-      try {
-        drifts = await balance.drifts();
-      } catch {
-        return;
-      }
-      for (const drift of drifts) this.set({ upstream: drift.upstream }, drift.drift);
-    },
-  });
-  new Gauge({
-    name: 'h2h_balance_drift_since_timestamp_seconds',
-    help: 'When the upstream’s balance drift episode began (its first profile read past BALANCE_DRIFT_THRESHOLD beyond what creates in doubt explain), in seconds since the epoch; 0 while there is none.',
-    labelNames: ['upstream'] as const,
-    registers,
-    async collect() {
-      let drifts: Awaited<ReturnType<BalanceLedger['drifts']>>;
-      try {
-        drifts = await balance.drifts();
-      } catch {
-        return;
-      }
-      for (const drift of drifts)
-        this.set(
-          { upstream: drift.upstream },
-          drift.drift_since === null ? 0 : Date.parse(drift.drift_since) / 1000,
-        );
-    },
-  });
+  const gauge = (name: string, help: string, figureOf: (figures: UpstreamFigures) => number | undefined) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['upstream'],
+      registers: [registry],
+      async collect() {
+        for (const figures of await read()) {
+          const value = figureOf(figures);
+          if (value !== undefined) this.set({ upstream: figures.balance.upstream }, value);
+        }
+      },
+    });
+  gauge(
+    'h2h_balance',
+    'The upstream’s accounted balance now: its last profile balance, minus the orders debited plus those credited since.',
+    ({ balance: view }) => view.balance ?? undefined,
+  );
+  gauge(
+    'h2h_balance_low',
+    'Whether the upstream’s accounted balance is under BALANCE_LOW_THRESHOLD (1), the threshold of balance.low; 0 when it is not or the threshold is 0.',
+    ({ balance: view }) => (balance.lowThreshold !== 0 && (view.balance ?? 0) < balance.lowThreshold ? 1 : 0),
+  );
+  gauge(
+    'h2h_balance_drift',
+    'The upstream’s balance drift at its last profile read: its profile balance minus the balance h2h-sync expected, in the balance’s currency (above 0: money came back unlearnt; below 0: a debit unlearnt).',
+    ({ drift }) => drift?.drift,
+  );
+  gauge(
+    'h2h_balance_drift_since_timestamp_seconds',
+    'When the upstream’s balance drift episode began (its first profile read past BALANCE_DRIFT_THRESHOLD beyond what creates in doubt explain), in seconds since the epoch; 0 while there is none.',
+    ({ drift }) =>
+      drift === undefined ? undefined : drift.drift_since === null ? 0 : Date.parse(drift.drift_since) / 1000,
+  );
 }
