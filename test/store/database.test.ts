@@ -155,8 +155,6 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
       { name: 'orders_completion' },
       // Schema 28: the settled orders whose history the retention has not pruned since it changed.
       { name: 'orders_history_prunable' },
-      // Schema 29: the settled SUCCESS orders by upstream and final time, for the audit the balance drift steers.
-      { name: 'orders_success_by_upstream' },
       // Schema 29: the creates in doubt, for the balance drift's in-doubt sum.
       { name: 'orders_in_doubt' },
       // Schema 22: invoice numbers are unique per upstream.
@@ -169,6 +167,8 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
       // Schema 25: the shop's ref names one order whatever its attempts.
       { name: 'orders_shop_ref' },
       { name: 'orders_status' },
+      // Schema 29: the settled SUCCESS orders by upstream and final time, for the audit the balance drift steers.
+      { name: 'orders_success_by_upstream' },
       // Schema 27: the audit coverage of `status`, from the window's SUCCESS orders only.
       { name: 'orders_success_final' },
       // Schema 23: each upstream's due polls.
