@@ -17,8 +17,8 @@ export type StoreErrorCode =
   | 'STORE_UNAVAILABLE'
   /**
    * PostgreSQL: the connection was lost during COMMIT, so whether the write was kept cannot be
-   * told; trying it again is safe where the write is idempotent (events apply through the state
-   * machine, a duplicate changes nothing).
+   * told; trying it again is safe only where the write is idempotent (events apply through the
+   * state machine, an order is one per partner_ref); anything else is checked before a repeat.
    */
   | 'STORE_COMMIT_UNKNOWN'
   /** The file was migrated by a newer h2h-sync than this one. */

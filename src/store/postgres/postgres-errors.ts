@@ -79,7 +79,8 @@ export function lostConnectionError(
     return new StoreError(
       'STORE_COMMIT_UNKNOWN',
       `the connection to ${label} was lost during COMMIT (${why}): the write may or may not have been ` +
-        'made; trying it again is safe (it applies through the state machine, and a duplicate changes nothing)',
+        'made. An order event or an order placed by its partner_ref may be tried again (a repeat changes nothing); ' +
+        'for anything else (an endpoint, a token), check whether it is there before repeating it',
       { cause },
     );
   }

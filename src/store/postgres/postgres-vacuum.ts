@@ -1,4 +1,5 @@
 import postgres from 'postgres';
+import { driverSessionAttrs } from '../store-url.js';
 
 /**
  * `store vacuum` on PostgreSQL (docs/store.md, "Vacuum"): `VACUUM (ANALYZE)` of the store's
@@ -11,10 +12,14 @@ import postgres from 'postgres';
 export async function vacuumPostgresStore(
   url: string,
 ): Promise<{ bytesBefore: number; bytesAfter: number; durationMs: number }> {
+  const sessionAttrs = driverSessionAttrs(url);
   const sql = postgres(url, {
     max: 1,
     onnotice: () => {},
     fetch_types: false,
+    // On the primary of a multi-host URL, as the store's own connections (store-url.ts): the
+    // driver's own `read-write` check would take a hot standby, where VACUUM fails.
+    ...(sessionAttrs === undefined ? {} : { target_session_attrs: sessionAttrs }),
     connection: { application_name: 'h2h-sync cli' },
   });
   try {
