@@ -235,10 +235,13 @@ const validSettings = settingsSchema.transform((s, ctx) => {
       'H2H_REDIS_SENTINEL_MASTER and H2H_REDIS_SENTINEL_PASSWORD need H2H_REDIS_SENTINELS (the sentinels, host:port comma-separated)',
     );
   }
-  if (s.H2H_RECEIVER_REPLICA_ACKS > 0 && s.H2H_RECEIVER_REPLICA_ACK_TIMEOUT_MS >= s.H2H_ENQUEUE_TIMEOUT_MS) {
+  if (
+    s.H2H_RECEIVER_REPLICA_ACKS > 0 &&
+    2 * s.H2H_RECEIVER_REPLICA_ACK_TIMEOUT_MS >= s.H2H_ENQUEUE_TIMEOUT_MS
+  ) {
     refuse(
       'H2H_RECEIVER_REPLICA_ACK_TIMEOUT_MS',
-      `H2H_RECEIVER_REPLICA_ACK_TIMEOUT_MS (${s.H2H_RECEIVER_REPLICA_ACK_TIMEOUT_MS}) must be below H2H_ENQUEUE_TIMEOUT_MS (${s.H2H_ENQUEUE_TIMEOUT_MS}), which bounds every Redis command of the receiver`,
+      `twice H2H_RECEIVER_REPLICA_ACK_TIMEOUT_MS (${s.H2H_RECEIVER_REPLICA_ACK_TIMEOUT_MS}) must be below H2H_ENQUEUE_TIMEOUT_MS (${s.H2H_ENQUEUE_TIMEOUT_MS}), which bounds every Redis command of the receiver: a webhook queued while a WAIT is out waits for it, then for the next`,
     );
   }
   if (s.RECONCILE_FIRST_POLL_MIN_S > s.RECONCILE_FIRST_POLL_MAX_S) {

@@ -46,7 +46,8 @@ export interface WebhookProducerOptions {
    */
   replicaAcks?: number;
   /**
-   * The `WAIT` timeout; below `enqueueTimeoutMs`, which bounds the command.
+   * The `WAIT` timeout; twice it below `enqueueTimeoutMs`, which bounds the command: a webhook
+   * queued while a `WAIT` is out waits for that one, then for its own.
    * Default: {@link DEFAULT_REPLICA_ACK_TIMEOUT_MS}.
    */
   replicaAckTimeoutMs?: number;
@@ -180,9 +181,9 @@ export function createWebhookProducer(options: WebhookProducerOptions = {}): Web
   if (!Number.isInteger(replicaAcks) || replicaAcks < 0) {
     throw new RangeError(`replicaAcks must be a whole number ≥ 0, got ${replicaAcks}`);
   }
-  if (replicaAcks > 0 && replicaAckTimeoutMs >= timeoutMs) {
+  if (replicaAcks > 0 && 2 * replicaAckTimeoutMs >= timeoutMs) {
     throw new RangeError(
-      `replicaAckTimeoutMs (${replicaAckTimeoutMs}) must be below enqueueTimeoutMs (${timeoutMs}), which bounds the WAIT`,
+      `twice replicaAckTimeoutMs (${replicaAckTimeoutMs}) must be below enqueueTimeoutMs (${timeoutMs}), which bounds the two WAITs a webhook may wait for (replicaBarrier)`,
     );
   }
   const redis = createRedis(options.redisUrl ?? DEFAULT_REDIS_URL, {
@@ -207,6 +208,14 @@ export function createWebhookProducer(options: WebhookProducerOptions = {}): Web
   };
   redis.on('error', onError);
   redis.on('ready', onReady);
+  // Counts the connection's closes. A `WAIT` proves something about the writes made on the
+  // connection that carries it: after a reconnect (ioredis resends a `WAIT` left unanswered, and
+  // a failover may have put another server behind the address) it says nothing of a job added
+  // before, so a webhook whose add and `WAIT` saw different connections is refused.
+  let connection = 0;
+  redis.on('close', () => {
+    connection++;
+  });
 
   const webhookQueue = new Queue<WebhookJobData>(WEBHOOK_QUEUE, {
     connection: redis,
@@ -262,6 +271,7 @@ export function createWebhookProducer(options: WebhookProducerOptions = {}): Web
     pollQueue,
     redis,
     async enqueueWebhook(delivery) {
+      const addedOn = connection;
       const { dedupeKey, jobId, eventId, jobName } = webhookIdentity(delivery.rawBody, delivery.upstream);
       const { headerEventId, upstream } = delivery;
       const data: WebhookJobData = {
@@ -285,6 +295,11 @@ export function createWebhookProducer(options: WebhookProducerOptions = {}): Web
       if (replicaAcks > 0) {
         // A duplicate waits too: the first add may have been answered 503 before its replicas had it.
         const acks = await acknowledgedWithin(replicated(), timeoutMs, `WAIT for webhook job ${jobId}`);
+        if (connection !== addedOn) {
+          throw new QueueUnavailableError(
+            `the connection to Redis was replaced between the add of webhook job ${jobId} and its WAIT, so no replica is known to hold it`,
+          );
+        }
         if (acks < replicaAcks) {
           throw new QueueUnavailableError(
             `webhook job ${jobId} is on the primary but ${acks} of ${replicaAcks} replicas acknowledged it within ${replicaAckTimeoutMs} ms`,

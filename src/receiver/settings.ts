@@ -90,7 +90,7 @@ export const receiverVariables = z.object({
   H2H_RECEIVER_REPLICA_ACK_TIMEOUT_MS: int(1)
     .default(DEFAULT_REPLICA_ACK_TIMEOUT_MS)
     .describe(
-      'Longest wait for H2H_RECEIVER_REPLICA_ACKS replicas to acknowledge a queued webhook; below H2H_ENQUEUE_TIMEOUT_MS.',
+      'Longest wait for H2H_RECEIVER_REPLICA_ACKS replicas to acknowledge a queued webhook; twice it below H2H_ENQUEUE_TIMEOUT_MS (a webhook queued while a WAIT is out waits for it, then for its own).',
     ),
   H2H_RECEIVER_INSTANCES: int(1)
     .default(2)

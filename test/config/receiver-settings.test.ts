@@ -21,7 +21,7 @@ test('the receiver settings have their documented defaults', () => {
     metrics: { host: '127.0.0.1', port: 9_464 },
     enqueueTimeoutMs: 2_000,
     replicaAcks: 0,
-    replicaAckTimeoutMs: 1_000,
+    replicaAckTimeoutMs: 500,
     shutdownTimeoutMs: 10_000,
     redisUrl: 'redis://127.0.0.1:6380',
     logLevel: 'info',

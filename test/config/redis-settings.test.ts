@@ -55,8 +55,8 @@ test('sentinel settings that cannot work are refused at start-up, naming the fix
     /H2H_REDIS_SENTINELS must list host:port entries/,
   );
   refused(
-    { H2H_RECEIVER_REPLICA_ACKS: '1', H2H_RECEIVER_REPLICA_ACK_TIMEOUT_MS: '2000' },
-    /H2H_RECEIVER_REPLICA_ACK_TIMEOUT_MS \(2000\) must be below H2H_ENQUEUE_TIMEOUT_MS \(2000\)/,
+    { H2H_RECEIVER_REPLICA_ACKS: '1', H2H_RECEIVER_REPLICA_ACK_TIMEOUT_MS: '1000' },
+    /twice H2H_RECEIVER_REPLICA_ACK_TIMEOUT_MS \(1000\) must be below H2H_ENQUEUE_TIMEOUT_MS \(2000\)/,
   );
 });
 

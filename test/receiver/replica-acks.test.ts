@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { type AddressInfo, connect, createServer, type Socket } from 'node:net';
 import { type TestContext, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { request } from 'undici';
@@ -84,4 +85,82 @@ test('with H2H_RECEIVER_REPLICA_ACKS=0 (the default) the receiver answers 200 on
   const answer = await post(webhookBody('primary-only-order', 'evt_primary_only'));
 
   assert.deepEqual([answer.status, answer.json], [200, { received: true, duplicate: false }]);
+});
+
+/**
+ * A TCP proxy to one Redis server, then, after `switchTo`, to another: what a failover behind a
+ * virtual address or a proxy looks like to a client. `switchTo` cuts every connection, so the
+ * client reconnects to the new server. Stopped when the test ends.
+ */
+async function switchableProxy(t: Pick<TestContext, 'after'>, first: RedisServer) {
+  let target = first.port;
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect(target, '127.0.0.1');
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      socket.on('error', () => {});
+    }
+    client.pipe(upstream).pipe(client);
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    for (const socket of sockets) socket.destroy();
+    server.close();
+  });
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    switchTo(next: RedisServer) {
+      target = next.port;
+      for (const socket of sockets) socket.destroy();
+    },
+  };
+}
+
+test('a WAIT that a failover cut off is not trusted: the webhook the old primary held alone is answered 503, not 200 from the new primary', async (t) => {
+  const oldPrimary = await privateRedis(t);
+  const { replica: oldReplica } = await syncedReplica(t, oldPrimary);
+  const newPrimary = await privateRedis(t);
+  const { client: newReplica } = await syncedReplica(t, newPrimary);
+  const proxy = await switchableProxy(t, oldPrimary);
+  const receiver = await startReceiver(
+    receiverSettings(
+      loadConfig({
+        REDIS_URL: proxy.url,
+        H2H_RECEIVER_REPLICA_ACKS: '1',
+        H2H_RECEIVER_REPLICA_ACK_TIMEOUT_MS: '4000',
+        H2H_ENQUEUE_TIMEOUT_MS: '10000',
+        H2H_API_SECRET: SECRET,
+        PORT: '0',
+        H2H_RECEIVER_METRICS_PORT: '0',
+      }),
+    ),
+  );
+  t.after(() => receiver.close());
+  const admin = new Redis(oldPrimary.url);
+  admin.on('error', () => {});
+  t.after(() => admin.disconnect());
+  await oldReplica.pause();
+
+  const body = webhookBody('cut-off-order', 'evt_cut_off');
+  const jobKey = `bull:${WEBHOOK_QUEUE}:${webhookIdentity(Buffer.from(body)).jobId}`;
+  const answer = request(receiver.webhookUrl, { method: 'POST', headers: deliveryHeaders(body), body });
+  // The job is on the old primary, whose replica acknowledges nothing: the receiver's WAIT blocks.
+  await waitFor(
+    async () =>
+      String(await admin.client('LIST'))
+        .split('\n')
+        .some((line) => / name=h2h-receiver /.test(line) && / cmd=wait /.test(line)),
+    { message: "the receiver's WAIT blocked on the old primary" },
+  );
+  proxy.switchTo(newPrimary);
+
+  const response = await answer;
+  assert.equal(await newReplica.exists(jobKey), 0, 'the new primary and its replica never had the job');
+  assert.equal(response.statusCode, 503, 'a 200 would promise a webhook that the failover lost');
+  assert.equal(((await response.body.json()) as { message: string }).message, 'QUEUE_UNAVAILABLE');
 });
