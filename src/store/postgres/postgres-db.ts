@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import postgres from 'postgres';
 import { DEFAULT_LOCK_TIMEOUT_MS, DEFAULT_POOL_MAX } from '../defaults.js';
 import { runMigrations } from '../migrations.js';
@@ -54,12 +55,18 @@ export const POSTGRES_DIALECT: Dialect = {
 export const SAVEPOINT_UNITS_PER_TX = 50;
 
 /**
- * Tries of a write (or a read) whose connection was lost, or found its server read-only, before
+ * Tries of a read, or of a write whose connection was lost or found its server read-only before
  * COMMIT, each on a new pool: with a primary and a standby, the first fails on the lost
- * primary, the second waits for a writable server (postgres.js goes round the URL's hosts until
- * one is), the third is spare.
+ * primary, the second looks for a writable server (postgres.js goes round the URL's hosts), the
+ * third is spare.
  */
-export const WRITE_TRIES = 3;
+export const CONNECTION_TRIES = 3;
+
+/**
+ * The wait before the second try, twice it before the third: a standby's promotion takes about
+ * a second after the old primary is declared lost, and tries back to back would all come before it.
+ */
+export const RETRY_WAIT_MS = 250;
 
 /**
  * How long a pool given up after a lost connection keeps its connections: enough for a
@@ -129,11 +136,12 @@ export class PostgresDb implements StoreDb {
   /** A read outside a transaction; one whose connection is lost runs again on a new pool. */
   async #read<T>(read: (pool: Sql) => Promise<T>): Promise<T> {
     for (let tries = 1; ; tries++) {
+      if (tries > 1) await delay(RETRY_WAIT_MS * (tries - 1));
       const pool = this.#open();
       try {
         return await read(pool);
       } catch (error) {
-        if (!isConnectionLost(error) || tries >= WRITE_TRIES || this.#closed) throw error;
+        if (!isConnectionLost(error) || tries >= CONNECTION_TRIES || this.#closed) throw error;
         this.#renew(pool);
       }
     }
@@ -308,7 +316,7 @@ export class PostgresDb implements StoreDb {
    * One write transaction. When its connection is lost before COMMIT (a server killed or
    * restarting, a failover), or its server is read-only (25006: a standby, or a fenced primary),
    * nothing was written: the transaction runs again, on a new pool ({@link renew}) whose connections
-   * go through the URL's host list, up to {@link WRITE_TRIES} times in all. A connection lost during COMMIT ends the write with
+   * go through the URL's host list, up to {@link CONNECTION_TRIES} (waiting {@link RETRY_WAIT_MS} between them) times in all. A connection lost during COMMIT ends the write with
    * STORE_COMMIT_UNKNOWN: whether it was kept cannot be told, so it is left to the caller's retry.
    */
   async #begin<T>(
@@ -319,7 +327,8 @@ export class PostgresDb implements StoreDb {
     // One round trip: the wait allowed, then (for a feed write) the feed lock and the notification that wakes the feed's readers on every host (sent at COMMIT only).
     const opening = `SET LOCAL lock_timeout = ${timeout}${options.feed ? `; SELECT pg_advisory_xact_lock(${FEED_LOCK_KEY}); NOTIFY ${FEED_CHANNEL}` : ''}`;
     for (let tries = 1; ; tries++) {
-      const at: { stage: WriteStage } = { stage: 'check' };
+      if (tries > 1) await delay(RETRY_WAIT_MS * (tries - 1));
+      const at: { stage: WriteStage } = { stage: 'opening' };
       const pool = this.#open();
       const lost = () => this.#renew(pool);
       try {
@@ -341,12 +350,12 @@ export class PostgresDb implements StoreDb {
           // Every connection of the pool may be on that server (a primary turned standby behind
           // the same name, a fenced one): a new pool, whose connections look for a writable one.
           this.#renew(pool);
-          if (tries < WRITE_TRIES && !this.#closed) continue;
+          if (tries < CONNECTION_TRIES && !this.#closed) continue;
           throw error instanceof StoreError ? error : readOnlyError(this.label, error);
         }
         if (!isConnectionLost(error)) throw mapPostgresError(error, this.label);
         this.#renew(pool);
-        if (at.stage !== 'commit' && tries < WRITE_TRIES && !this.#closed) continue;
+        if (at.stage !== 'commit' && tries < CONNECTION_TRIES && !this.#closed) continue;
         throw lostConnectionError(this.label, at.stage, tries, error);
       }
     }

@@ -60,7 +60,8 @@ export function untilBeginRejects(): Promise<never> {
 }
 
 /** Where a write transaction was when its connection was lost. */
-export type WriteStage = 'check' | 'body' | 'commit';
+/** Where a write was when its connection was lost: its opening statements, its body, or COMMIT. */
+export type WriteStage = 'opening' | 'body' | 'commit';
 
 /**
  * The error of a write whose connection was lost (`stage`) on its last try: at COMMIT, whether
