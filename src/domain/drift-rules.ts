@@ -92,3 +92,15 @@ export function observeDrift(input: {
     audit_owed: unexplained > 0 ? unexplained - threshold : 0,
   };
 }
+
+/**
+ * Whether the audit is steered by a ledger row's drift: an open positive episode still owed
+ * refunds (`audit_owed`, set by {@link observeDrift}) past those the audit found since (`refunded`).
+ */
+export function isAuditSteered(row: {
+  drift_since: number | null;
+  audit_owed: number;
+  refunded: number;
+}): boolean {
+  return row.drift_since !== null && row.audit_owed > row.refunded;
+}

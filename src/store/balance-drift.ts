@@ -1,6 +1,6 @@
 import type { PublicBalanceDrift } from '../catalog/public-catalog.js';
 import type { LedgerRow } from '../domain/balance-rules.js';
-import { type DriftObservation, observeDrift } from '../domain/drift-rules.js';
+import { type DriftObservation, isAuditSteered, observeDrift } from '../domain/drift-rules.js';
 import type { SqlExecutor } from './sql/executor.js';
 
 /**
@@ -93,11 +93,6 @@ export function driftColumns(observation: DriftObservation) {
     drift_alerted: observation.drift_alerted,
     audit_owed: observation.audit_owed,
   };
-}
-
-/** Whether the audit is steered by `row`'s drift: refunds still owed to an open positive episode. */
-export function isAuditSteered(row: Pick<LedgerRow, 'drift_since' | 'audit_owed' | 'refunded'>): boolean {
-  return row.drift_since !== null && row.audit_owed > row.refunded;
 }
 
 /** The public drift of a ledger row, with the in-doubt sum of its last recorded read (0 before any). */
