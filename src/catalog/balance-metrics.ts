@@ -1,6 +1,6 @@
-import { Gauge, type Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
 import type { PublicBalanceDrift, PublicUpstreamBalance } from '../catalog/public-catalog.js';
-import { oneReadPerScrape } from '../shared/scrape-read.js';
+import { scrapedGauges } from '../shared/scrape-read.js';
 import type { BalanceLedger } from '../store/balance.js';
 
 /** What the balance gauges show of one upstream: its balance now and its drift at the last read. */
@@ -25,7 +25,7 @@ interface UpstreamFigures {
  */
 export function registerBalanceMetrics(registry: Registry, balance: BalanceLedger): void {
   let last: UpstreamFigures[] = [];
-  const read = oneReadPerScrape(async () => {
+  const read = async () => {
     try {
       const [{ upstreams }, drifts] = await Promise.all([balance.view(), balance.drifts()]);
       last = upstreams
@@ -35,19 +35,12 @@ export function registerBalanceMetrics(registry: Registry, balance: BalanceLedge
       // the database is closing or busy: keep the last figures
     }
     return last;
-  });
+  };
+  const scraped = scrapedGauges(registry, read);
   const gauge = (name: string, help: string, figureOf: (figures: UpstreamFigures) => number | undefined) =>
-    new Gauge({
-      name,
-      help,
-      labelNames: ['upstream'],
-      registers: [registry],
-      async collect() {
-        for (const figures of await read()) {
-          const value = figureOf(figures);
-          if (value !== undefined) this.set({ upstream: figures.balance.upstream }, value);
-        }
-      },
+    scraped(name, help, ['upstream'], (g, figures) => {
+      const value = figureOf(figures);
+      if (value !== undefined) g.set({ upstream: figures.balance.upstream }, value);
     });
   gauge(
     'h2h_balance',

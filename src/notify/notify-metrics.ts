@@ -1,5 +1,5 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { oneReadPerScrape } from '../shared/scrape-read.js';
+import { Counter, type Gauge, Histogram, Registry } from 'prom-client';
+import { scrapedGauges } from '../shared/scrape-read.js';
 import { DELIVERY_OUTCOMES, type DeliveryOutcome } from '../store/notify-deliveries.js';
 import type { NotifyEndpoint, NotifyEndpoints } from '../store/notify-endpoints.js';
 import type { NotifyOutbox, OutboxBacklog } from '../store/notify-outbox.js';
@@ -70,10 +70,9 @@ interface EndpointFigures {
 }
 
 function registerEndpointGauges(registry: Registry, source: NotifyMetricsSource): void {
-  const registers = [registry];
   const now = source.now ?? Date.now;
   let last: EndpointFigures[] = [];
-  const read = oneReadPerScrape(async () => {
+  const read = async () => {
     try {
       const figures: EndpointFigures[] = [];
       for (const endpoint of await source.endpoints.list()) {
@@ -87,23 +86,14 @@ function registerEndpointGauges(registry: Registry, source: NotifyMetricsSource)
       // the database is closing or unreachable: keep the last figures (`h2h_store_up` says why)
     }
     return last;
-  });
+  };
+  const scraped = scrapedGauges(registry, read);
   const gauge = (
     name: string,
     help: string,
     labelNames: readonly string[],
     set: (gauge: Gauge, endpoint: string, figures: EndpointFigures) => void,
-  ) =>
-    new Gauge({
-      name,
-      help,
-      labelNames,
-      registers,
-      async collect() {
-        this.reset();
-        for (const figures of await read()) set(this, String(figures.endpoint.id), figures);
-      },
-    });
+  ) => scraped(name, help, labelNames, (g, figures) => set(g, String(figures.endpoint.id), figures));
   gauge(
     'h2h_notify_endpoint_disabled',
     'Whether a notification endpoint is disabled, by reason: gone (it answered 410), operator (endpoints disable).',

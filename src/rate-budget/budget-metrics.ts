@@ -1,6 +1,6 @@
-import { Gauge, type Registry } from 'prom-client';
+import type { Gauge, Registry } from 'prom-client';
 import { withDeadline } from '../shared/deadline.js';
-import { oneReadPerScrape } from '../shared/scrape-read.js';
+import { scrapedGauges } from '../shared/scrape-read.js';
 import type { BudgetUsage, RateBudget } from './rate-budget.js';
 
 /** How long a scrape waits for Redis's answer about one budget: 1 s. */
@@ -23,25 +23,14 @@ export interface NamedBudget {
  * has no series at that scrape (`h2h_redis_up` says why).
  */
 export function registerBudgetGauges(registry: Registry, budgets: readonly NamedBudget[]): void {
-  const registers = [registry];
   /** Each upstream's usage, read once per scrape for the four gauges. */
-  const readAll = oneReadPerScrape(() => readUsages(budgets));
+  const scraped = scrapedGauges(registry, () => readUsages(budgets));
   const gauge = (
     name: string,
     help: string,
     labelNames: readonly string[],
     set: (gauge: Gauge, upstream: string, usage: BudgetUsage) => void,
-  ) =>
-    new Gauge({
-      name,
-      help,
-      labelNames,
-      registers,
-      async collect() {
-        this.reset();
-        for (const [upstream, usage] of await readAll()) set(this, upstream, usage);
-      },
-    });
+  ) => scraped(name, help, labelNames, (g, [upstream, usage]) => set(g, upstream, usage));
   gauge(
     'h2h_rate_budget_used',
     'Grants of the shared rate budget in the current rolling window, by priority (create, poll, audit).',
