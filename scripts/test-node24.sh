@@ -34,15 +34,19 @@ install_node() { # $1: folder under var/, $2: version spec
 node24="$(install_node node24 24)"
 headers="$(install_node node24-headers "$HEADERS_VERSION")"
 
-# Built from a copy of the package, so that the machine's build stays in place (the Node 20 suite
-# may be running on it), and kept: the next run with the same better-sqlite3 skips the compile.
-bs3_version="$(node -p "require('./node_modules/better-sqlite3/package.json').version")"
+# Built from the package's own tarball (the version package-lock.json pins, from the npm
+# registry), not from node_modules/: so it can run while `npm ci` builds the machine's addon
+# (.ci/run starts both at once, one compile per core) and never touches that build. Kept: the
+# next run with the same better-sqlite3 skips the compile.
+bs3_version="$(node -p "require('./package-lock.json').packages['node_modules/better-sqlite3'].version")"
 node24_addon="var/node24-better-sqlite3/$bs3_version-headers-$HEADERS_VERSION"
 if [ ! -f "$node24_addon/build/Release/better_sqlite3.node" ]; then
   echo "test-node24: building better-sqlite3 $bs3_version with Node $HEADERS_VERSION headers" >&2
   rm -rf "$node24_addon"
   mkdir -p "$node24_addon"
-  cp -R node_modules/better-sqlite3/{package.json,binding.gyp,deps,src,lib} "$node24_addon/"
+  tarball="$(npm pack --silent --pack-destination "$node24_addon" "better-sqlite3@$bs3_version")"
+  tar -xzf "$node24_addon/$tarball" -C "$node24_addon" --strip-components=1
+  rm "$node24_addon/$tarball"
   (cd "$node24_addon" && PATH="$node24/bin:$PATH" npm_config_nodedir="$headers" npm run build-release >/dev/null)
 fi
 if [ "${1:-}" = --build-only ]; then exit 0; fi
