@@ -100,7 +100,7 @@ type Cell = (copy: Copy) => unknown;
 interface CompiledRow {
   table: TableName;
   cells: Cell[];
-  /** The row's time (feed events: for the pruning), moved by the copy's shift. */
+  /** A feed event's time (0 for other rows), for the pruning: the copy's is this plus its shift. */
   time: number;
 }
 
