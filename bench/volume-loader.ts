@@ -1,5 +1,5 @@
 // The volume bench's bulk loader: a store of n orders exactly as the write path writes them
-// (volume-orders.ts, order after order), in minutes instead of days.
+// (volume-orders.ts, order after order), at thousands of orders a second instead of days.
 //
 // The first `kinds` orders (the templates) are written through the write path itself. Every
 // later order i is order k = i % kinds copied: its rows of `orders`, `order_events`,
@@ -7,17 +7,32 @@
 // k's token replaced by i's in every text (references, JSON), every time moved by
 // base(i) − base(k) (the integer ms columns, and every ISO 8601 time inside a text), and the
 // row ids (order ids, event ids, feed seqs, delivery ids and the seq a delivery names)
-// continuing where the previous order's ended. The store's counters follow: the feed's
-// sequence, the endpoint's cursor, the identity sequences on PostgreSQL. Triggers of the
-// schema (if any) fire on the copies as on the write path's rows.
+// continuing where the previous order's ended.
+//
+// Why it is fast: each template row is compiled once into one "cell" per column (a constant,
+// the next id, a time plus the shift, or a text cut at k's token and its ISO times, so a copy's
+// text is a concatenation), and a copy is its cells evaluated for i. The rows go in by a
+// prepared statement (SQLite) or COPY (PostgreSQL, volume-load-targets.ts) with the copied
+// tables' indexes and triggers dropped or disabled, and are rebuilt after the copy from their
+// own SQL: each index by one sort; `order_counts`, which the orders' triggers keep (schema 27),
+// by one `INSERT … SELECT … GROUP BY` of the copies over the same key (`orderCountKey`), added
+// to the templates' counts as the insert triggers add 1 an order. The store's other counters
+// follow: the feed's sequence, the endpoint's cursor, the identity sequences on PostgreSQL.
 //
 // `pruneBefore`: feed events committed before it are not written (their seqs are used), as
 // the hourly feed pruning (H2H_FEED_RETENTION_D) run at the end would have deleted them.
-// test/bench/volume-loader.test.ts builds stores both ways and compares every row of every table.
-import Database from 'better-sqlite3';
-import postgres from 'postgres';
+// test/bench/volume-loader.test.ts builds stores both ways and compares every row of every
+// table, index and trigger, on both backends.
 import { openStore } from '../src/store/open-store.js';
 import { parseStoreUrl } from '../src/store/store-url.js';
+import {
+  PER_ORDER,
+  postgresTarget,
+  type Row,
+  sqliteTarget,
+  type TableName,
+  type Target,
+} from './volume-load-targets.js';
 import {
   addVolumeEndpoint,
   settableClock,
@@ -27,34 +42,8 @@ import {
   writeVolumeOrder,
 } from './volume-orders.js';
 
-type Row = Record<string, unknown>;
-
-/** The tables whose rows belong to one order, in the order they are copied, with their id and time columns. */
-const PER_ORDER = [
-  {
-    table: 'orders',
-    id: 'id',
-    times: [
-      'local_created_at',
-      'updated_at',
-      'last_polled_at',
-      'next_poll_at',
-      'stuck_at',
-      'final_at',
-      'first_sent_at',
-      'create_in_doubt_at',
-      'poll_leased_until',
-    ],
-  },
-  { table: 'order_events', id: 'id', times: ['received_at', 'occurred_at', 'applied_at'] },
-  { table: 'feed_events', id: 'seq', times: ['timestamp'] },
-  { table: 'notify_deliveries', id: 'id', times: ['requested_at'] },
-] as const;
-
-type TableName = (typeof PER_ORDER)[number]['table'];
-
 const TOKEN = /v\d{10}/;
-const ISO_TIME = /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/g;
+const ISO_TIME = /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/;
 
 export interface LoadOptions {
   /** Orders written through the write path and copied (default {@link VOLUME_KINDS}). */
@@ -66,9 +55,6 @@ export interface LoadOptions {
   /** Called after each transaction with the orders in the store so far. */
   onProgress?: (done: number) => void;
 }
-
-/** A template order's rows, per table, in id order. */
-type Template = Record<TableName, Row[]>;
 
 /** Builds a store of `n` volume orders at `url` (an empty database): the write path's, copied. */
 export async function loadVolumeStore(url: string, n: number, options: LoadOptions = {}): Promise<void> {
@@ -98,137 +84,107 @@ export async function loadVolumeStore(url: string, n: number, options: LoadOptio
   }
 }
 
-/** What the copy needs of a backend. */
-interface Target {
-  all(sql: string): Promise<Row[]>;
-  /** Runs `work` in one transaction; `insert` adds rows to a table within it. */
-  transaction(
-    work: (insert: (table: TableName, rows: Row[]) => Promise<void>) => Promise<void>,
-  ): Promise<void>;
-  /** The feed's counter: the last seq handed out (`n`). */
-  feedCounterSql: string;
-  /**
-   * After the copy: sets the store's counters (the feed's last seq, each table's next id) and
-   * deletes the templates' feed events before `pruneBefore`.
-   */
-  finish(lastSeq: number, pruneBefore: number | undefined): Promise<void>;
-  close(): Promise<void>;
+/** Order i as its copy of order k sees it. */
+interface Copy {
+  shift: number;
+  /** The first id of its rows in each table. */
+  first: Record<TableName, number>;
+  /** What goes into the holes of k's texts: i's token, then each of k's text times moved. */
+  holes: string[];
 }
 
-function sqliteTarget(path: string): Target {
-  const db = new Database(path);
-  // A bulk build: a crash loses the build, which is started again; no commit needs to be durable.
-  db.pragma('synchronous = OFF');
-  db.pragma('cache_size = -1000000');
-  // The copied tables' indexes are dropped for the copy and built again after it from the same
-  // SQL: one sort per index instead of a B-tree insert per row (the same index either way).
-  const indexes = db
-    .prepare(
-      `SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL
-       AND tbl_name IN (${PER_ORDER.map((t) => `'${t.table}'`).join(', ')})`,
-    )
-    .all() as Array<{ name: string; sql: string }>;
-  let dropped = false;
-  const statements = new Map<string, Database.Statement>();
-  const statementFor = (table: string, row: Row) => {
-    let statement = statements.get(table);
-    if (!statement) {
-      const columns = Object.keys(row);
-      statement = db.prepare(
-        `INSERT INTO ${table} (${columns.join(', ')}) VALUES (${columns.map((c) => `@${c}`).join(', ')})`,
-      );
-      statements.set(table, statement);
-    }
-    return statement;
-  };
-  return {
-    all: async (sql) => db.prepare(sql).all() as Row[],
-    transaction: async (work) => {
-      if (!dropped) {
-        for (const index of indexes) db.exec(`DROP INDEX ${index.name}`);
-        dropped = true;
-      }
-      db.exec('BEGIN');
-      try {
-        await work(async (table, rows) => {
-          for (const row of rows) statementFor(table, row).run(row);
-        });
-        db.exec('COMMIT');
-      } catch (error) {
-        db.exec('ROLLBACK');
-        throw error;
-      }
-    },
-    feedCounterSql: "SELECT seq AS n FROM sqlite_sequence WHERE name = 'feed_events'",
-    finish: async (lastSeq, pruneBefore) => {
-      if (pruneBefore !== undefined) {
-        db.prepare('DELETE FROM feed_events WHERE timestamp < @pruneBefore').run({ pruneBefore });
-      }
-      for (const index of indexes) db.exec(index.sql);
-      db.prepare('UPDATE notify_endpoints SET cursor = @lastSeq').run({ lastSeq });
-      db.prepare("UPDATE sqlite_sequence SET seq = @lastSeq WHERE name = 'feed_events'").run({ lastSeq });
-      db.exec(
-        "UPDATE sqlite_sequence SET seq = (SELECT MAX(id) FROM notify_deliveries) WHERE name = 'notify_deliveries'",
-      );
-      db.pragma('wal_checkpoint(TRUNCATE)');
-    },
-    close: async () => {
-      db.close();
-    },
-  };
+/** One column of a template row: its value in a copy. */
+type Cell = (copy: Copy) => unknown;
+
+/** A template row compiled: its table, its cells in the table's column order, its time. */
+interface CompiledRow {
+  table: TableName;
+  cells: Cell[];
+  /** A feed event's time (0 for other rows), for the pruning: the copy's is this plus its shift. */
+  time: number;
 }
 
-async function postgresTarget(url: string): Promise<Target> {
-  const sql = postgres(url, {
-    max: 1,
-    onnotice: () => {},
-    fetch_types: false,
-    types: {
-      bigint: { to: 20, from: [20], parse: (x: string) => Number(x), serialize: (x: unknown) => String(x) },
-    } as unknown as Record<string, never>,
-  });
-  // As on SQLite, the copied tables' indexes (but those of constraints) are built after the copy.
-  const indexes = (await sql.unsafe(
-    `SELECT indexname AS name, indexdef AS sql FROM pg_indexes i
-     WHERE schemaname = current_schema() AND tablename IN (${PER_ORDER.map((t) => `'${t.table}'`).join(', ')})
-       AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conname = i.indexname)`,
-  )) as unknown as Array<{ name: string; sql: string }>;
-  let dropped = false;
-  // Rows per statement: PostgreSQL takes at most 65,535 parameters.
-  const batch = (row: Row) => Math.max(1, Math.floor(60_000 / Object.keys(row).length));
-  return {
-    all: (text) => sql.unsafe(text) as unknown as Promise<Row[]>,
-    transaction: async (work) => {
-      if (!dropped) {
-        for (const index of indexes) await sql.unsafe(`DROP INDEX ${index.name}`);
-        dropped = true;
-      }
-      await sql.begin(async (tx) => {
-        await tx.unsafe('SET LOCAL synchronous_commit = off');
-        await work(async (table, rows) => {
-          if (rows.length === 0) return;
-          const columns = Object.keys(rows[0]!);
-          const size = batch(rows[0]!);
-          for (let at = 0; at < rows.length; at += size) {
-            await tx`INSERT INTO ${tx(table)} ${tx(rows.slice(at, at + size) as Row[], columns)}`;
-          }
-        });
+/** A template order: its compiled rows in copy order, how many rows of each table, its text times. */
+interface Template {
+  rows: CompiledRow[];
+  count: Record<TableName, number>;
+  /** The distinct ISO times in its texts (ms): a copy formats each once. */
+  times: number[];
+}
+
+/**
+ * Template order k's rows compiled. Its ids become the copy's first id plus the row's place
+ * among the order's rows of its table (as the write path hands them out, in order), and the
+ * seq a delivery names the copy's seq of the same feed event.
+ */
+function compileTemplate(
+  k: number,
+  rows: Record<TableName, Row[]>,
+  columns: Record<TableName, string[]>,
+): Template {
+  const token = volumeToken(k);
+  const textParts = new RegExp(`(${token})|(${ISO_TIME.source})`, 'g');
+  const seqIndex = new Map(rows.feed_events.map((row, index) => [Number(row.seq), index]));
+  const textTimes: number[] = [];
+  // A text's hole: 0 for the token, 1 + the time's place in textTimes for a time.
+  const holeOf = (match: RegExpMatchArray) => {
+    if (match[1]) return 0;
+    const ms = Date.parse(match[2]!);
+    if (!textTimes.includes(ms)) textTimes.push(ms);
+    return 1 + textTimes.indexOf(ms);
+  };
+  const compiled: CompiledRow[] = [];
+  for (const { table, id, times } of PER_ORDER) {
+    rows[table].forEach((row, index) => {
+      const cells = columns[table].map((column): Cell => {
+        const value = row[column];
+        if (column === id) return (copy) => copy.first[table] + index;
+        if (value === null || value === undefined) return () => value;
+        if (table === 'notify_deliveries' && column === 'seq') {
+          const at = seqIndex.get(Number(value));
+          if (at === undefined) throw new Error(`a delivery of feed event ${value}, not order ${k}'s`);
+          return (copy) => copy.first.feed_events + at;
+        }
+        if ((times as readonly string[]).includes(column)) {
+          const ms = Number(value);
+          return (copy) => ms + copy.shift;
+        }
+        if (typeof value === 'string') return compileText(value, textParts, holeOf);
+        return () => value;
       });
-    },
-    feedCounterSql: 'SELECT seq AS n FROM feed_counter WHERE id = 1',
-    finish: async (lastSeq, pruneBefore) => {
-      if (pruneBefore !== undefined) await sql`DELETE FROM feed_events WHERE timestamp < ${pruneBefore}`;
-      for (const index of indexes) await sql.unsafe(index.sql);
-      await sql`UPDATE notify_endpoints SET cursor = ${lastSeq}`;
-      await sql`UPDATE feed_counter SET seq = ${lastSeq} WHERE id = 1`;
-      for (const table of ['orders', 'order_events', 'notify_deliveries']) {
-        await sql.unsafe(
-          `SELECT setval(pg_get_serial_sequence('${table}', 'id'), (SELECT MAX(id) FROM ${table}))`,
-        );
-      }
-      await sql.unsafe('ANALYZE');
-    },
-    close: () => sql.end(),
+      const time = table === 'feed_events' ? Number(row.timestamp) : 0;
+      compiled.push({ table, cells, time });
+    });
+  }
+  return { rows: compiled, count: countRows(rows), times: textTimes };
+}
+
+function countRows(rows: Record<TableName, Row[]>): Record<TableName, number> {
+  return Object.fromEntries(PER_ORDER.map(({ table }) => [table, rows[table].length])) as Record<
+    TableName,
+    number
+  >;
+}
+
+/**
+ * A text cut at the template's token and its ISO times: the copy's is the pieces between, with
+ * the copy's token and each time moved by the shift (`new Date(t + shift).toISOString()`).
+ */
+function compileText(text: string, parts: RegExp, holeOf: (match: RegExpMatchArray) => number): Cell {
+  const pieces: string[] = [];
+  const holes: number[] = [];
+  let at = 0;
+  for (const match of text.matchAll(parts)) {
+    pieces.push(text.slice(at, match.index));
+    holes.push(holeOf(match));
+    at = match.index + match[0].length;
+  }
+  if (holes.length === 0) return () => text;
+  pieces.push(text.slice(at));
+  return (copy) => {
+    let out = pieces[0]!;
+    for (let h = 0; h < holes.length; h++) out += copy.holes[holes[h]!]! + pieces[h + 1]!;
+    return out;
   };
 }
 
@@ -239,18 +195,23 @@ function orderOf(row: Row): number {
   return Number(match[0].slice(1));
 }
 
-async function readTemplates(target: Target, kinds: number): Promise<Template[]> {
-  const templates: Template[] = Array.from({ length: kinds }, () => ({
+async function readTemplates(
+  target: Target,
+  kinds: number,
+): Promise<{ templates: Template[]; columns: Record<TableName, string[]> }> {
+  const rows: Array<Record<TableName, Row[]>> = Array.from({ length: kinds }, () => ({
     orders: [],
     order_events: [],
     feed_events: [],
     notify_deliveries: [],
   }));
+  const columns = {} as Record<TableName, string[]>;
   for (const { table, id } of PER_ORDER) {
+    columns[table] = await target.columns(table);
     for (const row of await target.all(`SELECT * FROM ${table} ORDER BY ${id}`)) {
       if (row.partner_ref === null)
         throw new Error(`${table} holds a row of no order: the loader copies orders only`);
-      templates[orderOf(row)]![table].push(row);
+      rows[orderOf(row)]![table].push(row);
     }
   }
   const outbox = await target.all('SELECT COUNT(*) AS n FROM notify_outbox');
@@ -258,7 +219,7 @@ async function readTemplates(target: Target, kinds: number): Promise<Template[]>
   const ledger = await target.all('SELECT COUNT(*) AS n FROM balance_ledger');
   if (Number(ledger[0]!.n) !== 0)
     throw new Error('the template wrote balance_ledger rows, which the loader does not sum');
-  return templates;
+  return { templates: rows.map((r, k) => compileTemplate(k, r, columns)), columns };
 }
 
 async function maxOf(target: Target, table: string, column: string): Promise<number> {
@@ -267,7 +228,7 @@ async function maxOf(target: Target, table: string, column: string): Promise<num
 }
 
 async function copyOrders(target: Target, n: number, kinds: number, options: LoadOptions): Promise<void> {
-  const templates = await readTemplates(target, kinds);
+  const { templates, columns } = await readTemplates(target, kinds);
   // The feed's seqs continue from the counter (a pruned event's seq is used all the same).
   const [counter] = await target.all(target.feedCounterSql);
   const next: Record<TableName, number> = {
@@ -276,62 +237,29 @@ async function copyOrders(target: Target, n: number, kinds: number, options: Loa
     feed_events: Number(counter?.n ?? 0) + 1,
     notify_deliveries: (await maxOf(target, 'notify_deliveries', 'id')) + 1,
   };
+  const firstCopiedOrder = next.orders;
+  const pruneBefore = options.pruneBefore ?? Number.NEGATIVE_INFINITY;
   const chunk = options.chunk ?? 20_000;
+  await target.begin(columns);
   for (let from = kinds; from < n; from += chunk) {
     const to = Math.min(n, from + chunk);
-    const rows: Record<TableName, Row[]> = {
-      orders: [],
-      order_events: [],
-      feed_events: [],
-      notify_deliveries: [],
-    };
-    for (let i = from; i < to; i++)
-      copyOrder(templates[i % kinds]!, i % kinds, i, next, rows, options.pruneBefore);
-    await target.transaction(async (insert) => {
-      for (const { table } of PER_ORDER) await insert(table, rows[table]);
-    });
+    for (let i = from; i < to; i++) {
+      const k = i % kinds;
+      const template = templates[k]!;
+      const shift = volumeBase(i) - volumeBase(k);
+      const holes = [volumeToken(i), ...template.times.map((ms) => new Date(ms + shift).toISOString())];
+      const copy: Copy = { shift, first: { ...next }, holes };
+      for (const row of template.rows) {
+        if (row.table === 'feed_events' && row.time + copy.shift < pruneBefore) continue;
+        target.add(
+          row.table,
+          row.cells.map((cell) => cell(copy)),
+        );
+      }
+      for (const { table } of PER_ORDER) next[table] += template.count[table];
+    }
+    await target.commit();
     options.onProgress?.(to);
   }
-  await target.finish(next.feed_events - 1, options.pruneBefore);
-}
-
-function copyOrder(
-  template: Template,
-  k: number,
-  i: number,
-  next: Record<TableName, number>,
-  out: Record<TableName, Row[]>,
-  pruneBefore: number | undefined,
-): void {
-  const from = volumeToken(k);
-  const to = volumeToken(i);
-  const shift = volumeBase(i) - volumeBase(k);
-  const seqs = new Map<number, number>();
-  for (const { table, id, times } of PER_ORDER) {
-    for (const row of template[table]) {
-      const copy: Row = {};
-      for (const [column, value] of Object.entries(row)) {
-        if (column === id) copy[column] = next[table]++;
-        else if (value === null || value === undefined) copy[column] = value;
-        else if ((times as readonly string[]).includes(column)) copy[column] = Number(value) + shift;
-        else if (typeof value === 'string') copy[column] = moveText(value, from, to, shift);
-        else copy[column] = value;
-      }
-      if (table === 'feed_events') {
-        seqs.set(Number(row.seq), Number(copy.seq));
-        if (pruneBefore !== undefined && Number(copy.timestamp) < pruneBefore) continue;
-      }
-      if (table === 'notify_deliveries') {
-        const seq = seqs.get(Number(row.seq));
-        if (seq === undefined) throw new Error(`a delivery of feed event ${row.seq}, not order ${k}'s`);
-        copy.seq = seq;
-      }
-      out[table].push(copy);
-    }
-  }
-}
-
-function moveText(text: string, from: string, to: string, shift: number): string {
-  const renamed = text.includes(from) ? text.replaceAll(from, to) : text;
-  return renamed.replace(ISO_TIME, (time) => new Date(Date.parse(time) + shift).toISOString());
+  await target.finish({ lastSeq: next.feed_events - 1, pruneBefore: options.pruneBefore, firstCopiedOrder });
 }

@@ -23,14 +23,16 @@ async function everyRow(url: string): Promise<Record<string, unknown[]>> {
             'SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name',
           )
     ).map((t) => t.name);
-    // The schema too: every index and trigger (the loader builds the indexes after the copy).
+    // The schema too: every index and trigger, and whether the trigger fires (the loader sets
+    // both aside for the copy and puts them back).
     const rows: Record<string, unknown[]> = {
       '(schema)':
         db.dialect.name === 'sqlite'
           ? await db.all('SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name')
           : await db.all(
               `SELECT indexname AS name, indexdef AS sql FROM pg_indexes WHERE schemaname = current_schema()
-               UNION ALL SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger WHERE NOT tgisinternal ORDER BY 1`,
+               UNION ALL SELECT tgname, pg_get_triggerdef(oid) || ' (tgenabled ' || tgenabled::text || ')'
+                 FROM pg_trigger WHERE NOT tgisinternal ORDER BY 1`,
             ),
     };
     for (const table of tables) {
