@@ -22,6 +22,52 @@ function statusColumn(status: string): 'status' | 'submission_state' | 'upstream
   return (SUBMISSION_STATES as readonly string[]).includes(status) ? 'submission_state' : 'upstream_status';
 }
 
+/** The filters and position of a page of {@link OrderQueries.pageOrders}. */
+export interface OrderPageInput {
+  status?: string;
+  /** The status string the upstream last sent, whatever it is. */
+  upstreamStatus?: string;
+  createdFrom?: number;
+  createdTo?: number;
+  beforeId?: number;
+  limit: number;
+}
+
+/**
+ * The statement of a page of orders, newest first: each filter on a column whose index
+ * ends in the id (orders_status, orders_submission_state, orders_upstream_status: schema 30), so
+ * a filter that matches few orders reads those only, never the orders between them.
+ */
+export function orderPageQuery(input: OrderPageInput): {
+  sql: string;
+  params: Record<string, string | number>;
+} {
+  const where: string[] = [];
+  const params: Record<string, string | number> = { limit: input.limit + 1 };
+  if (input.status !== undefined) {
+    where.push(`${statusColumn(input.status)} = @status`);
+    params.status = input.status;
+  }
+  if (input.upstreamStatus !== undefined) {
+    where.push('upstream_status = @upstreamStatus');
+    params.upstreamStatus = input.upstreamStatus;
+  }
+  if (input.createdFrom !== undefined) {
+    where.push('local_created_at >= @createdFrom');
+    params.createdFrom = input.createdFrom;
+  }
+  if (input.createdTo !== undefined) {
+    where.push('local_created_at < @createdTo');
+    params.createdTo = input.createdTo;
+  }
+  if (input.beforeId !== undefined) {
+    where.push('id < @beforeId');
+    params.beforeId = input.beforeId;
+  }
+  const sql = `SELECT * FROM orders ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT @limit`;
+  return { sql, params };
+}
+
 /** Default page size of {@link OrderQueries.listOrders}. */
 export const DEFAULT_LIST_LIMIT = 50;
 
@@ -107,38 +153,8 @@ export class OrderQueries {
    * `beforeId`, `status` as in {@link listOrders}, written locally within
    * [`createdFrom`, `createdTo`) (ms). Returns one row more than `limit` when there is more.
    */
-  async pageOrders(input: {
-    status?: string;
-    /** The status string the upstream last sent, whatever it is. */
-    upstreamStatus?: string;
-    createdFrom?: number;
-    createdTo?: number;
-    beforeId?: number;
-    limit: number;
-  }): Promise<Array<{ id: number; order: PublicOrder }>> {
-    const where: string[] = [];
-    const params: Record<string, string | number> = { limit: input.limit + 1 };
-    if (input.status !== undefined) {
-      where.push(`${statusColumn(input.status)} = @status`);
-      params.status = input.status;
-    }
-    if (input.upstreamStatus !== undefined) {
-      where.push('upstream_status = @upstreamStatus');
-      params.upstreamStatus = input.upstreamStatus;
-    }
-    if (input.createdFrom !== undefined) {
-      where.push('local_created_at >= @createdFrom');
-      params.createdFrom = input.createdFrom;
-    }
-    if (input.createdTo !== undefined) {
-      where.push('local_created_at < @createdTo');
-      params.createdTo = input.createdTo;
-    }
-    if (input.beforeId !== undefined) {
-      where.push('id < @beforeId');
-      params.beforeId = input.beforeId;
-    }
-    const sql = `SELECT * FROM orders ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT @limit`;
+  async pageOrders(input: OrderPageInput): Promise<Array<{ id: number; order: PublicOrder }>> {
+    const { sql, params } = orderPageQuery(input);
     const rows = await this.#context.db.all<OrderRow>(sql, params);
     return rows.map((row) => ({ id: row.id, order: toPublicOrder(row) }));
   }

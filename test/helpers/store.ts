@@ -191,11 +191,25 @@ export async function everyOrder(
 }
 
 /**
+ * Takes a migrated store back to schema 29 inside the write transaction `tx`, as that schema left
+ * it: undoes step 30 (the indexes of GET /v1/orders' filters). Every rewind starts here, so a
+ * new step is undone in one place.
+ */
+export async function rewindToSchema29(tx: SqlExecutor): Promise<void> {
+  await tx.exec(`
+    DROP INDEX orders_submission_state;
+    DROP INDEX orders_upstream_status;
+  `);
+  await tx.exec(tx.dialect.setSchemaVersionSql(29));
+}
+
+/**
  * Takes a migrated store back to schema 28 inside the write transaction `tx`, as that schema left
- * it: undoes step 29 (the balance drift: its ledger columns, balance_observations and its two
- * order indexes). Every rewind starts here, so a new step is undone in one place.
+ * it: {@link rewindToSchema29}, then undoes step 29 (the balance drift: its ledger columns,
+ * balance_observations and its two order indexes).
  */
 export async function rewindToSchema28(tx: SqlExecutor): Promise<void> {
+  await rewindToSchema29(tx);
   await tx.exec(`
     DROP INDEX orders_in_doubt;
     DROP INDEX orders_success_by_upstream;

@@ -167,12 +167,16 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
       // Schema 25: the shop's ref names one order whatever its attempts.
       { name: 'orders_shop_ref' },
       { name: 'orders_status' },
+      // Schema 30: GET /v1/orders filtered by a submission state, newest first.
+      { name: 'orders_submission_state' },
       // Schema 29: the settled SUCCESS orders by upstream and final time, for the audit the balance drift steers.
       { name: 'orders_success_by_upstream' },
       // Schema 27: the audit coverage of `status`, from the window's SUCCESS orders only.
       { name: 'orders_success_final' },
       // Schema 23: each upstream's due polls.
       { name: 'orders_upstream_due' },
+      // Schema 30: GET /v1/orders filtered by the upstream's status string, newest first.
+      { name: 'orders_upstream_status' },
       { name: 'orders_waiting' },
     ],
   );

@@ -278,6 +278,15 @@ export const SHARED_MIGRATIONS_FROM_28: readonly Migration[] = [
         WHERE status = 'SUCCESS' AND next_poll_at IS NULL;
     `,
   },
+  {
+    version: 30,
+    description:
+      'orders_submission_state and orders_upstream_status, each ending in the id: GET /v1/orders filtered by a submission state (cancelled, rejected …) or an upstream status string reads the matching orders newest first instead of every order between them',
+    sql: `
+      CREATE INDEX orders_submission_state ON orders (submission_state, id);
+      CREATE INDEX orders_upstream_status ON orders (upstream_status, id);
+    `,
+  },
 ];
 
 /**
