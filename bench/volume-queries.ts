@@ -3,6 +3,7 @@
 // order-queries.ts, order-claims.ts, feed.ts, notify-outbox.ts), with their parameters.
 import type { OpenedStore } from '../src/store/open-store.js';
 import { checkedAtSql } from '../src/store/order-claims.js';
+import { orderPageQuery } from '../src/store/order-queries.js';
 
 interface HotQuery {
   name: string;
@@ -39,6 +40,10 @@ function hotQueries(
       name: 'GET /v1/orders?status=FAILED, deep cursor (pageOrders)',
       sql: 'SELECT * FROM orders WHERE status = @status AND id < @beforeId ORDER BY id DESC LIMIT @limit',
       params: { status: 'FAILED', beforeId: deepId, limit: 51 },
+    },
+    {
+      name: 'GET /v1/orders?status=cancelled, none (pageOrders, schema 30)',
+      ...orderPageQuery({ status: 'cancelled', limit: 50 }),
     },
     {
       name: 'GET /v1/events?after= (feed.after)',

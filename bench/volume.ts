@@ -115,6 +115,10 @@ async function measure(kind: BenchStoreKind, n: number): Promise<{ figures: Figu
       figures['GET /v1/orders?status=FAILED&cursor (deep)'] = await time((r) =>
         store.queries.pageOrders({ status: 'FAILED', beforeId: deepId - r, limit: 50 }),
       );
+      // A submission state no order of the mix has: the filter's index, never the table.
+      figures['GET /v1/orders?status=cancelled (none)'] = await time(() =>
+        store.queries.pageOrders({ status: 'cancelled', limit: 50 }),
+      );
       figures['GET /v1/events?after=<oldest>'] = await time((r) => store.feed.after(firstSeq + r * 100, 100));
       figures['status --json (store)'] = await time(() => storeStatusReport(store, config, clock));
       figures['reconcile pass planning'] = await time(async () => {
