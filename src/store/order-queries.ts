@@ -186,6 +186,18 @@ export class OrderQueries {
     };
   }
 
+  /**
+   * When the history retention (H2H_HISTORY_RETENTION_D) last deleted the events and notification
+   * records of the order `partnerRef` (ms), or null when it never did: its history starts after it.
+   */
+  async historyPrunedAt(partnerRef: string): Promise<number | null> {
+    const row = await this.#context.db.get<{ at: number | null }>(
+      'SELECT history_pruned_at AS at FROM orders WHERE partner_ref = @partnerRef',
+      { partnerRef },
+    );
+    return row?.at == null ? null : Number(row.at);
+  }
+
   /** The order with exactly this partner_ref (never one whose invoice number it is). */
   async getOrderByPartnerRef(partnerRef: string): Promise<LocalOrder | undefined> {
     const row = await this.#context.find(this.#context.db, partnerRef, null);

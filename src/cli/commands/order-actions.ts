@@ -209,11 +209,13 @@ export const orderShow = async (ref: string, flags: { refresh?: boolean; json?: 
         );
       }
       const events = await context.store!.queries.listEvents(found.partnerRef);
+      const prunedAt = await context.store!.queries.historyPrunedAt(found.partnerRef);
+      const historyPrunedAt = prunedAt === null ? null : new Date(prunedAt).toISOString();
       if (flags.json) {
         const order = await context.store!.queries.getPublicOrderByPartnerRef(found.partnerRef);
         const trail = events.map(publicEvent);
         process.stdout.write(
-          `${JSON.stringify({ order, events: trail, ...(refresh ? { refresh } : {}) }, null, 2)}\n`,
+          `${JSON.stringify({ order, events: trail, history_pruned_at: historyPrunedAt, ...(refresh ? { refresh } : {}) }, null, 2)}\n`,
         );
       } else {
         process.stdout.write(`${renderTable([found], orderColumns)}\n`);
@@ -223,6 +225,11 @@ export const orderShow = async (ref: string, flags: { refresh?: boolean; json?: 
           process.stdout.write(`${renderTable(attempts, attemptColumns)}\n`);
         }
         process.stdout.write(`${renderTable(events, eventColumns)}\n`);
+        if (historyPrunedAt !== null) {
+          process.stdout.write(
+            `The events and notification records before ${historyPrunedAt} were deleted by the history retention (H2H_HISTORY_RETENTION_D); the order itself is kept.\n`,
+          );
+        }
         if (refresh) (refresh.refreshed ? process.stdout : process.stderr).write(`${refresh.note}\n`);
       }
       if (refresh && !refresh.refreshed && refresh.result === 'kept') process.exitCode = EXIT.failed;
