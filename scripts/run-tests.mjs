@@ -13,8 +13,9 @@
 // `{ timeout }` as well (docs/development.md).
 import { spawnSync } from 'node:child_process';
 import { setMaxListeners } from 'node:events';
-import { existsSync, readdirSync, statSync, utimesSync } from 'node:fs';
-import { relative, resolve } from 'node:path';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, utimesSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative, resolve } from 'node:path';
 import { finished } from 'node:stream/promises';
 import { run } from 'node:test';
 import { spec } from 'node:test/reporters';
@@ -91,6 +92,25 @@ if (files.length === 0) {
   process.exit(1);
 }
 
+// One initdb for the run (about 2 s): every test's private PostgreSQL server starts from a copy of
+// it (test/helpers/postgres.ts), which some fifty files would otherwise each pay. Without a
+// PostgreSQL installation the tests that need one say so themselves.
+const pgTemplate = await makePgTemplate();
+if (pgTemplate) process.env.H2H_TEST_POSTGRES_TEMPLATE = pgTemplate;
+
+async function makePgTemplate() {
+  const { makePostgresTemplate } = await import('../src/dev/postgres-server.js');
+  const dir = mkdtempSync(join(tmpdir(), 'h2h-postgres-template-'));
+  try {
+    makePostgresTemplate(dir);
+    return dir;
+  } catch (error) {
+    console.error(`no PostgreSQL template cluster for this run (each server runs initdb): ${error.message}`);
+    rmSync(dir, { recursive: true, force: true });
+    return undefined;
+  }
+}
+
 const controller = new AbortController();
 // run() adds one abort listener per file to the signal; that many is expected, not a leak.
 setMaxListeners(files.length + 10, controller.signal);
@@ -144,6 +164,7 @@ const report = stream.compose(spec);
 report.pipe(process.stdout);
 await finished(report);
 for (const { timer } of running.values()) clearTimeout(timer);
+if (pgTemplate) rmSync(pgTemplate, { recursive: true, force: true });
 
 const seconds = (ms) => `${(ms / 1000).toFixed(1)} s`;
 const width = Math.max(...timings.map(([, ms]) => seconds(ms).length));

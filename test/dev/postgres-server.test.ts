@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import postgres from 'postgres';
-import { startPostgresServer } from '../../src/dev/postgres-server.js';
+import { makePostgresTemplate, startPostgresServer } from '../../src/dev/postgres-server.js';
 
 /** Whether something could listen on the port on 127.0.0.1 right now. */
 function portIsFree(port: number): Promise<boolean> {
@@ -70,4 +72,23 @@ test('two private servers run at once on different ports, each with its own data
   const [found] = await sqlB<{ n: number }[]>`
     SELECT count(*)::int AS n FROM pg_tables WHERE tablename = 'only_in_a'`;
   assert.equal(found?.n, 0);
+});
+
+test('servers copied from one template cluster (one initdb for many) each run on their own port with their own data, behind its password', async (t) => {
+  const template = mkdtempSync(join(tmpdir(), 'h2h-template-test-'));
+  t.after(() => rmSync(template, { recursive: true, force: true }));
+  makePostgresTemplate(template);
+  const [a, b] = await Promise.all([startPostgresServer({ template }), startPostgresServer({ template })]);
+  t.after(() => Promise.all([a.stop(), b.stop()]));
+  assert.notEqual(a.port, b.port);
+  const password = readFileSync(join(template, 'password'), 'utf8');
+  assert.equal(decodeURIComponent(new URL(a.url).password), password);
+  const sqlA = postgres(a.url, { max: 1, onnotice: () => {} });
+  const sqlB = postgres(b.url, { max: 1, onnotice: () => {} });
+  t.after(() => Promise.all([sqlA.end(), sqlB.end()]));
+  await sqlA`CREATE TABLE only_in_a (x INTEGER)`;
+  const [found] = await sqlB<{ n: number }[]>`
+    SELECT count(*)::int AS n FROM pg_tables WHERE tablename = 'only_in_a'`;
+  assert.equal(found?.n, 0);
+  assert.equal(existsSync(join(template, 'data', 'postmaster.pid')), false, 'the template itself never runs');
 });

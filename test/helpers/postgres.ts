@@ -2,9 +2,18 @@ import type { TestContext } from 'node:test';
 import { type PostgresServer, startPostgresServer } from '../../src/dev/postgres-server.js';
 import { type PostgresPair, startPostgresPair } from '../../src/dev/postgres-standby.js';
 
+/**
+ * Starts a private PostgreSQL server for the tests of this process, from the test runner's
+ * template cluster when it made one (scripts/run-tests.mjs: one `initdb` a run), else with `initdb`.
+ */
+export function startTestPostgres(): Promise<PostgresServer> {
+  const template = process.env.H2H_TEST_POSTGRES_TEMPLATE;
+  return startPostgresServer(template ? { template } : {});
+}
+
 /** Starts a private PostgreSQL server for one test (or suite) and stops it when the test ends. */
 export async function privatePostgres(t: Pick<TestContext, 'after'>): Promise<PostgresServer> {
-  const server = await startPostgresServer();
+  const server = await startTestPostgres();
   t.after(() => server.stop());
   return server;
 }

@@ -4,10 +4,11 @@
 // queue) stay outside, on that backend only.
 import { after, describe, type TestContext } from 'node:test';
 import postgres from 'postgres';
-import { type PostgresServer, startPostgresServer } from '../../src/dev/postgres-server.js';
+import type { PostgresServer } from '../../src/dev/postgres-server.js';
 import { openStore } from '../../src/store/open-store.js';
 import { FEED_LOCK_KEY } from '../../src/store/postgres/postgres-db.js';
 import { parseStoreUrl, sqliteUrl } from '../../src/store/store-url.js';
+import { startTestPostgres } from './postgres.js';
 import {
   type ManualClock,
   manualClock,
@@ -123,7 +124,7 @@ function databaseUrl(serverUrl: string, database: string): string {
 
 function postgresHost(): Promise<PostgresHost> {
   host ??= (async () => {
-    const server = await startPostgresServer();
+    const server = await startTestPostgres();
     const admin = postgres(server.url, { max: 1, onnotice: () => {} });
     await admin.unsafe(`CREATE DATABASE ${TEMPLATE}`);
     const template = await openStore(databaseUrl(server.url, TEMPLATE), { role: 'test' });
