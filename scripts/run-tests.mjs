@@ -96,7 +96,11 @@ if (files.length === 0) {
 // it (test/helpers/postgres.ts), which some fifty files would otherwise each pay. Without a
 // PostgreSQL installation the tests that need one say so themselves.
 const pgTemplate = await makePgTemplate();
-if (pgTemplate) process.env.H2H_TEST_POSTGRES_TEMPLATE = pgTemplate;
+if (pgTemplate) {
+  process.env.H2H_TEST_POSTGRES_TEMPLATE = pgTemplate;
+  // However the run ends (a failure, a file past its time, process.exit), short of a signal.
+  process.on('exit', () => rmSync(pgTemplate, { recursive: true, force: true }));
+}
 
 async function makePgTemplate() {
   const { makePostgresTemplate } = await import('../src/dev/postgres-server.js');
@@ -164,7 +168,6 @@ const report = stream.compose(spec);
 report.pipe(process.stdout);
 await finished(report);
 for (const { timer } of running.values()) clearTimeout(timer);
-if (pgTemplate) rmSync(pgTemplate, { recursive: true, force: true });
 
 const seconds = (ms) => `${(ms / 1000).toFixed(1)} s`;
 const width = Math.max(...timings.map(([, ms]) => seconds(ms).length));

@@ -8,10 +8,11 @@
 # ships Node's headers. better-sqlite3 12 is rebuilt against the headers of Node 24.18.1, not of
 # the newest 24: Node 24.19 changed node::ObjectWrap so that an addon compiled against its headers
 # aborts in Statement::~Statement during GC (nodejs/node#65446); compiled against 24.18.1 headers
-# it runs cleanly on every 24.x (docs/deployment.md), in a copy of the package under var/, kept
-# for the next run; the machine's build in node_modules/ is swapped out for the run and put back.
-# `bash scripts/test-node24.sh --build-only` only installs Node 24 and builds the addon: .ci/run
-# does that in the background while the Node 20 suite runs.
+# it runs cleanly on every 24.x (docs/deployment.md). It is built from the package's tarball (the
+# version package-lock.json pins) under var/, kept for the next run; the machine's build in
+# node_modules/ is swapped out for the run and put back. `bash scripts/test-node24.sh
+# --build-only` only installs Node 24 and builds the addon: .ci/run does that in the background
+# while `npm ci` builds the machine's addon.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

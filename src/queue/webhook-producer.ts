@@ -95,8 +95,9 @@ export interface WebhookProducer {
   readonly redis: Redis;
   /**
    * Adds a verified delivery under its dedupe job id with `queue.add`. Resolves after Redis
-   * acknowledged it (or found the job already stored), and `replicaAcks` replicas with it;
-   * rejects with {@link QueueUnavailableError} otherwise. After a timeout the add may still land
+   * acknowledged it (or found the job already stored), and `replicaAcks` replicas with it (a
+   * `WAIT` on the same connection as the add: one cut by a reconnect proves nothing); rejects
+   * with {@link QueueUnavailableError} otherwise. After a timeout the add may still land
    * later: a retried delivery then finds it as a duplicate.
    */
   enqueueWebhook(delivery: WebhookDeliveryInput): Promise<WebhookEnqueueResult>;
@@ -212,9 +213,9 @@ export function createWebhookProducer(options: WebhookProducerOptions = {}): Web
   // connection that carries it: after a reconnect (ioredis resends a `WAIT` left unanswered, and
   // a failover may have put another server behind the address) it says nothing of a job added
   // before, so a webhook whose add and `WAIT` saw different connections is refused.
-  let connection = 0;
+  let closes = 0;
   redis.on('close', () => {
-    connection++;
+    closes++;
   });
 
   const webhookQueue = new Queue<WebhookJobData>(WEBHOOK_QUEUE, {
@@ -271,7 +272,7 @@ export function createWebhookProducer(options: WebhookProducerOptions = {}): Web
     pollQueue,
     redis,
     async enqueueWebhook(delivery) {
-      const addedOn = connection;
+      const closesAtAdd = closes;
       const { dedupeKey, jobId, eventId, jobName } = webhookIdentity(delivery.rawBody, delivery.upstream);
       const { headerEventId, upstream } = delivery;
       const data: WebhookJobData = {
@@ -295,7 +296,7 @@ export function createWebhookProducer(options: WebhookProducerOptions = {}): Web
       if (replicaAcks > 0) {
         // A duplicate waits too: the first add may have been answered 503 before its replicas had it.
         const acks = await acknowledgedWithin(replicated(), timeoutMs, `WAIT for webhook job ${jobId}`);
-        if (connection !== addedOn) {
+        if (closes !== closesAtAdd) {
           throw new QueueUnavailableError(
             `the connection to Redis was replaced between the add of webhook job ${jobId} and its WAIT, so no replica is known to hold it`,
           );

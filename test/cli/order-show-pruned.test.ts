@@ -37,12 +37,8 @@ test('order show says when the history retention deleted an order’s events, so
       events: unknown[];
       history_pruned_at: string | null;
     };
-  assert.deepEqual(
-    [(await shown('OLD-1')).history_pruned_at, (await shown('OLD-1')).events.length],
-    [prunedAt, 0],
-  );
-  assert.deepEqual(
-    [(await shown('RECENT-1')).history_pruned_at, (await shown('RECENT-1')).events.length],
-    [null, 1],
-  );
+  const oldJson = await shown('OLD-1');
+  assert.deepEqual([oldJson.history_pruned_at, oldJson.events.length], [prunedAt, 0]);
+  const recentJson = await shown('RECENT-1');
+  assert.deepEqual([recentJson.history_pruned_at, recentJson.events.length], [null, 1]);
 });

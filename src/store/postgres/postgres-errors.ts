@@ -59,7 +59,6 @@ export function untilBeginRejects(): Promise<never> {
   return new Promise<never>(() => {});
 }
 
-/** Where a write transaction was when its connection was lost. */
 /** Where a write was when its connection was lost: its opening statements, its body, or COMMIT. */
 export type WriteStage = 'opening' | 'body' | 'commit';
 
