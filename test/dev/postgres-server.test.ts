@@ -3,9 +3,13 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { type TestContext, test } from 'node:test';
 import postgres from 'postgres';
-import { makePostgresTemplate, startPostgresServer } from '../../src/dev/postgres-server.js';
+import {
+  makePostgresTemplate,
+  type PostgresServer,
+  startPostgresServer,
+} from '../../src/dev/postgres-server.js';
 
 /** Whether something could listen on the port on 127.0.0.1 right now. */
 function portIsFree(port: number): Promise<boolean> {
@@ -14,6 +18,17 @@ function portIsFree(port: number): Promise<boolean> {
     probe.once('error', () => resolve(false));
     probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
   });
+}
+
+/** Asserts that a table made on server `a` is not on server `b`: each has its own cluster. */
+async function assertOwnData(t: TestContext, a: PostgresServer, b: PostgresServer): Promise<void> {
+  const sqlA = postgres(a.url, { max: 1, onnotice: () => {} });
+  const sqlB = postgres(b.url, { max: 1, onnotice: () => {} });
+  t.after(() => Promise.all([sqlA.end(), sqlB.end()]));
+  await sqlA`CREATE TABLE only_in_a (x INTEGER)`;
+  const [found] = await sqlB<{ n: number }[]>`
+    SELECT count(*)::int AS n FROM pg_tables WHERE tablename = 'only_in_a'`;
+  assert.equal(found?.n, 0);
 }
 
 test('a private PostgreSQL server answers queries on its own port, keeps data across pause/resume, and cleans up', async (t) => {
@@ -65,13 +80,7 @@ test('two private servers run at once on different ports, each with its own data
   t.after(() => Promise.all([a.stop(), b.stop()]));
   assert.notEqual(a.port, b.port);
   assert.notEqual(a.dir, b.dir);
-  const sqlA = postgres(a.url, { max: 1, onnotice: () => {} });
-  const sqlB = postgres(b.url, { max: 1, onnotice: () => {} });
-  t.after(() => Promise.all([sqlA.end(), sqlB.end()]));
-  await sqlA`CREATE TABLE only_in_a (x INTEGER)`;
-  const [found] = await sqlB<{ n: number }[]>`
-    SELECT count(*)::int AS n FROM pg_tables WHERE tablename = 'only_in_a'`;
-  assert.equal(found?.n, 0);
+  await assertOwnData(t, a, b);
 });
 
 test('servers copied from one template cluster (one initdb for many) each run on their own port with their own data, behind its password', async (t) => {
@@ -83,12 +92,6 @@ test('servers copied from one template cluster (one initdb for many) each run on
   assert.notEqual(a.port, b.port);
   const password = readFileSync(join(template, 'password'), 'utf8');
   assert.equal(decodeURIComponent(new URL(a.url).password), password);
-  const sqlA = postgres(a.url, { max: 1, onnotice: () => {} });
-  const sqlB = postgres(b.url, { max: 1, onnotice: () => {} });
-  t.after(() => Promise.all([sqlA.end(), sqlB.end()]));
-  await sqlA`CREATE TABLE only_in_a (x INTEGER)`;
-  const [found] = await sqlB<{ n: number }[]>`
-    SELECT count(*)::int AS n FROM pg_tables WHERE tablename = 'only_in_a'`;
-  assert.equal(found?.n, 0);
+  await assertOwnData(t, a, b);
   assert.equal(existsSync(join(template, 'data', 'postmaster.pid')), false, 'the template itself never runs');
 });
