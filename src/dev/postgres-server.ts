@@ -301,10 +301,9 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
   let child: ChildProcess | undefined;
   try {
     if (!ownsDir) mkdirSync(dir, { recursive: true, mode: 0o700 });
-    if (!existsSync(join(dir, 'data', 'PG_VERSION'))) {
-      if (options.template === undefined) createCluster(binDir, dir, account);
-      else copyCluster(options.template, dir, account);
-    }
+    if (existsSync(join(dir, 'data', 'PG_VERSION'))) handOver(dir, account);
+    else if (options.template === undefined) createCluster(binDir, dir, account);
+    else copyCluster(options.template, dir, account);
     for (let attempt = 0; !child; attempt++) {
       const tryPort = port || (await freePort());
       try {

@@ -72,6 +72,18 @@ export type ClaimedOrder = LocalOrder & { readonly claim: string; readonly lease
  *
  * Settings are validated at construction: a RangeError names the first unusable one.
  */
+/**
+ * The due orders {@link OrderClaims.claimDueForPoll} claims: one upstream's, longest due first,
+ * read in the order of `orders_upstream_due` (upstream, next_poll_at, id), so a reconciler never
+ * reads another upstream's due orders however many there are (test/store/reconcile-plan.test.ts).
+ */
+export function dueClaimSql(skipLocked: string): string {
+  return `SELECT * FROM orders
+         WHERE next_poll_at <= @dueBy AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
+           AND upstream = @upstream
+         ORDER BY next_poll_at, id LIMIT @limit ${skipLocked}`;
+}
+
 export class OrderClaims {
   readonly settings: Readonly<PollScheduleSettings>;
   /** The upstream whose orders these claims take (docs/upstreams.md): its client is the one that calls. */
@@ -115,13 +127,12 @@ export class OrderClaims {
     }
     return this.#context.db.write(async (tx) => {
       const now = this.#context.now();
-      const due = await tx.all<OrderRow>(
-        `SELECT * FROM orders
-         WHERE next_poll_at <= @dueBy AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
-           AND upstream = @upstream
-         ORDER BY next_poll_at, id LIMIT @limit ${tx.dialect.skipLocked}`,
-        { dueBy: Math.min(dueBy ?? now, now), now, limit, upstream: this.upstream },
-      );
+      const due = await tx.all<OrderRow>(dueClaimSql(tx.dialect.skipLocked), {
+        dueBy: Math.min(dueBy ?? now, now),
+        now,
+        limit,
+        upstream: this.upstream,
+      });
       const claimed: ClaimedOrder[] = [];
       for (const row of due) claimed.push(await this.#lease(tx, row, now));
       return claimed;

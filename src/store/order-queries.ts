@@ -372,8 +372,7 @@ export class OrderQueries {
       byStatus[key] = byKey.get(key)!;
     }
     const fromOrders = (await db.get<{ oldest: number | null; due: number | null }>(
-      `SELECT (SELECT MIN(local_created_at) FROM orders ${where} AND next_poll_at IS NOT NULL) AS oldest,
-              (SELECT COUNT(*) FROM orders ${where} AND next_poll_at <= @now) AS due`,
+      openOrdersSql(upstream !== undefined),
       { now, ...only },
     ))!;
     return {
@@ -386,6 +385,18 @@ export class OrderQueries {
       stuck,
     };
   }
+}
+
+/**
+ * The oldest open order and the count of due orders of {@link OrderQueries.countByStatus}, of one
+ * upstream's (`ofUpstream`: `@upstream`) or of every order: from the indexes of the open orders
+ * (`orders_open_by_upstream`, `orders_upstream_due`; `orders_open_created`, `orders_next_poll_at`),
+ * never another upstream's (test/store/reconcile-plan.test.ts).
+ */
+export function openOrdersSql(ofUpstream: boolean): string {
+  const where = ofUpstream ? 'WHERE upstream = @upstream' : 'WHERE TRUE';
+  return `SELECT (SELECT MIN(local_created_at) FROM orders ${where} AND next_poll_at IS NOT NULL) AS oldest,
+              (SELECT COUNT(*) FROM orders ${where} AND next_poll_at <= @now) AS due`;
 }
 
 /** How many orders wait in the submission queue (of `upstream`, when given), read on `ex` (the writer's admission reads it in its transaction). */

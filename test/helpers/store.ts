@@ -191,11 +191,25 @@ export async function everyOrder(
 }
 
 /**
+ * Takes a migrated store back to schema 30 inside the write transaction `tx`, as that schema left
+ * it: undoes step 31 (a reconciler's indexes of its own upstream's open orders). Every rewind
+ * starts here, so a new step is undone in one place.
+ */
+export async function rewindToSchema30(tx: SqlExecutor): Promise<void> {
+  await tx.exec(`
+    DROP INDEX orders_open_by_upstream;
+    DROP INDEX orders_upstream_due;
+    CREATE INDEX orders_upstream_due ON orders (upstream, next_poll_at);
+  `);
+  await tx.exec(tx.dialect.setSchemaVersionSql(30));
+}
+
+/**
  * Takes a migrated store back to schema 29 inside the write transaction `tx`, as that schema left
- * it: undoes step 30 (the indexes of GET /v1/orders' filters). Every rewind starts here, so a
- * new step is undone in one place.
+ * it: {@link rewindToSchema30}, then undoes step 30 (the indexes of GET /v1/orders' filters).
  */
 export async function rewindToSchema29(tx: SqlExecutor): Promise<void> {
+  await rewindToSchema30(tx);
   await tx.exec(`
     DROP INDEX orders_submission_state;
     DROP INDEX orders_upstream_status;
