@@ -127,6 +127,7 @@ export class OrderClaims {
     }
     return this.#context.db.write(async (tx) => {
       const now = this.#context.now();
+      if (tx.dialect.dueClaimSetupSql) await tx.exec(tx.dialect.dueClaimSetupSql);
       const due = await tx.all<OrderRow>(dueClaimSql(tx.dialect.skipLocked), {
         dueBy: Math.min(dueBy ?? now, now),
         now,
