@@ -390,8 +390,9 @@ export class OrderQueries {
 /**
  * The oldest open order and the count of due orders of {@link OrderQueries.countByStatus}, of one
  * upstream's (`ofUpstream`: `@upstream`) or of every order: from the indexes of the open orders
- * (`orders_open_by_upstream`, `orders_upstream_due`; `orders_open_created`, `orders_next_poll_at`),
- * never another upstream's (test/store/reconcile-plan.test.ts).
+ * (`orders_upstream_due`; `orders_open_created`, `orders_next_poll_at`). PostgreSQL's planner may
+ * read one upstream's through the latter two beside another upstream's backlog
+ * (test/store/reconcile-plan.test.ts; docs/performance.md, "10 million orders").
  */
 export function openOrdersSql(ofUpstream: boolean): string {
   const where = ofUpstream ? 'WHERE upstream = @upstream' : 'WHERE TRUE';

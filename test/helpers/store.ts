@@ -197,7 +197,6 @@ export async function everyOrder(
  */
 export async function rewindToSchema30(tx: SqlExecutor): Promise<void> {
   await tx.exec(`
-    DROP INDEX orders_open_by_upstream;
     DROP INDEX orders_upstream_due;
     CREATE INDEX orders_upstream_due ON orders (upstream, next_poll_at);
   `);

@@ -161,8 +161,6 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
       { name: 'orders_invoice_upstream' },
       { name: 'orders_local_created_at' },
       { name: 'orders_next_poll_at' },
-      // Schema 31: an upstream's oldest open order, from its open orders only.
-      { name: 'orders_open_by_upstream' },
       // Schema 27: the oldest open order, from the open orders only.
       { name: 'orders_open_created' },
       { name: 'orders_queued' },
