@@ -224,62 +224,52 @@ function createMetricSet(registry: Registry) {
     registers,
   });
 
-  new Gauge({
-    name: 'h2h_reconcile_stuck_orders',
-    help: 'Open orders marked stuck: no final state after RECONCILE_STUCK_AFTER_H.',
-    labelNames: ['upstream'] as const,
-    registers,
-    async collect() {
-      for (const [upstream, source] of sources) {
-        if (source.queries) {
-          try {
-            source.stuck = (await source.queries.countByStatus(undefined, upstream)).stuck;
-          } catch {
-            // the database is closing or busy: keep the last figure
+  /**
+   * A count of each upstream's orders read from the store at each scrape, into `source[key]`
+   * (also set by the pass); a store that does not answer (closing, busy) keeps the last figure.
+   */
+  const storeCount = (
+    name: string,
+    help: string,
+    key: 'stuck' | 'blocked' | 'overdue',
+    read: (queries: OrderQueries, upstream: string) => Promise<number>,
+  ) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['upstream'] as const,
+      registers,
+      async collect() {
+        for (const [upstream, source] of sources) {
+          if (source.queries) {
+            try {
+              source[key] = await read(source.queries, upstream);
+            } catch {
+              // the database is closing or busy: keep the last figure
+            }
           }
+          this.set({ upstream }, source[key]);
         }
-        this.set({ upstream }, source.stuck);
-      }
-    },
-  });
-  new Gauge({
-    name: 'h2h_reconcile_overdue_orders',
-    help: 'Open orders past their product’s learned outlier time (longer than all but one in a thousand of its orders take), read from the store at each scrape.',
-    labelNames: ['upstream'] as const,
-    registers,
-    async collect() {
-      for (const [upstream, source] of sources) {
-        if (source.queries) {
-          try {
-            source.overdue = await source.queries.countOverdue(upstream);
-          } catch {
-            // the database is closing or busy: keep the last figure
-          }
-        }
-        this.set({ upstream }, source.overdue);
-      }
-    },
-  });
-  new Gauge({
-    name: 'h2h_reconcile_blocked_orders',
-    help: 'Orders the upstream refused for our configuration (401/403): submitted again with their partner_ref once a probe shows its API key and the whitelist work.',
-    labelNames: ['upstream'] as const,
-    registers,
-    async collect() {
-      for (const [upstream, source] of sources) {
-        if (source.queries) {
-          try {
-            source.blocked = (
-              await source.queries.countByStatus(undefined, upstream)
-            ).bySubmissionState.blocked;
-          } catch {
-            // the database is closing or busy: keep the last figure
-          }
-        }
-        this.set({ upstream }, source.blocked);
-      }
-    },
-  });
+      },
+    });
+  storeCount(
+    'h2h_reconcile_stuck_orders',
+    'Open orders marked stuck: no final state after RECONCILE_STUCK_AFTER_H.',
+    'stuck',
+    async (queries, upstream) => (await queries.countByStatus(undefined, upstream)).stuck,
+  );
+  storeCount(
+    'h2h_reconcile_overdue_orders',
+    'Open orders past their product’s learned outlier time (longer than all but one in a thousand of its orders take), read from the store at each scrape.',
+    'overdue',
+    (queries, upstream) => queries.countOverdue(upstream),
+  );
+  storeCount(
+    'h2h_reconcile_blocked_orders',
+    'Orders the upstream refused for our configuration (401/403): submitted again with their partner_ref once a probe shows its API key and the whitelist work.',
+    'blocked',
+    async (queries, upstream) => (await queries.countByStatus(undefined, upstream)).bySubmissionState.blocked,
+  );
   new Gauge({
     name: 'h2h_reconcile_circuit_open',
     help: 'Whether the reconciler has stopped calling the upstream, by cause: 1 for the open cause (unauthorized: fix its API key or the whitelist; base_url: fix its base URL; upstream_failing: the upstream fails for every order).',
