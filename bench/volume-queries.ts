@@ -2,8 +2,8 @@
 // EXPLAIN QUERY PLAN, PostgreSQL's EXPLAIN. The texts are those of src/store (store-context.ts,
 // order-queries.ts, order-claims.ts, feed.ts, notify-outbox.ts), with their parameters.
 import type { OpenedStore } from '../src/store/open-store.js';
-import { checkedAtSql } from '../src/store/order-claims.js';
-import { orderPageQuery } from '../src/store/order-queries.js';
+import { checkedAtSql, dueClaimSql } from '../src/store/order-claims.js';
+import { openOrdersSql, orderPageQuery } from '../src/store/order-queries.js';
 
 interface HotQuery {
   name: string;
@@ -57,14 +57,14 @@ function hotQueries(
       params: {},
     },
     {
-      name: 'status, reconcile: due orders (countByStatus)',
-      sql: 'SELECT COUNT(*) AS n FROM orders WHERE next_poll_at <= @now',
+      name: 'status: oldest open order and due count (countByStatus)',
+      sql: openOrdersSql(false),
       params: { now },
     },
     {
-      name: 'status: oldest open order (countByStatus)',
-      sql: 'SELECT MIN(local_created_at) AS oldest FROM orders WHERE next_poll_at IS NOT NULL',
-      params: {},
+      name: "reconcile: its upstream's oldest open order and due count (countByStatus, schema 32)",
+      sql: openOrdersSql(true),
+      params: { now, upstream: 'default' },
     },
     {
       name: 'status: audit coverage (auditCoverage)',
@@ -74,10 +74,7 @@ function hotQueries(
     },
     {
       name: 'reconcile: claim due orders (claimDueForPoll)',
-      sql: `SELECT * FROM orders
-         WHERE next_poll_at <= @dueBy AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
-           AND upstream = @upstream
-         ORDER BY next_poll_at, id LIMIT @limit`,
+      sql: dueClaimSql(''),
       params: { dueBy: now, now, upstream: 'default', limit: 10 },
     },
     {

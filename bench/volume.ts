@@ -121,6 +121,12 @@ async function measure(kind: BenchStoreKind, n: number): Promise<{ figures: Figu
       );
       figures['GET /v1/events?after=<oldest>'] = await time((r) => store.feed.after(firstSeq + r * 100, 100));
       figures['status --json (store)'] = await time(() => storeStatusReport(store, config, clock));
+      // Its part that reads the audit window's SUCCESS orders (7 days of them): it grows with the
+      // orders of a week, not with the store (docs/performance.md, "The audit coverage").
+      const auditWindowMs = reconcilerSettings(config).auditWindowMs;
+      figures['status: audit coverage (window)'] = await time(() =>
+        store.queries.auditCoverage(auditWindowMs, clock),
+      );
       figures['reconcile pass planning'] = await time(async () => {
         await store.queries.countByStatus(clock, store.claims.upstream);
         await store.circuit.state();

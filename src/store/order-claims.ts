@@ -74,8 +74,9 @@ export type ClaimedOrder = LocalOrder & { readonly claim: string; readonly lease
  */
 /**
  * The due orders {@link OrderClaims.claimDueForPoll} claims: one upstream's, longest due first,
- * read in the order of `orders_upstream_due` (upstream, next_poll_at, id), so a reconciler never
- * reads another upstream's due orders however many there are (test/store/reconcile-plan.test.ts).
+ * read in the order of `orders_upstream_due` (upstream, next_poll_at, id, of the open orders only:
+ * schema 32), so a reconciler never reads another upstream's due orders however many there are
+ * (test/store/reconcile-plan.test.ts).
  */
 export function dueClaimSql(skipLocked: string): string {
   return `SELECT * FROM orders
@@ -127,7 +128,6 @@ export class OrderClaims {
     }
     return this.#context.db.write(async (tx) => {
       const now = this.#context.now();
-      if (tx.dialect.dueClaimSetupSql) await tx.exec(tx.dialect.dueClaimSetupSql);
       const due = await tx.all<OrderRow>(dueClaimSql(tx.dialect.skipLocked), {
         dueBy: Math.min(dueBy ?? now, now),
         now,

@@ -338,7 +338,7 @@ export class OrderQueries {
     const where = upstream === undefined ? 'WHERE TRUE' : 'WHERE upstream = @upstream';
     // The counts are order_counts' (schema 27, kept by triggers on orders): a few rows, whatever
     // the number of orders. Only the due orders and the oldest open one are read from orders,
-    // through indexes of the open orders.
+    // through the index of the open orders.
     const places = await db.all<{
       key: string;
       state: SubmissionState;
@@ -389,15 +389,14 @@ export class OrderQueries {
 
 /**
  * The oldest open order and the count of due orders of {@link OrderQueries.countByStatus}, of one
- * upstream's (`ofUpstream`: `@upstream`) or of every order: from the indexes of the open orders
- * (`orders_upstream_due`; `orders_open_created`, `orders_next_poll_at`). PostgreSQL's planner may
- * read one upstream's through the latter two beside another upstream's backlog
- * (test/store/reconcile-plan.test.ts; docs/performance.md, "10 million orders").
+ * upstream's (`ofUpstream`: `@upstream`) or of every order, in one read of `orders_upstream_due`
+ * (schema 32), the index of the open orders only, which holds every column it needs: one
+ * upstream's range of it, or all of it. Its cost grows with the open orders, never with the
+ * settled ones (test/store/reconcile-plan.test.ts).
  */
 export function openOrdersSql(ofUpstream: boolean): string {
-  const where = ofUpstream ? 'WHERE upstream = @upstream' : 'WHERE TRUE';
-  return `SELECT (SELECT MIN(local_created_at) FROM orders ${where} AND next_poll_at IS NOT NULL) AS oldest,
-              (SELECT COUNT(*) FROM orders ${where} AND next_poll_at <= @now) AS due`;
+  return `SELECT MIN(local_created_at) AS oldest, SUM(CASE WHEN next_poll_at <= @now THEN 1 ELSE 0 END) AS due
+          FROM orders WHERE ${ofUpstream ? 'upstream = @upstream AND ' : ''}next_poll_at IS NOT NULL`;
 }
 
 /** How many orders wait in the submission queue (of `upstream`, when given), read on `ex` (the writer's admission reads it in its transaction). */

@@ -191,11 +191,27 @@ export async function everyOrder(
 }
 
 /**
+ * Takes a migrated store back to schema 31 inside the write transaction `tx`, as that schema left
+ * it: undoes step 32 (one index of the open orders). Every rewind starts here, so a new step is
+ * undone in one place.
+ */
+export async function rewindToSchema31(tx: SqlExecutor): Promise<void> {
+  await tx.exec(`
+    DROP INDEX orders_upstream_due;
+    CREATE INDEX orders_upstream_due ON orders (upstream, next_poll_at, id);
+    CREATE INDEX orders_next_poll_at ON orders (next_poll_at);
+    CREATE INDEX orders_open_created ON orders (local_created_at) WHERE next_poll_at IS NOT NULL;
+  `);
+  await tx.exec(tx.dialect.setSchemaVersionSql(31));
+}
+
+/**
  * Takes a migrated store back to schema 30 inside the write transaction `tx`, as that schema left
- * it: undoes step 31 (a reconciler's indexes of its own upstream's open orders). Every rewind
- * starts here, so a new step is undone in one place.
+ * it: {@link rewindToSchema31}, then undoes step 31 (a reconciler's indexes of its own upstream's
+ * open orders).
  */
 export async function rewindToSchema30(tx: SqlExecutor): Promise<void> {
+  await rewindToSchema31(tx);
   await tx.exec(`
     DROP INDEX orders_upstream_due;
     CREATE INDEX orders_upstream_due ON orders (upstream, next_poll_at);

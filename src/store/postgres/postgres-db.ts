@@ -38,7 +38,6 @@ export const POSTGRES_DIALECT: Dialect = {
   byteOrder: (expr) => `${expr} COLLATE "C"`,
   indexedBy: () => '',
   skipLocked: 'FOR UPDATE SKIP LOCKED',
-  dueClaimSetupSql: 'SET LOCAL enable_incremental_sort = off',
   forUpdate: 'FOR UPDATE',
   schemaVersionSql: 'SELECT version FROM schema_version',
   setSchemaVersionSql: (version) => `UPDATE schema_version SET version = ${Math.trunc(version)}`,

@@ -28,16 +28,6 @@ export interface Dialect {
   indexedBy(index: string): string;
   /** Appended to a claim's inner SELECT: `FOR UPDATE SKIP LOCKED` on PostgreSQL, empty on SQLite (`BEGIN IMMEDIATE` excludes other writers). */
   readonly skipLocked: string;
-  /**
-   * Run in a claim's transaction before it reads one upstream's due orders ({@link dueClaimSql}
-   * in order-claims.ts). PostgreSQL's planner takes an upstream's share of the due orders to be
-   * its share of all orders, and with an incremental sort the walk of `orders_next_poll_at`
-   * (every upstream's due orders, filtered) looks as cheap as `orders_upstream_due`: with a
-   * backlog on one upstream, each of the others' claims read all of it (0.3 s at 50,000 due
-   * orders). Without incremental sort only `orders_upstream_due` gives the claim's order. Empty on
-   * SQLite, whose planner picks that index itself.
-   */
-  readonly dueClaimSetupSql: string;
   /** Appended to a read of a row the transaction then rewrites: `FOR UPDATE` on PostgreSQL, empty on SQLite. */
   readonly forUpdate: string;
   /** A query of the schema version as `version` (SQLite: `PRAGMA user_version`; PostgreSQL: table `schema_version`). */

@@ -290,10 +290,22 @@ export const SHARED_MIGRATIONS_FROM_28: readonly Migration[] = [
   {
     version: 31,
     description:
-      "orders_upstream_due on (upstream, next_poll_at, id), the whole order of a reconciler's claim of its due orders: on PostgreSQL, with another upstream's backlog of due orders, the claim walked all of them through orders_next_poll_at (0.3 s at 50,000; with Dialect.dueClaimSetupSql)",
+      "orders_upstream_due on (upstream, next_poll_at, id), the whole order of a reconciler's claim of its due orders: on PostgreSQL, with another upstream's backlog of due orders, the claim walked all of them through orders_next_poll_at (0.3 s at 50,000; with incremental sort off in the claim's transaction until schema 32)",
     sql: `
       DROP INDEX orders_upstream_due;
       CREATE INDEX orders_upstream_due ON orders (upstream, next_poll_at, id);
+    `,
+  },
+  {
+    version: 32,
+    description:
+      "one index of the open orders: orders_upstream_due on (upstream, next_poll_at, id, local_created_at) of the orders with a next poll only, in place of it, orders_next_poll_at (every order) and orders_open_created; a reconciler's claim, its oldest open order and its due count read its own upstream's open orders, and PostgreSQL's planner has no index of every upstream's open orders to walk instead (it did, beside another upstream's backlog: 0.1 s a pass at 50,000)",
+    sql: `
+      DROP INDEX orders_upstream_due;
+      DROP INDEX orders_next_poll_at;
+      DROP INDEX orders_open_created;
+      CREATE INDEX orders_upstream_due ON orders (upstream, next_poll_at, id, local_created_at)
+        WHERE next_poll_at IS NOT NULL;
     `,
   },
 ];

@@ -29,7 +29,6 @@ export const SQLITE_DIALECT: Dialect = {
   byteOrder: (expr) => expr,
   indexedBy: (index) => `INDEXED BY ${index}`,
   skipLocked: '',
-  dueClaimSetupSql: '',
   forUpdate: '',
   schemaVersionSql: 'SELECT user_version AS version FROM pragma_user_version',
   setSchemaVersionSql: (version) => `PRAGMA user_version = ${Math.trunc(version)}`,
