@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { oneReadPerScrape } from '../shared/scrape-read.js';
 import type { LocalOrder } from '../store/local-order.js';
-import type { OrderQueries } from '../store/order-queries.js';
+import type { OrderCounts, OrderQueries } from '../store/order-queries.js';
 import { CIRCUIT_CAUSES, type CircuitCause, type UpstreamCircuit } from '../store/upstream-circuit.js';
 import { DEFAULT_UPSTREAM } from '../upstream/model.js';
 import { parseUpstreamTime } from '../upstream/upstream-time.js';
@@ -110,9 +111,16 @@ export const TIME_TO_FINAL_BUCKETS = [
   5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21_600, 86_400, 172_800,
 ];
 
+/** The store an upstream's gauges read at scrape time. */
+interface StoreReads {
+  queries: OrderQueries;
+  /** The upstream's `countByStatus`, read once a scrape for the stuck and the blocked gauges. */
+  counts: () => Promise<OrderCounts>;
+}
+
 /** What the gauges read at scrape time, per upstream. */
 interface UpstreamSource {
-  queries: OrderQueries | undefined;
+  reads: StoreReads | undefined;
   circuit: UpstreamCircuit | undefined;
   auditWindowMs: number | undefined;
   stuck: number;
@@ -149,8 +157,9 @@ export function createReconcilerMetrics(options: ReconcilerMetricsOptions = {}):
   if (set.sources.has(upstream)) {
     throw new Error(`the registry already has the reconciler metrics of upstream "${upstream}"`);
   }
+  const { queries } = options;
   const source: UpstreamSource = {
-    queries: options.queries,
+    reads: queries && { queries, counts: oneReadPerScrape(() => queries.countByStatus(undefined, upstream)) },
     circuit: options.circuit,
     auditWindowMs: options.auditWindowMs,
     stuck: 0,
@@ -232,7 +241,7 @@ function createMetricSet(registry: Registry) {
     name: string,
     help: string,
     key: 'stuck' | 'blocked' | 'overdue',
-    read: (queries: OrderQueries, upstream: string) => Promise<number>,
+    read: (reads: StoreReads, upstream: string) => Promise<number>,
   ) =>
     new Gauge({
       name,
@@ -241,9 +250,9 @@ function createMetricSet(registry: Registry) {
       registers,
       async collect() {
         for (const [upstream, source] of sources) {
-          if (source.queries) {
+          if (source.reads) {
             try {
-              source[key] = await read(source.queries, upstream);
+              source[key] = await read(source.reads, upstream);
             } catch {
               // the database is closing or busy: keep the last figure
             }
@@ -256,19 +265,19 @@ function createMetricSet(registry: Registry) {
     'h2h_reconcile_stuck_orders',
     'Open orders marked stuck: no final state after RECONCILE_STUCK_AFTER_H.',
     'stuck',
-    async (queries, upstream) => (await queries.countByStatus(undefined, upstream)).stuck,
+    async ({ counts }) => (await counts()).stuck,
   );
   storeCount(
     'h2h_reconcile_overdue_orders',
     'Open orders past their product’s learned outlier time (longer than all but one in a thousand of its orders take), read from the store at each scrape.',
     'overdue',
-    (queries, upstream) => queries.countOverdue(upstream),
+    ({ queries }, upstream) => queries.countOverdue(upstream),
   );
   storeCount(
     'h2h_reconcile_blocked_orders',
     'Orders the upstream refused for our configuration (401/403): submitted again with their partner_ref once a probe shows its API key and the whitelist work.',
     'blocked',
-    async (queries, upstream) => (await queries.countByStatus(undefined, upstream)).bySubmissionState.blocked,
+    async ({ counts }) => (await counts()).bySubmissionState.blocked,
   );
   new Gauge({
     name: 'h2h_reconcile_circuit_open',
@@ -321,10 +330,10 @@ function createMetricSet(registry: Registry) {
       labelNames: ['upstream'] as const,
       registers,
       async collect() {
-        for (const [upstream, { queries, auditWindowMs }] of sources) {
-          if (!queries || !auditWindowMs) continue;
+        for (const [upstream, { reads, auditWindowMs }] of sources) {
+          if (!reads || !auditWindowMs) continue;
           try {
-            const { successOrders, checkedLastDay } = await queries.auditCoverage(
+            const { successOrders, checkedLastDay } = await reads.queries.auditCoverage(
               auditWindowMs,
               undefined,
               upstream,
