@@ -9,7 +9,7 @@
 # the newest 24: Node 24.19 changed node::ObjectWrap so that an addon compiled against its headers
 # aborts in Statement::~Statement during GC (nodejs/node#65446); compiled against 24.18.1 headers
 # it runs cleanly on every 24.x (docs/deployment.md). It is built from the package's tarball (the
-# version package-lock.json pins) under var/, kept for the next run; the machine's build in
+# version package-lock.json pins, checked against its integrity) under var/, kept for the next run; the machine's build in
 # node_modules/ is swapped out for the run and put back. `bash scripts/test-node24.sh
 # --build-only` only installs Node 24 and builds the addon: .ci/run does that in the background
 # while `npm ci` builds the machine's addon.
@@ -46,6 +46,14 @@ if [ ! -f "$node24_addon/build/Release/better_sqlite3.node" ]; then
   rm -rf "$node24_addon"
   mkdir -p "$node24_addon"
   tarball="$(npm pack --silent --pack-destination "$node24_addon" "better-sqlite3@$bs3_version")"
+  # The tarball npm ci would install, or nothing: its digest against the lockfile's integrity.
+  node -e '
+    const [file, pinned] = process.argv.slice(1);
+    const got = `sha512-${require("node:crypto").createHash("sha512").update(require("node:fs").readFileSync(file)).digest("base64")}`;
+    if (got !== pinned) {
+      console.error(`test-node24: ${file} is ${got}, package-lock.json pins ${pinned}`);
+      process.exit(1);
+    }' "$node24_addon/$tarball" "$(node -p "require('./package-lock.json').packages['node_modules/better-sqlite3'].integrity")"
   tar -xzf "$node24_addon/$tarball" -C "$node24_addon" --strip-components=1
   rm "$node24_addon/$tarball"
   (cd "$node24_addon" && PATH="$node24/bin:$PATH" npm_config_nodedir="$headers" npm run build-release >/dev/null)
