@@ -328,6 +328,14 @@ export class OrderQueries {
     return { successOrders: row?.successOrders ?? 0, checkedLastDay: row?.checkedLastDay ?? 0 };
   }
 
+  /** The upstreams the store holds orders of, by name (from `order_counts`: a few rows). */
+  async upstreamsWithOrders(): Promise<string[]> {
+    const rows = await this.#context.db.all<{ upstream: string }>(
+      'SELECT DISTINCT upstream FROM order_counts WHERE n > 0 ORDER BY upstream',
+    );
+    return rows.map((row) => row.upstream);
+  }
+
   /**
    * Counts for `h2h-sync status`: of every order, or of one upstream's (`upstream`: the
    * reconciler of that upstream, `status` per upstream).

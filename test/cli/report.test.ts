@@ -194,6 +194,11 @@ describeEachBackend('h2h-sync report: the settlement with each supplier', (backe
     );
     assert.deepEqual(defaultOnly.lines, [report.lines[1]]);
     assert.deepEqual(defaultOnly.open, []);
+
+    // A name neither the store nor the settings know is a typo: refused, not an empty report.
+    const typo = await cli(['--from', '2026-11-02', '--to', '2026-11-03', '--upstream', 'betta']);
+    assert.equal(typo.code, 2);
+    assert.match(typo.stderr, /no upstream is named "betta": the store holds orders of beta, default/);
   });
 
   test('over every day, each supplier’s spent and credited equal what its balance ledger accounted', async (t) => {

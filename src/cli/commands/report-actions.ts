@@ -1,3 +1,4 @@
+import { ConfigError } from '../../config/config-error.js';
 import {
   type SettlementFigures,
   type SettlementLine,
@@ -5,7 +6,7 @@ import {
   SettlementTally,
 } from '../../domain/settlement.js';
 import { ordersPlaced } from '../../store/settlement-scan.js';
-import { openContext } from '../context.js';
+import { type CliContext, openContext } from '../context.js';
 import { printPublicJson, renderTable, runAction } from '../output.js';
 import { createProgressLine } from '../progress.js';
 import { dayStart, daysBetween, formatUtcOffset } from '../report-days.js';
@@ -131,6 +132,20 @@ function printCsv(lines: readonly SettlementLine[]): void {
 }
 
 /**
+ * An `--upstream` with no attempts in the range must be a name the store holds orders of or a
+ * configured one: any other is a typo, refused rather than reported as a supplier with nothing
+ * to settle. (A supplier since removed from the settings is taken: its orders still settle.)
+ */
+async function checkUpstreamName(context: CliContext, name: string): Promise<void> {
+  const inStore = await context.store!.queries.upstreamsWithOrders();
+  const configured = context.config.upstreams.map((u) => u.name);
+  if (inStore.includes(name) || configured.includes(name)) return;
+  throw new ConfigError(
+    `--upstream: no upstream is named "${name}": the store holds orders of ${inStore.join(', ') || 'none'}, and the configured ones are ${configured.join(', ')} (H2H_UPSTREAMS_FILE; docs/upstreams.md)`,
+  );
+}
+
+/**
  * `report`: reads the orders placed on each day of the range (one index range a day, in pages)
  * and adds up their attempts per day, upstream and product; a progress line on a terminal, a
  * summary line on stderr.
@@ -160,6 +175,8 @@ export const report = async (flags: ReportFlags) => {
       progress.update(days.length, days.length);
       progress.done();
       const { orderCount, attemptCount, ...report } = tally.report();
+      if (flags.upstream !== undefined && attemptCount === 0)
+        await checkUpstreamName(context, flags.upstream);
       const view: ReportView = {
         from: flags.from,
         to: flags.to,
