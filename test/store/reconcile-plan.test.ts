@@ -10,7 +10,7 @@ import { describeEachBackend } from '../helpers/store-backends.js';
  * Beside another upstream's backlog, PostgreSQL's planner takes an upstream's share of the open
  * orders to be its share of all orders; before schema 32 it walked an index of every upstream's
  * open orders (`orders_next_poll_at`, `orders_open_created`) for an upstream that had none
- * (docs/performance.md, "10 million orders"). Schema 32 keeps one index of the open orders, led
+ * (docs/performance.md, "10 million orders at schema 32"). Schema 32 keeps one index of the open orders, led
  * by the upstream. SQLite's planner goes by the schema alone (h2h-sync never runs ANALYZE on it).
  */
 const READS: Array<[string, (skipLocked: string) => string, number]> = [
