@@ -74,7 +74,7 @@ export type ClaimedOrder = LocalOrder & { readonly claim: string; readonly lease
  */
 /**
  * The due orders {@link OrderClaims.claimDueForPoll} claims: one upstream's, longest due first,
- * read in the order of `orders_upstream_due` (upstream, next_poll_at, id, of the open orders only:
+ * read in the order of `orders_open` (upstream, next_poll_at, id, of the open orders only:
  * schema 32), so a reconciler never reads another upstream's due orders however many there are
  * (test/store/reconcile-plan.test.ts).
  */

@@ -328,12 +328,29 @@ export class OrderQueries {
     return { successOrders: row?.successOrders ?? 0, checkedLastDay: row?.checkedLastDay ?? 0 };
   }
 
-  /** The upstreams the store holds orders of, by name (from `order_counts`: a few rows). */
+  /**
+   * The upstreams the store has held orders of, by name: `order_counts`' rows (a few), which stay
+   * when their orders moved on (an order failed over to another upstream).
+   */
   async upstreamsWithOrders(): Promise<string[]> {
     const rows = await this.#context.db.all<{ upstream: string }>(
-      'SELECT DISTINCT upstream FROM order_counts WHERE n > 0 ORDER BY upstream',
+      'SELECT DISTINCT upstream FROM order_counts ORDER BY upstream',
     );
     return rows.map((row) => row.upstream);
+  }
+
+  /**
+   * Whether the store knows upstream `name`: it held orders of it ({@link upstreamsWithOrders}),
+   * or it said an event of one (`order_events_upstream`: one index seek), which a store copied by
+   * `store migrate` (whose counts are of the orders' last upstream) still shows.
+   */
+  async knowsUpstream(name: string): Promise<boolean> {
+    if ((await this.upstreamsWithOrders()).includes(name)) return true;
+    const event = await this.#context.db.get<{ one: number }>(
+      'SELECT 1 AS one FROM order_events WHERE upstream = @name LIMIT 1',
+      { name },
+    );
+    return event !== undefined;
   }
 
   /**
@@ -397,7 +414,7 @@ export class OrderQueries {
 
 /**
  * The oldest open order and the count of due orders of {@link OrderQueries.countByStatus}, of one
- * upstream's (`ofUpstream`: `@upstream`) or of every order, in one read of `orders_upstream_due`
+ * upstream's (`ofUpstream`: `@upstream`) or of every order, in one read of `orders_open`
  * (schema 32), the index of the open orders only, which holds every column it needs: one
  * upstream's range of it, or all of it. Its cost grows with the open orders, never with the
  * settled ones (test/store/reconcile-plan.test.ts).

@@ -197,7 +197,7 @@ export async function everyOrder(
  */
 export async function rewindToSchema31(tx: SqlExecutor): Promise<void> {
   await tx.exec(`
-    DROP INDEX orders_upstream_due;
+    DROP INDEX orders_open;
     CREATE INDEX orders_upstream_due ON orders (upstream, next_poll_at, id);
     CREATE INDEX orders_next_poll_at ON orders (next_poll_at);
     CREATE INDEX orders_open_created ON orders (local_created_at) WHERE next_poll_at IS NOT NULL;

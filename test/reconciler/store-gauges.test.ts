@@ -4,7 +4,7 @@ import { createReconcilerMetrics } from '../../src/reconciler/metrics.js';
 import { metricValue } from '../helpers/reconciler.js';
 import { tempStore } from '../helpers/store.js';
 
-test('a scrape shows the stuck and the blocked orders of one count of the store, read once', async (t) => {
+test('a scrape shows each upstream’s stuck and blocked orders from one count of the store per upstream', async (t) => {
   const { store, db } = await tempStore(t);
   db.exec(`
     INSERT INTO orders (partner_ref, shop_ref, upstream, submission_state, local_created_at, updated_at, next_poll_at, stuck_at)
@@ -22,9 +22,14 @@ test('a scrape shows the stuck and the blocked orders of one count of the store,
     reads++;
     return countByStatus(...args);
   };
+  // Two upstreams' reconcilers in one process share a registry.
   const metrics = createReconcilerMetrics({ queries, upstream: 'default' });
+  createReconcilerMetrics({ queries, upstream: 'beta', registry: metrics.registry });
   await metrics.registry.metrics();
-  assert.equal(reads, 1);
-  assert.equal(await metricValue(metrics, 'h2h_reconcile_stuck_orders'), 1);
-  assert.equal(await metricValue(metrics, 'h2h_reconcile_blocked_orders'), 2);
+  assert.equal(reads, 2);
+  const figure = (name: string, upstream: string) => metricValue(metrics, name, { upstream });
+  assert.equal(await figure('h2h_reconcile_stuck_orders', 'default'), 1);
+  assert.equal(await figure('h2h_reconcile_blocked_orders', 'default'), 2);
+  assert.equal(await figure('h2h_reconcile_stuck_orders', 'beta'), 1);
+  assert.equal(await figure('h2h_reconcile_blocked_orders', 'beta'), 0);
 });

@@ -160,6 +160,8 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
       // Schema 22: invoice numbers are unique per upstream.
       { name: 'orders_invoice_upstream' },
       { name: 'orders_local_created_at' },
+      // Schema 32: the open orders only, by upstream and due time: each upstream's due polls, oldest open order and due count.
+      { name: 'orders_open' },
       { name: 'orders_queued' },
       // Schema 25: the shop's ref names one order whatever its attempts.
       { name: 'orders_shop_ref' },
@@ -170,8 +172,6 @@ test('a file of schema 3 is rebuilt to allow blocked submissions, keeping every 
       { name: 'orders_success_by_upstream' },
       // Schema 27: the audit coverage of `status`, from the window's SUCCESS orders only.
       { name: 'orders_success_final' },
-      // Schema 32: the open orders only, by upstream and due time: each upstream's due polls, oldest open order and due count.
-      { name: 'orders_upstream_due' },
       // Schema 30: GET /v1/orders filtered by the upstream's status string, newest first.
       { name: 'orders_upstream_status' },
       { name: 'orders_waiting' },

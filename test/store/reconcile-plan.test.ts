@@ -18,7 +18,7 @@ const READS: Array<[string, (skipLocked: string) => string, number]> = [
   ['its oldest open order and its due count', () => openOrdersSql(true), 1],
 ];
 /** The index of the open orders, led by the upstream (schema 32). */
-const UPSTREAM_FIRST = ['orders_upstream_due'];
+const UPSTREAM_FIRST = ['orders_open'];
 const NOW = 1_000_000;
 const PARAMS = { dueBy: NOW, now: NOW, limit: 10, upstream: 'default' };
 
@@ -90,7 +90,7 @@ describeEachBackend('a reconciler beside another upstream’s backlog', (backend
       );
       assert.deepEqual(
         plan.map((step) => step.detail),
-        ['SCAN orders USING COVERING INDEX orders_upstream_due'],
+        ['SCAN orders USING COVERING INDEX orders_open'],
       );
     }
   });

@@ -137,11 +137,12 @@ function printCsv(lines: readonly SettlementLine[]): void {
  * to settle. (A supplier since removed from the settings is taken: its orders still settle.)
  */
 async function checkUpstreamName(context: CliContext, name: string): Promise<void> {
-  const inStore = await context.store!.queries.upstreamsWithOrders();
+  const { queries } = context.store!;
   const configured = context.config.upstreams.map((u) => u.name);
-  if (inStore.includes(name) || configured.includes(name)) return;
+  if (configured.includes(name) || (await queries.knowsUpstream(name))) return;
+  const inStore = await queries.upstreamsWithOrders();
   throw new ConfigError(
-    `--upstream: no upstream is named "${name}": the store holds orders of ${inStore.join(', ') || 'none'}, and the configured ones are ${configured.join(', ')} (H2H_UPSTREAMS_FILE; docs/upstreams.md)`,
+    `--upstream: neither the settings nor the store's orders and events name an upstream "${name}": the store has held orders of ${inStore.join(', ') || 'none'}, and the configured ones are ${configured.join(', ')} (H2H_UPSTREAMS_FILE; docs/upstreams.md)`,
   );
 }
 
