@@ -109,6 +109,13 @@ export interface WebhookProducer {
    * the first connection is up are refused, so callers await this once at start.
    */
   ping(): Promise<void>;
+  /**
+   * What `/readyz` asks: {@link ping}, and with `replicaAcks` set, that as many replicas are in
+   * sync with the primary (`INFO replication`: `state=online`); rejects with a
+   * {@link QueueUnavailableError} that says which is missing. Without them every webhook is
+   * refused, so the receiver is not ready.
+   */
+  ready(): Promise<void>;
   /** Job counts of both queues by state, within the timeout. */
   jobCounts(): Promise<QueueJobCounts[]>;
   /** Closes the queues and the Redis client. */
@@ -267,6 +274,13 @@ export function createWebhookProducer(options: WebhookProducerOptions = {}): Web
     return acknowledgedWithin(added, timeoutMs, what);
   }
 
+  const ping = async () => {
+    const up = async () => {
+      await Promise.all([webhookQueue.waitUntilReady(), pollQueue.waitUntilReady()]);
+      await redis.ping();
+    };
+    await acknowledgedWithin(up(), timeoutMs, 'PING');
+  };
   return {
     webhookQueue,
     pollQueue,
@@ -319,12 +333,17 @@ export function createWebhookProducer(options: WebhookProducerOptions = {}): Web
         `poll request ${jobId}`,
       );
     },
-    async ping() {
-      const ready = async () => {
-        await Promise.all([webhookQueue.waitUntilReady(), pollQueue.waitUntilReady()]);
-        await redis.ping();
-      };
-      await acknowledgedWithin(ready(), timeoutMs, 'PING');
+    ping,
+    async ready() {
+      await ping();
+      if (replicaAcks === 0) return;
+      const info = await acknowledgedWithin(redis.info('replication'), timeoutMs, 'INFO replication');
+      const online = info.split('\n').filter((line) => /^slave\d+:.*\bstate=online\b/.test(line)).length;
+      if (online < replicaAcks) {
+        throw new QueueUnavailableError(
+          `${online} replica(s) in sync with the Redis primary, H2H_RECEIVER_REPLICA_ACKS asks for ${replicaAcks}: every webhook is refused until one is back`,
+        );
+      }
     },
     jobCounts() {
       return acknowledgedWithin(queueJobCounts([webhookQueue, pollQueue]), timeoutMs, 'job counts');

@@ -371,11 +371,12 @@ export async function buildReceiverApp(options: ReceiverAppOptions): Promise<Fas
 
   app.get('/readyz', async (request, reply) => {
     try {
-      await producer.ping();
+      await producer.ready();
       return { status: 'ready' };
     } catch (error) {
       request.log.warn({ reqId: request.id, err: error }, 'not ready: Redis unavailable');
-      return reply.code(503).send(receiverErrorBody('QUEUE_UNAVAILABLE', 'not ready: Redis does not answer'));
+      const why = error instanceof QueueUnavailableError ? error.message : 'Redis does not answer';
+      return reply.code(503).send(receiverErrorBody('QUEUE_UNAVAILABLE', `not ready: ${why}`));
     }
   });
 

@@ -48,20 +48,21 @@ async function receiverOn(t: Pick<TestContext, 'after'>, redisUrl: string, repli
     ),
   );
   t.after(() => receiver.close());
-  return async (body: string) => {
-    const answer = await request(receiver.webhookUrl, {
-      method: 'POST',
-      headers: deliveryHeaders(body),
-      body,
-    });
-    return { status: answer.statusCode, json: (await answer.body.json()) as Record<string, unknown> };
+  const answered = async (answer: Awaited<ReturnType<typeof request>>) => ({
+    status: answer.statusCode,
+    json: (await answer.body.json()) as Record<string, unknown>,
+  });
+  return {
+    post: async (body: string) =>
+      answered(await request(receiver.webhookUrl, { method: 'POST', headers: deliveryHeaders(body), body })),
+    readyz: async () => answered(await request(`${receiver.origin}/readyz`)),
   };
 }
 
 test('with H2H_RECEIVER_REPLICA_ACKS=1 a webhook is answered 200 only once a replica holds it: 503 while none acknowledges, 200 to the retry once one is back', async (t) => {
   const primary = await privateRedis(t);
   const { replica, client, synced } = await syncedReplica(t, primary);
-  const post = await receiverOn(t, primary.url, 1);
+  const { post } = await receiverOn(t, primary.url, 1);
   const body = webhookBody('replicated-order', 'evt_replicated');
   const jobKey = `bull:${WEBHOOK_QUEUE}:${webhookIdentity(Buffer.from(body)).jobId}`;
 
@@ -77,10 +78,26 @@ test('with H2H_RECEIVER_REPLICA_ACKS=1 a webhook is answered 200 only once a rep
   assert.equal(await client.exists(jobKey), 1, 'the replica holds the job the 200 promised');
 });
 
+test('with H2H_RECEIVER_REPLICA_ACKS=1 /readyz answers 503 while no replica is in sync with the primary, naming the setting, and ready once one is', async (t) => {
+  const primary = await privateRedis(t);
+  const { readyz } = await receiverOn(t, primary.url, 1);
+
+  const alone = await readyz();
+  assert.equal(alone.status, 503);
+  assert.match(
+    String(alone.json.error),
+    /^not ready: 0 replica\(s\) in sync with the Redis primary, H2H_RECEIVER_REPLICA_ACKS asks for 1/,
+  );
+
+  await syncedReplica(t, primary);
+  await waitFor(async () => (await readyz()).status === 200, { message: 'ready with the replica in sync' });
+  assert.deepEqual((await readyz()).json, { status: 'ready' });
+});
+
 test('with H2H_RECEIVER_REPLICA_ACKS=0 (the default) the receiver answers 200 once the primary has the job, replica or not', async (t) => {
   const primary = await privateRedis(t);
   const { replica } = await syncedReplica(t, primary);
-  const post = await receiverOn(t, primary.url, 0);
+  const { post } = await receiverOn(t, primary.url, 0);
   await replica.pause();
 
   const answer = await post(webhookBody('primary-only-order', 'evt_primary_only'));
