@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { oneReadPerScrape } from '../shared/scrape-read.js';
 import type { LocalOrder } from '../store/local-order.js';
-import type { OrderCounts, OrderQueries } from '../store/order-queries.js';
+import type { OrderQueries, StoredCounts } from '../store/order-queries.js';
 import { CIRCUIT_CAUSES, type CircuitCause, type UpstreamCircuit } from '../store/upstream-circuit.js';
 import { DEFAULT_UPSTREAM } from '../upstream/model.js';
 import { parseUpstreamTime } from '../upstream/upstream-time.js';
@@ -114,8 +114,8 @@ export const TIME_TO_FINAL_BUCKETS = [
 /** The store an upstream's gauges read at scrape time. */
 interface StoreReads {
   queries: OrderQueries;
-  /** The upstream's `countByStatus`, read once a scrape for the stuck and the blocked gauges. */
-  counts: () => Promise<OrderCounts>;
+  /** The upstream's counts (`order_counts` alone), read once a scrape for the stuck and the blocked gauges. */
+  counts: () => Promise<StoredCounts>;
 }
 
 /** What the gauges read at scrape time, per upstream. */
@@ -159,7 +159,7 @@ export function createReconcilerMetrics(options: ReconcilerMetricsOptions = {}):
   }
   const { queries } = options;
   const source: UpstreamSource = {
-    reads: queries && { queries, counts: oneReadPerScrape(() => queries.countByStatus(undefined, upstream)) },
+    reads: queries && { queries, counts: oneReadPerScrape(() => queries.countsOnly(upstream)) },
     circuit: options.circuit,
     auditWindowMs: options.auditWindowMs,
     stuck: 0,

@@ -100,6 +100,9 @@ export interface OrderCounts {
   stuck: number;
 }
 
+/** The figures of {@link OrderCounts} that `order_counts` holds ({@link OrderQueries.countsOnly}). */
+export type StoredCounts = Omit<OrderCounts, 'oldestOpenLocalCreatedAt' | 'dueForPoll'>;
+
 /** The period of {@link OrderQueries.auditCoverage}: checked within the last day. */
 export const AUDIT_COVERAGE_PERIOD_MS = 86_400_000;
 
@@ -358,12 +361,28 @@ export class OrderQueries {
    * reconciler of that upstream, `status` per upstream).
    */
   async countByStatus(now: number = this.#context.now(), upstream?: string): Promise<OrderCounts> {
+    const counts = await this.countsOnly(upstream);
+    // Only the due orders and the oldest open one are read from orders, through the index of
+    // the open orders.
+    const fromOrders = (await this.#context.db.get<{ oldest: number | null; due: number | null }>(
+      openOrdersSql(upstream !== undefined),
+      { now, ...(upstream === undefined ? {} : { upstream }) },
+    ))!;
+    return {
+      ...counts,
+      oldestOpenLocalCreatedAt: fromOrders.oldest === null ? null : Number(fromOrders.oldest),
+      dueForPoll: Number(fromOrders.due ?? 0),
+    };
+  }
+
+  /**
+   * The counts of {@link countByStatus} without the reads of the open orders: `order_counts`
+   * alone (schema 27, kept by triggers on orders), a few rows whatever the number of orders.
+   */
+  async countsOnly(upstream?: string): Promise<StoredCounts> {
     const { db } = this.#context;
     const only = upstream === undefined ? {} : { upstream };
     const where = upstream === undefined ? 'WHERE TRUE' : 'WHERE upstream = @upstream';
-    // The counts are order_counts' (schema 27, kept by triggers on orders): a few rows, whatever
-    // the number of orders. Only the due orders and the oldest open one are read from orders,
-    // through the index of the open orders.
     const places = await db.all<{
       key: string;
       state: SubmissionState;
@@ -396,17 +415,11 @@ export class OrderQueries {
     for (const key of [...byKey.keys()].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)))) {
       byStatus[key] = byKey.get(key)!;
     }
-    const fromOrders = (await db.get<{ oldest: number | null; due: number | null }>(
-      openOrdersSql(upstream !== undefined),
-      { now, ...only },
-    ))!;
     return {
       total,
       byStatus,
       bySubmissionState,
       open,
-      oldestOpenLocalCreatedAt: fromOrders.oldest === null ? null : Number(fromOrders.oldest),
-      dueForPoll: Number(fromOrders.due ?? 0),
       stuck,
     };
   }
