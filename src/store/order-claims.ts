@@ -54,6 +54,19 @@ const SET_LEASE = 'UPDATE orders SET poll_leased_until = @until, lease_token = @
 export type ClaimedOrder = LocalOrder & { readonly claim: string; readonly leasedUntil: number };
 
 /**
+ * The due orders {@link OrderClaims.claimDueForPoll} claims: one upstream's, longest due first,
+ * read in the order of `orders_open` (upstream, next_poll_at, id, of the open orders only:
+ * schema 32), so a reconciler never reads another upstream's due orders however many there are
+ * (test/store/reconcile-plan.test.ts).
+ */
+export function dueClaimSql(skipLocked: string): string {
+  return `SELECT * FROM orders
+         WHERE next_poll_at <= @dueBy AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
+           AND upstream = @upstream
+         ORDER BY next_poll_at, id LIMIT @limit ${skipLocked}`;
+}
+
+/**
  * The claims on orders: who may poll, audit or send an order now (docs/reconciler.md, "Claims").
  * A claim is a lease of `leaseMs` named by a token; while it lasts, no other process takes the
  * order. They are taken by the reconciler's polls ({@link claimDueForPoll}) and its audit
@@ -72,19 +85,6 @@ export type ClaimedOrder = LocalOrder & { readonly claim: string; readonly lease
  *
  * Settings are validated at construction: a RangeError names the first unusable one.
  */
-/**
- * The due orders {@link OrderClaims.claimDueForPoll} claims: one upstream's, longest due first,
- * read in the order of `orders_open` (upstream, next_poll_at, id, of the open orders only:
- * schema 32), so a reconciler never reads another upstream's due orders however many there are
- * (test/store/reconcile-plan.test.ts).
- */
-export function dueClaimSql(skipLocked: string): string {
-  return `SELECT * FROM orders
-         WHERE next_poll_at <= @dueBy AND (poll_leased_until IS NULL OR poll_leased_until <= @now)
-           AND upstream = @upstream
-         ORDER BY next_poll_at, id LIMIT @limit ${skipLocked}`;
-}
-
 export class OrderClaims {
   readonly settings: Readonly<PollScheduleSettings>;
   /** The upstream whose orders these claims take (docs/upstreams.md): its client is the one that calls. */
